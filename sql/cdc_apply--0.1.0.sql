@@ -1,0 +1,352 @@
+/* cdc_apply 0.1.0: replay-safe apply of change-data-capture events. */
+\echo Use "CREATE EXTENSION cdc_apply" to load this file. \quit
+
+-- The extension's state lives in schema cdc; the entry points
+-- (cdc_apply) live in the extension's schema (public by default), so that
+-- SELECT cdc_apply(...) works with the default search_path.
+CREATE SCHEMA cdc;
+COMMENT ON SCHEMA cdc IS
+  'State of the cdc_apply extension: mappings, dedup ledger, per-entity versions and tombstones, truncate barriers, outbox, conflicts, counters.';
+
+-- ---------------------------------------------------------------------------
+-- Mappings
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.mapping (
+  target                  regclass PRIMARY KEY,
+  source_name             text,
+  source_schema           text NOT NULL,
+  source_table            text NOT NULL,
+  key_columns             name[],
+  version_column          name,
+  source_epoch            bigint NOT NULL DEFAULT 0 CHECK (source_epoch >= 0),
+  outbox                  boolean NOT NULL DEFAULT false,
+  outbox_topic            text,
+  truncate_policy         text NOT NULL DEFAULT 'truncate' CHECK (truncate_policy IN ('truncate', 'ignore')),
+  unavailable_placeholder text NOT NULL DEFAULT '__debezium_unavailable_value',
+  temporal_unit           text CHECK (temporal_unit IN ('milli', 'micro', 'nano')),
+  conflict_policy         text NOT NULL DEFAULT 'record' CHECK (conflict_policy IN ('record', 'error')),
+  created_at              timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX mapping_source_idx ON cdc.mapping (coalesce(source_name, ''), source_schema, source_table);
+COMMENT ON TABLE cdc.mapping IS
+  'One row per target table: which source table feeds it and how (key, version, outbox, truncate, placeholder). Written by cdc.register_mapping().';
+COMMENT ON COLUMN cdc.mapping.target IS 'Destination table the events are applied to.';
+COMMENT ON COLUMN cdc.mapping.source_name IS 'Debezium source.name (topic prefix) this mapping accepts; NULL accepts any source.';
+COMMENT ON COLUMN cdc.mapping.source_schema IS 'source.schema of the events resolved to this target when cdc_apply() gets no target.';
+COMMENT ON COLUMN cdc.mapping.source_table IS 'source.table of the events resolved to this target when cdc_apply() gets no target.';
+COMMENT ON COLUMN cdc.mapping.key_columns IS 'Entity key columns; NULL means the primary key. Must be covered by a unique index.';
+COMMENT ON COLUMN cdc.mapping.version_column IS 'Column ordering the changes (integer, date or timestamp) instead of the source position; NULL uses the source position.';
+COMMENT ON COLUMN cdc.mapping.source_epoch IS 'First component of every version: bump it when the source LSN space restarts (new cluster).';
+COMMENT ON COLUMN cdc.mapping.outbox IS 'Write one cdc.outbox row per applied non-snapshot change.';
+COMMENT ON COLUMN cdc.mapping.outbox_topic IS 'Topic of the outbox rows; NULL means the target''s qualified name.';
+COMMENT ON COLUMN cdc.mapping.truncate_policy IS '''truncate'': truncate the target and record a barrier; ''ignore'': truncate events are ignored.';
+COMMENT ON COLUMN cdc.mapping.unavailable_placeholder IS 'Value marking a column the source did not send (unchanged TOAST); such columns keep their destination value.';
+COMMENT ON COLUMN cdc.mapping.temporal_unit IS 'Unit of integer timestamps/times in schema-less events: milli, micro or nano. NULL: such values are an error.';
+COMMENT ON COLUMN cdc.mapping.conflict_policy IS '''record'': equal-version conflicts go to cdc.conflicts and return conflict; ''error'': they raise SQLSTATE 23000.';
+COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or last changed.';
+
+-- ---------------------------------------------------------------------------
+-- Dedup ledger, entity versions and tombstones, truncate barriers
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.ledger (
+  delivery_key text PRIMARY KEY,
+  target       regclass NOT NULL,
+  entity_key   jsonb,
+  version      bigint[] NOT NULL,
+  claimed_at   timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.ledger IS
+  'Processed-delivery ledger: one row per delivery key that was processed (applied, stale, duplicate by version, or conflict). The unique delivery_key is the dedup claim.';
+COMMENT ON COLUMN cdc.ledger.delivery_key IS 'The transport identity of the record (given by the caller, or derived from the source identity).';
+COMMENT ON COLUMN cdc.ledger.target IS 'Destination table of the event.';
+COMMENT ON COLUMN cdc.ledger.entity_key IS 'Entity key ({"column": "text value"}); NULL for table-level events (truncate).';
+COMMENT ON COLUMN cdc.ledger.version IS 'Source version of the event (bigint[] compared lexicographically).';
+COMMENT ON COLUMN cdc.ledger.claimed_at IS 'Transaction start time of the claim.';
+
+CREATE TABLE cdc.entity_state (
+  target       regclass NOT NULL,
+  entity_key   jsonb NOT NULL,
+  source_name  text NOT NULL,
+  version      bigint[] NOT NULL,
+  deleted      boolean NOT NULL,
+  content_hash text NOT NULL,
+  updated_at   timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (target, entity_key)
+);
+COMMENT ON TABLE cdc.entity_state IS
+  'Per-entity source version of the latest applied change; deleted = true makes the row a tombstone that blocks older inserts and updates.';
+COMMENT ON COLUMN cdc.entity_state.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.entity_state.entity_key IS 'Entity key ({"column": "text value"}).';
+COMMENT ON COLUMN cdc.entity_state.source_name IS 'Source that produced the version (Debezium source.name); empty when versions come from a column.';
+COMMENT ON COLUMN cdc.entity_state.version IS 'Version of the latest applied change (bigint[]).';
+COMMENT ON COLUMN cdc.entity_state.deleted IS 'True: the latest applied change was a delete (tombstone).';
+COMMENT ON COLUMN cdc.entity_state.content_hash IS 'MD5 of the applied image, to tell an equal-version duplicate from a conflict.';
+COMMENT ON COLUMN cdc.entity_state.updated_at IS 'When the record was last written.';
+
+CREATE TABLE cdc.table_barrier (
+  target       regclass PRIMARY KEY,
+  source_name  text NOT NULL,
+  version      bigint[] NOT NULL,
+  truncated_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.table_barrier IS
+  'Table-level version set by an applied truncate: events of that source with a version at or below it are stale.';
+COMMENT ON COLUMN cdc.table_barrier.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.table_barrier.source_name IS 'Source of the truncate.';
+COMMENT ON COLUMN cdc.table_barrier.version IS 'Version of the truncate.';
+COMMENT ON COLUMN cdc.table_barrier.truncated_at IS 'When the truncate was applied.';
+
+-- ---------------------------------------------------------------------------
+-- Outbox and conflicts
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.outbox (
+  id              bigserial PRIMARY KEY,
+  idempotency_key text NOT NULL UNIQUE,
+  topic           text,
+  target          regclass NOT NULL,
+  entity_key      jsonb,
+  op              text NOT NULL CHECK (op IN ('c', 'u', 'd', 't')),
+  payload         jsonb,
+  source          jsonb NOT NULL,
+  version         bigint[] NOT NULL,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  published_at    timestamptz
+);
+COMMENT ON TABLE cdc.outbox IS
+  'Outbox: one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction. idempotency_key is stable across replays and re-published topics.';
+COMMENT ON COLUMN cdc.outbox.id IS 'Insertion order.';
+COMMENT ON COLUMN cdc.outbox.idempotency_key IS 'md5(source name, source table, op, version, entity key): identical for every delivery of the same source change.';
+COMMENT ON COLUMN cdc.outbox.topic IS 'The mapping''s outbox_topic, or the target''s qualified name.';
+COMMENT ON COLUMN cdc.outbox.target IS 'Destination table of the change.';
+COMMENT ON COLUMN cdc.outbox.entity_key IS 'Entity key; NULL for a truncate.';
+COMMENT ON COLUMN cdc.outbox.op IS 'c (insert), u (update), d (delete) or t (truncate).';
+COMMENT ON COLUMN cdc.outbox.payload IS 'Destination row after the change (for d: the removed row, or the event''s before-image); NULL for t.';
+COMMENT ON COLUMN cdc.outbox.source IS 'Source identity: name, db, schema, table, lsn, commit_lsn, txId, version.';
+COMMENT ON COLUMN cdc.outbox.version IS 'Source version of the change.';
+COMMENT ON COLUMN cdc.outbox.created_at IS 'Transaction start time of the apply.';
+COMMENT ON COLUMN cdc.outbox.published_at IS 'Set by a relay once the row is published; NULL until then.';
+
+CREATE TABLE cdc.conflicts (
+  id             bigserial PRIMARY KEY,
+  target         regclass NOT NULL,
+  entity_key     jsonb NOT NULL,
+  delivery_key   text NOT NULL,
+  op             text NOT NULL,
+  reason         text NOT NULL,
+  stored_version bigint[],
+  event_version  bigint[] NOT NULL,
+  stored_image   jsonb,
+  event_image    jsonb NOT NULL,
+  recorded_at    timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.conflicts IS
+  'Changes not applied because they conflict: same version with different content, versions from different sources, or unavailable values for a row the destination lacks. Both images are kept for investigation.';
+COMMENT ON COLUMN cdc.conflicts.id IS 'Insertion order.';
+COMMENT ON COLUMN cdc.conflicts.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.conflicts.entity_key IS 'Entity key.';
+COMMENT ON COLUMN cdc.conflicts.delivery_key IS 'Delivery key of the conflicting event.';
+COMMENT ON COLUMN cdc.conflicts.op IS 'Op of the conflicting event (c, u, d, r).';
+COMMENT ON COLUMN cdc.conflicts.reason IS 'Why the change was not applied.';
+COMMENT ON COLUMN cdc.conflicts.stored_version IS 'Version stored for the entity, if any.';
+COMMENT ON COLUMN cdc.conflicts.event_version IS 'Version of the event.';
+COMMENT ON COLUMN cdc.conflicts.stored_image IS 'Destination row at the time, if any.';
+COMMENT ON COLUMN cdc.conflicts.event_image IS 'The event''s after-image (before-image for deletes), as received.';
+COMMENT ON COLUMN cdc.conflicts.recorded_at IS 'Transaction start time.';
+
+-- ---------------------------------------------------------------------------
+-- Counters and the public views
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.counters (
+  target                regclass NOT NULL,
+  backend_id            integer NOT NULL,
+  applied               bigint NOT NULL DEFAULT 0,
+  duplicate             bigint NOT NULL DEFAULT 0,
+  stale                 bigint NOT NULL DEFAULT 0,
+  conflict              bigint NOT NULL DEFAULT 0,
+  ignored               bigint NOT NULL DEFAULT 0,
+  blocked_resurrections bigint NOT NULL DEFAULT 0,
+  outbox_rows           bigint NOT NULL DEFAULT 0,
+  snapshot_rows         bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (target, backend_id)
+);
+COMMENT ON TABLE cdc.counters IS
+  'Outcome counters, one row per (target, backend slot) so that concurrent sessions never wait on each other; read them through cdc.stats. Transactional: a rolled-back call counts nothing.';
+COMMENT ON COLUMN cdc.counters.target IS 'Destination table (0 = events ignored before a target was known).';
+COMMENT ON COLUMN cdc.counters.backend_id IS 'Backend slot that wrote the row.';
+COMMENT ON COLUMN cdc.counters.applied IS 'Events applied.';
+COMMENT ON COLUMN cdc.counters.duplicate IS 'Events that were duplicates (ledger claim or equal version and content).';
+COMMENT ON COLUMN cdc.counters.stale IS 'Events older than the stored version or the truncate barrier.';
+COMMENT ON COLUMN cdc.counters.conflict IS 'Events recorded in cdc.conflicts.';
+COMMENT ON COLUMN cdc.counters.ignored IS 'Non-change records and truncates ignored by policy.';
+COMMENT ON COLUMN cdc.counters.blocked_resurrections IS 'Stale inserts/updates blocked by a newer tombstone.';
+COMMENT ON COLUMN cdc.counters.outbox_rows IS 'Outbox rows written.';
+COMMENT ON COLUMN cdc.counters.snapshot_rows IS 'Snapshot rows (op r) applied.';
+
+CREATE VIEW cdc.stats AS
+  SELECT target,
+         sum(applied)::bigint               AS applied,
+         sum(duplicate)::bigint             AS duplicate,
+         sum(stale)::bigint                 AS stale,
+         sum(conflict)::bigint              AS conflict,
+         sum(ignored)::bigint               AS ignored,
+         sum(blocked_resurrections)::bigint AS blocked_resurrections,
+         sum(outbox_rows)::bigint           AS outbox_rows,
+         sum(snapshot_rows)::bigint         AS snapshot_rows
+    FROM cdc.counters
+   GROUP BY target;
+COMMENT ON VIEW cdc.stats IS
+  'Per-target outcome counts (applied, duplicate, stale, conflict, ignored), blocked resurrections, outbox rows and snapshot rows, summed over all sessions.';
+
+CREATE VIEW cdc.entities AS
+  SELECT target, entity_key, source_name, version, deleted AS is_tombstone, updated_at
+    FROM cdc.entity_state;
+COMMENT ON VIEW cdc.entities IS
+  'Per-entity versions and tombstones: the version of the latest applied change of each key; is_tombstone when it was a delete.';
+
+CREATE VIEW cdc.tombstones AS
+  SELECT target, entity_key, source_name, version, updated_at AS deleted_at
+    FROM cdc.entity_state
+   WHERE deleted;
+COMMENT ON VIEW cdc.tombstones IS
+  'Delete tombstones: keys whose latest applied change was a delete, with its version.';
+
+-- ---------------------------------------------------------------------------
+-- Registering mappings
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION cdc.register_mapping(
+  target                  regclass,
+  source_schema           text    DEFAULT NULL,
+  source_table            text    DEFAULT NULL,
+  key_columns             name[]  DEFAULT NULL,
+  version_column          name    DEFAULT NULL,
+  outbox                  boolean DEFAULT false,
+  outbox_topic            text    DEFAULT NULL,
+  truncate_policy         text    DEFAULT 'truncate',
+  unavailable_placeholder text    DEFAULT '__debezium_unavailable_value',
+  temporal_unit           text    DEFAULT NULL,
+  source_epoch            bigint  DEFAULT 0,
+  source_name             text    DEFAULT NULL,
+  conflict_policy         text    DEFAULT 'record')
+RETURNS cdc.mapping
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  rel_schema name;
+  rel_name   name;
+  col        name;
+  result     cdc.mapping;
+BEGIN
+  IF target IS NULL THEN
+    RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  SELECT n.nspname, c.relname INTO rel_schema, rel_name
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE c.oid = target AND c.relkind IN ('r', 'p');
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'target % is not a table', target USING ERRCODE = '42809';
+  END IF;
+  IF NOT pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = target), 'USAGE') THEN
+    RAISE EXCEPTION 'must be owner of table % to register a mapping for it', target USING ERRCODE = '42501';
+  END IF;
+  FOREACH col IN ARRAY coalesce(key_columns, '{}'::name[]) || array_remove(ARRAY[version_column], NULL) LOOP
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = target AND attname = col AND attnum > 0 AND NOT attisdropped) THEN
+      RAISE EXCEPTION 'column "%" does not exist in table %', col, target USING ERRCODE = '42703';
+    END IF;
+  END LOOP;
+  IF key_columns IS NOT NULL AND cardinality(key_columns) = 0 THEN
+    RAISE EXCEPTION 'key_columns must not be empty' USING ERRCODE = '22023';
+  END IF;
+  IF key_columns IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM pg_index i
+        WHERE i.indrelid = target AND i.indisunique AND i.indimmediate AND i.indisvalid
+          AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = cardinality(key_columns)
+          AND (SELECT array_agg(a.attname ORDER BY a.attname) FROM pg_attribute a
+                WHERE a.attrelid = target AND a.attnum = ANY (i.indkey::int2[]))
+              = (SELECT array_agg(k ORDER BY k) FROM unnest(key_columns) k)) THEN
+    RAISE EXCEPTION 'table % has no unique index on exactly (%)', target, array_to_string(key_columns, ', ')
+      USING ERRCODE = '42P10', HINT = 'Create a unique, non-partial, non-deferrable index on the key columns.';
+  END IF;
+  IF key_columns IS NULL AND NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = target AND indisprimary) THEN
+    RAISE EXCEPTION 'table % has no primary key', target
+      USING ERRCODE = '42P10', HINT = 'Add a primary key or pass key_columns backed by a unique index.';
+  END IF;
+  IF version_column IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+                      WHERE a.attrelid = target AND a.attname = version_column
+                        AND (CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END)
+                            IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype, 'date'::regtype,
+                                'timestamp'::regtype, 'timestamptz'::regtype)) THEN
+    RAISE EXCEPTION 'version column "%" must be smallint, integer, bigint, date, timestamp or timestamptz', version_column
+      USING ERRCODE = '42804';
+  END IF;
+  IF truncate_policy IS NULL OR truncate_policy NOT IN ('truncate', 'ignore') THEN
+    RAISE EXCEPTION 'truncate_policy must be ''truncate'' or ''ignore'', not %', coalesce(quote_literal(truncate_policy), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF temporal_unit IS NOT NULL AND temporal_unit NOT IN ('milli', 'micro', 'nano') THEN
+    RAISE EXCEPTION 'temporal_unit must be ''milli'', ''micro'' or ''nano'', not %', quote_literal(temporal_unit)
+      USING ERRCODE = '22023';
+  END IF;
+  IF conflict_policy IS NULL OR conflict_policy NOT IN ('record', 'error') THEN
+    RAISE EXCEPTION 'conflict_policy must be ''record'' or ''error''' USING ERRCODE = '22023';
+  END IF;
+  IF unavailable_placeholder IS NULL OR unavailable_placeholder = '' THEN
+    RAISE EXCEPTION 'unavailable_placeholder must not be empty' USING ERRCODE = '22023';
+  END IF;
+  IF source_epoch IS NULL OR source_epoch < 0 THEN
+    RAISE EXCEPTION 'source_epoch must be a non-negative integer' USING ERRCODE = '22023';
+  END IF;
+
+  INSERT INTO cdc.mapping AS m (target, source_name, source_schema, source_table, key_columns, version_column,
+                                source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
+                                temporal_unit, conflict_policy)
+  VALUES (target, source_name, coalesce(source_schema, rel_schema), coalesce(source_table, rel_name), key_columns,
+          version_column, source_epoch, coalesce(outbox, false), outbox_topic, truncate_policy,
+          unavailable_placeholder, temporal_unit, conflict_policy)
+  ON CONFLICT ON CONSTRAINT mapping_pkey DO UPDATE
+     SET source_name = EXCLUDED.source_name, source_schema = EXCLUDED.source_schema,
+         source_table = EXCLUDED.source_table, key_columns = EXCLUDED.key_columns,
+         version_column = EXCLUDED.version_column, source_epoch = EXCLUDED.source_epoch,
+         outbox = EXCLUDED.outbox, outbox_topic = EXCLUDED.outbox_topic,
+         truncate_policy = EXCLUDED.truncate_policy, unavailable_placeholder = EXCLUDED.unavailable_placeholder,
+         temporal_unit = EXCLUDED.temporal_unit, conflict_policy = EXCLUDED.conflict_policy, created_at = now()
+  RETURNING * INTO result;
+  RETURN result;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text) IS
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns, 42804 bad version column type, 22023 bad option value. Returns the cdc.mapping row.';
+
+CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ DELETE FROM cdc.mapping WHERE mapping.target = unregister_mapping.target RETURNING true $$;
+COMMENT ON FUNCTION cdc.unregister_mapping(regclass) IS
+  'Removes the mapping of a target table. Its versions, tombstones and ledger rows are kept. Returns true when a mapping was removed, NULL otherwise.';
+
+-- ---------------------------------------------------------------------------
+-- Entry points
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION @extschema@.cdc_apply(event jsonb, target regclass DEFAULT NULL, delivery_key text DEFAULT NULL)
+RETURNS text
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_jsonb';
+COMMENT ON FUNCTION @extschema@.cdc_apply(jsonb, regclass, text) IS
+  'Applies one Debezium change event (value JSON: schema+payload or bare payload; NULL or JSON null = Kafka tombstone) in the caller''s transaction. target NULL: resolved from cdc.mapping by source.schema/source.table. delivery_key NULL: derived from the source identity. Returns applied, duplicate, stale, conflict or ignored. Errors (nothing is applied, the claim rolls back): 22023 bad envelope field, 22004 null key, 42P01 no mapping/target, 42P10 no usable key, 42703 unknown column, 42602 bad name, 42501 missing INSERT/UPDATE/DELETE privilege, type input SQLSTATEs (22P02, 22003, 22007, 22008) for values. See docs/sql-reference.md.';
+
+CREATE FUNCTION @extschema@.cdc_apply(event text, target regclass DEFAULT NULL, delivery_key text DEFAULT NULL)
+RETURNS text
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_text';
+COMMENT ON FUNCTION @extschema@.cdc_apply(text, regclass, text) IS
+  'Same as cdc_apply(jsonb, ...) for raw JSON text such as a Kafka record value; malformed JSON raises 22P02 naming the byte offset.';
+
+-- The engine writes its bookkeeping as the extension owner; nobody else
+-- writes these tables directly.  Reading state is open to everyone.
+REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
+GRANT USAGE ON SCHEMA cdc TO PUBLIC;
+GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping TO PUBLIC;
+REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;

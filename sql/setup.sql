@@ -1,0 +1,40 @@
+--
+-- setup: the extension and the test helpers every later suite uses.
+--
+CREATE EXTENSION cdc_apply;
+
+-- dbz(): builds a Debezium PostgreSQL-connector envelope (bare payload) in
+-- the notation of shared/scenarios.md.  LSNs are written as PostgreSQL text
+-- ('0/1000') and emitted as Debezium's decimal integers.
+CREATE FUNCTION dbz(op text, tbl text, after jsonb DEFAULT NULL, lsn text DEFAULT NULL,
+                    tx bigint DEFAULT NULL, before jsonb DEFAULT NULL, clsn text DEFAULT NULL,
+                    snap text DEFAULT NULL, src text DEFAULT 'srv', total_order int DEFAULT NULL,
+                    schema_name text DEFAULT 'public')
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_strip_nulls(jsonb_build_object(
+           'source', jsonb_build_object(
+              'connector', 'postgresql', 'name', src, 'db', 'src',
+              'schema', schema_name, 'table', tbl,
+              'lsn', (lsn::pg_lsn - '0/0'::pg_lsn)::bigint,
+              'commit_lsn', (clsn::pg_lsn - '0/0'::pg_lsn)::bigint,
+              'txId', tx,
+              'snapshot', coalesce(snap, CASE WHEN op = 'r' THEN 'true' ELSE 'false' END)),
+           'op', op,
+           'transaction', CASE WHEN total_order IS NOT NULL
+                               THEN jsonb_build_object('id', tx::text, 'total_order', total_order) END))
+         || jsonb_build_object('before', before, 'after', after)
+$$;
+
+-- A Kafka tombstone is a record with a null value.
+CREATE FUNCTION kafka_tombstone() RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$ SELECT 'null'::jsonb $$;
+
+-- Outbox rows, ledger rows and tombstones of one target, for assertions.
+CREATE FUNCTION outbox_count(t regclass) RETURNS bigint LANGUAGE sql AS
+  $$ SELECT count(*) FROM cdc.outbox WHERE target = t $$;
+CREATE FUNCTION ledger_count(t regclass) RETURNS bigint LANGUAGE sql AS
+  $$ SELECT count(*) FROM cdc.ledger WHERE target = t $$;
+CREATE FUNCTION tombstones_of(t regclass) RETURNS TABLE (entity_key jsonb, version bigint[]) LANGUAGE sql AS
+  $$ SELECT entity_key, version FROM cdc.tombstones WHERE target = t ORDER BY entity_key::text $$;
+
+SELECT dbz('c', 'items', '{"id": 7, "name": "bolt"}', '0/3000', 600);
+SELECT dbz('d', 'items', NULL, '0/3200', 602, before => '{"id": 7}', clsn => '0/3210', total_order => 1);

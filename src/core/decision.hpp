@@ -1,0 +1,55 @@
+// The apply decision for one change event (SPEC §4.1–4.3, 4.7, 4.8).
+//
+// Pure function of what the engine read under the entity lock: the stored
+// per-entity record (version, tombstone flag, content hash, source), the
+// table-level truncate barrier, and whether a destination row exists.  The
+// dedup claim (§4.1) happens before this, in the glue, under the ledger's
+// unique constraint.
+#pragma once
+#include "core/version.hpp"
+
+#include <optional>
+#include <string>
+
+namespace cdc {
+
+enum class Outcome { Applied, Duplicate, Stale, Conflict, Ignored };
+const char *OutcomeName(Outcome o); // "applied", "duplicate", ...
+
+// The per-entity record kept in cdc.entity_state.
+struct EntityRecord {
+	Version version;
+	bool deleted = false;      // true: this record is a delete tombstone
+	std::string content_hash;  // hash of the image that set this version
+	std::string source;        // source id that produced `version` ("" when versions come from a column)
+};
+
+struct DecisionInput {
+	Version version;           // the event's version
+	std::string source;        // the event's source id ("" for column versions)
+	bool is_delete = false;
+	std::string content_hash;  // hash of the event's image
+	bool has_unavailable = false; // some after-image column was not sent (TOAST placeholder)
+	bool row_exists = false;   // a destination row exists for the key
+	std::optional<EntityRecord> stored;
+	std::optional<Version> barrier; // truncate barrier of the target (same source only)
+};
+
+struct Decision {
+	Outcome outcome = Outcome::Applied;
+	bool blocked_resurrection = false; // stale because a newer tombstone exists
+	std::string reason;                // for conflicts (recorded) and for stale/duplicate (docs, tests)
+};
+
+// Rules, in order:
+//  1. a stored record from another source        -> conflict ("versions from different sources are not ordered")
+//  2. version <= truncate barrier                 -> stale
+//  3. version <  stored version                   -> stale (blocked_resurrection when the record is a tombstone
+//                                                     and the event is not a delete)
+//  4. version == stored version, same content     -> duplicate
+//     version == stored version, other content    -> conflict
+//  5. not a delete, unavailable columns, no row   -> conflict ("unavailable values for a row the destination does not have")
+//  6. otherwise                                   -> applied
+Decision Decide(const DecisionInput &in);
+
+} // namespace cdc

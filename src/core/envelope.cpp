@@ -1,0 +1,239 @@
+#include "core/cpp_only.hpp" // first: this file is pure C++
+#include "core/envelope.hpp"
+
+#include "core/errors.hpp"
+
+namespace cdc {
+
+namespace {
+
+[[noreturn]] void
+Bad(const std::string &msg, const std::string &hint = {})
+{
+	throw InputError(sqlstate::kInvalidParameterValue, msg, {}, hint);
+}
+
+std::string
+OptString(const Json *j)
+{
+	if (!j || j->IsNull())
+		return {};
+	if (j->IsString() || j->IsNumber())
+		return j->Scalar();
+	if (j->IsBool())
+		return j->AsBool() ? "true" : "false";
+	return j->Serialize();
+}
+
+std::optional<int64_t>
+OptInt(const Json *j, const char *path)
+{
+	if (!j || j->IsNull())
+		return std::nullopt;
+	auto v = j->AsInt64();
+	if (!v)
+		Bad(std::string("field \"") + path + "\" must be an integer, got " + j->KindName() + " " + j->Serialize());
+	return v;
+}
+
+std::optional<int64_t>
+OptLsn(const Json *j, const char *path)
+{
+	if (!j || j->IsNull())
+		return std::nullopt;
+	if (j->IsNumber() || j->IsString()) {
+		auto v = ParseLsn(j->Scalar());
+		if (v)
+			return v;
+	}
+	Bad(std::string("field \"") + path + "\" is not an LSN: " + j->Serialize(),
+	    "An LSN is a decimal integer (Debezium) or PostgreSQL text such as \"16/B374D848\".");
+}
+
+std::optional<Json>
+Image(const Json *j, const char *name)
+{
+	if (!j || j->IsNull())
+		return std::nullopt;
+	if (!j->IsObject())
+		Bad(std::string("field \"") + name + "\" must be an object, got " + j->KindName());
+	return *j;
+}
+
+bool
+IsHeartbeat(const Json &p)
+{
+	// Debezium heartbeat values carry only a timestamp: {"ts_ms": 1588252618953}.
+	if (!p.IsObject() || p.Members().empty())
+		return false;
+	for (const auto &m : p.Members())
+		if (m.first != "ts_ms")
+			return false;
+	return true;
+}
+
+} // namespace
+
+const char *
+OpName(Op op)
+{
+	switch (op) {
+	case Op::Create: return "c";
+	case Op::Update: return "u";
+	case Op::Delete: return "d";
+	case Op::Read: return "r";
+	case Op::Truncate: return "t";
+	}
+	return "?";
+}
+
+ChangeEvent
+ParseDebeziumEnvelope(const Json &root)
+{
+	ChangeEvent ev;
+	const Json *payload = &root;
+	const Json *schema = nullptr;
+
+	// JsonConverter with schemas.enable=true wraps the value.
+	if (root.IsObject() && root.Find("payload") && root.Find("schema") && !root.Find("op")) {
+		payload = root.Find("payload");
+		schema = root.FindNonNull("schema");
+	}
+	if (payload->IsNull()) {
+		ev.ignored = true;
+		ev.ignored_reason = "kafka tombstone";
+		return ev;
+	}
+	if (!payload->IsObject())
+		Bad(std::string("event must be a JSON object, got ") + payload->KindName());
+
+	const Json *op = payload->Find("op");
+	if (!op || op->IsNull()) {
+		const Json *status = payload->FindNonNull("status");
+		if (status && status->IsString() && (status->Scalar() == "BEGIN" || status->Scalar() == "END") &&
+		    payload->Find("id")) {
+			ev.ignored = true;
+			ev.ignored_reason = "transaction " + status->Scalar();
+			return ev;
+		}
+		if (IsHeartbeat(*payload)) {
+			ev.ignored = true;
+			ev.ignored_reason = "heartbeat";
+			return ev;
+		}
+		Bad("field \"op\" is missing", "A Debezium change event has \"op\" (c, u, d, r, t or m).");
+	}
+	if (!op->IsString())
+		Bad(std::string("field \"op\" must be a string, got ") + op->KindName());
+	const std::string &o = op->Scalar();
+	if (o == "m") {
+		ev.ignored = true;
+		ev.ignored_reason = "logical decoding message";
+		return ev;
+	}
+	if (o == "c")
+		ev.op = Op::Create;
+	else if (o == "u")
+		ev.op = Op::Update;
+	else if (o == "d")
+		ev.op = Op::Delete;
+	else if (o == "r")
+		ev.op = Op::Read;
+	else if (o == "t")
+		ev.op = Op::Truncate;
+	else
+		Bad("unknown op \"" + o + "\"", "Known ops are c, u, d, r, t (changes) and m (messages, ignored).");
+
+	if (const Json *src = payload->FindNonNull("source")) {
+		if (!src->IsObject())
+			Bad(std::string("field \"source\" must be an object, got ") + src->KindName());
+		ev.source.connector = OptString(src->Find("connector"));
+		ev.source.name = OptString(src->Find("name"));
+		ev.source.db = OptString(src->Find("db"));
+		ev.source.schema = OptString(src->Find("schema"));
+		ev.source.table = OptString(src->Find("table"));
+		ev.source.snapshot = OptString(src->Find("snapshot"));
+		ev.source.lsn = OptLsn(src->Find("lsn"), "source.lsn");
+		ev.source.commit_lsn = OptLsn(src->Find("commit_lsn"), "source.commit_lsn");
+		ev.source.tx_id = OptInt(src->Find("txId"), "source.txId");
+		ev.source.ts_ms = OptInt(src->Find("ts_ms"), "source.ts_ms");
+	}
+	if (const Json *tx = payload->FindNonNull("transaction")) {
+		if (!tx->IsObject())
+			Bad(std::string("field \"transaction\" must be an object, got ") + tx->KindName());
+		ev.transaction_id = OptString(tx->Find("id"));
+		ev.total_order = OptInt(tx->Find("total_order"), "transaction.total_order");
+	}
+
+	ev.before = Image(payload->Find("before"), "before");
+	ev.after = Image(payload->Find("after"), "after");
+	switch (ev.op) {
+	case Op::Create:
+	case Op::Update:
+	case Op::Read:
+		if (!ev.after)
+			Bad(std::string("field \"after\" is missing: op \"") + o + "\" needs the after-image");
+		break;
+	case Op::Delete:
+		if (!ev.before)
+			Bad("field \"before\" is missing: op \"d\" needs the before-image (at least the key columns)");
+		break;
+	case Op::Truncate:
+		break;
+	}
+
+	if (schema) {
+		const Json *fields = schema->FindNonNull("fields");
+		if (fields && fields->IsArray()) {
+			for (const Json &f : fields->Items()) {
+				const Json *name = f.FindNonNull("field");
+				if (!name || !name->IsString())
+					continue;
+				if (name->Scalar() == "before")
+					ev.before_schema = FieldSchema::FromJson(f);
+				else if (name->Scalar() == "after")
+					ev.after_schema = FieldSchema::FromJson(f);
+			}
+		}
+	}
+	return ev;
+}
+
+Version
+DeriveDebeziumVersion(const ChangeEvent &ev, int64_t epoch)
+{
+	if (!ev.source.lsn)
+		Bad("field \"source.lsn\" is missing: the event's source position is unknown",
+		    "Send the Debezium source block, or register the mapping with version_column to order changes by a column.");
+	int64_t lsn = *ev.source.lsn;
+	if (ev.IsSnapshot())
+		return Version{{epoch, lsn, 0, 0}};
+	int64_t commit = ev.source.commit_lsn ? *ev.source.commit_lsn : lsn;
+	return Version{{epoch, commit, lsn, ev.total_order.value_or(0)}};
+}
+
+std::string
+DeriveDeliveryKey(const ChangeEvent &ev, const std::string &entity_key)
+{
+	std::string k = "dbz:";
+	k += ev.source.name;
+	k += ':';
+	k += ev.source.db;
+	k += ':';
+	k += ev.source.schema;
+	k += '.';
+	k += ev.source.table;
+	k += ':';
+	k += OpName(ev.op);
+	k += ':';
+	k += ev.source.lsn ? std::to_string(*ev.source.lsn) : "";
+	k += ':';
+	k += ev.source.tx_id ? std::to_string(*ev.source.tx_id) : "";
+	k += ':';
+	k += ev.total_order ? std::to_string(*ev.total_order) : "";
+	k += ':';
+	k += entity_key;
+	return k;
+}
+
+} // namespace cdc

@@ -1,0 +1,206 @@
+#include "core/cpp_only.hpp" // first: this file is pure C++
+#include "core/json.hpp"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace cdc {
+
+Json Json::MakeBool(bool b) { Json j; j.kind_ = Kind::Bool; j.bool_ = b; return j; }
+Json Json::MakeNumber(std::string lexeme) { Json j; j.kind_ = Kind::Number; j.scalar_ = std::move(lexeme); return j; }
+Json Json::MakeString(std::string s) { Json j; j.kind_ = Kind::String; j.scalar_ = std::move(s); return j; }
+Json Json::MakeArray(std::vector<Json> items) { Json j; j.kind_ = Kind::Array; j.items_ = std::move(items); return j; }
+Json Json::MakeObject(std::vector<Member> members) { Json j; j.kind_ = Kind::Object; j.members_ = std::move(members); return j; }
+
+namespace {
+
+// Builds a Json tree from nlohmann's SAX events.  Containers under
+// construction sit on a stack; a finished value is attached to its parent.
+class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
+  public:
+	Json result;
+
+	bool null() override { return Add(Json::MakeNull()); }
+	bool boolean(bool v) override { return Add(Json::MakeBool(v)); }
+	bool number_integer(number_integer_t v) override { return Add(Json::MakeNumber(std::to_string(v))); }
+	bool number_unsigned(number_unsigned_t v) override { return Add(Json::MakeNumber(std::to_string(v))); }
+	bool number_float(number_float_t, const string_t &lexeme) override { return Add(Json::MakeNumber(lexeme)); }
+	bool string(string_t &v) override { return Add(Json::MakeString(std::move(v))); }
+	bool binary(binary_t &) override { return false; }
+	bool key(string_t &k) override { stack_.back().pending_key = std::move(k); return true; }
+	bool start_object(std::size_t) override { stack_.push_back(Frame{true, {}, {}, {}}); return true; }
+	bool start_array(std::size_t) override { stack_.push_back(Frame{false, {}, {}, {}}); return true; }
+	bool end_object() override { return Close(); }
+	bool end_array() override { return Close(); }
+	bool parse_error(std::size_t pos, const std::string &, const nlohmann::detail::exception &ex) override
+	{
+		std::string what = ex.what();
+		// nlohmann prefixes "[json.exception.parse_error.101] parse error at line 1, column 3: ".
+		auto colon = what.find(": ");
+		throw JsonSyntaxError("invalid JSON at byte " + std::to_string(pos) + ": " +
+		                      (colon == std::string::npos ? what : what.substr(colon + 2)));
+	}
+
+  private:
+	struct Frame {
+		bool is_object;
+		std::string pending_key;
+		std::vector<Json> items;
+		std::vector<Json::Member> members;
+	};
+	std::vector<Frame> stack_;
+
+	bool Add(Json v)
+	{
+		if (stack_.empty()) {
+			result = std::move(v);
+		} else if (stack_.back().is_object) {
+			stack_.back().members.emplace_back(std::move(stack_.back().pending_key), std::move(v));
+		} else {
+			stack_.back().items.push_back(std::move(v));
+		}
+		return true;
+	}
+	bool Close()
+	{
+		Frame f = std::move(stack_.back());
+		stack_.pop_back();
+		return Add(f.is_object ? Json::MakeObject(std::move(f.members)) : Json::MakeArray(std::move(f.items)));
+	}
+};
+
+} // namespace
+
+Json
+Json::Parse(std::string_view text)
+{
+	TreeBuilder builder;
+	bool ok = nlohmann::json::sax_parse(text.begin(), text.end(), &builder);
+	if (!ok)
+		throw JsonSyntaxError("invalid JSON");
+	return std::move(builder.result);
+}
+
+const Json *
+Json::Find(std::string_view name) const
+{
+	if (kind_ != Kind::Object)
+		return nullptr;
+	for (const auto &m : members_)
+		if (m.first == name)
+			return &m.second;
+	return nullptr;
+}
+
+const Json *
+Json::FindNonNull(std::string_view name) const
+{
+	const Json *j = Find(name);
+	return (j && !j->IsNull()) ? j : nullptr;
+}
+
+std::optional<int64_t>
+Json::AsInt64() const
+{
+	if (kind_ != Kind::Number && kind_ != Kind::String)
+		return std::nullopt;
+	const std::string &s = scalar_;
+	if (s.empty() || s.size() > 20)
+		return std::nullopt;
+	size_t i = (s[0] == '-') ? 1 : 0;
+	if (i == s.size())
+		return std::nullopt;
+	for (size_t k = i; k < s.size(); k++)
+		if (s[k] < '0' || s[k] > '9')
+			return std::nullopt;
+	try {
+		size_t used = 0;
+		long long v = std::stoll(s, &used, 10);
+		if (used != s.size())
+			return std::nullopt;
+		return static_cast<int64_t>(v);
+	} catch (const std::exception &) {
+		return std::nullopt;
+	}
+}
+
+void
+AppendJsonString(std::string &out, std::string_view s)
+{
+	out.push_back('"');
+	for (unsigned char c : s) {
+		switch (c) {
+		case '"': out += "\\\""; break;
+		case '\\': out += "\\\\"; break;
+		case '\n': out += "\\n"; break;
+		case '\r': out += "\\r"; break;
+		case '\t': out += "\\t"; break;
+		case '\b': out += "\\b"; break;
+		case '\f': out += "\\f"; break;
+		default:
+			if (c < 0x20) {
+				char buf[8];
+				std::snprintf(buf, sizeof buf, "\\u%04x", c);
+				out += buf;
+			} else {
+				out.push_back(static_cast<char>(c));
+			}
+		}
+	}
+	out.push_back('"');
+}
+
+namespace {
+void
+SerializeInto(const Json &j, std::string &out)
+{
+	switch (j.kind()) {
+	case Json::Kind::Null: out += "null"; break;
+	case Json::Kind::Bool: out += j.AsBool() ? "true" : "false"; break;
+	case Json::Kind::Number: out += j.Scalar(); break;
+	case Json::Kind::String: AppendJsonString(out, j.Scalar()); break;
+	case Json::Kind::Array:
+		out.push_back('[');
+		for (size_t i = 0; i < j.Items().size(); i++) {
+			if (i) out.push_back(',');
+			SerializeInto(j.Items()[i], out);
+		}
+		out.push_back(']');
+		break;
+	case Json::Kind::Object:
+		out.push_back('{');
+		for (size_t i = 0; i < j.Members().size(); i++) {
+			if (i) out.push_back(',');
+			AppendJsonString(out, j.Members()[i].first);
+			out.push_back(':');
+			SerializeInto(j.Members()[i].second, out);
+		}
+		out.push_back('}');
+		break;
+	}
+}
+} // namespace
+
+std::string
+Json::Serialize() const
+{
+	std::string out;
+	SerializeInto(*this, out);
+	return out;
+}
+
+const char *
+Json::KindName() const
+{
+	switch (kind_) {
+	case Kind::Null: return "null";
+	case Kind::Bool: return "boolean";
+	case Kind::Number: return "number";
+	case Kind::String: return "string";
+	case Kind::Array: return "array";
+	case Kind::Object: return "object";
+	}
+	return "?";
+}
+
+} // namespace cdc

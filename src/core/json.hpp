@@ -1,0 +1,83 @@
+// A small immutable JSON tree that keeps number lexemes exactly.
+//
+// Parsing is done by nlohmann::json's SAX parser (a well-kept library: UTF-8,
+// escapes, nesting); this file only builds a tree from its callbacks.  We keep
+// our own tree instead of nlohmann::json because Debezium sends 19-digit
+// integers (ts_ns) and decimals that must reach PostgreSQL's numeric input
+// unchanged, and a double would round them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace cdc {
+
+// Thrown by Json::Parse for text that is not JSON.  Maps to SQLSTATE 22P02.
+class JsonSyntaxError : public std::runtime_error {
+  public:
+	using std::runtime_error::runtime_error;
+};
+
+class Json {
+  public:
+	enum class Kind { Null, Bool, Number, String, Array, Object };
+	using Member = std::pair<std::string, Json>;
+
+	Json() = default;
+	static Json MakeNull() { return Json(); }
+	static Json MakeBool(bool b);
+	// lexeme: the number exactly as written in the source text (e.g. "12.50", "-3e2").
+	static Json MakeNumber(std::string lexeme);
+	static Json MakeString(std::string s);
+	static Json MakeArray(std::vector<Json> items);
+	static Json MakeObject(std::vector<Member> members);
+
+	// Parses one JSON document.  Throws JsonSyntaxError with the byte offset.
+	static Json Parse(std::string_view text);
+
+	Kind kind() const { return kind_; }
+	bool IsNull() const { return kind_ == Kind::Null; }
+	bool IsBool() const { return kind_ == Kind::Bool; }
+	bool IsNumber() const { return kind_ == Kind::Number; }
+	bool IsString() const { return kind_ == Kind::String; }
+	bool IsArray() const { return kind_ == Kind::Array; }
+	bool IsObject() const { return kind_ == Kind::Object; }
+
+	bool AsBool() const { return bool_; }
+	// The number lexeme or the (unescaped) string value.
+	const std::string &Scalar() const { return scalar_; }
+	const std::vector<Json> &Items() const { return items_; }
+	const std::vector<Member> &Members() const { return members_; }
+
+	// Object member lookup (first match); nullptr when absent or not an object.
+	const Json *Find(std::string_view name) const;
+	// Like Find, but a JSON null member counts as absent.
+	const Json *FindNonNull(std::string_view name) const;
+
+	// Integer value of a Number, or of a String holding a plain integer
+	// (Debezium docs sometimes quote int64 fields).  nullopt otherwise.
+	std::optional<int64_t> AsInt64() const;
+
+	// Compact JSON text; object member order is kept as received.
+	std::string Serialize() const;
+	// Name of the kind for error messages ("string", "object", ...).
+	const char *KindName() const;
+
+  private:
+	Kind kind_ = Kind::Null;
+	bool bool_ = false;
+	std::string scalar_;
+	std::vector<Json> items_;
+	std::vector<Member> members_;
+};
+
+// Appends s to out as a JSON string literal (with quotes and escapes).
+void AppendJsonString(std::string &out, std::string_view s);
+
+} // namespace cdc

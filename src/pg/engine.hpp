@@ -1,0 +1,62 @@
+// The apply engine (SPEC §4): one change event, inside the caller's
+// transaction: dedup claim -> entity lock -> version/tombstone/barrier check
+// -> projection mutation -> outbox row -> counters.  Everything it writes
+// goes through SPI in the current transaction, so it commits or rolls back
+// with the caller's work (SPEC §3, third question).
+#pragma once
+
+#include "core/decision.hpp"
+#include "core/json.hpp"
+#include "pg/guard.hpp"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace cdc::pg {
+
+struct Target;
+
+// Per-target outcome counts accumulated during one call and added to
+// cdc.counters when the call finishes.
+struct Counters {
+	int64_t applied = 0, duplicate = 0, stale = 0, conflict = 0, ignored = 0;
+	int64_t blocked_resurrections = 0, outbox_rows = 0, snapshot_rows = 0;
+};
+
+class ApplyEngine {
+  public:
+	// Opens the SPI connection.  One engine per entry-point call.
+	ApplyEngine();
+	ApplyEngine(const ApplyEngine &) = delete;
+	ApplyEngine &operator=(const ApplyEngine &) = delete;
+	~ApplyEngine();
+
+	// Applies one Debezium value (the JSON of a Kafka record value; JSON null
+	// is a Kafka tombstone).  target: InvalidOid = resolve from cdc.mapping by
+	// source.schema/source.table.  delivery_key: nullopt = derive it from the
+	// source identity (envelope.hpp, DeriveDeliveryKey).
+	// Errors: see docs/sql-reference.md (22P02, 22023, 42P01, 42P10, 42501,
+	// 42703, the column type's own input errors).
+	Outcome ApplyDebezium(const Json &event, Oid target, const std::optional<std::string> &delivery_key);
+
+	// Adds the counts to cdc.counters and closes SPI.  Call exactly once on
+	// success; on error the transaction aborts and nothing needs flushing.
+	void Finish();
+
+	// Label used in error context ("event 3 of the batch").
+	void SetEventLabel(std::string label) { event_label_ = std::move(label); }
+
+  private:
+	Target &LoadTarget(Oid relid);
+	Oid ResolveTarget(const std::string &source_name, const std::string &schema, const std::string &table);
+	void SetContext(const Target *t, const std::string &delivery_key);
+
+	std::map<Oid, std::unique_ptr<Target>> targets_;
+	std::map<Oid, Counters> counters_;
+	std::string event_label_;
+	bool finished_ = false;
+};
+
+} // namespace cdc::pg

@@ -1,0 +1,133 @@
+// The error bridge: see guard.hpp.
+#include "pg/guard.hpp"
+
+#include "core/errors.hpp"
+#include "core/json.hpp"
+
+#include <cstring>
+
+extern "C" {
+#include "utils/errcodes.h"
+}
+
+namespace cdc::pg {
+
+namespace {
+
+// Set by SetErrorContext; a plain pointer (no C++ global with a destructor).
+const char *apply_context = nullptr;
+
+void
+ApplyErrorContextCallback(void *) noexcept
+{
+	if (apply_context)
+		errcontext("%s", apply_context);
+}
+
+// What the catch blocks copy out, so the ERROR can be raised after them.
+// Fixed-size buffers: copying into them cannot fail or allocate.
+struct PendingError {
+	ErrorData *edata = nullptr; // a PgError: re-thrown unchanged
+	int sqlerrcode = 0;
+	char message[2048];
+	char detail[2048];
+	char hint[1024];
+};
+
+void
+CopyText(char *dst, size_t size, const char *src) noexcept
+{
+	if (!src)
+		src = "";
+	std::strncpy(dst, src, size - 1);
+	dst[size - 1] = '\0';
+}
+
+} // namespace
+
+ErrorData *
+CaptureError(MemoryContext ctx) noexcept
+{
+	MemoryContextSwitchTo(ctx);
+	ErrorData *edata = CopyErrorData();
+	FlushErrorState();
+	return edata;
+}
+
+void
+SetErrorContext(const char *text) noexcept
+{
+	apply_context = text;
+}
+
+Datum
+InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo) noexcept
+{
+	static PendingError pending;
+	bool failed = false;
+	Datum result = (Datum) 0;
+	MemoryContext entry_context = CurrentMemoryContext;
+	ErrorContextCallback callback;
+
+	callback.callback = ApplyErrorContextCallback;
+	callback.arg = nullptr;
+	callback.previous = error_context_stack;
+	error_context_stack = &callback;
+	apply_context = nullptr;
+	pending.edata = nullptr;
+
+	try {
+		result = fn(fcinfo);
+	} catch (const PgError &e) {
+		failed = true;
+		pending.edata = e.edata();
+	} catch (const cdc::InputError &e) {
+		failed = true;
+		const char *s = e.sqlstate();
+		pending.sqlerrcode = MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]);
+		CopyText(pending.message, sizeof pending.message, e.what());
+		CopyText(pending.detail, sizeof pending.detail, e.detail().c_str());
+		CopyText(pending.hint, sizeof pending.hint, e.hint().c_str());
+	} catch (const cdc::JsonSyntaxError &e) {
+		failed = true;
+		pending.sqlerrcode = ERRCODE_INVALID_TEXT_REPRESENTATION;
+		CopyText(pending.message, sizeof pending.message, e.what());
+		pending.detail[0] = pending.hint[0] = '\0';
+	} catch (const std::bad_alloc &) {
+		failed = true;
+		pending.sqlerrcode = ERRCODE_OUT_OF_MEMORY;
+		CopyText(pending.message, sizeof pending.message, "out of memory in cdc_apply");
+		pending.detail[0] = pending.hint[0] = '\0';
+	} catch (const std::exception &e) {
+		failed = true;
+		pending.sqlerrcode = ERRCODE_INTERNAL_ERROR;
+		CopyText(pending.message, sizeof pending.message, e.what());
+		pending.detail[0] = pending.hint[0] = '\0';
+	} catch (...) {
+		failed = true;
+		pending.sqlerrcode = ERRCODE_INTERNAL_ERROR;
+		CopyText(pending.message, sizeof pending.message, "unknown C++ exception in cdc_apply");
+		pending.detail[0] = pending.hint[0] = '\0';
+	}
+
+	if (!failed) {
+		error_context_stack = callback.previous;
+		apply_context = nullptr;
+		return result;
+	}
+
+	/* Out of every catch block: now it is safe to longjmp. */
+	MemoryContextSwitchTo(entry_context);
+	if (pending.edata) {
+		error_context_stack = callback.previous;
+		apply_context = nullptr;
+		ReThrowError(pending.edata);
+	}
+	ereport(ERROR,
+	        (errcode(pending.sqlerrcode), errmsg("%s", pending.message),
+	         pending.detail[0] ? errdetail("%s", pending.detail) : 0,
+	         pending.hint[0] ? errhint("%s", pending.hint) : 0));
+	pg_unreachable();
+}
+
+} // namespace cdc::pg

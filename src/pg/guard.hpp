@@ -1,0 +1,111 @@
+// The C++ <-> PostgreSQL error bridge (docs/internals.md, "Error bridge").
+//
+// Two regimes never mix:
+//   * C++ regime: objects with destructors, exceptions.  A PostgreSQL ERROR
+//     (a longjmp) must never pass through it.
+//   * PostgreSQL regime: plain C calls that may ereport(ERROR).
+//
+// PgCall(f) runs f (PostgreSQL regime: f must not own objects with
+// destructors) under PG_TRY; an ERROR becomes a PgError that carries the whole
+// ErrorData (SQLSTATE, message, detail, hint, context), copied out of
+// ErrorContext.  Entry points are defined with CDC_PG_FUNCTION, whose wrapper
+// catches every C++ exception and raises the PostgreSQL ERROR only after the
+// catch block has ended (re-throwing a PgError's ErrorData unchanged).
+#pragma once
+
+#include "pg/compat.hpp"
+
+extern "C" {
+#include "fmgr.h"
+#include "utils/elog.h"
+#include "utils/memutils.h"
+}
+
+#include <exception>
+#include <type_traits>
+#include <utility>
+
+namespace cdc::pg {
+
+// A PostgreSQL ERROR caught by PgCall.  Owns a palloc'd ErrorData copy.
+class PgError : public std::exception {
+  public:
+	explicit PgError(ErrorData *edata) noexcept : edata_(edata) {}
+	const char *what() const noexcept override { return edata_ && edata_->message ? edata_->message : "PostgreSQL error"; }
+	int sqlerrcode() const noexcept { return edata_ ? edata_->sqlerrcode : 0; }
+	ErrorData *edata() const noexcept { return edata_; }
+
+  private:
+	ErrorData *edata_;
+};
+
+// Copies the current error (we are in PG_CATCH) into `ctx` and clears the
+// error state.  Plain C, no destructors.
+ErrorData *CaptureError(MemoryContext ctx) noexcept;
+
+// Runs `f` in the PostgreSQL regime.  Returns its result; a PostgreSQL ERROR
+// inside becomes a thrown PgError.
+template <typename F>
+auto
+PgCall(F &&f) -> decltype(f())
+{
+	using R = decltype(f());
+	MemoryContext ctx = CurrentMemoryContext;
+	ErrorData *volatile edata = nullptr;
+	if constexpr (std::is_void_v<R>) {
+		PG_TRY();
+		{
+			f();
+		}
+		PG_CATCH();
+		{
+			edata = CaptureError(ctx);
+		}
+		PG_END_TRY();
+		if (edata)
+			throw PgError(edata);
+	} else {
+		// R must be trivially destructible: it lives across a longjmp.
+		static_assert(std::is_trivially_destructible_v<R>, "PgCall result must be a plain value");
+		R result{};
+		PG_TRY();
+		{
+			result = f();
+		}
+		PG_CATCH();
+		{
+			edata = CaptureError(ctx);
+		}
+		PG_END_TRY();
+		if (edata)
+			throw PgError(edata);
+		return result;
+	}
+}
+
+using CppFunction = Datum (*)(FunctionCallInfo);
+
+// Runs a SQL-callable C++ body; see CDC_PG_FUNCTION.  Never throws.
+Datum InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo) noexcept;
+
+// The description of what the engine is working on ("applying event 3 of the
+// batch to table public.orders, delivery key ..."), added as CONTEXT to every
+// error raised while an entry point runs.  The string must stay valid until
+// the entry point returns (palloc it in the call's memory context).
+void SetErrorContext(const char *text) noexcept;
+
+} // namespace cdc::pg
+
+// Defines a SQL-callable function `name` (extern "C", PGDLLEXPORT, V1 calling
+// convention) whose body is C++ run under the bridge.  Usage:
+//   CDC_PG_FUNCTION(cdc_apply_jsonb) { ... return PointerGetDatum(x); }
+#define CDC_PG_FUNCTION(name)                                                                   \
+	static Datum name##_cpp(FunctionCallInfo fcinfo);                                           \
+	extern "C" {                                                                                \
+	PG_FUNCTION_INFO_V1(name);                                                                  \
+	}                                                                                           \
+	extern "C" PGDLLEXPORT Datum name(PG_FUNCTION_ARGS)                                        \
+	{                                                                                           \
+		return cdc::pg::InvokeCpp(name##_cpp, fcinfo);                                          \
+	}                                                                                           \
+	static Datum name##_cpp(FunctionCallInfo fcinfo)

@@ -1,0 +1,237 @@
+// SQL execution helpers: see spi.hpp.
+#include "pg/spi.hpp"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "common/md5.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+}
+
+#include <cstring>
+#include <stdexcept>
+
+namespace cdc::pg {
+
+void
+Params::Add(Oid type, Datum value, bool isnull)
+{
+	types_.push_back(type);
+	values_.push_back(value);
+	nulls_.push_back(isnull ? 'n' : ' ');
+}
+
+void
+Params::AddText(const std::string &s)
+{
+	Datum d = PgCall([&]() { return PointerGetDatum(cstring_to_text_with_len(s.data(), int(s.size()))); });
+	Add(TEXTOID, d, false);
+}
+
+void
+Params::AddTextOrNull(const std::optional<std::string> &s)
+{
+	if (s)
+		AddText(*s);
+	else
+		Add(TEXTOID, (Datum) 0, true);
+}
+
+void
+Params::AddInt8(int64_t v)
+{
+	Add(INT8OID, Int64GetDatum(v), false);
+}
+
+void
+Params::AddOid(Oid v)
+{
+	Add(OIDOID, ObjectIdGetDatum(v), false);
+}
+
+void
+Params::AddBool(bool v)
+{
+	Add(BOOLOID, BoolGetDatum(v), false);
+}
+
+void
+Params::Clear()
+{
+	types_.clear();
+	values_.clear();
+	nulls_.clear();
+}
+
+namespace {
+
+/*
+ * Backend-local cache of prepared plans, keyed by statement text and
+ * parameter types.  Lives in TopMemoryContext (plain C structures: nothing
+ * here has a destructor).  Plans are SPI_keepplan'ed; PostgreSQL's plan cache
+ * re-plans them after DDL on the tables they use.
+ */
+struct PlanEntry {
+	uint32 hash; /* hash key */
+	char *text;  /* statement text + '\0' + parameter type list, for collision checks */
+	int text_len;
+	SPIPlanPtr plan;
+};
+
+HTAB *plan_cache = nullptr;
+
+SPIPlanPtr
+LookupOrPrepare(const char *sql, int sql_len, const char *key, int key_len, int nargs, Oid *types)
+{
+	if (plan_cache == nullptr) {
+		HASHCTL ctl;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(uint32);
+		ctl.entrysize = sizeof(PlanEntry);
+		ctl.hcxt = TopMemoryContext;
+		plan_cache = hash_create("cdc_apply plan cache", 128, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	uint32 h = hash_bytes((const unsigned char *) key, key_len);
+	bool found;
+	PlanEntry *e = (PlanEntry *) hash_search(plan_cache, &h, HASH_FIND, &found);
+	if (found && e->text_len == key_len && memcmp(e->text, key, key_len) == 0)
+		return e->plan;
+	SPIPlanPtr p = SPI_prepare(sql, nargs, types);
+	if (p == NULL)
+		elog(ERROR, "cdc_apply: SPI_prepare failed for \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	if (found)
+		return p; /* hash collision with another statement: use it uncached */
+	if (SPI_keepplan(p) != 0)
+		elog(ERROR, "cdc_apply: SPI_keepplan failed");
+	char *text = (char *) MemoryContextAlloc(TopMemoryContext, key_len);
+	memcpy(text, key, key_len);
+	e = (PlanEntry *) hash_search(plan_cache, &h, HASH_ENTER, &found);
+	e->text = text;
+	e->text_len = key_len;
+	e->plan = p;
+	(void) sql_len;
+	return p;
+}
+
+Oid
+ExtensionTablesOwner()
+{
+	/* The owner of cdc.ledger owns all of the extension's tables. */
+	Oid relid = get_relname_relid("ledger", get_namespace_oid("cdc", false));
+	if (!OidIsValid(relid))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("table cdc.ledger does not exist"),
+		                errhint("Run CREATE EXTENSION cdc_apply.")));
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	Oid owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+uint64
+ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs, Oid *types, Datum *values,
+          const char *nulls, bool as_owner)
+{
+	SPIPlanPtr plan = LookupOrPrepare(sql, sql_len, key, key_len, nargs, types);
+	Oid save_userid = InvalidOid;
+	int save_sec = 0;
+	if (as_owner) {
+		Oid owner = ExtensionTablesOwner();
+		GetUserIdAndSecContext(&save_userid, &save_sec);
+		SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	}
+	volatile int rc = 0;
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(plan, values, nulls, false, 0);
+	}
+	PG_FINALLY();
+	{
+		if (as_owner)
+			SetUserIdAndSecContext(save_userid, save_sec);
+	}
+	PG_END_TRY();
+	if (rc < 0)
+		elog(ERROR, "cdc_apply: SPI_execute_plan failed (%s) for \"%s\"", SPI_result_code_string(rc), sql);
+	return SPI_processed;
+}
+
+} // namespace
+
+uint64_t
+Execute(const std::string &sql, Params &params, bool as_owner)
+{
+	/* Cache key: statement text, then the parameter type OIDs. */
+	std::string key = sql;
+	key.push_back('\0');
+	key.append(reinterpret_cast<const char *>(params.Types()), sizeof(Oid) * size_t(params.Count()));
+	return PgCall([&]() {
+		return ExecutePg(sql.c_str(), int(sql.size()), key.data(), int(key.size()), params.Count(), params.Types(),
+		                 params.Values(), params.Nulls(), as_owner);
+	});
+}
+
+std::optional<std::string>
+ResultText(uint64_t row, int col)
+{
+	char *v = PgCall([&]() { return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col); });
+	if (v == nullptr)
+		return std::nullopt;
+	return std::string(v);
+}
+
+bool
+ResultBool(uint64_t row, int col)
+{
+	return PgCall([&]() {
+		bool isnull;
+		Datum d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+		return isnull ? false : DatumGetBool(d);
+	});
+}
+
+void
+Connect()
+{
+	PgCall([]() {
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "cdc_apply: SPI_connect failed");
+	});
+}
+
+void
+Finish()
+{
+	PgCall([]() { SPI_finish(); });
+}
+
+std::string
+QuoteIdent(const std::string &ident)
+{
+	const char *q = PgCall([&]() { return quote_identifier(ident.c_str()); });
+	return std::string(q);
+}
+
+std::string
+Md5Hex(const std::string &data)
+{
+	char hex[33];
+	bool ok = PgCall([&]() {
+		const char *errstr = NULL;
+		return pg_md5_hash(data.data(), data.size(), hex, &errstr);
+	});
+	if (!ok)
+		throw std::runtime_error("could not compute MD5 hash");
+	return std::string(hex, 32);
+}
+
+} // namespace cdc::pg

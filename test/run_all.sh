@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Runs every test of cdc_apply: GoogleTest units, pg_regress, isolation,
+# pgTAP and TAP.  Each server-side suite starts its own throwaway instance,
+# so no running server is needed.  Usage: bash test/run_all.sh
+# (as root it builds and installs, then runs the suites as user postgres,
+# because PostgreSQL refuses to run as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PG_CONFIG=${PG_CONFIG:-pg_config}
+BINDIR=$($PG_CONFIG --bindir)
+PGXS_DIR=$(dirname "$($PG_CONFIG --pgxs)")/..
+PG_REGRESS="$PGXS_DIR/test/regress/pg_regress"
+PG_ISOLATION_REGRESS="$PGXS_DIR/test/isolation/pg_isolation_regress"
+TAP_PERL="$PGXS_DIR/test/perl"
+RESULTS="$ROOT/test/results"
+mkdir -p "$RESULTS"
+
+passed=0
+failed=0
+failures=()
+step() { # name, command...
+	local name=$1
+	shift
+	echo "=== $name"
+	if "$@"; then
+		passed=$((passed + 1))
+		echo "--- $name: ok"
+	else
+		failed=$((failed + 1))
+		failures+=("$name")
+		echo "--- $name: FAILED"
+	fi
+}
+
+as_pg() { # run a command as a non-root user when we are root
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u postgres -- env PATH="$BINDIR:$PATH" "$@"
+	else
+		env PATH="$BINDIR:$PATH" "$@"
+	fi
+}
+
+# 1. build and install the extension
+make -s PG_CONFIG="$PG_CONFIG" >/dev/null
+if [ -w "$($PG_CONFIG --pkglibdir)" ]; then make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; else sudo make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; fi
+if [ "$(id -u)" -eq 0 ]; then chown -R postgres "$ROOT/test" "$ROOT/expected" "$ROOT/sql"; chmod -R a+rX "$ROOT"; fi
+
+# 2. GoogleTest units of the pure C++ core (CTest)
+unit() {
+	cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+		cmake --build "$ROOT/build" --target cdc_unit_tests -j2 >/dev/null &&
+		(cd "$ROOT/build" && ctest --output-on-failure -R unit)
+}
+step "unit (GoogleTest)" unit
+
+# 3. pg_regress: the SQL surface
+REGRESS=$(sed -n 's/^REGRESS = //p' Makefile)
+regress() {
+	rm -rf "$RESULTS/regress" && mkdir -p "$RESULTS/regress" && chmod a+rwx "$RESULTS/regress"
+	as_pg "$PG_REGRESS" --temp-instance="$RESULTS/regress/tmp_instance" --temp-config="$ROOT/test/regress.conf" \
+		--bindir="$BINDIR" --inputdir="$ROOT" --outputdir="$RESULTS/regress" --port=58431 $REGRESS ||
+		{ cat "$RESULTS/regress/regression.diffs" 2>/dev/null | head -200; return 1; }
+}
+step "pg_regress" regress
+
+# 4. isolation specs: concurrent appliers
+ISOLATION=$(sed -n 's/^ISOLATION = //p' Makefile)
+isolation() {
+	rm -rf "$RESULTS/isolation" && mkdir -p "$RESULTS/isolation" && chmod a+rwx "$RESULTS/isolation"
+	as_pg "$PG_ISOLATION_REGRESS" --temp-instance="$RESULTS/isolation/tmp_instance" \
+		--temp-config="$ROOT/test/regress.conf" --bindir="$BINDIR" --inputdir="$ROOT/test/isolation" \
+		--outputdir="$RESULTS/isolation" --port=58432 $ISOLATION ||
+		{ cat "$RESULTS/isolation/regression.diffs" 2>/dev/null | head -200; return 1; }
+}
+step "isolation" isolation
+
+# 5. pgTAP: catalog and API contracts (run through pg_regress)
+PGTAP=$(cd "$ROOT/test/pgtap/sql" && ls *.sql | sed 's/\.sql$//' | tr '\n' ' ')
+pgtap() {
+	rm -rf "$RESULTS/pgtap" && mkdir -p "$RESULTS/pgtap" && chmod a+rwx "$RESULTS/pgtap"
+	as_pg "$PG_REGRESS" --temp-instance="$RESULTS/pgtap/tmp_instance" --temp-config="$ROOT/test/regress.conf" \
+		--bindir="$BINDIR" --inputdir="$ROOT/test/pgtap" --outputdir="$RESULTS/pgtap" --port=58433 $PGTAP ||
+		{ cat "$RESULTS/pgtap/regression.diffs" 2>/dev/null | head -200; return 1; }
+}
+step "pgTAP" pgtap
+
+# 6. TAP: real clusters, crashes, restarts (PostgreSQL::Test::Cluster)
+tap() {
+	rm -rf "$RESULTS/tap" && mkdir -p "$RESULTS/tap" && chmod a+rwx "$RESULTS/tap"
+	(cd "$RESULTS/tap" && as_pg env TESTDIR="$RESULTS/tap" PG_REGRESS="$PG_REGRESS" CDC_ROOT="$ROOT" \
+		prove -I "$TAP_PERL" -I "$ROOT/test/t" "$ROOT"/test/t/*.pl)
+}
+step "TAP" tap
+
+echo
+echo "suites: $passed passed, $failed failed"
+if [ "$failed" -gt 0 ]; then
+	printf 'failed suite: %s\n' "${failures[@]}"
+	exit 1
+fi
