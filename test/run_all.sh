@@ -50,7 +50,7 @@ if [ "$(id -u)" -eq 0 ]; then chown -R postgres "$ROOT/test" "$ROOT/expected" "$
 unit() {
 	cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
 		cmake --build "$ROOT/build" --target cdc_unit_tests -j2 >/dev/null &&
-		(cd "$ROOT/build" && ctest --output-on-failure -R unit)
+		(cd "$ROOT/build" && ctest --output-on-failure -R "^unit\\.")
 }
 step "unit (GoogleTest)" unit
 

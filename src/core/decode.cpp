@@ -6,6 +6,7 @@
 // NOT NULL).  This file only has to produce a literal that means exactly what
 // Debezium encoded, and to refuse, with an InputError naming the field, any
 // input whose meaning it cannot know.
+#include "core/cpp_only.hpp" // first: this file is pure C++
 #include "core/decode.hpp"
 #include "core/errors.hpp"
 
@@ -45,8 +46,8 @@ constexpr int64_t kMicrosPerDay = kSecondsPerDay * 1000000;
 // Debezium sends PostgreSQL's +/-infinity timestamps as these values (the
 // PostgreSQL JDBC driver's PGStatement.DATE_POSITIVE/NEGATIVE_INFINITY, see
 // "TIMESTAMP type" in Debezium's postgresql.adoc); INT64_MAX/MIN are
-// accepted as well.  Read as real instants they would be years 292278 AD and
-// 290308 BC, which PostgreSQL would store without complaint.
+// accepted as well.  Read as a MicroTimestamp the positive one would be a
+// day in 294247 AD, which PostgreSQL would store without complaint.
 constexpr int64_t kDebeziumPositiveInfinity = 9223372036825200000LL;
 constexpr int64_t kDebeziumNegativeInfinity = -9223372036832400000LL;
 
@@ -177,8 +178,8 @@ RequireInteger(const Json &v, bool allow_string, const std::string &what, const 
 			Fail(sqlstate::kNumericOutOfRange, path, what + " " + v.Scalar() + " is out of range for a 64-bit integer",
 			     {}, ColumnDetail(col));
 	}
-	Fail(sqlstate::kInvalidTextRepresentation, path, "expected " + what + " as an integer, got " + v.KindName() + " " + Excerpt(v),
-	     {}, ColumnDetail(col));
+	Fail(sqlstate::kInvalidTextRepresentation, path,
+	     "expected " + what + " as an integer, got " + v.KindName() + " " + Excerpt(v), {}, ColumnDetail(col));
 }
 
 /*
@@ -353,8 +354,8 @@ DateText(int64_t days, const ColumnType &col, const std::string &path)
 {
 	// Debezium's Date is an int32; beyond that PostgreSQL's date cannot go.
 	if (days < std::numeric_limits<int32_t>::min() || days > std::numeric_limits<int32_t>::max())
-		Fail(sqlstate::kDatetimeFieldOverflow, path, "date " + std::to_string(days) + " days since 1970-01-01 is out of range",
-		     {}, ColumnDetail(col));
+		Fail(sqlstate::kDatetimeFieldOverflow, path,
+		     "date " + std::to_string(days) + " days since 1970-01-01 is out of range", {}, ColumnDetail(col));
 	if (IsZoned(col))
 		return FormatTimestamp(days * kSecondsPerDay * 1000, Unit::Milli, true);
 	return DateFromEpochDays(days);
@@ -534,8 +535,8 @@ BytesText(std::string bytes, const ColumnType &col, const std::string &path)
 		return ByteaText(bytes);
 	if (!IsValidUtf8(bytes) || bytes.find('\0') != std::string::npos)
 		Fail(sqlstate::kInvalidTextRepresentation, path,
-		     "binary value is not valid UTF-8 text and cannot be stored as " + TypeDesc(col), "map the field to a bytea column",
-		     ColumnDetail(col));
+		     "binary value is not valid UTF-8 text and cannot be stored as " + TypeDesc(col),
+		     "map the field to a bytea column", ColumnDetail(col));
 	return bytes;
 }
 
@@ -552,8 +553,8 @@ ScaleFromSchema(const FieldSchema &s, const ColumnType &col, const std::string &
 		     std::string(kHintSchema) + " or set decimal.handling.mode=string", ColumnDetail(col));
 	auto scale = ParseInt64(it->second);
 	if (!scale)
-		Fail(sqlstate::kInvalidParameterValue, path, "decimal schema has an invalid scale parameter \"" + it->second + "\"", {},
-		     ColumnDetail(col));
+		Fail(sqlstate::kInvalidParameterValue, path,
+		     "decimal schema has an invalid scale parameter \"" + it->second + "\"", {}, ColumnDetail(col));
 	return *scale;
 }
 
@@ -585,8 +586,8 @@ VariableScaleText(const Json &v, const ColumnType &col, const std::string &path)
 	const Json *value = v.FindNonNull("value");
 	if (!v.IsObject() || !scale || !value)
 		Fail(sqlstate::kInvalidTextRepresentation, path,
-		     "expected a VariableScaleDecimal object {\"scale\": <int>, \"value\": <base64>}, got " + std::string(v.KindName()) + " " +
-		         Excerpt(v),
+		     "expected a VariableScaleDecimal object {\"scale\": <int>, \"value\": <base64>}, got " +
+		         std::string(v.KindName()) + " " + Excerpt(v),
 		     {}, ColumnDetail(col));
 	int64_t s = RequireInteger(*scale, true, "decimal scale", path + ".scale", col);
 	std::string bytes = DecodeBase64Field(*value, "decimal value", path + ".value", col);
@@ -671,8 +672,6 @@ FailNotScalar(const Json &v, const ColumnType &col, const std::string &path)
 	     std::string("JSON ") + v.KindName() + " cannot be converted to " + TypeDesc(col), {}, ColumnDetail(col));
 }
 
-struct Decoder;
-
 // One array element, decoded; nested is true when it is itself an array
 // literal (a sub-array of a multidimensional array), written unquoted.
 struct Element {
@@ -719,7 +718,7 @@ Decoder::Decode(const Json &v, const FieldSchema *schema, const ColumnType &col,
 {
 	if (v.IsNull())
 		return DecodedValue::Null();
-	if (schema && !schema->type.empty())
+	if (schema && (!schema->type.empty() || !schema->name.empty()))
 		return DecodedValue::Text(WithSchema(v, *schema, col, path));
 	return DecodedValue::Text(ByColumn(v, col, path));
 }
@@ -812,9 +811,11 @@ Decoder::ByColumn(const Json &v, const ColumnType &col, const std::string &path)
 			FailNotScalar(v, col, path);
 		}
 		if (v.IsString() && !IsDecimalLiteral(v.Scalar()))
-			Fail(sqlstate::kInvalidParameterValue, path, "base64-encoded decimal has no scale (base64 decimal without scale is ambiguous)",
+			Fail(sqlstate::kInvalidParameterValue, path,
+			     "base64-encoded decimal has no scale (base64 decimal without scale is ambiguous)",
 			     std::string(kHintSchema) + " or set decimal.handling.mode=string",
-			     "The value " + Excerpt(v) + " is not a decimal literal; without the schema its scale is unknown. " + ColumnDetail(col));
+			     "The value " + Excerpt(v) + " is not a decimal literal; without the schema its scale is unknown. " +
+			         ColumnDetail(col));
 		break;
 	case F::Date:
 	case F::Time:

@@ -1,0 +1,325 @@
+// GoogleTest units for the pure core: JSON tree, envelope parsing, versions,
+// delivery keys and the apply decision.  Fixtures are the Debezium
+// documentation events shipped in test/fixtures/debezium/.
+#include "core/decision.hpp"
+#include "core/envelope.hpp"
+#include "core/errors.hpp"
+#include "core/json.hpp"
+#include "core/version.hpp"
+
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+
+using namespace cdc;
+
+namespace {
+
+std::string
+ReadFixture(const std::string &name)
+{
+	std::ifstream in(std::string(CDC_SOURCE_DIR) + "/test/fixtures/debezium/" + name);
+	EXPECT_TRUE(in.good()) << name;
+	std::stringstream ss;
+	ss << in.rdbuf();
+	return ss.str();
+}
+
+ChangeEvent
+ParseFixture(const std::string &name)
+{
+	return ParseDebeziumEnvelope(Json::Parse(ReadFixture(name)));
+}
+
+template <typename F>
+std::string
+SqlStateOf(F &&f)
+{
+	try {
+		f();
+	} catch (const InputError &e) {
+		return e.sqlstate();
+	}
+	return "none";
+}
+
+} // namespace
+
+// ---------------------------------------------------------------- JSON
+
+TEST(Json, KeepsNumberLexemesExactly)
+{
+	Json j = Json::Parse(R"({"ts_ns": 1465584025523514964, "amount": 12345678901234567.890, "neg": -0.5e-3})");
+	EXPECT_EQ(j.Find("ts_ns")->Scalar(), "1465584025523514964");
+	EXPECT_EQ(j.Find("amount")->Scalar(), "12345678901234567.890");
+	EXPECT_EQ(j.Find("neg")->Scalar(), "-0.5e-3");
+	EXPECT_EQ(*j.Find("ts_ns")->AsInt64(), 1465584025523514964LL);
+}
+
+TEST(Json, SyntaxErrorsNameTheOffset)
+{
+	try {
+		Json::Parse("{\"op\": \"c\",}");
+		FAIL() << "no error";
+	} catch (const JsonSyntaxError &e) {
+		EXPECT_NE(std::string(e.what()).find("invalid JSON at byte"), std::string::npos) << e.what();
+	}
+	EXPECT_THROW(Json::Parse(""), JsonSyntaxError);
+	EXPECT_THROW(Json::Parse("{\"a\": 1} trailing"), JsonSyntaxError);
+}
+
+TEST(Json, SerializeRoundTripsEscapes)
+{
+	Json j = Json::Parse(R"({"s": "a\"b\\c\n\u0001é", "a": [1, true, null, {"x": []}]})");
+	EXPECT_EQ(j.Serialize(), R"({"s":"a\"b\\c\n\u0001é","a":[1,true,null,{"x":[]}]})");
+	EXPECT_EQ(Json::Parse(j.Serialize()).Serialize(), j.Serialize());
+}
+
+TEST(Json, QuotedIntegersReadAsIntegers)
+{
+	Json j = Json::Parse(R"({"a": "42", "b": "4.2", "c": "x", "d": 1.0})");
+	EXPECT_EQ(*j.Find("a")->AsInt64(), 42);
+	EXPECT_FALSE(j.Find("b")->AsInt64());
+	EXPECT_FALSE(j.Find("c")->AsInt64());
+	EXPECT_FALSE(j.Find("d")->AsInt64());
+}
+
+// ------------------------------------------------------------ versions
+
+TEST(Version, LexicographicOrder)
+{
+	Version a{{0, 100, 90, 0}}, b{{0, 100, 95, 0}}, c{{0, 101, 0, 0}}, e{{1, 0, 0, 0}};
+	EXPECT_LT(Version::Compare(a, b), 0);
+	EXPECT_LT(Version::Compare(b, c), 0);
+	EXPECT_LT(Version::Compare(c, e), 0) << "a higher epoch is newer whatever the LSN";
+	EXPECT_EQ(Version::Compare(a, a), 0);
+	EXPECT_LT(Version::Compare(Version{{0, 1}}, Version{{0, 1, 0}}), 0) << "a prefix sorts first";
+}
+
+TEST(Version, ArrayLiteralRoundTrip)
+{
+	Version v{{0, 24023128, -5, 9223372036854775807LL}};
+	EXPECT_EQ(v.ToArrayLiteral(), "{0,24023128,-5,9223372036854775807}");
+	EXPECT_EQ(*Version::FromArrayLiteral(v.ToArrayLiteral()), v);
+	EXPECT_TRUE(Version::FromArrayLiteral("{}")->empty());
+	EXPECT_FALSE(Version::FromArrayLiteral("{1,x}"));
+	EXPECT_FALSE(Version::FromArrayLiteral("{99999999999999999999}"));
+}
+
+TEST(Version, LsnTextAndDecimal)
+{
+	EXPECT_EQ(*ParseLsn("0/1000"), 0x1000);
+	EXPECT_EQ(*ParseLsn("16/B374D848"), (int64_t(0x16) << 32) | 0xB374D848);
+	EXPECT_EQ(*ParseLsn("24023128"), 24023128);
+	EXPECT_EQ(FormatLsn((int64_t(0x16) << 32) | 0xB374D848), "16/B374D848");
+	EXPECT_FALSE(ParseLsn("0/"));
+	EXPECT_FALSE(ParseLsn("G/1"));
+	EXPECT_FALSE(ParseLsn("-1"));
+	EXPECT_FALSE(ParseLsn("1/123456789"));
+}
+
+// ----------------------------------------------------------- envelopes
+
+TEST(Envelope, CreateWithSchemaUnwrapsPayloadAndSchema)
+{
+	ChangeEvent ev = ParseFixture("pg-create-with-schema.json");
+	EXPECT_FALSE(ev.ignored);
+	EXPECT_EQ(ev.op, Op::Create);
+	EXPECT_EQ(ev.source.name, "PostgreSQL_server");
+	EXPECT_EQ(ev.source.schema, "public");
+	EXPECT_EQ(ev.source.table, "customers");
+	EXPECT_EQ(*ev.source.lsn, 24023128);
+	EXPECT_EQ(*ev.source.tx_id, 555);
+	ASSERT_TRUE(ev.after);
+	EXPECT_EQ(ev.after->Find("first_name")->Scalar(), "Anne");
+	ASSERT_TRUE(ev.after_schema);
+	ASSERT_NE(ev.after_schema->Member("id"), nullptr);
+	EXPECT_EQ(ev.after_schema->Member("id")->type, "int32");
+	EXPECT_FALSE(ev.IsSnapshot()) << "op c with source.snapshot=true is still a change, not a snapshot read";
+}
+
+TEST(Envelope, PayloadOnlyEqualsWithSchema)
+{
+	ChangeEvent a = ParseFixture("pg-create-with-schema.json");
+	ChangeEvent b = ParseFixture("pg-create.payload-only.json");
+	EXPECT_EQ(a.after->Serialize(), b.after->Serialize());
+	EXPECT_EQ(DeriveDeliveryKey(a, "k"), DeriveDeliveryKey(b, "k"));
+	EXPECT_FALSE(b.after_schema);
+}
+
+TEST(Envelope, DeleteNeedsBeforeAndHasNoAfter)
+{
+	ChangeEvent ev = ParseFixture("pg-delete-replica-identity-default.payload-only.json");
+	EXPECT_EQ(ev.op, Op::Delete);
+	ASSERT_TRUE(ev.before);
+	EXPECT_FALSE(ev.after);
+	EXPECT_EQ(ev.before->Find("id")->Scalar(), "1");
+	EXPECT_EQ(SqlStateOf([] { ParseDebeziumEnvelope(Json::Parse(R"({"op":"d","before":null,"source":{"lsn":1}})")); }),
+	          "22023");
+}
+
+TEST(Envelope, NonChangeRecordsAreIgnored)
+{
+	EXPECT_EQ(ParseDebeziumEnvelope(Json::Parse("null")).ignored_reason, "kafka tombstone");
+	EXPECT_EQ(ParseFixture("pg-transaction-begin.json").ignored_reason, "transaction BEGIN");
+	EXPECT_EQ(ParseFixture("pg-transaction-end.json").ignored_reason, "transaction END");
+	EXPECT_EQ(ParseFixture("pg-message-transactional.payload-only.json").ignored_reason, "logical decoding message");
+	EXPECT_EQ(ParseFixture("pg-message-non-transactional.payload-only.json").ignored_reason, "logical decoding message");
+	EXPECT_EQ(ParseDebeziumEnvelope(Json::Parse(R"({"ts_ms": 1588252618953})")).ignored_reason, "heartbeat");
+	EXPECT_EQ(ParseDebeziumEnvelope(Json::Parse(R"({"schema": {"type": "struct"}, "payload": null})")).ignored_reason,
+	          "kafka tombstone");
+}
+
+TEST(Envelope, TruncateHasNoImages)
+{
+	ChangeEvent ev = ParseFixture("pg-truncate.payload-only.json");
+	EXPECT_EQ(ev.op, Op::Truncate);
+	EXPECT_FALSE(ev.before);
+	EXPECT_FALSE(ev.after);
+}
+
+TEST(Envelope, TransactionBlockAndQuotedNumbers)
+{
+	ChangeEvent ev = ParseFixture("pg-create-with-transaction-block.payload-only.json");
+	EXPECT_EQ(ev.transaction_id, "571:53195832");
+	EXPECT_EQ(*ev.total_order, 1);
+	EXPECT_FALSE(ev.source.lsn) << "the example's source block is elided";
+	EXPECT_EQ(SqlStateOf([&] { DeriveDebeziumVersion(ev, 0); }), "22023");
+}
+
+TEST(Envelope, BadEnvelopesAreInputErrors)
+{
+	auto state = [](const char *json) {
+		return SqlStateOf([&] { ParseDebeziumEnvelope(Json::Parse(json)); });
+	};
+	EXPECT_EQ(state(R"({"after": {"id": 1}})"), "22023") << "missing op";
+	EXPECT_EQ(state(R"({"op": "x", "after": {"id": 1}})"), "22023") << "unknown op";
+	EXPECT_EQ(state(R"({"op": 1, "after": {"id": 1}})"), "22023") << "op not a string";
+	EXPECT_EQ(state(R"({"op": "c"})"), "22023") << "missing after";
+	EXPECT_EQ(state(R"({"op": "u", "after": [1]})"), "22023") << "after not an object";
+	EXPECT_EQ(state(R"({"op": "c", "after": {"id": 1}, "source": {"lsn": "abc"}})"), "22023") << "bad lsn";
+	EXPECT_EQ(state(R"([1, 2])"), "22023") << "not an object";
+	EXPECT_EQ(state(ReadFixture("pg-key-customers-with-schema.json").c_str()), "22023") << "a Kafka key is not a value";
+}
+
+TEST(Envelope, VersionRule)
+{
+	auto ev = ParseDebeziumEnvelope(Json::Parse(
+	    R"({"op":"u","after":{"id":1},"source":{"lsn":"0/9FF0","commit_lsn":"0/A180"},"transaction":{"id":"1199","total_order":2}})"));
+	EXPECT_EQ(DeriveDebeziumVersion(ev, 3).parts, (std::vector<int64_t>{3, 0xA180, 0x9FF0, 2}));
+	auto snap = ParseDebeziumEnvelope(Json::Parse(R"({"op":"r","after":{"id":1},"source":{"lsn":"0/A000"}})"));
+	EXPECT_EQ(DeriveDebeziumVersion(snap, 0).parts, (std::vector<int64_t>{0, 0xA000, 0, 0}));
+	// B10: a change committed after the snapshot point wins although its change LSN is lower.
+	EXPECT_GT(Version::Compare(DeriveDebeziumVersion(ev, 0), DeriveDebeziumVersion(snap, 0)), 0);
+	auto before_snap = ParseDebeziumEnvelope(
+	    Json::Parse(R"({"op":"c","after":{"id":2},"source":{"lsn":"0/9F80","commit_lsn":"0/9FC0"}})"));
+	EXPECT_LT(Version::Compare(DeriveDebeziumVersion(before_snap, 0), DeriveDebeziumVersion(snap, 0)), 0);
+}
+
+TEST(Envelope, DeliveryKeyIsTheSourceIdentity)
+{
+	ChangeEvent ev = ParseFixture("pg-update-replica-identity-default.payload-only.json");
+	EXPECT_EQ(DeriveDeliveryKey(ev, "{\"id\": \"1\"}"),
+	          "dbz:PostgreSQL_server:postgres:public.customers:u:24023128:556::{\"id\": \"1\"}");
+	ChangeEvent del = ParseFixture("pg-delete-replica-identity-default.payload-only.json");
+	EXPECT_NE(DeriveDeliveryKey(ev, "k"), DeriveDeliveryKey(del, "k"));
+}
+
+// ------------------------------------------------------------ decision
+
+namespace {
+DecisionInput
+Input(Version v, bool is_delete = false, std::string hash = "h")
+{
+	DecisionInput in;
+	in.version = std::move(v);
+	in.source = "srv";
+	in.is_delete = is_delete;
+	in.content_hash = std::move(hash);
+	in.row_exists = true;
+	return in;
+}
+EntityRecord
+Stored(Version v, bool deleted = false, std::string hash = "h", std::string source = "srv")
+{
+	return EntityRecord{std::move(v), deleted, std::move(hash), std::move(source)};
+}
+} // namespace
+
+TEST(Decision, NewEntityApplies)
+{
+	EXPECT_EQ(Decide(Input(Version{{0, 10}})).outcome, Outcome::Applied);
+}
+
+TEST(Decision, OlderIsStaleAndTombstonesBlockResurrection)
+{
+	auto in = Input(Version{{0, 10}});
+	in.stored = Stored(Version{{0, 20}});
+	auto d = Decide(in);
+	EXPECT_EQ(d.outcome, Outcome::Stale);
+	EXPECT_FALSE(d.blocked_resurrection);
+	in.stored = Stored(Version{{0, 20}}, true, "delete");
+	d = Decide(in);
+	EXPECT_EQ(d.outcome, Outcome::Stale);
+	EXPECT_TRUE(d.blocked_resurrection);
+	auto del = Input(Version{{0, 10}}, true, "delete");
+	del.stored = Stored(Version{{0, 20}}, true, "delete");
+	EXPECT_FALSE(Decide(del).blocked_resurrection) << "an old delete resurrects nothing";
+}
+
+TEST(Decision, NewerReCreationReplacesTombstone)
+{
+	auto in = Input(Version{{0, 30}});
+	in.stored = Stored(Version{{0, 20}}, true, "delete");
+	in.row_exists = false;
+	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
+}
+
+TEST(Decision, EqualVersionDuplicateOrConflict)
+{
+	auto in = Input(Version{{0, 10}}, false, "h1");
+	in.stored = Stored(Version{{0, 10}}, false, "h1");
+	EXPECT_EQ(Decide(in).outcome, Outcome::Duplicate);
+	in.content_hash = "h2";
+	EXPECT_EQ(Decide(in).outcome, Outcome::Conflict);
+	auto del = Input(Version{{0, 10}}, true, "h1");
+	del.stored = Stored(Version{{0, 10}}, false, "h1");
+	EXPECT_EQ(Decide(del).outcome, Outcome::Conflict) << "a delete and an upsert at one version differ";
+}
+
+TEST(Decision, TruncateBarrier)
+{
+	auto in = Input(Version{{0, 10}});
+	in.barrier = Version{{0, 10}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Stale);
+	in.version = Version{{0, 11}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
+}
+
+TEST(Decision, OtherSourceIsNeverCompared)
+{
+	auto in = Input(Version{{0, 99}});
+	in.stored = Stored(Version{{0, 10}}, false, "h", "other-server");
+	auto d = Decide(in);
+	EXPECT_EQ(d.outcome, Outcome::Conflict);
+	EXPECT_NE(d.reason.find("different sources"), std::string::npos);
+}
+
+TEST(Decision, UnavailableValuesNeedAnExistingRow)
+{
+	auto in = Input(Version{{0, 10}});
+	in.has_unavailable = true;
+	in.row_exists = false;
+	EXPECT_EQ(Decide(in).outcome, Outcome::Conflict);
+	in.row_exists = true;
+	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
+}
+
+TEST(Decision, OutcomeNames)
+{
+	EXPECT_STREQ(OutcomeName(Outcome::Applied), "applied");
+	EXPECT_STREQ(OutcomeName(Outcome::Duplicate), "duplicate");
+	EXPECT_STREQ(OutcomeName(Outcome::Stale), "stale");
+	EXPECT_STREQ(OutcomeName(Outcome::Conflict), "conflict");
+	EXPECT_STREQ(OutcomeName(Outcome::Ignored), "ignored");
+}
