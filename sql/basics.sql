@@ -63,6 +63,7 @@ SELECT * FROM basics_items ORDER BY id;
 SELECT cdc_apply(dbz('c', 'basics_items', '{"id": 2, "name": "nut", "qty": 100}', '0/2100', 502)::text,
                  'basics_items'::regclass);
 -- An untyped literal resolves to the text overload too.
+EXPLAIN (VERBOSE, COSTS OFF) SELECT cdc_apply('{}', 'basics_items');
 SELECT cdc_apply('{"op": "c", "source": {"name": "srv", "db": "src", "schema": "public", "table": "basics_items", "lsn": 8704, "txId": 503}, "after": {"id": 3, "name": "washer", "qty": 5}}',
                  'basics_items');
 -- jsonb and text carry the same event: the text delivery of id 2 is a

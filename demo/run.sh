@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The main job on a real example, from a fresh machine:
+#   installs the build dependencies, builds and installs cdc_apply, starts a
+#   throwaway destination PostgreSQL 15, and feeds it
+#     1. the Debezium documentation events shipped in test/fixtures/debezium/
+#        (create with schema, its redelivery, update, delete, Kafka
+#        tombstone, transaction metadata, message, truncate), and
+#     2. a generated order stream delivered the way an at-least-once
+#        pipeline delivers it: duplicated, reordered, then replayed whole,
+#   through cdc_apply(), printing every outcome, the resulting rows,
+#   tombstones, outbox rows and cdc.stats.
+# Usage: bash demo/run.sh [--keep]   (--keep leaves the server running)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+KEEP=${1:-}
+bash scripts/install-deps.sh
+PG_CONFIG=${PG_CONFIG:-pg_config}
+BINDIR=$($PG_CONFIG --bindir)
+make -s >/dev/null
+if [ -w "$($PG_CONFIG --pkglibdir)" ]; then make -s install >/dev/null; else sudo make -s install >/dev/null; fi
+
+WORK=$(mktemp -d /tmp/cdc_apply_demo.XXXXXX)
+chmod 755 "$WORK"
+PORT=${DEMO_PORT:-55432}
+run() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+[ "$(id -u)" -eq 0 ] && chown postgres "$WORK"
+run "$BINDIR/initdb" -D "$WORK/data" -A trust -U postgres >/dev/null
+run "$BINDIR/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -o "-p $PORT -k $WORK -c listen_addresses=''" -w start >/dev/null
+stop() { [ "$KEEP" = "--keep" ] || run "$BINDIR/pg_ctl" -D "$WORK/data" -m fast stop >/dev/null; }
+trap stop EXIT
+PSQL=(run "$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -U postgres)
+"${PSQL[@]}" -d postgres -c "CREATE DATABASE destination" >/dev/null
+
+# Fixture files are read by the client and passed as literals.
+FX="$ROOT/test/fixtures/debezium"
+lit() { sed "s/'/''/g" "$1" | tr '\n' ' '; }
+
+{
+cat <<'SQL'
+\pset footer off
+CREATE EXTENSION cdc_apply;
+CREATE TABLE customers (id int PRIMARY KEY, first_name text NOT NULL, last_name text NOT NULL, email text NOT NULL);
+SELECT target, source_schema, source_table, outbox FROM cdc.register_mapping('customers', 'public', 'customers', outbox => true, outbox_topic => 'customers.events');
+\echo
+\echo '== 1. Debezium documentation events (test/fixtures/debezium) through cdc_apply()'
+CREATE TEMP TABLE run (step int, fixture text, outcome text);
+SQL
+step=0
+for f in pg-create-with-schema.json pg-create-with-schema.json pg-transaction-begin.json \
+         pg-update-replica-identity-default-with-schema.json pg-transaction-end.json \
+         pg-delete-replica-identity-default-with-schema.json pg-tombstone.value-null.txt \
+         pg-message-transactional.payload-only.json pg-create.payload-only.json \
+         pg-delete-replica-identity-default.payload-only.json; do
+	step=$((step + 1))
+	echo "INSERT INTO run SELECT $step, '$f', cdc_apply('$(lit "$FX/$f")'::jsonb);"
+done
+cat <<'SQL'
+SELECT step, fixture, outcome FROM run ORDER BY step;
+\echo 'The update example carries the create example''s source.lsn (24023128) with other content:'
+\echo 'equal version, different payload -> conflict, recorded with both images:'
+SELECT reason, stored_image->>'first_name' AS stored_first_name, event_image->>'first_name' AS event_first_name FROM cdc.conflicts;
+\echo 'Rows, tombstones and outbox of customers:'
+SELECT * FROM customers ORDER BY id;
+SELECT entity_key, version FROM cdc.tombstones WHERE target = 'customers'::regclass;
+SELECT topic, op, entity_key, payload->>'email' AS email FROM cdc.outbox WHERE target = 'customers'::regclass ORDER BY id;
+
+\echo
+\echo '== 2. An at-least-once order stream: 400 changes over 50 keys, delivered with duplicates, reordered, then replayed'
+CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL,
+                     amount numeric(12,2) NOT NULL, note text, updated_at timestamptz NOT NULL);
+SELECT target, source_schema, source_table FROM cdc.register_mapping('orders', 'shop', 'orders', outbox => true);
+-- The source history: per key an insert, several updates, a delete and a re-creation;
+-- LSNs grow in commit order.  updated_at travels as Debezium's ZonedTimestamp string.
+CREATE TEMP TABLE history AS
+WITH steps AS (
+  SELECT k AS id, s, row_number() OVER (ORDER BY s, k) AS n
+    FROM generate_series(1, 50) k, generate_series(1, 8) s)
+SELECT n, id,
+       jsonb_build_object(
+         'op', CASE s WHEN 1 THEN 'c' WHEN 7 THEN 'd' WHEN 8 THEN 'c' ELSE 'u' END,
+         'before', CASE WHEN s = 7 THEN jsonb_build_object('id', id) END,
+         'after', CASE WHEN s <> 7 THEN jsonb_build_object(
+                    'id', id, 'customer_id', id % 7, 'status', (ARRAY['new','paid','packed','shipped','delivered','returned','','again'])[s],
+                    'amount', round((id * 10 + s)::numeric / 3, 2), 'note', repeat('n', s),
+                    'updated_at', to_char(timestamptz '2026-01-01 00:00:00+00' + n * interval '1 second', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')) END,
+         'source', jsonb_build_object('name', 'shop-db', 'db', 'shop', 'schema', 'shop', 'table', 'orders',
+                                      'lsn', 4096 + n * 64, 'txId', 1000 + n)) AS event
+  FROM steps;
+-- Delivery: every event, 30% of them twice, shuffled (a change may overtake older changes of its own key) ...
+CREATE TEMP TABLE delivered (seq serial, outcome text);
+SELECT setseed(0.42);
+INSERT INTO delivered (outcome)
+SELECT cdc_apply(event) FROM (
+  SELECT event, n, random() AS r FROM history
+  UNION ALL SELECT event, n, random() FROM history WHERE n % 10 < 3) d
+ORDER BY n + (r * 150)::int, n;
+SELECT 'first delivery' AS pass, outcome, count(*) FROM delivered GROUP BY outcome ORDER BY outcome;
+-- ... then the consumer group rebalances and the whole topic is replayed from offset 0.
+SELECT 'full replay' AS pass, cdc_apply(event) AS outcome, count(*) FROM history GROUP BY 2 ORDER BY 2;
+\echo 'The destination equals the source history''s final state (re-created rows), whatever the delivery:'
+SELECT count(*) AS rows, count(*) FILTER (WHERE status = 'again') AS recreated,
+       sum(amount) AS total_amount FROM orders;
+SELECT (SELECT count(*) FROM cdc.outbox WHERE target = 'orders'::regclass) AS outbox_rows,
+       (SELECT count(DISTINCT idempotency_key) FROM cdc.outbox WHERE target = 'orders'::regclass) AS distinct_keys,
+       (SELECT count(*) FROM cdc.ledger WHERE target = 'orders'::regclass) AS ledger_rows;
+SELECT * FROM orders ORDER BY id LIMIT 3;
+
+\echo
+\echo '== cdc.stats'
+SELECT * FROM cdc.stats ORDER BY target::text;
+SQL
+} > "$WORK/demo.sql"
+chmod 644 "$WORK/demo.sql"
+"${PSQL[@]}" -d destination -f "$WORK/demo.sql"
+if [ "$KEEP" = "--keep" ]; then
+	echo
+	echo "server left running: psql -h $WORK -p $PORT -U postgres destination"
+fi
