@@ -213,27 +213,34 @@ DeriveDebeziumVersion(const ChangeEvent &ev, int64_t epoch)
 }
 
 std::string
-DeriveDeliveryKey(const ChangeEvent &ev, const std::string &entity_key)
+DeriveDeliveryKey(const SourceInfo &source, Op op, const std::optional<int64_t> &total_order,
+                  const std::string &entity_key)
 {
 	std::string k = "dbz:";
-	k += ev.source.name;
+	k += source.name;
 	k += ':';
-	k += ev.source.db;
+	k += source.db;
 	k += ':';
-	k += ev.source.schema;
+	k += source.schema;
 	k += '.';
-	k += ev.source.table;
+	k += source.table;
 	k += ':';
-	k += OpName(ev.op);
+	k += OpName(op);
 	k += ':';
-	k += ev.source.lsn ? std::to_string(*ev.source.lsn) : "";
+	k += source.lsn ? std::to_string(*source.lsn) : "";
 	k += ':';
-	k += ev.source.tx_id ? std::to_string(*ev.source.tx_id) : "";
+	k += source.tx_id ? std::to_string(*source.tx_id) : "";
 	k += ':';
-	k += ev.total_order ? std::to_string(*ev.total_order) : "";
+	k += total_order ? std::to_string(*total_order) : "";
 	k += ':';
 	k += entity_key;
 	return k;
+}
+
+std::string
+DeriveDeliveryKey(const ChangeEvent &ev, const std::string &entity_key)
+{
+	return DeriveDeliveryKey(ev.source, ev.op, ev.total_order, entity_key);
 }
 
 } // namespace cdc

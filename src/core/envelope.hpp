@@ -72,5 +72,8 @@ Version DeriveDebeziumVersion(const ChangeEvent &ev, int64_t epoch);
 // canonical key text computed by the engine ("" for truncates).
 //   dbz:<source.name>:<db>:<schema>.<table>:<op>:<lsn>:<txId>:<total_order>:<entity_key>
 std::string DeriveDeliveryKey(const ChangeEvent &ev, const std::string &entity_key);
+// The same from the parts (used by every input path).
+std::string DeriveDeliveryKey(const SourceInfo &source, Op op, const std::optional<int64_t> &total_order,
+                              const std::string &entity_key);
 
 } // namespace cdc

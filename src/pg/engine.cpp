@@ -20,6 +20,7 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -30,6 +31,7 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 }
 
 #include <algorithm>
@@ -60,6 +62,7 @@ struct Column {
 	FmgrInfo *in_fn = nullptr; // palloc'd in the call's memory context
 	Oid ioparam = InvalidOid;
 	FmgrInfo *out_fn = nullptr;
+	std::string eq_op; // "OPERATOR(schema.=)": the type's default equality, schema-qualified
 };
 
 struct Mapping {
@@ -165,6 +168,29 @@ HasUniqueIndexPg(Oid relid, const AttrNumber *cols, int ncols)
 	}
 	table_close(rel, NoLock);
 	return found;
+}
+
+/*
+ * The default equality operator of a type as schema-qualified SQL
+ * ("OPERATOR(pg_catalog.=)"), so key predicates work for types whose
+ * operators live outside pg_catalog (citext, ...) although the entry points
+ * run with search_path = pg_catalog.
+ */
+char *
+EqualityOperatorPg(Oid type)
+{
+	TypeCacheEntry *tce = lookup_type_cache(type, TYPECACHE_EQ_OPR);
+	if (!OidIsValid(tce->eq_opr))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+		                errmsg("key column type %s has no default equality operator", format_type_be(type))));
+	HeapTuple tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(tce->eq_opr));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", tce->eq_opr);
+	Form_pg_operator op = (Form_pg_operator) GETSTRUCT(tup);
+	char *result = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(op->oprnamespace)),
+	                        NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return result;
 }
 
 /* Family of a (base) type, for decoding.  Sets *elem for arrays. */
@@ -344,6 +370,10 @@ ApplyEngine::LoadTarget(Oid relid)
 				if (t->columns[c].attnum == info->pk[i])
 					t->key.push_back(int(c));
 	}
+	for (int k : t->key) {
+		Column &kc = t->columns[size_t(k)];
+		kc.eq_op = PgCall([&]() { return EqualityOperatorPg(kc.type); });
+	}
 	if (!t->mapping.version_column.empty()) {
 		auto f = t->by_name.find(t->mapping.version_column);
 		if (f == t->by_name.end())
@@ -412,13 +442,13 @@ struct Image {
 	std::string json;        // the event's JSON object, for conflicts and outbox
 };
 
-// Converts a JSON object (`after` or `before`) into an Image of target `t`.
-Image
-ConvertImage(const Target &t, const Json &obj, const FieldSchema *schema, const char *which)
+// Decodes a Debezium JSON image (`after` or `before`) for target `t`: every
+// field must name a column; values become text input form (decode.hpp).
+RawImage
+DecodeJsonImage(const Target &t, const Json &obj, const FieldSchema *schema, const char *which)
 {
-	Image img;
-	img.cells.resize(t.columns.size());
-	img.json = obj.Serialize();
+	RawImage raw;
+	raw.json = obj.Serialize();
 	for (const auto &member : obj.Members()) {
 		const std::string &field = member.first;
 		std::string path = std::string(which) + "." + field;
@@ -429,12 +459,30 @@ ConvertImage(const Target &t, const Json &obj, const FieldSchema *schema, const 
 			Fail("42703", "field \"" + path + "\" has no column in table " + t.display, {},
 			     "Add the column to the target table; events are applied column by column by name.");
 		const Column &col = t.columns[size_t(f->second)];
+		const FieldSchema *fs = schema ? schema->Member(field) : nullptr;
+		raw.values.emplace_back(field, DecodeValue(member.second, fs, col.ctype, t.mapping.decode, path));
+	}
+	return raw;
+}
+
+// Converts a RawImage into Datums of the target's column types (the types'
+// input functions, with typmod); errors name the field and the column.
+Image
+ConvertImage(const Target &t, const RawImage &raw, const char *which)
+{
+	Image img;
+	img.cells.resize(t.columns.size());
+	img.json = raw.json;
+	for (const auto &[name, dv] : raw.values) {
+		std::string path = std::string(which) + "." + name;
+		auto f = t.by_name.find(name);
+		if (f == t.by_name.end())
+			Fail("42703", "field \"" + path + "\" has no column in table " + t.display);
+		const Column &col = t.columns[size_t(f->second)];
 		if (col.generated)
 			continue; /* generated columns are computed by the destination */
 		Cell &cell = img.cells[size_t(f->second)];
 		cell.present = true;
-		const FieldSchema *fs = schema ? schema->Member(field) : nullptr;
-		DecodedValue dv = DecodeValue(member.second, fs, col.ctype, t.mapping.decode, path);
 		if (dv.kind == DecodedValue::Kind::Unavailable) {
 			cell.unavailable = true;
 			img.has_unavailable = true;
@@ -545,7 +593,7 @@ KeyPredicate(const Target &t, const Image &img, Params &p)
 		p.Add(col.type, c.value, false);
 		if (i)
 			w += " AND ";
-		w += "t." + QuoteIdent(col.name) + " = $" + std::to_string(p.Count());
+		w += "t." + QuoteIdent(col.name) + " " + col.eq_op + " $" + std::to_string(p.Count());
 	}
 	return w;
 }
@@ -571,7 +619,8 @@ namespace {
 
 struct EntityChange {
 	const Target *t;
-	const ChangeEvent *ev;
+	const SourceInfo *source_info;
+	bool is_snapshot;
 	bool is_delete;
 	const Image *key_img;   // image holding the key columns
 	const Image *image;     // after-image (upsert) or before-image (delete)
@@ -683,19 +732,19 @@ MutateTarget(const EntityChange &c)
 }
 
 std::string
-SourceJson(const ChangeEvent &ev, const Version &v)
+SourceJson(const SourceInfo &src, const Version &v)
 {
 	std::string s = "{\"name\": ";
-	AppendJsonString(s, ev.source.name);
+	AppendJsonString(s, src.name);
 	s += ", \"db\": ";
-	AppendJsonString(s, ev.source.db);
+	AppendJsonString(s, src.db);
 	s += ", \"schema\": ";
-	AppendJsonString(s, ev.source.schema);
+	AppendJsonString(s, src.schema);
 	s += ", \"table\": ";
-	AppendJsonString(s, ev.source.table);
-	s += ", \"lsn\": " + (ev.source.lsn ? std::to_string(*ev.source.lsn) : std::string("null"));
-	s += ", \"commit_lsn\": " + (ev.source.commit_lsn ? std::to_string(*ev.source.commit_lsn) : std::string("null"));
-	s += ", \"txId\": " + (ev.source.tx_id ? std::to_string(*ev.source.tx_id) : std::string("null"));
+	AppendJsonString(s, src.table);
+	s += ", \"lsn\": " + (src.lsn ? std::to_string(*src.lsn) : std::string("null"));
+	s += ", \"commit_lsn\": " + (src.commit_lsn ? std::to_string(*src.commit_lsn) : std::string("null"));
+	s += ", \"txId\": " + (src.tx_id ? std::to_string(*src.tx_id) : std::string("null"));
 	s += ", \"version\": [";
 	for (size_t i = 0; i < v.parts.size(); i++)
 		s += (i ? ", " : "") + std::to_string(v.parts[i]);
@@ -707,25 +756,25 @@ SourceJson(const ChangeEvent &ev, const Version &v)
 // (source id, source table, op, version, entity key) — never of the
 // delivery key, so a re-published change gets the same key (docs/outbox.md).
 std::string
-IdempotencyKey(const Target &t, const ChangeEvent &ev, char op, const Version &v, const std::string &entity_key)
+IdempotencyKey(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key)
 {
-	std::string table = ev.source.table.empty() ? t.display : ev.source.schema + "." + ev.source.table;
-	std::string s = ev.source.name + "\n" + table + "\n" + std::string(1, op) + "\n" + v.ToArrayLiteral() + "\n" + entity_key;
+	std::string table = src.table.empty() ? t.display : src.schema + "." + src.table;
+	std::string s = src.name + "\n" + table + "\n" + std::string(1, op) + "\n" + v.ToArrayLiteral() + "\n" + entity_key;
 	return Md5Hex(s);
 }
 
 bool
-WriteOutbox(const Target &t, const ChangeEvent &ev, char op, const Version &v, const std::string &entity_key,
+WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
             const std::optional<std::string> &payload)
 {
 	Params p;
-	p.AddText(IdempotencyKey(t, ev, op, v, entity_key));
+	p.AddText(IdempotencyKey(t, src, op, v, entity_key));
 	p.AddTextOrNull(t.mapping.topic ? t.mapping.topic : std::optional<std::string>(t.display));
 	p.AddOid(t.relid);
 	p.AddTextOrNull(entity_key.empty() ? std::nullopt : std::optional<std::string>(entity_key));
 	p.AddText(std::string(1, op));
 	p.AddTextOrNull(payload);
-	p.AddText(SourceJson(ev, v));
+	p.AddText(SourceJson(src, v));
 	p.AddText(v.ToArrayLiteral());
 	uint64_t n = Execute("INSERT INTO cdc.outbox (idempotency_key, topic, target, entity_key, op, payload, source, version) "
 	                     "VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb, $8::bigint[]) "
@@ -804,9 +853,9 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		if (c.is_delete && !row)
 			row = c.image->json; /* the destination never had the row: publish the before-image */
 		cnt.applied++;
-		if (c.ev->IsSnapshot())
+		if (c.is_snapshot)
 			cnt.snapshot_rows++;
-		else if (t.mapping.outbox && WriteOutbox(t, *c.ev, c.op, c.version, c.entity_key, row))
+		else if (t.mapping.outbox && WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row))
 			cnt.outbox_rows++;
 		return Outcome::Applied;
 	}
@@ -856,15 +905,35 @@ ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optiona
 		counters_[target_arg].ignored++;
 		return Outcome::Ignored;
 	}
-	Oid relid = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
-	Target &t = LoadTarget(relid);
+	ChangeRequest req;
+	req.target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+	Target &t = LoadTarget(req.target);
 	SetContext(&t, delivery_key_arg.value_or(""));
+	req.op = ev.op;
+	req.source = ev.source;
+	req.total_order = ev.total_order;
+	req.delivery_key = delivery_key_arg;
+	if (ev.after)
+		req.after = DecodeJsonImage(t, *ev.after, ev.after_schema ? &*ev.after_schema : nullptr, "after");
+	if (ev.before)
+		req.before = DecodeJsonImage(t, *ev.before, ev.before_schema ? &*ev.before_schema : nullptr, "before");
+	if (t.version_col < 0 && !(ev.op == Op::Truncate && t.mapping.truncate_ignore))
+		req.version = DeriveDebeziumVersion(ev, t.mapping.epoch);
+	return ApplyChange(req);
+}
+
+Outcome
+ApplyEngine::ApplyChange(const ChangeRequest &req)
+{
+	Oid relid = req.target;
+	Target &t = LoadTarget(relid);
+	SetContext(&t, req.delivery_key.value_or(""));
 	CheckPrivileges(t);
 	Counters &cnt = counters_[relid];
 	bool column_version = t.version_col >= 0;
-	std::string source = column_version ? std::string() : ev.source.name;
+	std::string source = column_version ? std::string() : req.source.name;
 
-	if (ev.op == Op::Truncate) {
+	if (req.op == Op::Truncate) {
 		if (t.mapping.truncate_ignore) {
 			cnt.ignored++;
 			return Outcome::Ignored;
@@ -873,8 +942,8 @@ ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optiona
 			Fail("0A000", "truncate events cannot be ordered for table " + t.display +
 			                  ": its mapping orders changes by version_column",
 			     {}, "Register the mapping with truncate_policy => 'ignore'.");
-		Version v = DeriveDebeziumVersion(ev, t.mapping.epoch);
-		std::string dk = delivery_key_arg ? *delivery_key_arg : DeriveDeliveryKey(ev, "");
+		const Version &v = req.version;
+		std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, "");
 		SetContext(&t, dk);
 		if (!Claim(dk, relid, "", v)) {
 			cnt.duplicate++;
@@ -898,19 +967,21 @@ ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optiona
 		        true);
 		t.barrier = Barrier{source, v};
 		cnt.applied++;
-		if (t.mapping.outbox && WriteOutbox(t, ev, 't', v, "", std::nullopt))
+		if (t.mapping.outbox && WriteOutbox(t, req.source, 't', v, "", std::nullopt))
 			cnt.outbox_rows++;
 		return Outcome::Applied;
 	}
 
-	const bool is_delete = ev.op == Op::Delete;
-	const FieldSchema *after_schema = ev.after_schema ? &*ev.after_schema : nullptr;
-	const FieldSchema *before_schema = ev.before_schema ? &*ev.before_schema : nullptr;
+	const bool is_delete = req.op == Op::Delete;
+	if (is_delete && !req.before)
+		Fail("22023", "field \"before\" is missing: a delete needs the before-image (at least the key columns)");
+	if (!is_delete && !req.after)
+		Fail("22023", std::string("field \"after\" is missing: op \"") + OpName(req.op) + "\" needs the after-image");
 	std::optional<Image> after, before;
-	if (ev.after)
-		after = ConvertImage(t, *ev.after, after_schema, "after");
-	if (ev.before)
-		before = ConvertImage(t, *ev.before, before_schema, "before");
+	if (req.after)
+		after = ConvertImage(t, *req.after, "after");
+	if (req.before)
+		before = ConvertImage(t, *req.before, "before");
 	const Image &main = is_delete ? *before : *after;
 	std::string entity_key = EntityKey(t, main, is_delete ? "before" : "after");
 
@@ -926,10 +997,10 @@ ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optiona
 		int64_t x = PgCall([&]() { return VersionIntPg(vc.type, cell.value); });
 		v = Version{{t.mapping.epoch, x}};
 	} else {
-		v = DeriveDebeziumVersion(ev, t.mapping.epoch);
+		v = req.version;
 	}
 
-	std::string dk = delivery_key_arg ? *delivery_key_arg : DeriveDeliveryKey(ev, entity_key);
+	std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, entity_key);
 	SetContext(&t, dk);
 	if (!Claim(dk, relid, entity_key, v)) {
 		cnt.duplicate++;
@@ -937,10 +1008,11 @@ ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optiona
 	}
 
 	/* An update whose before-image carries another key: delete the old key first. */
-	if (ev.op == Op::Update && before && !SameKey(t, *before, *after)) {
+	if (req.op == Op::Update && before && !SameKey(t, *before, *after)) {
 		EntityChange old;
 		old.t = &t;
-		old.ev = &ev;
+		old.source_info = &req.source;
+		old.is_snapshot = false;
 		old.is_delete = true;
 		old.key_img = &*before;
 		old.image = &*before;
@@ -955,7 +1027,8 @@ ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optiona
 
 	EntityChange c;
 	c.t = &t;
-	c.ev = &ev;
+	c.source_info = &req.source;
+	c.is_snapshot = req.op == Op::Read;
 	c.is_delete = is_delete;
 	c.key_img = &main;
 	c.image = &main;
@@ -964,7 +1037,7 @@ ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optiona
 	c.source = source;
 	c.content_hash = is_delete ? std::string("delete") : ImageHash(t, main);
 	c.delivery_key = dk;
-	c.op = OpName(ev.op)[0];
+	c.op = OpName(req.op)[0];
 	return ApplyEntity(c, cnt);
 }
 

@@ -6,6 +6,8 @@
 #pragma once
 
 #include "core/decision.hpp"
+#include "core/decode.hpp"
+#include "core/envelope.hpp"
 #include "core/json.hpp"
 #include "pg/guard.hpp"
 
@@ -25,6 +27,26 @@ struct Counters {
 	int64_t blocked_resurrections = 0, outbox_rows = 0, snapshot_rows = 0;
 };
 
+// An image as an input path delivers it: column name -> text input form,
+// NULL, or unavailable (not sent by the source).  `json` is the image as
+// received, kept for cdc.conflicts and for delete outbox payloads.
+struct RawImage {
+	std::vector<std::pair<std::string, DecodedValue>> values;
+	std::string json;
+};
+
+// One change, independent of the input format (Debezium envelope, pgoutput).
+struct ChangeRequest {
+	Oid target = InvalidOid;
+	Op op = Op::Create;                    // c, u, d, r (snapshot row) or t
+	std::optional<RawImage> before;        // required for d (key columns at least)
+	std::optional<RawImage> after;         // required for c, u, r
+	Version version;                       // ignored when the mapping orders by version_column
+	SourceInfo source;                     // source identity; source.name is the source id
+	std::optional<int64_t> total_order;    // position in the source transaction, if known
+	std::optional<std::string> delivery_key; // nullopt: derived from the source identity
+};
+
 class ApplyEngine {
   public:
 	// Opens the SPI connection.  One engine per entry-point call.
@@ -40,6 +62,11 @@ class ApplyEngine {
 	// Errors: see docs/sql-reference.md (22P02, 22023, 42P01, 42P10, 42501,
 	// 42703, the column type's own input errors).
 	Outcome ApplyDebezium(const Json &event, Oid target, const std::optional<std::string> &delivery_key);
+
+	// Applies one change in any input format: the engine behind every path.
+	// Errors as for ApplyDebezium; field paths are "after.<column>" and
+	// "before.<column>".
+	Outcome ApplyChange(const ChangeRequest &req);
 
 	// Adds the counts to cdc.counters and closes SPI.  Call exactly once on
 	// success; on error the transaction aborts and nothing needs flushing.
