@@ -13,12 +13,14 @@
 CREATE ROLE regress_cdc_reader;   -- SELECT only
 CREATE ROLE regress_cdc_partial;  -- SELECT, INSERT, UPDATE (no DELETE)
 CREATE ROLE regress_cdc_writer;   -- SELECT, INSERT, UPDATE, DELETE
+CREATE ROLE regress_cdc_blind;    -- INSERT, UPDATE, DELETE (no SELECT)
 
 CREATE TABLE priv_items (id int PRIMARY KEY, v text);
 SELECT target, outbox FROM cdc.register_mapping('priv_items', outbox => true);
 GRANT SELECT ON priv_items TO regress_cdc_reader;
 GRANT SELECT, INSERT, UPDATE ON priv_items TO regress_cdc_partial;
 GRANT SELECT, INSERT, UPDATE, DELETE ON priv_items TO regress_cdc_writer;
+GRANT INSERT, UPDATE, DELETE ON priv_items TO regress_cdc_blind;
 
 CREATE FUNCTION priv_state() RETURNS TABLE (target_rows bigint, ledger bigint, outbox bigint, entities bigint, applied bigint)
 LANGUAGE sql AS $$
@@ -42,6 +44,16 @@ RESET ROLE;
 SET ROLE regress_cdc_partial;
 SELECT cdc_apply(dbz('c', 'priv_items', '{"id": 1, "v": "a"}', '0/1000', 1), 'priv_items', 'priv-1');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- Write privileges without SELECT: the upsert (ON CONFLICT DO UPDATE ...
+-- RETURNING) needs SELECT too, so this is 42501 on the table as well, raised
+-- by the mutation after the claim; the claim rolls back with it.  (The
+-- statement text in CONTEXT is the engine's own SQL: hidden.)
+SET ROLE regress_cdc_blind;
+\set SHOW_CONTEXT never
+SELECT cdc_apply(dbz('c', 'priv_items', '{"id": 1, "v": "a"}', '0/1000', 1), 'priv_items', 'priv-1');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT errors
 RESET ROLE;
 SELECT * FROM priv_state();
 SELECT count(*) AS claimed FROM cdc.ledger WHERE delivery_key = 'priv-1';
@@ -155,11 +167,12 @@ SELECT p.oid::regprocedure AS function, has_function_privilege('regress_cdc_read
 
 -- A pinned search_path means objects in the caller's schemas cannot stand in
 -- for the ones the engine uses: a role's shadowing function named like a
--- catalog function in a schema first on its search_path is never called.
+-- catalog function in a schema placed before pg_catalog is never called.
 CREATE SCHEMA regress_cdc_evil;
 CREATE FUNCTION regress_cdc_evil.to_jsonb(anyelement) RETURNS jsonb LANGUAGE sql AS $$ SELECT '{"evil": true}'::jsonb $$;
 CREATE FUNCTION regress_cdc_evil.md5(text) RETURNS text LANGUAGE sql AS $$ SELECT 'evil' $$;
-SET search_path = regress_cdc_evil, public;
+SET search_path = regress_cdc_evil, pg_catalog, public;
+SELECT to_jsonb(1) AS shadowed_here;
 SELECT cdc_apply(dbz('u', 'priv_items', '{"id": 1, "v": "z"}', '0/3000', 5), 'priv_items', 'priv-5');
 RESET search_path;
 SELECT * FROM priv_items ORDER BY id;
@@ -168,5 +181,5 @@ SELECT idempotency_key ~ '^[0-9a-f]{32}$' AS real_md5 FROM cdc.outbox WHERE targ
 DROP SCHEMA regress_cdc_evil CASCADE;
 
 -- Clean up the roles (cluster-wide objects).
-DROP OWNED BY regress_cdc_reader, regress_cdc_partial, regress_cdc_writer;
-DROP ROLE regress_cdc_reader, regress_cdc_partial, regress_cdc_writer;
+DROP OWNED BY regress_cdc_reader, regress_cdc_partial, regress_cdc_writer, regress_cdc_blind;
+DROP ROLE regress_cdc_reader, regress_cdc_partial, regress_cdc_writer, regress_cdc_blind;

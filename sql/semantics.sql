@@ -318,16 +318,20 @@ SELECT cdc_apply(dbz('r', 'sem_snap', '{"id": 3, "v": "snap1"}', '0/2000', snap 
 SELECT * FROM sem_snap ORDER BY id;
 SELECT * FROM tombstones_of('sem_snap');
 -- a newer snapshot (S = 0/2300) overwrites, and still writes no outbox row
+-- (id 2 was deleted at 0/2200, before this snapshot point, and created
+-- again at the source before it: the newer snapshot re-creates the row)
 SELECT * FROM sem_play(ARRAY[
   dbz('r', 'sem_snap', '{"id": 1, "v": "stream1"}', '0/2300'),
+  dbz('r', 'sem_snap', '{"id": 2, "v": "snap2"}', '0/2300'),
   dbz('r', 'sem_snap', '{"id": 3, "v": "snap2"}', '0/2300', snap => 'last')]);
 SELECT * FROM sem_snap ORDER BY id;
 SELECT entity_key, version, is_tombstone FROM cdc.entities WHERE target = 'sem_snap'::regclass ORDER BY entity_key::text;
-SELECT (SELECT array_agg(id || '=' || v ORDER BY id) FROM sem_snap) = '{1=stream1,3=snap2}' AS d_rows_ok,
+SELECT (SELECT array_agg(id || '=' || v ORDER BY id) FROM sem_snap) = '{1=stream1,2=snap2,3=snap2}' AS d_rows_ok,
+       NOT EXISTS (SELECT 1 FROM cdc.tombstones WHERE target = 'sem_snap'::regclass) AS d_no_tombstone_left,
        outbox_count('sem_snap') = 2 AS d_outbox_streamed_only,
        (SELECT array_agg(op ORDER BY id) FROM cdc.outbox WHERE target = 'sem_snap'::regclass) = '{u,d}' AS d_outbox_ops;
 SELECT * FROM sem_stats('sem_snap');
-SELECT applied = 7 AND snapshot_rows = 5 AND stale = 3 AND blocked_resurrections = 1 AND duplicate = 2
+SELECT applied = 8 AND snapshot_rows = 6 AND stale = 3 AND blocked_resurrections = 1 AND duplicate = 2
        AND outbox_rows = 2 AS d_stats_ok FROM sem_stats('sem_snap');
 
 -- ===========================================================================
@@ -473,8 +477,8 @@ SELECT * FROM sem_play(ARRAY[
   dbz('u', 'sem_ver_ts', '{"id": 1, "v": "nine", "updated_at": "2024-01-01T09:00:00Z"}', '0/6600', 651),
   dbz('u', 'sem_ver_ts', '{"id": 1, "v": "eleven", "updated_at": "2024-01-01T11:00:00Z"}', '0/6700', 652)]);
 SELECT id, v, updated_at = '2024-01-01T11:00:00Z' AS at_eleven FROM sem_ver_ts;
--- the version is the timestamp in microseconds since 2000-01-01
-SELECT version = ARRAY[0, ((extract(epoch FROM timestamptz '2024-01-01T11:00:00Z') - 946684800) * 1000000)::bigint]
+-- the version is {epoch, the timestamp in microseconds since 2000-01-01, 0 (not a delete)}
+SELECT version = ARRAY[0, ((extract(epoch FROM timestamptz '2024-01-01T11:00:00Z') - 946684800) * 1000000)::bigint, 0]
        AS h_ts_version FROM cdc.entities WHERE target = 'sem_ver_ts'::regclass;
 
 -- ===========================================================================
@@ -511,38 +515,40 @@ SELECT ledger_count('sem_ign') = 0 AND outbox_count('sem_ign') = 0 AS i_nothing_
 --    and versions of different sources are never compared.
 -- ===========================================================================
 CREATE TABLE sem_nomap (id int PRIMARY KEY, v text);
-SELECT cdc_apply(dbz('c', 'upstream_table', '{"id": 1, "v": "a"}', '0/7000', 700), 'sem_nomap') AS explicit_target;
+SELECT cdc_apply(dbz('c', 'sem_upstream', '{"id": 1, "v": "a"}', '0/7000', 700), 'sem_nomap') AS explicit_target;
 SELECT * FROM sem_nomap;
 SELECT NOT EXISTS (SELECT 1 FROM cdc.mapping WHERE target = 'sem_nomap'::regclass) AS j_no_mapping,
        outbox_count('sem_nomap') = 0 AS j_no_outbox_by_default;
-SELECT delivery_key, entity_key FROM cdc.ledger WHERE target = 'sem_nomap'::regclass;
+-- the derived delivery key names the source table of the event
+SELECT entity_key, position('public.sem_upstream' IN delivery_key) > 0 AS key_names_source_table
+  FROM cdc.ledger WHERE target = 'sem_nomap'::regclass;
 -- composite primary key as the default entity key
 CREATE TABLE sem_nomap2 (a int, b text, v text, PRIMARY KEY (a, b));
-SELECT cdc_apply(dbz('c', 'upstream_table2', '{"a": 1, "b": "x", "v": "first"}', '0/7100', 701), 'sem_nomap2') AS composite;
+SELECT cdc_apply(dbz('c', 'sem_upstream2', '{"a": 1, "b": "x", "v": "first"}', '0/7100', 701), 'sem_nomap2') AS composite;
 SELECT entity_key, version FROM cdc.entities WHERE target = 'sem_nomap2'::regclass;
 -- the same entity from another source: versions are not comparable -> conflict
-SELECT cdc_apply(dbz('u', 'upstream_table', '{"id": 1, "v": "b"}', '0/7200', 702, src => 'other_srv'), 'sem_nomap') AS other_source;
+SELECT cdc_apply(dbz('u', 'sem_upstream', '{"id": 1, "v": "b"}', '0/7200', 702, src => 'other_srv'), 'sem_nomap') AS other_source;
 SELECT * FROM sem_nomap;
 SELECT reason FROM cdc.conflicts WHERE target = 'sem_nomap'::regclass;
 -- no target and no mapping: an error naming the source table
-SELECT cdc_apply(dbz('c', 'unmapped_table', '{"id": 1}', '0/7300', 703));
+SELECT cdc_apply(dbz('c', 'sem_unmapped', '{"id": 1}', '0/7300', 703));
 -- resolution from source.schema/source.table
 CREATE TABLE sem_res (id int PRIMARY KEY, v text);
-SELECT target, source_schema, source_table FROM cdc.register_mapping('sem_res', source_schema => 'inventory', source_table => 'products');
-SELECT cdc_apply(dbz('c', 'products', '{"id": 1, "v": "resolved"}', '0/7400', 704, schema_name => 'inventory')) AS resolved;
+SELECT target, source_schema, source_table FROM cdc.register_mapping('sem_res', source_schema => 'sem_inventory', source_table => 'sem_products');
+SELECT cdc_apply(dbz('c', 'sem_products', '{"id": 1, "v": "resolved"}', '0/7400', 704, schema_name => 'sem_inventory')) AS resolved;
 SELECT * FROM sem_res;
 -- source_name filters: srvA has its own target, every other source the catch-all
 CREATE TABLE sem_src_a (id int PRIMARY KEY, v text);
 CREATE TABLE sem_src_any (id int PRIMARY KEY, v text);
 CREATE TABLE sem_src_c (id int PRIMARY KEY, v text);
-SELECT target, source_name, source_schema, source_table FROM cdc.register_mapping('sem_src_a', 'shop', 'orders', source_name => 'srvA');
-SELECT target, source_name, source_schema, source_table FROM cdc.register_mapping('sem_src_any', 'shop', 'orders');
-SELECT target, source_name, source_schema, source_table FROM cdc.register_mapping('sem_src_c', 'shop', 'lines', source_name => 'srvC');
-SELECT cdc_apply(dbz('c', 'orders', '{"id": 1, "v": "from A"}', '0/7500', 705, src => 'srvA', schema_name => 'shop')) AS from_a,
-       cdc_apply(dbz('c', 'orders', '{"id": 1, "v": "from B"}', '0/7500', 705, src => 'srvB', schema_name => 'shop')) AS from_b;
+SELECT target, source_name, source_schema, source_table FROM cdc.register_mapping('sem_src_a', 'sem_shop', 'sem_orders', source_name => 'srvA');
+SELECT target, source_name, source_schema, source_table FROM cdc.register_mapping('sem_src_any', 'sem_shop', 'sem_orders');
+SELECT target, source_name, source_schema, source_table FROM cdc.register_mapping('sem_src_c', 'sem_shop', 'sem_lines', source_name => 'srvC');
+SELECT cdc_apply(dbz('c', 'sem_orders', '{"id": 1, "v": "from A"}', '0/7500', 705, src => 'srvA', schema_name => 'sem_shop')) AS from_a,
+       cdc_apply(dbz('c', 'sem_orders', '{"id": 1, "v": "from B"}', '0/7500', 705, src => 'srvB', schema_name => 'sem_shop')) AS from_b;
 SELECT 'sem_src_a' AS tbl, * FROM sem_src_a UNION ALL SELECT 'sem_src_any', * FROM sem_src_any ORDER BY 1;
-SELECT cdc_apply(dbz('c', 'lines', '{"id": 1, "v": "from C"}', '0/7600', 706, src => 'srvC', schema_name => 'shop')) AS from_c;
-SELECT cdc_apply(dbz('c', 'lines', '{"id": 1, "v": "from D"}', '0/7600', 706, src => 'srvD', schema_name => 'shop'));
+SELECT cdc_apply(dbz('c', 'sem_lines', '{"id": 1, "v": "from C"}', '0/7600', 706, src => 'srvC', schema_name => 'sem_shop')) AS from_c;
+SELECT cdc_apply(dbz('c', 'sem_lines', '{"id": 1, "v": "from D"}', '0/7600', 706, src => 'srvD', schema_name => 'sem_shop'));
 SELECT (SELECT array_agg(v) FROM sem_src_a) = '{"from A"}' AND (SELECT array_agg(v) FROM sem_src_any) = '{"from B"}'
        AND (SELECT array_agg(v) FROM sem_src_c) = '{"from C"}' AS j_source_name_routing;
 

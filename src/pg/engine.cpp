@@ -995,7 +995,12 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 			     is_delete ? "Deletes need the version column in the before-image (REPLICA IDENTITY FULL on the source)."
 			               : "");
 		int64_t x = PgCall([&]() { return VersionIntPg(vc.type, cell.value); });
-		v = Version{{t.mapping.epoch, x}};
+		/*
+		 * A delete carries the version of the row it removes, so at one column
+		 * version the delete ranks after the upsert: {epoch, value, 0} for
+		 * upserts, {epoch, value, 1} for deletes.
+		 */
+		v = Version{{t.mapping.epoch, x, is_delete ? 1 : 0}};
 	} else {
 		v = req.version;
 	}
@@ -1022,7 +1027,10 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		old.content_hash = "delete";
 		old.delivery_key = dk;
 		old.op = 'd';
-		ApplyEntity(old, cnt);
+		/* One event, one outcome: the implied delete adds only its outbox row to the counts. */
+		Counters implied;
+		ApplyEntity(old, implied);
+		cnt.outbox_rows += implied.outbox_rows;
 	}
 
 	EntityChange c;
