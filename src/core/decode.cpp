@@ -107,8 +107,13 @@ std::string
 Excerpt(const Json &v)
 {
 	std::string s = v.Serialize();
-	if (s.size() > 64)
-		s = s.substr(0, 61) + "...";
+	if (s.size() > 64) {
+		/* Cut at a UTF-8 character boundary: never before a continuation byte. */
+		size_t cut = 61;
+		while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+			cut--;
+		s = s.substr(0, cut) + "...";
+	}
 	return s;
 }
 

@@ -917,3 +917,32 @@ TEST(Errors, CarryColumnDetail)
 
 } // namespace
 } // namespace cdc
+
+// Error excerpts of long values are cut at a UTF-8 character boundary, so the
+// message stays valid UTF-8 (a split character broke non-UTF-8 clients).
+TEST(DecodeErrors, ExcerptKeepsUtf8Valid)
+{
+	using namespace cdc;
+	std::string value = "a";
+	for (int i = 0; i < 40; i++)
+		value += "\xC3\xA9"; // e acute
+	ColumnType col;
+	col.column = "amount";
+	col.type_name = "numeric";
+	col.family = ColumnType::Family::Numeric;
+	try {
+		DecodeValue(Json::MakeString(value), nullptr, col, DecodeOptions{}, "after.amount");
+		FAIL() << "no error";
+	} catch (const InputError &e) {
+		std::string msg = e.what();
+		for (size_t i = 0; i < msg.size();) {
+			unsigned char c = static_cast<unsigned char>(msg[i]);
+			size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+			ASSERT_NE(len, 0u) << "invalid lead byte at " << i;
+			ASSERT_LE(i + len, msg.size()) << "truncated character at " << i;
+			for (size_t k = 1; k < len; k++)
+				ASSERT_EQ(static_cast<unsigned char>(msg[i + k]) & 0xC0, 0x80) << "bad continuation at " << i + k;
+			i += len;
+		}
+	}
+}

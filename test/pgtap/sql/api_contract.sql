@@ -1,0 +1,212 @@
+--
+-- api_contract: the catalog and API contract of cdc_apply, checked with
+-- pgTAP: schema, tables, views, keys, column types, function signatures,
+-- return types, security properties, privileges and comments.
+--
+\set ECHO none
+\set QUIET 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+SET client_min_messages = warning;
+CREATE EXTENSION pgtap;
+CREATE EXTENSION cdc_apply;
+RESET client_min_messages;
+\set ECHO all
+
+SELECT plan(100);
+
+-- The extension, its schema and where the entry points live.
+SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
+SELECT has_schema('cdc', 'schema cdc holds the state');
+SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'cdc_apply'), 'public',
+          'entry points live in the extension schema (public), reachable with the default search_path');
+SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'), false, 'extension is not relocatable');
+
+-- Tables and views.
+SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters'],
+                  'schema cdc has exactly the state tables');
+SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones'], 'schema cdc has exactly the views');
+SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
+SELECT has_table('cdc', 'ledger', 'cdc.ledger exists');
+SELECT has_table('cdc', 'entity_state', 'cdc.entity_state exists');
+SELECT has_table('cdc', 'table_barrier', 'cdc.table_barrier exists');
+SELECT has_table('cdc', 'outbox', 'cdc.outbox exists');
+SELECT has_table('cdc', 'conflicts', 'cdc.conflicts exists');
+SELECT has_table('cdc', 'counters', 'cdc.counters exists');
+SELECT has_view('cdc', 'stats', 'cdc.stats exists');
+SELECT has_view('cdc', 'entities', 'cdc.entities exists');
+SELECT has_view('cdc', 'tombstones', 'cdc.tombstones exists');
+
+-- Keys.
+SELECT col_is_pk('cdc', 'ledger', 'delivery_key', 'cdc.ledger: delivery_key is the primary key (the dedup claim)');
+SELECT col_type_is('cdc', 'ledger', 'delivery_key', 'text', 'cdc.ledger.delivery_key is text');
+SELECT col_not_null('cdc', 'ledger', 'delivery_key', 'cdc.ledger.delivery_key is NOT NULL');
+SELECT col_type_is('cdc', 'ledger', 'target', 'regclass', 'cdc.ledger.target is regclass');
+SELECT col_type_is('cdc', 'ledger', 'entity_key', 'jsonb', 'cdc.ledger.entity_key is jsonb');
+SELECT col_type_is('cdc', 'ledger', 'version', 'bigint[]', 'cdc.ledger.version is bigint[]');
+SELECT col_not_null('cdc', 'ledger', 'version', 'cdc.ledger.version is NOT NULL');
+SELECT col_type_is('cdc', 'ledger', 'claimed_at', 'timestamp with time zone', 'cdc.ledger.claimed_at is timestamptz');
+
+SELECT col_is_pk('cdc', 'outbox', 'id', 'cdc.outbox: id is the primary key');
+SELECT col_is_unique('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is unique');
+SELECT col_not_null('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is NOT NULL');
+SELECT col_type_is('cdc', 'outbox', 'idempotency_key', 'text', 'cdc.outbox.idempotency_key is text');
+SELECT col_type_is('cdc', 'outbox', 'op', 'text', 'cdc.outbox.op is text');
+SELECT col_type_is('cdc', 'outbox', 'payload', 'jsonb', 'cdc.outbox.payload is jsonb');
+SELECT col_type_is('cdc', 'outbox', 'source', 'jsonb', 'cdc.outbox.source is jsonb');
+SELECT col_type_is('cdc', 'outbox', 'version', 'bigint[]', 'cdc.outbox.version is bigint[]');
+SELECT col_type_is('cdc', 'outbox', 'published_at', 'timestamp with time zone', 'cdc.outbox.published_at is timestamptz');
+SELECT col_is_null('cdc', 'outbox', 'published_at', 'cdc.outbox.published_at is nullable (NULL until published)');
+
+SELECT col_is_pk('cdc', 'mapping', 'target', 'cdc.mapping: target is the primary key');
+SELECT col_type_is('cdc', 'mapping', 'key_columns', 'name[]', 'cdc.mapping.key_columns is name[]');
+SELECT col_type_is('cdc', 'mapping', 'version_column', 'name', 'cdc.mapping.version_column is name');
+SELECT col_has_default('cdc', 'mapping', 'truncate_policy', 'cdc.mapping.truncate_policy has a default');
+SELECT col_default_is('cdc', 'mapping', 'truncate_policy', 'truncate', 'cdc.mapping.truncate_policy defaults to truncate');
+SELECT col_default_is('cdc', 'mapping', 'unavailable_placeholder', '__debezium_unavailable_value',
+                      'cdc.mapping.unavailable_placeholder defaults to Debezium''s placeholder');
+SELECT col_default_is('cdc', 'mapping', 'conflict_policy', 'record', 'cdc.mapping.conflict_policy defaults to record');
+
+SELECT col_is_pk('cdc', 'entity_state', ARRAY['target', 'entity_key'], 'cdc.entity_state: (target, entity_key) is the primary key');
+SELECT col_type_is('cdc', 'entity_state', 'deleted', 'boolean', 'cdc.entity_state.deleted is boolean');
+SELECT col_is_pk('cdc', 'table_barrier', 'target', 'cdc.table_barrier: target is the primary key');
+SELECT col_is_pk('cdc', 'conflicts', 'id', 'cdc.conflicts: id is the primary key');
+SELECT col_type_is('cdc', 'conflicts', 'stored_image', 'jsonb', 'cdc.conflicts.stored_image is jsonb');
+SELECT col_type_is('cdc', 'conflicts', 'event_image', 'jsonb', 'cdc.conflicts.event_image is jsonb');
+SELECT col_is_pk('cdc', 'counters', ARRAY['target', 'backend_id'], 'cdc.counters: (target, backend_id) is the primary key');
+
+-- The stats view: its columns, in order, and their types.
+SELECT columns_are('cdc', 'stats', ARRAY['target', 'applied', 'duplicate', 'stale', 'conflict', 'ignored',
+                                         'blocked_resurrections', 'outbox_rows', 'snapshot_rows'],
+                   'cdc.stats has exactly the documented columns');
+SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'cdc.stats'::regclass AND attnum > 0),
+          ARRAY['target', 'applied', 'duplicate', 'stale', 'conflict', 'ignored', 'blocked_resurrections',
+                'outbox_rows', 'snapshot_rows'],
+          'cdc.stats columns are in the documented order');
+SELECT col_type_is('cdc', 'stats', 'target', 'regclass', 'cdc.stats.target is regclass');
+SELECT col_type_is('cdc', 'stats', 'applied', 'bigint', 'cdc.stats.applied is bigint');
+SELECT col_type_is('cdc', 'stats', 'duplicate', 'bigint', 'cdc.stats.duplicate is bigint');
+SELECT col_type_is('cdc', 'stats', 'stale', 'bigint', 'cdc.stats.stale is bigint');
+SELECT col_type_is('cdc', 'stats', 'conflict', 'bigint', 'cdc.stats.conflict is bigint');
+SELECT col_type_is('cdc', 'stats', 'ignored', 'bigint', 'cdc.stats.ignored is bigint');
+SELECT col_type_is('cdc', 'stats', 'blocked_resurrections', 'bigint', 'cdc.stats.blocked_resurrections is bigint');
+SELECT col_type_is('cdc', 'stats', 'outbox_rows', 'bigint', 'cdc.stats.outbox_rows is bigint');
+SELECT col_type_is('cdc', 'stats', 'snapshot_rows', 'bigint', 'cdc.stats.snapshot_rows is bigint');
+SELECT columns_are('cdc', 'entities', ARRAY['target', 'entity_key', 'source_name', 'version', 'is_tombstone', 'updated_at'],
+                   'cdc.entities has exactly the documented columns');
+SELECT columns_are('cdc', 'tombstones', ARRAY['target', 'entity_key', 'source_name', 'version', 'deleted_at'],
+                   'cdc.tombstones has exactly the documented columns');
+
+-- Functions: signatures, return types, language, volatility, security.
+SELECT functions_are('public', ARRAY['cdc_apply'] || ARRAY(SELECT p.proname::text FROM pg_proc p
+                       WHERE p.pronamespace = 'public'::regnamespace AND p.proname <> 'cdc_apply'
+                         AND NOT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+                                          WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+                                            AND e.extname = 'cdc_apply')),
+                     'the only extension function in public is cdc_apply');
+SELECT has_function('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'cdc_apply(jsonb, regclass, text) exists');
+SELECT has_function('public', 'cdc_apply', ARRAY['text', 'regclass', 'text'], 'cdc_apply(text, regclass, text) exists');
+SELECT function_returns('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'text', 'cdc_apply(jsonb, regclass, text) returns text');
+SELECT function_returns('public', 'cdc_apply', ARRAY['text', 'regclass', 'text'], 'text', 'cdc_apply(text, regclass, text) returns text');
+SELECT function_lang_is('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'c', 'cdc_apply(jsonb, ...) is a C function');
+SELECT volatility_is('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'volatile', 'cdc_apply(jsonb, ...) is volatile');
+SELECT isnt_strict('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'cdc_apply(jsonb, ...) is called on NULL input (Kafka tombstones)');
+SELECT isnt_definer('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'cdc_apply(jsonb, ...) is not SECURITY DEFINER');
+SELECT isnt_definer('public', 'cdc_apply', ARRAY['text', 'regclass', 'text'], 'cdc_apply(text, ...) is not SECURITY DEFINER');
+SELECT is((SELECT array_agg(p.proargnames::text ORDER BY p.oid::regprocedure::text) FROM pg_proc p
+            WHERE p.proname = 'cdc_apply' AND p.pronamespace = 'public'::regnamespace),
+          ARRAY['{event,target,delivery_key}', '{event,target,delivery_key}'],
+          'cdc_apply argument names are event, target, delivery_key');
+SELECT is((SELECT array_agg(p.pronargdefaults ORDER BY p.oid::regprocedure::text) FROM pg_proc p
+            WHERE p.proname = 'cdc_apply' AND p.pronamespace = 'public'::regnamespace),
+          ARRAY[2::int2, 2::int2], 'cdc_apply: target and delivery_key default to NULL');
+SELECT has_function('cdc', 'register_mapping',
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                    'cdc.register_mapping(...) exists with the documented signature');
+SELECT function_returns('cdc', 'register_mapping',
+                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                        'cdc.mapping', 'cdc.register_mapping returns the cdc.mapping row');
+SELECT isnt_definer('cdc', 'register_mapping',
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                    'cdc.register_mapping is not SECURITY DEFINER');
+SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text)'::regprocedure),
+          ARRAY['target', 'source_schema', 'source_table', 'key_columns', 'version_column', 'outbox', 'outbox_topic',
+                'truncate_policy', 'unavailable_placeholder', 'temporal_unit', 'source_epoch', 'source_name', 'conflict_policy'],
+          'cdc.register_mapping argument names (callable with named arguments)');
+SELECT has_function('cdc', 'unregister_mapping', ARRAY['regclass'], 'cdc.unregister_mapping(regclass) exists');
+SELECT function_returns('cdc', 'unregister_mapping', ARRAY['regclass'], 'boolean', 'cdc.unregister_mapping returns boolean');
+
+-- Every function of the extension pins search_path and none is SECURITY DEFINER.
+SELECT is_empty($$
+  SELECT p.oid::regprocedure::text FROM pg_proc p
+    JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+    JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
+   WHERE NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)$$,
+  'every extension function sets search_path = pg_catalog, pg_temp');
+SELECT is_empty($$
+  SELECT p.oid::regprocedure::text FROM pg_proc p
+    JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+    JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
+   WHERE p.prosecdef$$,
+  'no extension function is SECURITY DEFINER');
+
+-- Privileges: PUBLIC may execute cdc_apply, read the views and cdc.mapping,
+-- and nothing else.
+SELECT function_privs_are('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'public', ARRAY['EXECUTE'],
+                          'PUBLIC may execute cdc_apply(jsonb, ...)');
+SELECT function_privs_are('cdc', 'register_mapping',
+                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                          'public', ARRAY[]::text[], 'PUBLIC may not execute cdc.register_mapping');
+SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.ledger');
+SELECT table_privs_are('cdc', 'outbox', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox');
+SELECT table_privs_are('cdc', 'entity_state', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.entity_state');
+SELECT table_privs_are('cdc', 'stats', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.stats');
+SELECT table_privs_are('cdc', 'tombstones', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.tombstones');
+SELECT schema_privs_are('cdc', 'public', ARRAY['USAGE'], 'PUBLIC has USAGE (not CREATE) on schema cdc');
+
+-- Comments: the schema, every table, view and function of the extension,
+-- and every column of the extension's tables.
+SELECT isnt(obj_description('cdc'::regnamespace, 'pg_namespace'), NULL, 'schema cdc has a comment');
+SELECT is_empty($$
+  SELECT c.oid::regclass::text FROM pg_class c
+    JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+    JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
+   WHERE c.relkind IN ('r', 'v', 'p', 'm')
+     AND NOT EXISTS (SELECT 1 FROM pg_description ds
+                      WHERE ds.classoid = 'pg_class'::regclass AND ds.objoid = c.oid AND ds.objsubid = 0
+                        AND ds.description <> '')$$,
+  'every table and view of the extension has a COMMENT');
+SELECT is_empty($$
+  SELECT p.oid::regprocedure::text FROM pg_proc p
+    JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+    JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
+   WHERE NOT EXISTS (SELECT 1 FROM pg_description ds
+                      WHERE ds.classoid = 'pg_proc'::regclass AND ds.objoid = p.oid AND ds.objsubid = 0
+                        AND ds.description <> '')$$,
+  'every function of the extension has a COMMENT');
+SELECT is_empty($$
+  SELECT c.oid::regclass::text || '.' || a.attname FROM pg_class c
+    JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+    JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
+    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+   WHERE c.relkind = 'r' AND col_description(c.oid, a.attnum) IS NULL$$,
+  'every column of the extension''s tables has a COMMENT');
+SELECT cmp_ok((SELECT count(*) FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
+                WHERE d.deptype = 'e' AND d.classid IN ('pg_class'::regclass, 'pg_proc'::regclass)), '>=', 14::bigint,
+              'the comment checks above saw the extension''s objects');
+
+-- The contract in use: a minimal call resolves with the default search_path
+-- and returns one of the documented outcomes.
+RESET search_path;
+CREATE TABLE tap_items (id int PRIMARY KEY, v text);
+SELECT is(cdc_apply('{"op": "c", "source": {"name": "tap", "lsn": 16}, "after": {"id": 1, "v": "x"}}'::jsonb, 'tap_items'),
+          'applied', 'cdc_apply(jsonb) applies a create');
+SELECT is(cdc_apply('{"op": "c", "source": {"name": "tap", "lsn": 16}, "after": {"id": 1, "v": "x"}}', 'tap_items'),
+          'duplicate', 'cdc_apply(text) sees the same delivery as a duplicate');
+SELECT is(cdc_apply(NULL::jsonb), 'ignored', 'a NULL value (Kafka tombstone) is ignored');
+SELECT results_eq('SELECT id, v FROM tap_items', $$VALUES (1, 'x')$$, 'the row was written once');
+SELECT throws_ok($$SELECT cdc_apply('{"op": "c"', 'tap_items')$$, '22P02', NULL, 'malformed JSON raises 22P02');
+SELECT throws_ok($$SELECT cdc_apply('{"op": "q"}'::jsonb, 'tap_items')$$, '22023', 'unknown op "q"', 'an unknown op raises 22023');
+
+SELECT * FROM finish();
