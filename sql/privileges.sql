@@ -46,9 +46,8 @@ SELECT cdc_apply(dbz('c', 'priv_items', '{"id": 1, "v": "a"}', '0/1000', 1), 'pr
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
 -- Write privileges without SELECT: the upsert (ON CONFLICT DO UPDATE ...
--- RETURNING) needs SELECT too, so this is 42501 on the table as well, raised
--- by the mutation after the claim; the claim rolls back with it.  (The
--- statement text in CONTEXT is the engine's own SQL: hidden.)
+-- RETURNING) needs SELECT too, so the engine's own check refuses it before
+-- anything is claimed or written.
 SET ROLE regress_cdc_blind;
 \set SHOW_CONTEXT never
 SELECT cdc_apply(dbz('c', 'priv_items', '{"id": 1, "v": "a"}', '0/1000', 1), 'priv_items', 'priv-1');

@@ -878,12 +878,13 @@ Claim(const std::string &delivery_key, Oid relid, const std::string &entity_key,
 void
 CheckPrivileges(const Target &t)
 {
-	AclMode needed = ACL_INSERT | ACL_UPDATE | ACL_DELETE;
+	/* INSERT ... ON CONFLICT DO UPDATE ... RETURNING needs SELECT as well. */
+	AclMode needed = ACL_SELECT | ACL_INSERT | ACL_UPDATE | ACL_DELETE;
 	AclMode have = PgCall([&]() { return pg_class_aclmask(t.relid, GetUserId(), needed, ACLMASK_ALL); });
 	if ((have & needed) != needed) {
 		std::string user = PgCall([&]() { return GetUserNameFromId(GetUserId(), false); });
 		Fail("42501", "permission denied for table " + t.display,
-		     "cdc_apply() needs INSERT, UPDATE and DELETE on the target; role \"" + user + "\" lacks some of them.");
+		     "cdc_apply() needs SELECT, INSERT, UPDATE and DELETE on the target; role \"" + user + "\" lacks some of them.");
 	}
 }
 
