@@ -3,8 +3,9 @@ EXTVERSION = 0.1.0
 MODULE_big = cdc_apply
 MODULEDIR = extension
 
-CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/core/decode.cpp src/core/decision.cpp
-PG_SRCS = src/pg/guard.cpp src/pg/spi.cpp src/pg/engine.cpp src/pg/functions.cpp
+CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/core/decode.cpp src/core/decision.cpp \
+            src/core/copy_text.cpp
+PG_SRCS = src/pg/guard.cpp src/pg/spi.cpp src/pg/engine.cpp src/pg/functions.cpp src/pg/worker.cpp
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql
@@ -18,8 +19,9 @@ ISOLATION = concurrent_claim concurrent_versions
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output
 
 PG_CONFIG ?= pg_config
-PG_CPPFLAGS = -Isrc
+PG_CPPFLAGS = -Isrc -I$(libpq_srcdir)
 PG_CXXFLAGS = -std=c++17 -Wno-register -fvisibility=hidden
+SHLIB_LINK_INTERNAL = $(libpq)
 SHLIB_LINK = -lstdc++
 # PGXS would also build LLVM bitcode with clang++ for JIT inlining; the
 # engine's hot path is not expression evaluation, so skip it.

@@ -343,6 +343,209 @@ AS 'MODULE_PATHNAME', 'cdc_apply_text';
 COMMENT ON FUNCTION @extschema@.cdc_apply(text, regclass, text) IS
   'Same as cdc_apply(jsonb, ...) for raw JSON text such as a Kafka record value; malformed JSON raises 22P02 naming the byte offset.';
 
+-- ---------------------------------------------------------------------------
+-- Subscriptions: the background worker consuming a source's logical
+-- replication slot (pgoutput).  Needs shared_preload_libraries = 'cdc_apply'.
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.subscription (
+  subid        serial PRIMARY KEY,
+  name         text NOT NULL UNIQUE CHECK (name ~ '^[a-z_][a-z0-9_]{0,40}$'),
+  conninfo     text NOT NULL,
+  publications text[] NOT NULL CHECK (cardinality(publications) > 0),
+  slot_name    name NOT NULL,
+  create_slot  boolean NOT NULL DEFAULT true,
+  copy_data    boolean NOT NULL DEFAULT true,
+  enabled      boolean NOT NULL DEFAULT true,
+  source_epoch bigint NOT NULL DEFAULT 0 CHECK (source_epoch >= 0),
+  slot_ready   boolean NOT NULL DEFAULT false,
+  skip_lsn     pg_lsn,
+  created_at   timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.subscription IS
+  'One row per subscription to a source PostgreSQL publication. conninfo may hold a password: only superusers and the extension owner can read this table; use cdc.subscription_status.';
+COMMENT ON COLUMN cdc.subscription.subid IS 'Internal id; the replication origin is named cdc_<subid>.';
+COMMENT ON COLUMN cdc.subscription.name IS 'Subscription name (lower-case identifier, up to 41 characters).';
+COMMENT ON COLUMN cdc.subscription.conninfo IS 'libpq connection string of the source (replication=database is added).';
+COMMENT ON COLUMN cdc.subscription.publications IS 'Publications on the source to stream.';
+COMMENT ON COLUMN cdc.subscription.slot_name IS 'Logical replication slot on the source.';
+COMMENT ON COLUMN cdc.subscription.create_slot IS 'Create the slot on the source when the worker first starts.';
+COMMENT ON COLUMN cdc.subscription.copy_data IS 'Copy the published tables (as snapshot rows) consistently with the slot''s start point.';
+COMMENT ON COLUMN cdc.subscription.enabled IS 'The launcher runs an apply worker for enabled subscriptions.';
+COMMENT ON COLUMN cdc.subscription.source_epoch IS 'First version component of this source''s changes.';
+COMMENT ON COLUMN cdc.subscription.slot_ready IS 'The slot exists and the initial copy (if any) is done; streaming starts from the replication origin''s progress.';
+COMMENT ON COLUMN cdc.subscription.skip_lsn IS 'Set by cdc.skip_transaction(): the commit LSN of one source transaction the worker skips.';
+COMMENT ON COLUMN cdc.subscription.created_at IS 'When the subscription was created.';
+
+CREATE TABLE cdc.subscription_state (
+  subid          integer PRIMARY KEY REFERENCES cdc.subscription ON DELETE CASCADE,
+  state          text NOT NULL DEFAULT 'starting' CHECK (state IN ('starting', 'copying', 'streaming', 'error', 'disabled')),
+  worker_pid     integer,
+  received_lsn   pg_lsn,
+  flushed_lsn    pg_lsn,
+  source_end_lsn pg_lsn,
+  last_commit_at timestamptz,
+  last_msg_at    timestamptz,
+  retry_count    integer NOT NULL DEFAULT 0,
+  last_error     text,
+  last_error_lsn pg_lsn,
+  last_error_at  timestamptz,
+  updated_at     timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.subscription_state IS 'Worker-maintained state of each subscription; read it through cdc.subscription_status.';
+COMMENT ON COLUMN cdc.subscription_state.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.subscription_state.state IS 'starting, copying, streaming, error or disabled.';
+COMMENT ON COLUMN cdc.subscription_state.worker_pid IS 'PID of the apply worker, while one runs.';
+COMMENT ON COLUMN cdc.subscription_state.received_lsn IS 'Highest source LSN received.';
+COMMENT ON COLUMN cdc.subscription_state.flushed_lsn IS 'Source LSN reported to the source as flushed (durably committed here).';
+COMMENT ON COLUMN cdc.subscription_state.source_end_lsn IS 'The source''s WAL end as last reported by it (keepalive or data).';
+COMMENT ON COLUMN cdc.subscription_state.last_commit_at IS 'Source commit time of the last applied transaction.';
+COMMENT ON COLUMN cdc.subscription_state.last_msg_at IS 'When the worker last heard from the source.';
+COMMENT ON COLUMN cdc.subscription_state.retry_count IS 'Consecutive failed attempts; reset by a successful commit.';
+COMMENT ON COLUMN cdc.subscription_state.last_error IS 'Text of the last error (with the table and LSN it concerns).';
+COMMENT ON COLUMN cdc.subscription_state.last_error_lsn IS 'Commit LSN of the source transaction that failed, if any.';
+COMMENT ON COLUMN cdc.subscription_state.last_error_at IS 'When the last error happened.';
+COMMENT ON COLUMN cdc.subscription_state.updated_at IS 'When the worker last wrote this row.';
+
+CREATE TABLE cdc.skipped_transactions (
+  id         bigserial PRIMARY KEY,
+  subid      integer NOT NULL,
+  name       text NOT NULL,
+  commit_lsn pg_lsn NOT NULL,
+  xid        bigint,
+  reason     text NOT NULL,
+  requested_by name NOT NULL DEFAULT current_user,
+  skipped_at timestamptz
+);
+COMMENT ON TABLE cdc.skipped_transactions IS 'Source transactions skipped by an explicit operator action (cdc.skip_transaction); skipped_at is set when the worker actually skipped it.';
+COMMENT ON COLUMN cdc.skipped_transactions.id IS 'Request order.';
+COMMENT ON COLUMN cdc.skipped_transactions.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.skipped_transactions.name IS 'Subscription name at the time.';
+COMMENT ON COLUMN cdc.skipped_transactions.commit_lsn IS 'Commit LSN of the skipped source transaction.';
+COMMENT ON COLUMN cdc.skipped_transactions.xid IS 'Source transaction id, filled in when skipped.';
+COMMENT ON COLUMN cdc.skipped_transactions.reason IS 'Why the operator skipped it.';
+COMMENT ON COLUMN cdc.skipped_transactions.requested_by IS 'Role that requested the skip.';
+COMMENT ON COLUMN cdc.skipped_transactions.skipped_at IS 'When the worker skipped it (NULL: not reached yet).';
+
+CREATE VIEW cdc.subscription_status AS
+  SELECT s.name,
+         CASE WHEN NOT s.enabled THEN 'disabled' ELSE coalesce(st.state, 'starting') END AS state,
+         st.received_lsn,
+         o.remote_lsn AS applied_lsn,
+         st.flushed_lsn,
+         st.source_end_lsn,
+         CASE WHEN st.source_end_lsn IS NOT NULL AND o.remote_lsn IS NOT NULL
+              THEN greatest(st.source_end_lsn - o.remote_lsn, 0)::bigint END AS lag_bytes,
+         CASE WHEN st.last_commit_at IS NOT NULL
+              THEN extract(epoch FROM st.last_msg_at - st.last_commit_at)::double precision END AS lag_seconds,
+         st.retry_count,
+         st.last_error,
+         st.last_error_lsn,
+         st.last_error_at,
+         st.worker_pid,
+         s.slot_name,
+         s.publications
+    FROM cdc.subscription s
+    LEFT JOIN cdc.subscription_state st USING (subid)
+    LEFT JOIN pg_catalog.pg_replication_origin_status o ON o.external_id = 'cdc_' || s.subid;
+COMMENT ON VIEW cdc.subscription_status IS
+  'One row per subscription: state (copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - applied) and seconds (last message - last applied commit time), retries and the last error. No conninfo.';
+
+CREATE FUNCTION cdc.create_subscription(
+  name         text,
+  conninfo     text,
+  publications text[],
+  slot_name    name    DEFAULT NULL,
+  create_slot  boolean DEFAULT true,
+  copy_data    boolean DEFAULT true,
+  enabled      boolean DEFAULT true,
+  source_epoch bigint  DEFAULT 0)
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  id integer;
+BEGIN
+  IF name IS NULL OR name !~ '^[a-z_][a-z0-9_]{0,40}$' THEN
+    RAISE EXCEPTION 'invalid subscription name %', coalesce(quote_literal(name), 'NULL')
+      USING ERRCODE = '42602', HINT = 'Use a lower-case identifier of at most 41 characters.';
+  END IF;
+  IF conninfo IS NULL OR publications IS NULL OR cardinality(publications) = 0 THEN
+    RAISE EXCEPTION 'conninfo and at least one publication are required' USING ERRCODE = '22023';
+  END IF;
+  INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, create_slot, copy_data, enabled, source_epoch)
+  VALUES (name, conninfo, publications, coalesce(slot_name, name), create_slot, copy_data AND create_slot, enabled, source_epoch)
+  RETURNING subid INTO id;
+  INSERT INTO cdc.subscription_state (subid, state) VALUES (id, CASE WHEN enabled THEN 'starting' ELSE 'disabled' END);
+  PERFORM pg_replication_origin_create('cdc_' || id);
+  RETURN id;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint) IS
+  'Creates a subscription: the launcher (shared_preload_libraries = cdc_apply, database cdc.database) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, copies the published tables as snapshot rows when copy_data (only with create_slot), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). Returns the subid. Errors: 42602 bad name, 23505 name exists, 22023 missing conninfo/publications.';
+
+CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  UPDATE cdc.subscription s SET enabled = true WHERE s.name = enable_subscription.name;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  UPDATE cdc.subscription_state st SET state = 'starting', retry_count = 0, updated_at = now()
+    FROM cdc.subscription s WHERE s.subid = st.subid AND s.name = enable_subscription.name;
+END $fn$;
+COMMENT ON FUNCTION cdc.enable_subscription(text) IS 'Enables a subscription; the launcher starts its worker within cdc.naptime. Error 42704 if it does not exist.';
+
+CREATE FUNCTION cdc.disable_subscription(name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  UPDATE cdc.subscription s SET enabled = false WHERE s.name = disable_subscription.name;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+END $fn$;
+COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the launcher stops its worker (SIGTERM) within cdc.naptime. Progress is kept in the replication origin. Error 42704 if it does not exist.';
+
+CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  id integer;
+BEGIN
+  IF reason IS NULL OR btrim(reason) = '' THEN
+    RAISE EXCEPTION 'a reason is required to skip a transaction' USING ERRCODE = '22023';
+  END IF;
+  UPDATE cdc.subscription s SET skip_lsn = commit_lsn WHERE s.name = skip_transaction.name RETURNING subid INTO id;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  INSERT INTO cdc.skipped_transactions (subid, name, commit_lsn, reason) VALUES (id, name, commit_lsn, reason);
+END $fn$;
+COMMENT ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) IS
+  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. Errors: 42704 unknown subscription, 22023 no reason.';
+
+CREATE FUNCTION cdc.drop_subscription(name text, drop_slot boolean DEFAULT false) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+  pid integer;
+BEGIN
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = drop_subscription.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  SELECT worker_pid INTO pid FROM cdc.subscription_state WHERE subid = sub.subid;
+  IF pid IS NOT NULL THEN
+    PERFORM pg_terminate_backend(pid, 10000);
+  END IF;
+  IF drop_slot AND sub.slot_ready THEN
+    PERFORM cdc._drop_source_slot(sub.conninfo, sub.slot_name);
+  END IF;
+  DELETE FROM cdc.subscription s WHERE s.subid = sub.subid;
+  IF EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = 'cdc_' || sub.subid) THEN
+    PERFORM pg_replication_origin_drop('cdc_' || sub.subid);
+  END IF;
+END $fn$;
+COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
+  'Stops the worker, drops the replication origin and the subscription, and with drop_slot also the slot on the source. Error 42704 if it does not exist.';
+
+CREATE FUNCTION cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
+LANGUAGE c STRICT VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_drop_source_slot';
+COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to the source with libpq and drops a logical replication slot (DROP_REPLICATION_SLOT ... WAIT). Errors: 08001 connection failure, the source''s error otherwise.';
+
 -- The engine writes its bookkeeping as the extension owner; nobody else
 -- writes these tables directly.  Reading state is open to everyone.
 REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
@@ -350,3 +553,10 @@ GRANT USAGE ON SCHEMA cdc TO PUBLIC;
 GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping TO PUBLIC;
 REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.drop_subscription(text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._drop_source_slot(text, name) FROM PUBLIC;
+GRANT SELECT ON cdc.subscription_status TO PUBLIC;

@@ -394,6 +394,26 @@ ApplyEngine::ResolveTarget(const std::string &source_name, const std::string &sc
 	if (table.empty())
 		Fail("22023", "field \"source.table\" is missing and no target was given",
 		     {}, "Pass the target table as the second argument of cdc_apply().");
+	return ResolveSourceTable(source_name, schema, table, false);
+}
+
+Oid
+ApplyEngine::ResolveSourceTable(const std::string &source_name, const std::string &schema, const std::string &table,
+                                bool same_name_fallback)
+{
+	std::string cache_key = source_name + "\n" + schema + "\n" + table;
+	auto cached = resolved_.find(cache_key);
+	if (cached != resolved_.end())
+		return cached->second;
+	Oid target = ResolveUncached(source_name, schema, table, same_name_fallback);
+	resolved_[cache_key] = target;
+	return target;
+}
+
+Oid
+ApplyEngine::ResolveUncached(const std::string &source_name, const std::string &schema, const std::string &table,
+                             bool same_name_fallback)
+{
 	Params p;
 	p.AddText(schema);
 	p.AddText(table);
@@ -401,11 +421,20 @@ ApplyEngine::ResolveTarget(const std::string &source_name, const std::string &sc
 	uint64_t n = Execute("SELECT target::oid FROM cdc.mapping WHERE source_schema = $1 AND source_table = $2 "
 	                     "AND (source_name IS NULL OR source_name = $3) ORDER BY source_name IS NULL LIMIT 1",
 	                     p, true);
-	if (n == 0)
-		Fail("42P01", "no mapping for source table \"" + schema + "." + table + "\"",
-		     "source.name is \"" + source_name + "\"",
-		     "Register one with cdc.register_mapping(), or pass the target table to cdc_apply().");
-	return Oid(std::stoul(*ResultText(0, 1)));
+	if (n > 0)
+		return Oid(std::stoul(*ResultText(0, 1)));
+	if (same_name_fallback) {
+		Params q;
+		q.AddText(QuoteIdent(schema) + "." + QuoteIdent(table));
+		n = Execute("SELECT to_regclass($1)::oid", q, true);
+		if (n > 0 && ResultText(0, 1))
+			return Oid(std::stoul(*ResultText(0, 1)));
+		Fail("42P01", "published table \"" + schema + "." + table + "\" has no destination table", {},
+		     "Create " + schema + "." + table + " in the destination database, or map it with cdc.register_mapping(..., source_name => <subscription name>).");
+	}
+	Fail("42P01", "no mapping for source table \"" + schema + "." + table + "\"",
+	     "source.name is \"" + source_name + "\"",
+	     "Register one with cdc.register_mapping(), or pass the target table to cdc_apply().");
 }
 
 void

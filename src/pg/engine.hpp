@@ -68,6 +68,12 @@ class ApplyEngine {
 	// "before.<column>".
 	Outcome ApplyChange(const ChangeRequest &req);
 
+	// The target of a source table: the cdc.mapping row for (schema, table)
+	// accepting `source_name`, else (when same_name_fallback) the destination
+	// table with the same schema and name.  Errors 42P01 when there is none.
+	Oid ResolveSourceTable(const std::string &source_name, const std::string &schema, const std::string &table,
+	                       bool same_name_fallback);
+
 	// Adds the counts to cdc.counters and closes SPI.  Call exactly once on
 	// success; on error the transaction aborts and nothing needs flushing.
 	void Finish();
@@ -78,10 +84,13 @@ class ApplyEngine {
   private:
 	Target &LoadTarget(Oid relid);
 	Oid ResolveTarget(const std::string &source_name, const std::string &schema, const std::string &table);
+	Oid ResolveUncached(const std::string &source_name, const std::string &schema, const std::string &table,
+	                    bool same_name_fallback);
 	void SetContext(const Target *t, const std::string &delivery_key);
 
 	std::map<Oid, std::unique_ptr<Target>> targets_;
 	std::map<Oid, Counters> counters_;
+	std::map<std::string, Oid> resolved_; // "source\nschema\ntable" -> target, for this engine's lifetime
 	std::string event_label_;
 	bool finished_ = false;
 };

@@ -2,6 +2,7 @@
 // CDC_PG_FUNCTION, so C++ exceptions never reach PostgreSQL frames.
 #include "pg/engine.hpp"
 #include "pg/guard.hpp"
+#include "pg/worker.hpp"
 
 #include "core/json.hpp"
 
@@ -9,6 +10,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "miscadmin.h"
 
 PG_MODULE_MAGIC;
 
@@ -91,7 +93,13 @@ CDC_PG_FUNCTION(cdc_apply_text)
 	return ApplyOne(fcinfo, event);
 }
 
+/*
+ * _PG_init: defines the cdc.* settings; when loaded through
+ * shared_preload_libraries also registers the launcher of the background
+ * worker path.  The SQL path (cdc_apply()) needs no preloading.
+ */
 void
 _PG_init(void)
 {
+	cdc::pg::DefineWorkerSettings(process_shared_preload_libraries_in_progress);
 }

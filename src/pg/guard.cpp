@@ -43,6 +43,8 @@ CopyText(char *dst, size_t size, const char *src) noexcept
 	dst[size - 1] = '\0';
 }
 
+PendingError pending;
+
 } // namespace
 
 ErrorData *
@@ -60,10 +62,51 @@ SetErrorContext(const char *text) noexcept
 	apply_context = text;
 }
 
+void
+StashCurrentException() noexcept
+{
+	pending.edata = nullptr;
+	pending.detail[0] = pending.hint[0] = '\0';
+	try {
+		throw;
+	} catch (const PgError &e) {
+		pending.edata = e.edata();
+	} catch (const cdc::InputError &e) {
+		const char *s = e.sqlstate();
+		pending.sqlerrcode = MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]);
+		CopyText(pending.message, sizeof pending.message, e.what());
+		CopyText(pending.detail, sizeof pending.detail, e.detail().c_str());
+		CopyText(pending.hint, sizeof pending.hint, e.hint().c_str());
+	} catch (const cdc::JsonSyntaxError &e) {
+		pending.sqlerrcode = ERRCODE_INVALID_TEXT_REPRESENTATION;
+		CopyText(pending.message, sizeof pending.message, e.what());
+	} catch (const std::bad_alloc &) {
+		pending.sqlerrcode = ERRCODE_OUT_OF_MEMORY;
+		CopyText(pending.message, sizeof pending.message, "out of memory in cdc_apply");
+	} catch (const std::exception &e) {
+		pending.sqlerrcode = ERRCODE_INTERNAL_ERROR;
+		CopyText(pending.message, sizeof pending.message, e.what());
+	} catch (...) {
+		pending.sqlerrcode = ERRCODE_INTERNAL_ERROR;
+		CopyText(pending.message, sizeof pending.message, "unknown C++ exception in cdc_apply");
+	}
+}
+
+void
+RaiseStashedError()
+{
+	if (pending.edata)
+		ReThrowError(pending.edata);
+	ereport(ERROR,
+	        (errcode(pending.sqlerrcode), errmsg("%s", pending.message),
+	         pending.detail[0] ? errdetail("%s", pending.detail) : 0,
+	         pending.hint[0] ? errhint("%s", pending.hint) : 0));
+	pg_unreachable();
+}
+
 Datum
 InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo) noexcept
 {
-	static PendingError pending;
 	bool failed = false;
 	Datum result = (Datum) 0;
 	MemoryContext entry_context = CurrentMemoryContext;
@@ -74,40 +117,12 @@ InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo) noexcept
 	callback.previous = error_context_stack;
 	error_context_stack = &callback;
 	apply_context = nullptr;
-	pending.edata = nullptr;
 
 	try {
 		result = fn(fcinfo);
-	} catch (const PgError &e) {
-		failed = true;
-		pending.edata = e.edata();
-	} catch (const cdc::InputError &e) {
-		failed = true;
-		const char *s = e.sqlstate();
-		pending.sqlerrcode = MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]);
-		CopyText(pending.message, sizeof pending.message, e.what());
-		CopyText(pending.detail, sizeof pending.detail, e.detail().c_str());
-		CopyText(pending.hint, sizeof pending.hint, e.hint().c_str());
-	} catch (const cdc::JsonSyntaxError &e) {
-		failed = true;
-		pending.sqlerrcode = ERRCODE_INVALID_TEXT_REPRESENTATION;
-		CopyText(pending.message, sizeof pending.message, e.what());
-		pending.detail[0] = pending.hint[0] = '\0';
-	} catch (const std::bad_alloc &) {
-		failed = true;
-		pending.sqlerrcode = ERRCODE_OUT_OF_MEMORY;
-		CopyText(pending.message, sizeof pending.message, "out of memory in cdc_apply");
-		pending.detail[0] = pending.hint[0] = '\0';
-	} catch (const std::exception &e) {
-		failed = true;
-		pending.sqlerrcode = ERRCODE_INTERNAL_ERROR;
-		CopyText(pending.message, sizeof pending.message, e.what());
-		pending.detail[0] = pending.hint[0] = '\0';
 	} catch (...) {
 		failed = true;
-		pending.sqlerrcode = ERRCODE_INTERNAL_ERROR;
-		CopyText(pending.message, sizeof pending.message, "unknown C++ exception in cdc_apply");
-		pending.detail[0] = pending.hint[0] = '\0';
+		StashCurrentException();
 	}
 
 	if (!failed) {
@@ -119,14 +134,11 @@ InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo) noexcept
 	/* Out of every catch block: now it is safe to longjmp. */
 	MemoryContextSwitchTo(entry_context);
 	if (pending.edata) {
+		/* the copied ErrorData already carries its context */
 		error_context_stack = callback.previous;
 		apply_context = nullptr;
-		ReThrowError(pending.edata);
 	}
-	ereport(ERROR,
-	        (errcode(pending.sqlerrcode), errmsg("%s", pending.message),
-	         pending.detail[0] ? errdetail("%s", pending.detail) : 0,
-	         pending.hint[0] ? errhint("%s", pending.hint) : 0));
+	RaiseStashedError();
 	pg_unreachable();
 }
 

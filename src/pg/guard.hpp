@@ -83,6 +83,31 @@ PgCall(F &&f) -> decltype(f())
 	}
 }
 
+// Called inside a catch block: copies the exception in flight into a static
+// buffer (no allocation, no PostgreSQL call).  RaiseStashedError, called after
+// the catch block has ended, raises it as a PostgreSQL ERROR (a PgError's
+// ErrorData unchanged; an InputError with its SQLSTATE; anything else XX000).
+void StashCurrentException() noexcept;
+[[noreturn]] void RaiseStashedError();
+
+// Runs C++ code `f` from PostgreSQL-regime code (a background worker's loop,
+// a callback): an exception becomes a PostgreSQL ERROR raised after the
+// catch.  `f` may own C++ objects; the caller's frame must not.
+template <typename F>
+void
+RunCpp(F &&f)
+{
+	bool failed = false;
+	try {
+		f();
+	} catch (...) {
+		failed = true;
+		StashCurrentException();
+	}
+	if (failed)
+		RaiseStashedError();
+}
+
 using CppFunction = Datum (*)(FunctionCallInfo);
 
 // Runs a SQL-callable C++ body; see CDC_PG_FUNCTION.  Never throws.

@@ -1,0 +1,1168 @@
+// The background-worker path (SPEC §7, docs/worker.md): a launcher that
+// starts one apply worker per enabled subscription, and the apply worker
+// that consumes a logical replication slot on a source PostgreSQL over the
+// replication protocol (pgoutput, protocol version 1), decodes it with
+// PostgreSQL's own readers (replication/logicalproto.h), and applies every
+// source transaction through the same ApplyEngine as cdc_apply(), with the
+// replication origin's progress committed in the same local transaction.
+//
+// This file is PostgreSQL-regime code (it may ereport): it owns no C++
+// objects with destructors in its frames.  The C++ engine is entered through
+// RunCpp(), which turns exceptions into ERRORs after its catch block.
+#include "pg/engine.hpp"
+#include "pg/guard.hpp"
+#include "pg/worker.hpp"
+
+#include "core/copy_text.hpp"
+#include "core/errors.hpp"
+#include "core/version.hpp"
+
+#include <string>
+
+extern "C" {
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "libpq-fe.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "replication/logicalproto.h"
+#include "replication/origin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}
+
+/* LSN_FORMAT_ARGS uses a C-only type check; the same for C++. */
+#define CDC_LSN_ARGS(lsn) (uint32) ((lsn) >> 32), (uint32) (lsn)
+
+/* ------------------------------------------------------------------------
+ * Settings (docs/worker.md lists them with units)
+ * ------------------------------------------------------------------------ */
+
+static char *cdc_database = NULL;     /* cdc.database */
+static int cdc_naptime = 5;           /* cdc.naptime, seconds */
+static int cdc_max_workers = 4;       /* cdc.max_workers */
+static int cdc_retry_backoff = 1000;  /* cdc.retry_backoff, ms: first retry delay, doubled per failure */
+static int cdc_retry_backoff_max = 60; /* cdc.retry_backoff_max, seconds */
+static int cdc_status_interval = 1000; /* cdc.status_interval, ms */
+static char *cdc_debug_fault = NULL;  /* cdc.debug_fault: test-only fault point */
+
+extern "C" {
+PGDLLEXPORT void cdc_launcher_main(Datum arg);
+PGDLLEXPORT void cdc_apply_worker_main(Datum arg);
+}
+
+void
+cdc::pg::DefineWorkerSettings(bool preloaded)
+{
+	DefineCustomStringVariable("cdc.database", "Database whose cdc.subscription the launcher serves.", NULL,
+	                           &cdc_database, "postgres", PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.naptime", "How often the launcher looks for subscriptions to start or stop.", NULL,
+	                        &cdc_naptime, 5, 1, 3600, PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.max_workers", "Maximum number of apply workers the launcher runs.", NULL,
+	                        &cdc_max_workers, 4, 1, 64, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.retry_backoff", "Delay before the first retry after a worker error; doubled per consecutive failure.",
+	                        NULL, &cdc_retry_backoff, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.retry_backoff_max", "Upper bound of the retry delay.", NULL, &cdc_retry_backoff_max,
+	                        60, 1, 86400, PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.status_interval", "How often a worker writes cdc.subscription_state and sends standby status to the source.",
+	                        NULL, &cdc_status_interval, 1000, 10, 60000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomStringVariable("cdc.debug_fault", "Test-only fault point of the apply worker (empty: none).",
+	                           "before_commit: exit before the local commit of a source transaction; "
+	                           "after_commit: exit after the local commit, before feedback to the source.",
+	                           &cdc_debug_fault, "", PGC_SIGHUP, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	MarkGUCPrefixReserved("cdc");
+
+	if (!preloaded || IsBinaryUpgrade)
+		return;
+
+	BackgroundWorker bgw;
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 5;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "cdc_apply");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "cdc_launcher_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "cdc_apply launcher");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "cdc_apply launcher");
+	RegisterBackgroundWorker(&bgw);
+}
+
+/* ------------------------------------------------------------------------
+ * Small SPI helpers for the worker's own transactions
+ * ------------------------------------------------------------------------ */
+
+/* Runs one statement with text parameters inside the current transaction. */
+static int
+spi_exec(const char *sql, int nargs, const char **args)
+{
+	Oid types[8];
+	Datum values[8];
+	char nulls[8];
+	Assert(nargs <= 8);
+	for (int i = 0; i < nargs; i++) {
+		types[i] = TEXTOID;
+		values[i] = args[i] ? CStringGetTextDatum(args[i]) : (Datum) 0;
+		nulls[i] = args[i] ? ' ' : 'n';
+	}
+	int rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	if (rc < 0)
+		elog(ERROR, "cdc_apply worker: SPI failed (%s) for \"%s\"", SPI_result_code_string(rc), sql);
+	return rc;
+}
+
+/* Runs one statement in a transaction of its own. */
+static void
+exec_in_own_xact(const char *sql, int nargs, const char **args)
+{
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	spi_exec(sql, nargs, args);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+static const char *
+lsn_text(XLogRecPtr lsn)
+{
+	return psprintf("%X/%X", CDC_LSN_ARGS(lsn));
+}
+
+/* ------------------------------------------------------------------------
+ * Launcher
+ * ------------------------------------------------------------------------ */
+
+typedef struct LauncherSlot {
+	int subid;
+	BackgroundWorkerHandle *handle;
+} LauncherSlot;
+
+static void
+start_apply_worker(LauncherSlot *slot, int subid)
+{
+	BackgroundWorker bgw;
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART; /* the launcher restarts it */
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "cdc_apply");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "cdc_apply_worker_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "cdc_apply worker for subscription %d", subid);
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "cdc_apply worker");
+	bgw.bgw_main_arg = Int32GetDatum(subid);
+	memcpy(bgw.bgw_extra, &MyDatabaseId, sizeof(Oid));
+	bgw.bgw_notify_pid = MyProcPid;
+	if (!RegisterDynamicBackgroundWorker(&bgw, &slot->handle)) {
+		ereport(WARNING, (errmsg("cdc_apply launcher: could not start a worker for subscription %d", subid),
+		                  errhint("Raise max_worker_processes.")));
+		slot->handle = NULL;
+		return;
+	}
+	slot->subid = subid;
+}
+
+static bool
+slot_running(LauncherSlot *slot)
+{
+	pid_t pid;
+	if (slot->handle == NULL)
+		return false;
+	BgwHandleStatus st = GetBackgroundWorkerPid(slot->handle, &pid);
+	return st == BGWH_STARTED || st == BGWH_NOT_YET_STARTED;
+}
+
+void
+cdc_launcher_main(Datum arg)
+{
+	LauncherSlot *slots;
+
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(cdc_database, NULL, 0);
+	pgstat_report_appname("cdc_apply launcher");
+
+	slots = (LauncherSlot *) MemoryContextAllocZero(TopMemoryContext, sizeof(LauncherSlot) * cdc_max_workers);
+
+	for (;;) {
+		int nsubs = 0;
+		int *subids = NULL;
+		bool *enabled = NULL;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending) {
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		SPI_connect();
+		pgstat_report_activity(STATE_RUNNING, "reading cdc.subscription");
+		bool isnull = false;
+		if (SPI_execute("SELECT to_regclass('cdc.subscription') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
+		    DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))) {
+			if (SPI_execute("SELECT subid, enabled FROM cdc.subscription ORDER BY subid", true, 0) == SPI_OK_SELECT) {
+				nsubs = (int) SPI_processed;
+				subids = (int *) MemoryContextAlloc(TopTransactionContext, sizeof(int) * (nsubs + 1));
+				enabled = (bool *) MemoryContextAlloc(TopTransactionContext, sizeof(bool) * (nsubs + 1));
+				for (int i = 0; i < nsubs; i++) {
+					bool isnull;
+					subids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+					enabled[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+				}
+			}
+		}
+
+		/* stop workers of disabled or dropped subscriptions */
+		for (int s = 0; s < cdc_max_workers; s++) {
+			if (!slot_running(&slots[s]))
+				continue;
+			bool keep = false;
+			for (int i = 0; i < nsubs; i++)
+				if (subids[i] == slots[s].subid && enabled[i])
+					keep = true;
+			if (!keep)
+				TerminateBackgroundWorker(slots[s].handle);
+		}
+		/* start workers of enabled subscriptions that have none */
+		for (int i = 0; i < nsubs; i++) {
+			if (!enabled[i])
+				continue;
+			bool running = false;
+			int free_slot = -1;
+			for (int s = 0; s < cdc_max_workers; s++) {
+				if (slot_running(&slots[s])) {
+					if (slots[s].subid == subids[i])
+						running = true;
+				} else if (free_slot < 0) {
+					free_slot = s;
+				}
+			}
+			if (!running && free_slot >= 0)
+				start_apply_worker(&slots[free_slot], subids[i]);
+			else if (!running)
+				ereport(LOG, (errmsg("cdc_apply launcher: cdc.max_workers (%d) reached; subscription %d waits",
+				                     cdc_max_workers, subids[i])));
+		}
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		pgstat_report_activity(STATE_IDLE, NULL);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, cdc_naptime * 1000L,
+		                 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Apply worker state
+ * ------------------------------------------------------------------------ */
+
+typedef struct RelEntry {
+	LogicalRepRelId remoteid; /* hash key */
+	LogicalRepRelation *rel;  /* copied into CdcWorkerContext */
+} RelEntry;
+
+typedef struct FlushPosition {
+	XLogRecPtr local_end;
+	XLogRecPtr remote_end;
+} FlushPosition;
+
+typedef struct WorkerState {
+	int subid;
+	char *name;
+	char *conninfo;
+	char *slot_name;
+	char *publications; /* "\"a\",\"b\"" for START_REPLICATION */
+	char *publications_sql; /* 'a','b' for SQL */
+	bool create_slot;
+	bool copy_data;
+	bool slot_ready;
+	int64 epoch;
+	XLogRecPtr skip_lsn;
+	int retry_count;
+
+	RepOriginId origin;
+	PGconn *conn;
+	char *source_id; /* "pg:<system identifier>" */
+	char *source_db;
+	HTAB *relations;
+
+	XLogRecPtr progress;      /* origin progress: end LSN of the last applied source transaction */
+	XLogRecPtr received;      /* highest LSN received */
+	XLogRecPtr source_end;    /* source WAL end from the last message */
+	XLogRecPtr reported_flush;
+	FlushPosition *flushes;   /* commits not yet known to be flushed locally */
+	int nflushes;
+	int maxflushes;
+	TimestampTz last_status;
+	TimestampTz last_commit_time;
+
+	/* the source transaction being applied */
+	bool in_xact;
+	bool skipping;        /* explicit operator skip */
+	bool already_applied; /* commit before our progress: replayed by the source (B16) */
+	XLogRecPtr final_lsn;
+	TransactionId xid;
+	TimestampTz committime;
+	int seq;
+	XLogRecPtr change_lsn;
+	char cur_table[2 * NAMEDATALEN + 2]; /* for error context; "" when none */
+	cdc::pg::ApplyEngine *engine;
+} WorkerState;
+
+static WorkerState *W = NULL;
+static MemoryContext CdcWorkerContext = NULL;
+static MemoryContext CdcMessageContext = NULL;
+
+static void
+worker_error_context(void *arg)
+{
+	if (W == NULL)
+		return;
+	if (W->in_xact)
+		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X%s%s", W->name, W->xid,
+		           CDC_LSN_ARGS(W->final_lsn), W->cur_table[0] ? ", table " : "", W->cur_table);
+	else
+		errcontext("cdc_apply subscription \"%s\"", W->name);
+}
+
+static void
+load_subscription(int subid)
+{
+	MemoryContext old;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	const char *args[1] = {psprintf("%d", subid)};
+	spi_exec("SELECT name, conninfo, slot_name, "
+	         "  (SELECT string_agg(quote_ident(p), ',') FROM unnest(publications) p), "
+	         "  (SELECT string_agg(quote_literal(p), ',') FROM unnest(publications) p), "
+	         "  create_slot, copy_data, slot_ready, source_epoch, skip_lsn::text, "
+	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid = s.subid) "
+	         "FROM cdc.subscription s WHERE subid = $1::int AND enabled",
+	         1, args);
+	if (SPI_processed != 1) {
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		ereport(LOG, (errmsg("cdc_apply worker: subscription %d is gone or disabled; exiting", subid)));
+		proc_exit(0);
+	}
+	old = MemoryContextSwitchTo(CdcWorkerContext);
+	HeapTuple tup = SPI_tuptable->vals[0];
+	TupleDesc desc = SPI_tuptable->tupdesc;
+	W->subid = subid;
+	W->name = SPI_getvalue(tup, desc, 1);
+	W->conninfo = SPI_getvalue(tup, desc, 2);
+	W->slot_name = SPI_getvalue(tup, desc, 3);
+	W->publications = SPI_getvalue(tup, desc, 4);
+	W->publications_sql = SPI_getvalue(tup, desc, 5);
+	W->create_slot = strcmp(SPI_getvalue(tup, desc, 6), "t") == 0;
+	W->copy_data = strcmp(SPI_getvalue(tup, desc, 7), "t") == 0;
+	W->slot_ready = strcmp(SPI_getvalue(tup, desc, 8), "t") == 0 || !W->create_slot;
+	W->epoch = pg_strtoint64(SPI_getvalue(tup, desc, 9));
+	char *skip = SPI_getvalue(tup, desc, 10);
+	W->skip_lsn = skip ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(skip))) : InvalidXLogRecPtr;
+	char *retries = SPI_getvalue(tup, desc, 11);
+	W->retry_count = retries ? atoi(retries) : 0;
+	MemoryContextSwitchTo(old);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/* Writes the worker's view of its progress (received, flushed, lag, pid). */
+static void
+write_status(const char *state, bool reset_retries)
+{
+	const char *args[8] = {psprintf("%d", W->subid),
+	                       state,
+	                       W->received ? lsn_text(W->received) : NULL,
+	                       W->reported_flush ? lsn_text(W->reported_flush) : NULL,
+	                       W->source_end ? lsn_text(W->source_end) : NULL,
+	                       W->last_commit_time ? timestamptz_to_str(W->last_commit_time) : NULL,
+	                       psprintf("%d", MyProcPid),
+	                       reset_retries ? "t" : "f"};
+	exec_in_own_xact("UPDATE cdc.subscription_state SET state = $2, received_lsn = $3::pg_lsn, "
+	                 "flushed_lsn = $4::pg_lsn, source_end_lsn = $5::pg_lsn, last_commit_at = $6::timestamptz, "
+	                 "last_msg_at = now(), worker_pid = $7::int, "
+	                 "retry_count = CASE WHEN $8::bool THEN 0 ELSE retry_count END, updated_at = now() "
+	                 "WHERE subid = $1::int",
+	                 8, args);
+	W->last_status = GetCurrentTimestamp();
+}
+
+/* ------------------------------------------------------------------------
+ * Talking to the source
+ * ------------------------------------------------------------------------ */
+
+static PGresult *
+source_exec(const char *sql, ExecStatusType expected)
+{
+	PGresult *res = PQexec(W->conn, sql);
+	if (PQresultStatus(res) != expected) {
+		char *msg = pstrdup(PQresultErrorMessage(res));
+		char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		int code = sqlstate && strlen(sqlstate) == 5
+		               ? MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4])
+		               : ERRCODE_CONNECTION_FAILURE;
+		PQclear(res);
+		ereport(ERROR, (errcode(code), errmsg("cdc_apply: the source failed \"%s\": %s", sql, msg)));
+	}
+	return res;
+}
+
+static void
+connect_source(void)
+{
+	char *conninfo = psprintf("%s replication=database application_name=cdc_apply_%s connect_timeout=10 fallback_application_name=cdc_apply",
+	                          W->conninfo, W->name);
+	PGconn *conn = PQconnectdb(conninfo);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		char *msg = pstrdup(PQerrorMessage(conn));
+		PQfinish(conn);
+		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+		                errmsg("cdc_apply: could not connect to the source of subscription \"%s\": %s", W->name, msg)));
+	}
+	W->conn = conn;
+	PGresult *res = source_exec("IDENTIFY_SYSTEM", PGRES_TUPLES_OK);
+	MemoryContext old = MemoryContextSwitchTo(CdcWorkerContext);
+	W->source_id = psprintf("pg:%s", PQgetvalue(res, 0, 0));
+	W->source_db = pstrdup(PQgetisnull(res, 0, 3) ? "" : PQgetvalue(res, 0, 3));
+	MemoryContextSwitchTo(old);
+	PQclear(res);
+}
+
+static void
+send_feedback(bool force, bool request_reply)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	XLogRecPtr flushed = GetFlushRecPtr(NULL);
+	int keep = 0;
+
+	/* report as flushed only source transactions whose local commit is durable */
+	for (int i = 0; i < W->nflushes; i++) {
+		if (W->flushes[i].local_end <= flushed) {
+			if (W->flushes[i].remote_end > W->reported_flush)
+				W->reported_flush = W->flushes[i].remote_end;
+		} else {
+			W->flushes[keep++] = W->flushes[i];
+		}
+	}
+	W->nflushes = keep;
+	if (W->nflushes == 0 && W->progress > W->reported_flush)
+		W->reported_flush = W->progress; /* skipped / already-applied transactions */
+
+	if (!force && !TimestampDifferenceExceeds(W->last_status, now, cdc_status_interval))
+		return;
+
+	StringInfoData buf;
+	initStringInfo(&buf);
+	pq_sendbyte(&buf, 'r');
+	pq_sendint64(&buf, W->received > W->reported_flush ? W->received : W->reported_flush); /* write */
+	pq_sendint64(&buf, W->reported_flush);                                                  /* flush */
+	pq_sendint64(&buf, W->reported_flush);                                                  /* apply */
+	pq_sendint64(&buf, now);
+	pq_sendbyte(&buf, request_reply ? 1 : 0);
+	if (PQputCopyData(W->conn, buf.data, buf.len) <= 0 || PQflush(W->conn))
+		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+		                errmsg("cdc_apply: could not send feedback to the source: %s", PQerrorMessage(W->conn))));
+	pfree(buf.data);
+}
+
+static void
+remember_flush(XLogRecPtr local_end, XLogRecPtr remote_end)
+{
+	if (W->nflushes == W->maxflushes) {
+		W->maxflushes = W->maxflushes ? W->maxflushes * 2 : 64;
+		W->flushes = W->flushes ? (FlushPosition *) repalloc(W->flushes, sizeof(FlushPosition) * W->maxflushes)
+		                        : (FlushPosition *) MemoryContextAlloc(CdcWorkerContext, sizeof(FlushPosition) * W->maxflushes);
+	}
+	W->flushes[W->nflushes].local_end = local_end;
+	W->flushes[W->nflushes].remote_end = remote_end;
+	W->nflushes++;
+}
+
+static bool
+fault(const char *point)
+{
+	return cdc_debug_fault && strcmp(cdc_debug_fault, point) == 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Applying one change (C++ side)
+ * ------------------------------------------------------------------------ */
+
+namespace {
+
+using cdc::DecodedValue;
+using cdc::Op;
+using cdc::pg::ChangeRequest;
+using cdc::pg::RawImage;
+
+// The JSON object of an image, for cdc.conflicts and delete outbox payloads.
+void
+AppendImageJson(RawImage &img)
+{
+	std::string j = "{";
+	for (size_t i = 0; i < img.values.size(); i++) {
+		if (i)
+			j += ", ";
+		cdc::AppendJsonString(j, img.values[i].first);
+		j += ": ";
+		const DecodedValue &v = img.values[i].second;
+		if (v.kind == DecodedValue::Kind::Text)
+			cdc::AppendJsonString(j, v.text);
+		else if (v.kind == DecodedValue::Kind::Null)
+			j += "null";
+		else
+			j += "\"__unchanged_toast__\"";
+	}
+	j += "}";
+	img.json = std::move(j);
+}
+
+// A pgoutput tuple as a RawImage.  key_only: a replica-identity key tuple
+// ('K'), whose non-key columns are sent as NULL and must not be read as NULL.
+RawImage
+TupleImage(const LogicalRepRelation *rel, const LogicalRepTupleData *tup, bool key_only)
+{
+	RawImage img;
+	for (int i = 0; i < tup->ncols && i < rel->natts; i++) {
+		if (key_only && !bms_is_member(i, rel->attkeys))
+			continue;
+		const char *name = rel->attnames[i];
+		switch (tup->colstatus[i]) {
+		case LOGICALREP_COLUMN_NULL:
+			img.values.emplace_back(name, DecodedValue::Null());
+			break;
+		case LOGICALREP_COLUMN_UNCHANGED:
+			img.values.emplace_back(name, DecodedValue::Unavailable());
+			break;
+		case LOGICALREP_COLUMN_TEXT:
+			img.values.emplace_back(name, DecodedValue::Text(std::string(tup->colvalues[i].data, tup->colvalues[i].len)));
+			break;
+		default:
+			throw cdc::InputError("0A000", std::string("column \"") + name + "\" arrived in binary format, which the worker does not request");
+		}
+	}
+	AppendImageJson(img);
+	return img;
+}
+
+cdc::SourceInfo
+SourceOf(const LogicalRepRelation *rel)
+{
+	cdc::SourceInfo s;
+	s.connector = "pgoutput";
+	s.name = W->source_id;
+	s.db = W->source_db;
+	s.schema = rel->nspname;
+	s.table = rel->relname;
+	s.lsn = int64_t(W->change_lsn);
+	s.commit_lsn = int64_t(W->final_lsn);
+	s.tx_id = int64_t(W->xid);
+	return s;
+}
+
+// Applies one decoded pgoutput change through the engine.
+void
+ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldtup, char old_kind,
+           const LogicalRepTupleData *newtup)
+{
+	ChangeRequest req;
+	req.target = W->engine->ResolveSourceTable(W->name, rel->nspname, rel->relname, true);
+	req.op = op;
+	if (newtup)
+		req.after = TupleImage(rel, newtup, false);
+	if (oldtup)
+		req.before = TupleImage(rel, oldtup, old_kind == 'K');
+	req.source = SourceOf(rel);
+	W->seq++;
+	req.total_order = W->seq;
+	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), W->seq, 0}};
+	req.delivery_key = "pgoutput:" + std::string(W->source_id) + ":" + cdc::FormatLsn(int64_t(W->final_lsn)) + ":" +
+	                   std::to_string(W->seq);
+	W->engine->ApplyChange(req);
+}
+
+void
+ApplyTruncate(const LogicalRepRelation *rel)
+{
+	ChangeRequest req;
+	req.target = W->engine->ResolveSourceTable(W->name, rel->nspname, rel->relname, true);
+	req.op = Op::Truncate;
+	req.source = SourceOf(rel);
+	W->seq++;
+	req.total_order = W->seq;
+	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), W->seq, 0}};
+	req.delivery_key = "pgoutput:" + std::string(W->source_id) + ":" + cdc::FormatLsn(int64_t(W->final_lsn)) + ":" +
+	                   std::to_string(W->seq);
+	W->engine->ApplyChange(req);
+}
+
+// One row of the initial copy, applied as a snapshot row at point `cp`.
+void
+ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns, const char *line, int len,
+             XLogRecPtr cp)
+{
+	auto values = cdc::ParseCopyTextRow(std::string_view(line, size_t(len)));
+	if (int(values.size()) != ncolumns)
+		throw cdc::InputError("22P02", "COPY row of " + std::string(schema) + "." + table + " has " +
+		                                   std::to_string(values.size()) + " columns, expected " + std::to_string(ncolumns));
+	ChangeRequest req;
+	req.target = W->engine->ResolveSourceTable(W->name, schema, table, true);
+	req.op = Op::Read;
+	RawImage img;
+	for (int i = 0; i < ncolumns; i++)
+		img.values.emplace_back(columns[i], values[size_t(i)] ? DecodedValue::Text(*values[size_t(i)]) : DecodedValue::Null());
+	AppendImageJson(img);
+	req.after = std::move(img);
+	req.source.connector = "pgoutput";
+	req.source.name = W->source_id;
+	req.source.db = W->source_db;
+	req.source.schema = schema;
+	req.source.table = table;
+	req.source.lsn = int64_t(cp);
+	req.version = cdc::Version{{W->epoch, int64_t(cp), 0, 0}};
+	/* delivery key derived from the source identity: dbz-style, with op r and the snapshot point */
+	W->engine->ApplyChange(req);
+}
+
+} // namespace
+
+/* ------------------------------------------------------------------------
+ * Source transactions
+ * ------------------------------------------------------------------------ */
+
+static void
+begin_local_xact(void)
+{
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	cdc::pg::RunCpp([&]() { W->engine = new cdc::pg::ApplyEngine(); });
+}
+
+static void
+handle_begin(StringInfo s)
+{
+	LogicalRepBeginData begin;
+	logicalrep_read_begin(s, &begin);
+	W->in_xact = true;
+	W->final_lsn = begin.final_lsn;
+	W->xid = begin.xid;
+	W->committime = begin.committime;
+	W->seq = 0;
+	W->cur_table[0] = '\0';
+	W->already_applied = begin.final_lsn < W->progress;
+	W->skipping = !W->already_applied && W->skip_lsn != InvalidXLogRecPtr && begin.final_lsn == W->skip_lsn;
+	if (W->skipping)
+		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": skipping source transaction %u committed at %X/%X as requested",
+		                     W->name, begin.xid, CDC_LSN_ARGS(begin.final_lsn))));
+	if (!W->already_applied && !W->skipping)
+		begin_local_xact();
+}
+
+static void
+handle_commit(StringInfo s)
+{
+	LogicalRepCommitData commit;
+	logicalrep_read_commit(s, &commit);
+
+	if (W->already_applied) {
+		/* replayed by the source after it went backwards: our progress already covers it */
+		W->in_xact = false;
+		return;
+	}
+	if (W->skipping) {
+		const char *args[3] = {psprintf("%d", W->subid), lsn_text(W->final_lsn), psprintf("%u", W->xid)};
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		SPI_connect();
+		spi_exec("UPDATE cdc.skipped_transactions SET skipped_at = now(), xid = $3::bigint "
+		         "WHERE subid = $1::int AND commit_lsn = $2::pg_lsn AND skipped_at IS NULL",
+		         3, args);
+		spi_exec("UPDATE cdc.subscription SET skip_lsn = NULL WHERE subid = $1::int", 1, args);
+		SPI_finish();
+		PopActiveSnapshot();
+		replorigin_session_origin_lsn = commit.end_lsn;
+		replorigin_session_origin_timestamp = commit.committime;
+		CommitTransactionCommand();
+		W->skip_lsn = InvalidXLogRecPtr;
+	} else {
+		cdc::pg::RunCpp([&]() {
+			W->engine->Finish();
+			delete W->engine;
+		});
+		W->engine = NULL;
+		PopActiveSnapshot();
+		if (fault("before_commit")) {
+			ereport(LOG, (errmsg("cdc_apply: fault point before_commit reached, exiting")));
+			proc_exit(1);
+		}
+		replorigin_session_origin_lsn = commit.end_lsn;
+		replorigin_session_origin_timestamp = commit.committime;
+		CommitTransactionCommand();
+	}
+	remember_flush(XactLastCommitEnd, commit.end_lsn);
+	W->progress = commit.end_lsn;
+	W->last_commit_time = commit.committime;
+	W->in_xact = false;
+	W->cur_table[0] = '\0';
+	pgstat_report_activity(STATE_IDLE, NULL);
+	if (fault("after_commit")) {
+		ereport(LOG, (errmsg("cdc_apply: fault point after_commit reached, exiting")));
+		proc_exit(1);
+	}
+}
+
+static RelEntry *
+lookup_relation(LogicalRepRelId relid)
+{
+	bool found;
+	RelEntry *e = (RelEntry *) hash_search(W->relations, &relid, HASH_FIND, &found);
+	if (!found)
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION),
+		                errmsg("cdc_apply: change for unknown relation %u (no RELATION message)", relid)));
+	snprintf(W->cur_table, sizeof(W->cur_table), "%s.%s", e->rel->nspname, e->rel->relname);
+	return e;
+}
+
+static void
+handle_relation(StringInfo s)
+{
+	MemoryContext old = MemoryContextSwitchTo(CdcWorkerContext);
+	LogicalRepRelation *rel = logicalrep_read_rel(s);
+	bool found;
+	RelEntry *e = (RelEntry *) hash_search(W->relations, &rel->remoteid, HASH_ENTER, &found);
+	e->rel = rel; /* the previous copy stays in CdcWorkerContext: relation messages are rare */
+	MemoryContextSwitchTo(old);
+}
+
+static void
+handle_change(char action, StringInfo s)
+{
+	LogicalRepTupleData newtup, oldtup;
+	bool has_old = false;
+	LogicalRepRelId relid;
+
+	if (!W->in_xact)
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION), errmsg("cdc_apply: change outside a transaction")));
+	switch (action) {
+	case 'I': {
+		relid = logicalrep_read_insert(s, &newtup);
+		if (W->already_applied || W->skipping)
+			return;
+		RelEntry *e = lookup_relation(relid);
+		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Create, NULL, 0, &newtup); });
+		break;
+	}
+	case 'U': {
+		/* the old tuple kind ('K' key, 'O' full) is the byte after the relid */
+		char kind = s->len > s->cursor + 4 ? s->data[s->cursor + 4] : 'N';
+		relid = logicalrep_read_update(s, &has_old, &oldtup, &newtup);
+		if (W->already_applied || W->skipping)
+			return;
+		RelEntry *e = lookup_relation(relid);
+		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Update, has_old ? &oldtup : NULL, kind, &newtup); });
+		break;
+	}
+	case 'D': {
+		char kind = s->len > s->cursor + 4 ? s->data[s->cursor + 4] : 'K';
+		relid = logicalrep_read_delete(s, &oldtup);
+		if (W->already_applied || W->skipping)
+			return;
+		RelEntry *e = lookup_relation(relid);
+		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Delete, &oldtup, kind, NULL); });
+		break;
+	}
+	case 'T': {
+		bool cascade, restart_seqs;
+		List *relids = logicalrep_read_truncate(s, &cascade, &restart_seqs);
+		if (W->already_applied || W->skipping)
+			return;
+		ListCell *lc;
+		foreach (lc, relids) {
+			RelEntry *e = lookup_relation(lfirst_oid(lc));
+			cdc::pg::RunCpp([&]() { ApplyTruncate(e->rel); });
+		}
+		break;
+	}
+	}
+}
+
+static void
+handle_xlogdata(StringInfo s)
+{
+	XLogRecPtr start = pq_getmsgint64(s);
+	XLogRecPtr end = pq_getmsgint64(s);
+	(void) pq_getmsgint64(s); /* send time */
+	if (start > W->received)
+		W->received = start;
+	if (end > W->source_end)
+		W->source_end = end;
+	W->change_lsn = start;
+
+	char action = pq_getmsgbyte(s);
+	switch (action) {
+	case 'B': handle_begin(s); break;
+	case 'C': handle_commit(s); break;
+	case 'R': handle_relation(s); break;
+	case 'I':
+	case 'U':
+	case 'D':
+	case 'T': handle_change(action, s); break;
+	case 'O': /* origin of a transaction replicated into the source: applied like any other */
+	case 'Y': /* type: values arrive as text and go through the destination types' input functions */
+	case 'M': /* logical decoding message: not a change */
+		break;
+	default:
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION),
+		                errmsg("cdc_apply: unexpected pgoutput message type \"%c\"", action)));
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Slot creation and initial copy
+ * ------------------------------------------------------------------------ */
+
+static void
+copy_table(const char *schema, const char *table, XLogRecPtr cp)
+{
+	char *qual = psprintf("%s.%s", quote_identifier(schema), quote_identifier(table));
+	char *lit = PQescapeLiteral(W->conn, qual, strlen(qual));
+	PGresult *res = source_exec(psprintf("SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass "
+	                                     "AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum",
+	                                     lit),
+	                            PGRES_TUPLES_OK);
+	PQfreemem(lit);
+	int ncols = PQntuples(res);
+	char **cols = (char **) palloc(sizeof(char *) * (ncols + 1));
+	StringInfoData collist;
+	initStringInfo(&collist);
+	for (int i = 0; i < ncols; i++) {
+		cols[i] = pstrdup(PQgetvalue(res, i, 0));
+		appendStringInfo(&collist, "%s%s", i ? ", " : "", quote_identifier(cols[i]));
+	}
+	PQclear(res);
+
+	res = source_exec(psprintf("COPY %s (%s) TO STDOUT", qual, collist.data), PGRES_COPY_OUT);
+	PQclear(res);
+	snprintf(W->cur_table, sizeof(W->cur_table), "%s.%s", schema, table);
+	begin_local_xact();
+	long rows = 0;
+	for (;;) {
+		char *buf = NULL;
+		int len = PQgetCopyData(W->conn, &buf, 0);
+		if (len == -1)
+			break;
+		if (len < 0)
+			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+			                errmsg("cdc_apply: initial copy of %s failed: %s", qual, PQerrorMessage(W->conn))));
+		cdc::pg::RunCpp([&]() { ApplyCopyRow(schema, table, cols, ncols, buf, len, cp); });
+		PQfreemem(buf);
+		rows++;
+		CHECK_FOR_INTERRUPTS();
+	}
+	res = PQgetResult(W->conn);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+		                errmsg("cdc_apply: initial copy of %s failed: %s", qual, PQresultErrorMessage(res))));
+	PQclear(res);
+	cdc::pg::RunCpp([&]() {
+		W->engine->Finish();
+		delete W->engine;
+	});
+	W->engine = NULL;
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	W->cur_table[0] = '\0';
+	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": copied %ld rows of %s.%s", W->name, rows, schema, table)));
+}
+
+static void
+prepare_slot(void)
+{
+	char *slot = pstrdup(quote_identifier(W->slot_name));
+	char *slot_lit = PQescapeLiteral(W->conn, W->slot_name, strlen(W->slot_name));
+	PGresult *res = source_exec(psprintf("SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", slot_lit),
+	                            PGRES_TUPLES_OK);
+	bool exists = PQntuples(res) > 0;
+	PQclear(res);
+	PQfreemem(slot_lit);
+	if (exists) {
+		/* left by an attempt that did not finish its initial copy: start over */
+		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": dropping unfinished slot %s", W->name, W->slot_name)));
+		PQclear(source_exec(psprintf("DROP_REPLICATION_SLOT %s WAIT", slot), PGRES_COMMAND_OK));
+	}
+
+	XLogRecPtr cp;
+	if (W->copy_data) {
+		write_status("copying", false);
+		PQclear(source_exec("BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ", PGRES_COMMAND_OK));
+		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'use')", slot), PGRES_TUPLES_OK);
+		cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
+		PQclear(res);
+		res = source_exec(psprintf("SELECT DISTINCT schemaname, tablename FROM pg_catalog.pg_publication_tables "
+		                           "WHERE pubname IN (%s) ORDER BY 1, 2",
+		                           W->publications_sql),
+		                  PGRES_TUPLES_OK);
+		int ntables = PQntuples(res);
+		char **schemas = (char **) palloc(sizeof(char *) * (ntables + 1));
+		char **tables = (char **) palloc(sizeof(char *) * (ntables + 1));
+		for (int i = 0; i < ntables; i++) {
+			schemas[i] = pstrdup(PQgetvalue(res, i, 0));
+			tables[i] = pstrdup(PQgetvalue(res, i, 1));
+		}
+		PQclear(res);
+		for (int i = 0; i < ntables; i++)
+			copy_table(schemas[i], tables[i], cp);
+		PQclear(source_exec("COMMIT", PGRES_COMMAND_OK));
+	} else {
+		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", slot), PGRES_TUPLES_OK);
+		cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
+		PQclear(res);
+	}
+
+	/* the slot is ready: progress = its start point, committed with the flag */
+	const char *args[1] = {psprintf("%d", W->subid)};
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	spi_exec("UPDATE cdc.subscription SET slot_ready = true WHERE subid = $1::int", 1, args);
+	SPI_finish();
+	PopActiveSnapshot();
+	replorigin_session_origin_lsn = cp;
+	replorigin_session_origin_timestamp = GetCurrentTimestamp();
+	CommitTransactionCommand();
+	W->progress = cp;
+	W->slot_ready = true;
+	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s ready at %X/%X", W->name, W->slot_name, CDC_LSN_ARGS(cp))));
+}
+
+/* ------------------------------------------------------------------------
+ * The apply worker
+ * ------------------------------------------------------------------------ */
+
+static void
+stream(void)
+{
+	char *cmd = psprintf("START_REPLICATION SLOT %s LOGICAL %X/%X (proto_version '1', publication_names %s)",
+	                     quote_identifier(W->slot_name), CDC_LSN_ARGS(W->progress),
+	                     quote_literal_cstr(W->publications));
+	PQclear(source_exec(cmd, PGRES_COPY_BOTH));
+	W->reported_flush = W->progress;
+	write_status("streaming", false);
+	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": streaming from %X/%X", W->name, CDC_LSN_ARGS(W->progress))));
+
+	for (;;) {
+		char *buf = NULL;
+		int len;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending) {
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		/* per-message allocations; transaction work allocates in transaction contexts */
+		MemoryContextSwitchTo(CdcMessageContext);
+		MemoryContextReset(CdcMessageContext);
+
+		len = PQgetCopyData(W->conn, &buf, 1);
+		if (len == 0) {
+			/* nothing buffered: wait for the socket, the latch or the status interval */
+			if (!W->in_xact) {
+				send_feedback(false, false);
+				if (TimestampDifferenceExceeds(W->last_status, GetCurrentTimestamp(), cdc_status_interval))
+					write_status("streaming", true);
+			}
+			int rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+			                           PQsocket(W->conn), cdc_status_interval, PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			if (PQconsumeInput(W->conn) == 0)
+				ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+				                errmsg("cdc_apply: lost the connection to the source: %s", PQerrorMessage(W->conn))));
+			continue;
+		}
+		if (len == -1)
+			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("cdc_apply: the source ended the stream")));
+		if (len < 0)
+			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+			                errmsg("cdc_apply: could not read from the source: %s", PQerrorMessage(W->conn))));
+
+		StringInfoData s;
+		s.data = (char *) palloc(len + 1);
+		memcpy(s.data, buf, len);
+		s.data[len] = '\0';
+		s.len = len;
+		s.maxlen = len + 1;
+		s.cursor = 0;
+		PQfreemem(buf);
+
+		char kind = pq_getmsgbyte(&s);
+		if (kind == 'w') {
+			handle_xlogdata(&s);
+		} else if (kind == 'k') {
+			XLogRecPtr end = pq_getmsgint64(&s);
+			(void) pq_getmsgint64(&s);
+			bool reply = pq_getmsgbyte(&s);
+			if (end > W->source_end)
+				W->source_end = end;
+			if (reply)
+				send_feedback(true, false);
+		}
+	}
+}
+
+static void
+record_error_and_exit(ErrorData *edata)
+{
+	int delay_ms;
+	const char *args[4];
+
+	W->retry_count++;
+	args[0] = psprintf("%d", W->subid);
+	args[1] = psprintf("%s%s%s", edata->message ? edata->message : "unknown error", edata->context ? "\nCONTEXT: " : "",
+	                   edata->context ? edata->context : "");
+	args[2] = W->in_xact ? lsn_text(W->final_lsn) : NULL;
+	args[3] = psprintf("%d", MyProcPid);
+	exec_in_own_xact("UPDATE cdc.subscription_state SET state = 'error', last_error = $2, "
+	                 "last_error_lsn = $3::pg_lsn, last_error_at = now(), retry_count = retry_count + 1, "
+	                 "worker_pid = $4::int, updated_at = now() WHERE subid = $1::int",
+	                 4, args);
+
+	/* back off: cdc.retry_backoff doubled per consecutive failure, at most cdc.retry_backoff_max */
+	double d = (double) cdc_retry_backoff;
+	for (int i = 1; i < W->retry_count && d < cdc_retry_backoff_max * 1000.0; i++)
+		d *= 2;
+	delay_ms = (int) Min(d, cdc_retry_backoff_max * 1000.0);
+	pgstat_report_activity(STATE_IDLE, "waiting to retry after an error");
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, delay_ms, PG_WAIT_EXTENSION);
+	proc_exit(1);
+}
+
+void
+cdc_apply_worker_main(Datum arg)
+{
+	int subid = DatumGetInt32(arg);
+	Oid dboid;
+	ErrorContextCallback errcallback;
+
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+
+	CdcWorkerContext = AllocSetContextCreate(TopMemoryContext, "CdcWorkerContext", ALLOCSET_DEFAULT_SIZES);
+	CdcMessageContext = AllocSetContextCreate(TopMemoryContext, "CdcMessageContext", ALLOCSET_DEFAULT_SIZES);
+	W = (WorkerState *) MemoryContextAllocZero(CdcWorkerContext, sizeof(WorkerState));
+	W->name = psprintf("%d", subid);
+
+	errcallback.callback = worker_error_context;
+	errcallback.arg = NULL;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
+	/* the worker applies like PostgreSQL's own: triggers and rules of the target fire only when enabled ALWAYS/REPLICA */
+	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
+
+	PG_TRY();
+	{
+		load_subscription(subid);
+		pgstat_report_appname(psprintf("cdc_apply %s", W->name));
+
+		HASHCTL ctl;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(LogicalRepRelId);
+		ctl.entrysize = sizeof(RelEntry);
+		ctl.hcxt = CdcWorkerContext;
+		W->relations = hash_create("cdc_apply relations", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+		/* replication origin: created with the subscription */
+		StartTransactionCommand();
+		W->origin = replorigin_by_name(psprintf("cdc_%d", subid), false);
+		replorigin_session_setup(W->origin);
+		replorigin_session_origin = W->origin;
+		W->progress = replorigin_session_get_progress(false);
+		CommitTransactionCommand();
+
+		write_status("starting", false);
+		connect_source();
+		if (!W->slot_ready)
+			prepare_slot();
+		stream();
+	}
+	PG_CATCH();
+	{
+		ErrorData *edata;
+		MemoryContextSwitchTo(CdcWorkerContext);
+		edata = CopyErrorData();
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		if (W->conn) {
+			PQfinish(W->conn);
+			W->conn = NULL;
+		}
+		error_context_stack = NULL;
+		record_error_and_exit(edata);
+	}
+	PG_END_TRY();
+	proc_exit(0);
+}
+
+/* ------------------------------------------------------------------------
+ * cdc._drop_source_slot(conninfo text, slot_name name)
+ * ------------------------------------------------------------------------ */
+
+static void
+drop_source_slot_pg(text *conninfo_text, Name slot_name)
+{
+	char *conninfo = psprintf("%s replication=database connect_timeout=10", text_to_cstring(conninfo_text));
+	char *slot = NameStr(*slot_name);
+	PGconn *conn = PQconnectdb(conninfo);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		char *msg = pstrdup(PQerrorMessage(conn));
+		PQfinish(conn);
+		ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+		                errmsg("could not connect to the source to drop slot \"%s\": %s", slot, msg)));
+	}
+	PGresult *res = PQexec(conn, psprintf("DROP_REPLICATION_SLOT %s WAIT", quote_identifier(slot)));
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		char *msg = pstrdup(PQresultErrorMessage(res));
+		PQclear(res);
+		PQfinish(conn);
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE), errmsg("could not drop slot \"%s\" on the source: %s", slot, msg)));
+	}
+	PQclear(res);
+	PQfinish(conn);
+}
+
+/*
+ * cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
+ * Used by cdc.drop_subscription(..., drop_slot => true).  Errors: 08001 when
+ * the source cannot be reached, 55006 when the slot cannot be dropped.
+ */
+CDC_PG_FUNCTION(cdc_drop_source_slot)
+{
+	cdc::pg::PgCall([&]() { drop_source_slot_pg(PG_GETARG_TEXT_PP(0), PG_GETARG_NAME(1)); });
+	PG_RETURN_VOID();
+}
