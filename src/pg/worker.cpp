@@ -66,12 +66,15 @@ PGDLLEXPORT void cdc_apply_worker_main(Datum arg);
 void
 cdc::pg::DefineWorkerSettings(bool preloaded)
 {
-	DefineCustomStringVariable("cdc.database", "Database whose cdc.subscription the launcher serves.", NULL,
-	                           &cdc_database, "postgres", PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	/* PGC_POSTMASTER settings can only be defined while the server starts */
+	if (preloaded) {
+		DefineCustomStringVariable("cdc.database", "Database whose cdc.subscription the launcher serves.", NULL,
+		                           &cdc_database, "postgres", PGC_POSTMASTER, 0, NULL, NULL, NULL);
+		DefineCustomIntVariable("cdc.max_workers", "Maximum number of apply workers the launcher runs.", NULL,
+		                        &cdc_max_workers, 4, 1, 64, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	}
 	DefineCustomIntVariable("cdc.naptime", "How often the launcher looks for subscriptions to start or stop.", NULL,
 	                        &cdc_naptime, 5, 1, 3600, PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("cdc.max_workers", "Maximum number of apply workers the launcher runs.", NULL,
-	                        &cdc_max_workers, 4, 1, 64, PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("cdc.retry_backoff", "Delay before the first retry after a worker error; doubled per consecutive failure.",
 	                        NULL, &cdc_retry_backoff, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("cdc.retry_backoff_max", "Upper bound of the retry delay.", NULL, &cdc_retry_backoff_max,

@@ -24,9 +24,10 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'), false, 'extension is not relocatable');
 
 -- Tables and views.
-SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters'],
+SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
+                         'subscription', 'subscription_state', 'skipped_transactions'],
                   'schema cdc has exactly the state tables');
-SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones'], 'schema cdc has exactly the views');
+SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status'], 'schema cdc has exactly the views');
 SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
 SELECT has_table('cdc', 'ledger', 'cdc.ledger exists');
 SELECT has_table('cdc', 'entity_state', 'cdc.entity_state exists');
