@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The main job on a real example, from a fresh machine:
 #   installs the build dependencies, builds and installs cdc_apply, starts a
-#   throwaway destination PostgreSQL 15, and feeds it
+#   throwaway SOURCE and DESTINATION PostgreSQL 15, and
+#     0. streams a pgbench workload from the source to the destination through
+#        the background worker (initial copy, then pgoutput streaming), and
+#        compares both sides table by table; then feeds the destination
 #     1. the Debezium documentation events shipped in test/fixtures/debezium/
 #        (create with schema, its redelivery, update, delete, Kafka
 #        tombstone, transaction metadata, message, truncate), and
@@ -23,14 +26,78 @@ if [ -w "$($PG_CONFIG --pkglibdir)" ]; then make -s install >/dev/null; else sud
 WORK=$(mktemp -d /tmp/cdc_apply_demo.XXXXXX)
 chmod 755 "$WORK"
 PORT=${DEMO_PORT:-55432}
+SRC_PORT=${DEMO_SOURCE_PORT:-55433}
 run() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 [ "$(id -u)" -eq 0 ] && chown postgres "$WORK"
 run "$BINDIR/initdb" -D "$WORK/data" -A trust -U postgres >/dev/null
+run "$BINDIR/initdb" -D "$WORK/source" -A trust -U postgres >/dev/null
+cat >> "$WORK/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'cdc_apply'
+cdc.database = 'destination'
+cdc.naptime = 1
+CONF
+echo "wal_level = logical" >> "$WORK/source/postgresql.conf"
+run "$BINDIR/pg_ctl" -D "$WORK/source" -l "$WORK/source.log" -o "-p $SRC_PORT -k $WORK -c listen_addresses=''" -w start >/dev/null
 run "$BINDIR/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -o "-p $PORT -k $WORK -c listen_addresses=''" -w start >/dev/null
-stop() { [ "$KEEP" = "--keep" ] || run "$BINDIR/pg_ctl" -D "$WORK/data" -m fast stop >/dev/null; }
+stop() {
+	[ "$KEEP" = "--keep" ] && return
+	run "$BINDIR/pg_ctl" -D "$WORK/data" -m fast stop >/dev/null || true
+	run "$BINDIR/pg_ctl" -D "$WORK/source" -m fast stop >/dev/null || true
+}
 trap stop EXIT
 PSQL=(run "$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -U postgres)
+SPSQL=(run "$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$SRC_PORT" -U postgres)
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE destination" >/dev/null
+
+echo "== 0. Source cluster -> cdc_apply background worker -> destination (pgbench workload)"
+# Source: pgbench tables (10,000 accounts) and an orders table, published.
+run "$BINDIR/pgbench" -q -i -s 1 -h "$WORK" -p "$SRC_PORT" -U postgres postgres >/dev/null 2>&1
+"${SPSQL[@]}" -d postgres <<'SQL'
+DELETE FROM pgbench_accounts WHERE aid > 10000;
+CREATE TABLE demo_orders (id int PRIMARY KEY, aid int NOT NULL, amount numeric(12,2) NOT NULL, note text);
+INSERT INTO demo_orders SELECT g, g, g * 1.25, 'initial' FROM generate_series(1, 500) g;
+CREATE PUBLICATION demo_pub FOR TABLE pgbench_accounts, pgbench_branches, pgbench_tellers, demo_orders;
+SQL
+# Destination: the same tables, empty; an outbox for demo_orders.
+run "$BINDIR/pgbench" -q -i -I dtp -s 1 -h "$WORK" -p "$PORT" -U postgres destination >/dev/null 2>&1
+"${PSQL[@]}" -d destination >/dev/null <<SQL
+CREATE EXTENSION cdc_apply;
+CREATE TABLE demo_orders (id int PRIMARY KEY, aid int NOT NULL, amount numeric(12,2) NOT NULL, note text);
+SELECT 1 FROM cdc.register_mapping('demo_orders', outbox => true, source_name => 'demo');
+SELECT 1 FROM cdc.create_subscription('demo', 'host=$WORK port=$SRC_PORT dbname=postgres user=postgres', ARRAY['demo_pub']);
+SQL
+cat > "$WORK/workload.sql" <<'PGB'
+\set aid random(1, 10000)
+\set tid random(1, 10)
+\set oid random(1, 1000)
+\set delta random(-5000, 5000)
+BEGIN;
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
+UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = 1;
+INSERT INTO demo_orders VALUES (:oid, :aid, abs(:delta) / 100.0, 'order') ON CONFLICT (id) DO UPDATE SET amount = excluded.amount, note = 'updated';
+DELETE FROM demo_orders WHERE id = (:oid * 7) % 1000 + 1;
+END;
+PGB
+chmod 644 "$WORK/workload.sql"
+echo "running 2,000 pgbench transactions on the source while the worker copies and streams ..."
+run "$BINDIR/pgbench" -n -c 2 -t 1000 -f "$WORK/workload.sql" -h "$WORK" -p "$SRC_PORT" -U postgres postgres 2>&1 | grep -E "^(number of transactions actually processed|tps)" || true
+target=$("${SPSQL[@]}" -d postgres -Atc "SELECT pg_current_wal_lsn()")
+for i in $(seq 1 120); do
+	done_=$("${PSQL[@]}" -d destination -Atc "SELECT coalesce(applied_lsn >= '$target'::pg_lsn, false) FROM cdc.subscription_status WHERE name = 'demo'")
+	[ "$done_" = "t" ] && break
+	sleep 1
+done
+"${PSQL[@]}" -d destination -c "SELECT name, state, applied_lsn, flushed_lsn, lag_bytes, retry_count, last_error FROM cdc.subscription_status"
+echo "table-by-table comparison (row count and md5 of the ordered rows):"
+for t in pgbench_accounts pgbench_branches pgbench_tellers demo_orders; do
+	q="SELECT count(*), md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) FROM $t x"
+	s_=$("${SPSQL[@]}" -d postgres -Atc "$q")
+	d_=$("${PSQL[@]}" -d destination -Atc "$q")
+	if [ "$s_" = "$d_" ]; then verdict=equal; else verdict=DIFFERENT; fi
+	printf '  %-18s source %-45s destination %-45s %s\n' "$t" "$s_" "$d_" "$verdict"
+done
+"${PSQL[@]}" -d destination -c "SELECT target, applied, duplicate, stale, snapshot_rows, outbox_rows FROM cdc.stats ORDER BY 1::text"
 
 # Fixture files are read by the client and passed as literals.
 FX="$ROOT/test/fixtures/debezium"
@@ -39,7 +106,6 @@ lit() { sed "s/'/''/g" "$1" | tr '\n' ' '; }
 {
 cat <<'SQL'
 \pset footer off
-CREATE EXTENSION cdc_apply;
 CREATE TABLE customers (id int PRIMARY KEY, first_name text NOT NULL, last_name text NOT NULL, email text NOT NULL);
 SELECT target, source_schema, source_table, outbox FROM cdc.register_mapping('customers', 'public', 'customers', outbox => true, outbox_topic => 'customers.events');
 \echo
@@ -108,12 +174,12 @@ SELECT * FROM orders ORDER BY id LIMIT 3;
 
 \echo
 \echo '== cdc.stats'
-SELECT * FROM cdc.stats ORDER BY target::text;
+SELECT * FROM cdc.stats WHERE target::text NOT LIKE 'pgbench%' ORDER BY target::text;
 SQL
 } > "$WORK/demo.sql"
 chmod 644 "$WORK/demo.sql"
 "${PSQL[@]}" -d destination -f "$WORK/demo.sql"
 if [ "$KEEP" = "--keep" ]; then
 	echo
-	echo "server left running: psql -h $WORK -p $PORT -U postgres destination"
+	echo "servers left running: psql -h $WORK -p $PORT -U postgres destination   (source: -p $SRC_PORT postgres)"
 fi

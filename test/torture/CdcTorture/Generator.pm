@@ -562,16 +562,19 @@ sub deliveries
 	my $batch = $opt{batch} // 'random';           # single | random
 	my $max_batch = $opt{max_batch} // 6;
 
-	my $keys1 = _kafka_keys($rng, $msgs, 1);
+	# Delivery keys depend on the history only (every consumer of the same
+	# topics sees the same keys).
+	my $krng = CdcTorture::Rng->new($seed)->fork('kafka');
+	my $keys1 = _kafka_keys($krng, $msgs, 1);
 	my @gen1 = map { [ $_, 1 ] } 0 .. $#$msgs;
 	my @gen2;
 	if ($gen2)
 	{
 		# The topics are rebuilt from a point of the history: every record from
 		# there on is produced again, with new offsets in generation 2.
-		my $from = $rng->int(scalar @$msgs);
+		my $from = $krng->int(scalar @$msgs);
 		my @ids = grep { $msgs->[$_]{kind} eq 'change' || $msgs->[$_]{kind} eq 'ktomb' } $from .. $#$msgs;
-		my $keys2 = _kafka_keys($rng, [ map { $msgs->[$_] } @ids ], 2);
+		my $keys2 = _kafka_keys($krng, [ map { $msgs->[$_] } @ids ], 2);
 		my %k2 = map { $ids[$_] => $keys2->[$_] } 0 .. $#ids;
 		@gen2 = map { [ $_, 2, $k2{$_} ] } @ids;
 	}
