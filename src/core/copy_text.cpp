@@ -2,22 +2,9 @@
 #include "core/copy_text.hpp"
 
 #include "core/errors.hpp"
+#include "core/text_util.hpp"
 
 namespace cdc {
-
-namespace {
-int
-HexValue(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-} // namespace
 
 std::vector<std::optional<std::string>>
 ParseCopyTextRow(std::string_view line)
@@ -60,8 +47,8 @@ ParseCopyTextRow(std::string_view line)
 		case 'v': cur.push_back('\v'); break;
 		case 'x': {
 			int v = 0, n = 0;
-			while (n < 2 && i + 1 < line.size() && HexValue(line[i + 1]) >= 0) {
-				v = v * 16 + HexValue(line[++i]);
+			while (n < 2 && i + 1 < line.size() && HexDigitValue(line[i + 1]) >= 0) {
+				v = v * 16 + HexDigitValue(line[++i]);
 				n++;
 			}
 			if (n == 0)

@@ -9,6 +9,7 @@
 #include "core/cpp_only.hpp" // first: this file is pure C++
 #include "core/decode.hpp"
 #include "core/errors.hpp"
+#include "core/text_util.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -471,15 +472,7 @@ IsValidUtf8(const std::string &s)
 std::optional<std::string>
 HexDecode(const std::string &hex)
 {
-	auto nibble = [](char c) -> int {
-		if (c >= '0' && c <= '9')
-			return c - '0';
-		if (c >= 'a' && c <= 'f')
-			return c - 'a' + 10;
-		if (c >= 'A' && c <= 'F')
-			return c - 'A' + 10;
-		return -1;
-	};
+	auto nibble = HexDigitValue;
 	if (hex.size() % 2 != 0)
 		return std::nullopt;
 	std::string out;

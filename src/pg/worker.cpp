@@ -584,6 +584,19 @@ SourceOf(const LogicalRepRelation *rel)
 	return s;
 }
 
+// Source identity, version {epoch, commit LSN, position, 0} and delivery key
+// of the next change of the current source transaction.
+void
+StampNextChange(ChangeRequest &req, const LogicalRepRelation *rel)
+{
+	req.source = SourceOf(rel);
+	W->seq++;
+	req.total_order = W->seq;
+	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), W->seq, 0}};
+	req.delivery_key = "pgoutput:" + std::string(W->source_id) + ":" + cdc::FormatLsn(int64_t(W->final_lsn)) + ":" +
+	                   std::to_string(W->seq);
+}
+
 // Applies one decoded pgoutput change through the engine.
 void
 ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldtup, char old_kind,
@@ -596,12 +609,7 @@ ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldt
 		req.after = TupleImage(rel, newtup, false);
 	if (oldtup)
 		req.before = TupleImage(rel, oldtup, old_kind == 'K');
-	req.source = SourceOf(rel);
-	W->seq++;
-	req.total_order = W->seq;
-	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), W->seq, 0}};
-	req.delivery_key = "pgoutput:" + std::string(W->source_id) + ":" + cdc::FormatLsn(int64_t(W->final_lsn)) + ":" +
-	                   std::to_string(W->seq);
+	StampNextChange(req, rel);
 	W->engine->ApplyChange(req);
 }
 
@@ -611,12 +619,7 @@ ApplyTruncate(const LogicalRepRelation *rel)
 	ChangeRequest req;
 	req.target = W->engine->ResolveSourceTable(W->name, rel->nspname, rel->relname, true);
 	req.op = Op::Truncate;
-	req.source = SourceOf(rel);
-	W->seq++;
-	req.total_order = W->seq;
-	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), W->seq, 0}};
-	req.delivery_key = "pgoutput:" + std::string(W->source_id) + ":" + cdc::FormatLsn(int64_t(W->final_lsn)) + ":" +
-	                   std::to_string(W->seq);
+	StampNextChange(req, rel);
 	W->engine->ApplyChange(req);
 }
 

@@ -9,7 +9,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Exporter 'import';
 
-our @EXPORT = qw(new_source new_dest source_lsn wait_caught_up wait_status status_row
+our @EXPORT = qw(create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
   compare_table outbox_summary cdc_root);
 
 sub new_source
@@ -99,6 +99,16 @@ sub outbox_summary
 	$where = $where ? "WHERE $where" : '';
 	return $dest->safe_psql($db // 'postgres',
 		"SELECT count(*) || '|' || count(DISTINCT idempotency_key) FROM cdc.outbox $where");
+}
+
+# cdc.create_subscription($name, <source conninfo>, ARRAY[$pubs], $extra args SQL).
+sub create_subscription
+{
+	my ($dest, $source, $name, $pubs, $extra, $db) = @_;
+	(my $conn = $source->connstr($db // 'postgres')) =~ s/'/''/g;
+	my $arr = join(', ', map { "'$_'" } @$pubs);
+	$extra = $extra ? ", $extra" : '';
+	return $dest->safe_psql($db // 'postgres', "SELECT cdc.create_subscription('$name', '$conn', ARRAY[$arr]$extra)");
 }
 
 sub cdc_root

@@ -1,0 +1,19 @@
+// Small text helpers shared by the pure core.
+#pragma once
+
+namespace cdc {
+
+// Value of one hexadecimal digit, or -1.
+inline int
+HexDigitValue(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+} // namespace cdc

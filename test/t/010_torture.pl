@@ -1,0 +1,235 @@
+# Replay torture suite of cdc_apply's SQL path (docs/torture.md).
+#
+# A reference model (test/torture/CdcTorture/Model.pm) computes the state
+# the destination must reach for a delivery sequence; a generator
+# (Generator.pm) makes seeded source histories and the deliveries a
+# consumer sees (duplicates, a rebuilt topic, reorderings, batches); the
+# driver (Driver.pm) applies them through cdc_apply() with crashes and
+# concurrent appliers and compares the database with the model and with the
+# order-independent properties (Oracle.pm).
+#
+# Fast configuration (the default, run by test/run_all.sh): a few hundred
+# seeds in a few minutes.  Soak: see docs/torture.md, e.g.
+#   CDC_TORTURE_SEEDS=5000 CDC_TORTURE_KEYS=8 CDC_TORTURE_CHANGES=60 prove ...
+# Environment:
+#   CDC_TORTURE_SEEDS            number of random seeds (300)
+#   CDC_TORTURE_FIRST_SEED       first seed (1)
+#   CDC_TORTURE_SEED             run this one seed only (and print its plan)
+#   CDC_TORTURE_KEYS             keys per table (4: collisions are frequent)
+#   CDC_TORTURE_CHANGES          row changes per history (24)
+#   CDC_TORTURE_TERMINATE_EVERY  a run with backends terminated mid-transaction every N seeds (3)
+#   CDC_TORTURE_CRASH_EVERY      a run with the postmaster crashed every N seeds (12)
+#   CDC_TORTURE_CONCURRENT_EVERY a run with 2 or 4 concurrent appliers every N seeds (4)
+#   CDC_TORTURE_SHRINKS          failing seeds to shrink (3)
+#   CDC_TORTURE_KNOWN_BUGS       'avoid' (default): no arbitrary-order truncate
+#                                reorderings (see docs/torture.md, known bugs);
+#                                'expose': generate them too
+use strict;
+use warnings;
+use FindBin;
+use lib "$FindBin::RealBin/../torture";
+use File::Path qw(make_path);
+use Time::HiRes ();
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use CdcTorture::Rng;
+use CdcTorture::Schema qw(torture_tables json_encode json_decode);
+use CdcTorture::Generator;
+use CdcTorture::Driver;
+use CdcTorture::Fixed;
+
+my $t0 = Time::HiRes::time();
+my %cfg = (
+	seeds            => $ENV{CDC_TORTURE_SEEDS} // 300,
+	first_seed       => $ENV{CDC_TORTURE_FIRST_SEED} // 1,
+	keys             => $ENV{CDC_TORTURE_KEYS} // 4,
+	changes          => $ENV{CDC_TORTURE_CHANGES} // 24,
+	terminate_every  => $ENV{CDC_TORTURE_TERMINATE_EVERY} // 3,
+	crash_every      => $ENV{CDC_TORTURE_CRASH_EVERY} // 12,
+	concurrent_every => $ENV{CDC_TORTURE_CONCURRENT_EVERY} // 4,
+	shrinks          => $ENV{CDC_TORTURE_SHRINKS} // 3,
+	known_bugs       => $ENV{CDC_TORTURE_KNOWN_BUGS} // 'avoid',
+);
+my @seeds = defined $ENV{CDC_TORTURE_SEED}
+  ? ($ENV{CDC_TORTURE_SEED})
+  : ($cfg{first_seed} .. $cfg{first_seed} + $cfg{seeds} - 1);
+my $faildir = "$PostgreSQL::Test::Utils::tmp_check/torture-failures";
+
+my $node = PostgreSQL::Test::Cluster->new('torture');
+$node->init;
+$node->append_conf('postgresql.conf', <<'CONF');
+log_statement = none
+log_min_messages = warning
+deadlock_timeout = 50ms
+max_connections = 40
+shared_buffers = 64MB
+CONF
+$node->start;
+
+my %tables = (%{ torture_tables() }, %{ CdcTorture::Fixed::tables() });
+my $driver = CdcTorture::Driver->new(node => $node, db => 'torture', tables => \%tables);
+$driver->setup;
+
+my $failures = 0;
+my $shrunk = 0;
+my %stats;
+
+sub report_failure
+{
+	my ($name, $r, $batches) = @_;
+	$failures++;
+	diag("$name FAILED:\n" . join("\n", @{ $r->{diffs} }[ 0 .. ($#{ $r->{diffs} } > 40 ? 40 : $#{ $r->{diffs} }) ]));
+	return unless $batches && $shrunk < $cfg{shrinks};
+	$shrunk++;
+	my $s = $driver->shrink($r->{committed}, $batches);
+	if (!$s)
+	{
+		diag("$name: the failure does not reproduce without its faults/interleaving; not shrunk");
+		return;
+	}
+	my $again = $driver->run_plan({ batches => $s->{batches} });
+	my ($text, $json) = $driver->reproduction($name, $s->{batches}, $again);
+	diag($text);
+	make_path($faildir);
+	(my $file = "$faildir/$name.json") =~ s/[^\w\/.-]+/_/g;
+	open my $fh, '>', $file or die "$file: $!";
+	print $fh $json, "\n";
+	close $fh;
+	diag("kept as $file: copy it to test/torture/regressions/ to make it a fixed regression case");
+}
+
+# ---------------------------------------------------------------------------
+# 1. Fixed histories: every Debezium-path case of shared/scenarios.md, with
+#    the expected state written by hand from that file; the model must agree
+#    with the hand-written expectation and the database with both.
+# ---------------------------------------------------------------------------
+for my $case (CdcTorture::Fixed::scenarios())
+{
+	my @problems = CdcTorture::Fixed::run_case($driver, $case);
+	ok(!@problems, "fixed: $case->{name}") or diag(join("\n", @problems));
+}
+
+# ---------------------------------------------------------------------------
+# 2. Regression cases: shrunk counter-examples found by earlier runs.
+# ---------------------------------------------------------------------------
+for my $file (sort glob("$FindBin::RealBin/../torture/regressions/*.json"))
+{
+	my $case = do { local $/; open my $fh, '<', $file or die $!; json_decode(<$fh>) };
+	my $batches = [ map { [ map { { %$_, text_arg => 0 } } @$_ ] } @{ $case->{batches} } ];
+	my $r = $driver->run_plan({ batches => $batches });
+	local $TODO = $case->{todo} if $case->{todo};
+	ok($r->{ok}, "regression: $case->{name}" . ($case->{rule} ? " ($case->{rule})" : ''))
+	  or diag(join("\n", @{ $r->{diffs} }[ 0 .. ($#{ $r->{diffs} } > 20 ? 20 : $#{ $r->{diffs} }) ]));
+}
+
+# ---------------------------------------------------------------------------
+# 3. Random histories.
+# ---------------------------------------------------------------------------
+for my $seed (@seeds)
+{
+	my $plan = CdcTorture::Rng->new($seed)->fork('plan');
+	my $H = CdcTorture::Generator::history($seed, keys => $cfg{keys}, changes => $cfg{changes});
+	$stats{$_} += $H->{stats}{$_} // 0 for keys %{ $H->{stats} };
+	$stats{histories}++;
+	my @names;
+	my $seed_ok = 1;
+	my $mode = sub {
+		my $m = $plan->weighted({ inorder => 2, perkey => 5, arbitrary => 3 });
+		$m = 'perkey' if $m eq 'arbitrary' && $cfg{known_bugs} eq 'avoid' && $H->{stats}{truncates};
+		return $m;
+	};
+	my $check = sub {
+		my ($name, $r, $batches) = @_;
+		push @names, $name;
+		$stats{"runs_$name"}++;
+		return if $r->{ok};
+		$seed_ok = 0;
+		report_failure("seed-$seed-$name", $r, $batches);
+	};
+
+	# A: every record once, then the whole sequence again (all duplicates).
+	{
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'A', mode => $mode->(), dk => 'kafka',
+			batch => $plan->chance(0.5) ? 'single' : 'random');
+		$stats{"mode_$D->{mode}"}++;
+		$check->("once+twice-$D->{mode}", $driver->run_plan({ batches => $D->{batches}, twice => 1 }), $D->{batches});
+	}
+	# B: random repeats, offset rewinds, a rebuilt topic, derived keys.
+	{
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'B', mode => $mode->(),
+			dk => $plan->weighted({ kafka => 6, derived => 2, mixed => 2 }),
+			rewinds => 0.06, copies => 0.2, gen2 => $plan->chance(0.5), batch => 'random');
+		$stats{"mode_$D->{mode}"}++;
+		$check->("repeats-$D->{mode}-$D->{dk}", $driver->run_plan({ batches => $D->{batches} }), $D->{batches});
+	}
+	# C: backends terminated mid-transaction, re-delivery from an earlier position.
+	if ($seed % $cfg{terminate_every} == 0)
+	{
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'C', mode => $mode->(), dk => 'kafka',
+			rewinds => 0.03, copies => 0.1, gen2 => $plan->chance(0.3), batch => 'random');
+		my $n = @{ $D->{batches} };
+		my @crashes = map {
+			my $at = $plan->int($n);
+			{ at => $at, kind => 'terminate', partial => $plan->range(0, 3), rewind_to => $at - $plan->int(4) }
+		} 1 .. $plan->range(1, 3);
+		$_->{rewind_to} = 0 for grep { $_->{rewind_to} < 0 } @crashes;
+		$check->("terminate-$D->{mode}", $driver->run_plan({ batches => $D->{batches}, crashes => \@crashes }), $D->{batches});
+	}
+	# D: the postmaster crashes between a commit and the next delivery (and
+	# sometimes with a transaction in flight).
+	if ($seed % $cfg{crash_every} == 0)
+	{
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'D', mode => $mode->(), dk => 'kafka',
+			copies => 0.1, batch => 'random');
+		my $n = @{ $D->{batches} };
+		my $at = $plan->range(1, $n - 1);
+		my @crashes = ({ at => $at, kind => 'postmaster', partial => $plan->chance(0.5) ? $plan->range(1, 2) : 0,
+			rewind_to => $at - $plan->int(5) });
+		$crashes[0]{rewind_to} = 0 if $crashes[0]{rewind_to} < 0;
+		$check->("postmaster-crash-$D->{mode}", $driver->run_plan({ batches => $D->{batches}, crashes => \@crashes }),
+			$D->{batches});
+	}
+	# E: two or four appliers sharing the deliveries (same keys claimed at once).
+	if ($seed % $cfg{concurrent_every} == 0)
+	{
+		my $n = ($seed / $cfg{concurrent_every}) % 2 ? 2 : 4;
+		my $batched = $plan->chance(0.4);
+		my $m = $cfg{known_bugs} eq 'avoid' ? 'perkey' : $mode->();
+		my @lists = map {
+			CdcTorture::Generator::deliveries($H, $seed, label => "E$_", mode => $m, dk => 'kafka',
+				rewinds => 0.03, gen2 => 0, batch => $batched ? 'random' : 'single', max_batch => 3)->{batches}
+		} 1 .. $n;
+		my $r = $driver->run_concurrent(\@lists, batched => $batched, terminate => $plan->chance(0.3),
+			terminate_after => $plan->range(1, 40) / 1000, terminate_victim => $plan->int($n));
+		$check->("concurrent-$n" . ($batched ? '-batched' : ''), $r, undef);
+	}
+	ok($seed_ok, "seed $seed: " . join(', ', @names));
+}
+
+my $elapsed = Time::HiRes::time() - $t0;
+my $c = $driver->counts;
+my $summary = {
+	%cfg,
+	seeds_run          => scalar @seeds,
+	failures           => $failures,
+	wall_seconds       => sprintf('%.1f', $elapsed),
+	cdc_apply_calls    => $c->{calls},
+	%$c,
+	%stats,
+};
+diag(sprintf("torture: %d seeds, %d runs, %d cdc_apply calls, %d backends terminated, %d postmaster crashes "
+		. "(%d with a transaction in flight), %d concurrent runs (%d appliers, %d deadlocks), %d shrink trials, %.0f s",
+		scalar @seeds, $c->{runs} + $c->{concurrent_runs}, $c->{calls}, $c->{terminations}, $c->{postmaster_crashes},
+		$c->{inflight_crashes}, $c->{concurrent_runs}, $c->{concurrent_appliers}, $c->{deadlocks}, $c->{shrink_trials},
+		$elapsed));
+diag('torture history stats: ' . join(', ', map {"$_=$stats{$_}"} sort keys %stats));
+make_path($PostgreSQL::Test::Utils::tmp_check);
+if (open my $fh, '>', "$PostgreSQL::Test::Utils::tmp_check/torture-summary.json")
+{
+	print $fh json_encode($summary), "\n";
+	close $fh;
+}
+
+$node->stop;
+done_testing();
