@@ -469,8 +469,20 @@ send_feedback(bool force, bool request_reply)
 		}
 	}
 	W->nflushes = keep;
-	if (W->nflushes == 0 && W->progress > W->reported_flush)
-		W->reported_flush = W->progress; /* skipped / already-applied transactions */
+	if (W->nflushes == 0 && !W->in_xact) {
+		/*
+		 * Nothing of ours is waiting for a local flush and no source
+		 * transaction is open: everything received so far is either applied
+		 * and durable or carried no change for us.  Reporting it lets the
+		 * source release WAL and lets its shutdown complete (its walsenders
+		 * wait for the subscriber to confirm the end of WAL), as PostgreSQL's
+		 * own apply worker does.
+		 */
+		if (W->received > W->reported_flush)
+			W->reported_flush = W->received;
+		if (W->progress > W->reported_flush)
+			W->reported_flush = W->progress;
+	}
 
 	if (!force && !TimestampDifferenceExceeds(W->last_status, now, cdc_status_interval))
 		return;
@@ -478,7 +490,7 @@ send_feedback(bool force, bool request_reply)
 	StringInfoData buf;
 	initStringInfo(&buf);
 	pq_sendbyte(&buf, 'r');
-	pq_sendint64(&buf, W->received > W->reported_flush ? W->received : W->reported_flush); /* write */
+	pq_sendint64(&buf, W->received > W->reported_flush ? W->received : W->reported_flush); /* write: received */
 	pq_sendint64(&buf, W->reported_flush);                                                  /* flush */
 	pq_sendint64(&buf, W->reported_flush);                                                  /* apply */
 	pq_sendint64(&buf, now);
@@ -821,6 +833,8 @@ handle_xlogdata(StringInfo s)
 	(void) pq_getmsgint64(s); /* send time */
 	if (start > W->received)
 		W->received = start;
+	if (end > W->received)
+		W->received = end;
 	if (end > W->source_end)
 		W->source_end = end;
 	W->change_lsn = start;
@@ -1031,6 +1045,8 @@ stream(void)
 			bool reply = pq_getmsgbyte(&s);
 			if (end > W->source_end)
 				W->source_end = end;
+			if (end > W->received)
+				W->received = end;
 			if (reply)
 				send_feedback(true, false);
 		}
