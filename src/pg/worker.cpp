@@ -204,6 +204,7 @@ cdc_launcher_main(Datum arg)
 		int nsubs = 0;
 		int *subids = NULL;
 		bool *enabled = NULL;
+		bool *alive = NULL;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending) {
@@ -218,14 +219,23 @@ cdc_launcher_main(Datum arg)
 		bool isnull = false;
 		if (SPI_execute("SELECT to_regclass('cdc.subscription') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
 		    DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))) {
-			if (SPI_execute("SELECT subid, enabled FROM cdc.subscription ORDER BY subid", true, 0) == SPI_OK_SELECT) {
+			/*
+			 * alive: a worker for the subscription runs although this launcher
+			 * did not start it (a previous launcher did, before it restarted).
+			 */
+			if (SPI_execute("SELECT s.subid, s.enabled, EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a "
+			                "  WHERE a.backend_type = 'cdc_apply worker' AND a.application_name = 'cdc_apply ' || s.name) "
+			                "FROM cdc.subscription s ORDER BY s.subid",
+			                true, 0) == SPI_OK_SELECT) {
 				nsubs = (int) SPI_processed;
 				subids = (int *) MemoryContextAlloc(TopTransactionContext, sizeof(int) * (nsubs + 1));
 				enabled = (bool *) MemoryContextAlloc(TopTransactionContext, sizeof(bool) * (nsubs + 1));
+				alive = (bool *) MemoryContextAlloc(TopTransactionContext, sizeof(bool) * (nsubs + 1));
 				for (int i = 0; i < nsubs; i++) {
 					bool isnull;
 					subids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 					enabled[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+					alive[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
 				}
 			}
 		}
@@ -255,6 +265,8 @@ cdc_launcher_main(Datum arg)
 					free_slot = s;
 				}
 			}
+			if (!running && alive[i])
+				continue; /* started by an earlier launcher; the worker itself guards its origin */
 			if (!running && free_slot >= 0)
 				start_apply_worker(&slots[free_slot], subids[i]);
 			else if (!running)
@@ -301,6 +313,7 @@ typedef struct WorkerState {
 	int retry_count;
 
 	RepOriginId origin;
+	bool setting_up_origin;
 	PGconn *conn;
 	char *source_id; /* "pg:<system identifier>" */
 	char *source_db;
@@ -1076,7 +1089,16 @@ record_error_and_exit(ErrorData *edata)
 		d *= 2;
 	delay_ms = (int) Min(d, cdc_retry_backoff_max * 1000.0);
 	pgstat_report_activity(STATE_IDLE, "waiting to retry after an error");
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, delay_ms, PG_WAIT_EXTENSION);
+	/* sleep the whole delay: a latch set by someone else must not cut it short */
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay_ms);
+	for (;;) {
+		long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+		if (left <= 0)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 	proc_exit(1);
 }
 
@@ -1121,7 +1143,9 @@ cdc_apply_worker_main(Datum arg)
 		/* replication origin: created with the subscription */
 		StartTransactionCommand();
 		W->origin = replorigin_by_name(psprintf("cdc_%d", subid), false);
+		W->setting_up_origin = true;
 		replorigin_session_setup(W->origin);
+		W->setting_up_origin = false;
 		replorigin_session_origin = W->origin;
 		W->progress = replorigin_session_get_progress(false);
 		CommitTransactionCommand();
@@ -1140,6 +1164,11 @@ cdc_apply_worker_main(Datum arg)
 		EmitErrorReport();
 		FlushErrorState();
 		AbortOutOfAnyTransaction();
+		if (W->setting_up_origin && edata->sqlerrcode == ERRCODE_OBJECT_IN_USE) {
+			/* another worker of this subscription runs: it owns the stream */
+			ereport(LOG, (errmsg("cdc_apply worker: subscription %d already has a worker; exiting", subid)));
+			proc_exit(0);
+		}
 		if (W->conn) {
 			PQfinish(W->conn);
 			W->conn = NULL;
