@@ -168,7 +168,14 @@ start_apply_worker(LauncherSlot *slot, int subid)
 	bgw.bgw_main_arg = Int32GetDatum(subid);
 	memcpy(bgw.bgw_extra, &MyDatabaseId, sizeof(Oid));
 	bgw.bgw_notify_pid = MyProcPid;
-	if (!RegisterDynamicBackgroundWorker(&bgw, &slot->handle)) {
+	/* the handle outlives the launcher's transaction: keep it in TopMemoryContext */
+	if (slot->handle)
+		pfree(slot->handle);
+	slot->handle = NULL;
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	bool ok = RegisterDynamicBackgroundWorker(&bgw, &slot->handle);
+	MemoryContextSwitchTo(old);
+	if (!ok) {
 		ereport(WARNING, (errmsg("cdc_apply launcher: could not start a worker for subscription %d", subid),
 		                  errhint("Raise max_worker_processes.")));
 		slot->handle = NULL;
