@@ -301,6 +301,18 @@ ReadBarrier(Target &t)
 
 } // namespace
 
+/*
+ * A truncate takes the target's ACCESS EXCLUSIVE lock before anything else
+ * (before the claim and before the ROW EXCLUSIVE lock of LoadTarget), so two
+ * sessions applying the same truncate queue on the lock instead of
+ * deadlocking on a lock upgrade; the second then finds the claim taken.
+ */
+void
+ApplyEngine::LockForTruncate(Oid relid)
+{
+	PgCall([&]() { LockRelationOid(relid, AccessExclusiveLock); });
+}
+
 Target &
 ApplyEngine::LoadTarget(Oid relid)
 {
@@ -890,6 +902,13 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 	}
 }
 
+std::string
+QuoteLiteralText(const std::string &s)
+{
+	const char *q = PgCall([&]() { return quote_literal_cstr(s.c_str()); });
+	return std::string(q);
+}
+
 bool
 Claim(const std::string &delivery_key, Oid relid, const std::string &entity_key, const Version &v)
 {
@@ -937,6 +956,8 @@ ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optiona
 	}
 	ChangeRequest req;
 	req.target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+	if (ev.op == Op::Truncate)
+		LockForTruncate(req.target);
 	Target &t = LoadTarget(req.target);
 	SetContext(&t, delivery_key_arg.value_or(""));
 	req.op = ev.op;
@@ -964,6 +985,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	std::string source = column_version ? std::string() : req.source.name;
 
 	if (req.op == Op::Truncate) {
+		LockForTruncate(relid);
 		if (t.mapping.truncate_ignore) {
 			cnt.ignored++;
 			return Outcome::Ignored;
@@ -983,8 +1005,33 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 			cnt.stale++;
 			return Outcome::Stale;
 		}
-		Params none;
-		Execute("TRUNCATE " + t.qualified, none, false);
+		/*
+		 * Rows whose entity moved past the truncate's version (a newer change
+		 * applied before this late truncate arrived) survive it; everything
+		 * else goes.  Usually there are none and TRUNCATE does the job.
+		 */
+		Params newer;
+		newer.AddOid(relid);
+		newer.AddText(source);
+		newer.AddText(v.ToArrayLiteral());
+		uint64_t nnewer = Execute("SELECT coalesce(array_agg(entity_key)::text, '{}') FROM cdc.entity_state "
+		                          "WHERE target = $1 AND source_name = $2 AND version > $3::bigint[] AND NOT deleted",
+		                          newer, true);
+		std::string keep = nnewer ? ResultText(0, 1).value_or("{}") : "{}";
+		if (keep == "{}") {
+			Params none;
+			Execute("TRUNCATE " + t.qualified, none, false);
+		} else {
+			std::string key = "jsonb_build_object(";
+			for (size_t i = 0; i < t.key.size(); i++) {
+				const std::string &name = t.columns[size_t(t.key[i])].name;
+				key += (i ? ", " : "") + QuoteLiteralText(name) + ", t." + QuoteIdent(name) + "::text";
+			}
+			key += ")";
+			Params del;
+			del.AddText(keep);
+			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + key + " <> ALL ($1::jsonb[])", del, false);
+		}
 		Params p;
 		p.AddOid(relid);
 		p.AddText(source);

@@ -83,6 +83,7 @@ class ApplyEngine {
 
   private:
 	Target &LoadTarget(Oid relid);
+	void LockForTruncate(Oid relid);
 	Oid ResolveTarget(const std::string &source_name, const std::string &schema, const std::string &table);
 	Oid ResolveUncached(const std::string &source_name, const std::string &schema, const std::string &table,
 	                    bool same_name_fallback);

@@ -1028,7 +1028,8 @@ stream(void)
 		if (len == 0) {
 			/* nothing buffered: wait for the socket, the latch or the status interval */
 			if (!W->in_xact) {
-				send_feedback(false, false);
+				/* ask for a keepalive too: its WAL end lets an idle stream confirm progress */
+				send_feedback(false, true);
 				if (TimestampDifferenceExceeds(W->last_status, GetCurrentTimestamp(), cdc_status_interval))
 					write_status("streaming", true);
 			}

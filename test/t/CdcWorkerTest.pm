@@ -54,11 +54,11 @@ sub wait_caught_up
 	my ($source, $dest, $sub, $lsn) = @_;
 	$lsn //= source_lsn($source);
 	my $ok = $dest->poll_query_until('postgres', qq{
-		SELECT applied_lsn >= '$lsn'::pg_lsn AND state = 'streaming'
+		SELECT greatest(applied_lsn, flushed_lsn) >= '$lsn'::pg_lsn AND state = 'streaming'
 		  FROM cdc.subscription_status WHERE name = '$sub'});
 	if (!$ok) {
 		diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql('postgres',
-			"SELECT state, applied_lsn, received_lsn, retry_count, last_error FROM cdc.subscription_status WHERE name = '$sub'"));
+			"SELECT state, applied_lsn, flushed_lsn, received_lsn, retry_count, last_error FROM cdc.subscription_status WHERE name = '$sub'"));
 	}
 	return $ok;
 }

@@ -33,6 +33,10 @@
 #      the row takes the image's available columns (a delete removes it);
 #      a non-snapshot change writes one outbox row keyed by its source
 #      identity (never by its delivery key).
+#      For a key change, the unavailable columns of the new key's row keep
+#      the values the row had under its old key (the row moved; SPEC §4.4
+#      "keep their current destination value"), so rule 5 does not apply
+#      when the old key's row was there to move.
 # Before those rules, the delivery key is claimed: a key seen before is a
 # duplicate and nothing else happens.  Non-change messages are ignored and
 # claim nothing.  A truncate claims its key, is stale at or below the
@@ -43,6 +47,10 @@
 # another key is a delete of the old key and an upsert of the new one, both
 # at the update's version; the delete contributes only its outbox row to
 # the counters (one event, one outcome).
+#
+# Two of these rules are SPEC readings the engine does not implement yet
+# (docs/torture.md, known bugs 1 and 3): the truncate that keeps newer rows,
+# and the key change that carries unsent columns to the new key.
 package CdcTorture::Model;
 use strict;
 use warnings;
@@ -287,8 +295,10 @@ sub _deliver
 
 	return $self->_truncate($x) if $x->{kind} eq 'truncate';
 
+	my $carry;
 	if ($x->{old_key})
 	{
+		my $old_row = $self->{rows}{$target}{ $x->{old_key}{entity_key} };
 		my $implied = {
 			%$x,
 			is_delete   => 1,
@@ -300,11 +310,14 @@ sub _deliver
 			content     => 'delete',
 		};
 		my %discard;
-		$self->_apply_entity($implied, \%discard);
+		my $o = $self->_apply_entity($implied, \%discard);
 		$self->_count($target, 'outbox_rows', $discard{outbox_rows} // 0);
+		# The row moved to the new key: columns the source did not send keep
+		# the value the row had under its old key (SPEC §4.4).
+		$carry = {%$old_row} if $o eq 'applied' && $old_row;
 	}
 	my %counts;
-	my $outcome = $self->_apply_entity($x, \%counts);
+	my $outcome = $self->_apply_entity($x, \%counts, $carry);
 	$self->_count($target, $_, $counts{$_}) for keys %counts;
 	return $outcome;
 }
@@ -339,7 +352,7 @@ sub _truncate
 
 sub _apply_entity
 {
-	my ($self, $c, $counts) = @_;
+	my ($self, $c, $counts, $carry) = @_;
 	my $t = $c->{target};
 	my $stored = $self->{entities}{$t}{ $c->{entity_key} };
 	my $barrier = $self->{barriers}{$t};
@@ -374,7 +387,7 @@ sub _apply_entity
 		}
 	}
 	my $rows = $self->{rows}{$t} ||= {};
-	if (!$c->{is_delete} && _has_unavailable($c->{image}) && !$rows->{ $c->{entity_key} })
+	if (!$c->{is_delete} && _has_unavailable($c->{image}) && !$rows->{ $c->{entity_key} } && !$carry)
 	{
 		return $self->_conflict($c, $counts, 'unavailable values for a missing row');
 	}
@@ -392,7 +405,7 @@ sub _apply_entity
 	}
 	else
 	{
-		my $row = $rows->{ $c->{entity_key} };
+		my $row = $carry ? ($rows->{ $c->{entity_key} } = $carry) : $rows->{ $c->{entity_key} };
 		if (!$row)
 		{
 			$row = $rows->{ $c->{entity_key} } = { map { $_->[0] => undef } @{ $self->{tables}{$t}{cols} } };

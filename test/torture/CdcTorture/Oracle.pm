@@ -154,7 +154,7 @@ sub check
 				{
 					my $want = $stored->{image}{$col};
 					next if ref $want;    # unavailable: keeps the destination value
-					my $have = CdcTorture::Schema::canon_value($types{$col}, $r->{$col});
+					my $have = $r->{$col};    # already canonical (Driver::parse_output)
 					push @v, "P3 $t $ek column $col: expected " . ($want // 'NULL') . ' (from ' . version_text($stored->{version})
 					  . "), found " . ($have // 'NULL')
 					  if ($want // "\0") ne ($have // "\0");
