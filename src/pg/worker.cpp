@@ -378,7 +378,9 @@ load_subscription(int subid)
 	         "  (SELECT string_agg(quote_literal(p), ',') FROM unnest(publications) p), "
 	         "  create_slot, copy_data, slot_ready, source_epoch, skip_lsn::text, "
 	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid = s.subid) "
-	         "FROM cdc.subscription s WHERE subid = $1::int AND enabled",
+	         "FROM cdc.subscription s WHERE subid = $1::int AND enabled "
+	         /* a row locked by cdc.drop_subscription() reads as gone: the drop owns the slot now */
+	         "FOR SHARE SKIP LOCKED",
 	         1, args);
 	if (SPI_processed != 1) {
 		SPI_finish();

@@ -61,6 +61,11 @@ CREATE TABLE pgbench_accounts (aid int PRIMARY KEY, bid int, abalance int, fille
 CREATE TABLE pgbench_branches (bid int PRIMARY KEY, bbalance int, filler char(88));
 CREATE TABLE pgbench_tellers (tid int PRIMARY KEY, bid int, tbalance int, filler char(84));
 };
+# The fixture's publication is FOR ALL TABLES, so it would also carry the
+# pgbench tables created below: stop that subscription first, so that only
+# 'bench' feeds them (two subscriptions applying one source table to one
+# target is a misconfiguration: they would contend for the same rows).
+$dest->safe_psql('postgres', q{SELECT cdc.drop_subscription('fx', drop_slot => true)});
 $dest->safe_psql('postgres', $bench_tables);
 for my $t (qw(pgbench_accounts pgbench_branches pgbench_tellers)) {
 	$dest->safe_psql('postgres', "SELECT cdc.register_mapping('$t', outbox => true, source_name => 'bench')");
