@@ -14,6 +14,10 @@ PG_REGRESS="$PGXS_DIR/test/regress/pg_regress"
 PG_ISOLATION_REGRESS="$PGXS_DIR/test/isolation/pg_isolation_regress"
 TAP_PERL="$PGXS_DIR/test/perl"
 RESULTS="$ROOT/test/results"
+# CDC_PORT_BASE moves the three throwaway instances (base, base+1, base+2)
+# so that several checkouts can run their suites at the same time.
+PORT_BASE=${CDC_PORT_BASE:-58431}
+# CDC_TAP_TESTS narrows the TAP step to some files (default: all of test/t).
 mkdir -p "$RESULTS"
 
 passed=0
@@ -59,7 +63,7 @@ REGRESS=$(sed -n 's/^REGRESS = //p' Makefile)
 regress() {
 	rm -rf "$RESULTS/regress" && mkdir -p "$RESULTS/regress" && chmod a+rwx "$RESULTS/regress"
 	as_pg "$PG_REGRESS" --temp-instance="$RESULTS/regress/tmp_instance" --temp-config="$ROOT/test/regress.conf" \
-		--bindir="$BINDIR" --inputdir="$ROOT" --outputdir="$RESULTS/regress" --port=58431 $REGRESS ||
+		--bindir="$BINDIR" --inputdir="$ROOT" --outputdir="$RESULTS/regress" --port=$PORT_BASE $REGRESS ||
 		{ cat "$RESULTS/regress/regression.diffs" 2>/dev/null | head -200; return 1; }
 }
 step "pg_regress" regress
@@ -70,7 +74,7 @@ isolation() {
 	rm -rf "$RESULTS/isolation" && mkdir -p "$RESULTS/isolation" && chmod a+rwx "$RESULTS/isolation"
 	as_pg "$PG_ISOLATION_REGRESS" --temp-instance="$RESULTS/isolation/tmp_instance" \
 		--temp-config="$ROOT/test/regress.conf" --bindir="$BINDIR" --inputdir="$ROOT/test/isolation" \
-		--outputdir="$RESULTS/isolation" --port=58432 $ISOLATION ||
+		--outputdir="$RESULTS/isolation" --port=$((PORT_BASE + 1)) $ISOLATION ||
 		{ cat "$RESULTS/isolation/regression.diffs" 2>/dev/null | head -200; return 1; }
 }
 step "isolation" isolation
@@ -80,7 +84,7 @@ PGTAP=$(cd "$ROOT/test/pgtap/sql" && ls *.sql | sed 's/\.sql$//' | tr '\n' ' ')
 pgtap() {
 	rm -rf "$RESULTS/pgtap" && mkdir -p "$RESULTS/pgtap" && chmod a+rwx "$RESULTS/pgtap"
 	as_pg "$PG_REGRESS" --temp-instance="$RESULTS/pgtap/tmp_instance" --temp-config="$ROOT/test/regress.conf" \
-		--bindir="$BINDIR" --inputdir="$ROOT/test/pgtap" --outputdir="$RESULTS/pgtap" --port=58433 $PGTAP ||
+		--bindir="$BINDIR" --inputdir="$ROOT/test/pgtap" --outputdir="$RESULTS/pgtap" --port=$((PORT_BASE + 2)) $PGTAP ||
 		{ cat "$RESULTS/pgtap/regression.diffs" 2>/dev/null | head -200; return 1; }
 }
 step "pgTAP" pgtap
@@ -89,7 +93,7 @@ step "pgTAP" pgtap
 tap() {
 	rm -rf "$RESULTS/tap" && mkdir -p "$RESULTS/tap" && chmod a+rwx "$RESULTS/tap"
 	(cd "$RESULTS/tap" && as_pg env TESTDIR="$RESULTS/tap" PG_REGRESS="$PG_REGRESS" CDC_ROOT="$ROOT" \
-		prove -I "$TAP_PERL" -I "$ROOT/test/t" "$ROOT"/test/t/*.pl)
+		prove -I "$TAP_PERL" -I "$ROOT/test/t" ${CDC_TAP_TESTS:-"$ROOT"/test/t/*.pl})
 }
 step "TAP" tap
 
