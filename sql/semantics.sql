@@ -403,6 +403,22 @@ SELECT (SELECT array_agg(id) FROM sem_pk) = '{2}' AS f_no_resurrection, outbox_c
 SELECT applied = 2 AND duplicate = 1 AND stale = 1 AND blocked_resurrections = 1 AND outbox_rows = 3 AS f_stats_per_event
   FROM sem_stats('sem_pk');
 
+-- A key change whose after-image has an unsent (TOAST) column: the row moves
+-- to the new key with the value it had under the old one (torture bug 3).
+CREATE TABLE sem_pk_toast (id int PRIMARY KEY, v text, body text);
+SELECT target FROM cdc.register_mapping('sem_pk_toast', outbox => true);
+SELECT cdc_apply(dbz('c', 'sem_pk_toast', '{"id": 1, "v": "a", "body": "BIG"}', '0/4200', 410)) AS create_1,
+       cdc_apply(dbz('u', 'sem_pk_toast', '{"id": 2, "v": "b", "body": "__debezium_unavailable_value"}', '0/4300', 411,
+                     before => '{"id": 1}')) AS update_1_to_2;
+SELECT * FROM sem_pk_toast;
+-- the same change under a new delivery key: duplicate, nothing moves again
+SELECT cdc_apply(dbz('u', 'sem_pk_toast', '{"id": 2, "v": "b", "body": "__debezium_unavailable_value"}', '0/4300', 411,
+                     before => '{"id": 1}'), NULL, 'pk-toast-gen2:0:1') AS update_new_key;
+SELECT (SELECT array_agg(id || ':' || v || ':' || body) FROM sem_pk_toast) = '{2:b:BIG}' AS f_moved_with_body,
+       EXISTS (SELECT 1 FROM cdc.tombstones WHERE target = 'sem_pk_toast'::regclass AND entity_key = '{"id": "1"}') AS f_old_key_tombstone,
+       NOT EXISTS (SELECT 1 FROM cdc.conflicts WHERE target = 'sem_pk_toast'::regclass) AS f_no_conflict,
+       outbox_count('sem_pk_toast') = 3 AS f_outbox_3;
+
 -- ===========================================================================
 -- g. Truncate: policy 'truncate' empties the target and records a table
 --    barrier that older events cannot cross; policy 'ignore' keeps the rows.

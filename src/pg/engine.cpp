@@ -671,7 +671,31 @@ struct EntityChange {
 	std::string content_hash;
 	std::string delivery_key;
 	char op;                // outbox op: 'c', 'u', 'd', 'r'
+	// Deletes only: when set, the removed row's values of these columns are
+	// read (as output-function text, NULL as nullopt) just before the row is
+	// deleted, under the entity lock.  Used by key-changing updates to move
+	// unsent columns to the new key (SPEC §4.4).
+	const std::vector<int> *capture_cols = nullptr;
+	std::optional<std::vector<std::optional<std::string>>> *captured = nullptr;
 };
+
+// Reads columns `cols` of the row with the key of `key_img` as text.
+std::optional<std::vector<std::optional<std::string>>>
+SelectColumnsText(const Target &t, const Image &key_img, const std::vector<int> &cols)
+{
+	Params p;
+	std::string where = KeyPredicate(t, key_img, p);
+	std::string list;
+	for (size_t i = 0; i < cols.size(); i++)
+		list += (i ? ", t." : "t.") + QuoteIdent(t.columns[size_t(cols[i])].name) + "::text";
+	uint64_t n = Execute("SELECT " + list + " FROM " + t.qualified + " AS t WHERE " + where, p, false);
+	if (n == 0)
+		return std::nullopt;
+	std::vector<std::optional<std::string>> out;
+	for (size_t i = 0; i < cols.size(); i++)
+		out.push_back(ResultText(0, int(i) + 1));
+	return out;
+}
 
 std::optional<EntityRecord>
 LockEntity(const EntityChange &c)
@@ -890,6 +914,8 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 				throw std::runtime_error("entity record for " + c.entity_key + " keeps changing concurrently");
 			continue; /* created concurrently: lock it and decide again */
 		}
+		if (c.is_delete && c.capture_cols && c.captured)
+			*c.captured = SelectColumnsText(t, *c.key_img, *c.capture_cols);
 		std::optional<std::string> row = MutateTarget(c);
 		if (c.is_delete && !row)
 			row = c.image->json; /* the destination never had the row: publish the before-image */
@@ -1089,8 +1115,18 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		return Outcome::Duplicate;
 	}
 
+	/* The hash covers what the event sent, so a replay compares equal. */
+	std::string content_hash = is_delete ? std::string("delete") : ImageHash(t, main);
+	const Image *image = &main;
+	Image moved; /* the after-image with unsent columns taken from the row under the old key */
+
 	/* An update whose before-image carries another key: delete the old key first. */
 	if (req.op == Op::Update && before && !SameKey(t, *before, *after)) {
+		std::vector<int> unsent;
+		for (size_t i = 0; i < t.columns.size(); i++)
+			if (after->cells[i].present && after->cells[i].unavailable)
+				unsent.push_back(int(i));
+		std::optional<std::vector<std::optional<std::string>>> captured;
 		EntityChange old;
 		old.t = &t;
 		old.source_info = &req.source;
@@ -1104,10 +1140,39 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		old.content_hash = "delete";
 		old.delivery_key = dk;
 		old.op = 'd';
+		if (!unsent.empty()) {
+			old.capture_cols = &unsent;
+			old.captured = &captured;
+		}
 		/* One event, one outcome: the implied delete adds only its outbox row to the counts. */
 		Counters implied;
-		ApplyEntity(old, implied);
+		Outcome implied_outcome = ApplyEntity(old, implied);
 		cnt.outbox_rows += implied.outbox_rows;
+		/*
+		 * The row moved: columns the source did not send keep the values they
+		 * had under the old key (SPEC §4.4).  Only when the implied delete
+		 * applied and removed a row; otherwise the unsent columns stay
+		 * unavailable and the decision below treats them as usual.
+		 */
+		if (implied_outcome == Outcome::Applied && captured) {
+			moved = *after;
+			for (size_t j = 0; j < unsent.size(); j++) {
+				size_t i = size_t(unsent[j]);
+				Cell &cell = moved.cells[i];
+				const Column &col = t.columns[i];
+				cell.unavailable = false;
+				const std::optional<std::string> &text = (*captured)[j];
+				if (!text) {
+					cell.isnull = true;
+					continue;
+				}
+				cell.value = PgCall([&]() { return InputFunctionCall(col.in_fn, const_cast<char *>(text->c_str()), col.ioparam, col.typmod); });
+				cell.text = *text;
+				cell.isnull = false;
+			}
+			moved.has_unavailable = false;
+			image = &moved;
+		}
 	}
 
 	EntityChange c;
@@ -1115,12 +1180,12 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	c.source_info = &req.source;
 	c.is_snapshot = req.op == Op::Read;
 	c.is_delete = is_delete;
-	c.key_img = &main;
-	c.image = &main;
+	c.key_img = image;
+	c.image = image;
 	c.entity_key = entity_key;
 	c.version = v;
 	c.source = source;
-	c.content_hash = is_delete ? std::string("delete") : ImageHash(t, main);
+	c.content_hash = content_hash;
 	c.delivery_key = dk;
 	c.op = OpName(req.op)[0];
 	return ApplyEntity(c, cnt);

@@ -21,9 +21,6 @@
 #   CDC_TORTURE_CRASH_EVERY      a run with the postmaster crashed every N seeds (20)
 #   CDC_TORTURE_CONCURRENT_EVERY a run with 2 or 4 concurrent appliers every N seeds (5)
 #   CDC_TORTURE_SHRINKS          failing seeds to shrink (3)
-#   CDC_TORTURE_KNOWN_BUGS       'avoid' (default): no arbitrary-order truncate
-#                                reorderings (see docs/torture.md, known bugs);
-#                                'expose': generate them too
 use strict;
 use warnings;
 use FindBin;
@@ -49,7 +46,6 @@ my %cfg = (
 	crash_every      => $ENV{CDC_TORTURE_CRASH_EVERY} // 20,
 	concurrent_every => $ENV{CDC_TORTURE_CONCURRENT_EVERY} // 5,
 	shrinks          => $ENV{CDC_TORTURE_SHRINKS} // 3,
-	known_bugs       => $ENV{CDC_TORTURE_KNOWN_BUGS} // 'avoid',
 );
 my @seeds = defined $ENV{CDC_TORTURE_SEED}
   ? ($ENV{CDC_TORTURE_SEED})
@@ -108,7 +104,6 @@ sub report_failure
 for my $case (CdcTorture::Fixed::scenarios())
 {
 	my @problems = CdcTorture::Fixed::run_case($driver, $case);
-	local $TODO = $case->{todo} if $case->{todo} && $cfg{known_bugs} eq 'avoid';
 	ok(!@problems, "fixed: $case->{name}") or diag(join("\n", @problems));
 }
 
@@ -116,8 +111,6 @@ for my $case (CdcTorture::Fixed::scenarios())
 # deliveries at the same moment; none may fail.
 {
 	my $r = $driver->run_concurrent(CdcTorture::Fixed::storm_lists(4, 20), batched => 0);
-	local $TODO = $cfg{known_bugs} eq 'avoid'
-	  ? 'known bug 2: concurrent truncates of one table deadlock (docs/torture.md)' : undef;
 	ok($r->{ok}, 'fixed: concurrent claim storm (4 sessions, same deliveries, truncates included)')
 	  or diag(join("\n", @{ $r->{diffs} }[ 0 .. ($#{ $r->{diffs} } > 6 ? 6 : $#{ $r->{diffs} }) ]));
 }
@@ -130,7 +123,6 @@ for my $file (sort glob("$FindBin::RealBin/../torture/regressions/*.json"))
 	my $case = do { local $/; open my $fh, '<', $file or die $!; json_decode(<$fh>) };
 	my $batches = [ map { [ map { { %$_, text_arg => 0 } } @$_ ] } @{ $case->{batches} } ];
 	my $r = $driver->run_plan({ batches => $batches });
-	local $TODO = $case->{todo} if $case->{todo} && $cfg{known_bugs} eq 'avoid';
 	ok($r->{ok}, "regression: $case->{name}" . ($case->{rule} ? " ($case->{rule})" : ''))
 	  or diag(join("\n", @{ $r->{diffs} }[ 0 .. ($#{ $r->{diffs} } > 20 ? 20 : $#{ $r->{diffs} }) ]));
 }
@@ -141,8 +133,7 @@ for my $file (sort glob("$FindBin::RealBin/../torture/regressions/*.json"))
 for my $seed (@seeds)
 {
 	my $plan = CdcTorture::Rng->new($seed)->fork('plan');
-	my $H = CdcTorture::Generator::history($seed, keys => $cfg{keys}, changes => $cfg{changes},
-		rekey_unavailable => $cfg{known_bugs} ne 'avoid');
+	my $H = CdcTorture::Generator::history($seed, keys => $cfg{keys}, changes => $cfg{changes});
 	$stats{$_} += $H->{stats}{$_} // 0 for keys %{ $H->{stats} };
 	$stats{histories}++;
 	if (defined $ENV{CDC_TORTURE_SEED})
@@ -154,7 +145,6 @@ for my $seed (@seeds)
 	my @names;
 	my $seed_ok = 1;
 	my $mode = sub { return $plan->weighted({ inorder => 2, perkey => 5, arbitrary => 3 }); };
-	my @avoid = $cfg{known_bugs} eq 'avoid' ? (truncate_first => 1) : ();
 	my $last = Time::HiRes::time();
 	my $check = sub {
 		my ($name, $r, $batches) = @_;
@@ -171,14 +161,14 @@ for my $seed (@seeds)
 
 	# A: every record once, then the whole sequence again (all duplicates).
 	{
-		my $D = CdcTorture::Generator::deliveries($H, $seed, @avoid, label => 'A', mode => $mode->(), dk => 'kafka',
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'A', mode => $mode->(), dk => 'kafka',
 			batch => $plan->chance(0.5) ? 'single' : 'random');
 		$stats{"mode_$D->{mode}"}++;
 		$check->("once+twice-$D->{mode}", $driver->run_plan({ batches => $D->{batches}, twice => 1 }), $D->{batches});
 	}
 	# B: random repeats, offset rewinds, a rebuilt topic, derived keys.
 	{
-		my $D = CdcTorture::Generator::deliveries($H, $seed, @avoid, label => 'B', mode => $mode->(),
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'B', mode => $mode->(),
 			dk => $plan->weighted({ kafka => 6, derived => 2, mixed => 2 }),
 			rewinds => 0.06, copies => 0.2, gen2 => $plan->chance(0.5), batch => 'random');
 		$stats{"mode_$D->{mode}"}++;
@@ -187,7 +177,7 @@ for my $seed (@seeds)
 	# C: backends terminated mid-transaction, re-delivery from an earlier position.
 	if ($seed % $cfg{terminate_every} == 0)
 	{
-		my $D = CdcTorture::Generator::deliveries($H, $seed, @avoid, label => 'C', mode => $mode->(), dk => 'kafka',
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'C', mode => $mode->(), dk => 'kafka',
 			rewinds => 0.03, copies => 0.1, gen2 => $plan->chance(0.3), batch => 'random');
 		my $n = @{ $D->{batches} };
 		my @crashes = map {
@@ -202,7 +192,7 @@ for my $seed (@seeds)
 	# sometimes with a transaction in flight).
 	if ($seed % $cfg{crash_every} == 0)
 	{
-		my $D = CdcTorture::Generator::deliveries($H, $seed, @avoid, label => 'D', mode => $mode->(), dk => 'kafka',
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'D', mode => $mode->(), dk => 'kafka',
 			copies => 0.1, batch => 'random');
 		my $n = @{ $D->{batches} };
 		my $at = $plan->range(1, $n - 1);
@@ -219,11 +209,10 @@ for my $seed (@seeds)
 		my $batched = $plan->chance(0.4);
 		my $m = $plan->weighted({ perkey => 3, arbitrary => 1 });
 		my @lists = map {
-			CdcTorture::Generator::deliveries($H, $seed, @avoid, label => "E$_", mode => $m, dk => 'kafka',
+			CdcTorture::Generator::deliveries($H, $seed, label => "E$_", mode => $m, dk => 'kafka',
 				rewinds => 0.03, gen2 => 0, batch => $batched ? 'random' : 'single', max_batch => 3)->{batches}
 		} 1 .. $n;
 		my $r = $driver->run_concurrent(\@lists, batched => $batched, terminate => $plan->chance(0.3),
-			known_truncate_deadlocks => $cfg{known_bugs} eq 'avoid',
 			terminate_after => $plan->range(1, 40) / 1000, terminate_victim => $plan->int($n));
 		$check->("concurrent-$n-$m" . ($batched ? '-batched' : ''), $r, undef);
 	}

@@ -520,13 +520,6 @@ sub run_concurrent
 				# Batches of several events may deadlock like any multi-row
 				# transactions (the batch is retried); a single event must not.
 				next if $o{batched};
-				if ($rep =~ /TRUNCATE|AccessExclusiveLock/ && $o{known_truncate_deadlocks})
-				{
-					# Known bug 2 (docs/torture.md): concurrent truncates of one
-					# table deadlock (lock upgrade); counted, retried.
-					$c->{known_truncate_deadlocks}++;
-					next;
-				}
 			}
 			push @problems, "applier $i: $rep";
 		}

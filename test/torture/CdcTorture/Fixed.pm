@@ -332,7 +332,6 @@ sub scenarios
 		my $d2 = $d->($b, 'd2', op => 'u', table => 'kct', before => { id => 1 }, after => { id => 2, v => 'b', body => $PLACEHOLDER }, lsn => '0/200', tx => 2);
 		push @cases, {
 			name => 'K2 key change with an unchanged TOAST column keeps the moved row\'s value',
-			todo => 'known bug 3: the old key is deleted and the new key is a conflict: the row is lost (docs/torture.md)',
 			batches => $single->($d1, $d2),
 			expect => {
 				rows => { s_kct => [ { id => 2, v => 'b', body => 'BIG' } ] },

@@ -53,7 +53,6 @@ sub history
 	my $keys    = $opt{keys}    // 4;     # keys per table (small: collisions are frequent)
 	my $changes = $opt{changes} // 24;    # row changes in the streamed history
 	my $unavail = $opt{unavailable} // 1; # allow unavailable-value columns
-	my $rekey_unavail = $opt{rekey_unavailable} // 1;    # ... also on primary key changes
 	my $rng     = CdcTorture::Rng->new($seed)->fork('history');
 	my $tables  = torture_tables();
 	my $sources = sources();
@@ -176,11 +175,6 @@ sub history
 					else
 					{
 						my ($row, $img) = _updated_row($rng, $tab, $old, $unavail ? 0.25 : 0);
-						if (!$rekey_unavail)
-						{
-							# Known bug 3 (docs/torture.md): send every column.
-							$img = CdcTorture::Generator::_event_image($tab, $row);
-						}
 						$row->{$_} = $key2->{$_} for keys %$key2;
 						$img->{$_} = $key2->{$_} for keys %$key2;
 						%c = (op => 'u', after => $img, before => _before($s, $tab, $old), k2 => $k2);
@@ -561,38 +555,6 @@ sub _per_key_order
 	return @out;
 }
 
-# Moves the first delivery of every truncate before the first delivery of
-# any later record of its table: a truncate never arrives after a newer
-# change of its table (older ones may still arrive after it).  Used while
-# the engine wipes newer rows in that case (docs/torture.md, known bugs).
-sub _truncate_first
-{
-	my ($msgs, $seq) = @_;
-	my $moved = 1;
-	while ($moved)
-	{
-		$moved = 0;
-		my (%first, %pos_of);
-		for my $p (0 .. $#$seq)
-		{
-			$first{ $seq->[$p][0] } //= $p;
-		}
-		for my $id (sort { $a <=> $b } keys %first)
-		{
-			my $m = $msgs->[$id];
-			next unless $m->{kind} eq 'change' && $m->{op} eq 't';
-			my $p = $first{$id};
-			my ($q) = sort { $a <=> $b }
-			  map { $first{$_} } grep { $_ > $id && ($msgs->[$_]{table} // '') eq $m->{table} } keys %first;
-			next unless defined $q && $q < $p;
-			my ($item) = splice(@$seq, $p, 1);
-			splice(@$seq, $q, 0, $item);
-			$moved = 1;
-			last;
-		}
-	}
-}
-
 # Returns {batches => [[delivery, ...], ...], mode => ..., ...}; a delivery is
 #   {msg => id, gen => 1|2, dk => text|undef, json => text|undef, target =>
 #    undef|table, text_arg => 0|1}
@@ -634,7 +596,6 @@ sub deliveries
 		return map { $by{$_} } _per_key_order($rng, $msgs, \@ids);
 	};
 	my @seq = $mode eq 'arbitrary' ? $rng->shuffle(@gen1, @gen2) : ($order->(@gen1), $order->(@gen2));
-	_truncate_first($msgs, \@seq) if $opt{truncate_first};
 
 	# Offset rewinds (re-deliver the last few records) and random copies.
 	my @out;

@@ -48,8 +48,8 @@
 # at the update's version; the delete contributes only its outbox row to
 # the counters (one event, one outcome).
 #
-# Two of these rules are SPEC readings the engine does not implement yet
-# (docs/torture.md, known bugs 1 and 3): the truncate that keeps newer rows,
+# Two of these rules are SPEC readings the engine first got wrong (bugs 1
+# and 3 in docs/torture.md, now fixed): the truncate that keeps newer rows,
 # and the key change that carries unsent columns to the new key.
 package CdcTorture::Model;
 use strict;
