@@ -25,7 +25,10 @@ CREATE TABLE cdc.mapping (
   unavailable_placeholder text NOT NULL DEFAULT '__debezium_unavailable_value',
   temporal_unit           text CHECK (temporal_unit IN ('milli', 'micro', 'nano')),
   conflict_policy         text NOT NULL DEFAULT 'record' CHECK (conflict_policy IN ('record', 'error')),
-  created_at              timestamptz NOT NULL DEFAULT now()
+  mode                    text NOT NULL DEFAULT 'state' CHECK (mode IN ('state', 'history', 'handler')),
+  handler                 regprocedure,
+  created_at              timestamptz NOT NULL DEFAULT now(),
+  CHECK ((mode = 'handler') = (handler IS NOT NULL))
 );
 CREATE UNIQUE INDEX mapping_source_idx ON cdc.mapping (coalesce(source_name, ''), source_schema, source_table);
 COMMENT ON TABLE cdc.mapping IS
@@ -43,6 +46,8 @@ COMMENT ON COLUMN cdc.mapping.truncate_policy IS '''truncate'': truncate the tar
 COMMENT ON COLUMN cdc.mapping.unavailable_placeholder IS 'Value marking a column the source did not send (unchanged TOAST); such columns keep their destination value.';
 COMMENT ON COLUMN cdc.mapping.temporal_unit IS 'Unit of integer timestamps/times in schema-less events: milli, micro or nano. NULL: such values are an error.';
 COMMENT ON COLUMN cdc.mapping.conflict_policy IS '''record'': equal-version conflicts go to cdc.conflicts and return conflict; ''error'': they raise SQLSTATE 23000.';
+COMMENT ON COLUMN cdc.mapping.mode IS '''state'': the target mirrors the source row; ''history'': the target is a history table getting one row per source change, unique on (cdc_key, cdc_version); ''handler'': as state, and the handler function is called for every applied change.';
+COMMENT ON COLUMN cdc.mapping.handler IS 'Handler function of mode ''handler'': handler(op text, old T, new T, meta jsonb) with T the target''s row type or jsonb; called only when a change is applied, in the same transaction.';
 COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or last changed.';
 
 -- ---------------------------------------------------------------------------
@@ -226,7 +231,9 @@ CREATE FUNCTION cdc.register_mapping(
   temporal_unit           text    DEFAULT NULL,
   source_epoch            bigint  DEFAULT 0,
   source_name             text    DEFAULT NULL,
-  conflict_policy         text    DEFAULT 'record')
+  conflict_policy         text    DEFAULT 'record',
+  mode                    text    DEFAULT 'state',
+  handler                 regprocedure DEFAULT NULL)
 RETURNS cdc.mapping
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -236,6 +243,8 @@ DECLARE
   rel_name   name;
   col        name;
   result     cdc.mapping;
+  fn         pg_proc;
+  meta       record;
 BEGIN
   IF target IS NULL THEN
     RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
@@ -257,7 +266,60 @@ BEGIN
   IF key_columns IS NOT NULL AND cardinality(key_columns) = 0 THEN
     RAISE EXCEPTION 'key_columns must not be empty' USING ERRCODE = '22023';
   END IF;
-  IF key_columns IS NOT NULL AND NOT EXISTS (
+  IF mode IS NULL OR mode NOT IN ('state', 'history', 'handler') THEN
+    RAISE EXCEPTION 'mode must be ''state'', ''history'' or ''handler'', not %', coalesce(quote_literal(mode), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF mode = 'history' THEN
+    -- A history table: entity key columns (any index), the metadata columns,
+    -- and the unique index (cdc_key, cdc_version) that makes a replay a no-op.
+    IF key_columns IS NULL THEN
+      RAISE EXCEPTION 'mode ''history'' needs key_columns (the entity key columns of the history table)'
+        USING ERRCODE = '42P10';
+    END IF;
+    FOR meta IN SELECT * FROM (VALUES ('cdc_key', 'jsonb'::regtype, true), ('cdc_version', 'bigint[]'::regtype, true),
+                                      ('cdc_op', 'text'::regtype, true), ('cdc_snapshot', 'boolean'::regtype, false),
+                                      ('cdc_source_ts', 'timestamptz'::regtype, false), ('cdc_source', 'jsonb'::regtype, false),
+                                      ('cdc_delivery_key', 'text'::regtype, false)) v(name, type, required) LOOP
+      IF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = meta.name
+                        AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        IF meta.required THEN
+          RAISE EXCEPTION 'history table % has no column "%"', target, meta.name
+            USING ERRCODE = '42P10',
+                  HINT = 'A history table needs cdc_key jsonb, cdc_version bigint[] and cdc_op text; cdc.create_history_table() creates one.';
+        END IF;
+      ELSIF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = meta.name
+                           AND a.atttypid = meta.type) THEN
+        RAISE EXCEPTION 'column "%" of history table % must be of type %', meta.name, target, meta.type
+          USING ERRCODE = '42804';
+      END IF;
+    END LOOP;
+    IF NOT EXISTS (
+         SELECT 1 FROM pg_index i
+          WHERE i.indrelid = target AND i.indisunique AND i.indimmediate AND i.indisvalid
+            AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = 2
+            AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
+                  WHERE a.attrelid = target AND a.attnum = ANY (i.indkey::int2[])) = ARRAY['cdc_key', 'cdc_version']) THEN
+      RAISE EXCEPTION 'history table % has no unique index on exactly (cdc_key, cdc_version)', target
+        USING ERRCODE = '42P10', HINT = 'Create one: a replay is recognised by this index.';
+    END IF;
+  END IF;
+  IF mode = 'handler' THEN
+    IF handler IS NULL THEN
+      RAISE EXCEPTION 'mode ''handler'' needs a handler function' USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO fn FROM pg_proc WHERE oid = handler;
+    IF fn.prokind <> 'f' OR fn.pronargs <> 4 OR fn.proargtypes[0] <> 'text'::regtype
+       OR fn.proargtypes[3] <> 'jsonb'::regtype OR fn.proargtypes[1] <> fn.proargtypes[2]
+       OR fn.proargtypes[1] NOT IN ('jsonb'::regtype, (SELECT reltype FROM pg_class WHERE oid = target)) THEN
+      RAISE EXCEPTION 'handler % must be a function (op text, old T, new T, meta jsonb) with T the row type of % or jsonb',
+                      handler, target
+        USING ERRCODE = '42P13';
+    END IF;
+  ELSIF handler IS NOT NULL THEN
+    RAISE EXCEPTION 'a handler needs mode ''handler'' (mode is %)', quote_literal(mode) USING ERRCODE = '22023';
+  END IF;
+  IF mode <> 'history' AND key_columns IS NOT NULL AND NOT EXISTS (
        SELECT 1 FROM pg_index i
         WHERE i.indrelid = target AND i.indisunique AND i.indimmediate AND i.indisvalid
           AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = cardinality(key_columns)
@@ -267,7 +329,7 @@ BEGIN
     RAISE EXCEPTION 'table % has no unique index on exactly (%)', target, array_to_string(key_columns, ', ')
       USING ERRCODE = '42P10', HINT = 'Create a unique, non-partial, non-deferrable index on the key columns.';
   END IF;
-  IF key_columns IS NULL AND NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = target AND indisprimary) THEN
+  IF mode <> 'history' AND key_columns IS NULL AND NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = target AND indisprimary) THEN
     RAISE EXCEPTION 'table % has no primary key', target
       USING ERRCODE = '42P10', HINT = 'Add a primary key or pass key_columns backed by a unique index.';
   END IF;
@@ -299,23 +361,24 @@ BEGIN
 
   INSERT INTO cdc.mapping AS m (target, source_name, source_schema, source_table, key_columns, version_column,
                                 source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
-                                temporal_unit, conflict_policy)
+                                temporal_unit, conflict_policy, mode, handler)
   VALUES (target, source_name, coalesce(source_schema, rel_schema), coalesce(source_table, rel_name), key_columns,
           version_column, source_epoch, coalesce(outbox, false), outbox_topic, truncate_policy,
-          unavailable_placeholder, temporal_unit, conflict_policy)
+          unavailable_placeholder, temporal_unit, conflict_policy, mode, handler)
   ON CONFLICT ON CONSTRAINT mapping_pkey DO UPDATE
      SET source_name = EXCLUDED.source_name, source_schema = EXCLUDED.source_schema,
          source_table = EXCLUDED.source_table, key_columns = EXCLUDED.key_columns,
          version_column = EXCLUDED.version_column, source_epoch = EXCLUDED.source_epoch,
          outbox = EXCLUDED.outbox, outbox_topic = EXCLUDED.outbox_topic,
          truncate_policy = EXCLUDED.truncate_policy, unavailable_placeholder = EXCLUDED.unavailable_placeholder,
-         temporal_unit = EXCLUDED.temporal_unit, conflict_policy = EXCLUDED.conflict_policy, created_at = now()
+         temporal_unit = EXCLUDED.temporal_unit, conflict_policy = EXCLUDED.conflict_policy,
+         mode = EXCLUDED.mode, handler = EXCLUDED.handler, created_at = now()
   RETURNING * INTO result;
   RETURN result;
 END
 $fn$;
-COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns, 42804 bad version column type, 22023 bad option value. Returns the cdc.mapping row.';
+COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure) IS
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
 
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
@@ -323,6 +386,44 @@ SET search_path = pg_catalog, pg_temp
 AS $$ DELETE FROM cdc.mapping WHERE mapping.target = unregister_mapping.target RETURNING true $$;
 COMMENT ON FUNCTION cdc.unregister_mapping(regclass) IS
   'Removes the mapping of a target table. Its versions, tombstones and ledger rows are kept. Returns true when a mapping was removed, NULL otherwise.';
+
+CREATE FUNCTION cdc.create_history_table(name text, source regclass) RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  parts text[];
+  qname text;
+  cols  text;
+BEGIN
+  IF name IS NULL OR source IS NULL THEN
+    RAISE EXCEPTION 'name and source must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  parts := parse_ident(name);
+  IF cardinality(parts) = 1 THEN
+    parts := ARRAY[(SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE c.oid = source)] || parts;
+  ELSIF cardinality(parts) <> 2 THEN
+    RAISE EXCEPTION 'history table name % must be table or schema.table', quote_literal(name) USING ERRCODE = '42602';
+  END IF;
+  qname := quote_ident(parts[1]) || '.' || quote_ident(parts[2]);
+  SELECT string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum)
+    INTO cols
+    FROM pg_attribute a
+   WHERE a.attrelid = source AND a.attnum > 0 AND NOT a.attisdropped AND a.attname::text NOT LIKE 'cdc\_%';
+  EXECUTE format('CREATE TABLE %s (%s'
+                 'cdc_seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, '
+                 'cdc_key jsonb NOT NULL, cdc_version bigint[] NOT NULL, '
+                 'cdc_op text NOT NULL CHECK (cdc_op IN (''c'', ''u'', ''d'', ''r'', ''t'')), '
+                 'cdc_snapshot boolean NOT NULL DEFAULT false, cdc_source_ts timestamptz, cdc_source jsonb, '
+                 'cdc_delivery_key text, cdc_recorded_at timestamptz NOT NULL DEFAULT now(), '
+                 'UNIQUE (cdc_key, cdc_version))',
+                 qname, CASE WHEN cols IS NULL THEN '' ELSE cols || ', ' END);
+  RETURN qname::regclass;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.create_history_table(text, regclass) IS
+  'Creates a history table for mode ''history'': the columns of source (same names and types, nullable, no defaults), then cdc_seq (identity, primary key), cdc_key, cdc_version, cdc_op, cdc_snapshot, cdc_source_ts, cdc_source, cdc_delivery_key, cdc_recorded_at and UNIQUE (cdc_key, cdc_version). name: table or schema.table (default schema: source''s). Returns the new table. Errors: 42P07 exists, 42602 bad name, 22004 NULL argument.';
 
 -- ---------------------------------------------------------------------------
 -- Entry points
@@ -551,8 +652,9 @@ COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to 
 REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
 GRANT USAGE ON SCHEMA cdc TO PUBLIC;
 GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping TO PUBLIC;
-REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;

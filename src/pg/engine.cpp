@@ -11,6 +11,7 @@
 #include "core/decode.hpp"
 #include "core/envelope.hpp"
 #include "core/errors.hpp"
+#include "pg/modes.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
@@ -91,6 +92,7 @@ struct Target {
 	std::vector<int> key; // indexes into columns
 	int version_col = -1;
 	Mapping mapping;
+	ModeConfig modes; // state, history or handler (pg/modes.hpp)
 	std::optional<Barrier> barrier;
 };
 
@@ -358,6 +360,8 @@ ApplyEngine::LoadTarget(Oid relid)
 	}
 
 	ReadMapping(relid, t->mapping);
+	t->modes = LoadModeConfig(relid, t->qualified);
+	const bool history = t->modes.mode == Mode::History;
 
 	/* The key: the mapping's key_columns (backed by a unique index) or the primary key. */
 	if (!t->mapping.key_columns.empty()) {
@@ -369,11 +373,15 @@ ApplyEngine::LoadTarget(Oid relid)
 			t->key.push_back(f->second);
 			attrs.push_back(t->columns[size_t(f->second)].attnum);
 		}
-		bool unique = PgCall([&]() { return HasUniqueIndexPg(relid, attrs.data(), int(attrs.size())); });
+		/* A history table holds many rows per key: its unique index is (cdc_key, cdc_version). */
+		bool unique = history || PgCall([&]() { return HasUniqueIndexPg(relid, attrs.data(), int(attrs.size())); });
 		if (!unique)
 			Fail("42P10", "table " + t->display + " has no unique index on the mapping's key columns", {},
 			     "Create a unique index (not partial, not deferrable) on exactly the key columns.");
 	} else {
+		if (history)
+			Fail("42P10", "history table " + t->display + " needs the mapping's key_columns", {},
+			     "Register the mapping with key_columns naming the entity key columns of the history table.");
 		if (info->npk == 0)
 			Fail("42P10", "table " + t->display + " has no primary key and its mapping declares no key columns",
 			     {}, "Add a primary key, or register the mapping with key_columns backed by a unique index.");
@@ -847,10 +855,134 @@ RecordConflict(const EntityChange &c, const Decision &d, const std::optional<Ent
 		     "The mapping's conflict_policy is 'error'; use 'record' to record conflicts in cdc.conflicts instead.");
 }
 
+/* ---- mode hooks (pg/modes.hpp) ---- */
+
+ChangeIdentity
+IdentityOf(const EntityChange &c)
+{
+	ChangeIdentity id;
+	id.op = c.op;
+	id.is_snapshot = c.is_snapshot;
+	id.entity_key = c.entity_key;
+	id.version = c.version;
+	id.delivery_key = c.delivery_key;
+	id.source_json = SourceJson(*c.source_info, c.version);
+	id.source_ts_ms = c.source_info->ts_ms;
+	return id;
+}
+
+// History mode: one history row per change; a replay finds its
+// (cdc_key, cdc_version) taken.  No entity record: the history table's unique
+// index is the replay guard.
+Outcome
+ApplyHistory(const EntityChange &c, Counters &cnt)
+{
+	const Target &t = *c.t;
+	std::vector<ModeValue> values;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Cell &cell = c.image->cells[i];
+		if (!cell.present)
+			continue;
+		if (IsHistoryMetaColumn(t.columns[i].name))
+			Fail("42703", std::string("field \"") + (c.is_delete ? "before." : "after.") + t.columns[i].name +
+			                  "\" collides with a metadata column of history table " + t.display,
+			     {}, "Columns named cdc_* of a history table are written by cdc_apply only.");
+		ModeValue v;
+		v.column = t.columns[i].name;
+		v.type = t.columns[i].type;
+		v.value = cell.value;
+		v.isnull = cell.isnull;
+		v.unavailable = cell.unavailable;
+		values.push_back(std::move(v));
+	}
+	std::optional<std::string> row;
+	switch (AppendHistory(t.modes, t.qualified, values, IdentityOf(c), &row)) {
+	case HistoryResult::Exists:
+		cnt.duplicate++;
+		return Outcome::Duplicate;
+	case HistoryResult::NoEarlierRow: {
+		Decision d;
+		d.outcome = Outcome::Conflict;
+		d.reason = "the event has unavailable (unchanged TOAST) values and the history has no earlier row of the key";
+		RecordConflict(c, d, std::nullopt);
+		cnt.conflict++;
+		return Outcome::Conflict;
+	}
+	case HistoryResult::Appended:
+		break;
+	}
+	cnt.applied++;
+	if (c.is_snapshot)
+		cnt.snapshot_rows++;
+	else if (t.mapping.outbox && WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row))
+		cnt.outbox_rows++;
+	return Outcome::Applied;
+}
+
+std::string QuoteLiteralText(const std::string &s);
+
+// History mode, truncate: one history row with op t and key {} (no data
+// columns); a replay finds it taken.
+Outcome
+ApplyHistoryTruncate(const Target &t, const ChangeRequest &req, const std::string &dk, Counters &cnt)
+{
+	ChangeIdentity id;
+	id.op = 't';
+	id.entity_key = "{}";
+	id.version = req.version;
+	id.delivery_key = dk;
+	id.source_json = SourceJson(req.source, req.version);
+	id.source_ts_ms = req.source.ts_ms;
+	std::optional<std::string> row;
+	if (AppendHistory(t.modes, t.qualified, {}, id, &row) == HistoryResult::Exists) {
+		cnt.duplicate++;
+		return Outcome::Duplicate;
+	}
+	cnt.applied++;
+	if (t.mapping.outbox && WriteOutbox(t, req.source, 't', req.version, "", std::nullopt))
+		cnt.outbox_rows++;
+	return Outcome::Applied;
+}
+
+// Handler mode, truncate: the rows go one by one (DELETE ... RETURNING) and
+// the handler sees each removed row as op t with old = the row, so derived
+// aggregates stay exact.  `keep`: jsonb[] literal of the entity keys that
+// survive (their entity moved past the truncate).
+void
+TruncateWithHandler(const Target &t, const std::string &keep, const ChangeRequest &req, const std::string &dk)
+{
+	std::string key = "jsonb_build_object(";
+	for (size_t i = 0; i < t.key.size(); i++) {
+		const std::string &name = t.columns[size_t(t.key[i])].name;
+		key += (i ? ", " : "") + QuoteLiteralText(name) + ", t." + QuoteIdent(name) + "::text";
+	}
+	key += ")";
+	Params del;
+	del.AddText(keep);
+	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + key + " <> ALL ($1::jsonb[]) " +
+	                         "RETURNING to_jsonb(t)::text, " + key + "::text",
+	                     del, false);
+	std::vector<std::pair<std::string, std::string>> removed; /* (row, entity key): SPI results are overwritten by the calls */
+	for (uint64_t i = 0; i < n; i++)
+		removed.emplace_back(ResultText(i, 1).value_or("null"), ResultText(i, 2).value_or("{}"));
+	ChangeIdentity id;
+	id.op = 't';
+	id.version = req.version;
+	id.delivery_key = dk;
+	id.source_json = SourceJson(req.source, req.version);
+	id.source_ts_ms = req.source.ts_ms;
+	for (const auto &[row, entity_key] : removed) {
+		id.entity_key = entity_key;
+		CallHandler(t.modes, t.display, id, row, std::nullopt);
+	}
+}
+
 Outcome
 ApplyEntity(const EntityChange &c, Counters &cnt)
 {
 	const Target &t = *c.t;
+	if (t.modes.mode == Mode::History)
+		return ApplyHistory(c, cnt);
 	for (int attempt = 0;; attempt++) {
 		std::optional<EntityRecord> stored = LockEntity(c);
 		DecisionInput in;
@@ -890,7 +1022,14 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 				throw std::runtime_error("entity record for " + c.entity_key + " keeps changing concurrently");
 			continue; /* created concurrently: lock it and decide again */
 		}
+		const bool handler = t.modes.mode == Mode::Handler;
+		std::optional<std::string> old_row;
+		if (handler && !c.is_delete)
+			old_row = SelectRowImage(t, *c.key_img);
 		std::optional<std::string> row = MutateTarget(c);
+		if (handler) /* a delete's RETURNING row is the removed (old) row */
+			CallHandler(t.modes, t.display, IdentityOf(c), c.is_delete ? row : old_row,
+			            c.is_delete ? std::nullopt : row);
 		if (c.is_delete && !row)
 			row = c.image->json; /* the destination never had the row: publish the before-image */
 		cnt.applied++;
@@ -1001,6 +1140,8 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 			cnt.duplicate++;
 			return Outcome::Duplicate;
 		}
+		if (t.modes.mode == Mode::History)
+			return ApplyHistoryTruncate(t, req, dk, cnt);
 		if (t.barrier && t.barrier->source == source && Version::Compare(v, t.barrier->version) <= 0) {
 			cnt.stale++;
 			return Outcome::Stale;
@@ -1018,7 +1159,9 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		                          "WHERE target = $1 AND source_name = $2 AND version > $3::bigint[] AND NOT deleted",
 		                          newer, true);
 		std::string keep = nnewer ? ResultText(0, 1).value_or("{}") : "{}";
-		if (keep == "{}") {
+		if (t.modes.mode == Mode::Handler) {
+			TruncateWithHandler(t, keep, req, dk);
+		} else if (keep == "{}") {
 			Params none;
 			Execute("TRUNCATE " + t.qualified, none, false);
 		} else {

@@ -615,6 +615,8 @@ SourceOf(const LogicalRepRelation *rel)
 	s.lsn = int64_t(W->change_lsn);
 	s.commit_lsn = int64_t(W->final_lsn);
 	s.tx_id = int64_t(W->xid);
+	/* source commit time as Unix milliseconds (history rows, handler metadata) */
+	s.ts_ms = W->committime / 1000 + int64_t(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
 	return s;
 }
 

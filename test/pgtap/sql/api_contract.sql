@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(100);
+SELECT plan(115);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -123,18 +123,28 @@ SELECT is((SELECT array_agg(p.pronargdefaults ORDER BY p.oid::regprocedure::text
             WHERE p.proname = 'cdc_apply' AND p.pronamespace = 'public'::regnamespace),
           ARRAY[2::int2, 2::int2], 'cdc_apply: target and delivery_key default to NULL');
 SELECT has_function('cdc', 'register_mapping',
-                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure'],
                     'cdc.register_mapping(...) exists with the documented signature');
 SELECT function_returns('cdc', 'register_mapping',
-                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure'],
                         'cdc.mapping', 'cdc.register_mapping returns the cdc.mapping row');
 SELECT isnt_definer('cdc', 'register_mapping',
-                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure'],
                     'cdc.register_mapping is not SECURITY DEFINER');
-SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text)'::regprocedure),
+SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text,text,regprocedure)'::regprocedure),
           ARRAY['target', 'source_schema', 'source_table', 'key_columns', 'version_column', 'outbox', 'outbox_topic',
-                'truncate_policy', 'unavailable_placeholder', 'temporal_unit', 'source_epoch', 'source_name', 'conflict_policy'],
+                'truncate_policy', 'unavailable_placeholder', 'temporal_unit', 'source_epoch', 'source_name', 'conflict_policy',
+                'mode', 'handler'],
           'cdc.register_mapping argument names (callable with named arguments)');
+SELECT col_type_is('cdc', 'mapping', 'mode', 'text', 'cdc.mapping.mode is text');
+SELECT col_default_is('cdc', 'mapping', 'mode', 'state', 'cdc.mapping.mode defaults to state');
+SELECT col_type_is('cdc', 'mapping', 'handler', 'regprocedure', 'cdc.mapping.handler is regprocedure');
+SELECT col_is_null('cdc', 'mapping', 'handler', 'cdc.mapping.handler is nullable (only mode handler has one)');
+SELECT has_function('cdc', 'create_history_table', ARRAY['text', 'regclass'], 'cdc.create_history_table(text, regclass) exists');
+SELECT function_returns('cdc', 'create_history_table', ARRAY['text', 'regclass'], 'regclass',
+                        'cdc.create_history_table returns the new table');
+SELECT function_privs_are('cdc', 'create_history_table', ARRAY['text', 'regclass'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.create_history_table');
 SELECT has_function('cdc', 'unregister_mapping', ARRAY['regclass'], 'cdc.unregister_mapping(regclass) exists');
 SELECT function_returns('cdc', 'unregister_mapping', ARRAY['regclass'], 'boolean', 'cdc.unregister_mapping returns boolean');
 
@@ -157,7 +167,7 @@ SELECT is_empty($$
 SELECT function_privs_are('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'public', ARRAY['EXECUTE'],
                           'PUBLIC may execute cdc_apply(jsonb, ...)');
 SELECT function_privs_are('cdc', 'register_mapping',
-                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure'],
                           'public', ARRAY[]::text[], 'PUBLIC may not execute cdc.register_mapping');
 SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.ledger');
 SELECT table_privs_are('cdc', 'outbox', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox');
@@ -209,5 +219,19 @@ SELECT is(cdc_apply(NULL::jsonb), 'ignored', 'a NULL value (Kafka tombstone) is 
 SELECT results_eq('SELECT id, v FROM tap_items', $$VALUES (1, 'x')$$, 'the row was written once');
 SELECT throws_ok($$SELECT cdc_apply('{"op": "c"', 'tap_items')$$, '22P02', NULL, 'malformed JSON raises 22P02');
 SELECT throws_ok($$SELECT cdc_apply('{"op": "q"}'::jsonb, 'tap_items')$$, '22023', 'unknown op "q"', 'an unknown op raises 22023');
+
+-- The history table made by cdc.create_history_table has the documented metadata columns and unique index.
+CREATE TABLE tap_hist_src (id int PRIMARY KEY, v text);
+SELECT is(cdc.create_history_table('tap_hist', 'tap_hist_src')::text, 'tap_hist', 'cdc.create_history_table creates the table');
+SELECT columns_are('public', 'tap_hist', ARRAY['id', 'v', 'cdc_seq', 'cdc_key', 'cdc_version', 'cdc_op', 'cdc_snapshot',
+                                              'cdc_source_ts', 'cdc_source', 'cdc_delivery_key', 'cdc_recorded_at'],
+                   'a history table has the source columns and the documented metadata columns');
+SELECT col_type_is('public', 'tap_hist', 'cdc_key', 'jsonb', 'history cdc_key is jsonb');
+SELECT col_type_is('public', 'tap_hist', 'cdc_version', 'bigint[]', 'history cdc_version is bigint[]');
+SELECT col_type_is('public', 'tap_hist', 'cdc_source_ts', 'timestamp with time zone', 'history cdc_source_ts is timestamptz');
+SELECT col_is_unique('public', 'tap_hist', ARRAY['cdc_key', 'cdc_version'], 'history rows are unique on (cdc_key, cdc_version)');
+SELECT is((cdc.register_mapping('tap_hist', source_table => 'tap_hist_src', key_columns => '{id}', mode => 'history')).mode,
+          'history', 'a history mapping registers');
+SELECT throws_ok($$SELECT cdc.register_mapping('tap_items', mode => 'handler')$$, '22023', NULL, 'mode handler needs a handler');
 
 SELECT * FROM finish();
