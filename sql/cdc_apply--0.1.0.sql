@@ -129,7 +129,22 @@ COMMENT ON COLUMN cdc.outbox.payload IS 'Destination row after the change (for d
 COMMENT ON COLUMN cdc.outbox.source IS 'Source identity: name, db, schema, table, lsn, commit_lsn, txId, version.';
 COMMENT ON COLUMN cdc.outbox.version IS 'Source version of the change.';
 COMMENT ON COLUMN cdc.outbox.created_at IS 'Transaction start time of the apply.';
-COMMENT ON COLUMN cdc.outbox.published_at IS 'Set by a relay once the row is published; NULL until then.';
+COMMENT ON COLUMN cdc.outbox.published_at IS 'Set by a relay once the row is published (cdc.outbox_mark_published); NULL until then. cdc.prune() removes published rows older than the replay horizon.';
+CREATE INDEX outbox_unpublished_idx ON cdc.outbox (id) WHERE published_at IS NULL;
+COMMENT ON INDEX cdc.outbox_unpublished_idx IS 'The relay''s work queue: unpublished rows in insertion order.';
+
+CREATE FUNCTION cdc.outbox_mark_published(ids bigint[]) RETURNS bigint
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH marked AS (
+    UPDATE cdc.outbox SET published_at = now()
+     WHERE id = ANY (ids) AND published_at IS NULL
+    RETURNING 1)
+  SELECT count(*) FROM marked
+$$;
+COMMENT ON FUNCTION cdc.outbox_mark_published(bigint[]) IS
+  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). Runs with the caller''s rights: the relay role needs EXECUTE and SELECT, UPDATE on cdc.outbox.';
 
 CREATE TABLE cdc.conflicts (
   id             bigserial PRIMARY KEY,
@@ -655,6 +670,7 @@ GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping TO PUBLIC;
 REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;

@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(115);
+SELECT plan(120);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -145,6 +145,14 @@ SELECT function_returns('cdc', 'create_history_table', ARRAY['text', 'regclass']
                         'cdc.create_history_table returns the new table');
 SELECT function_privs_are('cdc', 'create_history_table', ARRAY['text', 'regclass'], 'public', ARRAY[]::text[],
                           'PUBLIC may not execute cdc.create_history_table');
+SELECT has_function('cdc', 'outbox_mark_published', ARRAY['bigint[]'], 'cdc.outbox_mark_published(bigint[]) exists');
+SELECT function_returns('cdc', 'outbox_mark_published', ARRAY['bigint[]'], 'bigint', 'cdc.outbox_mark_published returns the count marked');
+SELECT function_privs_are('cdc', 'outbox_mark_published', ARRAY['bigint[]'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.outbox_mark_published (grant it to the relay role)');
+SELECT columns_are('cdc', 'outbox', ARRAY['id', 'idempotency_key', 'topic', 'target', 'entity_key', 'op', 'payload', 'source',
+                                         'version', 'created_at', 'published_at'],
+                   'cdc.outbox has exactly the documented columns');
+SELECT has_index('cdc', 'outbox', 'outbox_unpublished_idx', 'cdc.outbox has the relay''s index of unpublished rows');
 SELECT has_function('cdc', 'unregister_mapping', ARRAY['regclass'], 'cdc.unregister_mapping(regclass) exists');
 SELECT function_returns('cdc', 'unregister_mapping', ARRAY['regclass'], 'boolean', 'cdc.unregister_mapping returns boolean');
 
