@@ -4,8 +4,8 @@ MODULE_big = cdc_apply
 MODULEDIR = extension
 
 CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/core/decode.cpp src/core/decision.cpp \
-            src/core/copy_text.cpp src/core/modes.cpp
-PG_SRCS = src/pg/guard.cpp src/pg/spi.cpp src/pg/engine.cpp src/pg/functions.cpp src/pg/worker.cpp src/pg/modes.cpp
+            src/core/copy_text.cpp src/core/modes.cpp src/core/layout.cpp
+PG_SRCS = src/pg/guard.cpp src/pg/spi.cpp src/pg/engine.cpp src/pg/functions.cpp src/pg/worker.cpp src/pg/modes.cpp src/pg/state_store.cpp
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql

@@ -140,8 +140,11 @@ DECLARE
 BEGIN
   DELETE FROM hd_orders WHERE id = 50;
   DELETE FROM hd_customer_totals WHERE customer_id IN (5, 6);
-  DELETE FROM cdc.ledger WHERE target = 'hd_orders'::regclass AND entity_key = '{"id": "50"}';
-  DELETE FROM cdc.entity_state WHERE target = 'hd_orders'::regclass AND entity_key = '{"id": "50"}';
+  DELETE FROM cdc.ledger WHERE target = 'hd_orders'::regclass
+     AND digest IN (SELECT cdc.delivery_digest('hd_orders', format('dbz:srv:src:public.hd_orders:%s:%s:%s::{"id": "50"}',
+                                                                 ev->>'op', ev->'source'->>'lsn', ev->'source'->>'txId'))
+                      FROM hd_perm_ev);
+  DELETE FROM cdc.entity_state WHERE target = 'hd_orders'::regclass AND key = '50';
   FOREACH e IN ARRAY perm LOOP
     calls_before := (SELECT count(*) FROM hd_calls);
     outcome := cdc_apply((SELECT ev FROM hd_perm_ev WHERE n = e));
@@ -182,7 +185,7 @@ SELECT hd_totals_exact() AS totals_exact;
 SELECT cdc_apply(hd_ev('u', 1, 7, -1.00, 'paid', '0/4000', 400), NULL, 'orders:0:0:200');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT amount FROM hd_orders WHERE id = 1;
-SELECT count(*) AS ledger_rows FROM cdc.ledger WHERE delivery_key = 'orders:0:0:200';
+SELECT cdc.delivery_processed('hd_orders', 'orders:0:0:200') AS claimed;
 SELECT cdc_apply(hd_ev('u', 1, 7, 1.00, 'paid', '0/4000', 400), NULL, 'orders:0:0:200');
 SELECT amount FROM hd_orders WHERE id = 1;
 SELECT hd_totals_exact() AS totals_exact;

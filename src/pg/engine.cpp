@@ -11,8 +11,10 @@
 #include "core/decode.hpp"
 #include "core/envelope.hpp"
 #include "core/errors.hpp"
+#include "core/layout.hpp"
 #include "pg/modes.hpp"
 #include "pg/spi.hpp"
+#include "pg/state_store.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -600,6 +602,37 @@ EntityKey(const Target &t, const Image &img, const char *which)
 	return k;
 }
 
+// The compact entity key of cdc.entity_state (core/layout.hpp): the output
+// texts of the key columns of `img` (EntityKey has checked them).
+std::string
+CompactKey(const Target &t, const Image &img)
+{
+	std::vector<std::string> values;
+	for (int idx : t.key)
+		values.push_back(img.cells[size_t(idx)].text);
+	return CompactEntityKey(values);
+}
+
+// The same as a SQL expression over the target's row `t`: format('%s', col)
+// is the column type's output function, as Cell::text.
+std::string
+CompactKeySql(const Target &t)
+{
+	if (t.key.size() == 1)
+		return "format('%s', t." + QuoteIdent(t.columns[size_t(t.key[0])].name) + ")";
+	std::string e = "ARRAY[";
+	for (size_t i = 0; i < t.key.size(); i++)
+		e += (i ? ", " : "") + std::string("format('%s', t.") + QuoteIdent(t.columns[size_t(t.key[i])].name) + ")";
+	return e + "]::text";
+}
+
+// Content hash of an image as stored in cdc.entity_state.chash ("0" for deletes).
+std::string
+ContentHash32(const std::string &md5_hex)
+{
+	return std::to_string(Int32FromMd5Hex(md5_hex));
+}
+
 bool
 SameKey(const Target &t, const Image &a, const Image &b)
 {
@@ -673,9 +706,13 @@ struct EntityChange {
 	bool is_delete;
 	const Image *key_img;   // image holding the key columns
 	const Image *image;     // after-image (upsert) or before-image (delete)
-	std::string entity_key;
+	std::string entity_key;   // JSON ({"id": "7"}): outbox, conflicts, history, handlers
+	std::string compact_key;  // cdc.entity_state.key (core/layout.hpp)
 	Version version;
 	std::string source;     // source id for version comparison ("" for column versions)
+	int16_t src = 0;        // its id in cdc.source
+	int32_t now_s = 0;      // transaction start, seconds since 2000 (TransactionSeconds)
+	bool claimed_before = false; // the ledger already had the delivery: only the version records can make it applied
 	std::string content_hash;
 	std::string delivery_key;
 	char op;                // outbox op: 'c', 'u', 'd', 'r'
@@ -684,20 +721,7 @@ struct EntityChange {
 std::optional<EntityRecord>
 LockEntity(const EntityChange &c)
 {
-	Params p;
-	p.AddOid(c.t->relid);
-	p.AddText(c.entity_key);
-	uint64_t n = Execute("SELECT source_name, version::text, deleted, content_hash FROM cdc.entity_state "
-	                     "WHERE target = $1 AND entity_key = $2::jsonb FOR UPDATE",
-	                     p, true);
-	if (n == 0)
-		return std::nullopt;
-	EntityRecord r;
-	r.source = ResultText(0, 1).value_or("");
-	r.version = Version::FromArrayLiteral(ResultText(0, 2).value_or("{}")).value_or(Version{});
-	r.deleted = ResultBool(0, 3);
-	r.content_hash = ResultText(0, 4).value_or("");
-	return r;
+	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4);
 }
 
 // Writes the entity record.  Returns false when a concurrent transaction
@@ -705,23 +729,7 @@ LockEntity(const EntityChange &c)
 bool
 WriteEntity(const EntityChange &c, bool existed)
 {
-	Params p;
-	p.AddOid(c.t->relid);
-	p.AddText(c.entity_key);
-	p.AddText(c.source);
-	p.AddText(c.version.ToArrayLiteral());
-	p.AddBool(c.is_delete);
-	p.AddText(c.content_hash);
-	if (existed) {
-		Execute("UPDATE cdc.entity_state SET source_name = $3, version = $4::bigint[], deleted = $5, "
-		        "content_hash = $6, updated_at = now() WHERE target = $1 AND entity_key = $2::jsonb",
-		        p, true);
-		return true;
-	}
-	uint64_t n = Execute("INSERT INTO cdc.entity_state (target, entity_key, source_name, version, deleted, content_hash) "
-	                     "VALUES ($1, $2::jsonb, $3, $4::bigint[], $5, $6) ON CONFLICT (target, entity_key) DO NOTHING",
-	                     p, true);
-	return n == 1;
+	return WriteEntityRecord(c.t->relid, c.compact_key, c.src, c.version, c.is_delete, c.content_hash, c.now_s, existed);
 }
 
 // Mutates the target table; returns the resulting row (upsert) or the removed
@@ -878,6 +886,10 @@ Outcome
 ApplyHistory(const EntityChange &c, Counters &cnt)
 {
 	const Target &t = *c.t;
+	if (c.claimed_before && DeliveryHadConflict(t.relid, c.delivery_key)) {
+		cnt.duplicate++;
+		return Outcome::Duplicate;
+	}
 	std::vector<ModeValue> values;
 	for (size_t i = 0; i < t.columns.size(); i++) {
 		const Cell &cell = c.image->cells[i];
@@ -901,6 +913,10 @@ ApplyHistory(const EntityChange &c, Counters &cnt)
 		cnt.duplicate++;
 		return Outcome::Duplicate;
 	case HistoryResult::NoEarlierRow: {
+		if (c.claimed_before) {
+			cnt.duplicate++;
+			return Outcome::Duplicate;
+		}
 		Decision d;
 		d.outcome = Outcome::Conflict;
 		d.reason = "the event has unavailable (unchanged TOAST) values and the history has no earlier row of the key";
@@ -920,6 +936,7 @@ ApplyHistory(const EntityChange &c, Counters &cnt)
 }
 
 std::string QuoteLiteralText(const std::string &s);
+std::string CompactKeySql(const Target &t);
 
 // History mode, truncate: one history row with op t and key {} (no data
 // columns); a replay finds it taken.
@@ -947,7 +964,7 @@ ApplyHistoryTruncate(const Target &t, const ChangeRequest &req, const std::strin
 // Handler mode, truncate: the rows go one by one (DELETE ... RETURNING) and
 // the handler sees each removed row as op t with old = the row, so derived
 // aggregates stay exact.  `keep`: jsonb[] literal of the entity keys that
-// survive (their entity moved past the truncate).
+// survive (their entity moved past the truncate), as compact keys.
 void
 TruncateWithHandler(const Target &t, const std::string &keep, const ChangeRequest &req, const std::string &dk)
 {
@@ -959,7 +976,7 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 	key += ")";
 	Params del;
 	del.AddText(keep);
-	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + key + " <> ALL ($1::jsonb[]) " +
+	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) + " <> ALL ($1::text[]) " +
 	                         "RETURNING to_jsonb(t)::text, " + key + "::text",
 	                     del, false);
 	std::vector<std::pair<std::string, std::string>> removed; /* (row, entity key): SPI results are overwritten by the calls */
@@ -997,6 +1014,16 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		if (in.has_unavailable)
 			in.row_exists = SelectRowImage(t, *c.key_img).has_value();
 		Decision d = Decide(in);
+		if (c.claimed_before &&
+		    (d.outcome != Outcome::Applied || DeliveryHadConflict(t.relid, c.delivery_key))) {
+			/*
+			 * The ledger had it and the records agree (or it was a recorded
+			 * conflict that a re-decision must not turn into an apply): a
+			 * duplicate delivery.
+			 */
+			cnt.duplicate++;
+			return Outcome::Duplicate;
+		}
 
 		switch (d.outcome) {
 		case Outcome::Stale:
@@ -1048,18 +1075,11 @@ QuoteLiteralText(const std::string &s)
 	return std::string(q);
 }
 
+// The dedup claim (SPEC §4.1) in the compact ledger (pg/state_store.hpp).
 bool
-Claim(const std::string &delivery_key, Oid relid, const std::string &entity_key, const Version &v)
+Claim(const std::string &delivery_key, Oid relid, int32_t now_s)
 {
-	Params p;
-	p.AddText(delivery_key);
-	p.AddOid(relid);
-	p.AddTextOrNull(entity_key.empty() ? std::nullopt : std::optional<std::string>(entity_key));
-	p.AddText(v.ToArrayLiteral());
-	uint64_t n = Execute("INSERT INTO cdc.ledger (delivery_key, target, entity_key, version) "
-	                     "VALUES ($1, $2, $3::jsonb, $4::bigint[]) ON CONFLICT (delivery_key) DO NOTHING",
-	                     p, true);
-	return n == 1;
+	return ClaimDelivery(relid, delivery_key, now_s);
 }
 
 void
@@ -1136,44 +1156,34 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		const Version &v = req.version;
 		std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, "");
 		SetContext(&t, dk);
-		if (!Claim(dk, relid, "", v)) {
-			cnt.duplicate++;
-			return Outcome::Duplicate;
-		}
+		const bool claimed = Claim(dk, relid, TransactionSeconds());
 		if (t.modes.mode == Mode::History)
 			return ApplyHistoryTruncate(t, req, dk, cnt);
 		if (t.barrier && t.barrier->source == source && Version::Compare(v, t.barrier->version) <= 0) {
+			/* a processed delivery (claim taken) or an older truncate */
+			if (!claimed) {
+				cnt.duplicate++;
+				return Outcome::Duplicate;
+			}
 			cnt.stale++;
 			return Outcome::Stale;
 		}
+		const int16_t src = SourceId(source, source_ids_);
 		/*
 		 * Rows whose entity moved past the truncate's version (a newer change
 		 * applied before this late truncate arrived) survive it; everything
 		 * else goes.  Usually there are none and TRUNCATE does the job.
 		 */
-		Params newer;
-		newer.AddOid(relid);
-		newer.AddText(source);
-		newer.AddText(v.ToArrayLiteral());
-		uint64_t nnewer = Execute("SELECT coalesce(array_agg(entity_key)::text, '{}') FROM cdc.entity_state "
-		                          "WHERE target = $1 AND source_name = $2 AND version > $3::bigint[] AND NOT deleted",
-		                          newer, true);
-		std::string keep = nnewer ? ResultText(0, 1).value_or("{}") : "{}";
+		std::string keep = LiveKeysNewerThan(relid, src, v);
 		if (t.modes.mode == Mode::Handler) {
 			TruncateWithHandler(t, keep, req, dk);
 		} else if (keep == "{}") {
 			Params none;
 			Execute("TRUNCATE " + t.qualified, none, false);
 		} else {
-			std::string key = "jsonb_build_object(";
-			for (size_t i = 0; i < t.key.size(); i++) {
-				const std::string &name = t.columns[size_t(t.key[i])].name;
-				key += (i ? ", " : "") + QuoteLiteralText(name) + ", t." + QuoteIdent(name) + "::text";
-			}
-			key += ")";
 			Params del;
 			del.AddText(keep);
-			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + key + " <> ALL ($1::jsonb[])", del, false);
+			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) + " <> ALL ($1::text[])", del, false);
 		}
 		Params p;
 		p.AddOid(relid);
@@ -1183,8 +1193,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		        "ON CONFLICT (target) DO UPDATE SET source_name = EXCLUDED.source_name, version = EXCLUDED.version, "
 		        "truncated_at = now()",
 		        p, true);
-		Execute("DELETE FROM cdc.entity_state WHERE target = $1 AND source_name = $2 AND version <= $3::bigint[]", p,
-		        true);
+		DropEntityRecordsUpTo(relid, src, v);
 		t.barrier = Barrier{source, v};
 		cnt.applied++;
 		if (t.mapping.outbox && WriteOutbox(t, req.source, 't', v, "", std::nullopt))
@@ -1227,10 +1236,15 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 
 	std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, entity_key);
 	SetContext(&t, dk);
-	if (!Claim(dk, relid, entity_key, v)) {
-		cnt.duplicate++;
-		return Outcome::Duplicate;
-	}
+	/*
+	 * The dedup claim.  When the ledger already has the delivery the change
+	 * still goes through the version decision (under the entity lock), but
+	 * only an "applied" decision counts: it proves the change new, so the
+	 * ledger hit was a digest collision.  Anything else is a duplicate.
+	 */
+	const int32_t now_s = TransactionSeconds();
+	const bool claimed_before = !Claim(dk, relid, now_s);
+	const int16_t src = SourceId(source, source_ids_);
 
 	/* An update whose before-image carries another key: delete the old key first. */
 	if (req.op == Op::Update && before && !SameKey(t, *before, *after)) {
@@ -1242,9 +1256,13 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		old.key_img = &*before;
 		old.image = &*before;
 		old.entity_key = EntityKey(t, *before, "before");
+		old.compact_key = CompactKey(t, *before);
 		old.version = v;
 		old.source = source;
-		old.content_hash = "delete";
+		old.src = src;
+		old.now_s = now_s;
+		old.claimed_before = claimed_before;
+		old.content_hash = "0";
 		old.delivery_key = dk;
 		old.op = 'd';
 		/* One event, one outcome: the implied delete adds only its outbox row to the counts. */
@@ -1261,9 +1279,13 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	c.key_img = &main;
 	c.image = &main;
 	c.entity_key = entity_key;
+	c.compact_key = CompactKey(t, main);
 	c.version = v;
 	c.source = source;
-	c.content_hash = is_delete ? std::string("delete") : ImageHash(t, main);
+	c.src = src;
+	c.now_s = now_s;
+	c.claimed_before = claimed_before;
+	c.content_hash = is_delete ? std::string("0") : ContentHash32(ImageHash(t, main));
 	c.delivery_key = dk;
 	c.op = OpName(req.op)[0];
 	return ApplyEntity(c, cnt);

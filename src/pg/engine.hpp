@@ -92,6 +92,7 @@ class ApplyEngine {
 	std::map<Oid, std::unique_ptr<Target>> targets_;
 	std::map<Oid, Counters> counters_;
 	std::map<std::string, Oid> resolved_; // "source\nschema\ntable" -> target, for this engine's lifetime
+	std::map<std::string, int16_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
 	std::string event_label_;
 	bool finished_ = false;
 };

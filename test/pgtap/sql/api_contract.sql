@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(120);
+SELECT plan(123);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -24,7 +24,7 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'), false, 'extension is not relocatable');
 
 -- Tables and views.
-SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
+SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
                          'subscription', 'subscription_state', 'skipped_transactions'],
                   'schema cdc has exactly the state tables');
 SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status'], 'schema cdc has exactly the views');
@@ -40,14 +40,15 @@ SELECT has_view('cdc', 'entities', 'cdc.entities exists');
 SELECT has_view('cdc', 'tombstones', 'cdc.tombstones exists');
 
 -- Keys.
-SELECT col_is_pk('cdc', 'ledger', 'delivery_key', 'cdc.ledger: delivery_key is the primary key (the dedup claim)');
-SELECT col_type_is('cdc', 'ledger', 'delivery_key', 'text', 'cdc.ledger.delivery_key is text');
-SELECT col_not_null('cdc', 'ledger', 'delivery_key', 'cdc.ledger.delivery_key is NOT NULL');
+-- The compact layout (docs/retention.md): fixed-width columns only.
+SELECT columns_are('cdc', 'ledger', ARRAY['digest', 'target', 'claimed_s'], 'cdc.ledger has exactly the compact columns');
+SELECT col_is_pk('cdc', 'ledger', 'digest', 'cdc.ledger: the digest of (target, delivery key) is the primary key (the dedup claim)');
+SELECT col_type_is('cdc', 'ledger', 'digest', 'bigint', 'cdc.ledger.digest is bigint');
 SELECT col_type_is('cdc', 'ledger', 'target', 'regclass', 'cdc.ledger.target is regclass');
-SELECT col_type_is('cdc', 'ledger', 'entity_key', 'jsonb', 'cdc.ledger.entity_key is jsonb');
-SELECT col_type_is('cdc', 'ledger', 'version', 'bigint[]', 'cdc.ledger.version is bigint[]');
-SELECT col_not_null('cdc', 'ledger', 'version', 'cdc.ledger.version is NOT NULL');
-SELECT col_type_is('cdc', 'ledger', 'claimed_at', 'timestamp with time zone', 'cdc.ledger.claimed_at is timestamptz');
+SELECT col_type_is('cdc', 'ledger', 'claimed_s', 'integer', 'cdc.ledger.claimed_s is integer (seconds since 2000)');
+SELECT col_not_null('cdc', 'ledger', 'claimed_s', 'cdc.ledger.claimed_s is NOT NULL');
+SELECT is(cdc.delivery_digest('cdc.mapping', 'k'), ('x' || substr(md5('cdc.mapping'::regclass::oid::text || E'\n' || 'k'), 1, 16))::bit(64)::bigint,
+          'cdc.delivery_digest is the first 64 bits of md5(target oid, newline, delivery key)');
 
 SELECT col_is_pk('cdc', 'outbox', 'id', 'cdc.outbox: id is the primary key');
 SELECT col_is_unique('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is unique');
@@ -69,7 +70,15 @@ SELECT col_default_is('cdc', 'mapping', 'unavailable_placeholder', '__debezium_u
                       'cdc.mapping.unavailable_placeholder defaults to Debezium''s placeholder');
 SELECT col_default_is('cdc', 'mapping', 'conflict_policy', 'record', 'cdc.mapping.conflict_policy defaults to record');
 
-SELECT col_is_pk('cdc', 'entity_state', ARRAY['target', 'entity_key'], 'cdc.entity_state: (target, entity_key) is the primary key');
+SELECT col_is_pk('cdc', 'entity_state', ARRAY['target', 'key'], 'cdc.entity_state: (target, key) is the primary key');
+SELECT columns_are('cdc', 'entity_state', ARRAY['v1', 'v2', 'target', 'v0', 'v3', 'chash', 'touched_s', 'src', 'deleted', 'key'],
+                   'cdc.entity_state has exactly the compact columns');
+SELECT is((SELECT array_agg(format_type(atttypid, atttypmod) ORDER BY attnum) FROM pg_attribute
+            WHERE attrelid = 'cdc.entity_state'::regclass AND attnum > 0 AND NOT attisdropped),
+          ARRAY['bigint', 'bigint', 'regclass', 'integer', 'integer', 'integer', 'integer', 'smallint', 'boolean', 'text'],
+          'cdc.entity_state columns are fixed-width, 8-byte ones first, the key last');
+SELECT col_is_pk('cdc', 'source', 'id', 'cdc.source: id is the primary key');
+SELECT col_is_unique('cdc', 'source', 'name', 'cdc.source.name is unique');
 SELECT col_type_is('cdc', 'entity_state', 'deleted', 'boolean', 'cdc.entity_state.deleted is boolean');
 SELECT col_is_pk('cdc', 'table_barrier', 'target', 'cdc.table_barrier: target is the primary key');
 SELECT col_is_pk('cdc', 'conflicts', 'id', 'cdc.conflicts: id is the primary key');

@@ -51,6 +51,13 @@ sub setup
 		$sql .= table_ddl($self->{tables}{$t}) . "\n" . mapping_sql($self->{tables}{$t}) . "\n";
 	}
 	$node->safe_psql($self->{db}, $sql);
+	# The OIDs of the targets: the ledger keeps digests of (target OID,
+	# delivery key), which the model computes (Model::ledger_digest).
+	for my $l (split /\n/, $node->safe_psql($self->{db}, q{SELECT oid::regclass::text || '|' || oid FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace}))
+	{
+		my ($t, $oid) = split /\|/, $l;
+		$self->{tables}{$t}{oid} = $oid if $self->{tables}{$t};
+	}
 }
 
 sub reset_sql
@@ -125,9 +132,9 @@ sub dump_sql
 		$sql .= qq{SELECT 'S|row|$t|' || to_jsonb(t)::text FROM "$t" t;\n};
 	}
 	$sql .= <<'SQL';
-SELECT 'S|ent|' || target::text || '|' || entity_key::text || '|' || source_name || '|' || version::text || '|' || CASE WHEN deleted THEN 't' ELSE 'f' END FROM cdc.entity_state;
+SELECT 'S|ent|' || target::text || '|' || entity_key::text || '|' || source_name || '|' || version::text || '|' || CASE WHEN is_tombstone THEN 't' ELSE 'f' END FROM cdc.entities;
 SELECT 'S|bar|' || target::text || '|' || source_name || '|' || version::text FROM cdc.table_barrier;
-SELECT 'S|led|' || delivery_key || '|' || target::text || '|' || coalesce(entity_key::text, 'null') || '|' || version::text FROM cdc.ledger;
+SELECT 'S|led|' || target::text || '|' || digest FROM cdc.ledger;
 SELECT 'S|obx|' || idempotency_key || '|' || target::text || '|' || coalesce(entity_key::text, 'null') || '|' || op || '|' || version::text FROM cdc.outbox;
 SELECT 'S|cfl|' || target::text || '|' || entity_key::text || '|' || delivery_key || '|' || op || '|' || event_version::text FROM cdc.conflicts;
 SELECT 'S|st|' || target::text || '|' || applied || '|' || duplicate || '|' || stale || '|' || conflict || '|' || ignored || '|' || blocked_resurrections || '|' || outbox_rows || '|' || snapshot_rows FROM cdc.stats;
@@ -158,7 +165,7 @@ sub parse_output
 			$f[1] = CdcTorture::Model::canon_key($f[1]);
 			push @lines, join('|', 'ent', @f);
 		}
-		elsif ($kind eq 'led' || $kind eq 'obx' || $kind eq 'cfl')
+		elsif ($kind eq 'obx' || $kind eq 'cfl')
 		{
 			my $i = $kind eq 'cfl' ? 1 : 2;
 			$f[$i] = CdcTorture::Model::canon_key($f[$i] eq 'null' ? undef : $f[$i]);
