@@ -27,6 +27,7 @@ CREATE TABLE cdc.mapping (
   conflict_policy         text NOT NULL DEFAULT 'record' CHECK (conflict_policy IN ('record', 'error')),
   mode                    text NOT NULL DEFAULT 'state' CHECK (mode IN ('state', 'history', 'handler')),
   handler                 regprocedure,
+  expired_policy          text NOT NULL DEFAULT 'refuse' CHECK (expired_policy IN ('refuse', 'apply', 'dead_letter')),
   created_at              timestamptz NOT NULL DEFAULT now(),
   CHECK ((mode = 'handler') = (handler IS NOT NULL))
 );
@@ -48,6 +49,7 @@ COMMENT ON COLUMN cdc.mapping.temporal_unit IS 'Unit of integer timestamps/times
 COMMENT ON COLUMN cdc.mapping.conflict_policy IS '''record'': equal-version conflicts go to cdc.conflicts and return conflict; ''error'': they raise SQLSTATE 23000.';
 COMMENT ON COLUMN cdc.mapping.mode IS '''state'': the target mirrors the source row; ''history'': the target is a history table getting one row per source change, unique on (cdc_key, cdc_version); ''handler'': as state, and the handler function is called for every applied change.';
 COMMENT ON COLUMN cdc.mapping.handler IS 'Handler function of mode ''handler'': handler(op text, old T, new T, meta jsonb) with T the target''s row type or jsonb; called only when a change is applied, in the same transaction.';
+COMMENT ON COLUMN cdc.mapping.expired_policy IS 'What happens to a change that has no entity record and is not newer than the prune watermark (its records may have been pruned, so it can be proven neither new nor old): ''refuse'' (outcome expired, nothing applied), ''dead_letter'' (outcome expired, the event is kept in cdc.dead_letter) or ''apply'' (applied as new). Counted in cdc.stats.expired either way.';
 COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or last changed.';
 
 -- ---------------------------------------------------------------------------
@@ -201,6 +203,7 @@ CREATE TABLE cdc.counters (
   blocked_resurrections bigint NOT NULL DEFAULT 0,
   outbox_rows           bigint NOT NULL DEFAULT 0,
   snapshot_rows         bigint NOT NULL DEFAULT 0,
+  expired               bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (target, backend_id)
 );
 COMMENT ON TABLE cdc.counters IS
@@ -215,6 +218,7 @@ COMMENT ON COLUMN cdc.counters.ignored IS 'Non-change records and truncates igno
 COMMENT ON COLUMN cdc.counters.blocked_resurrections IS 'Stale inserts/updates blocked by a newer tombstone.';
 COMMENT ON COLUMN cdc.counters.outbox_rows IS 'Outbox rows written.';
 COMMENT ON COLUMN cdc.counters.snapshot_rows IS 'Snapshot rows (op r) applied.';
+COMMENT ON COLUMN cdc.counters.expired IS 'Changes older than the prune watermark of an entity without records (outcome expired, or applied under expired_policy ''apply'').';
 
 CREATE VIEW cdc.stats AS
   SELECT target,
@@ -225,11 +229,12 @@ CREATE VIEW cdc.stats AS
          sum(ignored)::bigint               AS ignored,
          sum(blocked_resurrections)::bigint AS blocked_resurrections,
          sum(outbox_rows)::bigint           AS outbox_rows,
-         sum(snapshot_rows)::bigint         AS snapshot_rows
+         sum(snapshot_rows)::bigint         AS snapshot_rows,
+         sum(expired)::bigint               AS expired
     FROM cdc.counters
    GROUP BY target;
 COMMENT ON VIEW cdc.stats IS
-  'Per-target outcome counts (applied, duplicate, stale, conflict, ignored), blocked resurrections, outbox rows and snapshot rows, summed over all sessions.';
+  'Per-target outcome counts (applied, duplicate, stale, conflict, ignored), blocked resurrections, outbox rows, snapshot rows and expired changes, summed over all sessions.';
 
 -- Readable forms of the compact layout.
 CREATE FUNCTION cdc.seconds_to_timestamptz(seconds integer) RETURNS timestamptz
@@ -288,6 +293,180 @@ COMMENT ON VIEW cdc.tombstones IS
   'Delete tombstones: keys whose latest applied change was a delete, with its version. Kept for the replay horizon (cdc.prune()).';
 
 -- ---------------------------------------------------------------------------
+-- Replay horizon and pruning (SPEC §3 fourth answer, §8; docs/retention.md)
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.dead_letter (
+  id           bigserial PRIMARY KEY,
+  target       regclass NOT NULL,
+  entity_key   jsonb NOT NULL,
+  delivery_key text NOT NULL,
+  op           text NOT NULL,
+  version      bigint[] NOT NULL,
+  watermark    bigint[] NOT NULL,
+  event_image  jsonb NOT NULL,
+  source       jsonb NOT NULL,
+  recorded_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.dead_letter IS
+  'Changes refused as expired under expired_policy ''dead_letter'': no entity record and not newer than the prune watermark, so neither new nor old can be proven. Kept for an operator to inspect and, if right, re-apply with a mapping whose expired_policy is ''apply''.';
+COMMENT ON COLUMN cdc.dead_letter.id IS 'Insertion order.';
+COMMENT ON COLUMN cdc.dead_letter.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.dead_letter.entity_key IS 'Entity key.';
+COMMENT ON COLUMN cdc.dead_letter.delivery_key IS 'Delivery key of the change.';
+COMMENT ON COLUMN cdc.dead_letter.op IS 'Op of the change (c, u, d, r).';
+COMMENT ON COLUMN cdc.dead_letter.version IS 'Version of the change.';
+COMMENT ON COLUMN cdc.dead_letter.watermark IS 'The prune watermark it was not newer than.';
+COMMENT ON COLUMN cdc.dead_letter.event_image IS 'The event''s after-image (before-image for deletes), as received.';
+COMMENT ON COLUMN cdc.dead_letter.source IS 'Source identity of the change (as cdc.outbox.source).';
+COMMENT ON COLUMN cdc.dead_letter.recorded_at IS 'Transaction start time.';
+
+CREATE TABLE cdc.prune_watermark (
+  v1        bigint NOT NULL,
+  v2        bigint NOT NULL,
+  target    regclass NOT NULL,
+  src       smallint NOT NULL,
+  v0        integer NOT NULL,
+  v3        integer NOT NULL,
+  pruned_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (target, src)
+);
+COMMENT ON TABLE cdc.prune_watermark IS
+  'Per target and source: the greatest version of a tombstone cdc.prune() removed. A change for an entity without records is provably new only when its version is greater; otherwise it is expired (expired_policy).';
+COMMENT ON COLUMN cdc.prune_watermark.v1 IS 'Version component 2 (see cdc.entity_state.v1).';
+COMMENT ON COLUMN cdc.prune_watermark.v2 IS 'Version component 3.';
+COMMENT ON COLUMN cdc.prune_watermark.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.prune_watermark.src IS 'cdc.source id: versions of different sources are never compared.';
+COMMENT ON COLUMN cdc.prune_watermark.v0 IS 'Version component 1 (the source epoch).';
+COMMENT ON COLUMN cdc.prune_watermark.v3 IS 'Version component 4.';
+COMMENT ON COLUMN cdc.prune_watermark.pruned_at IS 'When it last moved.';
+
+CREATE TABLE cdc.prune_state (
+  relation           text PRIMARY KEY CHECK (relation IN ('ledger', 'entity_state', 'outbox')),
+  next_block         bigint NOT NULL DEFAULT 0,
+  last_run_at        timestamptz,
+  last_sweep_done_at timestamptz,
+  removed            bigint NOT NULL DEFAULT 0
+);
+INSERT INTO cdc.prune_state (relation) VALUES ('ledger'), ('entity_state'), ('outbox');
+COMMENT ON TABLE cdc.prune_state IS
+  'Where cdc.prune() continues in each table: it scans at most max_pages blocks per table per call, from next_block, wrapping around at the end (a completed pass is a sweep).';
+COMMENT ON COLUMN cdc.prune_state.relation IS 'ledger, entity_state (tombstones) or outbox (published rows).';
+COMMENT ON COLUMN cdc.prune_state.next_block IS 'First block the next call scans.';
+COMMENT ON COLUMN cdc.prune_state.last_run_at IS 'When cdc.prune() last scanned this table.';
+COMMENT ON COLUMN cdc.prune_state.last_sweep_done_at IS 'When a pass over the whole table last completed: everything older than the horizon of that time is gone.';
+COMMENT ON COLUMN cdc.prune_state.removed IS 'Rows removed by cdc.prune() so far.';
+
+CREATE FUNCTION cdc.replay_horizon() RETURNS interval
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(nullif(current_setting('cdc.replay_horizon', true), '')::interval, interval '7 days') $$;
+COMMENT ON FUNCTION cdc.replay_horizon() IS
+  'The replay horizon: setting cdc.replay_horizon (default 7 days). Ledger entries, tombstones and published outbox rows are kept at least this long.';
+
+CREATE FUNCTION cdc.prune(max_pages integer DEFAULT 1000, horizon interval DEFAULT NULL)
+RETURNS TABLE (relation text, scanned_blocks bigint, removed bigint, sweep_done boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  h        interval := coalesce(horizon, cdc.replay_horizon());
+  cutoff   timestamptz;
+  cutoff_s integer;
+  st       cdc.prune_state;
+  nblocks  bigint;
+  upto     bigint;
+  n        bigint;
+BEGIN
+  IF h < interval '0' THEN
+    RAISE EXCEPTION 'the replay horizon must not be negative: %', h USING ERRCODE = '22023';
+  END IF;
+  IF max_pages IS NULL OR max_pages < 1 THEN
+    RAISE EXCEPTION 'max_pages must be at least 1' USING ERRCODE = '22023';
+  END IF;
+  -- one pruner at a time; a concurrent call returns nothing
+  IF NOT pg_try_advisory_xact_lock(hashtext('cdc.prune')) THEN
+    RETURN;
+  END IF;
+  cutoff := now() - h;
+  -- whole seconds since 2000-01-01 UTC, rounded down: an entry stored with
+  -- second s is older than the horizon when s < cutoff_s (never one within)
+  cutoff_s := floor(extract(epoch FROM cutoff) - 946684800)::integer;
+  FOR st IN SELECT * FROM cdc.prune_state ORDER BY 1 FOR UPDATE LOOP
+    nblocks := pg_relation_size(('cdc.' || st.relation)::regclass) / current_setting('block_size')::bigint;
+    IF st.next_block >= nblocks THEN
+      st.next_block := 0;
+    END IF;
+    upto := st.next_block + max_pages;
+    IF st.relation = 'ledger' THEN
+      DELETE FROM cdc.ledger l
+       WHERE l.ctid >= format('(%s,0)', st.next_block)::tid AND l.ctid < format('(%s,0)', upto)::tid
+         AND l.claimed_s < cutoff_s;
+      GET DIAGNOSTICS n = ROW_COUNT;
+    ELSIF st.relation = 'entity_state' THEN
+      -- tombstones only (a live entity's record is needed as long as its row
+      -- lives); the greatest pruned version per target and source becomes
+      -- the watermark, in the same statement
+      WITH gone AS (
+        DELETE FROM cdc.entity_state e
+         WHERE e.ctid >= format('(%s,0)', st.next_block)::tid AND e.ctid < format('(%s,0)', upto)::tid
+           AND e.deleted AND e.touched_s < cutoff_s
+        RETURNING e.target, e.src, e.v0, e.v1, e.v2, e.v3),
+      top AS (
+        SELECT DISTINCT ON (g.target, g.src) g.target, g.src, g.v0, g.v1, g.v2, g.v3
+          FROM gone g ORDER BY g.target, g.src, g.v0 DESC, g.v1 DESC, g.v2 DESC, g.v3 DESC),
+      mark AS (
+        INSERT INTO cdc.prune_watermark AS w (target, src, v0, v1, v2, v3)
+        SELECT t.target, t.src, t.v0, t.v1, t.v2, t.v3 FROM top t
+        ON CONFLICT (target, src) DO UPDATE
+           SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, pruned_at = now()
+         WHERE (w.v0, w.v1, w.v2, w.v3) < (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3))
+      SELECT count(*) INTO n FROM gone;
+    ELSE
+      DELETE FROM cdc.outbox o
+       WHERE o.ctid >= format('(%s,0)', st.next_block)::tid AND o.ctid < format('(%s,0)', upto)::tid
+         AND o.published_at IS NOT NULL AND o.created_at < cutoff;
+      GET DIAGNOSTICS n = ROW_COUNT;
+    END IF;
+    UPDATE cdc.prune_state p
+       SET next_block = CASE WHEN upto >= nblocks THEN 0 ELSE upto END,
+           last_run_at = now(),
+           last_sweep_done_at = CASE WHEN upto >= nblocks THEN now() ELSE p.last_sweep_done_at END,
+           removed = p.removed + n
+     WHERE p.relation = st.relation;
+    relation := st.relation;
+    scanned_blocks := least(upto, nblocks) - st.next_block;
+    removed := n;
+    sweep_done := upto >= nblocks;
+    RETURN NEXT;
+  END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.prune(integer, interval) IS
+  'Removes ledger entries, tombstones and published outbox rows older than the replay horizon (default cdc.replay_horizon()), scanning at most max_pages blocks of each table per call and continuing where the last call stopped (cdc.prune_state): call it repeatedly, or let the launcher call it every cdc.prune_interval. Pruned tombstones raise the prune watermark. Returns per table the blocks scanned, the rows removed and whether a pass over the table completed. A concurrent call returns no rows. Errors: 22023 negative horizon or max_pages < 1.';
+
+CREATE VIEW cdc.horizon_status AS
+  SELECT h.horizon,
+         now() - h.horizon AS cutoff,
+         (SELECT cdc.seconds_to_timestamptz(min(l.claimed_s)) FROM cdc.ledger l) AS oldest_ledger_entry,
+         (SELECT count(*) FROM cdc.ledger) AS ledger_rows,
+         pg_total_relation_size('cdc.ledger') AS ledger_bytes,
+         (SELECT cdc.seconds_to_timestamptz(min(e.touched_s)) FROM cdc.entity_state e WHERE e.deleted) AS oldest_tombstone,
+         (SELECT count(*) FROM cdc.entity_state e WHERE e.deleted) AS tombstones,
+         (SELECT count(*) FROM cdc.entity_state e WHERE NOT e.deleted) AS live_entities,
+         pg_total_relation_size('cdc.entity_state') AS entity_state_bytes,
+         (SELECT count(*) FROM cdc.outbox o WHERE o.published_at IS NULL) AS outbox_unpublished,
+         (SELECT count(*) FROM cdc.outbox o WHERE o.published_at IS NOT NULL) AS outbox_published,
+         pg_total_relation_size('cdc.outbox') AS outbox_bytes,
+         (SELECT count(*) FROM cdc.prune_watermark) AS watermarks,
+         (SELECT coalesce(sum(c.expired), 0) FROM cdc.counters c)::bigint AS expired_changes,
+         (SELECT max(p.last_run_at) FROM cdc.prune_state p) AS last_prune_at,
+         (SELECT CASE WHEN bool_and(p.last_sweep_done_at IS NOT NULL) THEN min(p.last_sweep_done_at) END
+            FROM cdc.prune_state p) AS last_full_sweep_at
+    FROM (SELECT cdc.replay_horizon() AS horizon) h;
+COMMENT ON VIEW cdc.horizon_status IS
+  'The replay horizon and what it retains: the horizon and its cutoff time, the oldest ledger entry and tombstone, row counts and sizes in bytes (heap, indexes, TOAST) of the ledger, entity records and outbox, watermarks, expired changes, and when cdc.prune() last ran and last completed a pass over every table. Counts scan the tables.';
+
+-- ---------------------------------------------------------------------------
 -- Registering mappings
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION cdc.register_mapping(
@@ -305,7 +484,8 @@ CREATE FUNCTION cdc.register_mapping(
   source_name             text    DEFAULT NULL,
   conflict_policy         text    DEFAULT 'record',
   mode                    text    DEFAULT 'state',
-  handler                 regprocedure DEFAULT NULL)
+  handler                 regprocedure DEFAULT NULL,
+  expired_policy          text    DEFAULT 'refuse')
 RETURNS cdc.mapping
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -337,6 +517,11 @@ BEGIN
   END LOOP;
   IF key_columns IS NOT NULL AND cardinality(key_columns) = 0 THEN
     RAISE EXCEPTION 'key_columns must not be empty' USING ERRCODE = '22023';
+  END IF;
+  IF expired_policy IS NULL OR expired_policy NOT IN ('refuse', 'apply', 'dead_letter') THEN
+    RAISE EXCEPTION 'expired_policy must be ''refuse'', ''apply'' or ''dead_letter'', not %',
+                    coalesce(quote_literal(expired_policy), 'NULL')
+      USING ERRCODE = '22023';
   END IF;
   IF mode IS NULL OR mode NOT IN ('state', 'history', 'handler') THEN
     RAISE EXCEPTION 'mode must be ''state'', ''history'' or ''handler'', not %', coalesce(quote_literal(mode), 'NULL')
@@ -433,10 +618,10 @@ BEGIN
 
   INSERT INTO cdc.mapping AS m (target, source_name, source_schema, source_table, key_columns, version_column,
                                 source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
-                                temporal_unit, conflict_policy, mode, handler)
+                                temporal_unit, conflict_policy, mode, handler, expired_policy)
   VALUES (target, source_name, coalesce(source_schema, rel_schema), coalesce(source_table, rel_name), key_columns,
           version_column, source_epoch, coalesce(outbox, false), outbox_topic, truncate_policy,
-          unavailable_placeholder, temporal_unit, conflict_policy, mode, handler)
+          unavailable_placeholder, temporal_unit, conflict_policy, mode, handler, expired_policy)
   ON CONFLICT ON CONSTRAINT mapping_pkey DO UPDATE
      SET source_name = EXCLUDED.source_name, source_schema = EXCLUDED.source_schema,
          source_table = EXCLUDED.source_table, key_columns = EXCLUDED.key_columns,
@@ -444,13 +629,14 @@ BEGIN
          outbox = EXCLUDED.outbox, outbox_topic = EXCLUDED.outbox_topic,
          truncate_policy = EXCLUDED.truncate_policy, unavailable_placeholder = EXCLUDED.unavailable_placeholder,
          temporal_unit = EXCLUDED.temporal_unit, conflict_policy = EXCLUDED.conflict_policy,
-         mode = EXCLUDED.mode, handler = EXCLUDED.handler, created_at = now()
+         mode = EXCLUDED.mode, handler = EXCLUDED.handler, expired_policy = EXCLUDED.expired_policy,
+         created_at = now()
   RETURNING * INTO result;
   RETURN result;
 END
 $fn$;
-COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
+COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) IS
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
 
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
@@ -723,8 +909,9 @@ COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to 
 -- writes these tables directly.  Reading state is open to everyone.
 REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
 GRANT USAGE ON SCHEMA cdc TO PUBLIC;
-GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping, cdc.source TO PUBLIC;
-REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure) FROM PUBLIC;
+GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping, cdc.source, cdc.horizon_status TO PUBLIC;
+REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;

@@ -45,6 +45,7 @@ BEGIN
 END $$;
 
 -- Registration checks the handler's signature.
+\set SHOW_CONTEXT never
 CREATE FUNCTION hd_wrong(op text, old jsonb, new hd_orders, meta jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
 SELECT cdc.register_mapping('hd_orders', mode => 'handler', handler => 'hd_wrong(text, jsonb, hd_orders, jsonb)');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
@@ -52,6 +53,7 @@ SELECT cdc.register_mapping('hd_orders', handler => 'hd_orders_handler(text, hd_
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.register_mapping('hd_orders', mode => 'handler');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT errors
 SELECT target, source_table, mode, handler
   FROM cdc.register_mapping('hd_orders', mode => 'handler',
                             handler => 'hd_orders_handler(text, hd_orders, hd_orders, jsonb)');

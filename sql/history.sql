@@ -122,6 +122,7 @@ SELECT count(*) AS history_rows_after_truncate FROM hist_orders_log;
 -- ===========================================================================
 -- 8. Bad mappings and bad events (each followed by the SQLSTATE psql got).
 -- ===========================================================================
+\set SHOW_CONTEXT never
 CREATE TABLE hist_bad (id int, v text, cdc_key jsonb, cdc_version bigint[], cdc_op text);
 SELECT cdc.register_mapping('hist_bad', mode => 'history');                          -- 42P10 no key_columns
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
@@ -146,3 +147,4 @@ SELECT cdc.create_history_table('a.b.c', 'hist_orders');                        
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.create_history_table('hist_orders_log', 'hist_orders');                  -- 42P07
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT errors

@@ -1011,6 +1011,8 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		in.stored = stored;
 		if (t.barrier && t.barrier->source == c.source)
 			in.barrier = t.barrier->version;
+		if (!stored) /* records may have been pruned: the watermark tells what can be proven */
+			in.watermark = ReadWatermark(t.relid, c.src, t.version_col >= 0 ? 3 : 4);
 		if (in.has_unavailable)
 			in.row_exists = SelectRowImage(t, *c.key_img).has_value();
 		Decision d = Decide(in);
@@ -1041,6 +1043,15 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		case Outcome::Ignored:
 			cnt.ignored++;
 			return d.outcome;
+		case Outcome::Expired:
+			/* cannot be proven new or old (docs/retention.md): the mapping's expired_policy decides */
+			cnt.expired++;
+			if (t.modes.expired_policy == ModeConfig::ExpiredPolicy::DeadLetter)
+				RecordDeadLetter(t.relid, c.entity_key, c.delivery_key, c.op, c.version, *in.watermark, c.image->json,
+				                 SourceJson(*c.source_info, c.version));
+			if (t.modes.expired_policy != ModeConfig::ExpiredPolicy::Apply)
+				return d.outcome;
+			break;
 		case Outcome::Applied:
 			break;
 		}
@@ -1269,6 +1280,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		Counters implied;
 		ApplyEntity(old, implied);
 		cnt.outbox_rows += implied.outbox_rows;
+		cnt.expired += implied.expired;
 	}
 
 	EntityChange c;
@@ -1303,16 +1315,17 @@ ApplyEngine::Finish()
 		p.AddOid(relid);
 		p.Add(INT4OID, Int32GetDatum(backend), false);
 		for (int64_t x : {c.applied, c.duplicate, c.stale, c.conflict, c.ignored, c.blocked_resurrections,
-		                  c.outbox_rows, c.snapshot_rows})
+		                  c.outbox_rows, c.snapshot_rows, c.expired})
 			p.AddInt8(x);
 		Execute("INSERT INTO cdc.counters AS c (target, backend_id, applied, duplicate, stale, conflict, ignored, "
-		        "blocked_resurrections, outbox_rows, snapshot_rows) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+		        "blocked_resurrections, outbox_rows, snapshot_rows, expired) "
+		        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
 		        "ON CONFLICT (target, backend_id) DO UPDATE SET applied = c.applied + EXCLUDED.applied, "
 		        "duplicate = c.duplicate + EXCLUDED.duplicate, stale = c.stale + EXCLUDED.stale, "
 		        "conflict = c.conflict + EXCLUDED.conflict, ignored = c.ignored + EXCLUDED.ignored, "
 		        "blocked_resurrections = c.blocked_resurrections + EXCLUDED.blocked_resurrections, "
 		        "outbox_rows = c.outbox_rows + EXCLUDED.outbox_rows, "
-		        "snapshot_rows = c.snapshot_rows + EXCLUDED.snapshot_rows",
+		        "snapshot_rows = c.snapshot_rows + EXCLUDED.snapshot_rows, expired = c.expired + EXCLUDED.expired",
 		        p, true);
 	}
 	cdc::pg::Finish();

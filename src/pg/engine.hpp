@@ -24,7 +24,7 @@ struct Target;
 // cdc.counters when the call finishes.
 struct Counters {
 	int64_t applied = 0, duplicate = 0, stale = 0, conflict = 0, ignored = 0;
-	int64_t blocked_resurrections = 0, outbox_rows = 0, snapshot_rows = 0;
+	int64_t blocked_resurrections = 0, outbox_rows = 0, snapshot_rows = 0, expired = 0;
 };
 
 // An image as an input path delivers it: column name -> text input form,

@@ -41,7 +41,8 @@ LoadModeConfig(Oid relid, const std::string &qualified)
 	    "       (SELECT string_agg(a.attname::text, ',') FROM pg_attribute a "
 	    "         WHERE a.attrelid = m.target AND a.attnum > 0 AND NOT a.attisdropped "
 	    "           AND a.attname IN ('cdc_key', 'cdc_version', 'cdc_op', 'cdc_snapshot', 'cdc_source_ts', "
-	    "                             'cdc_source', 'cdc_delivery_key')) "
+	    "                             'cdc_source', 'cdc_delivery_key')), "
+	    "       m.expired_policy "
 	    "  FROM cdc.mapping m "
 	    "  LEFT JOIN pg_proc pr ON pr.oid = m.handler "
 	    "  LEFT JOIN pg_namespace n ON n.oid = pr.pronamespace "
@@ -51,6 +52,10 @@ LoadModeConfig(Oid relid, const std::string &qualified)
 		return cfg;
 	std::string mode = ResultText(0, 1).value_or("state");
 	cfg.mode = ParseMode(mode).value_or(Mode::State);
+	std::string expired = ResultText(0, 7).value_or("refuse");
+	cfg.expired_policy = expired == "apply"         ? ModeConfig::ExpiredPolicy::Apply
+	                     : expired == "dead_letter" ? ModeConfig::ExpiredPolicy::DeadLetter
+	                                                : ModeConfig::ExpiredPolicy::Refuse;
 	if (cfg.mode == Mode::Handler) {
 		std::optional<std::string> fn = ResultText(0, 4);
 		if (!fn)

@@ -25,6 +25,8 @@ struct ModeConfig {
 	// handler
 	std::string handler_name; // regprocedure text, for messages
 	std::string handler_sql;  // the call statement, $1 op, $2 old, $3 new, $4 meta
+	// What an expired change becomes (cdc.mapping.expired_policy, docs/retention.md).
+	enum class ExpiredPolicy { Refuse, Apply, DeadLetter } expired_policy = ExpiredPolicy::Refuse;
 };
 
 // Reads the mode of target `relid` from cdc.mapping (state when there is no

@@ -131,6 +131,42 @@ WriteEntityRecord(Oid target, const std::string &key, int16_t src, const Version
 	return n == 1;
 }
 
+std::optional<Version>
+ReadWatermark(Oid target, int16_t src, size_t arity)
+{
+	Params p;
+	p.AddOid(target);
+	p.Add(INT2OID, Int16GetDatum(src), false);
+	uint64_t n = Execute("SELECT v0, v1, v2, v3 FROM cdc.prune_watermark WHERE target = $1 AND src = $2", p, true);
+	if (n == 0)
+		return std::nullopt;
+	StoredVersion s;
+	s.v0 = std::stoi(ResultText(0, 1).value_or("0"));
+	s.v1 = std::stoll(ResultText(0, 2).value_or("0"));
+	s.v2 = std::stoll(ResultText(0, 3).value_or("0"));
+	s.v3 = std::stoi(ResultText(0, 4).value_or("0"));
+	return FromStoredVersion(s, arity);
+}
+
+void
+RecordDeadLetter(Oid target, const std::string &entity_key, const std::string &delivery_key, char op,
+                 const Version &v, const Version &watermark, const std::string &image_json,
+                 const std::string &source_json)
+{
+	Params p;
+	p.AddOid(target);
+	p.AddText(entity_key);
+	p.AddText(delivery_key);
+	p.AddText(std::string(1, op));
+	p.AddText(v.ToArrayLiteral());
+	p.AddText(watermark.ToArrayLiteral());
+	p.AddText(image_json);
+	p.AddText(source_json);
+	Execute("INSERT INTO cdc.dead_letter (target, entity_key, delivery_key, op, version, watermark, event_image, source) "
+	        "VALUES ($1, $2::jsonb, $3, $4, $5::bigint[], $6::bigint[], $7::jsonb, $8::jsonb)",
+	        p, true);
+}
+
 std::string
 LiveKeysNewerThan(Oid target, int16_t src, const Version &v)
 {

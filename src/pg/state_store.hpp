@@ -51,6 +51,17 @@ std::optional<EntityRecord> LockEntityRecord(Oid target, const std::string &key,
 bool WriteEntityRecord(Oid target, const std::string &key, int16_t src, const Version &v, bool deleted,
                        const std::string &content_hash, int32_t now_s, bool existed);
 
+// The prune watermark of (target, source id): the greatest version of a
+// tombstone cdc.prune() removed; nullopt when none was.  Read it after the
+// entity lock found no record (a new statement sees a concurrent prune that
+// committed meanwhile).
+std::optional<Version> ReadWatermark(Oid target, int16_t src, size_t arity);
+
+// Keeps a change refused as expired in cdc.dead_letter.
+void RecordDeadLetter(Oid target, const std::string &entity_key, const std::string &delivery_key, char op,
+                      const Version &v, const Version &watermark, const std::string &image_json,
+                      const std::string &source_json);
+
 // The compact keys (as a text[] literal) of live entities of `target` from
 // source `src` whose version is newer than `v`: the rows a late truncate
 // keeps.

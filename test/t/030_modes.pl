@@ -196,6 +196,11 @@ is($dest->safe_psql('postgres', q{SELECT string_agg(id::text, ',' ORDER BY id) F
 	'11,12', 'worker: deletes recorded');
 is($dest->safe_psql('postgres', q{SELECT count(*) FROM payments_history WHERE cdc_source_ts IS NULL AND NOT cdc_snapshot}),
 	'0', 'worker: every streamed history row has the source commit time');
+# now() in the worker's transactions is each transaction's own start (the
+# replay horizon compares claim and write times with it): the three
+# streamed transactions have three distinct times.
+is($dest->safe_psql('postgres', q{SELECT count(DISTINCT cdc_recorded_at) FROM payments_history WHERE NOT cdc_snapshot}),
+	'3', 'worker: each applied transaction has its own now()');
 my $history_rows = 1 + 10 + 2 + 2;
 is($dest->safe_psql('postgres', 'SELECT count(*) FROM payments_history'), $history_rows, "worker: $history_rows history rows");
 
@@ -255,6 +260,26 @@ is($dest->safe_psql('postgres', 'SELECT count(*) FROM handler_calls WHERE NOT is
 is($dest->safe_psql('postgres', 'SELECT n FROM shipped_orders'), $shipped,
 	"worker: shipped counter = $shipped transitions into shipped, counted once each");
 is($dest->safe_psql('postgres', 'SELECT count(*) FROM payments_history'), $history_rows, 'worker: history unchanged by the faults');
+
+# The launcher prunes on its schedule: with a zero horizon, the ledger and
+# the tombstones go (live records stay), and streaming goes on correctly
+# through the version records and the prune watermark.
+$dest->safe_psql('postgres', 'ALTER SYSTEM SET cdc.replay_horizon = 0');
+$dest->safe_psql('postgres', 'ALTER SYSTEM SET cdc.prune_interval = 1');
+$dest->reload;
+ok($dest->poll_query_until('postgres', q{
+	SELECT ledger_rows = 0 AND tombstones = 0 AND watermarks > 0 AND last_full_sweep_at IS NOT NULL FROM cdc.horizon_status}),
+	'worker: the launcher pruned the ledger and the tombstones')
+  or diag($dest->safe_psql('postgres', 'SELECT * FROM cdc.horizon_status'));
+is($dest->safe_psql('postgres', q{SELECT count(*) = (SELECT count(*) FROM orders) FROM cdc.entities WHERE target = 'orders'::regclass}),
+	't', 'worker: live entity records are kept');
+orders_workload(121, 160);
+ok(wait_caught_up($source, $dest, 'sub1'), 'worker: streams after pruning');
+compare_table($source, $dest, 'SELECT * FROM orders ORDER BY 1', 'worker: orders equal the source after pruning');
+is($dest->safe_psql('postgres', $totals_query), $source->safe_psql('postgres', $sums_query),
+	'worker: running totals still equal the source sums');
+is($dest->safe_psql('postgres', q{SELECT coalesce(sum(expired), 0) FROM cdc.stats}), '0',
+	'worker: no change of a stream in commit order is expired');
 
 $dest->stop;
 $source->stop;

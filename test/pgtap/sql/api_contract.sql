@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(123);
+SELECT plan(132);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -25,9 +25,10 @@ SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'),
 
 -- Tables and views.
 SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
-                         'subscription', 'subscription_state', 'skipped_transactions'],
+                         'subscription', 'subscription_state', 'skipped_transactions', 'dead_letter', 'prune_watermark',
+                         'prune_state'],
                   'schema cdc has exactly the state tables');
-SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status'], 'schema cdc has exactly the views');
+SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'horizon_status'], 'schema cdc has exactly the views');
 SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
 SELECT has_table('cdc', 'ledger', 'cdc.ledger exists');
 SELECT has_table('cdc', 'entity_state', 'cdc.entity_state exists');
@@ -88,11 +89,11 @@ SELECT col_is_pk('cdc', 'counters', ARRAY['target', 'backend_id'], 'cdc.counters
 
 -- The stats view: its columns, in order, and their types.
 SELECT columns_are('cdc', 'stats', ARRAY['target', 'applied', 'duplicate', 'stale', 'conflict', 'ignored',
-                                         'blocked_resurrections', 'outbox_rows', 'snapshot_rows'],
+                                         'blocked_resurrections', 'outbox_rows', 'snapshot_rows', 'expired'],
                    'cdc.stats has exactly the documented columns');
 SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'cdc.stats'::regclass AND attnum > 0),
           ARRAY['target', 'applied', 'duplicate', 'stale', 'conflict', 'ignored', 'blocked_resurrections',
-                'outbox_rows', 'snapshot_rows'],
+                'outbox_rows', 'snapshot_rows', 'expired'],
           'cdc.stats columns are in the documented order');
 SELECT col_type_is('cdc', 'stats', 'target', 'regclass', 'cdc.stats.target is regclass');
 SELECT col_type_is('cdc', 'stats', 'applied', 'bigint', 'cdc.stats.applied is bigint');
@@ -132,18 +133,18 @@ SELECT is((SELECT array_agg(p.pronargdefaults ORDER BY p.oid::regprocedure::text
             WHERE p.proname = 'cdc_apply' AND p.pronamespace = 'public'::regnamespace),
           ARRAY[2::int2, 2::int2], 'cdc_apply: target and delivery_key default to NULL');
 SELECT has_function('cdc', 'register_mapping',
-                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure'],
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
                     'cdc.register_mapping(...) exists with the documented signature');
 SELECT function_returns('cdc', 'register_mapping',
-                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure'],
+                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
                         'cdc.mapping', 'cdc.register_mapping returns the cdc.mapping row');
 SELECT isnt_definer('cdc', 'register_mapping',
-                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure'],
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
                     'cdc.register_mapping is not SECURITY DEFINER');
-SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text,text,regprocedure)'::regprocedure),
+SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text,text,regprocedure,text)'::regprocedure),
           ARRAY['target', 'source_schema', 'source_table', 'key_columns', 'version_column', 'outbox', 'outbox_topic',
                 'truncate_policy', 'unavailable_placeholder', 'temporal_unit', 'source_epoch', 'source_name', 'conflict_policy',
-                'mode', 'handler'],
+                'mode', 'handler', 'expired_policy'],
           'cdc.register_mapping argument names (callable with named arguments)');
 SELECT col_type_is('cdc', 'mapping', 'mode', 'text', 'cdc.mapping.mode is text');
 SELECT col_default_is('cdc', 'mapping', 'mode', 'state', 'cdc.mapping.mode defaults to state');
@@ -162,6 +163,22 @@ SELECT columns_are('cdc', 'outbox', ARRAY['id', 'idempotency_key', 'topic', 'tar
                                          'version', 'created_at', 'published_at'],
                    'cdc.outbox has exactly the documented columns');
 SELECT has_index('cdc', 'outbox', 'outbox_unpublished_idx', 'cdc.outbox has the relay''s index of unpublished rows');
+-- The replay horizon.
+SELECT has_function('cdc', 'prune', ARRAY['integer', 'interval'], 'cdc.prune(integer, interval) exists');
+SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.prune(integer,interval)'::regprocedure),
+          ARRAY['max_pages', 'horizon', 'relation', 'scanned_blocks', 'removed', 'sweep_done'],
+          'cdc.prune takes max_pages and horizon and returns relation, scanned_blocks, removed, sweep_done');
+SELECT function_privs_are('cdc', 'prune', ARRAY['integer', 'interval'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.prune');
+SELECT has_function('cdc', 'replay_horizon', ARRAY[]::text[], 'cdc.replay_horizon() exists');
+SELECT is(cdc.replay_horizon(), interval '7 days', 'the replay horizon defaults to 7 days');
+SELECT col_default_is('cdc', 'mapping', 'expired_policy', 'refuse', 'cdc.mapping.expired_policy defaults to refuse');
+SELECT columns_are('cdc', 'horizon_status', ARRAY['horizon', 'cutoff', 'oldest_ledger_entry', 'ledger_rows', 'ledger_bytes',
+                   'oldest_tombstone', 'tombstones', 'live_entities', 'entity_state_bytes', 'outbox_unpublished',
+                   'outbox_published', 'outbox_bytes', 'watermarks', 'expired_changes', 'last_prune_at', 'last_full_sweep_at'],
+                   'cdc.horizon_status has exactly the documented columns');
+SELECT table_privs_are('cdc', 'horizon_status', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.horizon_status');
+SELECT col_is_pk('cdc', 'prune_watermark', ARRAY['target', 'src'], 'cdc.prune_watermark: one watermark per (target, source)');
 SELECT has_function('cdc', 'unregister_mapping', ARRAY['regclass'], 'cdc.unregister_mapping(regclass) exists');
 SELECT function_returns('cdc', 'unregister_mapping', ARRAY['regclass'], 'boolean', 'cdc.unregister_mapping returns boolean');
 
@@ -184,7 +201,7 @@ SELECT is_empty($$
 SELECT function_privs_are('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'public', ARRAY['EXECUTE'],
                           'PUBLIC may execute cdc_apply(jsonb, ...)');
 SELECT function_privs_are('cdc', 'register_mapping',
-                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure'],
+                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
                           'public', ARRAY[]::text[], 'PUBLIC may not execute cdc.register_mapping');
 SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.ledger');
 SELECT table_privs_are('cdc', 'outbox', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox');
