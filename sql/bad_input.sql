@@ -20,7 +20,7 @@ CREATE FUNCTION bad_state() RETURNS TABLE (target_rows text, ledger bigint, outb
 LANGUAGE sql AS $$
   SELECT (SELECT coalesce(string_agg(format('%s:%s:%s', id, name, qty), ' ' ORDER BY id), '') FROM bad_items),
          ledger_count('bad_items'), outbox_count('bad_items'),
-         (SELECT count(*) FROM cdc.entity_state WHERE target = 'bad_items'::regclass),
+         (SELECT count(*) FROM cdc.entities WHERE target = 'bad_items'::regclass),
          (SELECT count(*) FROM cdc.conflicts WHERE target = 'bad_items'::regclass),
          coalesce((SELECT s.applied FROM cdc.stats s WHERE s.target = 'bad_items'::regclass), 0)
 $$;
@@ -33,7 +33,7 @@ $$;
 -- bad_unchanged(dk): is the state the remembered one, and is dk unclaimed?
 CREATE FUNCTION bad_unchanged(dk text) RETURNS TABLE (unchanged boolean, claimed boolean) LANGUAGE sql AS $$
   SELECT (SELECT row(m.*)::text FROM bad_mark m) = (SELECT row(s.*)::text FROM bad_state() s),
-         EXISTS (SELECT 1 FROM cdc.ledger WHERE delivery_key = dk)
+         cdc.delivery_processed('bad_items', dk)
 $$;
 -- bad_ev(op, id-or-image, lsn): a Debezium event for bad_items.
 CREATE FUNCTION bad_ev(op text, after jsonb, lsn text, before jsonb DEFAULT NULL) RETURNS jsonb
@@ -230,7 +230,7 @@ SELECT cdc_apply(bad_ev('c', '{"id": 13, "name": "m", "qty": -1}', '0/1D00'), 'b
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set SHOW_CONTEXT errors
 SELECT * FROM bad_unchanged('bad-check');
-SELECT count(*) AS entity_13 FROM cdc.entity_state WHERE target = 'bad_items'::regclass AND entity_key = '{"id": "13"}';
+SELECT count(*) AS entity_13 FROM cdc.entities WHERE target = 'bad_items'::regclass AND entity_key = '{"id": "13"}';
 SELECT cdc_apply(bad_ev('c', '{"id": 13, "name": "m", "qty": 13}', '0/1D00'), 'bad_items', 'bad-check') AS retry;
 SELECT * FROM bad_checkpoint();
 
@@ -263,7 +263,7 @@ SELECT * FROM bad_checkpoint();
 -- applied change; nothing from any failed attempt.
 -- ---------------------------------------------------------------------------
 SELECT * FROM bad_items ORDER BY id;
-SELECT delivery_key, entity_key FROM cdc.ledger WHERE target = 'bad_items'::regclass ORDER BY delivery_key;
+SELECT * FROM ledger_has('bad_items', 'bad-after-c', 'bad-after-r', 'bad-after-u', 'bad-batch-1', 'bad-batch-2', 'bad-batch-3', 'bad-before', 'bad-check', 'bad-column', 'bad-json', 'bad-key', 'bad-name', 'bad-nopk', 'bad-op', 'bad-range', 'bad-target', 'bad-value');
 SELECT op, entity_key FROM cdc.outbox WHERE target = 'bad_items'::regclass ORDER BY id;
 SELECT applied, duplicate, stale, conflict, ignored, outbox_rows FROM cdc.stats WHERE target = 'bad_items'::regclass;
 -- Replaying the keys of the rolled-back attempts once more changes nothing:

@@ -42,12 +42,12 @@ CREATE TABLE basics_items (id int PRIMARY KEY, name text NOT NULL, qty int);
 
 -- Nothing yet: no state for this target.
 SELECT ledger_count('basics_items') AS ledger, outbox_count('basics_items') AS outbox,
-       (SELECT count(*) FROM cdc.entity_state WHERE target = 'basics_items'::regclass) AS entities;
+       (SELECT count(*) FROM cdc.entities WHERE target = 'basics_items'::regclass) AS entities;
 
 SELECT cdc_apply(dbz('c', 'basics_items', '{"id": 1, "name": "bolt", "qty": 10}', '0/1000', 500), 'basics_items');
 SELECT * FROM basics_items ORDER BY id;
 -- The claim and the entity version were written with the row.
-SELECT delivery_key, target, entity_key, version FROM cdc.ledger WHERE target = 'basics_items'::regclass ORDER BY delivery_key;
+SELECT * FROM ledger_has('basics_items', 'dbz:srv:src:public.basics_items:c:4096:500::{"id": "1"}');
 SELECT target, entity_key, source_name, version, is_tombstone FROM cdc.entities WHERE target = 'basics_items'::regclass;
 
 -- The same message again: duplicate (same derived delivery key), nothing changes.

@@ -18,14 +18,18 @@ CREATE TABLE cdc.mapping (
   source_table            text NOT NULL,
   key_columns             name[],
   version_column          name,
-  source_epoch            bigint NOT NULL DEFAULT 0 CHECK (source_epoch >= 0),
+  source_epoch            bigint NOT NULL DEFAULT 0 CHECK (source_epoch BETWEEN 0 AND 2147483647),
   outbox                  boolean NOT NULL DEFAULT false,
   outbox_topic            text,
   truncate_policy         text NOT NULL DEFAULT 'truncate' CHECK (truncate_policy IN ('truncate', 'ignore')),
   unavailable_placeholder text NOT NULL DEFAULT '__debezium_unavailable_value',
   temporal_unit           text CHECK (temporal_unit IN ('milli', 'micro', 'nano')),
   conflict_policy         text NOT NULL DEFAULT 'record' CHECK (conflict_policy IN ('record', 'error')),
-  created_at              timestamptz NOT NULL DEFAULT now()
+  mode                    text NOT NULL DEFAULT 'state' CHECK (mode IN ('state', 'history', 'handler')),
+  handler                 regprocedure,
+  expired_policy          text NOT NULL DEFAULT 'refuse' CHECK (expired_policy IN ('refuse', 'apply', 'dead_letter')),
+  created_at              timestamptz NOT NULL DEFAULT now(),
+  CHECK ((mode = 'handler') = (handler IS NOT NULL))
 );
 CREATE UNIQUE INDEX mapping_source_idx ON cdc.mapping (coalesce(source_name, ''), source_schema, source_table);
 COMMENT ON TABLE cdc.mapping IS
@@ -43,45 +47,62 @@ COMMENT ON COLUMN cdc.mapping.truncate_policy IS '''truncate'': truncate the tar
 COMMENT ON COLUMN cdc.mapping.unavailable_placeholder IS 'Value marking a column the source did not send (unchanged TOAST); such columns keep their destination value.';
 COMMENT ON COLUMN cdc.mapping.temporal_unit IS 'Unit of integer timestamps/times in schema-less events: milli, micro or nano. NULL: such values are an error.';
 COMMENT ON COLUMN cdc.mapping.conflict_policy IS '''record'': equal-version conflicts go to cdc.conflicts and return conflict; ''error'': they raise SQLSTATE 23000.';
+COMMENT ON COLUMN cdc.mapping.mode IS '''state'': the target mirrors the source row; ''history'': the target is a history table getting one row per source change, unique on (cdc_key, cdc_version); ''handler'': as state, and the handler function is called for every applied change.';
+COMMENT ON COLUMN cdc.mapping.handler IS 'Handler function of mode ''handler'': handler(op text, old T, new T, meta jsonb) with T the target''s row type or jsonb; called only when a change is applied, in the same transaction.';
+COMMENT ON COLUMN cdc.mapping.expired_policy IS 'What happens to a change that has no entity record and is not newer than the prune watermark (its records may have been pruned, so it can be proven neither new nor old): ''refuse'' (outcome expired, nothing applied), ''dead_letter'' (outcome expired, the event is kept in cdc.dead_letter) or ''apply'' (applied as new). Counted in cdc.stats.expired either way.';
 COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or last changed.';
 
 -- ---------------------------------------------------------------------------
 -- Dedup ledger, entity versions and tombstones, truncate barriers
 -- ---------------------------------------------------------------------------
+-- Compact layout (docs/retention.md, "Layout"): no text or jsonb that is
+-- not needed, fixed-width versions, times as whole seconds since 2000-01-01
+-- UTC.  The views below show the same state in readable form.
 CREATE TABLE cdc.ledger (
-  delivery_key text PRIMARY KEY,
-  target       regclass NOT NULL,
-  entity_key   jsonb,
-  version      bigint[] NOT NULL,
-  claimed_at   timestamptz NOT NULL DEFAULT now()
+  digest    bigint PRIMARY KEY,
+  target    regclass NOT NULL,
+  claimed_s integer NOT NULL
 );
 COMMENT ON TABLE cdc.ledger IS
-  'Processed-delivery ledger: one row per delivery key that was processed (applied, stale, duplicate by version, or conflict). The unique delivery_key is the dedup claim.';
-COMMENT ON COLUMN cdc.ledger.delivery_key IS 'The transport identity of the record (given by the caller, or derived from the source identity).';
+  'Processed-delivery ledger (the dedup claim): one row per (target, delivery key) processed within the replay horizon, as a 64-bit digest. cdc.delivery_processed(target, delivery_key) looks one up; cdc.prune() removes entries older than the horizon.';
+COMMENT ON COLUMN cdc.ledger.digest IS 'cdc.delivery_digest(target, delivery_key): the first 64 bits of md5(target oid || newline || delivery key).';
 COMMENT ON COLUMN cdc.ledger.target IS 'Destination table of the event.';
-COMMENT ON COLUMN cdc.ledger.entity_key IS 'Entity key ({"column": "text value"}); NULL for table-level events (truncate).';
-COMMENT ON COLUMN cdc.ledger.version IS 'Source version of the event (bigint[] compared lexicographically).';
-COMMENT ON COLUMN cdc.ledger.claimed_at IS 'Transaction start time of the claim.';
+COMMENT ON COLUMN cdc.ledger.claimed_s IS 'Claim time: start of the claiming transaction, in whole seconds since 2000-01-01 00:00 UTC (cdc.seconds_to_timestamptz).';
+
+CREATE TABLE cdc.source (
+  id   smallint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+  name text NOT NULL UNIQUE
+);
+COMMENT ON TABLE cdc.source IS
+  'Dictionary of source ids (Debezium source.name, pg:<system identifier> on the worker path, empty for mappings ordered by a version column), so that entity records hold a 2-byte id.';
+COMMENT ON COLUMN cdc.source.id IS 'Id used in cdc.entity_state.src and cdc.prune_watermark.src.';
+COMMENT ON COLUMN cdc.source.name IS 'The source id as events carry it.';
 
 CREATE TABLE cdc.entity_state (
-  target       regclass NOT NULL,
-  entity_key   jsonb NOT NULL,
-  source_name  text NOT NULL,
-  version      bigint[] NOT NULL,
-  deleted      boolean NOT NULL,
-  content_hash text NOT NULL,
-  updated_at   timestamptz NOT NULL DEFAULT now(),
-  PRIMARY KEY (target, entity_key)
-);
+  v1        bigint NOT NULL,
+  v2        bigint NOT NULL,
+  target    regclass NOT NULL,
+  v0        integer NOT NULL,
+  v3        integer NOT NULL,
+  chash     integer NOT NULL,
+  touched_s integer NOT NULL,
+  src       smallint NOT NULL,
+  deleted   boolean NOT NULL,
+  key       text NOT NULL,
+  PRIMARY KEY (target, key)
+) WITH (fillfactor = 90);
 COMMENT ON TABLE cdc.entity_state IS
-  'Per-entity source version of the latest applied change; deleted = true makes the row a tombstone that blocks older inserts and updates.';
+  'Per-entity source version of the latest applied change; deleted = true makes the row a tombstone that blocks older inserts and updates. Columns ordered for alignment; read it through cdc.entities and cdc.tombstones.';
+COMMENT ON COLUMN cdc.entity_state.v1 IS 'Version component 2: commit LSN (or the LSN), the snapshot point, or the version column''s value.';
+COMMENT ON COLUMN cdc.entity_state.v2 IS 'Version component 3: the change''s LSN or position in the source transaction; 0 for snapshot rows; 1 for deletes ordered by a version column.';
 COMMENT ON COLUMN cdc.entity_state.target IS 'Destination table.';
-COMMENT ON COLUMN cdc.entity_state.entity_key IS 'Entity key ({"column": "text value"}).';
-COMMENT ON COLUMN cdc.entity_state.source_name IS 'Source that produced the version (Debezium source.name); empty when versions come from a column.';
-COMMENT ON COLUMN cdc.entity_state.version IS 'Version of the latest applied change (bigint[]).';
+COMMENT ON COLUMN cdc.entity_state.v0 IS 'Version component 1: the source epoch.';
+COMMENT ON COLUMN cdc.entity_state.v3 IS 'Version component 4: order within the source transaction (transaction.total_order), else 0; absent (0) for versions from a column.';
+COMMENT ON COLUMN cdc.entity_state.chash IS 'First 32 bits of the md5 of the applied image (0 for a delete): tells an equal-version duplicate from a conflict.';
+COMMENT ON COLUMN cdc.entity_state.touched_s IS 'When the record was last written, in whole seconds since 2000-01-01 00:00 UTC; a tombstone older than the replay horizon is removed by cdc.prune().';
+COMMENT ON COLUMN cdc.entity_state.src IS 'cdc.source id of the source that produced the version.';
 COMMENT ON COLUMN cdc.entity_state.deleted IS 'True: the latest applied change was a delete (tombstone).';
-COMMENT ON COLUMN cdc.entity_state.content_hash IS 'MD5 of the applied image, to tell an equal-version duplicate from a conflict.';
-COMMENT ON COLUMN cdc.entity_state.updated_at IS 'When the record was last written.';
+COMMENT ON COLUMN cdc.entity_state.key IS 'Entity key, exact and compact: the key column''s output text, or a text[] literal of the key columns'' output texts (cdc.entity_key_json shows it as JSON).';
 
 CREATE TABLE cdc.table_barrier (
   target       regclass PRIMARY KEY,
@@ -124,7 +145,22 @@ COMMENT ON COLUMN cdc.outbox.payload IS 'Destination row after the change (for d
 COMMENT ON COLUMN cdc.outbox.source IS 'Source identity: name, db, schema, table, lsn, commit_lsn, txId, version.';
 COMMENT ON COLUMN cdc.outbox.version IS 'Source version of the change.';
 COMMENT ON COLUMN cdc.outbox.created_at IS 'Transaction start time of the apply.';
-COMMENT ON COLUMN cdc.outbox.published_at IS 'Set by a relay once the row is published; NULL until then.';
+COMMENT ON COLUMN cdc.outbox.published_at IS 'Set by a relay once the row is published (cdc.outbox_mark_published); NULL until then. cdc.prune() removes published rows older than the replay horizon.';
+CREATE INDEX outbox_unpublished_idx ON cdc.outbox (id) WHERE published_at IS NULL;
+COMMENT ON INDEX cdc.outbox_unpublished_idx IS 'The relay''s work queue: unpublished rows in insertion order.';
+
+CREATE FUNCTION cdc.outbox_mark_published(ids bigint[]) RETURNS bigint
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH marked AS (
+    UPDATE cdc.outbox SET published_at = now()
+     WHERE id = ANY (ids) AND published_at IS NULL
+    RETURNING 1)
+  SELECT count(*) FROM marked
+$$;
+COMMENT ON FUNCTION cdc.outbox_mark_published(bigint[]) IS
+  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). Runs with the caller''s rights: the relay role needs EXECUTE and SELECT, UPDATE on cdc.outbox.';
 
 CREATE TABLE cdc.conflicts (
   id             bigserial PRIMARY KEY,
@@ -167,6 +203,7 @@ CREATE TABLE cdc.counters (
   blocked_resurrections bigint NOT NULL DEFAULT 0,
   outbox_rows           bigint NOT NULL DEFAULT 0,
   snapshot_rows         bigint NOT NULL DEFAULT 0,
+  expired               bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (target, backend_id)
 );
 COMMENT ON TABLE cdc.counters IS
@@ -181,6 +218,7 @@ COMMENT ON COLUMN cdc.counters.ignored IS 'Non-change records and truncates igno
 COMMENT ON COLUMN cdc.counters.blocked_resurrections IS 'Stale inserts/updates blocked by a newer tombstone.';
 COMMENT ON COLUMN cdc.counters.outbox_rows IS 'Outbox rows written.';
 COMMENT ON COLUMN cdc.counters.snapshot_rows IS 'Snapshot rows (op r) applied.';
+COMMENT ON COLUMN cdc.counters.expired IS 'Changes older than the prune watermark of an entity without records (outcome expired, or applied under expired_policy ''apply'').';
 
 CREATE VIEW cdc.stats AS
   SELECT target,
@@ -191,24 +229,242 @@ CREATE VIEW cdc.stats AS
          sum(ignored)::bigint               AS ignored,
          sum(blocked_resurrections)::bigint AS blocked_resurrections,
          sum(outbox_rows)::bigint           AS outbox_rows,
-         sum(snapshot_rows)::bigint         AS snapshot_rows
+         sum(snapshot_rows)::bigint         AS snapshot_rows,
+         sum(expired)::bigint               AS expired
     FROM cdc.counters
    GROUP BY target;
 COMMENT ON VIEW cdc.stats IS
-  'Per-target outcome counts (applied, duplicate, stale, conflict, ignored), blocked resurrections, outbox rows and snapshot rows, summed over all sessions.';
+  'Per-target outcome counts (applied, duplicate, stale, conflict, ignored), blocked resurrections, outbox rows, snapshot rows and expired changes, summed over all sessions.';
+
+-- Readable forms of the compact layout.
+CREATE FUNCTION cdc.seconds_to_timestamptz(seconds integer) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT timestamptz '2000-01-01 00:00:00+00' + seconds * interval '1 second' $$;
+COMMENT ON FUNCTION cdc.seconds_to_timestamptz(integer) IS
+  'The time stored in cdc.ledger.claimed_s and cdc.entity_state.touched_s (whole seconds since 2000-01-01 00:00 UTC) as a timestamptz.';
+
+CREATE FUNCTION cdc.delivery_digest(target regclass, delivery_key text) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ('x' || substr(md5(target::oid::text || E'\n' || delivery_key), 1, 16))::bit(64)::bigint $$;
+COMMENT ON FUNCTION cdc.delivery_digest(regclass, text) IS
+  'The ledger digest of a delivery to a target: the first 64 bits of md5(target oid || newline || delivery key), as a signed bigint (cdc.ledger.digest).';
+
+CREATE FUNCTION cdc.delivery_processed(target regclass, delivery_key text) RETURNS boolean
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT EXISTS (SELECT 1 FROM cdc.ledger l WHERE l.digest = cdc.delivery_digest(target, delivery_key)) $$;
+COMMENT ON FUNCTION cdc.delivery_processed(regclass, text) IS
+  'True when the ledger holds the delivery key for the target: it was processed within the replay horizon (ledger entries older than the horizon are pruned). Needs SELECT on cdc.ledger.';
+
+CREATE FUNCTION cdc.entity_key_json(target regclass, key text) RETURNS jsonb
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE WHEN cardinality(c.cols) = 1 THEN jsonb_build_object(c.cols[1], key)
+              ELSE jsonb_object(c.cols, key::text[]) END
+    FROM (SELECT coalesce(
+                   (SELECT m.key_columns::text[] FROM cdc.mapping m WHERE m.target = entity_key_json.target),
+                   (SELECT array_agg(a.attname::text ORDER BY k.n)
+                      FROM pg_index i, unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n), pg_attribute a
+                     WHERE i.indrelid = entity_key_json.target AND i.indisprimary
+                       AND a.attrelid = i.indrelid AND a.attnum = k.attnum)) AS cols) c
+$$;
+COMMENT ON FUNCTION cdc.entity_key_json(regclass, text) IS
+  'An entity key of cdc.entity_state (compact form) as JSON {"column": "text value"}, using the mapping''s key_columns or the target''s primary key, in key order.';
 
 CREATE VIEW cdc.entities AS
-  SELECT target, entity_key, source_name, version, deleted AS is_tombstone, updated_at
-    FROM cdc.entity_state;
+  SELECT e.target, cdc.entity_key_json(e.target, e.key) AS entity_key, s.name AS source_name,
+         CASE WHEN EXISTS (SELECT 1 FROM cdc.mapping m WHERE m.target = e.target AND m.version_column IS NOT NULL)
+              THEN ARRAY[e.v0::bigint, e.v1, e.v2]
+              ELSE ARRAY[e.v0::bigint, e.v1, e.v2, e.v3::bigint] END AS version,
+         e.deleted AS is_tombstone, cdc.seconds_to_timestamptz(e.touched_s) AS updated_at
+    FROM cdc.entity_state e
+    JOIN cdc.source s ON s.id = e.src;
 COMMENT ON VIEW cdc.entities IS
-  'Per-entity versions and tombstones: the version of the latest applied change of each key; is_tombstone when it was a delete.';
+  'Per-entity versions and tombstones: the version of the latest applied change of each key (bigint[]); is_tombstone when it was a delete. A readable form of cdc.entity_state.';
 
 CREATE VIEW cdc.tombstones AS
   SELECT target, entity_key, source_name, version, updated_at AS deleted_at
-    FROM cdc.entity_state
-   WHERE deleted;
+    FROM cdc.entities
+   WHERE is_tombstone;
 COMMENT ON VIEW cdc.tombstones IS
-  'Delete tombstones: keys whose latest applied change was a delete, with its version.';
+  'Delete tombstones: keys whose latest applied change was a delete, with its version. Kept for the replay horizon (cdc.prune()).';
+
+-- ---------------------------------------------------------------------------
+-- Replay horizon and pruning (SPEC §3 fourth answer, §8; docs/retention.md)
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.dead_letter (
+  id           bigserial PRIMARY KEY,
+  target       regclass NOT NULL,
+  entity_key   jsonb NOT NULL,
+  delivery_key text NOT NULL,
+  op           text NOT NULL,
+  version      bigint[] NOT NULL,
+  watermark    bigint[] NOT NULL,
+  event_image  jsonb NOT NULL,
+  source       jsonb NOT NULL,
+  recorded_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.dead_letter IS
+  'Changes refused as expired under expired_policy ''dead_letter'': no entity record and not newer than the prune watermark, so neither new nor old can be proven. Kept for an operator to inspect and, if right, re-apply with a mapping whose expired_policy is ''apply''.';
+COMMENT ON COLUMN cdc.dead_letter.id IS 'Insertion order.';
+COMMENT ON COLUMN cdc.dead_letter.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.dead_letter.entity_key IS 'Entity key.';
+COMMENT ON COLUMN cdc.dead_letter.delivery_key IS 'Delivery key of the change.';
+COMMENT ON COLUMN cdc.dead_letter.op IS 'Op of the change (c, u, d, r).';
+COMMENT ON COLUMN cdc.dead_letter.version IS 'Version of the change.';
+COMMENT ON COLUMN cdc.dead_letter.watermark IS 'The prune watermark it was not newer than.';
+COMMENT ON COLUMN cdc.dead_letter.event_image IS 'The event''s after-image (before-image for deletes), as received.';
+COMMENT ON COLUMN cdc.dead_letter.source IS 'Source identity of the change (as cdc.outbox.source).';
+COMMENT ON COLUMN cdc.dead_letter.recorded_at IS 'Transaction start time.';
+
+CREATE TABLE cdc.prune_watermark (
+  v1        bigint NOT NULL,
+  v2        bigint NOT NULL,
+  target    regclass NOT NULL,
+  src       smallint NOT NULL,
+  v0        integer NOT NULL,
+  v3        integer NOT NULL,
+  pruned_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (target, src)
+);
+COMMENT ON TABLE cdc.prune_watermark IS
+  'Per target and source: the greatest version of a tombstone cdc.prune() removed. A change for an entity without records is provably new only when its version is greater; otherwise it is expired (expired_policy).';
+COMMENT ON COLUMN cdc.prune_watermark.v1 IS 'Version component 2 (see cdc.entity_state.v1).';
+COMMENT ON COLUMN cdc.prune_watermark.v2 IS 'Version component 3.';
+COMMENT ON COLUMN cdc.prune_watermark.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.prune_watermark.src IS 'cdc.source id: versions of different sources are never compared.';
+COMMENT ON COLUMN cdc.prune_watermark.v0 IS 'Version component 1 (the source epoch).';
+COMMENT ON COLUMN cdc.prune_watermark.v3 IS 'Version component 4.';
+COMMENT ON COLUMN cdc.prune_watermark.pruned_at IS 'When it last moved.';
+
+CREATE TABLE cdc.prune_state (
+  relation           text PRIMARY KEY CHECK (relation IN ('ledger', 'entity_state', 'outbox')),
+  next_block         bigint NOT NULL DEFAULT 0,
+  last_run_at        timestamptz,
+  last_sweep_done_at timestamptz,
+  removed            bigint NOT NULL DEFAULT 0
+);
+INSERT INTO cdc.prune_state (relation) VALUES ('ledger'), ('entity_state'), ('outbox');
+COMMENT ON TABLE cdc.prune_state IS
+  'Where cdc.prune() continues in each table: it scans at most max_pages blocks per table per call, from next_block, wrapping around at the end (a completed pass is a sweep).';
+COMMENT ON COLUMN cdc.prune_state.relation IS 'ledger, entity_state (tombstones) or outbox (published rows).';
+COMMENT ON COLUMN cdc.prune_state.next_block IS 'First block the next call scans.';
+COMMENT ON COLUMN cdc.prune_state.last_run_at IS 'When cdc.prune() last scanned this table.';
+COMMENT ON COLUMN cdc.prune_state.last_sweep_done_at IS 'When a pass over the whole table last completed: everything older than the horizon of that time is gone.';
+COMMENT ON COLUMN cdc.prune_state.removed IS 'Rows removed by cdc.prune() so far.';
+
+CREATE FUNCTION cdc.replay_horizon() RETURNS interval
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(nullif(current_setting('cdc.replay_horizon', true), '')::interval, interval '7 days') $$;
+COMMENT ON FUNCTION cdc.replay_horizon() IS
+  'The replay horizon: setting cdc.replay_horizon (default 7 days). Ledger entries, tombstones and published outbox rows are kept at least this long.';
+
+CREATE FUNCTION cdc.prune(max_pages integer DEFAULT 1000, horizon interval DEFAULT NULL)
+RETURNS TABLE (relation text, scanned_blocks bigint, removed bigint, sweep_done boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  h        interval := coalesce(horizon, cdc.replay_horizon());
+  cutoff   timestamptz;
+  cutoff_s integer;
+  st       cdc.prune_state;
+  nblocks  bigint;
+  upto     bigint;
+  n        bigint;
+BEGIN
+  IF h < interval '0' THEN
+    RAISE EXCEPTION 'the replay horizon must not be negative: %', h USING ERRCODE = '22023';
+  END IF;
+  IF max_pages IS NULL OR max_pages < 1 THEN
+    RAISE EXCEPTION 'max_pages must be at least 1' USING ERRCODE = '22023';
+  END IF;
+  -- one pruner at a time; a concurrent call returns nothing
+  IF NOT pg_try_advisory_xact_lock(hashtext('cdc.prune')) THEN
+    RETURN;
+  END IF;
+  cutoff := now() - h;
+  -- whole seconds since 2000-01-01 UTC, rounded down: an entry stored with
+  -- second s is older than the horizon when s < cutoff_s (never one within)
+  cutoff_s := floor(extract(epoch FROM cutoff) - 946684800)::integer;
+  FOR st IN SELECT * FROM cdc.prune_state ORDER BY 1 FOR UPDATE LOOP
+    nblocks := pg_relation_size(('cdc.' || st.relation)::regclass) / current_setting('block_size')::bigint;
+    IF st.next_block >= nblocks THEN
+      st.next_block := 0;
+    END IF;
+    upto := st.next_block + max_pages;
+    IF st.relation = 'ledger' THEN
+      DELETE FROM cdc.ledger l
+       WHERE l.ctid >= format('(%s,0)', st.next_block)::tid AND l.ctid < format('(%s,0)', upto)::tid
+         AND l.claimed_s < cutoff_s;
+      GET DIAGNOSTICS n = ROW_COUNT;
+    ELSIF st.relation = 'entity_state' THEN
+      -- tombstones only (a live entity's record is needed as long as its row
+      -- lives); the greatest pruned version per target and source becomes
+      -- the watermark, in the same statement
+      WITH gone AS (
+        DELETE FROM cdc.entity_state e
+         WHERE e.ctid >= format('(%s,0)', st.next_block)::tid AND e.ctid < format('(%s,0)', upto)::tid
+           AND e.deleted AND e.touched_s < cutoff_s
+        RETURNING e.target, e.src, e.v0, e.v1, e.v2, e.v3),
+      top AS (
+        SELECT DISTINCT ON (g.target, g.src) g.target, g.src, g.v0, g.v1, g.v2, g.v3
+          FROM gone g ORDER BY g.target, g.src, g.v0 DESC, g.v1 DESC, g.v2 DESC, g.v3 DESC),
+      mark AS (
+        INSERT INTO cdc.prune_watermark AS w (target, src, v0, v1, v2, v3)
+        SELECT t.target, t.src, t.v0, t.v1, t.v2, t.v3 FROM top t
+        ON CONFLICT (target, src) DO UPDATE
+           SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, pruned_at = now()
+         WHERE (w.v0, w.v1, w.v2, w.v3) < (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3))
+      SELECT count(*) INTO n FROM gone;
+    ELSE
+      DELETE FROM cdc.outbox o
+       WHERE o.ctid >= format('(%s,0)', st.next_block)::tid AND o.ctid < format('(%s,0)', upto)::tid
+         AND o.published_at IS NOT NULL AND o.created_at < cutoff;
+      GET DIAGNOSTICS n = ROW_COUNT;
+    END IF;
+    UPDATE cdc.prune_state p
+       SET next_block = CASE WHEN upto >= nblocks THEN 0 ELSE upto END,
+           last_run_at = now(),
+           last_sweep_done_at = CASE WHEN upto >= nblocks THEN now() ELSE p.last_sweep_done_at END,
+           removed = p.removed + n
+     WHERE p.relation = st.relation;
+    relation := st.relation;
+    scanned_blocks := least(upto, nblocks) - st.next_block;
+    removed := n;
+    sweep_done := upto >= nblocks;
+    RETURN NEXT;
+  END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.prune(integer, interval) IS
+  'Removes ledger entries, tombstones and published outbox rows older than the replay horizon (default cdc.replay_horizon()), scanning at most max_pages blocks of each table per call and continuing where the last call stopped (cdc.prune_state): call it repeatedly, or let the launcher call it every cdc.prune_interval. Pruned tombstones raise the prune watermark. Returns per table the blocks scanned, the rows removed and whether a pass over the table completed. A concurrent call returns no rows. Errors: 22023 negative horizon or max_pages < 1.';
+
+CREATE VIEW cdc.horizon_status AS
+  SELECT h.horizon,
+         now() - h.horizon AS cutoff,
+         (SELECT cdc.seconds_to_timestamptz(min(l.claimed_s)) FROM cdc.ledger l) AS oldest_ledger_entry,
+         (SELECT count(*) FROM cdc.ledger) AS ledger_rows,
+         pg_total_relation_size('cdc.ledger') AS ledger_bytes,
+         (SELECT cdc.seconds_to_timestamptz(min(e.touched_s)) FROM cdc.entity_state e WHERE e.deleted) AS oldest_tombstone,
+         (SELECT count(*) FROM cdc.entity_state e WHERE e.deleted) AS tombstones,
+         (SELECT count(*) FROM cdc.entity_state e WHERE NOT e.deleted) AS live_entities,
+         pg_total_relation_size('cdc.entity_state') AS entity_state_bytes,
+         (SELECT count(*) FROM cdc.outbox o WHERE o.published_at IS NULL) AS outbox_unpublished,
+         (SELECT count(*) FROM cdc.outbox o WHERE o.published_at IS NOT NULL) AS outbox_published,
+         pg_total_relation_size('cdc.outbox') AS outbox_bytes,
+         (SELECT count(*) FROM cdc.prune_watermark) AS watermarks,
+         (SELECT coalesce(sum(c.expired), 0) FROM cdc.counters c)::bigint AS expired_changes,
+         (SELECT max(p.last_run_at) FROM cdc.prune_state p) AS last_prune_at,
+         (SELECT CASE WHEN bool_and(p.last_sweep_done_at IS NOT NULL) THEN min(p.last_sweep_done_at) END
+            FROM cdc.prune_state p) AS last_full_sweep_at
+    FROM (SELECT cdc.replay_horizon() AS horizon) h;
+COMMENT ON VIEW cdc.horizon_status IS
+  'The replay horizon and what it retains: the horizon and its cutoff time, the oldest ledger entry and tombstone, row counts and sizes in bytes (heap, indexes, TOAST) of the ledger, entity records and outbox, watermarks, expired changes, and when cdc.prune() last ran and last completed a pass over every table. Counts scan the tables.';
 
 -- ---------------------------------------------------------------------------
 -- Registering mappings
@@ -226,7 +482,10 @@ CREATE FUNCTION cdc.register_mapping(
   temporal_unit           text    DEFAULT NULL,
   source_epoch            bigint  DEFAULT 0,
   source_name             text    DEFAULT NULL,
-  conflict_policy         text    DEFAULT 'record')
+  conflict_policy         text    DEFAULT 'record',
+  mode                    text    DEFAULT 'state',
+  handler                 regprocedure DEFAULT NULL,
+  expired_policy          text    DEFAULT 'refuse')
 RETURNS cdc.mapping
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -236,6 +495,8 @@ DECLARE
   rel_name   name;
   col        name;
   result     cdc.mapping;
+  fn         pg_proc;
+  meta       record;
 BEGIN
   IF target IS NULL THEN
     RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
@@ -257,7 +518,65 @@ BEGIN
   IF key_columns IS NOT NULL AND cardinality(key_columns) = 0 THEN
     RAISE EXCEPTION 'key_columns must not be empty' USING ERRCODE = '22023';
   END IF;
-  IF key_columns IS NOT NULL AND NOT EXISTS (
+  IF expired_policy IS NULL OR expired_policy NOT IN ('refuse', 'apply', 'dead_letter') THEN
+    RAISE EXCEPTION 'expired_policy must be ''refuse'', ''apply'' or ''dead_letter'', not %',
+                    coalesce(quote_literal(expired_policy), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF mode IS NULL OR mode NOT IN ('state', 'history', 'handler') THEN
+    RAISE EXCEPTION 'mode must be ''state'', ''history'' or ''handler'', not %', coalesce(quote_literal(mode), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF mode = 'history' THEN
+    -- A history table: entity key columns (any index), the metadata columns,
+    -- and the unique index (cdc_key, cdc_version) that makes a replay a no-op.
+    IF key_columns IS NULL THEN
+      RAISE EXCEPTION 'mode ''history'' needs key_columns (the entity key columns of the history table)'
+        USING ERRCODE = '42P10';
+    END IF;
+    FOR meta IN SELECT * FROM (VALUES ('cdc_key', 'jsonb'::regtype, true), ('cdc_version', 'bigint[]'::regtype, true),
+                                      ('cdc_op', 'text'::regtype, true), ('cdc_snapshot', 'boolean'::regtype, false),
+                                      ('cdc_source_ts', 'timestamptz'::regtype, false), ('cdc_source', 'jsonb'::regtype, false),
+                                      ('cdc_delivery_key', 'text'::regtype, false)) v(name, type, required) LOOP
+      IF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = meta.name
+                        AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        IF meta.required THEN
+          RAISE EXCEPTION 'history table % has no column "%"', target, meta.name
+            USING ERRCODE = '42P10',
+                  HINT = 'A history table needs cdc_key jsonb, cdc_version bigint[] and cdc_op text; cdc.create_history_table() creates one.';
+        END IF;
+      ELSIF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = meta.name
+                           AND a.atttypid = meta.type) THEN
+        RAISE EXCEPTION 'column "%" of history table % must be of type %', meta.name, target, meta.type
+          USING ERRCODE = '42804';
+      END IF;
+    END LOOP;
+    IF NOT EXISTS (
+         SELECT 1 FROM pg_index i
+          WHERE i.indrelid = target AND i.indisunique AND i.indimmediate AND i.indisvalid
+            AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = 2
+            AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
+                  WHERE a.attrelid = target AND a.attnum = ANY (i.indkey::int2[])) = ARRAY['cdc_key', 'cdc_version']) THEN
+      RAISE EXCEPTION 'history table % has no unique index on exactly (cdc_key, cdc_version)', target
+        USING ERRCODE = '42P10', HINT = 'Create one: a replay is recognised by this index.';
+    END IF;
+  END IF;
+  IF mode = 'handler' THEN
+    IF handler IS NULL THEN
+      RAISE EXCEPTION 'mode ''handler'' needs a handler function' USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO fn FROM pg_proc WHERE oid = handler;
+    IF fn.prokind <> 'f' OR fn.pronargs <> 4 OR fn.proargtypes[0] <> 'text'::regtype
+       OR fn.proargtypes[3] <> 'jsonb'::regtype OR fn.proargtypes[1] <> fn.proargtypes[2]
+       OR fn.proargtypes[1] NOT IN ('jsonb'::regtype, (SELECT reltype FROM pg_class WHERE oid = target)) THEN
+      RAISE EXCEPTION 'handler % must be a function (op text, old T, new T, meta jsonb) with T the row type of % or jsonb',
+                      handler, target
+        USING ERRCODE = '42P13';
+    END IF;
+  ELSIF handler IS NOT NULL THEN
+    RAISE EXCEPTION 'a handler needs mode ''handler'' (mode is %)', quote_literal(mode) USING ERRCODE = '22023';
+  END IF;
+  IF mode <> 'history' AND key_columns IS NOT NULL AND NOT EXISTS (
        SELECT 1 FROM pg_index i
         WHERE i.indrelid = target AND i.indisunique AND i.indimmediate AND i.indisvalid
           AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = cardinality(key_columns)
@@ -267,7 +586,7 @@ BEGIN
     RAISE EXCEPTION 'table % has no unique index on exactly (%)', target, array_to_string(key_columns, ', ')
       USING ERRCODE = '42P10', HINT = 'Create a unique, non-partial, non-deferrable index on the key columns.';
   END IF;
-  IF key_columns IS NULL AND NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = target AND indisprimary) THEN
+  IF mode <> 'history' AND key_columns IS NULL AND NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = target AND indisprimary) THEN
     RAISE EXCEPTION 'table % has no primary key', target
       USING ERRCODE = '42P10', HINT = 'Add a primary key or pass key_columns backed by a unique index.';
   END IF;
@@ -293,29 +612,31 @@ BEGIN
   IF unavailable_placeholder IS NULL OR unavailable_placeholder = '' THEN
     RAISE EXCEPTION 'unavailable_placeholder must not be empty' USING ERRCODE = '22023';
   END IF;
-  IF source_epoch IS NULL OR source_epoch < 0 THEN
-    RAISE EXCEPTION 'source_epoch must be a non-negative integer' USING ERRCODE = '22023';
+  IF source_epoch IS NULL OR source_epoch < 0 OR source_epoch > 2147483647 THEN
+    RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647' USING ERRCODE = '22023';
   END IF;
 
   INSERT INTO cdc.mapping AS m (target, source_name, source_schema, source_table, key_columns, version_column,
                                 source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
-                                temporal_unit, conflict_policy)
+                                temporal_unit, conflict_policy, mode, handler, expired_policy)
   VALUES (target, source_name, coalesce(source_schema, rel_schema), coalesce(source_table, rel_name), key_columns,
           version_column, source_epoch, coalesce(outbox, false), outbox_topic, truncate_policy,
-          unavailable_placeholder, temporal_unit, conflict_policy)
+          unavailable_placeholder, temporal_unit, conflict_policy, mode, handler, expired_policy)
   ON CONFLICT ON CONSTRAINT mapping_pkey DO UPDATE
      SET source_name = EXCLUDED.source_name, source_schema = EXCLUDED.source_schema,
          source_table = EXCLUDED.source_table, key_columns = EXCLUDED.key_columns,
          version_column = EXCLUDED.version_column, source_epoch = EXCLUDED.source_epoch,
          outbox = EXCLUDED.outbox, outbox_topic = EXCLUDED.outbox_topic,
          truncate_policy = EXCLUDED.truncate_policy, unavailable_placeholder = EXCLUDED.unavailable_placeholder,
-         temporal_unit = EXCLUDED.temporal_unit, conflict_policy = EXCLUDED.conflict_policy, created_at = now()
+         temporal_unit = EXCLUDED.temporal_unit, conflict_policy = EXCLUDED.conflict_policy,
+         mode = EXCLUDED.mode, handler = EXCLUDED.handler, expired_policy = EXCLUDED.expired_policy,
+         created_at = now()
   RETURNING * INTO result;
   RETURN result;
 END
 $fn$;
-COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns, 42804 bad version column type, 22023 bad option value. Returns the cdc.mapping row.';
+COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) IS
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
 
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
@@ -323,6 +644,44 @@ SET search_path = pg_catalog, pg_temp
 AS $$ DELETE FROM cdc.mapping WHERE mapping.target = unregister_mapping.target RETURNING true $$;
 COMMENT ON FUNCTION cdc.unregister_mapping(regclass) IS
   'Removes the mapping of a target table. Its versions, tombstones and ledger rows are kept. Returns true when a mapping was removed, NULL otherwise.';
+
+CREATE FUNCTION cdc.create_history_table(name text, source regclass) RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  parts text[];
+  qname text;
+  cols  text;
+BEGIN
+  IF name IS NULL OR source IS NULL THEN
+    RAISE EXCEPTION 'name and source must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  parts := parse_ident(name);
+  IF cardinality(parts) = 1 THEN
+    parts := ARRAY[(SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE c.oid = source)] || parts;
+  ELSIF cardinality(parts) <> 2 THEN
+    RAISE EXCEPTION 'history table name % must be table or schema.table', quote_literal(name) USING ERRCODE = '42602';
+  END IF;
+  qname := quote_ident(parts[1]) || '.' || quote_ident(parts[2]);
+  SELECT string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum)
+    INTO cols
+    FROM pg_attribute a
+   WHERE a.attrelid = source AND a.attnum > 0 AND NOT a.attisdropped AND a.attname::text NOT LIKE 'cdc\_%';
+  EXECUTE format('CREATE TABLE %s (%s'
+                 'cdc_seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, '
+                 'cdc_key jsonb NOT NULL, cdc_version bigint[] NOT NULL, '
+                 'cdc_op text NOT NULL CHECK (cdc_op IN (''c'', ''u'', ''d'', ''r'', ''t'')), '
+                 'cdc_snapshot boolean NOT NULL DEFAULT false, cdc_source_ts timestamptz, cdc_source jsonb, '
+                 'cdc_delivery_key text, cdc_recorded_at timestamptz NOT NULL DEFAULT now(), '
+                 'UNIQUE (cdc_key, cdc_version))',
+                 qname, CASE WHEN cols IS NULL THEN '' ELSE cols || ', ' END);
+  RETURN qname::regclass;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.create_history_table(text, regclass) IS
+  'Creates a history table for mode ''history'': the columns of source (same names and types, nullable, no defaults), then cdc_seq (identity, primary key), cdc_key, cdc_version, cdc_op, cdc_snapshot, cdc_source_ts, cdc_source, cdc_delivery_key, cdc_recorded_at and UNIQUE (cdc_key, cdc_version). name: table or schema.table (default schema: source''s). Returns the new table. Errors: 42P07 exists, 42602 bad name, 22004 NULL argument.';
 
 -- ---------------------------------------------------------------------------
 -- Entry points
@@ -356,7 +715,7 @@ CREATE TABLE cdc.subscription (
   create_slot  boolean NOT NULL DEFAULT true,
   copy_data    boolean NOT NULL DEFAULT true,
   enabled      boolean NOT NULL DEFAULT true,
-  source_epoch bigint NOT NULL DEFAULT 0 CHECK (source_epoch >= 0),
+  source_epoch bigint NOT NULL DEFAULT 0 CHECK (source_epoch BETWEEN 0 AND 2147483647),
   slot_ready   boolean NOT NULL DEFAULT false,
   skip_lsn     pg_lsn,
   created_at   timestamptz NOT NULL DEFAULT now()
@@ -550,9 +909,12 @@ COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to 
 -- writes these tables directly.  Reading state is open to everyone.
 REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
 GRANT USAGE ON SCHEMA cdc TO PUBLIC;
-GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping TO PUBLIC;
-REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text) FROM PUBLIC;
+GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping, cdc.source, cdc.horizon_status TO PUBLIC;
+REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;

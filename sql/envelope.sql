@@ -68,10 +68,14 @@ SELECT (SELECT array_agg(row(entity_key, version, is_tombstone)::text ORDER BY e
      = (SELECT array_agg(row(entity_key, version, is_tombstone)::text ORDER BY entity_key::text)
           FROM cdc.entities WHERE target = 'env_bare'::regclass) AS same_entities;
 SELECT entity_key, version, is_tombstone FROM cdc.entities WHERE target = 'env_wrapped'::regclass ORDER BY entity_key::text;
-SELECT (SELECT array_agg(replace(delivery_key, 'dbz:w:', 'dbz:?:') ORDER BY delivery_key) FROM cdc.ledger WHERE target = 'env_wrapped'::regclass)
-     = (SELECT array_agg(replace(delivery_key, 'dbz:b:', 'dbz:?:') ORDER BY delivery_key) FROM cdc.ledger WHERE target = 'env_bare'::regclass)
-       AS same_ledger_keys,
-       ledger_count('env_wrapped') AS wrapped_ledger, ledger_count('env_bare') AS bare_ledger;
+-- (the derived key of each step, dbz:<name>:<db>:<schema>.<table>:<op>:<lsn>:<txId>:<total_order>:<key>)
+SELECT h.step,
+       cdc.delivery_processed('env_wrapped', format('dbz:w:src:public.things:%s:%s:%s::{"id": "%s"}', h.op,
+                              h.lsn::pg_lsn - '0/0', h.tx, coalesce(h.after, h.before)->>'id')) AS wrapped_ledger_has,
+       cdc.delivery_processed('env_bare', format('dbz:b:src:public.things:%s:%s:%s::{"id": "%s"}', h.op,
+                              h.lsn::pg_lsn - '0/0', h.tx, coalesce(h.after, h.before)->>'id')) AS bare_ledger_has
+  FROM env_history h WHERE h.step <= 5 ORDER BY h.step;
+SELECT ledger_count('env_wrapped') AS wrapped_ledger, ledger_count('env_bare') AS bare_ledger;
 SELECT s.target, s.applied, s.duplicate, s.stale, s.conflict, s.ignored
   FROM cdc.stats s WHERE s.target IN ('env_wrapped'::regclass, 'env_bare'::regclass) ORDER BY s.target::text;
 
@@ -105,7 +109,8 @@ SELECT cdc_apply('{"op": "c", "source": {"name": "s", "db": "d", "schema": "publ
                    "after": {"id": 3, "v": "c"}}'::jsonb, 'env_lsn', 'lsn-decimal-string');
 SELECT cdc_apply('{"op": "c", "source": {"name": "s", "db": "d", "schema": "public", "table": "env_lsn", "lsn": "1/0", "txId": 2},
                    "after": {"id": 4, "v": "d"}}'::jsonb, 'env_lsn', 'lsn-high');
-SELECT delivery_key, entity_key, version FROM cdc.ledger WHERE target = 'env_lsn'::regclass ORDER BY delivery_key;
+SELECT * FROM ledger_has('env_lsn', 'lsn-decimal', 'lsn-decimal-string', 'lsn-high', 'lsn-text');
+SELECT entity_key, version FROM cdc.entities WHERE target = 'env_lsn'::regclass ORDER BY entity_key::text;
 -- The decimal and the text form of one position are one version: the same
 -- change for key 1 in text form under another delivery key is an
 -- equal-version, equal-content duplicate; with other content, a conflict.
@@ -135,7 +140,9 @@ SELECT cdc_apply('{"op": "u", "source": {"name": "srv", "db": "src", "schema": "
                    "transaction": {"id": "700:36864", "total_order": "3", "data_collection_order": "3"},
                    "after": {"id": 1, "v": "third"}}'::jsonb, 'env_tx');
 SELECT * FROM env_tx;
-SELECT delivery_key, version FROM cdc.ledger WHERE target = 'env_tx'::regclass ORDER BY version;
+SELECT * FROM ledger_has('env_tx', 'dbz:srv:src:public.env_tx:c:32768:700:1:{"id": "1"}',
+                           'dbz:srv:src:public.env_tx:u:32768:700:2:{"id": "1"}',
+                           'dbz:srv:src:public.env_tx:u:32768:700:3:{"id": "1"}');
 SELECT applied, stale FROM cdc.stats WHERE target = 'env_tx'::regclass;
 
 -- ---------------------------------------------------------------------------

@@ -40,7 +40,7 @@ CREATE FUNCTION fx_totals() RETURNS TABLE (ledger bigint, outbox bigint, entitie
 LANGUAGE sql AS $$
   SELECT (SELECT count(*) FROM cdc.ledger WHERE target::text LIKE 'fx\_%'),
          (SELECT count(*) FROM cdc.outbox WHERE target::text LIKE 'fx\_%'),
-         (SELECT count(*) FROM cdc.entity_state WHERE target::text LIKE 'fx\_%'),
+         (SELECT count(*) FROM cdc.entities WHERE target::text LIKE 'fx\_%'),
          (SELECT count(*) FROM cdc.conflicts WHERE target::text LIKE 'fx\_%'),
          (SELECT count(*) FROM cdc.table_barrier WHERE target::text LIKE 'fx\_%')
 $$;
@@ -62,7 +62,7 @@ SELECT * FROM fx_customers ORDER BY id;
 -- The same record without schema: same source identity, same derived
 -- delivery key -> duplicate.
 SELECT fx_try('pg-create.payload-only.json');
-SELECT delivery_key, entity_key, version FROM cdc.ledger WHERE target = 'fx_customers'::regclass ORDER BY delivery_key;
+SELECT * FROM ledger_has('fx_customers', 'dbz:PostgreSQL_server:postgres:public.customers:c:24023128:555::{"id": "1"}');
 
 -- update (REPLICA IDENTITY DEFAULT, before = key only): the docs give it the
 -- same source.lsn (24023128) as the create, so on this key it is an equal
@@ -95,7 +95,7 @@ INSERT INTO fx_customers VALUES (99, 'not', 'from', 'cdc');
 SELECT fx_try('pg-truncate.payload-only.json');
 SELECT count(*) AS rows FROM fx_customers;
 SELECT target, source_name, version FROM cdc.table_barrier WHERE target = 'fx_customers'::regclass;
-SELECT count(*) AS entities FROM cdc.entity_state WHERE target = 'fx_customers'::regclass;
+SELECT count(*) AS entities FROM cdc.entities WHERE target = 'fx_customers'::regclass;
 -- The truncate again: duplicate.
 SELECT fx_try('pg-truncate.payload-only.json');
 -- The create replayed under a new delivery key (a rebuilt topic): older than
@@ -106,7 +106,11 @@ SELECT count(*) AS rows FROM fx_customers;
 SELECT op, entity_key, payload, source->>'lsn' AS lsn, version FROM cdc.outbox WHERE target = 'fx_customers'::regclass ORDER BY id;
 SELECT applied, duplicate, stale, conflict, ignored, blocked_resurrections, outbox_rows, snapshot_rows
   FROM cdc.stats WHERE target = 'fx_customers'::regclass;
-SELECT delivery_key, entity_key, version FROM cdc.ledger WHERE target = 'fx_customers'::regclass ORDER BY delivery_key;
+SELECT * FROM ledger_has('fx_customers', 'dbz:PostgreSQL_server:postgres:public.customers:c:24023128:555::{"id": "1"}',
+                         'dbz:PostgreSQL_server:postgres:public.customers:d:46523128:556::{"id": "1"}',
+                         'dbz:PostgreSQL_server:postgres:public.customers:t:46523128:556::',
+                         'dbz:PostgreSQL_server:postgres:public.customers:u:24023128:556::{"id": "1"}',
+                         'rebuilt-topic:0:0');
 
 -- ---------------------------------------------------------------------------
 -- 2. The update applied on its own to a fresh table: applied (explicit
@@ -165,7 +169,8 @@ SELECT count(*) AS rows FROM fx_txblock;
 SELECT target, version_column FROM cdc.register_mapping('fx_txblock', version_column => 'aa');
 SELECT fx_try('pg-create-with-transaction-block.payload-only.json', 'fx_txblock');
 SELECT * FROM fx_txblock;
-SELECT delivery_key, entity_key, version FROM cdc.ledger WHERE target = 'fx_txblock'::regclass;
+SELECT * FROM ledger_has('fx_txblock', 'dbz:::.:c:::1:{"pk": "2"}');
+SELECT entity_key, version FROM cdc.entities WHERE target = 'fx_txblock'::regclass;
 
 -- ---------------------------------------------------------------------------
 -- 5. Not change events: the Kafka KEY of a customers record and the JDBC

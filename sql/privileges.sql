@@ -25,7 +25,7 @@ GRANT INSERT, UPDATE, DELETE ON priv_items TO regress_cdc_blind;
 CREATE FUNCTION priv_state() RETURNS TABLE (target_rows bigint, ledger bigint, outbox bigint, entities bigint, applied bigint)
 LANGUAGE sql AS $$
   SELECT (SELECT count(*) FROM priv_items), ledger_count('priv_items'), outbox_count('priv_items'),
-         (SELECT count(*) FROM cdc.entity_state WHERE target = 'priv_items'::regclass),
+         (SELECT count(*) FROM cdc.entities WHERE target = 'priv_items'::regclass),
          coalesce((SELECT applied FROM cdc.stats WHERE target = 'priv_items'::regclass), 0)
 $$;
 SELECT * FROM priv_state();
@@ -55,7 +55,7 @@ SELECT cdc_apply(dbz('c', 'priv_items', '{"id": 1, "v": "a"}', '0/1000', 1), 'pr
 \set SHOW_CONTEXT errors
 RESET ROLE;
 SELECT * FROM priv_state();
-SELECT count(*) AS claimed FROM cdc.ledger WHERE delivery_key = 'priv-1';
+SELECT cdc.delivery_processed('priv_items', 'priv-1') AS claimed;
 
 -- ---------------------------------------------------------------------------
 -- 2. With the grants: applied, and the bookkeeping (ledger, entity version,
@@ -76,7 +76,7 @@ SELECT entity_key FROM cdc.tombstones WHERE target = 'priv_items'::regclass;
 SELECT target, outbox FROM cdc.mapping WHERE target = 'priv_items'::regclass;
 RESET ROLE;
 SELECT * FROM priv_state();
-SELECT delivery_key, entity_key FROM cdc.ledger WHERE target = 'priv_items'::regclass ORDER BY delivery_key;
+SELECT * FROM ledger_has('priv_items', 'priv-1', 'priv-2', 'priv-3', 'priv-4');
 
 -- ---------------------------------------------------------------------------
 -- 3. cdc.register_mapping() is not for non-owners: no EXECUTE for PUBLIC,
@@ -88,7 +88,7 @@ SELECT target FROM cdc.register_mapping('priv_items', outbox => false);
 SELECT cdc.unregister_mapping('priv_items');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text)
+GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text)
   TO regress_cdc_writer;
 SET ROLE regress_cdc_writer;
 \set SHOW_CONTEXT never
@@ -96,7 +96,7 @@ SELECT target FROM cdc.register_mapping('priv_items', outbox => false);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set SHOW_CONTEXT errors
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text)
+REVOKE EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text)
   FROM regress_cdc_writer;
 -- The mapping is unchanged (outbox still on).
 SELECT target, outbox FROM cdc.mapping WHERE target = 'priv_items'::regclass;
@@ -106,11 +106,11 @@ SELECT target, outbox FROM cdc.mapping WHERE target = 'priv_items'::regclass;
 --    the views are readable.
 -- ---------------------------------------------------------------------------
 SET ROLE regress_cdc_writer;
-INSERT INTO cdc.ledger (delivery_key, target, version) VALUES ('forged', 'priv_items', '{0,1}');
+INSERT INTO cdc.ledger (digest, target, claimed_s) VALUES (cdc.delivery_digest('priv_items', 'forged'), 'priv_items', 0);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-UPDATE cdc.ledger SET delivery_key = 'forged' WHERE delivery_key = 'priv-1';
+UPDATE cdc.ledger SET digest = cdc.delivery_digest('priv_items', 'forged') WHERE digest = cdc.delivery_digest('priv_items', 'priv-1');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-DELETE FROM cdc.ledger WHERE delivery_key = 'priv-1';
+DELETE FROM cdc.ledger WHERE digest = cdc.delivery_digest('priv_items', 'priv-1');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 TRUNCATE cdc.ledger;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE

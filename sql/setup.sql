@@ -33,6 +33,13 @@ CREATE FUNCTION outbox_count(t regclass) RETURNS bigint LANGUAGE sql AS
   $$ SELECT count(*) FROM cdc.outbox WHERE target = t $$;
 CREATE FUNCTION ledger_count(t regclass) RETURNS bigint LANGUAGE sql AS
   $$ SELECT count(*) FROM cdc.ledger WHERE target = t $$;
+-- The ledger keeps a digest per (target, delivery key), not the key's text
+-- (cdc.delivery_digest): a test lists the delivery keys it expects and sees
+-- that each was processed, and ledger_rows (all entries of the target) shows
+-- that there are no others.
+CREATE FUNCTION ledger_has(t regclass, VARIADIC dks text[])
+RETURNS TABLE (delivery_key text, processed boolean, ledger_rows bigint) LANGUAGE sql AS
+  $$ SELECT dk, cdc.delivery_processed(t, dk), ledger_count(t) FROM unnest(dks) dk ORDER BY dk $$;
 CREATE FUNCTION tombstones_of(t regclass) RETURNS TABLE (entity_key jsonb, version bigint[]) LANGUAGE sql AS
   $$ SELECT entity_key, version FROM cdc.tombstones WHERE target = t ORDER BY entity_key::text $$;
 

@@ -12,6 +12,7 @@ OutcomeName(Outcome o)
 	case Outcome::Stale: return "stale";
 	case Outcome::Conflict: return "conflict";
 	case Outcome::Ignored: return "ignored";
+	case Outcome::Expired: return "expired";
 	}
 	return "?";
 }
@@ -49,6 +50,12 @@ Decide(const DecisionInput &in)
 			}
 			return d;
 		}
+	}
+	if (!in.stored && in.watermark && Version::Compare(in.version, *in.watermark) <= 0) {
+		d.outcome = Outcome::Expired;
+		d.reason = "no record of the entity and not newer than the prune watermark " + in.watermark->ToArrayLiteral() +
+		           ": its records may have been pruned";
+		return d;
 	}
 	if (!in.is_delete && in.has_unavailable && !in.row_exists) {
 		d.outcome = Outcome::Conflict;

@@ -13,8 +13,8 @@
 
 namespace cdc {
 
-enum class Outcome { Applied, Duplicate, Stale, Conflict, Ignored };
-const char *OutcomeName(Outcome o); // "applied", "duplicate", ...
+enum class Outcome { Applied, Duplicate, Stale, Conflict, Ignored, Expired };
+const char *OutcomeName(Outcome o); // "applied", "duplicate", ..., "expired" 
 
 // The per-entity record kept in cdc.entity_state.
 struct EntityRecord {
@@ -33,6 +33,10 @@ struct DecisionInput {
 	bool row_exists = false;   // a destination row exists for the key
 	std::optional<EntityRecord> stored;
 	std::optional<Version> barrier; // truncate barrier of the target (same source only)
+	// Prune watermark of the target and source (docs/retention.md): the
+	// greatest version of a tombstone removed by cdc.prune().  Only read
+	// when there is no stored record.
+	std::optional<Version> watermark;
 };
 
 struct Decision {
@@ -48,8 +52,10 @@ struct Decision {
 //                                                     and the event is not a delete)
 //  4. version == stored version, same content     -> duplicate
 //     version == stored version, other content    -> conflict
-//  5. not a delete, unavailable columns, no row   -> conflict ("unavailable values for a row the destination does not have")
-//  6. otherwise                                   -> applied
+//  5. no stored record, version <= watermark      -> expired (the entity's records may have been pruned:
+//                                                     neither new nor old can be proven; SPEC §3, fourth answer)
+//  6. not a delete, unavailable columns, no row   -> conflict ("unavailable values for a row the destination does not have")
+//  7. otherwise                                   -> applied
 Decision Decide(const DecisionInput &in);
 
 } // namespace cdc

@@ -11,7 +11,10 @@
 #include "core/decode.hpp"
 #include "core/envelope.hpp"
 #include "core/errors.hpp"
+#include "core/layout.hpp"
+#include "pg/modes.hpp"
 #include "pg/spi.hpp"
+#include "pg/state_store.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -91,6 +94,7 @@ struct Target {
 	std::vector<int> key; // indexes into columns
 	int version_col = -1;
 	Mapping mapping;
+	ModeConfig modes; // state, history or handler (pg/modes.hpp)
 	std::optional<Barrier> barrier;
 };
 
@@ -358,6 +362,8 @@ ApplyEngine::LoadTarget(Oid relid)
 	}
 
 	ReadMapping(relid, t->mapping);
+	t->modes = LoadModeConfig(relid, t->qualified);
+	const bool history = t->modes.mode == Mode::History;
 
 	/* The key: the mapping's key_columns (backed by a unique index) or the primary key. */
 	if (!t->mapping.key_columns.empty()) {
@@ -369,11 +375,15 @@ ApplyEngine::LoadTarget(Oid relid)
 			t->key.push_back(f->second);
 			attrs.push_back(t->columns[size_t(f->second)].attnum);
 		}
-		bool unique = PgCall([&]() { return HasUniqueIndexPg(relid, attrs.data(), int(attrs.size())); });
+		/* A history table holds many rows per key: its unique index is (cdc_key, cdc_version). */
+		bool unique = history || PgCall([&]() { return HasUniqueIndexPg(relid, attrs.data(), int(attrs.size())); });
 		if (!unique)
 			Fail("42P10", "table " + t->display + " has no unique index on the mapping's key columns", {},
 			     "Create a unique index (not partial, not deferrable) on exactly the key columns.");
 	} else {
+		if (history)
+			Fail("42P10", "history table " + t->display + " needs the mapping's key_columns", {},
+			     "Register the mapping with key_columns naming the entity key columns of the history table.");
 		if (info->npk == 0)
 			Fail("42P10", "table " + t->display + " has no primary key and its mapping declares no key columns",
 			     {}, "Add a primary key, or register the mapping with key_columns backed by a unique index.");
@@ -592,6 +602,37 @@ EntityKey(const Target &t, const Image &img, const char *which)
 	return k;
 }
 
+// The compact entity key of cdc.entity_state (core/layout.hpp): the output
+// texts of the key columns of `img` (EntityKey has checked them).
+std::string
+CompactKey(const Target &t, const Image &img)
+{
+	std::vector<std::string> values;
+	for (int idx : t.key)
+		values.push_back(img.cells[size_t(idx)].text);
+	return CompactEntityKey(values);
+}
+
+// The same as a SQL expression over the target's row `t`: format('%s', col)
+// is the column type's output function, as Cell::text.
+std::string
+CompactKeySql(const Target &t)
+{
+	if (t.key.size() == 1)
+		return "format('%s', t." + QuoteIdent(t.columns[size_t(t.key[0])].name) + ")";
+	std::string e = "ARRAY[";
+	for (size_t i = 0; i < t.key.size(); i++)
+		e += (i ? ", " : "") + std::string("format('%s', t.") + QuoteIdent(t.columns[size_t(t.key[i])].name) + ")";
+	return e + "]::text";
+}
+
+// Content hash of an image as stored in cdc.entity_state.chash ("0" for deletes).
+std::string
+ContentHash32(const std::string &md5_hex)
+{
+	return std::to_string(Int32FromMd5Hex(md5_hex));
+}
+
 bool
 SameKey(const Target &t, const Image &a, const Image &b)
 {
@@ -665,9 +706,13 @@ struct EntityChange {
 	bool is_delete;
 	const Image *key_img;   // image holding the key columns
 	const Image *image;     // after-image (upsert) or before-image (delete)
-	std::string entity_key;
+	std::string entity_key;   // JSON ({"id": "7"}): outbox, conflicts, history, handlers
+	std::string compact_key;  // cdc.entity_state.key (core/layout.hpp)
 	Version version;
 	std::string source;     // source id for version comparison ("" for column versions)
+	int16_t src = 0;        // its id in cdc.source
+	int32_t now_s = 0;      // transaction start, seconds since 2000 (TransactionSeconds)
+	bool claimed_before = false; // the ledger already had the delivery: only the version records can make it applied
 	std::string content_hash;
 	std::string delivery_key;
 	char op;                // outbox op: 'c', 'u', 'd', 'r'
@@ -700,20 +745,7 @@ SelectColumnsText(const Target &t, const Image &key_img, const std::vector<int> 
 std::optional<EntityRecord>
 LockEntity(const EntityChange &c)
 {
-	Params p;
-	p.AddOid(c.t->relid);
-	p.AddText(c.entity_key);
-	uint64_t n = Execute("SELECT source_name, version::text, deleted, content_hash FROM cdc.entity_state "
-	                     "WHERE target = $1 AND entity_key = $2::jsonb FOR UPDATE",
-	                     p, true);
-	if (n == 0)
-		return std::nullopt;
-	EntityRecord r;
-	r.source = ResultText(0, 1).value_or("");
-	r.version = Version::FromArrayLiteral(ResultText(0, 2).value_or("{}")).value_or(Version{});
-	r.deleted = ResultBool(0, 3);
-	r.content_hash = ResultText(0, 4).value_or("");
-	return r;
+	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4);
 }
 
 // Writes the entity record.  Returns false when a concurrent transaction
@@ -721,23 +753,7 @@ LockEntity(const EntityChange &c)
 bool
 WriteEntity(const EntityChange &c, bool existed)
 {
-	Params p;
-	p.AddOid(c.t->relid);
-	p.AddText(c.entity_key);
-	p.AddText(c.source);
-	p.AddText(c.version.ToArrayLiteral());
-	p.AddBool(c.is_delete);
-	p.AddText(c.content_hash);
-	if (existed) {
-		Execute("UPDATE cdc.entity_state SET source_name = $3, version = $4::bigint[], deleted = $5, "
-		        "content_hash = $6, updated_at = now() WHERE target = $1 AND entity_key = $2::jsonb",
-		        p, true);
-		return true;
-	}
-	uint64_t n = Execute("INSERT INTO cdc.entity_state (target, entity_key, source_name, version, deleted, content_hash) "
-	                     "VALUES ($1, $2::jsonb, $3, $4::bigint[], $5, $6) ON CONFLICT (target, entity_key) DO NOTHING",
-	                     p, true);
-	return n == 1;
+	return WriteEntityRecord(c.t->relid, c.compact_key, c.src, c.version, c.is_delete, c.content_hash, c.now_s, existed);
 }
 
 // Mutates the target table; returns the resulting row (upsert) or the removed
@@ -871,10 +887,143 @@ RecordConflict(const EntityChange &c, const Decision &d, const std::optional<Ent
 		     "The mapping's conflict_policy is 'error'; use 'record' to record conflicts in cdc.conflicts instead.");
 }
 
+/* ---- mode hooks (pg/modes.hpp) ---- */
+
+ChangeIdentity
+IdentityOf(const EntityChange &c)
+{
+	ChangeIdentity id;
+	id.op = c.op;
+	id.is_snapshot = c.is_snapshot;
+	id.entity_key = c.entity_key;
+	id.version = c.version;
+	id.delivery_key = c.delivery_key;
+	id.source_json = SourceJson(*c.source_info, c.version);
+	id.source_ts_ms = c.source_info->ts_ms;
+	return id;
+}
+
+// History mode: one history row per change; a replay finds its
+// (cdc_key, cdc_version) taken.  No entity record: the history table's unique
+// index is the replay guard.
+Outcome
+ApplyHistory(const EntityChange &c, Counters &cnt)
+{
+	const Target &t = *c.t;
+	if (c.claimed_before && DeliveryHadConflict(t.relid, c.delivery_key)) {
+		cnt.duplicate++;
+		return Outcome::Duplicate;
+	}
+	std::vector<ModeValue> values;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Cell &cell = c.image->cells[i];
+		if (!cell.present)
+			continue;
+		if (IsHistoryMetaColumn(t.columns[i].name))
+			Fail("42703", std::string("field \"") + (c.is_delete ? "before." : "after.") + t.columns[i].name +
+			                  "\" collides with a metadata column of history table " + t.display,
+			     {}, "Columns named cdc_* of a history table are written by cdc_apply only.");
+		ModeValue v;
+		v.column = t.columns[i].name;
+		v.type = t.columns[i].type;
+		v.value = cell.value;
+		v.isnull = cell.isnull;
+		v.unavailable = cell.unavailable;
+		values.push_back(std::move(v));
+	}
+	std::optional<std::string> row;
+	switch (AppendHistory(t.modes, t.qualified, values, IdentityOf(c), &row)) {
+	case HistoryResult::Exists:
+		cnt.duplicate++;
+		return Outcome::Duplicate;
+	case HistoryResult::NoEarlierRow: {
+		if (c.claimed_before) {
+			cnt.duplicate++;
+			return Outcome::Duplicate;
+		}
+		Decision d;
+		d.outcome = Outcome::Conflict;
+		d.reason = "the event has unavailable (unchanged TOAST) values and the history has no earlier row of the key";
+		RecordConflict(c, d, std::nullopt);
+		cnt.conflict++;
+		return Outcome::Conflict;
+	}
+	case HistoryResult::Appended:
+		break;
+	}
+	cnt.applied++;
+	if (c.is_snapshot)
+		cnt.snapshot_rows++;
+	else if (t.mapping.outbox && WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row))
+		cnt.outbox_rows++;
+	return Outcome::Applied;
+}
+
+std::string QuoteLiteralText(const std::string &s);
+std::string CompactKeySql(const Target &t);
+
+// History mode, truncate: one history row with op t and key {} (no data
+// columns); a replay finds it taken.
+Outcome
+ApplyHistoryTruncate(const Target &t, const ChangeRequest &req, const std::string &dk, Counters &cnt)
+{
+	ChangeIdentity id;
+	id.op = 't';
+	id.entity_key = "{}";
+	id.version = req.version;
+	id.delivery_key = dk;
+	id.source_json = SourceJson(req.source, req.version);
+	id.source_ts_ms = req.source.ts_ms;
+	std::optional<std::string> row;
+	if (AppendHistory(t.modes, t.qualified, {}, id, &row) == HistoryResult::Exists) {
+		cnt.duplicate++;
+		return Outcome::Duplicate;
+	}
+	cnt.applied++;
+	if (t.mapping.outbox && WriteOutbox(t, req.source, 't', req.version, "", std::nullopt))
+		cnt.outbox_rows++;
+	return Outcome::Applied;
+}
+
+// Handler mode, truncate: the rows go one by one (DELETE ... RETURNING) and
+// the handler sees each removed row as op t with old = the row, so derived
+// aggregates stay exact.  `keep`: jsonb[] literal of the entity keys that
+// survive (their entity moved past the truncate), as compact keys.
+void
+TruncateWithHandler(const Target &t, const std::string &keep, const ChangeRequest &req, const std::string &dk)
+{
+	std::string key = "jsonb_build_object(";
+	for (size_t i = 0; i < t.key.size(); i++) {
+		const std::string &name = t.columns[size_t(t.key[i])].name;
+		key += (i ? ", " : "") + QuoteLiteralText(name) + ", t." + QuoteIdent(name) + "::text";
+	}
+	key += ")";
+	Params del;
+	del.AddText(keep);
+	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) + " <> ALL ($1::text[]) " +
+	                         "RETURNING to_jsonb(t)::text, " + key + "::text",
+	                     del, false);
+	std::vector<std::pair<std::string, std::string>> removed; /* (row, entity key): SPI results are overwritten by the calls */
+	for (uint64_t i = 0; i < n; i++)
+		removed.emplace_back(ResultText(i, 1).value_or("null"), ResultText(i, 2).value_or("{}"));
+	ChangeIdentity id;
+	id.op = 't';
+	id.version = req.version;
+	id.delivery_key = dk;
+	id.source_json = SourceJson(req.source, req.version);
+	id.source_ts_ms = req.source.ts_ms;
+	for (const auto &[row, entity_key] : removed) {
+		id.entity_key = entity_key;
+		CallHandler(t.modes, t.display, id, row, std::nullopt);
+	}
+}
+
 Outcome
 ApplyEntity(const EntityChange &c, Counters &cnt)
 {
 	const Target &t = *c.t;
+	if (t.modes.mode == Mode::History)
+		return ApplyHistory(c, cnt);
 	for (int attempt = 0;; attempt++) {
 		std::optional<EntityRecord> stored = LockEntity(c);
 		DecisionInput in;
@@ -886,9 +1035,21 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		in.stored = stored;
 		if (t.barrier && t.barrier->source == c.source)
 			in.barrier = t.barrier->version;
+		if (!stored) /* records may have been pruned: the watermark tells what can be proven */
+			in.watermark = ReadWatermark(t.relid, c.src, t.version_col >= 0 ? 3 : 4);
 		if (in.has_unavailable)
 			in.row_exists = SelectRowImage(t, *c.key_img).has_value();
 		Decision d = Decide(in);
+		if (c.claimed_before &&
+		    (d.outcome != Outcome::Applied || DeliveryHadConflict(t.relid, c.delivery_key))) {
+			/*
+			 * The ledger had it and the records agree (or it was a recorded
+			 * conflict that a re-decision must not turn into an apply): a
+			 * duplicate delivery.
+			 */
+			cnt.duplicate++;
+			return Outcome::Duplicate;
+		}
 
 		switch (d.outcome) {
 		case Outcome::Stale:
@@ -906,6 +1067,15 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		case Outcome::Ignored:
 			cnt.ignored++;
 			return d.outcome;
+		case Outcome::Expired:
+			/* cannot be proven new or old (docs/retention.md): the mapping's expired_policy decides */
+			cnt.expired++;
+			if (t.modes.expired_policy == ModeConfig::ExpiredPolicy::DeadLetter)
+				RecordDeadLetter(t.relid, c.entity_key, c.delivery_key, c.op, c.version, *in.watermark, c.image->json,
+				                 SourceJson(*c.source_info, c.version));
+			if (t.modes.expired_policy != ModeConfig::ExpiredPolicy::Apply)
+				return d.outcome;
+			break;
 		case Outcome::Applied:
 			break;
 		}
@@ -916,7 +1086,14 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		}
 		if (c.is_delete && c.capture_cols && c.captured)
 			*c.captured = SelectColumnsText(t, *c.key_img, *c.capture_cols);
+		const bool handler = t.modes.mode == Mode::Handler;
+		std::optional<std::string> old_row;
+		if (handler && !c.is_delete)
+			old_row = SelectRowImage(t, *c.key_img);
 		std::optional<std::string> row = MutateTarget(c);
+		if (handler) /* a delete's RETURNING row is the removed (old) row */
+			CallHandler(t.modes, t.display, IdentityOf(c), c.is_delete ? row : old_row,
+			            c.is_delete ? std::nullopt : row);
 		if (c.is_delete && !row)
 			row = c.image->json; /* the destination never had the row: publish the before-image */
 		cnt.applied++;
@@ -935,18 +1112,11 @@ QuoteLiteralText(const std::string &s)
 	return std::string(q);
 }
 
+// The dedup claim (SPEC §4.1) in the compact ledger (pg/state_store.hpp).
 bool
-Claim(const std::string &delivery_key, Oid relid, const std::string &entity_key, const Version &v)
+Claim(const std::string &delivery_key, Oid relid, int32_t now_s)
 {
-	Params p;
-	p.AddText(delivery_key);
-	p.AddOid(relid);
-	p.AddTextOrNull(entity_key.empty() ? std::nullopt : std::optional<std::string>(entity_key));
-	p.AddText(v.ToArrayLiteral());
-	uint64_t n = Execute("INSERT INTO cdc.ledger (delivery_key, target, entity_key, version) "
-	                     "VALUES ($1, $2, $3::jsonb, $4::bigint[]) ON CONFLICT (delivery_key) DO NOTHING",
-	                     p, true);
-	return n == 1;
+	return ClaimDelivery(relid, delivery_key, now_s);
 }
 
 void
@@ -1023,40 +1193,34 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		const Version &v = req.version;
 		std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, "");
 		SetContext(&t, dk);
-		if (!Claim(dk, relid, "", v)) {
-			cnt.duplicate++;
-			return Outcome::Duplicate;
-		}
+		const bool claimed = Claim(dk, relid, TransactionSeconds());
+		if (t.modes.mode == Mode::History)
+			return ApplyHistoryTruncate(t, req, dk, cnt);
 		if (t.barrier && t.barrier->source == source && Version::Compare(v, t.barrier->version) <= 0) {
+			/* a processed delivery (claim taken) or an older truncate */
+			if (!claimed) {
+				cnt.duplicate++;
+				return Outcome::Duplicate;
+			}
 			cnt.stale++;
 			return Outcome::Stale;
 		}
+		const int16_t src = SourceId(source, source_ids_);
 		/*
 		 * Rows whose entity moved past the truncate's version (a newer change
 		 * applied before this late truncate arrived) survive it; everything
 		 * else goes.  Usually there are none and TRUNCATE does the job.
 		 */
-		Params newer;
-		newer.AddOid(relid);
-		newer.AddText(source);
-		newer.AddText(v.ToArrayLiteral());
-		uint64_t nnewer = Execute("SELECT coalesce(array_agg(entity_key)::text, '{}') FROM cdc.entity_state "
-		                          "WHERE target = $1 AND source_name = $2 AND version > $3::bigint[] AND NOT deleted",
-		                          newer, true);
-		std::string keep = nnewer ? ResultText(0, 1).value_or("{}") : "{}";
-		if (keep == "{}") {
+		std::string keep = LiveKeysNewerThan(relid, src, v);
+		if (t.modes.mode == Mode::Handler) {
+			TruncateWithHandler(t, keep, req, dk);
+		} else if (keep == "{}") {
 			Params none;
 			Execute("TRUNCATE " + t.qualified, none, false);
 		} else {
-			std::string key = "jsonb_build_object(";
-			for (size_t i = 0; i < t.key.size(); i++) {
-				const std::string &name = t.columns[size_t(t.key[i])].name;
-				key += (i ? ", " : "") + QuoteLiteralText(name) + ", t." + QuoteIdent(name) + "::text";
-			}
-			key += ")";
 			Params del;
 			del.AddText(keep);
-			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + key + " <> ALL ($1::jsonb[])", del, false);
+			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) + " <> ALL ($1::text[])", del, false);
 		}
 		Params p;
 		p.AddOid(relid);
@@ -1066,8 +1230,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		        "ON CONFLICT (target) DO UPDATE SET source_name = EXCLUDED.source_name, version = EXCLUDED.version, "
 		        "truncated_at = now()",
 		        p, true);
-		Execute("DELETE FROM cdc.entity_state WHERE target = $1 AND source_name = $2 AND version <= $3::bigint[]", p,
-		        true);
+		DropEntityRecordsUpTo(relid, src, v);
 		t.barrier = Barrier{source, v};
 		cnt.applied++;
 		if (t.mapping.outbox && WriteOutbox(t, req.source, 't', v, "", std::nullopt))
@@ -1110,13 +1273,18 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 
 	std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, entity_key);
 	SetContext(&t, dk);
-	if (!Claim(dk, relid, entity_key, v)) {
-		cnt.duplicate++;
-		return Outcome::Duplicate;
-	}
+	/*
+	 * The dedup claim.  When the ledger already has the delivery the change
+	 * still goes through the version decision (under the entity lock), but
+	 * only an "applied" decision counts: it proves the change new, so the
+	 * ledger hit was a digest collision.  Anything else is a duplicate.
+	 */
+	const int32_t now_s = TransactionSeconds();
+	const bool claimed_before = !Claim(dk, relid, now_s);
+	const int16_t src = SourceId(source, source_ids_);
 
 	/* The hash covers what the event sent, so a replay compares equal. */
-	std::string content_hash = is_delete ? std::string("delete") : ImageHash(t, main);
+	const std::string content_hash = is_delete ? std::string("0") : ContentHash32(ImageHash(t, main));
 	const Image *image = &main;
 	Image moved; /* the after-image with unsent columns taken from the row under the old key */
 
@@ -1135,9 +1303,13 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		old.key_img = &*before;
 		old.image = &*before;
 		old.entity_key = EntityKey(t, *before, "before");
+		old.compact_key = CompactKey(t, *before);
 		old.version = v;
 		old.source = source;
-		old.content_hash = "delete";
+		old.src = src;
+		old.now_s = now_s;
+		old.claimed_before = claimed_before;
+		old.content_hash = "0";
 		old.delivery_key = dk;
 		old.op = 'd';
 		if (!unsent.empty()) {
@@ -1173,6 +1345,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 			moved.has_unavailable = false;
 			image = &moved;
 		}
+		cnt.expired += implied.expired;
 	}
 
 	EntityChange c;
@@ -1183,8 +1356,12 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	c.key_img = image;
 	c.image = image;
 	c.entity_key = entity_key;
+	c.compact_key = CompactKey(t, main);
 	c.version = v;
 	c.source = source;
+	c.src = src;
+	c.now_s = now_s;
+	c.claimed_before = claimed_before;
 	c.content_hash = content_hash;
 	c.delivery_key = dk;
 	c.op = OpName(req.op)[0];
@@ -1203,16 +1380,17 @@ ApplyEngine::Finish()
 		p.AddOid(relid);
 		p.Add(INT4OID, Int32GetDatum(backend), false);
 		for (int64_t x : {c.applied, c.duplicate, c.stale, c.conflict, c.ignored, c.blocked_resurrections,
-		                  c.outbox_rows, c.snapshot_rows})
+		                  c.outbox_rows, c.snapshot_rows, c.expired})
 			p.AddInt8(x);
 		Execute("INSERT INTO cdc.counters AS c (target, backend_id, applied, duplicate, stale, conflict, ignored, "
-		        "blocked_resurrections, outbox_rows, snapshot_rows) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+		        "blocked_resurrections, outbox_rows, snapshot_rows, expired) "
+		        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
 		        "ON CONFLICT (target, backend_id) DO UPDATE SET applied = c.applied + EXCLUDED.applied, "
 		        "duplicate = c.duplicate + EXCLUDED.duplicate, stale = c.stale + EXCLUDED.stale, "
 		        "conflict = c.conflict + EXCLUDED.conflict, ignored = c.ignored + EXCLUDED.ignored, "
 		        "blocked_resurrections = c.blocked_resurrections + EXCLUDED.blocked_resurrections, "
 		        "outbox_rows = c.outbox_rows + EXCLUDED.outbox_rows, "
-		        "snapshot_rows = c.snapshot_rows + EXCLUDED.snapshot_rows",
+		        "snapshot_rows = c.snapshot_rows + EXCLUDED.snapshot_rows, expired = c.expired + EXCLUDED.expired",
 		        p, true);
 	}
 	cdc::pg::Finish();

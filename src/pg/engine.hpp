@@ -24,7 +24,7 @@ struct Target;
 // cdc.counters when the call finishes.
 struct Counters {
 	int64_t applied = 0, duplicate = 0, stale = 0, conflict = 0, ignored = 0;
-	int64_t blocked_resurrections = 0, outbox_rows = 0, snapshot_rows = 0;
+	int64_t blocked_resurrections = 0, outbox_rows = 0, snapshot_rows = 0, expired = 0;
 };
 
 // An image as an input path delivers it: column name -> text input form,
@@ -92,6 +92,7 @@ class ApplyEngine {
 	std::map<Oid, std::unique_ptr<Target>> targets_;
 	std::map<Oid, Counters> counters_;
 	std::map<std::string, Oid> resolved_; // "source\nschema\ntable" -> target, for this engine's lifetime
+	std::map<std::string, int16_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
 	std::string event_label_;
 	bool finished_ = false;
 };

@@ -2,6 +2,7 @@
 // CDC_PG_FUNCTION, so C++ exceptions never reach PostgreSQL frames.
 #include "pg/engine.hpp"
 #include "pg/guard.hpp"
+#include "pg/horizon.hpp"
 #include "pg/worker.hpp"
 
 #include "core/json.hpp"
@@ -101,5 +102,6 @@ CDC_PG_FUNCTION(cdc_apply_text)
 void
 _PG_init(void)
 {
+	cdc::pg::DefineHorizonSettings(); /* before DefineWorkerSettings reserves the cdc prefix */
 	cdc::pg::DefineWorkerSettings(process_shared_preload_libraries_in_progress);
 }

@@ -11,6 +11,7 @@
 // RunCpp(), which turns exceptions into ERRORs after its catch block.
 #include "pg/engine.hpp"
 #include "pg/guard.hpp"
+#include "pg/horizon.hpp"
 #include "pg/worker.hpp"
 
 #include "core/copy_text.hpp"
@@ -129,6 +130,7 @@ spi_exec(const char *sql, int nargs, const char **args)
 static void
 exec_in_own_xact(const char *sql, int nargs, const char **args)
 {
+	SetCurrentStatementStartTimestamp(); /* now() of this transaction */
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
@@ -284,6 +286,7 @@ cdc_launcher_main(Datum arg)
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 		pgstat_report_activity(STATE_IDLE, NULL);
+		cdc::pg::LauncherPruneIfDue(); /* the replay horizon's schedule (pg/horizon.hpp) */
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, cdc_naptime * 1000L,
 		                 PG_WAIT_EXTENSION);
@@ -615,6 +618,8 @@ SourceOf(const LogicalRepRelation *rel)
 	s.lsn = int64_t(W->change_lsn);
 	s.commit_lsn = int64_t(W->final_lsn);
 	s.tx_id = int64_t(W->xid);
+	/* source commit time as Unix milliseconds (history rows, handler metadata) */
+	s.ts_ms = W->committime / 1000 + int64_t(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
 	return s;
 }
 
@@ -694,6 +699,12 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
 static void
 begin_local_xact(void)
 {
+	/*
+	 * A background worker must start the statement clock itself: now() (the
+	 * ledger's claim time, entity records' write time, outbox created_at, all
+	 * compared with the replay horizon) is the transaction's start.
+	 */
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	cdc::pg::RunCpp([&]() { W->engine = new cdc::pg::ApplyEngine(); });
@@ -732,6 +743,7 @@ handle_commit(StringInfo s)
 	}
 	if (W->skipping) {
 		const char *args[3] = {psprintf("%d", W->subid), lsn_text(W->final_lsn), psprintf("%u", W->xid)};
+		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		SPI_connect();
@@ -984,6 +996,7 @@ prepare_slot(void)
 
 	/* the slot is ready: progress = its start point, committed with the flag */
 	const char *args[1] = {psprintf("%d", W->subid)};
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();

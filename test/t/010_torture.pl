@@ -20,6 +20,7 @@
 #   CDC_TORTURE_TERMINATE_EVERY  a run with backends terminated mid-transaction every N seeds (4)
 #   CDC_TORTURE_CRASH_EVERY      a run with the postmaster crashed every N seeds (20)
 #   CDC_TORTURE_CONCURRENT_EVERY a run with 2 or 4 concurrent appliers every N seeds (5)
+#   CDC_TORTURE_EXPIRY_EVERY     a ledger-expiry run (prune everything, replay a window) every N seeds (3)
 #   CDC_TORTURE_SHRINKS          failing seeds to shrink (3)
 use strict;
 use warnings;
@@ -45,6 +46,7 @@ my %cfg = (
 	terminate_every  => $ENV{CDC_TORTURE_TERMINATE_EVERY} // 4,
 	crash_every      => $ENV{CDC_TORTURE_CRASH_EVERY} // 20,
 	concurrent_every => $ENV{CDC_TORTURE_CONCURRENT_EVERY} // 5,
+	expiry_every     => $ENV{CDC_TORTURE_EXPIRY_EVERY} // 3,
 	shrinks          => $ENV{CDC_TORTURE_SHRINKS} // 3,
 );
 my @seeds = defined $ENV{CDC_TORTURE_SEED}
@@ -216,6 +218,17 @@ for my $seed (@seeds)
 			terminate_after => $plan->range(1, 40) / 1000, terminate_victim => $plan->int($n));
 		$check->("concurrent-$n-$m" . ($batched ? '-batched' : ''), $r, undef);
 	}
+	# F: ledger expiry (docs/retention.md): after a run, the whole ledger and
+	# every tombstone are pruned and a window of the deliveries is replayed;
+	# the remaining records and the prune watermark must keep the state
+	# right, and pruned changes must come back expired, never applied again.
+	if ($seed % $cfg{expiry_every} == 0)
+	{
+		my $D = CdcTorture::Generator::deliveries($H, $seed, @avoid, label => 'F', mode => $mode->(),
+			dk => $plan->chance(0.5) ? 'kafka' : 'derived', batch => 'single');
+		my $n = scalar map {@$_} @{ $D->{batches} };
+		$check->("expiry-$D->{mode}", $driver->run_expiry($D->{batches}, $plan->int($n)), $D->{batches});
+	}
 	ok($seed_ok, "seed $seed: " . join(', ', @names));
 }
 
@@ -232,10 +245,12 @@ my $summary = {
 };
 diag(sprintf("torture: %d seeds, %d runs, %d cdc_apply calls, %d backends terminated mid-transaction, "
 		. "%d errors injected mid-transaction, %d postmaster crashes (%d with a transaction in flight), "
-		. "%d concurrent runs (%d appliers, %d of them terminated, %d deadlocks), %d shrink trials, %.0f s",
+		. "%d concurrent runs (%d appliers, %d of them terminated, %d deadlocks), "
+		. "%d ledger-expiry runs (%d replays, %d expired, %d former conflicts applied), %d shrink trials, %.0f s",
 		scalar @seeds, $c->{runs} + $c->{concurrent_runs}, $c->{calls}, $c->{terminations}, $c->{injected_errors} // 0,
 		$c->{postmaster_crashes}, $c->{inflight_crashes}, $c->{concurrent_runs}, $c->{concurrent_appliers},
-		$c->{concurrent_terminations} // 0, $c->{deadlocks}, $c->{shrink_trials}, $elapsed));
+		$c->{concurrent_terminations} // 0, $c->{deadlocks}, $c->{expiry_runs} // 0, $c->{expiry_replays} // 0,
+		$c->{expiry_expired} // 0, $c->{expiry_reapplied_conflicts} // 0, $c->{shrink_trials}, $elapsed));
 diag('torture history stats: ' . join(', ', map {"$_=$stats{$_}"} sort keys %stats));
 make_path($PostgreSQL::Test::Utils::tmp_check);
 if (open my $fh, '>', "$PostgreSQL::Test::Utils::tmp_check/torture-summary.json")

@@ -315,6 +315,34 @@ TEST(Decision, UnavailableValuesNeedAnExistingRow)
 	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
 }
 
+TEST(Decision, PrunedRecordsMakeOldEventsExpired)
+{
+	// No record, not newer than the prune watermark: cannot be proven new or old.
+	auto in = Input(Version{{0, 10}});
+	in.watermark = Version{{0, 10}};
+	auto d = Decide(in);
+	EXPECT_EQ(d.outcome, Outcome::Expired);
+	EXPECT_NE(d.reason.find("watermark"), std::string::npos);
+	auto del = Input(Version{{0, 5}}, true, "0");
+	del.watermark = Version{{0, 10}};
+	EXPECT_EQ(Decide(del).outcome, Outcome::Expired) << "a delete is not provable either";
+	// Newer than everything pruned: provably new.
+	in.version = Version{{0, 11}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
+	// A new epoch is newer than any watermark of the old one.
+	in.version = Version{{1, 1}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
+	// A stored record decides; the watermark is not consulted.
+	in.version = Version{{0, 5}};
+	in.stored = Stored(Version{{0, 3}});
+	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
+	// The truncate barrier proves it old first.
+	auto b = Input(Version{{0, 5}});
+	b.watermark = Version{{0, 10}};
+	b.barrier = Version{{0, 7}};
+	EXPECT_EQ(Decide(b).outcome, Outcome::Stale);
+}
+
 TEST(Decision, OutcomeNames)
 {
 	EXPECT_STREQ(OutcomeName(Outcome::Applied), "applied");
@@ -322,4 +350,5 @@ TEST(Decision, OutcomeNames)
 	EXPECT_STREQ(OutcomeName(Outcome::Stale), "stale");
 	EXPECT_STREQ(OutcomeName(Outcome::Conflict), "conflict");
 	EXPECT_STREQ(OutcomeName(Outcome::Ignored), "ignored");
+	EXPECT_STREQ(OutcomeName(Outcome::Expired), "expired");
 }

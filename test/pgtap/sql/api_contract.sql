@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(100);
+SELECT plan(132);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -24,10 +24,11 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'), false, 'extension is not relocatable');
 
 -- Tables and views.
-SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
-                         'subscription', 'subscription_state', 'skipped_transactions'],
+SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
+                         'subscription', 'subscription_state', 'skipped_transactions', 'dead_letter', 'prune_watermark',
+                         'prune_state'],
                   'schema cdc has exactly the state tables');
-SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status'], 'schema cdc has exactly the views');
+SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'horizon_status'], 'schema cdc has exactly the views');
 SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
 SELECT has_table('cdc', 'ledger', 'cdc.ledger exists');
 SELECT has_table('cdc', 'entity_state', 'cdc.entity_state exists');
@@ -40,14 +41,15 @@ SELECT has_view('cdc', 'entities', 'cdc.entities exists');
 SELECT has_view('cdc', 'tombstones', 'cdc.tombstones exists');
 
 -- Keys.
-SELECT col_is_pk('cdc', 'ledger', 'delivery_key', 'cdc.ledger: delivery_key is the primary key (the dedup claim)');
-SELECT col_type_is('cdc', 'ledger', 'delivery_key', 'text', 'cdc.ledger.delivery_key is text');
-SELECT col_not_null('cdc', 'ledger', 'delivery_key', 'cdc.ledger.delivery_key is NOT NULL');
+-- The compact layout (docs/retention.md): fixed-width columns only.
+SELECT columns_are('cdc', 'ledger', ARRAY['digest', 'target', 'claimed_s'], 'cdc.ledger has exactly the compact columns');
+SELECT col_is_pk('cdc', 'ledger', 'digest', 'cdc.ledger: the digest of (target, delivery key) is the primary key (the dedup claim)');
+SELECT col_type_is('cdc', 'ledger', 'digest', 'bigint', 'cdc.ledger.digest is bigint');
 SELECT col_type_is('cdc', 'ledger', 'target', 'regclass', 'cdc.ledger.target is regclass');
-SELECT col_type_is('cdc', 'ledger', 'entity_key', 'jsonb', 'cdc.ledger.entity_key is jsonb');
-SELECT col_type_is('cdc', 'ledger', 'version', 'bigint[]', 'cdc.ledger.version is bigint[]');
-SELECT col_not_null('cdc', 'ledger', 'version', 'cdc.ledger.version is NOT NULL');
-SELECT col_type_is('cdc', 'ledger', 'claimed_at', 'timestamp with time zone', 'cdc.ledger.claimed_at is timestamptz');
+SELECT col_type_is('cdc', 'ledger', 'claimed_s', 'integer', 'cdc.ledger.claimed_s is integer (seconds since 2000)');
+SELECT col_not_null('cdc', 'ledger', 'claimed_s', 'cdc.ledger.claimed_s is NOT NULL');
+SELECT is(cdc.delivery_digest('cdc.mapping', 'k'), ('x' || substr(md5('cdc.mapping'::regclass::oid::text || E'\n' || 'k'), 1, 16))::bit(64)::bigint,
+          'cdc.delivery_digest is the first 64 bits of md5(target oid, newline, delivery key)');
 
 SELECT col_is_pk('cdc', 'outbox', 'id', 'cdc.outbox: id is the primary key');
 SELECT col_is_unique('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is unique');
@@ -69,7 +71,15 @@ SELECT col_default_is('cdc', 'mapping', 'unavailable_placeholder', '__debezium_u
                       'cdc.mapping.unavailable_placeholder defaults to Debezium''s placeholder');
 SELECT col_default_is('cdc', 'mapping', 'conflict_policy', 'record', 'cdc.mapping.conflict_policy defaults to record');
 
-SELECT col_is_pk('cdc', 'entity_state', ARRAY['target', 'entity_key'], 'cdc.entity_state: (target, entity_key) is the primary key');
+SELECT col_is_pk('cdc', 'entity_state', ARRAY['target', 'key'], 'cdc.entity_state: (target, key) is the primary key');
+SELECT columns_are('cdc', 'entity_state', ARRAY['v1', 'v2', 'target', 'v0', 'v3', 'chash', 'touched_s', 'src', 'deleted', 'key'],
+                   'cdc.entity_state has exactly the compact columns');
+SELECT is((SELECT array_agg(format_type(atttypid, atttypmod) ORDER BY attnum) FROM pg_attribute
+            WHERE attrelid = 'cdc.entity_state'::regclass AND attnum > 0 AND NOT attisdropped),
+          ARRAY['bigint', 'bigint', 'regclass', 'integer', 'integer', 'integer', 'integer', 'smallint', 'boolean', 'text'],
+          'cdc.entity_state columns are fixed-width, 8-byte ones first, the key last');
+SELECT col_is_pk('cdc', 'source', 'id', 'cdc.source: id is the primary key');
+SELECT col_is_unique('cdc', 'source', 'name', 'cdc.source.name is unique');
 SELECT col_type_is('cdc', 'entity_state', 'deleted', 'boolean', 'cdc.entity_state.deleted is boolean');
 SELECT col_is_pk('cdc', 'table_barrier', 'target', 'cdc.table_barrier: target is the primary key');
 SELECT col_is_pk('cdc', 'conflicts', 'id', 'cdc.conflicts: id is the primary key');
@@ -79,11 +89,11 @@ SELECT col_is_pk('cdc', 'counters', ARRAY['target', 'backend_id'], 'cdc.counters
 
 -- The stats view: its columns, in order, and their types.
 SELECT columns_are('cdc', 'stats', ARRAY['target', 'applied', 'duplicate', 'stale', 'conflict', 'ignored',
-                                         'blocked_resurrections', 'outbox_rows', 'snapshot_rows'],
+                                         'blocked_resurrections', 'outbox_rows', 'snapshot_rows', 'expired'],
                    'cdc.stats has exactly the documented columns');
 SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'cdc.stats'::regclass AND attnum > 0),
           ARRAY['target', 'applied', 'duplicate', 'stale', 'conflict', 'ignored', 'blocked_resurrections',
-                'outbox_rows', 'snapshot_rows'],
+                'outbox_rows', 'snapshot_rows', 'expired'],
           'cdc.stats columns are in the documented order');
 SELECT col_type_is('cdc', 'stats', 'target', 'regclass', 'cdc.stats.target is regclass');
 SELECT col_type_is('cdc', 'stats', 'applied', 'bigint', 'cdc.stats.applied is bigint');
@@ -123,18 +133,52 @@ SELECT is((SELECT array_agg(p.pronargdefaults ORDER BY p.oid::regprocedure::text
             WHERE p.proname = 'cdc_apply' AND p.pronamespace = 'public'::regnamespace),
           ARRAY[2::int2, 2::int2], 'cdc_apply: target and delivery_key default to NULL');
 SELECT has_function('cdc', 'register_mapping',
-                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
                     'cdc.register_mapping(...) exists with the documented signature');
 SELECT function_returns('cdc', 'register_mapping',
-                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
                         'cdc.mapping', 'cdc.register_mapping returns the cdc.mapping row');
 SELECT isnt_definer('cdc', 'register_mapping',
-                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
                     'cdc.register_mapping is not SECURITY DEFINER');
-SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text)'::regprocedure),
+SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text,text,regprocedure,text)'::regprocedure),
           ARRAY['target', 'source_schema', 'source_table', 'key_columns', 'version_column', 'outbox', 'outbox_topic',
-                'truncate_policy', 'unavailable_placeholder', 'temporal_unit', 'source_epoch', 'source_name', 'conflict_policy'],
+                'truncate_policy', 'unavailable_placeholder', 'temporal_unit', 'source_epoch', 'source_name', 'conflict_policy',
+                'mode', 'handler', 'expired_policy'],
           'cdc.register_mapping argument names (callable with named arguments)');
+SELECT col_type_is('cdc', 'mapping', 'mode', 'text', 'cdc.mapping.mode is text');
+SELECT col_default_is('cdc', 'mapping', 'mode', 'state', 'cdc.mapping.mode defaults to state');
+SELECT col_type_is('cdc', 'mapping', 'handler', 'regprocedure', 'cdc.mapping.handler is regprocedure');
+SELECT col_is_null('cdc', 'mapping', 'handler', 'cdc.mapping.handler is nullable (only mode handler has one)');
+SELECT has_function('cdc', 'create_history_table', ARRAY['text', 'regclass'], 'cdc.create_history_table(text, regclass) exists');
+SELECT function_returns('cdc', 'create_history_table', ARRAY['text', 'regclass'], 'regclass',
+                        'cdc.create_history_table returns the new table');
+SELECT function_privs_are('cdc', 'create_history_table', ARRAY['text', 'regclass'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.create_history_table');
+SELECT has_function('cdc', 'outbox_mark_published', ARRAY['bigint[]'], 'cdc.outbox_mark_published(bigint[]) exists');
+SELECT function_returns('cdc', 'outbox_mark_published', ARRAY['bigint[]'], 'bigint', 'cdc.outbox_mark_published returns the count marked');
+SELECT function_privs_are('cdc', 'outbox_mark_published', ARRAY['bigint[]'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.outbox_mark_published (grant it to the relay role)');
+SELECT columns_are('cdc', 'outbox', ARRAY['id', 'idempotency_key', 'topic', 'target', 'entity_key', 'op', 'payload', 'source',
+                                         'version', 'created_at', 'published_at'],
+                   'cdc.outbox has exactly the documented columns');
+SELECT has_index('cdc', 'outbox', 'outbox_unpublished_idx', 'cdc.outbox has the relay''s index of unpublished rows');
+-- The replay horizon.
+SELECT has_function('cdc', 'prune', ARRAY['integer', 'interval'], 'cdc.prune(integer, interval) exists');
+SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.prune(integer,interval)'::regprocedure),
+          ARRAY['max_pages', 'horizon', 'relation', 'scanned_blocks', 'removed', 'sweep_done'],
+          'cdc.prune takes max_pages and horizon and returns relation, scanned_blocks, removed, sweep_done');
+SELECT function_privs_are('cdc', 'prune', ARRAY['integer', 'interval'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.prune');
+SELECT has_function('cdc', 'replay_horizon', ARRAY[]::text[], 'cdc.replay_horizon() exists');
+SELECT is(cdc.replay_horizon(), interval '7 days', 'the replay horizon defaults to 7 days');
+SELECT col_default_is('cdc', 'mapping', 'expired_policy', 'refuse', 'cdc.mapping.expired_policy defaults to refuse');
+SELECT columns_are('cdc', 'horizon_status', ARRAY['horizon', 'cutoff', 'oldest_ledger_entry', 'ledger_rows', 'ledger_bytes',
+                   'oldest_tombstone', 'tombstones', 'live_entities', 'entity_state_bytes', 'outbox_unpublished',
+                   'outbox_published', 'outbox_bytes', 'watermarks', 'expired_changes', 'last_prune_at', 'last_full_sweep_at'],
+                   'cdc.horizon_status has exactly the documented columns');
+SELECT table_privs_are('cdc', 'horizon_status', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.horizon_status');
+SELECT col_is_pk('cdc', 'prune_watermark', ARRAY['target', 'src'], 'cdc.prune_watermark: one watermark per (target, source)');
 SELECT has_function('cdc', 'unregister_mapping', ARRAY['regclass'], 'cdc.unregister_mapping(regclass) exists');
 SELECT function_returns('cdc', 'unregister_mapping', ARRAY['regclass'], 'boolean', 'cdc.unregister_mapping returns boolean');
 
@@ -157,7 +201,7 @@ SELECT is_empty($$
 SELECT function_privs_are('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'public', ARRAY['EXECUTE'],
                           'PUBLIC may execute cdc_apply(jsonb, ...)');
 SELECT function_privs_are('cdc', 'register_mapping',
-                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text'],
+                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
                           'public', ARRAY[]::text[], 'PUBLIC may not execute cdc.register_mapping');
 SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.ledger');
 SELECT table_privs_are('cdc', 'outbox', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox');
@@ -209,5 +253,19 @@ SELECT is(cdc_apply(NULL::jsonb), 'ignored', 'a NULL value (Kafka tombstone) is 
 SELECT results_eq('SELECT id, v FROM tap_items', $$VALUES (1, 'x')$$, 'the row was written once');
 SELECT throws_ok($$SELECT cdc_apply('{"op": "c"', 'tap_items')$$, '22P02', NULL, 'malformed JSON raises 22P02');
 SELECT throws_ok($$SELECT cdc_apply('{"op": "q"}'::jsonb, 'tap_items')$$, '22023', 'unknown op "q"', 'an unknown op raises 22023');
+
+-- The history table made by cdc.create_history_table has the documented metadata columns and unique index.
+CREATE TABLE tap_hist_src (id int PRIMARY KEY, v text);
+SELECT is(cdc.create_history_table('tap_hist', 'tap_hist_src')::text, 'tap_hist', 'cdc.create_history_table creates the table');
+SELECT columns_are('public', 'tap_hist', ARRAY['id', 'v', 'cdc_seq', 'cdc_key', 'cdc_version', 'cdc_op', 'cdc_snapshot',
+                                              'cdc_source_ts', 'cdc_source', 'cdc_delivery_key', 'cdc_recorded_at'],
+                   'a history table has the source columns and the documented metadata columns');
+SELECT col_type_is('public', 'tap_hist', 'cdc_key', 'jsonb', 'history cdc_key is jsonb');
+SELECT col_type_is('public', 'tap_hist', 'cdc_version', 'bigint[]', 'history cdc_version is bigint[]');
+SELECT col_type_is('public', 'tap_hist', 'cdc_source_ts', 'timestamp with time zone', 'history cdc_source_ts is timestamptz');
+SELECT col_is_unique('public', 'tap_hist', ARRAY['cdc_key', 'cdc_version'], 'history rows are unique on (cdc_key, cdc_version)');
+SELECT is((cdc.register_mapping('tap_hist', source_table => 'tap_hist_src', key_columns => '{id}', mode => 'history')).mode,
+          'history', 'a history mapping registers');
+SELECT throws_ok($$SELECT cdc.register_mapping('tap_items', mode => 'handler')$$, '22023', NULL, 'mode handler needs a handler');
 
 SELECT * FROM finish();

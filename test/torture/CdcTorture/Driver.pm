@@ -51,6 +51,13 @@ sub setup
 		$sql .= table_ddl($self->{tables}{$t}) . "\n" . mapping_sql($self->{tables}{$t}) . "\n";
 	}
 	$node->safe_psql($self->{db}, $sql);
+	# The OIDs of the targets: the ledger keeps digests of (target OID,
+	# delivery key), which the model computes (Model::ledger_digest).
+	for my $l (split /\n/, $node->safe_psql($self->{db}, q{SELECT oid::regclass::text || '|' || oid FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace}))
+	{
+		my ($t, $oid) = split /\|/, $l;
+		$self->{tables}{$t}{oid} = $oid if $self->{tables}{$t};
+	}
 }
 
 sub reset_sql
@@ -59,7 +66,7 @@ sub reset_sql
 	# DELETE rather than TRUNCATE: the tables are tiny, and TRUNCATE of a
 	# dozen tables per run (new files each time) dominates a run's time.
 	my $sql = join('', map {qq{DELETE FROM "$_";\n}} sort keys %{ $self->{tables} });
-	$sql .= "DELETE FROM cdc.$_;\n" for qw(ledger entity_state table_barrier outbox conflicts counters);
+	$sql .= "DELETE FROM cdc.$_;\n" for qw(ledger entity_state table_barrier outbox conflicts counters prune_watermark dead_letter);
 	# Every run re-uses the same delivery keys and entity keys; dead index
 	# entries of earlier runs would make every unique check slower, so
 	# vacuum now and then.
@@ -125,9 +132,9 @@ sub dump_sql
 		$sql .= qq{SELECT 'S|row|$t|' || to_jsonb(t)::text FROM "$t" t;\n};
 	}
 	$sql .= <<'SQL';
-SELECT 'S|ent|' || target::text || '|' || entity_key::text || '|' || source_name || '|' || version::text || '|' || CASE WHEN deleted THEN 't' ELSE 'f' END FROM cdc.entity_state;
+SELECT 'S|ent|' || target::text || '|' || entity_key::text || '|' || source_name || '|' || version::text || '|' || CASE WHEN is_tombstone THEN 't' ELSE 'f' END FROM cdc.entities;
 SELECT 'S|bar|' || target::text || '|' || source_name || '|' || version::text FROM cdc.table_barrier;
-SELECT 'S|led|' || delivery_key || '|' || target::text || '|' || coalesce(entity_key::text, 'null') || '|' || version::text FROM cdc.ledger;
+SELECT 'S|led|' || target::text || '|' || digest FROM cdc.ledger;
 SELECT 'S|obx|' || idempotency_key || '|' || target::text || '|' || coalesce(entity_key::text, 'null') || '|' || op || '|' || version::text FROM cdc.outbox;
 SELECT 'S|cfl|' || target::text || '|' || entity_key::text || '|' || delivery_key || '|' || op || '|' || event_version::text FROM cdc.conflicts;
 SELECT 'S|st|' || target::text || '|' || applied || '|' || duplicate || '|' || stale || '|' || conflict || '|' || ignored || '|' || blocked_resurrections || '|' || outbox_rows || '|' || snapshot_rows FROM cdc.stats;
@@ -158,7 +165,7 @@ sub parse_output
 			$f[1] = CdcTorture::Model::canon_key($f[1]);
 			push @lines, join('|', 'ent', @f);
 		}
-		elsif ($kind eq 'led' || $kind eq 'obx' || $kind eq 'cfl')
+		elsif ($kind eq 'obx' || $kind eq 'cfl')
 		{
 			my $i = $kind eq 'cfl' ? 1 : 2;
 			$f[$i] = CdcTorture::Model::canon_key($f[$i] eq 'null' ? undef : $f[$i]);
@@ -661,6 +668,130 @@ sub reproduction
 		batches    => [ map { [ map { { json => $_->{json}, dk => $_->{dk}, target => $_->{target} } } @$_ ] } @$batches ],
 	});
 	return ($text, $file);
+}
+
+
+# ---------------------------------------------------------------------------
+# Ledger expiry (docs/retention.md): the deliveries are applied once and
+# checked against the model; then everything is moved 30 days into the past
+# and cdc.prune() removes the whole ledger and every tombstone (a horizon of
+# one day); then a window of the same deliveries is replayed.  The state must
+# still be right through the remaining records and the prune watermark, and
+# the replay of a pruned change must be reported (expired, the default
+# policy), never applied again:
+#   X1 pruning: the ledger and the tombstones are gone, rows and live entity
+#      records are untouched;
+#   X2 no double apply: no replay is applied, except a change that was a
+#      recorded conflict in the first run (never applied, now newer than the
+#      entity's record); the outbox grows by exactly those, and its
+#      idempotency keys stay distinct;
+#   X3 rows and live entity records after the replay equal those before it
+#      (tables without such applied replays);
+#   X4 outcomes: a change of an entity with a live record is duplicate or
+#      stale; one of an entity whose tombstone was pruned is expired (or
+#      stale under a truncate barrier, or a conflict again); expired never
+#      happens to an entity with a live record.
+# ---------------------------------------------------------------------------
+sub run_expiry
+{
+	my ($self, $batches, $window_start) = @_;
+	my $r = $self->run_plan({ batches => $batches });
+	return $r unless $r->{ok};
+	my @committed = @{ $r->{committed} };
+	my %before = _by_kind($r->{lines});
+
+	my ($ret, $out, $err) = $self->_psql(q{
+UPDATE cdc.ledger SET claimed_s = claimed_s - 30 * 86400;
+UPDATE cdc.entity_state SET touched_s = touched_s - 30 * 86400;
+SELECT 'p|' || relation || '|' || removed FROM cdc.prune(1000000, interval '1 day');
+} . $self->dump_sql);
+	my @diffs;
+	push @diffs, "prune failed: $err" if $ret;
+	my (undef, $pruned_lines) = $self->parse_output($out);
+	my %pruned = _by_kind($pruned_lines);
+	push @diffs, "X1 ledger not empty after pruning everything: " . scalar(@{ $pruned{led} || [] }) . " entries"
+	  if @{ $pruned{led} || [] };
+	my @tomb_left = grep { /\|t$/ } @{ $pruned{ent} || [] };
+	push @diffs, "X1 tombstones left after pruning: @tomb_left" if @tomb_left;
+	my @live_before = sort grep { /\|f$/ } @{ $before{ent} || [] };
+	my @live_pruned = sort grep { /\|f$/ } @{ $pruned{ent} || [] };
+	push @diffs, "X1 live entity records changed by pruning" if "@live_before" ne "@live_pruned";
+	push @diffs, "X1 rows changed by pruning" if join("\n", sort @{ $before{row} || [] }) ne join("\n", sort @{ $pruned{row} || [] });
+
+	# The window: the committed deliveries from $window_start on, again.
+	my @window = @committed[ min($window_start, $#committed) .. $#committed ];
+	my @replay = map { [$_] } grep { !$_->{control} } @window;
+	($ret, $out, $err) = $self->_psql($self->batches_sql(\@replay, 'o', 0) . $self->dump_sql);
+	push @diffs, "replay failed: $err" if $ret;
+	my ($outcomes, $after_lines) = $self->parse_output($out);
+	my %after = _by_kind($after_lines);
+	$self->{counts}{expiry_runs}++;
+	$self->{counts}{expiry_replays} += @replay;
+
+	# What each replayed change is about, from the model's reading of it.
+	my $model = CdcTorture::Model->new(tables => $self->{tables});
+	my %live = map { my @f = split /\|/; ("$f[1]|$f[2]" => 1) } @live_before;
+	my %tomb = map { my @f = split /\|/; ("$f[1]|$f[2]" => 1) } grep { /\|t$/ } @{ $before{ent} || [] };
+	my %conflicted = map { my @f = split /\|/; ("$f[1]|$f[3]" => 1) } @{ $before{cfl} || [] };
+	my (%applied_tables, $applied, $expired);
+	for my $i (0 .. $#replay)
+	{
+		my $o = $outcomes->[$i] ? $outcomes->[$i][1] : 'none';
+		my $x = eval { $model->interpret($self->model_delivery($replay[$i][0])) } or do { push @diffs, "model: $@"; next; };
+		$expired++ if $o eq 'expired';
+		next if $x->{kind} eq 'ignored' || $x->{kind} eq 'truncate';
+		my $ek = "$x->{target}|" . CdcTorture::Model::canon_key($x->{entity_key});
+		my $what = $self->describe($replay[$i][0]);
+		if ($o eq 'applied')
+		{
+			$applied++;
+			$applied_tables{ $x->{target} } = 1;
+			push @diffs, "X2 replay applied a change that was not a recorded conflict: $what"
+			  unless $conflicted{"$x->{target}|$x->{delivery_key}"};
+			next;
+		}
+		next if $x->{old_key};    # a key change: the outcome is the new key's, the old key's delete is implied
+		if ($live{$ek})
+		{
+			push @diffs, "X4 replay of a change of live entity $ek: $o, expected duplicate or stale: $what"
+			  unless $o eq 'duplicate' || $o eq 'stale';
+		}
+		elsif ($tomb{$ek})
+		{
+			push @diffs, "X4 replay of a change of pruned entity $ek: $o, expected expired: $what"
+			  unless $o eq 'expired' || $o eq 'stale' || $o eq 'conflict';
+		}
+		elsif ($o eq 'duplicate')
+		{
+			push @diffs, "X4 replay of a change of unrecorded entity $ek: duplicate: $what";
+		}
+	}
+	my $obx_before = @{ $before{obx} || [] };
+	my $obx_after = @{ $after{obx} || [] };
+	push @diffs, "X2 outbox rows: $obx_before before the replay, $obx_after after, $applied changes applied"
+	  if $obx_after > $obx_before + ($applied // 0);
+	my %ik;
+	$ik{ (split /\|/)[1] }++ for @{ $after{obx} || [] };
+	push @diffs, "X2 duplicate idempotency keys after the replay: " . join(' ', grep { $ik{$_} > 1 } sort keys %ik)
+	  if grep { $_ > 1 } values %ik;
+	for my $kind (qw(row ent))
+	{
+		my @b = sort grep { my $t = (split /\|/)[1]; !$applied_tables{$t} && ($kind eq 'row' || /\|f$/) } @{ $before{$kind} || [] };
+		my @a = sort grep { my $t = (split /\|/)[1]; !$applied_tables{$t} && ($kind eq 'row' || /\|f$/) } @{ $after{$kind} || [] };
+		push @diffs, "X3 $kind lines changed by the replay:\n  before " . join("\n         ", @b) . "\n  after  " . join("\n         ", @a)
+		  if "@b" ne "@a";
+	}
+	$self->{counts}{expiry_expired} += $expired // 0;
+	$self->{counts}{expiry_reapplied_conflicts} += $applied // 0;
+	return { %$r, ok => !@diffs, diffs => \@diffs, expired => $expired // 0 };
+}
+
+sub _by_kind
+{
+	my ($lines) = @_;
+	my %by;
+	push @{ $by{ (split /\|/, $_, 2)[0] } }, $_ for @$lines;
+	return %by;
 }
 
 1;

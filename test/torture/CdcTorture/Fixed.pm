@@ -425,7 +425,7 @@ sub _expect
 	for my $l (@$lines)
 	{
 		my ($kind, $t, @rest) = split /\|/, $l, -1;
-		if ($kind eq 'led' || $kind eq 'obx') { ($t) = @rest; }    # dk|target or idem|target
+		if ($kind eq 'obx') { ($t) = @rest; }    # idem|target (led lines are target|digest)
 		push @{ $by{$kind}{$t} }, $l;
 	}
 	for my $t (sort keys %{ $e->{rows} || {} })

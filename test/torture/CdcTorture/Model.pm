@@ -9,7 +9,9 @@
 #   rows       table -> entity key -> {column -> canonical text | undef}
 #   entities   table -> entity key -> {source, version, deleted, content}
 #   barriers   table -> {source, version}               (applied truncates)
-#   ledger     delivery key -> {target, entity_key, version}
+#   ledger     "target\ndelivery key" -> {target, entity_key, version}
+#              (the claim is per target and delivery key; the database keeps
+#              a 64-bit digest of the pair, ledger_digest below)
 #   outbox     idempotency key -> {target, entity_key, op, version}
 #   conflicts  [{target, entity_key, delivery_key, op, version}]
 #   stats      target -> {applied, duplicate, stale, conflict, ignored,
@@ -282,12 +284,12 @@ sub _deliver
 		return 'ignored';
 	}
 	my $target = $x->{target};
-	if (exists $self->{ledger}{ $x->{delivery_key} })
+	if (exists $self->{ledger}{"$target\n$x->{delivery_key}"})
 	{
 		$self->_count($target, 'duplicate');
 		return 'duplicate';
 	}
-	$self->{ledger}{ $x->{delivery_key} } = {
+	$self->{ledger}{"$target\n$x->{delivery_key}"} = {
 		target     => $target,
 		entity_key => $x->{kind} eq 'truncate' ? undef : $x->{entity_key},
 		version    => $x->{version},
@@ -475,6 +477,17 @@ sub _outbox
 # same form)
 # ---------------------------------------------------------------------------
 
+# cdc.ledger.digest of a delivery: the first 64 bits of md5("<target
+# oid>\n<delivery key>") as a signed integer (cdc.delivery_digest).  The
+# driver puts the target tables' OIDs into the table descriptions.
+sub ledger_digest
+{
+	my ($oid, $dk) = @_;
+	die "no OID for a ledger digest" unless defined $oid;
+	my $bytes = Digest::MD5::md5("$oid\n$dk");
+	return unpack('q>', substr($bytes, 0, 8));
+}
+
 sub canon_key
 {
 	my ($k) = @_;
@@ -502,9 +515,10 @@ sub state_lines
 	{
 		push @l, join('|', 'bar', $t, $b->{source}, version_text($b->{version}));
 	}
-	while (my ($dk, $r) = each %{ $self->{ledger} })
+	while (my ($k, $r) = each %{ $self->{ledger} })
 	{
-		push @l, join('|', 'led', $dk, $r->{target}, canon_key($r->{entity_key}), version_text($r->{version}));
+		my (undef, $dk) = split /\n/, $k, 2;
+		push @l, join('|', 'led', $r->{target}, ledger_digest($self->{tables}{ $r->{target} }{oid}, $dk));
 	}
 	while (my ($ik, $r) = each %{ $self->{outbox} })
 	{

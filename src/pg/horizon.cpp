@@ -1,0 +1,82 @@
+// Replay-horizon settings and the launcher's pruning schedule: see horizon.hpp.
+#include "pg/horizon.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "pgstat.h"
+#include "utils/guc.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}
+
+namespace {
+
+int cdc_replay_horizon = 7 * 24 * 3600; /* seconds; read by cdc.replay_horizon() through current_setting */
+int cdc_prune_interval = 60;            /* seconds; 0 = the launcher does not prune */
+int cdc_prune_max_pages = 10000;
+TimestampTz last_prune = 0;             /* launcher process only */
+
+} // namespace
+
+namespace cdc::pg {
+
+void
+DefineHorizonSettings()
+{
+	DefineCustomIntVariable("cdc.replay_horizon",
+	                        "How long ledger entries, tombstones and published outbox rows are kept at least.",
+	                        "cdc.prune() removes only what is older; a change for an entity whose records were pruned "
+	                        "and that is not newer than the prune watermark is expired (docs/retention.md).",
+	                        &cdc_replay_horizon, 7 * 24 * 3600, 0, INT_MAX, PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.prune_interval", "How often the launcher calls cdc.prune(); 0 disables it.", NULL,
+	                        &cdc_prune_interval, 60, 0, 86400, PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.prune_max_pages", "Blocks of each table one scheduled cdc.prune() call scans.", NULL,
+	                        &cdc_prune_max_pages, 10000, 1, INT_MAX, PGC_SIGHUP, 0, NULL, NULL, NULL);
+}
+
+void
+LauncherPruneIfDue()
+{
+	if (cdc_prune_interval <= 0)
+		return;
+	TimestampTz now = GetCurrentTimestamp();
+	if (last_prune != 0 && !TimestampDifferenceExceeds(last_prune, now, cdc_prune_interval * 1000))
+		return;
+	last_prune = now;
+
+	MemoryContext caller = CurrentMemoryContext;
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp(); /* now(): the prune cutoff is now() - horizon */
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "cdc_apply launcher: SPI_connect failed");
+		pgstat_report_activity(STATE_RUNNING, "cdc.prune()");
+		bool isnull = false;
+		if (SPI_execute("SELECT to_regprocedure('cdc.prune(integer,interval)') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
+		    DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))) {
+			char sql[128];
+			snprintf(sql, sizeof sql, "SELECT count(*) FROM cdc.prune(%d)", cdc_prune_max_pages);
+			if (SPI_execute(sql, false, 0) != SPI_OK_SELECT)
+				elog(ERROR, "cdc_apply launcher: cdc.prune() failed");
+		}
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller);
+		ErrorData *edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(WARNING, (errmsg("cdc_apply launcher: cdc.prune() failed: %s", edata->message)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+} // namespace cdc::pg

@@ -1,0 +1,194 @@
+// Compact bookkeeping tables: see state_store.hpp.
+#include "pg/state_store.hpp"
+
+#include "core/layout.hpp"
+#include "pg/spi.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+}
+
+#include <stdexcept>
+
+namespace cdc::pg {
+
+namespace {
+
+void
+AddVersion(Params &p, const Version &v)
+{
+	StoredVersion s = ToStoredVersion(v);
+	p.Add(INT4OID, Int32GetDatum(s.v0), false);
+	p.AddInt8(s.v1);
+	p.AddInt8(s.v2);
+	p.Add(INT4OID, Int32GetDatum(s.v3), false);
+}
+
+} // namespace
+
+int32_t
+TransactionSeconds()
+{
+	TimestampTz ts = PgCall([]() { return GetCurrentTransactionStartTimestamp(); });
+	return CoarseSeconds(int64_t(ts));
+}
+
+int16_t
+SourceId(const std::string &name, std::map<std::string, int16_t> &cache)
+{
+	auto it = cache.find(name);
+	if (it != cache.end())
+		return it->second;
+	Params p;
+	p.AddText(name);
+	/*
+	 * Look up, else insert; if a concurrent transaction inserted the name
+	 * first, the insert does nothing and a new statement (a new snapshot)
+	 * sees its row.
+	 */
+	uint64_t n = Execute("SELECT id FROM cdc.source WHERE name = $1", p, true);
+	if (n == 0)
+		n = Execute("INSERT INTO cdc.source (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id", p, true);
+	if (n == 0)
+		n = Execute("SELECT id FROM cdc.source WHERE name = $1", p, true);
+	if (n == 0)
+		throw std::runtime_error("source name \"" + name + "\" could not be recorded in cdc.source");
+	int16_t id = int16_t(std::stoi(ResultText(0, 1).value_or("0")));
+	cache[name] = id;
+	return id;
+}
+
+bool
+ClaimDelivery(Oid target, const std::string &delivery_key, int32_t now_s)
+{
+	std::string hex = Md5Hex(LedgerDigestInput(uint32_t(target), delivery_key));
+	Params p;
+	p.AddInt8(Int64FromMd5Hex(hex));
+	p.AddOid(target);
+	p.Add(INT4OID, Int32GetDatum(now_s), false);
+	uint64_t n = Execute("INSERT INTO cdc.ledger (digest, target, claimed_s) VALUES ($1, $2, $3) "
+	                     "ON CONFLICT (digest) DO NOTHING",
+	                     p, true);
+	return n == 1;
+}
+
+bool
+DeliveryHadConflict(Oid target, const std::string &delivery_key)
+{
+	Params p;
+	p.AddOid(target);
+	p.AddText(delivery_key);
+	return Execute("SELECT 1 FROM cdc.conflicts WHERE target = $1 AND delivery_key = $2 LIMIT 1", p, true) > 0;
+}
+
+std::optional<EntityRecord>
+LockEntityRecord(Oid target, const std::string &key, size_t arity)
+{
+	Params p;
+	p.AddOid(target);
+	p.AddText(key);
+	uint64_t n = Execute("SELECT s.name, e.v0, e.v1, e.v2, e.v3, e.deleted, e.chash "
+	                     "FROM cdc.entity_state e JOIN cdc.source s ON s.id = e.src "
+	                     "WHERE e.target = $1 AND e.key = $2 FOR UPDATE OF e",
+	                     p, true);
+	if (n == 0)
+		return std::nullopt;
+	EntityRecord r;
+	r.source = ResultText(0, 1).value_or("");
+	StoredVersion s;
+	s.v0 = std::stoi(ResultText(0, 2).value_or("0"));
+	s.v1 = std::stoll(ResultText(0, 3).value_or("0"));
+	s.v2 = std::stoll(ResultText(0, 4).value_or("0"));
+	s.v3 = std::stoi(ResultText(0, 5).value_or("0"));
+	r.version = FromStoredVersion(s, arity);
+	r.deleted = ResultBool(0, 6);
+	r.content_hash = ResultText(0, 7).value_or("");
+	return r;
+}
+
+bool
+WriteEntityRecord(Oid target, const std::string &key, int16_t src, const Version &v, bool deleted,
+                  const std::string &content_hash, int32_t now_s, bool existed)
+{
+	Params p;
+	p.AddOid(target);
+	p.AddText(key);
+	p.Add(INT2OID, Int16GetDatum(src), false);
+	AddVersion(p, v);
+	p.AddBool(deleted);
+	p.Add(INT4OID, Int32GetDatum(int32_t(std::stol(content_hash))), false);
+	p.Add(INT4OID, Int32GetDatum(now_s), false);
+	if (existed) {
+		Execute("UPDATE cdc.entity_state SET src = $3, v0 = $4, v1 = $5, v2 = $6, v3 = $7, deleted = $8, "
+		        "chash = $9, touched_s = $10 WHERE target = $1 AND key = $2",
+		        p, true);
+		return true;
+	}
+	uint64_t n = Execute("INSERT INTO cdc.entity_state (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
+	                     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (target, key) DO NOTHING",
+	                     p, true);
+	return n == 1;
+}
+
+std::optional<Version>
+ReadWatermark(Oid target, int16_t src, size_t arity)
+{
+	Params p;
+	p.AddOid(target);
+	p.Add(INT2OID, Int16GetDatum(src), false);
+	uint64_t n = Execute("SELECT v0, v1, v2, v3 FROM cdc.prune_watermark WHERE target = $1 AND src = $2", p, true);
+	if (n == 0)
+		return std::nullopt;
+	StoredVersion s;
+	s.v0 = std::stoi(ResultText(0, 1).value_or("0"));
+	s.v1 = std::stoll(ResultText(0, 2).value_or("0"));
+	s.v2 = std::stoll(ResultText(0, 3).value_or("0"));
+	s.v3 = std::stoi(ResultText(0, 4).value_or("0"));
+	return FromStoredVersion(s, arity);
+}
+
+void
+RecordDeadLetter(Oid target, const std::string &entity_key, const std::string &delivery_key, char op,
+                 const Version &v, const Version &watermark, const std::string &image_json,
+                 const std::string &source_json)
+{
+	Params p;
+	p.AddOid(target);
+	p.AddText(entity_key);
+	p.AddText(delivery_key);
+	p.AddText(std::string(1, op));
+	p.AddText(v.ToArrayLiteral());
+	p.AddText(watermark.ToArrayLiteral());
+	p.AddText(image_json);
+	p.AddText(source_json);
+	Execute("INSERT INTO cdc.dead_letter (target, entity_key, delivery_key, op, version, watermark, event_image, source) "
+	        "VALUES ($1, $2::jsonb, $3, $4, $5::bigint[], $6::bigint[], $7::jsonb, $8::jsonb)",
+	        p, true);
+}
+
+std::string
+LiveKeysNewerThan(Oid target, int16_t src, const Version &v)
+{
+	Params p;
+	p.AddOid(target);
+	p.Add(INT2OID, Int16GetDatum(src), false);
+	AddVersion(p, v);
+	uint64_t n = Execute("SELECT coalesce(array_agg(key), '{}')::text FROM cdc.entity_state "
+	                     "WHERE target = $1 AND src = $2 AND (v0, v1, v2, v3) > ($3, $4, $5, $6) AND NOT deleted",
+	                     p, true);
+	return n ? ResultText(0, 1).value_or("{}") : "{}";
+}
+
+void
+DropEntityRecordsUpTo(Oid target, int16_t src, const Version &v)
+{
+	Params p;
+	p.AddOid(target);
+	p.Add(INT2OID, Int16GetDatum(src), false);
+	AddVersion(p, v);
+	Execute("DELETE FROM cdc.entity_state WHERE target = $1 AND src = $2 AND (v0, v1, v2, v3) <= ($3, $4, $5, $6)", p,
+	        true);
+}
+
+} // namespace cdc::pg

@@ -1,0 +1,74 @@
+// The engine's bookkeeping tables in their compact layout (core/layout.hpp,
+// docs/retention.md): the dedup ledger (cdc.ledger: a 64-bit digest of
+// target and delivery key, and a coarse claim time), the per-entity version
+// records and tombstones (cdc.entity_state: exact compact key, fixed-width
+// version, 32-bit content hash, source id, coarse time) and the source-name
+// dictionary (cdc.source).  Every function runs its statement through SPI as
+// the extension owner, in the caller's transaction.
+#pragma once
+
+#include "core/decision.hpp"
+#include "core/version.hpp"
+#include "pg/guard.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace cdc::pg {
+
+// The transaction start time in whole seconds since 2000-01-01 UTC: the
+// claim time of ledger entries and the write time of entity records.
+int32_t TransactionSeconds();
+
+// Id of a source name in cdc.source, created on first use.  `cache` lives
+// for one engine call (an id created by a transaction that later rolls back
+// must not outlive it).
+int16_t SourceId(const std::string &name, std::map<std::string, int16_t> &cache);
+
+// Inserts the ledger entry of (target, delivery key).  Returns false when
+// the digest is already there: the delivery was processed before (or, with
+// probability ~2^-64 per pair, another delivery of this target has the same
+// digest; the caller then decides by the version records, so a collision
+// can only change an outcome's label, never skip a change).  Waits for a
+// concurrent transaction holding the same claim.
+bool ClaimDelivery(Oid target, const std::string &delivery_key, int32_t now_s);
+
+// True when cdc.conflicts holds a conflict recorded for this delivery of
+// `target`: a processed delivery whose outcome was a conflict, which a
+// later re-decision might otherwise apply.
+bool DeliveryHadConflict(Oid target, const std::string &delivery_key);
+
+// Locks (FOR UPDATE) and reads the record of an entity; nullopt when there
+// is none.  `arity`: components of the target's versions (3 for mappings
+// with a version column, 4 otherwise).
+std::optional<EntityRecord> LockEntityRecord(Oid target, const std::string &key, size_t arity);
+
+// Writes an entity record: UPDATE when `existed`, else INSERT ... ON
+// CONFLICT DO NOTHING, returning false when a concurrent transaction created
+// it first.  content_hash: decimal text of a 32-bit hash ("0" for deletes).
+bool WriteEntityRecord(Oid target, const std::string &key, int16_t src, const Version &v, bool deleted,
+                       const std::string &content_hash, int32_t now_s, bool existed);
+
+// The prune watermark of (target, source id): the greatest version of a
+// tombstone cdc.prune() removed; nullopt when none was.  Read it after the
+// entity lock found no record (a new statement sees a concurrent prune that
+// committed meanwhile).
+std::optional<Version> ReadWatermark(Oid target, int16_t src, size_t arity);
+
+// Keeps a change refused as expired in cdc.dead_letter.
+void RecordDeadLetter(Oid target, const std::string &entity_key, const std::string &delivery_key, char op,
+                      const Version &v, const Version &watermark, const std::string &image_json,
+                      const std::string &source_json);
+
+// The compact keys (as a text[] literal) of live entities of `target` from
+// source `src` whose version is newer than `v`: the rows a late truncate
+// keeps.
+std::string LiveKeysNewerThan(Oid target, int16_t src, const Version &v);
+
+// Deletes the entity records of `target` from source `src` with versions at
+// or below `v` (a truncate barrier covers them).
+void DropEntityRecordsUpTo(Oid target, int16_t src, const Version &v);
+
+} // namespace cdc::pg
