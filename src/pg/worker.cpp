@@ -83,7 +83,10 @@ cdc::pg::DefineWorkerSettings(bool preloaded)
 	                        NULL, &cdc_status_interval, 1000, 10, 60000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomStringVariable("cdc.debug_fault", "Test-only fault point of the apply worker (empty: none).",
 	                           "before_commit: exit before the local commit of a source transaction; "
-	                           "after_commit: exit after the local commit, before feedback to the source.",
+	                           "after_commit: exit after the local commit, before feedback to the source; "
+	                           "after_change:N: exit after the N-th change of a source transaction is applied, uncommitted; "
+	                           "request_from_slot: ask the source to stream from the slot's confirmed position "
+	                           "instead of the replication origin's progress.",
 	                           &cdc_debug_fault, "", PGC_SIGHUP, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("cdc");
 
@@ -344,7 +347,9 @@ typedef struct WorkerState {
 	TransactionId xid;
 	TimestampTz committime;
 	int seq;
+	int nchanges;         /* changes of it applied so far (fault point after_change:N) */
 	XLogRecPtr change_lsn;
+	int64 replays_discarded; /* source transactions re-sent below our progress since the last one applied */
 	char cur_table[2 * NAMEDATALEN + 2]; /* for error context; "" when none */
 	cdc::pg::ApplyEngine *engine;
 } WorkerState;
@@ -542,6 +547,16 @@ fault(const char *point)
 	return cdc_debug_fault && strcmp(cdc_debug_fault, point) == 0;
 }
 
+/* Fault point after_change:N — true when `nchanges` is N. */
+static bool
+fault_after_change(int nchanges)
+{
+	static const char prefix[] = "after_change:";
+	if (cdc_debug_fault == NULL || strncmp(cdc_debug_fault, prefix, sizeof(prefix) - 1) != 0)
+		return false;
+	return atoi(cdc_debug_fault + sizeof(prefix) - 1) == nchanges;
+}
+
 /* ------------------------------------------------------------------------
  * Applying one change (C++ side)
  * ------------------------------------------------------------------------ */
@@ -709,8 +724,20 @@ handle_begin(StringInfo s)
 	W->xid = begin.xid;
 	W->committime = begin.committime;
 	W->seq = 0;
+	W->nchanges = 0;
 	W->cur_table[0] = '\0';
 	W->already_applied = begin.final_lsn < W->progress;
+	if (W->already_applied) {
+		/* B16: the source went backwards (or was asked from an earlier point) and re-sends what we have */
+		if (W->replays_discarded++ == 0)
+			ereport(LOG, (errmsg("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X is already applied "
+			                     "(replication origin progress %X/%X); discarding what the source re-sends",
+			                     W->name, begin.xid, CDC_LSN_ARGS(begin.final_lsn), CDC_LSN_ARGS(W->progress))));
+	} else if (W->replays_discarded > 0) {
+		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": discarded %lld re-sent source transactions that were already applied",
+		                     W->name, (long long) W->replays_discarded)));
+		W->replays_discarded = 0;
+	}
 	W->skipping = !W->already_applied && W->skip_lsn != InvalidXLogRecPtr && begin.final_lsn == W->skip_lsn;
 	if (W->skipping)
 		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": skipping source transaction %u committed at %X/%X as requested",
@@ -844,6 +871,11 @@ handle_change(char action, StringInfo s)
 		}
 		break;
 	}
+	}
+	W->nchanges++;
+	if (fault_after_change(W->nchanges)) {
+		ereport(LOG, (errmsg("cdc_apply: fault point after_change:%d reached, exiting", W->nchanges)));
+		proc_exit(1);
 	}
 }
 
@@ -1005,8 +1037,15 @@ prepare_slot(void)
 static void
 stream(void)
 {
+	/*
+	 * Stream from the replication origin's progress, never from the slot's
+	 * own position: the slot may have gone backwards (B16).  The test-only
+	 * fault point request_from_slot asks from 0/0 (the slot decides) to
+	 * exercise the guard against re-sent transactions in handle_begin().
+	 */
+	XLogRecPtr from = fault("request_from_slot") ? InvalidXLogRecPtr : W->progress;
 	char *cmd = psprintf("START_REPLICATION SLOT %s LOGICAL %X/%X (proto_version '1', publication_names %s)",
-	                     quote_identifier(W->slot_name), CDC_LSN_ARGS(W->progress),
+	                     quote_identifier(W->slot_name), CDC_LSN_ARGS(from),
 	                     quote_literal_cstr(W->publications));
 	PQclear(source_exec(cmd, PGRES_COPY_BOTH));
 	W->reported_flush = W->progress;
