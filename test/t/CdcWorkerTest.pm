@@ -11,7 +11,7 @@ use Exporter 'import';
 
 our @EXPORT = qw(create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
   compare_table outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
-  enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running);
+  enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num);
 
 sub new_source
 {
@@ -146,7 +146,8 @@ sub probe_drop
 
 # The source transactions of publication $pub seen by probe slot $probe, in
 # stream (commit) order: a list of { xid, first_lsn, commit_lsn, end_lsn,
-# changes => [ [ kind (I, U, D, T), change LSN ], ... ] }, LSNs as text.
+# changes => [ [ kind (I, U, D, T), change LSN, old tuple kind of an update
+# (K: the key changed, O: full old row, N: none) ], ... ] }, LSNs as text.
 sub probe_read
 {
 	my ($source, $probe, $pub) = @_;
@@ -155,7 +156,8 @@ sub probe_read
 	my $out = $source->safe_psql('postgres', qq{
 SELECT chr(get_byte(data, 0)), lsn,
        CASE chr(get_byte(data, 0)) WHEN 'B' THEN @{[ $be->(18, 4) ]}::int::text WHEN 'C' THEN @{[ $lsn->(3, 8) ]} END,
-       CASE chr(get_byte(data, 0)) WHEN 'B' THEN @{[ $lsn->(2, 8) ]} WHEN 'C' THEN @{[ $lsn->(11, 8) ]} END
+       CASE chr(get_byte(data, 0)) WHEN 'B' THEN @{[ $lsn->(2, 8) ]} WHEN 'C' THEN @{[ $lsn->(11, 8) ]}
+                                   WHEN 'U' THEN chr(get_byte(data, 5)) END
   FROM pg_logical_slot_peek_binary_changes('$probe', NULL, NULL, 'proto_version', '1', 'publication_names', '$pub')});
 	my (@txns, $cur);
 	for my $line (split /\n/, $out) {
@@ -167,7 +169,7 @@ SELECT chr(get_byte(data, 0)), lsn,
 			$cur->{end_lsn} = $b;
 			push @txns, $cur;
 		} elsif ($kind =~ /^[IUDT]$/) {
-			push @{ $cur->{changes} }, [ $kind, $at ];
+			push @{ $cur->{changes} }, [ $kind, $at, $b ];
 		}
 	}
 	return \@txns;
@@ -229,6 +231,14 @@ sub wait_applied
 	my $ok = $dest->poll_query_until('postgres', "SELECT applied_lsn = '$lsn' FROM cdc.subscription_status WHERE name = '$sub'");
 	diag("applied_lsn never became $lsn: " . status_row($dest, $sub, 'state, applied_lsn, last_error')) unless $ok;
 	return $ok;
+}
+
+# An LSN in text form ("16/B374D848") as a number, to compare in Perl.
+sub lsn_num
+{
+	my ($lsn) = @_;
+	my ($hi, $lo) = split m{/}, $lsn;
+	return hex($hi) * 4294967296 + hex($lo);
 }
 
 sub cdc_root
