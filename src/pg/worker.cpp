@@ -706,6 +706,25 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
  * Source transactions
  * ------------------------------------------------------------------------ */
 
+/*
+ * Commits the current transaction with the replication origin's progress set
+ * to `remote_end` (the end LSN of the last source transaction it applies), so
+ * that the position commits with the rows, as PostgreSQL's own apply worker
+ * does.  The origin LSN is cleared again afterwards (and in the error path,
+ * if the commit itself fails): any other transaction of this worker — a
+ * status write, the error record after a failed commit — would otherwise
+ * carry it and move the progress past a transaction that never committed.
+ */
+static void
+commit_with_progress(XLogRecPtr remote_end, TimestampTz remote_time)
+{
+	replorigin_session_origin_lsn = remote_end;
+	replorigin_session_origin_timestamp = remote_time;
+	CommitTransactionCommand();
+	replorigin_session_origin_lsn = InvalidXLogRecPtr;
+	replorigin_session_origin_timestamp = 0;
+}
+
 static void
 begin_local_xact(void)
 {
@@ -768,9 +787,7 @@ handle_commit(StringInfo s)
 		spi_exec("UPDATE cdc.subscription SET skip_lsn = NULL WHERE subid = $1::int", 1, args);
 		SPI_finish();
 		PopActiveSnapshot();
-		replorigin_session_origin_lsn = commit.end_lsn;
-		replorigin_session_origin_timestamp = commit.committime;
-		CommitTransactionCommand();
+		commit_with_progress(commit.end_lsn, commit.committime);
 		W->skip_lsn = InvalidXLogRecPtr;
 	} else {
 		cdc::pg::RunCpp([&]() {
@@ -783,9 +800,7 @@ handle_commit(StringInfo s)
 			ereport(LOG, (errmsg("cdc_apply: fault point before_commit reached, exiting")));
 			proc_exit(1);
 		}
-		replorigin_session_origin_lsn = commit.end_lsn;
-		replorigin_session_origin_timestamp = commit.committime;
-		CommitTransactionCommand();
+		commit_with_progress(commit.end_lsn, commit.committime);
 	}
 	remember_flush(XactLastCommitEnd, commit.end_lsn);
 	W->progress = commit.end_lsn;
@@ -1022,9 +1037,7 @@ prepare_slot(void)
 	spi_exec("UPDATE cdc.subscription SET slot_ready = true WHERE subid = $1::int", 1, args);
 	SPI_finish();
 	PopActiveSnapshot();
-	replorigin_session_origin_lsn = cp;
-	replorigin_session_origin_timestamp = GetCurrentTimestamp();
-	CommitTransactionCommand();
+	commit_with_progress(cp, GetCurrentTimestamp());
 	W->progress = cp;
 	W->slot_ready = true;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s ready at %X/%X", W->name, W->slot_name, CDC_LSN_ARGS(cp))));
@@ -1213,6 +1226,9 @@ cdc_apply_worker_main(Datum arg)
 		EmitErrorReport();
 		FlushErrorState();
 		AbortOutOfAnyTransaction();
+		/* a failed commit must not lend its progress to the error record's transaction */
+		replorigin_session_origin_lsn = InvalidXLogRecPtr;
+		replorigin_session_origin_timestamp = 0;
 		if (W->setting_up_origin && edata->sqlerrcode == ERRCODE_OBJECT_IN_USE) {
 			/* another worker of this subscription runs: it owns the stream */
 			ereport(LOG, (errmsg("cdc_apply worker: subscription %d already has a worker; exiting", subid)));

@@ -377,6 +377,44 @@ DELETE FROM items WHERE id = 7;
 }
 
 # ---------------------------------------------------------------------------
+# B18, the destination commit itself fails (a deferred constraint trigger
+# raises at commit): the transaction must stay unapplied and unconfirmed, the
+# status must name it, and it applies once the cause is removed.
+# ---------------------------------------------------------------------------
+{
+	scenario_setup(name => 'b18c', ddl => 'CREATE TABLE t18c (id int PRIMARY KEY, v text);', tables => ['t18c']);
+	$dest->safe_psql('postgres', q{
+CREATE FUNCTION t18c_check() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.v = 'bad' THEN RAISE EXCEPTION 'row % refused at commit', NEW.id; END IF;
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER t18c_check AFTER INSERT OR UPDATE ON t18c DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION t18c_check();
+ALTER TABLE t18c ENABLE ALWAYS TRIGGER t18c_check;
+});
+	start_subscription('b18c');
+	probe_create($source, 'probe18c');
+	$source->safe_psql('postgres', q{INSERT INTO t18c VALUES (1, 'fine')});
+	$source->safe_psql('postgres', q{INSERT INTO t18c VALUES (2, 'bad')});
+	$source->safe_psql('postgres', q{INSERT INTO t18c VALUES (3, 'after')});
+	my $tx = probe_read($source, 'probe18c', 'pub_b18c');
+	ok(wait_status($dest, 'b18c', q{state = 'error' AND last_error LIKE '%refused at commit%' AND retry_count >= 2}),
+		'B18 commit error: state error, retried');
+	is(status_row($dest, 'b18c', 'last_error_lsn'), $tx->[1]{commit_lsn}, 'B18 commit error: last_error_lsn names the failing transaction');
+	is(applied_lsn('b18c'), $tx->[0]{end_lsn}, 'B18 commit error: progress stays at the end of the transaction before it');
+	is($source->safe_psql('postgres', "SELECT confirmed_flush_lsn <= '$tx->[1]{commit_lsn}' FROM pg_replication_slots WHERE slot_name = 'b18c'"),
+		't', 'B18 commit error: the source never confirmed it');
+	is(rows_of('SELECT string_agg(id::text, \',\' ORDER BY id) FROM t18c'), '1', 'B18 commit error: only the row before it');
+	$dest->safe_psql('postgres', 'DROP TRIGGER t18c_check ON t18c');
+	ok(wait_applied($dest, 'b18c', $tx->[2]{end_lsn}), 'B18 commit error: applies once the trigger is gone');
+	is(rows_of('SELECT string_agg(id || v, \',\' ORDER BY id) FROM t18c'), '1fine,2bad,3after', 'B18 commit error: all rows');
+	is(outbox_of('t18c'), 'ccc|3', 'B18 commit error: outbox 3');
+	end_subscription('b18c');
+	probe_drop($source, 'probe18c');
+}
+
+# ---------------------------------------------------------------------------
 # B19: a six-change transaction; the worker dies after four changes; the
 # source replays it in full
 # ---------------------------------------------------------------------------
