@@ -389,6 +389,8 @@ CREATE TABLE cdc.subscription_state (
   last_error     text,
   last_error_lsn pg_lsn,
   last_error_at  timestamptz,
+  applied_xacts  bigint NOT NULL DEFAULT 0,
+  apply_commits  bigint NOT NULL DEFAULT 0,
   updated_at     timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE cdc.subscription_state IS 'Worker-maintained state of each subscription; read it through cdc.subscription_status.';
@@ -404,6 +406,8 @@ COMMENT ON COLUMN cdc.subscription_state.retry_count IS 'Consecutive failed atte
 COMMENT ON COLUMN cdc.subscription_state.last_error IS 'Text of the last error (with the table and LSN it concerns).';
 COMMENT ON COLUMN cdc.subscription_state.last_error_lsn IS 'Commit LSN of the source transaction that failed, if any.';
 COMMENT ON COLUMN cdc.subscription_state.last_error_at IS 'When the last error happened.';
+COMMENT ON COLUMN cdc.subscription_state.applied_xacts IS 'Source transactions the worker applied (explicit skips and re-sent transactions excluded); added every cdc.status_interval, so a crash may drop the last interval''s count.';
+COMMENT ON COLUMN cdc.subscription_state.apply_commits IS 'Local transactions that committed them: applied_xacts / apply_commits is the grouping factor (cdc.group_max_transactions); counted like applied_xacts.';
 COMMENT ON COLUMN cdc.subscription_state.updated_at IS 'When the worker last wrote this row.';
 
 CREATE TABLE cdc.skipped_transactions (
@@ -443,12 +447,14 @@ CREATE VIEW cdc.subscription_status AS
          st.last_error_at,
          st.worker_pid,
          s.slot_name,
-         s.publications
+         s.publications,
+         st.applied_xacts,
+         st.apply_commits
     FROM cdc.subscription s
     LEFT JOIN cdc.subscription_state st USING (subid)
     LEFT JOIN pg_catalog.pg_replication_origin_status o ON o.external_id = 'cdc_' || s.subid;
 COMMENT ON VIEW cdc.subscription_status IS
-  'One row per subscription: state (copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - applied) and seconds (last message - last applied commit time), retries and the last error. No conninfo.';
+  'One row per subscription: state (copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - applied) and seconds (last message - last applied commit time), retries and the last error, source transactions applied and the local commits that applied them (grouping). No conninfo.';
 
 CREATE FUNCTION cdc.create_subscription(
   name         text,

@@ -35,7 +35,7 @@ my $source = new_source('source');
 # small, so that the large transaction of B20 spills to disk on the source
 $source->append_conf('postgresql.conf', "logical_decoding_work_mem = 64kB\n");
 $source->restart;
-my $dest = new_dest('dest', $ENV{CDC_TEST_DEST_CONF});
+my $dest = new_dest('dest');
 
 # One scenario's tables on both sides, its publication pub_<name>, outbox
 # mappings for source_name <name>, and rows that exist before the

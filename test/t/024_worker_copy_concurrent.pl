@@ -17,7 +17,7 @@ use lib $FindBin::Bin;
 use CdcWorkerTest;
 
 my $source = new_source('source');
-my $dest = new_dest('dest', $ENV{CDC_TEST_DEST_CONF});
+my $dest = new_dest('dest');
 
 my $tables = q{
 CREATE TABLE pgbench_accounts (aid int PRIMARY KEY, bid int, abalance int, filler char(84));

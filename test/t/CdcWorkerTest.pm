@@ -23,6 +23,10 @@ sub new_source
 	return $node;
 }
 
+# The destination: preloads cdc_apply, short naptime and backoff.  $extra
+# and the environment variable CDC_TEST_DEST_CONF add settings (for example
+# CDC_TEST_DEST_CONF='cdc.group_max_transactions = 1' runs every worker test
+# without grouping).
 sub new_dest
 {
 	my ($name, $extra) = @_;
@@ -35,7 +39,7 @@ cdc.retry_backoff = 200ms
 cdc.retry_backoff_max = 2
 cdc.status_interval = 200ms
 max_worker_processes = 16
-} . ($extra // ''));
+} . ($extra // '') . ($ENV{CDC_TEST_DEST_CONF} // ''));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION cdc_apply');
 	return $node;

@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(100);
+SELECT plan(101);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -209,5 +209,11 @@ SELECT is(cdc_apply(NULL::jsonb), 'ignored', 'a NULL value (Kafka tombstone) is 
 SELECT results_eq('SELECT id, v FROM tap_items', $$VALUES (1, 'x')$$, 'the row was written once');
 SELECT throws_ok($$SELECT cdc_apply('{"op": "c"', 'tap_items')$$, '22P02', NULL, 'malformed JSON raises 22P02');
 SELECT throws_ok($$SELECT cdc_apply('{"op": "q"}'::jsonb, 'tap_items')$$, '22023', 'unknown op "q"', 'an unknown op raises 22023');
+
+-- The background worker's status view (docs/worker.md).
+SELECT columns_are('cdc', 'subscription_status', ARRAY['name', 'state', 'received_lsn', 'applied_lsn', 'flushed_lsn',
+                     'source_end_lsn', 'lag_bytes', 'lag_seconds', 'retry_count', 'last_error', 'last_error_lsn',
+                     'last_error_at', 'worker_pid', 'slot_name', 'publications', 'applied_xacts', 'apply_commits'],
+                   'cdc.subscription_status has exactly the documented columns');
 
 SELECT * FROM finish();
