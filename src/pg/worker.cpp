@@ -1198,7 +1198,13 @@ stream(void)
 	                     quote_identifier(W->slot_name), CDC_LSN_ARGS(from),
 	                     quote_literal_cstr(W->publications));
 	PQclear(source_exec(cmd, PGRES_COPY_BOTH));
-	W->reported_flush = W->progress;
+	/*
+	 * The progress read at start is durable (flushed in
+	 * cdc_apply_worker_main); after a reconnect within this process, commits
+	 * not yet flushed are still in W->flushes and must not be reported here.
+	 */
+	if (W->reported_flush == InvalidXLogRecPtr)
+		W->reported_flush = W->progress;
 	write_status("streaming", false);
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": streaming from %X/%X", W->name, CDC_LSN_ARGS(W->progress))));
 
@@ -1378,7 +1384,16 @@ cdc_apply_worker_main(Datum arg)
 				replorigin_session_setup(W->origin);
 				W->setting_up_origin = false;
 				replorigin_session_origin = W->origin;
-				W->progress = replorigin_session_get_progress(false);
+				/*
+				 * Flush the local WAL up to the commit that set this progress:
+				 * a previous worker may have committed it asynchronously
+				 * (cdc.synchronous_commit = off) and stopped before it was
+				 * flushed.  stream() reports the progress to the source as
+				 * flushed; reporting a commit a crash can still lose would let
+				 * the source release transactions we never keep (found by the
+				 * worker torture suite, test/t/027_worker_async_commit.pl).
+				 */
+				W->progress = replorigin_session_get_progress(true);
 				CommitTransactionCommand();
 
 				write_status("starting", false);
