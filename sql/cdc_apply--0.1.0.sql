@@ -508,6 +508,42 @@ BEGIN
 END $fn$;
 COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the launcher stops its worker (SIGTERM) within cdc.naptime. Progress is kept in the replication origin. Error 42704 if it does not exist.';
 
+CREATE FUNCTION cdc.alter_subscription(
+  name         text,
+  conninfo     text    DEFAULT NULL,
+  publications text[]  DEFAULT NULL,
+  source_epoch bigint  DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+  running_pid integer;
+BEGIN
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = alter_subscription.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF publications IS NOT NULL AND cardinality(publications) = 0 THEN
+    RAISE EXCEPTION 'at least one publication is required' USING ERRCODE = '22023';
+  END IF;
+  IF source_epoch IS NOT NULL AND source_epoch < sub.source_epoch THEN
+    RAISE EXCEPTION 'source_epoch can only grow (is %, asked %)', sub.source_epoch, source_epoch
+      USING ERRCODE = '22023',
+            DETAIL = 'A lower epoch would make every later change of this source older than what is applied.';
+  END IF;
+  UPDATE cdc.subscription s
+     SET conninfo = coalesce(alter_subscription.conninfo, s.conninfo),
+         publications = coalesce(alter_subscription.publications, s.publications),
+         source_epoch = coalesce(alter_subscription.source_epoch, s.source_epoch)
+   WHERE s.subid = sub.subid;
+  -- the worker reads its settings when it starts: stop it, the launcher starts a new one
+  SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
+  IF running_pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = running_pid
+                                            AND a.backend_type = 'cdc_apply worker') THEN
+    PERFORM pg_terminate_backend(running_pid);
+  END IF;
+END $fn$;
+COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint) IS
+  'Changes the conninfo, the publications or (only upwards) the source_epoch of a subscription; NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress (tables added to the publications are not copied). Errors: 42704 unknown subscription, 22023 empty publications or a lower source_epoch.';
+
 CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -560,6 +596,7 @@ GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping TO PUBLIC;
 REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;

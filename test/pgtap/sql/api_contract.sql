@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(101);
+SELECT plan(103);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -215,5 +215,9 @@ SELECT columns_are('cdc', 'subscription_status', ARRAY['name', 'state', 'receive
                      'source_end_lsn', 'lag_bytes', 'lag_seconds', 'retry_count', 'last_error', 'last_error_lsn',
                      'last_error_at', 'worker_pid', 'slot_name', 'publications', 'applied_xacts', 'apply_commits'],
                    'cdc.subscription_status has exactly the documented columns');
+SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'],
+                    'cdc.alter_subscription(name, conninfo, publications, source_epoch) exists');
+SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.alter_subscription');
 
 SELECT * FROM finish();
