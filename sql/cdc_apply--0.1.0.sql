@@ -748,6 +748,8 @@ CREATE TABLE cdc.subscription_state (
   last_error     text,
   last_error_lsn pg_lsn,
   last_error_at  timestamptz,
+  applied_xacts  bigint NOT NULL DEFAULT 0,
+  apply_commits  bigint NOT NULL DEFAULT 0,
   updated_at     timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE cdc.subscription_state IS 'Worker-maintained state of each subscription; read it through cdc.subscription_status.';
@@ -763,6 +765,8 @@ COMMENT ON COLUMN cdc.subscription_state.retry_count IS 'Consecutive failed atte
 COMMENT ON COLUMN cdc.subscription_state.last_error IS 'Text of the last error (with the table and LSN it concerns).';
 COMMENT ON COLUMN cdc.subscription_state.last_error_lsn IS 'Commit LSN of the source transaction that failed, if any.';
 COMMENT ON COLUMN cdc.subscription_state.last_error_at IS 'When the last error happened.';
+COMMENT ON COLUMN cdc.subscription_state.applied_xacts IS 'Source transactions the worker applied (explicit skips and re-sent transactions excluded); added every cdc.status_interval, so a crash may drop the last interval''s count.';
+COMMENT ON COLUMN cdc.subscription_state.apply_commits IS 'Local transactions that committed them: applied_xacts / apply_commits is the grouping factor (cdc.group_max_transactions); counted like applied_xacts.';
 COMMENT ON COLUMN cdc.subscription_state.updated_at IS 'When the worker last wrote this row.';
 
 CREATE TABLE cdc.skipped_transactions (
@@ -802,12 +806,14 @@ CREATE VIEW cdc.subscription_status AS
          st.last_error_at,
          st.worker_pid,
          s.slot_name,
-         s.publications
+         s.publications,
+         st.applied_xacts,
+         st.apply_commits
     FROM cdc.subscription s
     LEFT JOIN cdc.subscription_state st USING (subid)
     LEFT JOIN pg_catalog.pg_replication_origin_status o ON o.external_id = 'cdc_' || s.subid;
 COMMENT ON VIEW cdc.subscription_status IS
-  'One row per subscription: state (copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - applied) and seconds (last message - last applied commit time), retries and the last error. No conninfo.';
+  'One row per subscription: state (copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - applied) and seconds (last message - last applied commit time), retries and the last error, source transactions applied and the local commits that applied them (grouping). No conninfo.';
 
 CREATE FUNCTION cdc.create_subscription(
   name         text,
@@ -860,6 +866,42 @@ BEGIN
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
 END $fn$;
 COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the launcher stops its worker (SIGTERM) within cdc.naptime. Progress is kept in the replication origin. Error 42704 if it does not exist.';
+
+CREATE FUNCTION cdc.alter_subscription(
+  name         text,
+  conninfo     text    DEFAULT NULL,
+  publications text[]  DEFAULT NULL,
+  source_epoch bigint  DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+  running_pid integer;
+BEGIN
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = alter_subscription.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF publications IS NOT NULL AND cardinality(publications) = 0 THEN
+    RAISE EXCEPTION 'at least one publication is required' USING ERRCODE = '22023';
+  END IF;
+  IF source_epoch IS NOT NULL AND source_epoch < sub.source_epoch THEN
+    RAISE EXCEPTION 'source_epoch can only grow (is %, asked %)', sub.source_epoch, source_epoch
+      USING ERRCODE = '22023',
+            DETAIL = 'A lower epoch would make every later change of this source older than what is applied.';
+  END IF;
+  UPDATE cdc.subscription s
+     SET conninfo = coalesce(alter_subscription.conninfo, s.conninfo),
+         publications = coalesce(alter_subscription.publications, s.publications),
+         source_epoch = coalesce(alter_subscription.source_epoch, s.source_epoch)
+   WHERE s.subid = sub.subid;
+  -- the worker reads its settings when it starts: stop it, the launcher starts a new one
+  SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
+  IF running_pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = running_pid
+                                            AND a.backend_type = 'cdc_apply worker') THEN
+    PERFORM pg_terminate_backend(running_pid);
+  END IF;
+END $fn$;
+COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint) IS
+  'Changes the conninfo, the publications or (only upwards) the source_epoch of a subscription; NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress (tables added to the publications are not copied). Errors: 42704 unknown subscription, 22023 empty publications or a lower source_epoch.';
 
 CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -916,6 +958,7 @@ REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;

@@ -58,6 +58,18 @@ static int cdc_retry_backoff = 1000;  /* cdc.retry_backoff, ms: first retry dela
 static int cdc_retry_backoff_max = 60; /* cdc.retry_backoff_max, seconds */
 static int cdc_status_interval = 1000; /* cdc.status_interval, ms */
 static char *cdc_debug_fault = NULL;  /* cdc.debug_fault: test-only fault point */
+static int cdc_group_max_transactions = 1000; /* cdc.group_max_transactions: source transactions per local commit */
+static int cdc_group_max_bytes = 16384;      /* cdc.group_max_bytes, kB of pgoutput messages per local commit */
+static int cdc_group_max_delay = 200;        /* cdc.group_max_delay, ms a group stays open */
+static int cdc_synchronous_commit = SYNCHRONOUS_COMMIT_OFF; /* cdc.synchronous_commit of the worker's transactions */
+
+static const struct config_enum_entry cdc_synchronous_commit_options[] = {
+	{"local", SYNCHRONOUS_COMMIT_LOCAL_FLUSH, false},
+	{"remote_write", SYNCHRONOUS_COMMIT_REMOTE_WRITE, false},
+	{"remote_apply", SYNCHRONOUS_COMMIT_REMOTE_APPLY, false},
+	{"on", SYNCHRONOUS_COMMIT_REMOTE_FLUSH, false},
+	{"off", SYNCHRONOUS_COMMIT_OFF, false},
+	{NULL, 0, false}};
 
 extern "C" {
 PGDLLEXPORT void cdc_launcher_main(Datum arg);
@@ -84,8 +96,27 @@ cdc::pg::DefineWorkerSettings(bool preloaded)
 	                        NULL, &cdc_status_interval, 1000, 10, 60000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomStringVariable("cdc.debug_fault", "Test-only fault point of the apply worker (empty: none).",
 	                           "before_commit: exit before the local commit of a source transaction; "
-	                           "after_commit: exit after the local commit, before feedback to the source.",
+	                           "after_commit: exit after the local commit, before feedback to the source; "
+	                           "after_change:N: exit after the N-th change applied in the open local transaction, uncommitted; "
+	                           "request_from_slot: ask the source to stream from the slot's confirmed position "
+	                           "instead of the replication origin's progress.",
 	                           &cdc_debug_fault, "", PGC_SIGHUP, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.group_max_transactions",
+	                        "Most source transactions the apply worker commits in one local transaction (1: no grouping).",
+	                        "Consecutive source transactions that are already received are applied in one local "
+	                        "transaction, committed with the replication origin's progress of the last one.",
+	                        &cdc_group_max_transactions, 1000, 1, 1000000, PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.group_max_bytes", "Most pgoutput bytes the apply worker applies in one local transaction.",
+	                        "A group is committed after the source transaction that reaches this size.",
+	                        &cdc_group_max_bytes, 16384, 1, 1048576, PGC_SIGHUP, GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.group_max_delay", "Longest time a group of source transactions stays open before its local commit.",
+	                        "A group is committed after the source transaction that ends past this delay, and always as soon "
+	                        "as the source has sent nothing more.",
+	                        &cdc_group_max_delay, 200, 1, 60000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomEnumVariable("cdc.synchronous_commit", "synchronous_commit of the apply worker's local transactions.",
+	                         "off is safe: the worker reports to the source as flushed only what is durable here.",
+	                         &cdc_synchronous_commit, SYNCHRONOUS_COMMIT_OFF, cdc_synchronous_commit_options, PGC_SIGHUP, 0,
+	                         NULL, NULL, NULL);
 	MarkGUCPrefixReserved("cdc");
 
 	if (!preloaded || IsBinaryUpgrade)
@@ -111,10 +142,10 @@ cdc::pg::DefineWorkerSettings(bool preloaded)
 static int
 spi_exec(const char *sql, int nargs, const char **args)
 {
-	Oid types[8];
-	Datum values[8];
-	char nulls[8];
-	Assert(nargs <= 8);
+	Oid types[10];
+	Datum values[10];
+	char nulls[10];
+	Assert(nargs <= 10);
 	for (int i = 0; i < nargs; i++) {
 		types[i] = TEXTOID;
 		values[i] = args[i] ? CStringGetTextDatum(args[i]) : (Datum) 0;
@@ -348,8 +379,26 @@ typedef struct WorkerState {
 	TimestampTz committime;
 	int seq;
 	XLogRecPtr change_lsn;
+	int64 replays_discarded; /* source transactions re-sent below our progress since the last one applied */
 	char cur_table[2 * NAMEDATALEN + 2]; /* for error context; "" when none */
 	cdc::pg::ApplyEngine *engine;
+
+	/*
+	 * The group: the local transaction that holds the source transactions
+	 * applied since the last local commit (docs/worker.md, "Grouping").
+	 */
+	bool group_open;
+	int group_xacts;              /* source transactions completed in it */
+	int group_changes;            /* changes applied in it (fault point after_change:N) */
+	int64 group_bytes;            /* pgoutput bytes received for it */
+	TimestampTz group_start;
+	XLogRecPtr group_end_lsn;     /* end LSN of its last completed source transaction */
+	XLogRecPtr group_last_final;  /* commit LSN of that transaction */
+	TimestampTz group_commit_time;
+	bool committing_group;        /* inside its local commit (error attribution) */
+	XLogRecPtr one_by_one_until;  /* after a failed group: one local commit per source transaction up to this commit LSN */
+	int64 stat_xacts;             /* source transactions applied, not yet added to cdc.subscription_state */
+	int64 stat_commits;           /* local commits of them, likewise */
 } WorkerState;
 
 static WorkerState *W = NULL;
@@ -364,6 +413,9 @@ worker_error_context(void *arg)
 	if (W->in_xact)
 		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X%s%s", W->name, W->xid,
 		           CDC_LSN_ARGS(W->final_lsn), W->cur_table[0] ? ", table " : "", W->cur_table);
+	else if (W->committing_group)
+		errcontext("cdc_apply subscription \"%s\": local commit of %d source transactions, the last committed at %X/%X",
+		           W->name, W->group_xacts, CDC_LSN_ARGS(W->group_last_final));
 	else
 		errcontext("cdc_apply subscription \"%s\"", W->name);
 }
@@ -419,20 +471,26 @@ load_subscription(int subid)
 static void
 write_status(const char *state, bool reset_retries)
 {
-	const char *args[8] = {psprintf("%d", W->subid),
-	                       state,
-	                       W->received ? lsn_text(W->received) : NULL,
-	                       W->reported_flush ? lsn_text(W->reported_flush) : NULL,
-	                       W->source_end ? lsn_text(W->source_end) : NULL,
-	                       W->last_commit_time ? timestamptz_to_str(W->last_commit_time) : NULL,
-	                       psprintf("%d", MyProcPid),
-	                       reset_retries ? "t" : "f"};
+	const char *args[10] = {psprintf("%d", W->subid),
+	                        state,
+	                        W->received ? lsn_text(W->received) : NULL,
+	                        W->reported_flush ? lsn_text(W->reported_flush) : NULL,
+	                        W->source_end ? lsn_text(W->source_end) : NULL,
+	                        W->last_commit_time ? timestamptz_to_str(W->last_commit_time) : NULL,
+	                        psprintf("%d", MyProcPid),
+	                        reset_retries ? "t" : "f",
+	                        psprintf(INT64_FORMAT, W->stat_xacts),
+	                        psprintf(INT64_FORMAT, W->stat_commits)};
 	exec_in_own_xact("UPDATE cdc.subscription_state SET state = $2, received_lsn = $3::pg_lsn, "
 	                 "flushed_lsn = $4::pg_lsn, source_end_lsn = $5::pg_lsn, last_commit_at = $6::timestamptz, "
 	                 "last_msg_at = now(), worker_pid = $7::int, "
-	                 "retry_count = CASE WHEN $8::bool THEN 0 ELSE retry_count END, updated_at = now() "
+	                 "retry_count = CASE WHEN $8::bool THEN 0 ELSE retry_count END, "
+	                 "applied_xacts = applied_xacts + $9::bigint, apply_commits = apply_commits + $10::bigint, "
+	                 "updated_at = now() "
 	                 "WHERE subid = $1::int",
-	                 8, args);
+	                 10, args);
+	W->stat_xacts = 0;
+	W->stat_commits = 0;
 	W->last_status = GetCurrentTimestamp();
 }
 
@@ -494,10 +552,10 @@ send_feedback(bool force, bool request_reply)
 		}
 	}
 	W->nflushes = keep;
-	if (W->nflushes == 0 && !W->in_xact) {
+	if (W->nflushes == 0 && !W->in_xact && !W->group_open) {
 		/*
 		 * Nothing of ours is waiting for a local flush and no source
-		 * transaction is open: everything received so far is either applied
+		 * transaction or group is open: everything received so far is either applied
 		 * and durable or carried no change for us.  Reporting it lets the
 		 * source release WAL and lets its shutdown complete (its walsenders
 		 * wait for the subscriber to confirm the end of WAL), as PostgreSQL's
@@ -543,6 +601,16 @@ static bool
 fault(const char *point)
 {
 	return cdc_debug_fault && strcmp(cdc_debug_fault, point) == 0;
+}
+
+/* Fault point after_change:N — true when `nchanges` (changes applied in the open local transaction) is N. */
+static bool
+fault_after_change(int nchanges)
+{
+	static const char prefix[] = "after_change:";
+	if (cdc_debug_fault == NULL || strncmp(cdc_debug_fault, prefix, sizeof(prefix) - 1) != 0)
+		return false;
+	return atoi(cdc_debug_fault + sizeof(prefix) - 1) == nchanges;
 }
 
 /* ------------------------------------------------------------------------
@@ -696,6 +764,25 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
  * Source transactions
  * ------------------------------------------------------------------------ */
 
+/*
+ * Commits the current transaction with the replication origin's progress set
+ * to `remote_end` (the end LSN of the last source transaction it applies), so
+ * that the position commits with the rows, as PostgreSQL's own apply worker
+ * does.  The origin LSN is cleared again afterwards (and in the error path,
+ * if the commit itself fails): any other transaction of this worker — a
+ * status write, the error record after a failed commit — would otherwise
+ * carry it and move the progress past a transaction that never committed.
+ */
+static void
+commit_with_progress(XLogRecPtr remote_end, TimestampTz remote_time)
+{
+	replorigin_session_origin_lsn = remote_end;
+	replorigin_session_origin_timestamp = remote_time;
+	CommitTransactionCommand();
+	replorigin_session_origin_lsn = InvalidXLogRecPtr;
+	replorigin_session_origin_timestamp = 0;
+}
+
 static void
 begin_local_xact(void)
 {
@@ -710,24 +797,99 @@ begin_local_xact(void)
 	cdc::pg::RunCpp([&]() { W->engine = new cdc::pg::ApplyEngine(); });
 }
 
+/*
+ * Grouping (SPEC §7, docs/worker.md): consecutive source transactions are
+ * applied in one local transaction (the group), committed with the
+ * replication origin's progress set to the end LSN of the last of them.  A
+ * group is committed after the source transaction that reaches
+ * cdc.group_max_transactions, cdc.group_max_bytes or cdc.group_max_delay,
+ * and as soon as the source has nothing more to send (stream()), so grouping
+ * never waits for data.  Rows, versions, tombstones, ledger, outbox and the
+ * progress of every source transaction in a group commit together, so a
+ * crash loses or keeps whole groups, never parts of a source transaction.
+ */
+static void
+open_group(void)
+{
+	begin_local_xact();
+	W->group_open = true;
+	W->group_xacts = 0;
+	W->group_changes = 0;
+	W->group_bytes = 0;
+	W->group_start = GetCurrentTimestamp();
+}
+
+static bool
+group_full(void)
+{
+	return W->group_xacts >= cdc_group_max_transactions || W->group_bytes >= (int64) cdc_group_max_bytes * 1024 ||
+	       TimestampDifferenceExceeds(W->group_start, GetCurrentTimestamp(), cdc_group_max_delay);
+}
+
+/* The local commit of the open group: progress = its last source transaction. */
+static void
+close_group(void)
+{
+	Assert(W->group_open && !W->in_xact && W->group_xacts > 0);
+	W->committing_group = true;
+	cdc::pg::RunCpp([&]() {
+		W->engine->Finish();
+		delete W->engine;
+	});
+	W->engine = NULL;
+	PopActiveSnapshot();
+	if (fault("before_commit")) {
+		ereport(LOG, (errmsg("cdc_apply: fault point before_commit reached, exiting")));
+		proc_exit(1);
+	}
+	commit_with_progress(W->group_end_lsn, W->group_commit_time);
+	W->committing_group = false;
+	W->group_open = false;
+	remember_flush(XactLastCommitEnd, W->group_end_lsn);
+	W->progress = W->group_end_lsn;
+	W->last_commit_time = W->group_commit_time;
+	W->stat_commits++;
+	pgstat_report_activity(STATE_IDLE, NULL);
+	if (fault("after_commit")) {
+		ereport(LOG, (errmsg("cdc_apply: fault point after_commit reached, exiting")));
+		proc_exit(1);
+	}
+}
+
 static void
 handle_begin(StringInfo s)
 {
 	LogicalRepBeginData begin;
 	logicalrep_read_begin(s, &begin);
+	bool already_applied = begin.final_lsn < W->progress;
+	bool skipping = !already_applied && W->skip_lsn != InvalidXLogRecPtr && begin.final_lsn == W->skip_lsn;
+	/* an explicit skip commits on its own: close the group before it */
+	if (skipping && W->group_open)
+		close_group();
 	W->in_xact = true;
 	W->final_lsn = begin.final_lsn;
 	W->xid = begin.xid;
 	W->committime = begin.committime;
 	W->seq = 0;
 	W->cur_table[0] = '\0';
-	W->already_applied = begin.final_lsn < W->progress;
-	W->skipping = !W->already_applied && W->skip_lsn != InvalidXLogRecPtr && begin.final_lsn == W->skip_lsn;
+	W->already_applied = already_applied;
+	W->skipping = skipping;
+	if (W->already_applied) {
+		/* B16: the source went backwards (or was asked from an earlier point) and re-sends what we have */
+		if (W->replays_discarded++ == 0)
+			ereport(LOG, (errmsg("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X is already applied "
+			                     "(replication origin progress %X/%X); discarding what the source re-sends",
+			                     W->name, begin.xid, CDC_LSN_ARGS(begin.final_lsn), CDC_LSN_ARGS(W->progress))));
+	} else if (W->replays_discarded > 0) {
+		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": discarded %lld re-sent source transactions that were already applied",
+		                     W->name, (long long) W->replays_discarded)));
+		W->replays_discarded = 0;
+	}
 	if (W->skipping)
 		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": skipping source transaction %u committed at %X/%X as requested",
 		                     W->name, begin.xid, CDC_LSN_ARGS(begin.final_lsn))));
-	if (!W->already_applied && !W->skipping)
-		begin_local_xact();
+	if (!W->already_applied && !W->skipping && !W->group_open)
+		open_group();
 }
 
 static void
@@ -741,6 +903,8 @@ handle_commit(StringInfo s)
 		W->in_xact = false;
 		return;
 	}
+	W->in_xact = false;
+	W->cur_table[0] = '\0';
 	if (W->skipping) {
 		const char *args[3] = {psprintf("%d", W->subid), lsn_text(W->final_lsn), psprintf("%u", W->xid)};
 		SetCurrentStatementStartTimestamp();
@@ -753,35 +917,30 @@ handle_commit(StringInfo s)
 		spi_exec("UPDATE cdc.subscription SET skip_lsn = NULL WHERE subid = $1::int", 1, args);
 		SPI_finish();
 		PopActiveSnapshot();
-		replorigin_session_origin_lsn = commit.end_lsn;
-		replorigin_session_origin_timestamp = commit.committime;
-		CommitTransactionCommand();
+		commit_with_progress(commit.end_lsn, commit.committime);
 		W->skip_lsn = InvalidXLogRecPtr;
-	} else {
-		cdc::pg::RunCpp([&]() {
-			W->engine->Finish();
-			delete W->engine;
-		});
-		W->engine = NULL;
-		PopActiveSnapshot();
-		if (fault("before_commit")) {
-			ereport(LOG, (errmsg("cdc_apply: fault point before_commit reached, exiting")));
-			proc_exit(1);
-		}
-		replorigin_session_origin_lsn = commit.end_lsn;
-		replorigin_session_origin_timestamp = commit.committime;
-		CommitTransactionCommand();
+		W->skipping = false;
+		remember_flush(XactLastCommitEnd, commit.end_lsn);
+		W->progress = commit.end_lsn;
+		W->last_commit_time = commit.committime;
+		pgstat_report_activity(STATE_IDLE, NULL);
+		return;
 	}
-	remember_flush(XactLastCommitEnd, commit.end_lsn);
-	W->progress = commit.end_lsn;
-	W->last_commit_time = commit.committime;
-	W->in_xact = false;
-	W->cur_table[0] = '\0';
-	pgstat_report_activity(STATE_IDLE, NULL);
-	if (fault("after_commit")) {
-		ereport(LOG, (errmsg("cdc_apply: fault point after_commit reached, exiting")));
-		proc_exit(1);
+
+	/* the source transaction is complete inside the group */
+	W->group_xacts++;
+	W->group_end_lsn = commit.end_lsn;
+	W->group_last_final = W->final_lsn;
+	W->group_commit_time = commit.committime;
+	W->stat_xacts++;
+	bool alone = W->one_by_one_until != InvalidXLogRecPtr;
+	if (alone && W->final_lsn >= W->one_by_one_until) {
+		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": applied one by one up to %X/%X; grouping again",
+		                     W->name, CDC_LSN_ARGS(W->one_by_one_until))));
+		W->one_by_one_until = InvalidXLogRecPtr;
 	}
+	if (alone || group_full())
+		close_group();
 }
 
 static RelEntry *
@@ -857,6 +1016,11 @@ handle_change(char action, StringInfo s)
 		break;
 	}
 	}
+	W->group_changes++;
+	if (fault_after_change(W->group_changes)) {
+		ereport(LOG, (errmsg("cdc_apply: fault point after_change:%d reached, exiting", W->group_changes)));
+		proc_exit(1);
+	}
 }
 
 static void
@@ -874,6 +1038,8 @@ handle_xlogdata(StringInfo s)
 	W->change_lsn = start;
 
 	char action = pq_getmsgbyte(s);
+	if (W->group_open)
+		W->group_bytes += s->len;
 	switch (action) {
 	case 'B': handle_begin(s); break;
 	case 'C': handle_commit(s); break;
@@ -1003,9 +1169,7 @@ prepare_slot(void)
 	spi_exec("UPDATE cdc.subscription SET slot_ready = true WHERE subid = $1::int", 1, args);
 	SPI_finish();
 	PopActiveSnapshot();
-	replorigin_session_origin_lsn = cp;
-	replorigin_session_origin_timestamp = GetCurrentTimestamp();
-	CommitTransactionCommand();
+	commit_with_progress(cp, GetCurrentTimestamp());
 	W->progress = cp;
 	W->slot_ready = true;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s ready at %X/%X", W->name, W->slot_name, CDC_LSN_ARGS(cp))));
@@ -1015,14 +1179,45 @@ prepare_slot(void)
  * The apply worker
  * ------------------------------------------------------------------------ */
 
+/*
+ * Session settings of the worker: cdc.synchronous_commit for its local
+ * transactions.  "off" (the default) is safe because feedback reports as
+ * flushed only source transactions whose local commit record is durable
+ * (send_feedback), as PostgreSQL's own apply worker does.
+ */
+static void
+apply_session_settings(void)
+{
+	const char *value = "off";
+	for (const struct config_enum_entry *e = cdc_synchronous_commit_options; e->name; e++)
+		if (e->val == cdc_synchronous_commit) {
+			value = e->name;
+			break;
+		}
+	SetConfigOption("synchronous_commit", value, PGC_SUSET, PGC_S_OVERRIDE);
+}
+
 static void
 stream(void)
 {
+	/*
+	 * Stream from the replication origin's progress, never from the slot's
+	 * own position: the slot may have gone backwards (B16).  The test-only
+	 * fault point request_from_slot asks from 0/0 (the slot decides) to
+	 * exercise the guard against re-sent transactions in handle_begin().
+	 */
+	XLogRecPtr from = fault("request_from_slot") ? InvalidXLogRecPtr : W->progress;
 	char *cmd = psprintf("START_REPLICATION SLOT %s LOGICAL %X/%X (proto_version '1', publication_names %s)",
-	                     quote_identifier(W->slot_name), CDC_LSN_ARGS(W->progress),
+	                     quote_identifier(W->slot_name), CDC_LSN_ARGS(from),
 	                     quote_literal_cstr(W->publications));
 	PQclear(source_exec(cmd, PGRES_COPY_BOTH));
-	W->reported_flush = W->progress;
+	/*
+	 * The progress read at start is durable (flushed in
+	 * cdc_apply_worker_main); after a reconnect within this process, commits
+	 * not yet flushed are still in W->flushes and must not be reported here.
+	 */
+	if (W->reported_flush == InvalidXLogRecPtr)
+		W->reported_flush = W->progress;
 	write_status("streaming", false);
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": streaming from %X/%X", W->name, CDC_LSN_ARGS(W->progress))));
 
@@ -1034,12 +1229,27 @@ stream(void)
 		if (ConfigReloadPending) {
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			apply_session_settings();
 		}
 		/* per-message allocations; transaction work allocates in transaction contexts */
 		MemoryContextSwitchTo(CdcMessageContext);
 		MemoryContextReset(CdcMessageContext);
 
 		len = PQgetCopyData(W->conn, &buf, 1);
+		if (len == 0 && W->group_open && !W->in_xact) {
+			/*
+			 * Between source transactions with a group open: read what the
+			 * socket holds; if the source has sent nothing more, commit the
+			 * group now rather than wait for more (grouping never adds
+			 * latency to an idle stream).
+			 */
+			if (PQconsumeInput(W->conn) == 0)
+				ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+				                errmsg("cdc_apply: lost the connection to the source: %s", PQerrorMessage(W->conn))));
+			len = PQgetCopyData(W->conn, &buf, 1);
+			if (len == 0)
+				close_group();
+		}
 		if (len == 0) {
 			/* nothing buffered: wait for the socket, the latch or the status interval */
 			if (!W->in_xact) {
@@ -1099,7 +1309,10 @@ record_error_and_exit(ErrorData *edata)
 	args[0] = psprintf("%d", W->subid);
 	args[1] = psprintf("%s%s%s", edata->message ? edata->message : "unknown error", edata->context ? "\nCONTEXT: " : "",
 	                   edata->context ? edata->context : "");
-	args[2] = W->in_xact ? lsn_text(W->final_lsn) : NULL;
+	/* the failing source transaction: the one being applied, or the only one of a group whose commit failed */
+	args[2] = W->in_xact ? lsn_text(W->final_lsn)
+	          : (W->committing_group && W->group_xacts == 1) ? lsn_text(W->group_last_final)
+	                                                          : NULL;
 	args[3] = psprintf("%d", MyProcPid);
 	exec_in_own_xact("UPDATE cdc.subscription_state SET state = 'error', last_error = $2, "
 	                 "last_error_lsn = $3::pg_lsn, last_error_at = now(), retry_count = retry_count + 1, "
@@ -1150,56 +1363,107 @@ cdc_apply_worker_main(Datum arg)
 
 	/* the worker applies like PostgreSQL's own: triggers and rules of the target fire only when enabled ALWAYS/REPLICA */
 	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
+	apply_session_settings();
 
-	PG_TRY();
-	{
-		load_subscription(subid);
-		pgstat_report_appname(psprintf("cdc_apply %s", W->name));
+	/*
+	 * One pass per connection.  A pass ends with an error; the worker then
+	 * records it, backs off and exits (the launcher restarts it) — except
+	 * after a failed group that held more than the failing source
+	 * transaction: then it reconnects at once and applies one source
+	 * transaction per local commit up to the failing one, so that what
+	 * fails again is exactly one source transaction (named in the error
+	 * state, skippable on its own) and everything before it is committed.
+	 */
+	volatile bool started = false;
+	for (;;) {
+		volatile bool retry = false;
+		PG_TRY();
+		{
+			if (!started) {
+				load_subscription(subid);
+				pgstat_report_appname(psprintf("cdc_apply %s", W->name));
 
-		HASHCTL ctl;
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(LogicalRepRelId);
-		ctl.entrysize = sizeof(RelEntry);
-		ctl.hcxt = CdcWorkerContext;
-		W->relations = hash_create("cdc_apply relations", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+				HASHCTL ctl;
+				memset(&ctl, 0, sizeof(ctl));
+				ctl.keysize = sizeof(LogicalRepRelId);
+				ctl.entrysize = sizeof(RelEntry);
+				ctl.hcxt = CdcWorkerContext;
+				W->relations = hash_create("cdc_apply relations", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
-		/* replication origin: created with the subscription */
-		StartTransactionCommand();
-		W->origin = replorigin_by_name(psprintf("cdc_%d", subid), false);
-		W->setting_up_origin = true;
-		replorigin_session_setup(W->origin);
-		W->setting_up_origin = false;
-		replorigin_session_origin = W->origin;
-		W->progress = replorigin_session_get_progress(false);
-		CommitTransactionCommand();
+				/* replication origin: created with the subscription */
+				StartTransactionCommand();
+				W->origin = replorigin_by_name(psprintf("cdc_%d", subid), false);
+				W->setting_up_origin = true;
+				replorigin_session_setup(W->origin);
+				W->setting_up_origin = false;
+				replorigin_session_origin = W->origin;
+				/*
+				 * Flush the local WAL up to the commit that set this progress:
+				 * a previous worker may have committed it asynchronously
+				 * (cdc.synchronous_commit = off) and stopped before it was
+				 * flushed.  stream() reports the progress to the source as
+				 * flushed; reporting a commit a crash can still lose would let
+				 * the source release transactions we never keep (found by the
+				 * worker torture suite, test/t/027_worker_async_commit.pl).
+				 */
+				W->progress = replorigin_session_get_progress(true);
+				CommitTransactionCommand();
 
-		write_status("starting", false);
-		connect_source();
-		if (!W->slot_ready)
-			prepare_slot();
-		stream();
-	}
-	PG_CATCH();
-	{
-		ErrorData *edata;
-		MemoryContextSwitchTo(CdcWorkerContext);
-		edata = CopyErrorData();
-		EmitErrorReport();
-		FlushErrorState();
-		AbortOutOfAnyTransaction();
-		if (W->setting_up_origin && edata->sqlerrcode == ERRCODE_OBJECT_IN_USE) {
-			/* another worker of this subscription runs: it owns the stream */
-			ereport(LOG, (errmsg("cdc_apply worker: subscription %d already has a worker; exiting", subid)));
-			proc_exit(0);
+				write_status("starting", false);
+				started = true;
+			}
+			connect_source();
+			if (!W->slot_ready)
+				prepare_slot();
+			stream();
 		}
-		if (W->conn) {
-			PQfinish(W->conn);
-			W->conn = NULL;
+		PG_CATCH();
+		{
+			ErrorData *edata;
+			MemoryContextSwitchTo(CdcWorkerContext);
+			edata = CopyErrorData();
+			EmitErrorReport();
+			FlushErrorState();
+			AbortOutOfAnyTransaction();
+			/* a failed commit must not lend its progress to the error record's transaction */
+			replorigin_session_origin_lsn = InvalidXLogRecPtr;
+			replorigin_session_origin_timestamp = 0;
+			if (W->setting_up_origin && edata->sqlerrcode == ERRCODE_OBJECT_IN_USE) {
+				/* another worker of this subscription runs: it owns the stream */
+				ereport(LOG, (errmsg("cdc_apply worker: subscription %d already has a worker; exiting", subid)));
+				proc_exit(0);
+			}
+			if (W->conn) {
+				PQfinish(W->conn);
+				W->conn = NULL;
+			}
+			/* the engine of the aborted group holds only C++ copies: nothing of PostgreSQL to release */
+			delete W->engine;
+			W->engine = NULL;
+			bool failed_in_group = W->one_by_one_until == InvalidXLogRecPtr &&
+			                       ((W->in_xact && W->group_open && W->group_xacts > 0) ||
+			                        (W->committing_group && W->group_xacts > 1));
+			if (failed_in_group) {
+				W->one_by_one_until = W->in_xact ? W->final_lsn : W->group_last_final;
+				ereport(LOG, (errmsg("cdc_apply subscription \"%s\": a local transaction of %d source transactions failed; "
+				                     "applying them one by one up to %X/%X",
+				                     W->name, W->group_xacts + (W->in_xact ? 1 : 0), CDC_LSN_ARGS(W->one_by_one_until))));
+				W->in_xact = false;
+				W->group_open = false;
+				W->committing_group = false;
+				W->already_applied = false;
+				W->skipping = false;
+				W->cur_table[0] = '\0';
+				retry = true;
+			} else {
+				error_context_stack = NULL;
+				record_error_and_exit(edata);
+			}
 		}
-		error_context_stack = NULL;
-		record_error_and_exit(edata);
+		PG_END_TRY();
+		if (!retry)
+			break;
 	}
-	PG_END_TRY();
 	proc_exit(0);
 }
 

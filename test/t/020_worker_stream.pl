@@ -134,6 +134,21 @@ compare_table($source, $dest, 'SELECT * FROM t1 WHERE id NOT IN (100, 101) ORDER
 is(outbox_summary($dest), '22|22', 'outbox: two more rows, none for the skipped transaction');
 is(status_row($dest, 'sub1', 'state'), 'streaming', 'state streaming at the end');
 
+# --- cdc.alter_subscription: another publication, picked up by a new worker --
+$source->safe_psql('postgres', q{
+CREATE TABLE t4 (id int PRIMARY KEY, v text);
+CREATE PUBLICATION pub4 FOR TABLE t4;
+});
+$dest->safe_psql('postgres', 'CREATE TABLE t4 (id int PRIMARY KEY, v text)');
+my $pid = status_row($dest, 'sub1', 'worker_pid');
+$dest->safe_psql('postgres', q{SELECT cdc.alter_subscription('sub1', publications => ARRAY['pub', 'pub4'])});
+ok(wait_status($dest, 'sub1', "worker_pid <> $pid AND state = 'streaming'"), 'alter_subscription: a new worker streams');
+$source->safe_psql('postgres', q{INSERT INTO t4 VALUES (1, 'via pub4'); INSERT INTO t1 VALUES (104, 'still pub', NULL);});
+ok(wait_caught_up($source, $dest, 'sub1'), 'alter_subscription: caught up');
+compare_table($source, $dest, 'SELECT * FROM t4 ORDER BY 1', 't4 (the added publication) streams');
+is($dest->safe_psql('postgres', 'SELECT v FROM t1 WHERE id = 104'), 'still pub', 'the first publication still streams');
+is(status_row($dest, 'sub1', 'publications'), '{pub,pub4}', 'the status view shows both publications');
+
 $dest->stop;
 $source->stop;
 done_testing();

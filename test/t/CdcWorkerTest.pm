@@ -10,7 +10,8 @@ use Test::More;
 use Exporter 'import';
 
 our @EXPORT = qw(create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
-  compare_table outbox_summary cdc_root);
+  compare_table outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
+  enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num);
 
 sub new_source
 {
@@ -22,6 +23,10 @@ sub new_source
 	return $node;
 }
 
+# The destination: preloads cdc_apply, short naptime and backoff.  $extra
+# and the environment variable CDC_TEST_DEST_CONF add settings (for example
+# CDC_TEST_DEST_CONF='cdc.group_max_transactions = 1' runs every worker test
+# without grouping).
 sub new_dest
 {
 	my ($name, $extra) = @_;
@@ -34,7 +39,7 @@ cdc.retry_backoff = 200ms
 cdc.retry_backoff_max = 2
 cdc.status_interval = 200ms
 max_worker_processes = 16
-} . ($extra // ''));
+} . ($extra // '') . ($ENV{CDC_TEST_DEST_CONF} // ''));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION cdc_apply');
 	return $node;
@@ -109,6 +114,135 @@ sub create_subscription
 	my $arr = join(', ', map { "'$_'" } @$pubs);
 	$extra = $extra ? ", $extra" : '';
 	return $dest->safe_psql($db // 'postgres', "SELECT cdc.create_subscription('$name', '$conn', ARRAY[$arr]$extra)");
+}
+
+# Sets the test-only fault point cdc.debug_fault on the destination (undef:
+# none) and waits until a new session sees it.  A worker that is running
+# picks it up at its next message; set it while the subscription is
+# disabled (or before creating it) when the first transaction must see it.
+sub set_fault
+{
+	my ($dest, $value) = @_;
+	if (defined $value) {
+		$dest->safe_psql('postgres', "ALTER SYSTEM SET cdc.debug_fault = '$value'");
+	} else {
+		$dest->safe_psql('postgres', 'ALTER SYSTEM RESET cdc.debug_fault');
+	}
+	$dest->reload;
+	my $want = $value // '';
+	$dest->poll_query_until('postgres', "SELECT current_setting('cdc.debug_fault') = '$want'")
+	  or die "cdc.debug_fault never became '$want'";
+}
+
+# A pgoutput slot on the source that nobody consumes: peeking it shows the
+# exact LSNs of what the worker is sent (probe_read).
+sub probe_create
+{
+	my ($source, $probe) = @_;
+	$source->safe_psql('postgres', "SELECT pg_create_logical_replication_slot('$probe', 'pgoutput')");
+}
+
+sub probe_drop
+{
+	my ($source, $probe) = @_;
+	$source->safe_psql('postgres', "SELECT pg_drop_replication_slot('$probe')");
+}
+
+# The source transactions of publication $pub seen by probe slot $probe, in
+# stream (commit) order: a list of { xid, first_lsn, commit_lsn, end_lsn,
+# changes => [ [ kind (I, U, D, T), change LSN, old tuple kind of an update
+# (K: the key changed, O: full old row, N: none) ], ... ] }, LSNs as text.
+sub probe_read
+{
+	my ($source, $probe, $pub) = @_;
+	my $be = sub { my ($from, $len) = @_; "('x' || encode(substring(data FROM $from FOR $len), 'hex'))::bit(" . ($len * 8) . ")" };
+	my $lsn = sub { "('0/0'::pg_lsn + " . $be->(@_) . "::bigint)::text" };
+	my $out = $source->safe_psql('postgres', qq{
+SELECT chr(get_byte(data, 0)), lsn,
+       CASE chr(get_byte(data, 0)) WHEN 'B' THEN @{[ $be->(18, 4) ]}::int::text WHEN 'C' THEN @{[ $lsn->(3, 8) ]} END,
+       CASE chr(get_byte(data, 0)) WHEN 'B' THEN @{[ $lsn->(2, 8) ]} WHEN 'C' THEN @{[ $lsn->(11, 8) ]}
+                                   WHEN 'U' THEN chr(get_byte(data, 5)) END
+  FROM pg_logical_slot_peek_binary_changes('$probe', NULL, NULL, 'proto_version', '1', 'publication_names', '$pub')});
+	my (@txns, $cur);
+	for my $line (split /\n/, $out) {
+		my ($kind, $at, $a, $b) = split /\|/, $line;
+		if ($kind eq 'B') {
+			$cur = { xid => $a, first_lsn => $at, final_lsn => $b, changes => [] };
+		} elsif ($kind eq 'C') {
+			$cur->{commit_lsn} = $a;
+			$cur->{end_lsn} = $b;
+			push @txns, $cur;
+		} elsif ($kind =~ /^[IUDT]$/) {
+			push @{ $cur->{changes} }, [ $kind, $at, $b ];
+		}
+	}
+	return \@txns;
+}
+
+# Disables the subscription and waits until its worker has released the slot.
+sub disable_and_wait
+{
+	my ($source, $dest, $sub) = @_;
+	$dest->safe_psql('postgres', "SELECT cdc.disable_subscription('$sub')");
+	$dest->poll_query_until('postgres', "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = 'cdc_apply $sub')")
+	  or die "worker of $sub did not stop";
+	$source->poll_query_until('postgres', "SELECT NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '$sub' AND active)")
+	  or die "slot $sub stayed active";
+}
+
+sub enable_subscription
+{
+	my ($dest, $sub) = @_;
+	$dest->safe_psql('postgres', "SELECT cdc.enable_subscription('$sub')");
+}
+
+sub worker_running
+{
+	my ($dest, $sub) = @_;
+	return $dest->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cdc_apply $sub'");
+}
+
+# A slot that goes backwards (what a source crash before a checkpoint does,
+# scenario B16), made deterministic: slot_save copies the slot now,
+# slot_restore (subscription disabled) replaces the slot by that copy.
+sub slot_save
+{
+	my ($source, $slot, $copy) = @_;
+	$source->safe_psql('postgres', "SELECT pg_copy_logical_replication_slot('$slot', '$copy')");
+}
+
+sub slot_restore
+{
+	my ($source, $slot, $copy) = @_;
+	$source->safe_psql('postgres', "SELECT pg_drop_replication_slot('$slot')");
+	$source->safe_psql('postgres', "SELECT pg_copy_logical_replication_slot('$copy', '$slot')");
+	$source->safe_psql('postgres', "SELECT pg_drop_replication_slot('$copy')");
+}
+
+# Moves the subscription's replication origin back to $lsn (subscription
+# disabled): the worker then asks the source for what it already applied,
+# so the replays reach the apply engine.
+sub origin_rewind
+{
+	my ($dest, $sub, $lsn) = @_;
+	$dest->safe_psql('postgres', qq{SELECT pg_replication_origin_advance('cdc_' || subid, '$lsn') FROM cdc.subscription WHERE name = '$sub'});
+}
+
+# Waits until applied_lsn (the replication origin's progress) equals $lsn.
+sub wait_applied
+{
+	my ($dest, $sub, $lsn) = @_;
+	my $ok = $dest->poll_query_until('postgres', "SELECT applied_lsn = '$lsn' FROM cdc.subscription_status WHERE name = '$sub'");
+	diag("applied_lsn never became $lsn: " . status_row($dest, $sub, 'state, applied_lsn, last_error')) unless $ok;
+	return $ok;
+}
+
+# An LSN in text form ("16/B374D848") as a number, to compare in Perl.
+sub lsn_num
+{
+	my ($lsn) = @_;
+	my ($hi, $lo) = split m{/}, $lsn;
+	return hex($hi) * 4294967296 + hex($lo);
 }
 
 sub cdc_root

@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(132);
+SELECT plan(135);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -267,5 +267,15 @@ SELECT col_is_unique('public', 'tap_hist', ARRAY['cdc_key', 'cdc_version'], 'his
 SELECT is((cdc.register_mapping('tap_hist', source_table => 'tap_hist_src', key_columns => '{id}', mode => 'history')).mode,
           'history', 'a history mapping registers');
 SELECT throws_ok($$SELECT cdc.register_mapping('tap_items', mode => 'handler')$$, '22023', NULL, 'mode handler needs a handler');
+
+-- The background worker's status view (docs/worker.md).
+SELECT columns_are('cdc', 'subscription_status', ARRAY['name', 'state', 'received_lsn', 'applied_lsn', 'flushed_lsn',
+                     'source_end_lsn', 'lag_bytes', 'lag_seconds', 'retry_count', 'last_error', 'last_error_lsn',
+                     'last_error_at', 'worker_pid', 'slot_name', 'publications', 'applied_xacts', 'apply_commits'],
+                   'cdc.subscription_status has exactly the documented columns');
+SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'],
+                    'cdc.alter_subscription(name, conninfo, publications, source_epoch) exists');
+SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.alter_subscription');
 
 SELECT * FROM finish();
