@@ -224,7 +224,7 @@ for my $seed (@seeds)
 	# right, and pruned changes must come back expired, never applied again.
 	if ($seed % $cfg{expiry_every} == 0)
 	{
-		my $D = CdcTorture::Generator::deliveries($H, $seed, @avoid, label => 'F', mode => $mode->(),
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'F', mode => $mode->(),
 			dk => $plan->chance(0.5) ? 'kafka' : 'derived', batch => 'single');
 		my $n = scalar map {@$_} @{ $D->{batches} };
 		$check->("expiry-$D->{mode}", $driver->run_expiry($D->{batches}, $plan->int($n)), $D->{batches});
