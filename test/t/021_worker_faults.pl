@@ -81,20 +81,9 @@ note("outbox rows when the destination was killed: @at_kill of 300");
 check_exactly_once($changes, 'kill -9 of the destination twice mid-stream');
 
 # --- fault point after_commit ----------------------------------------------
-sub set_fault
-{
-	my ($value) = @_;
-	if (defined $value) {
-		$dest->safe_psql('postgres', "ALTER SYSTEM SET cdc.debug_fault = '$value'");
-	} else {
-		$dest->safe_psql('postgres', 'ALTER SYSTEM RESET cdc.debug_fault');
-	}
-	$dest->reload;
-}
-
 my $pid = status_row($dest, 'sub1', 'worker_pid');
 my $log_offset = -s $dest->logfile;
-set_fault('after_commit');
+set_fault($dest, 'after_commit');
 # give the worker its SIGHUP before the transaction arrives
 $dest->poll_query_until('postgres', q{SELECT current_setting('cdc.debug_fault') = 'after_commit'});
 $dest->safe_psql('postgres', 'SELECT pg_sleep(0.5)');
@@ -102,14 +91,14 @@ $changes += workload(1);
 $dest->wait_for_log(qr/fault point after_commit reached/, $log_offset);
 ok(1, 'the worker exited at after_commit');
 ok(wait_status($dest, 'sub1', "worker_pid <> $pid AND state = 'streaming'"), 'a new worker was started');
-set_fault(undef);
+set_fault($dest, undef);
 $changes += workload(3);
 check_exactly_once($changes, 'after_commit fault');
 
 # --- fault point before_commit ---------------------------------------------
 $pid = status_row($dest, 'sub1', 'worker_pid');
 $log_offset = -s $dest->logfile;
-set_fault('before_commit');
+set_fault($dest, 'before_commit');
 $dest->poll_query_until('postgres', q{SELECT current_setting('cdc.debug_fault') = 'before_commit'});
 $dest->safe_psql('postgres', 'SELECT pg_sleep(0.5)');
 my $before_lsn = source_lsn($source);
@@ -117,7 +106,7 @@ $changes += workload(1);
 $dest->wait_for_log(qr/fault point before_commit reached/, $log_offset);
 ok(1, 'the worker exited at before_commit');
 is(status_row($dest, 'sub1', "applied_lsn < '" . source_lsn($source) . "'"), 't', 'the transaction was not committed');
-set_fault(undef);
+set_fault($dest, undef);
 ok(wait_status($dest, 'sub1', "worker_pid <> $pid"), 'a new worker was started');
 $changes += workload(3);
 check_exactly_once($changes, 'before_commit fault');
