@@ -33,6 +33,8 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "replication/logicalproto.h"
 #include "replication/origin.h"
+#include "storage/buffile.h"
+#include "storage/fileset.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
@@ -62,6 +64,7 @@ static int cdc_group_max_transactions = 1000; /* cdc.group_max_transactions: sou
 static int cdc_group_max_bytes = 16384;      /* cdc.group_max_bytes, kB of pgoutput messages per local commit */
 static int cdc_group_max_delay = 200;        /* cdc.group_max_delay, ms a group stays open */
 static int cdc_synchronous_commit = SYNCHRONOUS_COMMIT_OFF; /* cdc.synchronous_commit of the worker's transactions */
+static bool cdc_streaming = false;           /* cdc.streaming: protocol version 2, in-progress transactions */
 
 static const struct config_enum_entry cdc_synchronous_commit_options[] = {
 	{"local", SYNCHRONOUS_COMMIT_LOCAL_FLUSH, false},
@@ -113,6 +116,12 @@ cdc::pg::DefineWorkerSettings(bool preloaded)
 	                        "A group is committed after the source transaction that ends past this delay, and always as soon "
 	                        "as the source has sent nothing more.",
 	                        &cdc_group_max_delay, 200, 1, 60000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomBoolVariable("cdc.streaming",
+	                         "Ask the source to stream large in-progress transactions (pgoutput protocol version 2).",
+	                         "The worker spools the streamed changes to temporary files and applies them at the "
+	                         "transaction's commit; aborted transactions and subtransactions are dropped. Takes effect "
+	                         "when a worker starts.",
+	                         &cdc_streaming, false, PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("cdc.synchronous_commit", "synchronous_commit of the apply worker's local transactions.",
 	                         "off is safe: the worker reports to the source as flushed only what is durable here.",
 	                         &cdc_synchronous_commit, SYNCHRONOUS_COMMIT_OFF, cdc_synchronous_commit_options, PGC_SIGHUP, 0,
@@ -397,13 +406,39 @@ typedef struct WorkerState {
 	TimestampTz group_commit_time;
 	bool committing_group;        /* inside its local commit (error attribution) */
 	XLogRecPtr one_by_one_until;  /* after a failed group: one local commit per source transaction up to this commit LSN */
+	/*
+	 * In-progress transactions the source streams (protocol version 2,
+	 * cdc.streaming): their changes are spooled to one temporary file per
+	 * transaction and applied when STREAM COMMIT arrives.
+	 */
+	FileSet *stream_fileset;
+	HTAB *streams;                /* TransactionId -> StreamXact */
+	bool in_stream;               /* between STREAM START and STREAM STOP */
+	TransactionId stream_xid;     /* the transaction of the open chunk */
+	BufFile *stream_file;         /* its spool file while the chunk is open */
 	int64 stat_xacts;             /* source transactions applied, not yet added to cdc.subscription_state */
 	int64 stat_commits;           /* local commits of them, likewise */
 } WorkerState;
 
+/* Where a subtransaction's first streamed change starts in the spool file. */
+typedef struct StreamSubxact {
+	TransactionId xid;
+	int fileno;
+	off_t offset;
+} StreamSubxact;
+
+/* A transaction the source streams while it is in progress. */
+typedef struct StreamXact {
+	TransactionId xid; /* hash key */
+	int nsubxacts;
+	int maxsubxacts;
+	StreamSubxact *subxacts; /* in CdcWorkerContext, in the order they were first seen */
+} StreamXact;
+
 static WorkerState *W = NULL;
 static MemoryContext CdcWorkerContext = NULL;
 static MemoryContext CdcMessageContext = NULL;
+static MemoryContext CdcStreamContext = NULL; /* the open chunk's file handle; reset at STREAM STOP */
 
 static void
 worker_error_context(void *arg)
@@ -552,7 +587,7 @@ send_feedback(bool force, bool request_reply)
 		}
 	}
 	W->nflushes = keep;
-	if (W->nflushes == 0 && !W->in_xact && !W->group_open) {
+	if (W->nflushes == 0 && !W->in_xact && !W->group_open && !W->in_stream) {
 		/*
 		 * Nothing of ours is waiting for a local flush and no source
 		 * transaction or group is open: everything received so far is either applied
@@ -856,20 +891,22 @@ close_group(void)
 	}
 }
 
+/*
+ * A source transaction starts: from BEGIN, or from STREAM COMMIT before its
+ * spooled changes are applied.  final_lsn is its commit LSN.
+ */
 static void
-handle_begin(StringInfo s)
+begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committime)
 {
-	LogicalRepBeginData begin;
-	logicalrep_read_begin(s, &begin);
-	bool already_applied = begin.final_lsn < W->progress;
-	bool skipping = !already_applied && W->skip_lsn != InvalidXLogRecPtr && begin.final_lsn == W->skip_lsn;
+	bool already_applied = final_lsn < W->progress;
+	bool skipping = !already_applied && W->skip_lsn != InvalidXLogRecPtr && final_lsn == W->skip_lsn;
 	/* an explicit skip commits on its own: close the group before it */
 	if (skipping && W->group_open)
 		close_group();
 	W->in_xact = true;
-	W->final_lsn = begin.final_lsn;
-	W->xid = begin.xid;
-	W->committime = begin.committime;
+	W->final_lsn = final_lsn;
+	W->xid = xid;
+	W->committime = committime;
 	W->seq = 0;
 	W->cur_table[0] = '\0';
 	W->already_applied = already_applied;
@@ -879,7 +916,7 @@ handle_begin(StringInfo s)
 		if (W->replays_discarded++ == 0)
 			ereport(LOG, (errmsg("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X is already applied "
 			                     "(replication origin progress %X/%X); discarding what the source re-sends",
-			                     W->name, begin.xid, CDC_LSN_ARGS(begin.final_lsn), CDC_LSN_ARGS(W->progress))));
+			                     W->name, xid, CDC_LSN_ARGS(final_lsn), CDC_LSN_ARGS(W->progress))));
 	} else if (W->replays_discarded > 0) {
 		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": discarded %lld re-sent source transactions that were already applied",
 		                     W->name, (long long) W->replays_discarded)));
@@ -887,17 +924,23 @@ handle_begin(StringInfo s)
 	}
 	if (W->skipping)
 		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": skipping source transaction %u committed at %X/%X as requested",
-		                     W->name, begin.xid, CDC_LSN_ARGS(begin.final_lsn))));
+		                     W->name, xid, CDC_LSN_ARGS(final_lsn))));
 	if (!W->already_applied && !W->skipping && !W->group_open)
 		open_group();
 }
 
 static void
-handle_commit(StringInfo s)
+handle_begin(StringInfo s)
 {
-	LogicalRepCommitData commit;
-	logicalrep_read_commit(s, &commit);
+	LogicalRepBeginData begin;
+	logicalrep_read_begin(s, &begin);
+	begin_source_xact(begin.final_lsn, begin.xid, begin.committime);
+}
 
+/* A source transaction ends (COMMIT, or STREAM COMMIT after its changes). */
+static void
+end_source_xact(const LogicalRepCommitData &commit)
+{
 	if (W->already_applied) {
 		/* replayed by the source after it went backwards: our progress already covers it */
 		W->in_xact = false;
@@ -941,6 +984,14 @@ handle_commit(StringInfo s)
 	}
 	if (alone || group_full())
 		close_group();
+}
+
+static void
+handle_commit(StringInfo s)
+{
+	LogicalRepCommitData commit;
+	logicalrep_read_commit(s, &commit);
+	end_source_xact(commit);
 }
 
 static RelEntry *
@@ -1023,6 +1074,237 @@ handle_change(char action, StringInfo s)
 	}
 }
 
+/* ------------------------------------------------------------------------
+ * Streamed in-progress transactions (protocol version 2, cdc.streaming)
+ *
+ * The source sends a large transaction in chunks (STREAM START .. STREAM
+ * STOP) before it commits, each change tagged with its (sub)transaction id.
+ * Nothing of it may be applied before STREAM COMMIT (it may still abort), so
+ * the chunks are spooled to a temporary file per transaction (a FileSet, as
+ * PostgreSQL's own apply worker does); STREAM ABORT of a subtransaction cuts
+ * the file back to where that subtransaction's first change was written,
+ * STREAM ABORT of the transaction drops the file, and STREAM COMMIT applies
+ * the file like a transaction sent at its commit (same versions, delivery
+ * keys, grouping, progress).  A worker that restarts has lost nothing: the
+ * source streams every uncommitted transaction again from its first change.
+ * ------------------------------------------------------------------------ */
+
+/* Deletes the spool files when the worker exits (before_shmem_exit). */
+static void
+stream_cleanup(int code, Datum arg) noexcept
+{
+	if (W != NULL && W->stream_fileset != NULL)
+		FileSetDeleteAll(W->stream_fileset);
+}
+
+static char *
+stream_file_name(TransactionId xid)
+{
+	return psprintf("cdc-%d-%u.changes", W->subid, xid);
+}
+
+static void
+stream_setup(void)
+{
+	if (W->stream_fileset != NULL)
+		return;
+	MemoryContext old = MemoryContextSwitchTo(CdcWorkerContext);
+	W->stream_fileset = (FileSet *) palloc(sizeof(FileSet));
+	FileSetInit(W->stream_fileset);
+	HASHCTL ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(TransactionId);
+	ctl.entrysize = sizeof(StreamXact);
+	ctl.hcxt = CdcWorkerContext;
+	W->streams = hash_create("cdc_apply streamed transactions", 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	MemoryContextSwitchTo(old);
+	before_shmem_exit(stream_cleanup, (Datum) 0);
+}
+
+/* Runs f inside a transaction (the open group's, or a short one of its own): file handles need a resource owner. */
+template <typename F>
+static void
+with_transaction(F &&f)
+{
+	bool own = !IsTransactionState();
+	if (own)
+		StartTransactionCommand();
+	f();
+	if (own)
+		CommitTransactionCommand(); /* no xid was assigned: writes no WAL */
+}
+
+static void
+handle_stream_start(StringInfo s)
+{
+	bool first_segment;
+	if (W->in_stream || W->in_xact)
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION), errmsg("cdc_apply: STREAM START inside a transaction or stream")));
+	TransactionId xid = logicalrep_read_stream_start(s, &first_segment);
+	if (!TransactionIdIsValid(xid))
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION), errmsg("cdc_apply: STREAM START without a transaction id")));
+	stream_setup();
+	/* the chunk's file handle lives in a transaction of its own: commit the group first */
+	if (W->group_open)
+		close_group();
+	StartTransactionCommand();
+	MemoryContext old = MemoryContextSwitchTo(CdcStreamContext);
+	bool found;
+	StreamXact *x = (StreamXact *) hash_search(W->streams, &xid, HASH_ENTER, &found);
+	if (first_segment || !found) {
+		/* the first chunk (again, after a restart of the stream): start an empty file */
+		x->nsubxacts = 0;
+		if (!found) {
+			x->maxsubxacts = 0;
+			x->subxacts = NULL;
+		}
+		W->stream_file = BufFileCreateFileSet(W->stream_fileset, stream_file_name(xid));
+	} else {
+		W->stream_file = BufFileOpenFileSet(W->stream_fileset, stream_file_name(xid), O_RDWR, false);
+		BufFileSeek(W->stream_file, 0, 0, SEEK_END);
+	}
+	MemoryContextSwitchTo(old);
+	W->in_stream = true;
+	W->stream_xid = xid;
+}
+
+static void
+handle_stream_stop(void)
+{
+	if (!W->in_stream)
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION), errmsg("cdc_apply: STREAM STOP outside a stream")));
+	BufFileClose(W->stream_file);
+	W->stream_file = NULL;
+	W->in_stream = false;
+	CommitTransactionCommand();
+	MemoryContextReset(CdcStreamContext);
+}
+
+/* Appends one change of the open chunk (its xid already read) to the spool file. */
+static void
+stream_spool(char action, TransactionId xid, StringInfo s)
+{
+	StreamXact *x = (StreamXact *) hash_search(W->streams, &W->stream_xid, HASH_FIND, NULL);
+	if (xid != W->stream_xid) {
+		bool seen = false;
+		for (int i = 0; i < x->nsubxacts && !seen; i++)
+			seen = x->subxacts[i].xid == xid;
+		if (!seen) {
+			if (x->nsubxacts == x->maxsubxacts) {
+				x->maxsubxacts = x->maxsubxacts ? x->maxsubxacts * 2 : 16;
+				x->subxacts = x->subxacts ? (StreamSubxact *) repalloc(x->subxacts, sizeof(StreamSubxact) * x->maxsubxacts)
+				                          : (StreamSubxact *) MemoryContextAlloc(CdcWorkerContext, sizeof(StreamSubxact) * x->maxsubxacts);
+			}
+			StreamSubxact *sub = &x->subxacts[x->nsubxacts++];
+			sub->xid = xid;
+			BufFileTell(W->stream_file, &sub->fileno, &sub->offset);
+		}
+	}
+	/* record: length, change LSN, action, the message after the xid */
+	int rest = s->len - s->cursor;
+	int len = (int) sizeof(XLogRecPtr) + 1 + rest;
+	BufFileWrite(W->stream_file, &len, sizeof(len));
+	BufFileWrite(W->stream_file, &W->change_lsn, sizeof(XLogRecPtr));
+	BufFileWrite(W->stream_file, &action, 1);
+	BufFileWrite(W->stream_file, s->data + s->cursor, rest);
+	s->cursor = s->len;
+}
+
+static void
+handle_stream_abort(StringInfo s)
+{
+	TransactionId xid, subxid;
+	if (W->in_stream || W->in_xact)
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION), errmsg("cdc_apply: STREAM ABORT inside a transaction or stream")));
+	logicalrep_read_stream_abort(s, &xid, &subxid);
+	stream_setup();
+	bool found;
+	StreamXact *x = (StreamXact *) hash_search(W->streams, &xid, HASH_FIND, &found);
+	if (!found)
+		return; /* nothing of it was spooled by this worker */
+	with_transaction([&]() {
+		if (subxid == xid) {
+			/* the whole transaction aborted (B20: xid 2300) */
+			ereport(LOG, (errmsg("cdc_apply subscription \"%s\": streamed transaction %u aborted; its spooled changes are dropped",
+			                     W->name, xid)));
+			BufFileDeleteFileSet(W->stream_fileset, stream_file_name(xid), true);
+			hash_search(W->streams, &xid, HASH_REMOVE, NULL);
+			return;
+		}
+		/* a subtransaction aborted: drop its changes and those of every subtransaction streamed after it */
+		for (int i = 0; i < x->nsubxacts; i++) {
+			if (x->subxacts[i].xid != subxid)
+				continue;
+			BufFile *f = BufFileOpenFileSet(W->stream_fileset, stream_file_name(xid), O_RDWR, false);
+			BufFileTruncateFileSet(f, x->subxacts[i].fileno, x->subxacts[i].offset);
+			BufFileClose(f);
+			x->nsubxacts = i;
+			ereport(LOG, (errmsg("cdc_apply subscription \"%s\": streamed subtransaction %u of transaction %u aborted; its spooled changes are dropped",
+			                     W->name, subxid, xid)));
+			break;
+		}
+	});
+}
+
+static void
+handle_stream_commit(StringInfo s)
+{
+	LogicalRepCommitData commit;
+	if (W->in_stream || W->in_xact)
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION), errmsg("cdc_apply: STREAM COMMIT inside a transaction or stream")));
+	TransactionId xid = logicalrep_read_stream_commit(s, &commit);
+	stream_setup();
+	bool found;
+	(void) hash_search(W->streams, &xid, HASH_FIND, &found);
+	if (!found)
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION),
+		                errmsg("cdc_apply: STREAM COMMIT of transaction %u, which was never streamed to this worker", xid)));
+
+	begin_source_xact(commit.commit_lsn, xid, commit.committime);
+	with_transaction([&]() {
+		if (!W->already_applied && !W->skipping) {
+			/* apply the spooled changes in the group's transaction, in the order they were streamed */
+			MemoryContext replay = AllocSetContextCreate(CurrentMemoryContext, "CdcStreamReplay", ALLOCSET_DEFAULT_SIZES);
+			BufFile *f = BufFileOpenFileSet(W->stream_fileset, stream_file_name(xid), O_RDONLY, false);
+			XLogRecPtr saved_lsn = W->change_lsn;
+			for (;;) {
+				int len;
+				size_t got = BufFileRead(f, &len, sizeof(len));
+				if (got == 0)
+					break;
+				if (got != sizeof(len) || len < (int) sizeof(XLogRecPtr) + 1)
+					ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("cdc_apply: spool file of transaction %u is damaged", xid)));
+				MemoryContext old = MemoryContextSwitchTo(replay);
+				StringInfoData rec;
+				initStringInfo(&rec);
+				enlargeStringInfo(&rec, len);
+				if (BufFileRead(f, rec.data, len) != (size_t) len)
+					ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED), errmsg("cdc_apply: spool file of transaction %u is damaged", xid)));
+				rec.len = len;
+				rec.data[len] = '\0';
+				memcpy(&W->change_lsn, rec.data, sizeof(XLogRecPtr));
+				rec.cursor = sizeof(XLogRecPtr);
+				char action = pq_getmsgbyte(&rec);
+				if (W->group_open)
+					W->group_bytes += len;
+				if (action == 'R')
+					handle_relation(&rec);
+				else if (action == 'I' || action == 'U' || action == 'D' || action == 'T')
+					handle_change(action, &rec);
+				/* 'Y' (type) and 'M' (message): nothing to apply */
+				MemoryContextSwitchTo(old);
+				MemoryContextReset(replay);
+			}
+			W->change_lsn = saved_lsn;
+			BufFileClose(f);
+			MemoryContextDelete(replay);
+		}
+		BufFileDeleteFileSet(W->stream_fileset, stream_file_name(xid), true);
+	});
+	hash_search(W->streams, &xid, HASH_REMOVE, NULL);
+	end_source_xact(commit);
+}
+
 static void
 handle_xlogdata(StringInfo s)
 {
@@ -1038,9 +1320,33 @@ handle_xlogdata(StringInfo s)
 	W->change_lsn = start;
 
 	char action = pq_getmsgbyte(s);
+	if (W->in_stream) {
+		/* inside a chunk of a streamed transaction: spool, apply at its commit */
+		switch (action) {
+		case 'E': handle_stream_stop(); return;
+		case 'R':
+		case 'Y':
+		case 'I':
+		case 'U':
+		case 'D':
+		case 'T':
+		case 'M': {
+			TransactionId xid = pq_getmsgint(s, 4);
+			if (action != 'Y' && action != 'M')
+				stream_spool(action, xid, s);
+			return;
+		}
+		default:
+			ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION),
+			                errmsg("cdc_apply: unexpected pgoutput message type \"%c\" inside a stream", action)));
+		}
+	}
 	if (W->group_open)
 		W->group_bytes += s->len;
 	switch (action) {
+	case 'S': handle_stream_start(s); break;
+	case 'A': handle_stream_abort(s); break;
+	case 'c': handle_stream_commit(s); break;
 	case 'B': handle_begin(s); break;
 	case 'C': handle_commit(s); break;
 	case 'R': handle_relation(s); break;
@@ -1207,9 +1513,10 @@ stream(void)
 	 * exercise the guard against re-sent transactions in handle_begin().
 	 */
 	XLogRecPtr from = fault("request_from_slot") ? InvalidXLogRecPtr : W->progress;
-	char *cmd = psprintf("START_REPLICATION SLOT %s LOGICAL %X/%X (proto_version '1', publication_names %s)",
+	char *cmd = psprintf("START_REPLICATION SLOT %s LOGICAL %X/%X (proto_version '%d'%s, publication_names %s)",
 	                     quote_identifier(W->slot_name), CDC_LSN_ARGS(from),
-	                     quote_literal_cstr(W->publications));
+	                     cdc_streaming ? LOGICALREP_PROTO_STREAM_VERSION_NUM : LOGICALREP_PROTO_VERSION_NUM,
+	                     cdc_streaming ? ", streaming 'on'" : "", quote_literal_cstr(W->publications));
 	PQclear(source_exec(cmd, PGRES_COPY_BOTH));
 	/*
 	 * The progress read at start is durable (flushed in
@@ -1252,7 +1559,7 @@ stream(void)
 		}
 		if (len == 0) {
 			/* nothing buffered: wait for the socket, the latch or the status interval */
-			if (!W->in_xact) {
+			if (!W->in_xact && !W->in_stream) {
 				/* ask for a keepalive too: its WAL end lets an idle stream confirm progress */
 				send_feedback(false, true);
 				if (TimestampDifferenceExceeds(W->last_status, GetCurrentTimestamp(), cdc_status_interval))
@@ -1353,6 +1660,7 @@ cdc_apply_worker_main(Datum arg)
 
 	CdcWorkerContext = AllocSetContextCreate(TopMemoryContext, "CdcWorkerContext", ALLOCSET_DEFAULT_SIZES);
 	CdcMessageContext = AllocSetContextCreate(TopMemoryContext, "CdcMessageContext", ALLOCSET_DEFAULT_SIZES);
+	CdcStreamContext = AllocSetContextCreate(TopMemoryContext, "CdcStreamContext", ALLOCSET_DEFAULT_SIZES);
 	W = (WorkerState *) MemoryContextAllocZero(CdcWorkerContext, sizeof(WorkerState));
 	W->name = psprintf("%d", subid);
 
@@ -1451,6 +1759,10 @@ cdc_apply_worker_main(Datum arg)
 				W->in_xact = false;
 				W->group_open = false;
 				W->committing_group = false;
+				/* the chunk's file was closed with the aborted transaction; the source streams it again */
+				W->in_stream = false;
+				W->stream_file = NULL;
+				MemoryContextReset(CdcStreamContext);
 				W->already_applied = false;
 				W->skipping = false;
 				W->cur_table[0] = '\0';

@@ -15,7 +15,8 @@
 #        transaction whose change LSN is below the saved position still applies
 #   B19  a partly applied transaction is replayed in full
 #   B20  a subtransaction abort inside a large transaction and an aborted
-#        transaction (protocol version 1: the source decodes them at commit)
+#        transaction: with protocol version 1 (the source decodes them at
+#        commit) and with streaming (protocol version 2, STREAM_* messages)
 #   B21  truncate in its own transaction (pgoutput variant)
 #
 # Replays "through the engine" rewind both the slot and the replication
@@ -491,6 +492,69 @@ COMMIT;
 	is(outbox_of('t20'), 'ccc|3', 'B20: outbox 3');
 	end_subscription('b20');
 	probe_drop($source, 'probe20');
+}
+
+# ---------------------------------------------------------------------------
+# B20 with streaming (cdc.streaming = on, protocol version 2): the source
+# sends the large transaction in chunks while it runs; a rolled-back
+# savepoint arrives as STREAM ABORT of the subtransaction; the destination
+# crashes between chunks and the commit (the source streams it again); an
+# aborted transaction arrives as STREAM ABORT of the transaction.  Nothing of
+# a streamed transaction may be visible before its STREAM COMMIT.
+# ---------------------------------------------------------------------------
+{
+	scenario_setup(name => 'b20s', ddl => 'CREATE TABLE t20s (id int PRIMARY KEY); CREATE TABLE t20s_bulk (id int PRIMARY KEY, pad text);',
+		tables => [ 't20s', 't20s_bulk' ], outbox => ['t20s']);
+	$dest->safe_psql('postgres', 'ALTER SYSTEM SET cdc.streaming = on');
+	$dest->reload;
+	start_subscription('b20s');
+	probe_create($source, 'probe20s');
+	my $streamed = sub {
+		my ($what, $n) = @_;
+		return $source->poll_query_until('postgres',
+			"SELECT $what >= $n FROM pg_stat_replication_slots WHERE slot_name = 'b20s'");
+	};
+	my $offset = -s $dest->logfile;
+	my $a = $source->background_psql('postgres');
+	$a->query_safe('BEGIN');
+	$a->query_safe('INSERT INTO t20s VALUES (31)');
+	$a->query_safe('INSERT INTO t20s VALUES (32)');
+	$a->query_safe(q{INSERT INTO t20s_bulk SELECT g, repeat('x', 200) FROM generate_series(1, 2000) g});
+	ok($streamed->('stream_txns', 1), 'B20 streaming: the source streams the transaction while it runs');
+	$a->query_safe('SAVEPOINT s');
+	$a->query_safe('INSERT INTO t20s VALUES (33)');
+	$a->query_safe('INSERT INTO t20s VALUES (34)');
+	$a->query_safe(q{INSERT INTO t20s_bulk SELECT g, repeat('y', 200) FROM generate_series(2001, 4000) g});
+	$a->query_safe('ROLLBACK TO SAVEPOINT s');
+	$a->query_safe('INSERT INTO t20s VALUES (35)');
+	$a->query_safe(q{INSERT INTO t20s_bulk SELECT g, repeat('z', 200) FROM generate_series(4001, 5000) g});
+	ok($streamed->('stream_count', 3), 'B20 streaming: in several chunks');
+	$dest->wait_for_log(qr/streamed subtransaction \d+ of transaction \d+ aborted/, $offset);
+	ok(1, 'B20 streaming: the rolled-back savepoint arrived as STREAM ABORT of the subtransaction');
+	is(rows_of('SELECT (SELECT count(*) FROM t20s) + (SELECT count(*) FROM t20s_bulk)'), '0',
+		'B20 streaming: nothing of the open transaction is visible');
+	# crash between the chunks and the commit
+	$dest->stop('immediate');
+	$dest->start;
+	$a->query_safe('COMMIT');
+	$a->quit;
+	$offset = -s $dest->logfile;
+	$source->safe_psql('postgres', q{BEGIN; INSERT INTO t20s VALUES (41);
+INSERT INTO t20s_bulk SELECT g, repeat('w', 200) FROM generate_series(10001, 12000) g; ROLLBACK;});
+	$dest->wait_for_log(qr/streamed transaction \d+ aborted/, $offset);
+	ok(1, 'B20 streaming: the aborted transaction arrived as STREAM ABORT of the transaction');
+	my $tx = probe_read($source, 'probe20s', 'pub_b20s');
+	is(scalar(@$tx), 1, 'B20 streaming: one committed transaction');
+	ok(wait_applied($dest, 'b20s', $tx->[0]{end_lsn}), 'B20 streaming: progress = its end LSN');
+	is(rows_of('SELECT string_agg(id::text, \',\' ORDER BY id) FROM t20s'), '31,32,35', 'B20 streaming: rows 31, 32, 35');
+	is(rows_of('SELECT count(*) || \'|\' || min(id) || \'|\' || max(id) || \'|\' || count(*) FILTER (WHERE pad LIKE \'y%\') FROM t20s_bulk'),
+		'3000|1|5000|0', 'B20 streaming: the bulk rows outside the rolled-back savepoint');
+	is(outbox_of('t20s'), 'ccc|3', 'B20 streaming: outbox 3');
+	is(status_row($dest, 'b20s', q{state || '|' || retry_count}), 'streaming|0', 'B20 streaming: no error');
+	end_subscription('b20s');
+	probe_drop($source, 'probe20s');
+	$dest->safe_psql('postgres', 'ALTER SYSTEM RESET cdc.streaming');
+	$dest->reload;
 }
 
 # ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 #   CDC_WORKER_TORTURE_ROUNDS  rounds (default 8; a soak run uses e.g. 200)
 #   CDC_WORKER_TORTURE_XACTS   source transactions per round (default 500)
 #   CDC_WORKER_TORTURE_FAULTS  faults per round (default 5)
+#   CDC_WORKER_TORTURE_STREAMING  on/off: cdc.streaming (default: on for odd seeds)
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -37,8 +38,15 @@ my $rng = CdcTorture::Rng->new("worker:$seed");
 my $wrng = $rng->fork('workload');
 my $frng = $rng->fork('faults');
 
+# Odd seeds stream large transactions while they run (cdc.streaming, protocol
+# version 2); even seeds get them at commit (version 1).  The source decodes
+# with little memory either way, so large transactions spill or stream.
+my $streaming = $ENV{CDC_WORKER_TORTURE_STREAMING} // ($seed % 2 ? 'on' : 'off');
 my $source = new_source('source');
-my $dest = new_dest('dest');
+$source->append_conf('postgresql.conf', "logical_decoding_work_mem = 64kB\n");
+$source->restart;
+my $dest = new_dest('dest', "cdc.streaming = $streaming\n");
+diag("worker torture: cdc.streaming = $streaming");
 
 my $tables = q{
 CREATE TABLE wa (id int PRIMARY KEY, v text, n int NOT NULL);
@@ -103,16 +111,26 @@ sub round_sql
 	my ($round) = @_;
 	my $sql = '';
 	for (1 .. $xacts) {
-		my $shape = $wrng->weighted({ single => 60, block => 30, rollback => 5, savepoint => 5 });
+		my $shape = $wrng->weighted({ single => 60, block => 30, rollback => 5, savepoint => 5, bulk => 1 });
 		if ($shape eq 'single') {
 			$sql .= statement() . "\n";
 		} elsif ($shape eq 'block') {
 			$sql .= "BEGIN;\n" . join("\n", map { statement() } 1 .. $wrng->range(2, 5)) . "\nCOMMIT;\n";
 		} elsif ($shape eq 'rollback') {
 			$sql .= "BEGIN;\n" . join("\n", map { statement() } 1 .. $wrng->range(1, 3)) . "\nROLLBACK;\n";
-		} else {
+		} elsif ($shape eq 'savepoint') {
 			$sql .= "BEGIN;\n" . statement() . "\nSAVEPOINT s;\n" . statement() . "\nROLLBACK TO SAVEPOINT s;\n"
 			  . statement() . "\nCOMMIT;\n";
+		} else {
+			# a large transaction (streamed or spilled by the source), with a
+			# savepoint that is rolled back or kept, committed or aborted
+			my $v = 'b' . $wrng->int(1000000);
+			$sql .= "BEGIN;\n" . statement() . "\n"
+			  . "INSERT INTO wb SELECT 'bulk', g, '$v', NULL FROM generate_series(1, 1000) g ON CONFLICT (g, id) DO UPDATE SET v = EXCLUDED.v;\n"
+			  . "SAVEPOINT s;\n"
+			  . "INSERT INTO wb SELECT 'bulk', g, '$v-s', NULL FROM generate_series(500, 1500) g ON CONFLICT (g, id) DO UPDATE SET v = EXCLUDED.v;\n"
+			  . ($wrng->chance(0.5) ? "ROLLBACK TO SAVEPOINT s;\n" : "RELEASE SAVEPOINT s;\n")
+			  . statement() . "\n" . ($wrng->chance(0.2) ? "ROLLBACK;\n" : "COMMIT;\n");
 		}
 	}
 	return $sql . "INSERT INTO torture_done VALUES ($round);\n";
@@ -214,8 +232,11 @@ for my $t (@{ probe_read($source, 'probe', 'wt') }) {
 		$expected += ($c->[0] eq 'U' && defined $c->[2] && $c->[2] eq 'K') ? 2 : 1;
 	}
 }
+my $decoding = $source->safe_psql('postgres',
+	q{SELECT 'streamed ' || stream_txns || ' transactions in ' || stream_count || ' chunks, spilled ' || spill_txns
+	    FROM pg_stat_replication_slots WHERE slot_name = 'wt'});
 diag("worker torture seed $seed: $txns source transactions, $changes changes, $expected expected outbox rows; "
-	  . 'faults: ' . join(', ', map { "$_ $count{$_}" } sort keys %count));
+	  . 'faults: ' . join(', ', map { "$_ $count{$_}" } sort keys %count) . "; source slot: $decoding (since its last restart)");
 is(outbox_summary($dest), "$expected|$expected", 'outbox: exactly one row per source change (two per key change)');
 is($dest->safe_psql('postgres', q{SELECT sum(applied) - sum(snapshot_rows) || '|' || sum(duplicate) || '|' || sum(stale) || '|' || sum(conflict) FROM cdc.stats}),
 	"$changes|0|0|0", 'every change applied exactly once: no duplicate, stale or conflict');
