@@ -1525,6 +1525,14 @@ stream(void)
 	 */
 	if (W->reported_flush == InvalidXLogRecPtr)
 		W->reported_flush = W->progress;
+	/*
+	 * What the previous connection received but did not apply (a group that
+	 * failed and is now retried one by one) will be sent again: it must not
+	 * count as received, or the idle-stream rule in send_feedback() would
+	 * confirm it to the source before it is applied, and the source would
+	 * never send it again.
+	 */
+	W->received = W->progress;
 	write_status("streaming", false);
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": streaming from %X/%X", W->name, CDC_LSN_ARGS(W->progress))));
 
