@@ -1,5 +1,6 @@
 #include "core/cpp_only.hpp" // first: this file is pure C++
 #include "core/json.hpp"
+#include "core/errors.hpp"
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -28,8 +29,8 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
 	bool string(string_t &v) override { return Add(Json::MakeString(std::move(v))); }
 	bool binary(binary_t &) override { return false; }
 	bool key(string_t &k) override { stack_.back().pending_key = std::move(k); return true; }
-	bool start_object(std::size_t) override { stack_.push_back(Frame{true, {}, {}, {}}); return true; }
-	bool start_array(std::size_t) override { stack_.push_back(Frame{false, {}, {}, {}}); return true; }
+	bool start_object(std::size_t) override { return Open(true); }
+	bool start_array(std::size_t) override { return Open(false); }
 	bool end_object() override { return Close(); }
 	bool end_array() override { return Close(); }
 	bool parse_error(std::size_t pos, const std::string &, const nlohmann::detail::exception &ex) override
@@ -59,6 +60,14 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
 		} else {
 			stack_.back().items.push_back(std::move(v));
 		}
+		return true;
+	}
+	bool Open(bool is_object)
+	{
+		if (stack_.size() >= Json::kMaxDepth)
+			throw InputError("54001", "JSON nesting is deeper than " + std::to_string(Json::kMaxDepth) + " levels",
+			                 {}, "Change events nest a few levels deep; flatten the value or send it as a string.");
+		stack_.push_back(Frame{is_object, {}, {}, {}});
 		return true;
 	}
 	bool Close()

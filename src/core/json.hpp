@@ -38,7 +38,13 @@ class Json {
 	static Json MakeArray(std::vector<Json> items);
 	static Json MakeObject(std::vector<Member> members);
 
-	// Parses one JSON document.  Throws JsonSyntaxError with the byte offset.
+	// Deepest nesting of arrays and objects a document may have.  Change
+	// events are a few levels deep; the limit keeps the tree (whose
+	// destructor and serializer recurse) far from the stack limit.
+	static constexpr std::size_t kMaxDepth = 1000;
+
+	// Parses one JSON document.  Throws JsonSyntaxError with the byte offset,
+	// or InputError 54001 when nesting exceeds kMaxDepth.
 	static Json Parse(std::string_view text);
 
 	Kind kind() const { return kind_; }

@@ -68,6 +68,24 @@ TEST(Json, SyntaxErrorsNameTheOffset)
 	EXPECT_THROW(Json::Parse("{\"a\": 1} trailing"), JsonSyntaxError);
 }
 
+// A deeply nested document is refused before the tree gets deep enough for
+// its recursive destructor or serializer to exhaust the stack (a 400,000-level
+// event crashed the server before the limit existed).
+TEST(Json, NestingDeeperThanTheLimitIsRefused)
+{
+	std::string ok = std::string(Json::kMaxDepth, '[') + std::string(Json::kMaxDepth, ']');
+	EXPECT_NO_THROW(Json::Parse(ok));
+	for (std::size_t depth : {Json::kMaxDepth + 1, std::size_t(400000)}) {
+		std::string deep = "{\"op\": \"c\", \"extra\": " + std::string(depth, '[') + std::string(depth, ']') + "}";
+		try {
+			Json::Parse(deep);
+			FAIL() << "depth " << depth << " was accepted";
+		} catch (const InputError &e) {
+			EXPECT_STREQ(e.sqlstate(), "54001");
+		}
+	}
+}
+
 TEST(Json, SerializeRoundTripsEscapes)
 {
 	Json j = Json::Parse(R"({"s": "a\"b\\c\n\u0001é", "a": [1, true, null, {"x": []}]})");
