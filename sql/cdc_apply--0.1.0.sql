@@ -281,9 +281,10 @@ CREATE VIEW cdc.entities AS
               ELSE ARRAY[e.v0::bigint, e.v1, e.v2, e.v3::bigint] END AS version,
          e.deleted AS is_tombstone, cdc.seconds_to_timestamptz(e.touched_s) AS updated_at
     FROM cdc.entity_state e
-    JOIN cdc.source s ON s.id = e.src;
+    JOIN cdc.source s ON s.id = e.src
+   WHERE pg_catalog.has_table_privilege(e.target, 'SELECT');
 COMMENT ON VIEW cdc.entities IS
-  'Per-entity versions and tombstones: the version of the latest applied change of each key (bigint[]); is_tombstone when it was a delete. A readable form of cdc.entity_state.';
+  'Per-entity versions and tombstones: the version of the latest applied change of each key (bigint[]); is_tombstone when it was a delete. A readable form of cdc.entity_state, showing only targets the current role may SELECT from (keys are row data).';
 
 CREATE VIEW cdc.tombstones AS
   SELECT target, entity_key, source_name, version, updated_at AS deleted_at
@@ -517,6 +518,16 @@ BEGIN
   END LOOP;
   IF key_columns IS NOT NULL AND cardinality(key_columns) = 0 THEN
     RAISE EXCEPTION 'key_columns must not be empty' USING ERRCODE = '22023';
+  END IF;
+  -- Stored entity versions are in the old basis (source positions or the old
+  -- column): compared with versions of the new one, every later change
+  -- would be judged stale for good.
+  IF (SELECT m.version_column FROM cdc.mapping m WHERE m.target = register_mapping.target)
+       IS DISTINCT FROM register_mapping.version_column
+     AND EXISTS (SELECT 1 FROM cdc.entity_state e WHERE e.target = register_mapping.target) THEN
+    RAISE EXCEPTION 'cannot change how changes of table % are ordered (version_column) while it has entity records', target
+      USING ERRCODE = '55000',
+            HINT = 'Keep the version_column it was registered with, or unregister the mapping, empty the table and remove its cdc.entity_state rows first.';
   END IF;
   IF expired_policy IS NULL OR expired_policy NOT IN ('refuse', 'apply', 'dead_letter') THEN
     RAISE EXCEPTION 'expired_policy must be ''refuse'', ''apply'' or ''dead_letter'', not %',

@@ -75,6 +75,11 @@ SELECT entity_key, is_tombstone FROM cdc.entities WHERE target = 'priv_items'::r
 SELECT entity_key FROM cdc.tombstones WHERE target = 'priv_items'::regclass;
 SELECT target, outbox FROM cdc.mapping WHERE target = 'priv_items'::regclass;
 RESET ROLE;
+-- Entity keys are row data: a role without SELECT on the target sees none.
+SET ROLE regress_cdc_blind;
+SELECT count(*) AS blind_entities FROM cdc.entities WHERE target = 'priv_items'::regclass;
+SELECT count(*) AS blind_tombstones FROM cdc.tombstones WHERE target = 'priv_items'::regclass;
+RESET ROLE;
 SELECT * FROM priv_state();
 SELECT * FROM ledger_has('priv_items', 'priv-1', 'priv-2', 'priv-3', 'priv-4');
 

@@ -486,6 +486,12 @@ SELECT outbox_count('sem_ver') = 4 AS h_outbox_4;
 SELECT applied = 4 AND conflict = 0 AND outbox_rows = 4 AS h_stats_ok FROM sem_stats('sem_ver');
 SELECT count(*) = 0 AS h_no_conflicts FROM cdc.conflicts WHERE target = 'sem_ver'::regclass;
 
+-- The ordering basis cannot change under existing entity records: versions
+-- of the old basis would make every later change stale (55000).
+SELECT cdc.register_mapping('sem_ver', outbox => true);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT version_column AS h_basis_unchanged FROM cdc.mapping WHERE target = 'sem_ver'::regclass;
+
 -- updated_at timestamptz as the version
 CREATE TABLE sem_ver_ts (id int PRIMARY KEY, v text, updated_at timestamptz NOT NULL);
 SELECT target, version_column FROM cdc.register_mapping('sem_ver_ts', version_column => 'updated_at');
