@@ -853,7 +853,19 @@ BEGIN
   VALUES (name, conninfo, publications, coalesce(slot_name, name), create_slot, copy_data AND create_slot, enabled, source_epoch)
   RETURNING subid INTO id;
   INSERT INTO cdc.subscription_state (subid, state) VALUES (id, CASE WHEN enabled THEN 'starting' ELSE 'disabled' END);
+  -- A replication origin of this name with no subscription row is a leftover
+  -- of a dropped extension (origins are cluster-wide and outlive DROP
+  -- EXTENSION): its progress belongs to nobody, so it is replaced.
+  IF EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = 'cdc_' || id) THEN
+    PERFORM pg_replication_origin_drop('cdc_' || id);
+  END IF;
   PERFORM pg_replication_origin_create('cdc_' || id);
+  IF current_setting('cdc.database', true) IS DISTINCT FROM current_database() THEN
+    RAISE WARNING 'subscription "%" will not run: the cdc_apply launcher serves database %, not %', name,
+      coalesce(quote_literal(current_setting('cdc.database', true)), 'none (cdc_apply is not in shared_preload_libraries)'),
+      quote_literal(current_database())
+      USING HINT = 'Set cdc.database to this database and shared_preload_libraries = ''cdc_apply'', then restart.';
+  END IF;
   RETURN id;
 END
 $fn$;

@@ -72,4 +72,11 @@ SELECT count(*) AS subscriptions, (SELECT count(*) FROM cdc.subscription_state) 
 SELECT cdc.drop_subscription('shop');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 DELETE FROM cdc.skipped_transactions;
+
+-- A replication origin left behind by a dropped extension (origins are
+-- cluster-wide) under the next subscription's name is replaced, not a 23505.
+SELECT pg_replication_origin_create('cdc_' || (SELECT last_value + 1 FROM cdc.subscription_subid_seq)) > 0 AS leftover_origin;
+SELECT cdc.create_subscription('again', 'host=/nonexistent dbname=x', ARRAY['p'], enabled => false) > 0 AS created;
+SELECT count(*) AS origins FROM pg_replication_origin o JOIN cdc.subscription s ON o.roname = 'cdc_' || s.subid;
+SELECT cdc.drop_subscription('again');
 \set SHOW_CONTEXT errors
