@@ -343,6 +343,52 @@ AS 'MODULE_PATHNAME', 'cdc_apply_text';
 COMMENT ON FUNCTION @extschema@.cdc_apply(text, regclass, text) IS
   'Same as cdc_apply(jsonb, ...) for raw JSON text such as a Kafka record value; malformed JSON raises 22P02 naming the byte offset.';
 
+CREATE TYPE cdc.batch_result AS (
+  events    bigint,
+  applied   bigint,
+  duplicate bigint,
+  stale     bigint,
+  conflict  bigint,
+  ignored   bigint,
+  outcomes  text[]
+);
+COMMENT ON TYPE cdc.batch_result IS
+  'Result of cdc_apply_batch(): the number of events and of each outcome; outcomes holds the outcome of every event in input order when the call asked for it (with_outcomes), else NULL.';
+COMMENT ON COLUMN cdc.batch_result.events IS 'Events in the batch.';
+COMMENT ON COLUMN cdc.batch_result.applied IS 'Events applied.';
+COMMENT ON COLUMN cdc.batch_result.duplicate IS 'Events that were duplicates (delivery key already claimed, or same version and content).';
+COMMENT ON COLUMN cdc.batch_result.stale IS 'Events older than the stored version or the truncate barrier.';
+COMMENT ON COLUMN cdc.batch_result.conflict IS 'Events recorded in cdc.conflicts.';
+COMMENT ON COLUMN cdc.batch_result.ignored IS 'Non-change records (Kafka tombstones, transaction metadata, heartbeats, messages) and truncates ignored by policy.';
+COMMENT ON COLUMN cdc.batch_result.outcomes IS 'Outcome of each event in input order (applied, duplicate, stale, conflict, ignored); NULL unless with_outcomes.';
+
+CREATE FUNCTION @extschema@.cdc_apply_batch(events jsonb, target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
+                                            with_outcomes boolean DEFAULT false)
+RETURNS cdc.batch_result
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_batch_jsonb';
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb, regclass, text[], boolean) IS
+  'Applies a JSON array of Debezium change events (each as cdc_apply() takes it; JSON null = Kafka tombstone) in one call, in the caller''s transaction, with exactly the result of applying them one by one in order: rows, tombstones, ledger, outbox, conflicts and counters. target NULL: resolved per event from cdc.mapping. delivery_keys: one per event (NULL or a NULL element: derived). Returns the count of each outcome and, with with_outcomes, the outcome of every event in input order. Errors: 22004 events NULL, 22023 events not an array or delivery_keys of another length, and every error of cdc_apply() with "event N of the batch" in the context; nothing of the batch is applied. See docs/sql-reference.md.';
+
+CREATE FUNCTION @extschema@.cdc_apply_batch(events jsonb[], target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
+                                            with_outcomes boolean DEFAULT false)
+RETURNS cdc.batch_result
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_batch_array';
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb[], regclass, text[], boolean) IS
+  'Same as cdc_apply_batch(jsonb, ...) for an array of jsonb events (NULL elements are Kafka tombstones).';
+
+CREATE FUNCTION @extschema@.cdc_apply_batch(events text, target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
+                                            with_outcomes boolean DEFAULT false)
+RETURNS cdc.batch_result
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_batch_text';
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(text, regclass, text[], boolean) IS
+  'Same as cdc_apply_batch(jsonb, ...) for a JSON array as text (such as Kafka record values joined by a consumer); malformed JSON raises 22P02 naming the byte offset.';
+
 -- ---------------------------------------------------------------------------
 -- Subscriptions: the background worker consuming a source's logical
 -- replication slot (pgoutput).  Needs shared_preload_libraries = 'cdc_apply'.

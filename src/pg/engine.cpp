@@ -58,6 +58,7 @@ struct Column {
 	Oid type = InvalidOid;
 	int32 typmod = -1;
 	bool generated = false;
+	bool not_null = false;
 	ColumnType ctype;
 	FmgrInfo *in_fn = nullptr; // palloc'd in the call's memory context
 	Oid ioparam = InvalidOid;
@@ -90,6 +91,7 @@ struct Target {
 	std::map<std::string, int> by_name;
 	std::vector<int> key; // indexes into columns
 	int version_col = -1;
+	bool independent_rows = false; // nothing relates one row to another (IndependentRowsPg)
 	Mapping mapping;
 	std::optional<Barrier> barrier;
 };
@@ -168,6 +170,44 @@ HasUniqueIndexPg(Oid relid, const AttrNumber *cols, int ncols)
 	}
 	table_close(rel, NoLock);
 	return found;
+}
+
+/*
+ * Are the rows of this table independent of each other, so that writing
+ * one row earlier, later or not at all can only be seen in that row?  A
+ * plain table (not partitioned) with no triggers (which also rules out
+ * foreign keys in either direction: they are triggers), no rules, no
+ * row-level security, no CHECK constraints, and no unique or exclusion
+ * index other than the one on the key columns.
+ */
+bool
+IndependentRowsPg(Oid relid, const AttrNumber *key, int nkey)
+{
+	Relation rel = table_open(relid, NoLock);
+	bool ok = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && rel->rd_rules == NULL &&
+	          !rel->rd_rel->relrowsecurity && rel->rd_rel->relchecks == 0;
+	List *indexes = ok ? RelationGetIndexList(rel) : NIL;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
+		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
+		if (idx->indisunique || idx->indisexclusion) {
+			bool is_key = idx->indnkeyatts == nkey && !idx->indisexclusion;
+			for (int i = 0; is_key && i < nkey; i++) {
+				bool in = false;
+				for (int j = 0; j < nkey; j++)
+					if (idx->indkey.values[j] == key[i])
+						in = true;
+				is_key = in;
+			}
+			ok = ok && is_key;
+		}
+		ReleaseSysCache(tup);
+	}
+	table_close(rel, NoLock);
+	return ok;
 }
 
 /*
@@ -342,6 +382,7 @@ ApplyEngine::LoadTarget(Oid relid)
 		c.type = a->atttypid;
 		c.typmod = a->atttypmod;
 		c.generated = a->attgenerated != '\0';
+		c.not_null = a->attnotnull;
 		c.ctype = MakeColumnType(c.name, c.type, c.typmod);
 		PgCall([&]() {
 			Oid infunc, outfunc;
@@ -385,6 +426,12 @@ ApplyEngine::LoadTarget(Oid relid)
 	for (int k : t->key) {
 		Column &kc = t->columns[size_t(k)];
 		kc.eq_op = PgCall([&]() { return EqualityOperatorPg(kc.type); });
+	}
+	{
+		std::vector<AttrNumber> key_attrs;
+		for (int k : t->key)
+			key_attrs.push_back(t->columns[size_t(k)].attnum);
+		t->independent_rows = PgCall([&]() { return IndependentRowsPg(relid, key_attrs.data(), int(key_attrs.size())); });
 	}
 	if (!t->mapping.version_column.empty()) {
 		auto f = t->by_name.find(t->mapping.version_column);
@@ -936,6 +983,60 @@ CheckPrivileges(const Target &t)
 	}
 }
 
+// One change converted to the target's column types and identified: what
+// every input path has before the dedup claim.
+struct PreparedChange {
+	bool is_delete = false;
+	std::optional<Image> after, before;
+	std::string entity_key; // of the after-image (upsert) or the before-image (delete)
+	Version version;
+	std::string delivery_key;
+	const Image &Main() const { return is_delete ? *before : *after; }
+};
+
+// Converts the images of `req` (not a truncate), derives the entity key,
+// the version (the request's, or the mapping's version_column) and the
+// delivery key.  Errors name the event field (22023, 22004, 42703, the
+// column types' input errors).
+PreparedChange
+PrepareChange(const Target &t, const ChangeRequest &req)
+{
+	PreparedChange p;
+	const bool is_delete = p.is_delete = req.op == Op::Delete;
+	if (is_delete && !req.before)
+		Fail("22023", "field \"before\" is missing: a delete needs the before-image (at least the key columns)");
+	if (!is_delete && !req.after)
+		Fail("22023", std::string("field \"after\" is missing: op \"") + OpName(req.op) + "\" needs the after-image");
+	if (req.after)
+		p.after = ConvertImage(t, *req.after, "after");
+	if (req.before)
+		p.before = ConvertImage(t, *req.before, "before");
+	const Image &main = p.Main();
+	p.entity_key = EntityKey(t, main, is_delete ? "before" : "after");
+
+	if (t.version_col >= 0) {
+		const Column &vc = t.columns[size_t(t.version_col)];
+		const Cell &cell = main.cells[size_t(t.version_col)];
+		std::string path = std::string(is_delete ? "before." : "after.") + vc.name;
+		if (!cell.present || cell.unavailable || cell.isnull)
+			Fail("22023", "field \"" + path + "\" is missing or null: the mapping orders changes by this column", {},
+			     is_delete ? "Deletes need the version column in the before-image (REPLICA IDENTITY FULL on the source)."
+			               : "");
+		int64_t x = PgCall([&]() { return VersionIntPg(vc.type, cell.value); });
+		/*
+		 * A delete carries the version of the row it removes, so at one column
+		 * version the delete ranks after the upsert: {epoch, value, 0} for
+		 * upserts, {epoch, value, 1} for deletes.
+		 */
+		p.version = Version{{t.mapping.epoch, x, is_delete ? 1 : 0}};
+	} else {
+		p.version = req.version;
+	}
+	p.delivery_key =
+		req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, p.entity_key);
+	return p;
+}
+
 } // namespace
 
 ApplyEngine::ApplyEngine()
@@ -954,23 +1055,41 @@ ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optiona
 		counters_[target_arg].ignored++;
 		return Outcome::Ignored;
 	}
-	ChangeRequest req;
-	req.target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+	Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
 	if (ev.op == Op::Truncate)
-		LockForTruncate(req.target);
+		LockForTruncate(target);
+	return ApplyChange(DebeziumRequest(ev, target, delivery_key_arg));
+}
+
+ChangeRequest
+ApplyEngine::DebeziumRequest(const ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key)
+{
+	ChangeRequest req;
+	req.target = target;
 	Target &t = LoadTarget(req.target);
-	SetContext(&t, delivery_key_arg.value_or(""));
+	SetContext(&t, delivery_key.value_or(""));
 	req.op = ev.op;
 	req.source = ev.source;
 	req.total_order = ev.total_order;
-	req.delivery_key = delivery_key_arg;
+	req.delivery_key = delivery_key;
 	if (ev.after)
 		req.after = DecodeJsonImage(t, *ev.after, ev.after_schema ? &*ev.after_schema : nullptr, "after");
 	if (ev.before)
 		req.before = DecodeJsonImage(t, *ev.before, ev.before_schema ? &*ev.before_schema : nullptr, "before");
 	if (t.version_col < 0 && !(ev.op == Op::Truncate && t.mapping.truncate_ignore))
 		req.version = DeriveDebeziumVersion(ev, t.mapping.epoch);
-	return ApplyChange(req);
+	return req;
+}
+
+bool
+ApplyEngine::TakeClaim(const std::string &delivery_key, Oid relid, const std::string &entity_key, const Version &v)
+{
+	if (pending_claim_) {
+		bool claimed = *pending_claim_;
+		pending_claim_.reset();
+		return claimed;
+	}
+	return Claim(delivery_key, relid, entity_key, v);
 }
 
 Outcome
@@ -997,7 +1116,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		const Version &v = req.version;
 		std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, "");
 		SetContext(&t, dk);
-		if (!Claim(dk, relid, "", v)) {
+		if (!TakeClaim(dk, relid, "", v)) {
 			cnt.duplicate++;
 			return Outcome::Duplicate;
 		}
@@ -1049,42 +1168,15 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		return Outcome::Applied;
 	}
 
-	const bool is_delete = req.op == Op::Delete;
-	if (is_delete && !req.before)
-		Fail("22023", "field \"before\" is missing: a delete needs the before-image (at least the key columns)");
-	if (!is_delete && !req.after)
-		Fail("22023", std::string("field \"after\" is missing: op \"") + OpName(req.op) + "\" needs the after-image");
-	std::optional<Image> after, before;
-	if (req.after)
-		after = ConvertImage(t, *req.after, "after");
-	if (req.before)
-		before = ConvertImage(t, *req.before, "before");
-	const Image &main = is_delete ? *before : *after;
-	std::string entity_key = EntityKey(t, main, is_delete ? "before" : "after");
-
-	Version v;
-	if (column_version) {
-		const Column &vc = t.columns[size_t(t.version_col)];
-		const Cell &cell = main.cells[size_t(t.version_col)];
-		std::string path = std::string(is_delete ? "before." : "after.") + vc.name;
-		if (!cell.present || cell.unavailable || cell.isnull)
-			Fail("22023", "field \"" + path + "\" is missing or null: the mapping orders changes by this column", {},
-			     is_delete ? "Deletes need the version column in the before-image (REPLICA IDENTITY FULL on the source)."
-			               : "");
-		int64_t x = PgCall([&]() { return VersionIntPg(vc.type, cell.value); });
-		/*
-		 * A delete carries the version of the row it removes, so at one column
-		 * version the delete ranks after the upsert: {epoch, value, 0} for
-		 * upserts, {epoch, value, 1} for deletes.
-		 */
-		v = Version{{t.mapping.epoch, x, is_delete ? 1 : 0}};
-	} else {
-		v = req.version;
-	}
-
-	std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, entity_key);
+	PreparedChange prep = PrepareChange(t, req);
+	const bool is_delete = prep.is_delete;
+	std::optional<Image> &after = prep.after, &before = prep.before;
+	const Image &main = prep.Main();
+	const std::string &entity_key = prep.entity_key;
+	const Version &v = prep.version;
+	const std::string &dk = prep.delivery_key;
 	SetContext(&t, dk);
-	if (!Claim(dk, relid, entity_key, v)) {
+	if (!TakeClaim(dk, relid, entity_key, v)) {
 		cnt.duplicate++;
 		return Outcome::Duplicate;
 	}
@@ -1151,6 +1243,344 @@ ApplyEngine::Finish()
 		        p, true);
 	}
 	cdc::pg::Finish();
+}
+
+/* ------------------------------------------------------------------------
+ * Batches (cdc_apply_batch): docs/semantics.md, "Batches"
+ * ------------------------------------------------------------------------ */
+
+namespace {
+
+/*
+ * May the engine merge several changes of one entity inside a batch into the
+ * newest one, writing only the final entity record and row?  Only where
+ * nothing can observe the intermediate states: a state-mode mapping without
+ * outbox rows (history and handler mappings must answer false: every change
+ * is a row or a call there) on a table whose rows are independent of each
+ * other (IndependentRowsPg: no triggers, foreign keys, rules, row-level
+ * security, CHECK constraints, or unique indexes besides the key).  NOT NULL
+ * is checked per image (ViolatesNotNull), and every merged change must carry
+ * all columns (FullImage), so no column default is evaluated either way.
+ */
+bool
+CollapseAllowed(const Target &t)
+{
+	return t.independent_rows && !t.mapping.outbox;
+}
+
+// Does an upsert image carry every column the destination does not compute
+// itself, none of them unavailable?  (Deletes need only the key.)
+bool
+FullImage(const Target &t, const PreparedChange &p)
+{
+	if (p.is_delete)
+		return true;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Cell &cell = p.after->cells[i];
+		if (!t.columns[i].generated && (!cell.present || cell.unavailable))
+			return false;
+	}
+	return true;
+}
+
+// Would writing this after-image fail a NOT NULL constraint?
+bool
+ViolatesNotNull(const Target &t, const Image &img)
+{
+	for (size_t i = 0; i < t.columns.size(); i++)
+		if (t.columns[i].not_null && !t.columns[i].generated && img.cells[i].isnull)
+			return true;
+	return false;
+}
+
+bool
+IsKeyChange(const Target &t, const ChangeRequest &req, const PreparedChange &p)
+{
+	return req.op == Op::Update && p.before && p.after && !SameKey(t, *p.before, *p.after);
+}
+
+EntityChange
+MakeEntityChange(const Target &t, const ChangeRequest &req, const PreparedChange &p, const std::string &content_hash)
+{
+	EntityChange c;
+	c.t = &t;
+	c.source_info = &req.source;
+	c.is_snapshot = req.op == Op::Read;
+	c.is_delete = p.is_delete;
+	c.key_img = &p.Main();
+	c.image = &p.Main();
+	c.entity_key = p.entity_key;
+	c.version = p.version;
+	c.source = t.version_col >= 0 ? std::string() : req.source.name;
+	c.content_hash = content_hash;
+	c.delivery_key = p.delivery_key;
+	c.op = OpName(req.op)[0];
+	return c;
+}
+
+void
+AddCounts(Counters &to, const Counters &from)
+{
+	to.applied += from.applied;
+	to.duplicate += from.duplicate;
+	to.stale += from.stale;
+	to.conflict += from.conflict;
+	to.ignored += from.ignored;
+	to.blocked_resurrections += from.blocked_resurrections;
+	to.outbox_rows += from.outbox_rows;
+	to.snapshot_rows += from.snapshot_rows;
+}
+
+// The claimed changes of one entity within a segment, in input order.
+struct Chain {
+	std::vector<size_t> events; // indexes into the segment
+	bool collapse = true;       // CollapseAllowed and every change simple (see ApplySegment)
+};
+
+/*
+ * Applies a chain of changes of one entity of a CollapseAllowed target: the
+ * outcomes are decided in memory, change after change, exactly as Decide()
+ * would decide them one by one (each applied change becomes the stored
+ * record of the next), and only the last applied change is written: the
+ * entity record and the row.  Returns false, having written nothing, when
+ * a change would be a conflict (the conflict record holds the row as it is
+ * at that change) or would violate NOT NULL (one by one it raises the
+ * error); the caller then applies the chain change by change.
+ */
+bool
+ApplyCollapsed(const Target &t, const Chain &chain, const std::vector<ChangeRequest> &reqs, size_t begin,
+               const std::vector<PreparedChange> &prep, Counters &cnt, std::vector<Outcome> &out)
+{
+	const bool column_version = t.version_col >= 0;
+	std::vector<std::string> hashes;
+	for (size_t k : chain.events)
+		hashes.push_back(prep[k].is_delete ? std::string("delete") : ImageHash(t, prep[k].Main()));
+	const size_t last = chain.events.back();
+	for (int attempt = 0;; attempt++) {
+		std::optional<EntityRecord> stored = LockEntity(MakeEntityChange(t, reqs[begin + last], prep[last], hashes.back()));
+		std::optional<EntityRecord> record = stored;
+		Counters sim;
+		std::vector<Outcome> outcome(chain.events.size());
+		long final_change = -1;
+		for (size_t j = 0; j < chain.events.size(); j++) {
+			const size_t k = chain.events[j];
+			const PreparedChange &p = prep[k];
+			const ChangeRequest &req = reqs[begin + k];
+			DecisionInput in;
+			in.version = p.version;
+			in.source = column_version ? std::string() : req.source.name;
+			in.is_delete = p.is_delete;
+			in.content_hash = hashes[j];
+			in.stored = record;
+			if (t.barrier && t.barrier->source == in.source)
+				in.barrier = t.barrier->version;
+			Decision d = Decide(in);
+			outcome[j] = d.outcome;
+			switch (d.outcome) {
+			case Outcome::Stale:
+				sim.stale++;
+				if (d.blocked_resurrection)
+					sim.blocked_resurrections++;
+				break;
+			case Outcome::Duplicate:
+				sim.duplicate++;
+				break;
+			case Outcome::Ignored:
+				sim.ignored++;
+				break;
+			case Outcome::Conflict:
+				return false;
+			case Outcome::Applied:
+				if (!p.is_delete && ViolatesNotNull(t, *p.after))
+					return false;
+				record = EntityRecord{p.version, p.is_delete, hashes[j], in.source};
+				final_change = long(j);
+				sim.applied++;
+				if (req.op == Op::Read)
+					sim.snapshot_rows++;
+				break;
+			}
+		}
+		if (final_change >= 0) {
+			const size_t k = chain.events[size_t(final_change)];
+			EntityChange c = MakeEntityChange(t, reqs[begin + k], prep[k], hashes[size_t(final_change)]);
+			if (!WriteEntity(c, stored.has_value())) {
+				if (attempt >= 3)
+					throw std::runtime_error("entity record for " + c.entity_key + " keeps changing concurrently");
+				continue; /* created concurrently: lock it and decide the chain again */
+			}
+			MutateTarget(c);
+		}
+		AddCounts(cnt, sim);
+		for (size_t j = 0; j < chain.events.size(); j++)
+			out[begin + chain.events[j]] = outcome[j];
+		return true;
+	}
+}
+
+std::string
+BatchLabel(size_t position)
+{
+	return "event " + std::to_string(position) + " of the batch";
+}
+
+} // namespace
+
+std::vector<Outcome>
+ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
+                                const std::vector<std::optional<std::string>> &delivery_keys)
+{
+	auto dk_of = [&](size_t i) {
+		return i < delivery_keys.size() ? delivery_keys[i] : std::optional<std::string>();
+	};
+	std::vector<Outcome> out(events.size(), Outcome::Ignored);
+	struct Parsed {
+		size_t index;
+		ChangeEvent ev;
+		Oid target;
+	};
+	std::vector<Parsed> parsed;
+	for (size_t i = 0; i < events.size(); i++) {
+		SetEventLabel(BatchLabel(i + 1));
+		SetContext(nullptr, dk_of(i).value_or(""));
+		ChangeEvent ev = ParseDebeziumEnvelope(events[i]);
+		if (ev.ignored) {
+			counters_[target_arg].ignored++;
+			continue;
+		}
+		Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+		parsed.push_back(Parsed{i, std::move(ev), target});
+	}
+	/* Truncated targets are locked before anything else (LockForTruncate). */
+	for (const Parsed &p : parsed)
+		if (p.ev.op == Op::Truncate) {
+			SetEventLabel(BatchLabel(p.index + 1));
+			LockForTruncate(p.target);
+		}
+	std::vector<ChangeRequest> reqs;
+	std::vector<size_t> positions;
+	for (const Parsed &p : parsed) {
+		SetEventLabel(BatchLabel(p.index + 1));
+		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));
+		positions.push_back(p.index + 1);
+	}
+	std::vector<Outcome> applied = ApplyChanges(reqs, positions);
+	for (size_t j = 0; j < applied.size(); j++)
+		out[positions[j] - 1] = applied[j];
+	return out;
+}
+
+std::vector<Outcome>
+ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions)
+{
+	std::vector<Outcome> out(reqs.size(), Outcome::Ignored);
+	for (size_t i = 0; i < reqs.size(); i++)
+		if (reqs[i].op == Op::Truncate) {
+			SetEventLabel(BatchLabel(positions[i]));
+			LockForTruncate(reqs[i].target);
+		}
+	/* A truncate is a table-level barrier: the changes between two truncates form a segment. */
+	size_t begin = 0;
+	for (size_t i = 0; i <= reqs.size(); i++) {
+		if (i < reqs.size() && reqs[i].op != Op::Truncate)
+			continue;
+		if (i > begin)
+			ApplySegment(reqs, positions, begin, i, out);
+		if (i < reqs.size()) {
+			SetEventLabel(BatchLabel(positions[i]));
+			out[i] = ApplyChange(reqs[i]);
+		}
+		begin = i + 1;
+	}
+	SetEventLabel("");
+	return out;
+}
+
+void
+ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions, size_t begin,
+                          size_t end, std::vector<Outcome> &out)
+{
+	const size_t n = end - begin;
+	std::vector<Target *> target(n);
+	std::vector<PreparedChange> prep(n);
+	for (size_t k = 0; k < n; k++) {
+		const ChangeRequest &req = reqs[begin + k];
+		SetEventLabel(BatchLabel(positions[begin + k]));
+		Target &t = LoadTarget(req.target);
+		SetContext(&t, req.delivery_key.value_or(""));
+		CheckPrivileges(t);
+		prep[k] = PrepareChange(t, req);
+		target[k] = &t;
+	}
+
+	/* The dedup claims, in input order: of two changes with one delivery key, the first is claimed. */
+	std::vector<char> claimed(n);
+	for (size_t k = 0; k < n; k++) {
+		SetEventLabel(BatchLabel(positions[begin + k]));
+		SetContext(target[k], prep[k].delivery_key);
+		claimed[k] = Claim(prep[k].delivery_key, target[k]->relid, prep[k].entity_key, prep[k].version);
+		if (!claimed[k]) {
+			counters_[target[k]->relid].duplicate++;
+			out[begin + k] = Outcome::Duplicate;
+		}
+	}
+
+	/*
+	 * The claimed changes by entity.  A chain is merged (ApplyCollapsed) only
+	 * when its target allows it and every change in it is simple: a full
+	 * image or a delete, and no key change (which involves two entities:
+	 * both chains are applied change by change).
+	 */
+	std::map<std::pair<Oid, std::string>, size_t> chain_index;
+	std::vector<Chain> chains;
+	std::vector<size_t> chain_of(n);
+	auto chain_for = [&](Oid relid, const std::string &entity_key) {
+		auto [it, inserted] = chain_index.emplace(std::make_pair(relid, entity_key), chains.size());
+		if (inserted)
+			chains.emplace_back();
+		return it->second;
+	};
+	for (size_t k = 0; k < n; k++) {
+		if (!claimed[k])
+			continue;
+		const Target &t = *target[k];
+		const ChangeRequest &req = reqs[begin + k];
+		size_t c = chain_for(t.relid, prep[k].entity_key);
+		chains[c].events.push_back(k);
+		chain_of[k] = c;
+		bool key_change = IsKeyChange(t, req, prep[k]);
+		if (key_change)
+			chains[chain_for(t.relid, EntityKey(t, *prep[k].before, "before"))].collapse = false;
+		if (!CollapseAllowed(t) || key_change || !FullImage(t, prep[k]))
+			chains[c].collapse = false;
+	}
+
+	/* In input order; a merged chain where its last change is. */
+	for (size_t k = 0; k < n; k++) {
+		if (!claimed[k])
+			continue;
+		const Chain &chain = chains[chain_of[k]];
+		if (chain.collapse) {
+			if (k != chain.events.back())
+				continue;
+			SetEventLabel(BatchLabel(positions[begin + k]));
+			SetContext(target[k], prep[k].delivery_key);
+			if (ApplyCollapsed(*target[k], chain, reqs, begin, prep, counters_[target[k]->relid], out))
+				continue;
+			/* Not mergeable after all: every change of the chain one by one, here. */
+			for (size_t j : chain.events) {
+				SetEventLabel(BatchLabel(positions[begin + j]));
+				pending_claim_ = true;
+				out[begin + j] = ApplyChange(reqs[begin + j]);
+				pending_claim_.reset();
+			}
+			continue;
+		}
+		SetEventLabel(BatchLabel(positions[begin + k]));
+		pending_claim_ = true;
+		out[begin + k] = ApplyChange(reqs[begin + k]);
+		pending_claim_.reset();
+	}
 }
 
 } // namespace cdc::pg
