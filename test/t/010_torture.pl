@@ -20,6 +20,7 @@
 #   CDC_TORTURE_TERMINATE_EVERY  a run with backends terminated mid-transaction every N seeds (4)
 #   CDC_TORTURE_CRASH_EVERY      a run with the postmaster crashed every N seeds (20)
 #   CDC_TORTURE_CONCURRENT_EVERY a run with 2 or 4 concurrent appliers every N seeds (5)
+#   CDC_TORTURE_BATCH_EVERY      a run through cdc_apply_batch() every N seeds (2)
 #   CDC_TORTURE_SHRINKS          failing seeds to shrink (3)
 #   CDC_TORTURE_KNOWN_BUGS       'avoid' (default): no arbitrary-order truncate
 #                                reorderings (see docs/torture.md, known bugs);
@@ -48,6 +49,7 @@ my %cfg = (
 	terminate_every  => $ENV{CDC_TORTURE_TERMINATE_EVERY} // 4,
 	crash_every      => $ENV{CDC_TORTURE_CRASH_EVERY} // 20,
 	concurrent_every => $ENV{CDC_TORTURE_CONCURRENT_EVERY} // 5,
+	batch_every      => $ENV{CDC_TORTURE_BATCH_EVERY} // 2,
 	shrinks          => $ENV{CDC_TORTURE_SHRINKS} // 3,
 	known_bugs       => $ENV{CDC_TORTURE_KNOWN_BUGS} // 'avoid',
 );
@@ -227,6 +229,26 @@ for my $seed (@seeds)
 			terminate_after => $plan->range(1, 40) / 1000, terminate_victim => $plan->int($n));
 		$check->("concurrent-$n-$m" . ($batched ? '-batched' : ''), $r, undef);
 	}
+	# F: deliveries through cdc_apply_batch(), one call per batch (larger
+	# batches, so a key often changes several times inside one call), with
+	# redeliveries and sometimes a backend terminated mid-batch: rows,
+	# entity records, ledger, outbox, conflicts, counters and every outcome
+	# must equal the model, exactly as one by one.  Drawn after the other
+	# runs, so adding it changed none of them.
+	if ($seed % $cfg{batch_every} == 0)
+	{
+		my $D = CdcTorture::Generator::deliveries($H, $seed, @avoid, label => 'F', mode => $mode->(),
+			dk => $plan->weighted({ kafka => 4, derived => 3, mixed => 3 }), rewinds => 0.04, copies => 0.2,
+			gen2 => $plan->chance(0.3), batch => 'random', max_batch => 12);
+		my $n = @{ $D->{batches} };
+		my @crashes = $plan->chance(0.3)
+		  ? ({ at => $plan->int($n), kind => 'terminate', partial => $plan->range(1, 3), rewind_to => 0 }) : ();
+		$crashes[0]{rewind_to} = $crashes[0]{at} - $plan->int(3) if @crashes;
+		$crashes[0]{rewind_to} = 0 if @crashes && $crashes[0]{rewind_to} < 0;
+		local $driver->{apply_default} = 'batch';
+		$check->("batched-$D->{mode}-$D->{dk}" . (@crashes ? '-terminate' : ''),
+			$driver->run_plan({ batches => $D->{batches}, twice => $plan->chance(0.3), crashes => \@crashes }), $D->{batches});
+	}
 	ok($seed_ok, "seed $seed: " . join(', ', @names));
 }
 
@@ -243,10 +265,11 @@ my $summary = {
 };
 diag(sprintf("torture: %d seeds, %d runs, %d cdc_apply calls, %d backends terminated mid-transaction, "
 		. "%d errors injected mid-transaction, %d postmaster crashes (%d with a transaction in flight), "
-		. "%d concurrent runs (%d appliers, %d of them terminated, %d deadlocks), %d shrink trials, %.0f s",
+		. "%d concurrent runs (%d appliers, %d of them terminated, %d deadlocks), %d cdc_apply_batch calls, "
+		. "%d shrink trials, %.0f s",
 		scalar @seeds, $c->{runs} + $c->{concurrent_runs}, $c->{calls}, $c->{terminations}, $c->{injected_errors} // 0,
 		$c->{postmaster_crashes}, $c->{inflight_crashes}, $c->{concurrent_runs}, $c->{concurrent_appliers},
-		$c->{concurrent_terminations} // 0, $c->{deadlocks}, $c->{shrink_trials}, $elapsed));
+		$c->{concurrent_terminations} // 0, $c->{deadlocks}, $c->{batch_calls} // 0, $c->{shrink_trials}, $elapsed));
 diag('torture history stats: ' . join(', ', map {"$_=$stats{$_}"} sort keys %stats));
 make_path($PostgreSQL::Test::Utils::tmp_check);
 if (open my $fh, '>', "$PostgreSQL::Test::Utils::tmp_check/torture-summary.json")
