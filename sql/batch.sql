@@ -180,9 +180,9 @@ SELECT events, applied FROM cdc_apply_batch(jsonb_build_array(
 -- b. The seed fixture (insert, update, update, delete, re-creation of one
 --    key) in every one of its 120 orders, as one batch, on three tables:
 --    bat_state_only (state mapping, rows independent: changes of a key are
---    merged into the newest), bat_outbox (outbox rows: never merged) and
---    bat_trig (a trigger: never merged).  Every order must equal
---    one-by-one application exactly.
+--    merged into the newest), bat_outbox (outbox rows: written set-based
+--    round by round, never merged) and bat_trig (a trigger: change by
+--    change).  Every order must equal one-by-one application exactly.
 -- ===========================================================================
 CREATE TABLE bat_state_only (id int PRIMARY KEY, name text NOT NULL);
 SELECT target FROM cdc.register_mapping('bat_state_only');

@@ -25,6 +25,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/lsyscache.h"
@@ -35,6 +36,7 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <set>
 
 namespace cdc::pg {
 
@@ -64,6 +66,10 @@ struct Column {
 	Oid ioparam = InvalidOid;
 	FmgrInfo *out_fn = nullptr;
 	std::string eq_op; // "OPERATOR(schema.=)": the type's default equality, schema-qualified
+	Oid array_type = InvalidOid; // for set-based batch writes (unnest of one array per column)
+	int16 typlen = 0;
+	bool typbyval = false;
+	char typalign = 'i';
 };
 
 struct Mapping {
@@ -393,6 +399,8 @@ ApplyEngine::LoadTarget(Oid relid)
 			fmgr_info(infunc, c.in_fn);
 			getTypeOutputInfo(c.type, &outfunc, &varlena);
 			fmgr_info(outfunc, c.out_fn);
+			c.array_type = get_array_type(c.type);
+			get_typlenbyvalalign(c.type, &c.typlen, &c.typbyval, &c.typalign);
 		});
 		t->by_name[c.name] = int(t->columns.size());
 		t->columns.push_back(std::move(c));
@@ -851,10 +859,52 @@ IdempotencyKey(const Target &t, const SourceInfo &src, char op, const Version &v
 	return Md5Hex(s);
 }
 
+// An outbox row held back by a batch, inserted with the batch's other outbox
+// rows in input order (FlushOutbox in the "Batches" section).
+struct OutboxRow {
+	size_t position; // input position of the event: rows are inserted in this order
+	Oid target;
+	std::string idempotency_key;
+	std::optional<std::string> topic, entity_key, payload;
+	std::string op, source, version;
+};
+struct DeferredOutbox {
+	std::vector<OutboxRow> rows;
+	size_t position = 0; // of the event being applied
+};
+// Set while a batch segment runs (a plain pointer: no C++ global with a
+// destructor); reset by every ApplyEngine.
+DeferredOutbox *deferred_outbox = nullptr;
+
+OutboxRow
+MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
+              const std::optional<std::string> &payload, size_t position)
+{
+	OutboxRow r;
+	r.position = position;
+	r.target = t.relid;
+	r.idempotency_key = IdempotencyKey(t, src, op, v, entity_key);
+	r.topic = t.mapping.topic ? t.mapping.topic : std::optional<std::string>(t.display);
+	r.entity_key = entity_key.empty() ? std::nullopt : std::optional<std::string>(entity_key);
+	r.op = std::string(1, op);
+	r.payload = payload;
+	r.source = SourceJson(src, v);
+	r.version = v.ToArrayLiteral();
+	return r;
+}
+
+// Writes the outbox row of an applied change (ON CONFLICT DO NOTHING: a
+// replay never adds a second one).  Returns whether a row was inserted.
+// Inside a batch the row is queued instead (and counted when the batch
+// inserts it): false.
 bool
 WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
             const std::optional<std::string> &payload)
 {
+	if (deferred_outbox != nullptr) {
+		deferred_outbox->rows.push_back(MakeOutboxRow(t, src, op, v, entity_key, payload, deferred_outbox->position));
+		return false;
+	}
 	Params p;
 	p.AddText(IdempotencyKey(t, src, op, v, entity_key));
 	p.AddTextOrNull(t.mapping.topic ? t.mapping.topic : std::optional<std::string>(t.display));
@@ -1041,6 +1091,7 @@ PrepareChange(const Target &t, const ChangeRequest &req)
 
 ApplyEngine::ApplyEngine()
 {
+	deferred_outbox = nullptr; /* a failed batch of an earlier call may have left it set */
 	Connect();
 }
 
@@ -1252,20 +1303,58 @@ ApplyEngine::Finish()
 namespace {
 
 /*
- * May the engine merge several changes of one entity inside a batch into the
- * newest one, writing only the final entity record and row?  Only where
- * nothing can observe the intermediate states: a state-mode mapping without
- * outbox rows (history and handler mappings must answer false: every change
- * is a row or a call there) on a table whose rows are independent of each
- * other (IndependentRowsPg: no triggers, foreign keys, rules, row-level
- * security, CHECK constraints, or unique indexes besides the key).  NOT NULL
- * is checked per image (ViolatesNotNull), and every merged change must carry
- * all columns (FullImage), so no column default is evaluated either way.
+ * May the changes of a segment on this target be decided in memory and
+ * written with one statement per kind (set-based), instead of change by
+ * change?  Only if writing a row earlier, later, or an intermediate image
+ * not at all can be seen in that row alone: the rows are independent
+ * (IndependentRowsPg: no triggers, so no foreign keys either, no rules, no
+ * row-level security, no CHECK constraints, no unique index besides the
+ * key), every column has an array type (the rows travel as one array per
+ * column), and the key's text form identifies a row (types whose equality
+ * is equality of their output text, so two entity keys never name one row).
+ * History and handler mappings must answer false: every change is a row or
+ * a call there.
+ */
+bool
+SetBasedAllowed(const Target &t)
+{
+	if (!t.independent_rows)
+		return false;
+	for (const Column &c : t.columns)
+		if (!c.generated && !OidIsValid(c.array_type))
+			return false;
+	for (int k : t.key) {
+		switch (t.columns[size_t(k)].type) {
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case TEXTOID:
+		case VARCHAROID:
+		case NAMEOID:
+		case UUIDOID:
+		case BOOLOID:
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID: break;
+		default: return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * May several changes of one entity inside a batch be merged into the
+ * newest one, writing only the final entity record and row?  Set-based
+ * targets whose mapping writes no outbox rows (each applied change owes its
+ * own, with the row image of that moment; those targets are written round
+ * by round instead).  NOT NULL is checked per image (ViolatesNotNull), and
+ * a merged change must carry all columns (FullImage), so no column default
+ * is evaluated either way.
  */
 bool
 CollapseAllowed(const Target &t)
 {
-	return t.independent_rows && !t.mapping.outbox;
+	return SetBasedAllowed(t) && !t.mapping.outbox;
 }
 
 // Does an upsert image carry every column the destination does not compute
@@ -1299,25 +1388,6 @@ IsKeyChange(const Target &t, const ChangeRequest &req, const PreparedChange &p)
 	return req.op == Op::Update && p.before && p.after && !SameKey(t, *p.before, *p.after);
 }
 
-EntityChange
-MakeEntityChange(const Target &t, const ChangeRequest &req, const PreparedChange &p, const std::string &content_hash)
-{
-	EntityChange c;
-	c.t = &t;
-	c.source_info = &req.source;
-	c.is_snapshot = req.op == Op::Read;
-	c.is_delete = p.is_delete;
-	c.key_img = &p.Main();
-	c.image = &p.Main();
-	c.entity_key = p.entity_key;
-	c.version = p.version;
-	c.source = t.version_col >= 0 ? std::string() : req.source.name;
-	c.content_hash = content_hash;
-	c.delivery_key = p.delivery_key;
-	c.op = OpName(req.op)[0];
-	return c;
-}
-
 void
 AddCounts(Counters &to, const Counters &from)
 {
@@ -1331,97 +1401,405 @@ AddCounts(Counters &to, const Counters &from)
 	to.snapshot_rows += from.snapshot_rows;
 }
 
-// The claimed changes of one entity within a segment, in input order.
-struct Chain {
-	std::vector<size_t> events; // indexes into the segment
-	bool collapse = true;       // CollapseAllowed and every change simple (see ApplySegment)
-};
-
-/*
- * Applies a chain of changes of one entity of a CollapseAllowed target: the
- * outcomes are decided in memory, change after change, exactly as Decide()
- * would decide them one by one (each applied change becomes the stored
- * record of the next), and only the last applied change is written: the
- * entity record and the row.  Returns false, having written nothing, when
- * a change would be a conflict (the conflict record holds the row as it is
- * at that change) or would violate NOT NULL (one by one it raises the
- * error); the caller then applies the chain change by change.
- */
-bool
-ApplyCollapsed(const Target &t, const Chain &chain, const std::vector<ChangeRequest> &reqs, size_t begin,
-               const std::vector<PreparedChange> &prep, Counters &cnt, std::vector<Outcome> &out)
-{
-	const bool column_version = t.version_col >= 0;
-	std::vector<std::string> hashes;
-	for (size_t k : chain.events)
-		hashes.push_back(prep[k].is_delete ? std::string("delete") : ImageHash(t, prep[k].Main()));
-	const size_t last = chain.events.back();
-	for (int attempt = 0;; attempt++) {
-		std::optional<EntityRecord> stored = LockEntity(MakeEntityChange(t, reqs[begin + last], prep[last], hashes.back()));
-		std::optional<EntityRecord> record = stored;
-		Counters sim;
-		std::vector<Outcome> outcome(chain.events.size());
-		long final_change = -1;
-		for (size_t j = 0; j < chain.events.size(); j++) {
-			const size_t k = chain.events[j];
-			const PreparedChange &p = prep[k];
-			const ChangeRequest &req = reqs[begin + k];
-			DecisionInput in;
-			in.version = p.version;
-			in.source = column_version ? std::string() : req.source.name;
-			in.is_delete = p.is_delete;
-			in.content_hash = hashes[j];
-			in.stored = record;
-			if (t.barrier && t.barrier->source == in.source)
-				in.barrier = t.barrier->version;
-			Decision d = Decide(in);
-			outcome[j] = d.outcome;
-			switch (d.outcome) {
-			case Outcome::Stale:
-				sim.stale++;
-				if (d.blocked_resurrection)
-					sim.blocked_resurrections++;
-				break;
-			case Outcome::Duplicate:
-				sim.duplicate++;
-				break;
-			case Outcome::Ignored:
-				sim.ignored++;
-				break;
-			case Outcome::Conflict:
-				return false;
-			case Outcome::Applied:
-				if (!p.is_delete && ViolatesNotNull(t, *p.after))
-					return false;
-				record = EntityRecord{p.version, p.is_delete, hashes[j], in.source};
-				final_change = long(j);
-				sim.applied++;
-				if (req.op == Op::Read)
-					sim.snapshot_rows++;
-				break;
-			}
-		}
-		if (final_change >= 0) {
-			const size_t k = chain.events[size_t(final_change)];
-			EntityChange c = MakeEntityChange(t, reqs[begin + k], prep[k], hashes[size_t(final_change)]);
-			if (!WriteEntity(c, stored.has_value())) {
-				if (attempt >= 3)
-					throw std::runtime_error("entity record for " + c.entity_key + " keeps changing concurrently");
-				continue; /* created concurrently: lock it and decide the chain again */
-			}
-			MutateTarget(c);
-		}
-		AddCounts(cnt, sim);
-		for (size_t j = 0; j < chain.events.size(); j++)
-			out[begin + chain.events[j]] = outcome[j];
-		return true;
-	}
-}
-
 std::string
 BatchLabel(size_t position)
 {
 	return "event " + std::to_string(position) + " of the batch";
+}
+
+// A one-dimensional array parameter built element by element.
+class ArrayParam {
+  public:
+	ArrayParam(Oid elemtype, int16 typlen, bool typbyval, char typalign)
+	    : elemtype_(elemtype), typlen_(typlen), typbyval_(typbyval), typalign_(typalign)
+	{
+	}
+	static ArrayParam Text() { return ArrayParam(TEXTOID, -1, false, TYPALIGN_INT); }
+	void Add(Datum d, bool isnull)
+	{
+		values_.push_back(d);
+		nulls_.push_back(isnull ? 1 : 0);
+	}
+	void AddText(const std::string &s)
+	{
+		Add(PgCall([&]() { return PointerGetDatum(cstring_to_text_with_len(s.data(), int(s.size()))); }), false);
+	}
+	void AddTextOrNull(const std::optional<std::string> &s)
+	{
+		if (s)
+			AddText(*s);
+		else
+			Add((Datum) 0, true);
+	}
+	size_t Size() const { return values_.size(); }
+	// Adds the array to `p` as a parameter of the array type.
+	void AddTo(Params &p, Oid array_type) const
+	{
+		Datum d = PgCall([&]() {
+			int n = int(values_.size());
+			bool *nulls = (bool *) palloc(sizeof(bool) * (n + 1));
+			for (int i = 0; i < n; i++)
+				nulls[i] = nulls_[size_t(i)] != 0;
+			int dims[1] = {n};
+			int lbs[1] = {1};
+			return PointerGetDatum(construct_md_array(const_cast<Datum *>(values_.data()), nulls, 1, dims, lbs,
+			                                          elemtype_, typlen_, typbyval_, typalign_));
+		});
+		p.Add(array_type, d, false);
+	}
+
+  private:
+	Oid elemtype_;
+	int16 typlen_;
+	bool typbyval_;
+	char typalign_;
+	std::vector<Datum> values_;
+	std::vector<char> nulls_;
+};
+
+// Claims the delivery keys of a segment with one statement, in input order.
+// Returns per change whether its claim is new (of two changes with one
+// delivery key, the first).
+std::vector<char>
+ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> &prep)
+{
+	ArrayParam keys = ArrayParam::Text(), entities = ArrayParam::Text(), versions = ArrayParam::Text();
+	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
+	for (size_t k = 0; k < prep.size(); k++) {
+		keys.AddText(prep[k].delivery_key);
+		targets.Add(ObjectIdGetDatum(target[k]->relid), false);
+		entities.AddTextOrNull(prep[k].entity_key.empty() ? std::nullopt : std::optional<std::string>(prep[k].entity_key));
+		versions.AddText(prep[k].version.ToArrayLiteral());
+	}
+	Params p;
+	keys.AddTo(p, TEXTARRAYOID);
+	targets.AddTo(p, OIDARRAYOID);
+	entities.AddTo(p, TEXTARRAYOID);
+	versions.AddTo(p, TEXTARRAYOID);
+	uint64_t n = Execute("INSERT INTO cdc.ledger (delivery_key, target, entity_key, version) "
+	                     "SELECT x.k, x.t::regclass, x.e::jsonb, x.v::bigint[] FROM unnest($1, $2, $3, $4) AS x(k, t, e, v) "
+	                     "ON CONFLICT (delivery_key) DO NOTHING RETURNING delivery_key",
+	                     p, true);
+	std::set<std::string> inserted;
+	for (uint64_t i = 0; i < n; i++)
+		inserted.insert(ResultText(i, 1).value_or(""));
+	std::vector<char> claimed(prep.size());
+	for (size_t k = 0; k < prep.size(); k++)
+		claimed[k] = inserted.erase(prep[k].delivery_key) > 0;
+	return claimed;
+}
+
+// The claimed changes of one entity within a segment, in input order, and
+// what the batch decided for them.
+struct Chain {
+	Target *t = nullptr;
+	std::string entity_key;
+	std::vector<size_t> events; // indexes into the segment
+	bool set_based = true;      // decided in memory and written set-based (else change by change)
+	std::optional<EntityRecord> stored; // the record under lock before the batch
+	// Simulate() results:
+	std::vector<Outcome> outcomes;      // per event
+	std::vector<size_t> applied;        // the applied events, in order
+	std::optional<EntityRecord> final_record;
+	Counters counts;
+};
+
+/*
+ * Decides the chain's changes one after another in memory, exactly as
+ * Decide() decides them one by one: each applied change becomes the stored
+ * record the next one is compared with.  Returns false when a change would be
+ * a conflict (the conflict record holds the row as it is at that change) or
+ * an applied image would violate NOT NULL (one by one raises the error at
+ * that change): the chain is then applied change by change.
+ */
+bool
+Simulate(Chain &c, const std::vector<ChangeRequest> &reqs, size_t begin, const std::vector<PreparedChange> &prep)
+{
+	const Target &t = *c.t;
+	const bool column_version = t.version_col >= 0;
+	std::optional<EntityRecord> record = c.stored;
+	c.outcomes.assign(c.events.size(), Outcome::Applied);
+	c.applied.clear();
+	c.final_record.reset();
+	c.counts = Counters{};
+	for (size_t j = 0; j < c.events.size(); j++) {
+		const size_t k = c.events[j];
+		const PreparedChange &p = prep[k];
+		const ChangeRequest &req = reqs[begin + k];
+		DecisionInput in;
+		in.version = p.version;
+		in.source = column_version ? std::string() : req.source.name;
+		in.is_delete = p.is_delete;
+		in.content_hash = p.is_delete ? std::string("delete") : ImageHash(t, p.Main());
+		in.stored = record;
+		if (t.barrier && t.barrier->source == in.source)
+			in.barrier = t.barrier->version;
+		Decision d = Decide(in);
+		c.outcomes[j] = d.outcome;
+		switch (d.outcome) {
+		case Outcome::Stale:
+			c.counts.stale++;
+			if (d.blocked_resurrection)
+				c.counts.blocked_resurrections++;
+			break;
+		case Outcome::Duplicate:
+			c.counts.duplicate++;
+			break;
+		case Outcome::Ignored:
+			c.counts.ignored++;
+			break;
+		case Outcome::Conflict:
+			return false;
+		case Outcome::Applied:
+			if (!p.is_delete && ViolatesNotNull(t, *p.after))
+				return false;
+			record = EntityRecord{p.version, p.is_delete, in.content_hash, in.source};
+			c.final_record = record;
+			c.applied.push_back(k);
+			c.counts.applied++;
+			if (req.op == Op::Read)
+				c.counts.snapshot_rows++;
+			break;
+		}
+	}
+	return true;
+}
+
+// Locks and reads the entity records of chains (one statement per target).
+void
+LockRecords(std::vector<Chain *> &chains)
+{
+	std::map<Oid, std::vector<Chain *>> by_target;
+	for (Chain *c : chains)
+		by_target[c->t->relid].push_back(c);
+	for (auto &[relid, list] : by_target) {
+		ArrayParam keys = ArrayParam::Text();
+		for (Chain *c : list)
+			keys.AddText(c->entity_key);
+		Params p;
+		p.AddOid(relid);
+		keys.AddTo(p, TEXTARRAYOID);
+		uint64_t n = Execute("SELECT x.ord, s.source_name, s.version::text, s.deleted, s.content_hash "
+		                     "FROM unnest($2) WITH ORDINALITY AS x(k, ord) "
+		                     "JOIN cdc.entity_state s ON s.target = $1 AND s.entity_key = x.k::jsonb "
+		                     "FOR UPDATE OF s",
+		                     p, true);
+		for (uint64_t i = 0; i < n; i++) {
+			size_t ord = std::stoul(ResultText(i, 1).value_or("0"));
+			EntityRecord r;
+			r.source = ResultText(i, 2).value_or("");
+			r.version = Version::FromArrayLiteral(ResultText(i, 3).value_or("{}")).value_or(Version{});
+			r.deleted = ResultBool(i, 4);
+			r.content_hash = ResultText(i, 5).value_or("");
+			list[ord - 1]->stored = r;
+		}
+	}
+}
+
+// Canonical text of a jsonb value (object keys in jsonb's order).
+std::string
+CanonicalJsonb(const std::string &json)
+{
+	const char *out = PgCall([&]() {
+		Datum d = DirectFunctionCall1(jsonb_in, CStringGetDatum(json.c_str()));
+		return DatumGetCString(DirectFunctionCall1(jsonb_out, d));
+	});
+	return std::string(out);
+}
+
+/*
+ * Inserts the final records of new entities (one statement per target).
+ * Returns the chains whose record a concurrent transaction created first
+ * (ON CONFLICT DO NOTHING inserted nothing for them).
+ */
+std::vector<Chain *>
+InsertRecords(const std::vector<Chain *> &chains)
+{
+	std::map<Oid, std::vector<Chain *>> by_target;
+	for (Chain *c : chains)
+		by_target[c->t->relid].push_back(c);
+	std::vector<Chain *> lost;
+	for (auto &[relid, list] : by_target) {
+		ArrayParam keys = ArrayParam::Text(), sources = ArrayParam::Text(), versions = ArrayParam::Text(),
+		           hashes = ArrayParam::Text();
+		ArrayParam deleted(BOOLOID, 1, true, TYPALIGN_CHAR);
+		for (Chain *c : list) {
+			keys.AddText(c->entity_key);
+			sources.AddText(c->final_record->source);
+			versions.AddText(c->final_record->version.ToArrayLiteral());
+			deleted.Add(BoolGetDatum(c->final_record->deleted), false);
+			hashes.AddText(c->final_record->content_hash);
+		}
+		Params p;
+		p.AddOid(relid);
+		keys.AddTo(p, TEXTARRAYOID);
+		sources.AddTo(p, TEXTARRAYOID);
+		versions.AddTo(p, TEXTARRAYOID);
+		deleted.AddTo(p, BOOLARRAYOID);
+		hashes.AddTo(p, TEXTARRAYOID);
+		uint64_t n = Execute("INSERT INTO cdc.entity_state (target, entity_key, source_name, version, deleted, content_hash) "
+		                     "SELECT $1, x.k::jsonb, x.s, x.v::bigint[], x.d, x.h FROM unnest($2, $3, $4, $5, $6) AS x(k, s, v, d, h) "
+		                     "ON CONFLICT (target, entity_key) DO NOTHING RETURNING entity_key::text",
+		                     p, true);
+		if (n == list.size())
+			continue;
+		std::set<std::string> inserted;
+		for (uint64_t i = 0; i < n; i++)
+			inserted.insert(ResultText(i, 1).value_or(""));
+		for (Chain *c : list)
+			if (!inserted.count(CanonicalJsonb(c->entity_key)))
+				lost.push_back(c);
+	}
+	return lost;
+}
+
+// Writes the final records of entities that had one (one statement per target).
+void
+UpdateRecords(const std::vector<Chain *> &chains)
+{
+	std::map<Oid, std::vector<Chain *>> by_target;
+	for (Chain *c : chains)
+		by_target[c->t->relid].push_back(c);
+	for (auto &[relid, list] : by_target) {
+		ArrayParam keys = ArrayParam::Text(), sources = ArrayParam::Text(), versions = ArrayParam::Text(),
+		           hashes = ArrayParam::Text();
+		ArrayParam deleted(BOOLOID, 1, true, TYPALIGN_CHAR);
+		for (Chain *c : list) {
+			keys.AddText(c->entity_key);
+			sources.AddText(c->final_record->source);
+			versions.AddText(c->final_record->version.ToArrayLiteral());
+			deleted.Add(BoolGetDatum(c->final_record->deleted), false);
+			hashes.AddText(c->final_record->content_hash);
+		}
+		Params p;
+		p.AddOid(relid);
+		keys.AddTo(p, TEXTARRAYOID);
+		sources.AddTo(p, TEXTARRAYOID);
+		versions.AddTo(p, TEXTARRAYOID);
+		deleted.AddTo(p, BOOLARRAYOID);
+		hashes.AddTo(p, TEXTARRAYOID);
+		Execute("UPDATE cdc.entity_state e SET source_name = x.s, version = x.v::bigint[], deleted = x.d, "
+		        "content_hash = x.h, updated_at = now() "
+		        "FROM unnest($2, $3, $4, $5, $6) AS x(k, s, v, d, h) WHERE e.target = $1 AND e.entity_key = x.k::jsonb",
+		        p, true);
+	}
+}
+
+/*
+ * Writes one image per entity to the target with one upsert and one delete
+ * statement: writes[i] = (segment index of the change, chain).  Each entity
+ * appears at most once, so no statement touches a row twice.  Returns the
+ * resulting (upsert) or removed (delete) row of each write as JSON when
+ * `returning` (for outbox payloads; nullopt: a delete found no row).
+ */
+std::vector<std::optional<std::string>>
+WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &writes,
+          const std::vector<PreparedChange> &prep, bool returning)
+{
+	std::vector<std::optional<std::string>> rows(writes.size());
+	std::vector<size_t> upserts, deletes;
+	for (size_t i = 0; i < writes.size(); i++)
+		(prep[writes[i].first].is_delete ? deletes : upserts).push_back(i);
+
+	if (!upserts.empty()) {
+		Params p;
+		std::string cols, set, conflict;
+		for (size_t c = 0; c < t.columns.size(); c++) {
+			const Column &col = t.columns[c];
+			if (col.generated)
+				continue;
+			ArrayParam a(col.type, col.typlen, col.typbyval, col.typalign);
+			for (size_t i : upserts) {
+				const Cell &cell = prep[writes[i].first].after->cells[c];
+				a.Add(cell.value, cell.isnull);
+			}
+			a.AddTo(p, col.array_type);
+			std::string q = QuoteIdent(col.name);
+			cols += (cols.empty() ? "" : ", ") + q;
+			set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
+		}
+		for (size_t i = 0; i < t.key.size(); i++)
+			conflict += (i ? ", " : "") + QuoteIdent(t.columns[size_t(t.key[i])].name);
+		std::string args;
+		for (int i = 1; i <= p.Count(); i++)
+			args += (i > 1 ? ", $" : "$") + std::to_string(i);
+		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ") SELECT * FROM unnest(" + args +
+		                         ") ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
+		                         (returning ? " RETURNING to_jsonb(t)::text" : ""),
+		                     p, false);
+		if (returning)
+			for (uint64_t r = 0; r < n && r < upserts.size(); r++)
+				rows[upserts[r]] = ResultText(r, 1);
+	}
+	if (!deletes.empty()) {
+		Params p;
+		std::string names, where;
+		for (size_t i = 0; i < t.key.size(); i++) {
+			const Column &col = t.columns[size_t(t.key[i])];
+			ArrayParam a(col.type, col.typlen, col.typbyval, col.typalign);
+			for (size_t d : deletes)
+				a.Add(prep[writes[d].first].before->cells[size_t(t.key[i])].value, false);
+			a.AddTo(p, col.array_type);
+			names += "k" + std::to_string(i + 1) + ", ";
+			where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " x.k" +
+			         std::to_string(i + 1);
+		}
+		std::string args;
+		for (int i = 1; i <= p.Count(); i++)
+			args += (i > 1 ? ", $" : "$") + std::to_string(i);
+		uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t USING unnest(" + args + ") WITH ORDINALITY AS x(" +
+		                         names + "ord) WHERE " + where + (returning ? " RETURNING x.ord, to_jsonb(t)::text" : ""),
+		                     p, false);
+		if (returning)
+			for (uint64_t r = 0; r < n; r++) {
+				size_t ord = std::stoul(ResultText(r, 1).value_or("0"));
+				if (ord >= 1 && ord <= deletes.size())
+					rows[deletes[ord - 1]] = ResultText(r, 2);
+			}
+	}
+	return rows;
+}
+
+// Inserts the queued outbox rows in input order (one statement) and counts
+// the inserted ones per target.
+void
+FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
+{
+	if (q.rows.empty())
+		return;
+	std::stable_sort(q.rows.begin(), q.rows.end(),
+	                 [](const OutboxRow &a, const OutboxRow &b) { return a.position < b.position; });
+	ArrayParam ikeys = ArrayParam::Text(), topics = ArrayParam::Text(), ekeys = ArrayParam::Text(),
+	           ops = ArrayParam::Text(), payloads = ArrayParam::Text(), sources = ArrayParam::Text(),
+	           versions = ArrayParam::Text();
+	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
+	for (const OutboxRow &r : q.rows) {
+		ikeys.AddText(r.idempotency_key);
+		topics.AddTextOrNull(r.topic);
+		targets.Add(ObjectIdGetDatum(r.target), false);
+		ekeys.AddTextOrNull(r.entity_key);
+		ops.AddText(r.op);
+		payloads.AddTextOrNull(r.payload);
+		sources.AddText(r.source);
+		versions.AddText(r.version);
+	}
+	Params p;
+	ikeys.AddTo(p, TEXTARRAYOID);
+	topics.AddTo(p, TEXTARRAYOID);
+	targets.AddTo(p, OIDARRAYOID);
+	ekeys.AddTo(p, TEXTARRAYOID);
+	ops.AddTo(p, TEXTARRAYOID);
+	payloads.AddTo(p, TEXTARRAYOID);
+	sources.AddTo(p, TEXTARRAYOID);
+	versions.AddTo(p, TEXTARRAYOID);
+	uint64_t n = Execute("INSERT INTO cdc.outbox (idempotency_key, topic, target, entity_key, op, payload, source, version) "
+	                     "SELECT x.i, x.tp, x.t::regclass, x.e::jsonb, x.o, x.p::jsonb, x.s::jsonb, x.v::bigint[] "
+	                     "FROM unnest($1, $2, $3, $4, $5, $6, $7, $8) WITH ORDINALITY AS x(i, tp, t, e, o, p, s, v, ord) "
+	                     "ORDER BY x.ord ON CONFLICT (idempotency_key) DO NOTHING RETURNING target::oid",
+	                     p, true);
+	for (uint64_t i = 0; i < n; i++)
+		counters[Oid(std::stoul(ResultText(i, 1).value_or("0")))].outbox_rows++;
+	q.rows.clear();
 }
 
 } // namespace
@@ -1496,6 +1874,22 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 	return out;
 }
 
+/*
+ * One segment (no truncate inside): see docs/semantics.md, "Batches".
+ *   1. convert every change; 2. claim every delivery key (one statement);
+ *   3. if every target allows it (SetBasedAllowed), group the claimed changes
+ *      by entity, lock the entity records (one statement per target) and
+ *      decide each entity's changes in memory (Simulate); entities with a key
+ *      change, a partial image, a conflict or a NOT NULL violation, and every
+ *      entity of a segment with another target, are applied change by
+ *      change instead (ApplyChange, with the claim already made);
+ *   4. write the final entity records (insert / update, one statement per
+ *      target and kind), then the rows: the final image of each entity where
+ *      CollapseAllowed, else every applied image, round by round (the n-th
+ *      applied change of every entity in round n);
+ *   5. insert the outbox rows of the whole segment in input order (they are
+ *      queued meanwhile, including those of change-by-change entities).
+ */
 void
 ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions, size_t begin,
                           size_t end, std::vector<Outcome> &out)
@@ -1503,6 +1897,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	const size_t n = end - begin;
 	std::vector<Target *> target(n);
 	std::vector<PreparedChange> prep(n);
+	bool set_based = true;
 	for (size_t k = 0; k < n; k++) {
 		const ChangeRequest &req = reqs[begin + k];
 		SetEventLabel(BatchLabel(positions[begin + k]));
@@ -1511,76 +1906,154 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		CheckPrivileges(t);
 		prep[k] = PrepareChange(t, req);
 		target[k] = &t;
+		set_based = set_based && SetBasedAllowed(t);
 	}
 
-	/* The dedup claims, in input order: of two changes with one delivery key, the first is claimed. */
-	std::vector<char> claimed(n);
-	for (size_t k = 0; k < n; k++) {
-		SetEventLabel(BatchLabel(positions[begin + k]));
-		SetContext(target[k], prep[k].delivery_key);
-		claimed[k] = Claim(prep[k].delivery_key, target[k]->relid, prep[k].entity_key, prep[k].version);
+	SetEventLabel(BatchLabel(positions[begin]) + " (claiming the batch's delivery keys)");
+	SetContext(nullptr, "");
+	std::vector<char> claimed = ClaimAll(target, prep);
+	for (size_t k = 0; k < n; k++)
 		if (!claimed[k]) {
 			counters_[target[k]->relid].duplicate++;
 			out[begin + k] = Outcome::Duplicate;
 		}
+
+	auto apply_one = [&](size_t k) {
+		SetEventLabel(BatchLabel(positions[begin + k]));
+		if (deferred_outbox)
+			deferred_outbox->position = k;
+		pending_claim_ = true;
+		out[begin + k] = ApplyChange(reqs[begin + k]);
+		pending_claim_.reset();
+	};
+	if (!set_based) {
+		for (size_t k = 0; k < n; k++)
+			if (claimed[k])
+				apply_one(k);
+		return;
 	}
 
-	/*
-	 * The claimed changes by entity.  A chain is merged (ApplyCollapsed) only
-	 * when its target allows it and every change in it is simple: a full
-	 * image or a delete, and no key change (which involves two entities:
-	 * both chains are applied change by change).
-	 */
+	/* The claimed changes by entity. */
 	std::map<std::pair<Oid, std::string>, size_t> chain_index;
 	std::vector<Chain> chains;
 	std::vector<size_t> chain_of(n);
-	auto chain_for = [&](Oid relid, const std::string &entity_key) {
-		auto [it, inserted] = chain_index.emplace(std::make_pair(relid, entity_key), chains.size());
-		if (inserted)
+	auto chain_for = [&](Target *t, const std::string &entity_key) {
+		auto [it, inserted] = chain_index.emplace(std::make_pair(t->relid, entity_key), chains.size());
+		if (inserted) {
 			chains.emplace_back();
+			chains.back().t = t;
+			chains.back().entity_key = entity_key;
+		}
 		return it->second;
 	};
 	for (size_t k = 0; k < n; k++) {
 		if (!claimed[k])
 			continue;
-		const Target &t = *target[k];
+		Target &t = *target[k];
 		const ChangeRequest &req = reqs[begin + k];
-		size_t c = chain_for(t.relid, prep[k].entity_key);
+		size_t c = chain_for(&t, prep[k].entity_key);
 		chains[c].events.push_back(k);
 		chain_of[k] = c;
 		bool key_change = IsKeyChange(t, req, prep[k]);
 		if (key_change)
-			chains[chain_for(t.relid, EntityKey(t, *prep[k].before, "before"))].collapse = false;
-		if (!CollapseAllowed(t) || key_change || !FullImage(t, prep[k]))
-			chains[c].collapse = false;
+			chains[chain_for(&t, EntityKey(t, *prep[k].before, "before"))].set_based = false;
+		if (key_change || !FullImage(t, prep[k]))
+			chains[c].set_based = false;
 	}
 
-	/* In input order; a merged chain where its last change is. */
-	for (size_t k = 0; k < n; k++) {
-		if (!claimed[k])
-			continue;
-		const Chain &chain = chains[chain_of[k]];
-		if (chain.collapse) {
-			if (k != chain.events.back())
-				continue;
-			SetEventLabel(BatchLabel(positions[begin + k]));
-			SetContext(target[k], prep[k].delivery_key);
-			if (ApplyCollapsed(*target[k], chain, reqs, begin, prep, counters_[target[k]->relid], out))
-				continue;
-			/* Not mergeable after all: every change of the chain one by one, here. */
-			for (size_t j : chain.events) {
-				SetEventLabel(BatchLabel(positions[begin + j]));
-				pending_claim_ = true;
-				out[begin + j] = ApplyChange(reqs[begin + j]);
-				pending_claim_.reset();
+	/* Lock and read the records, decide in memory. */
+	SetEventLabel(BatchLabel(positions[begin]) + " (locking the batch's entities)");
+	std::vector<Chain *> decided;
+	for (Chain &c : chains)
+		if (c.set_based && !c.events.empty())
+			decided.push_back(&c);
+	LockRecords(decided);
+	for (Chain *c : decided)
+		c->set_based = Simulate(*c, reqs, begin, prep);
+
+	DeferredOutbox queue;
+	deferred_outbox = &queue;
+
+	/* Change by change: entities the batch could not decide in memory. */
+	for (size_t k = 0; k < n; k++)
+		if (claimed[k] && !chains[chain_of[k]].set_based)
+			apply_one(k);
+
+	/* Entity records: new ones first; one created concurrently meanwhile is decided again. */
+	SetEventLabel(BatchLabel(positions[begin]) + " (writing the batch's entity records)");
+	std::vector<Chain *> fresh, existing;
+	for (Chain &c : chains)
+		if (c.set_based && !c.events.empty() && c.final_record)
+			(c.stored ? existing : fresh).push_back(&c);
+	for (int attempt = 0; !fresh.empty(); attempt++) {
+		std::vector<Chain *> lost = InsertRecords(fresh);
+		fresh.clear();
+		if (lost.empty())
+			break;
+		if (attempt >= 3)
+			throw std::runtime_error("entity records keep being created concurrently");
+		LockRecords(lost);
+		for (Chain *c : lost) {
+			if (!Simulate(*c, reqs, begin, prep)) {
+				c->set_based = false;
+				for (size_t k : c->events)
+					apply_one(k);
+			} else if (c->final_record) {
+				(c->stored ? existing : fresh).push_back(c);
 			}
-			continue;
 		}
-		SetEventLabel(BatchLabel(positions[begin + k]));
-		pending_claim_ = true;
-		out[begin + k] = ApplyChange(reqs[begin + k]);
-		pending_claim_.reset();
 	}
+	UpdateRecords(existing);
+
+	/* Rows: per target, the final image of each entity, or round by round. */
+	std::map<Oid, std::vector<const Chain *>> by_target;
+	for (const Chain &c : chains)
+		if (c.set_based && !c.applied.empty())
+			by_target[c.t->relid].push_back(&c);
+	for (const auto &[relid, list] : by_target) {
+		const Target &t = *list.front()->t;
+		SetEventLabel(BatchLabel(positions[begin]) + " (writing the batch's rows of " + t.display + ")");
+		SetContext(&t, "");
+		const bool collapse = CollapseAllowed(t);
+		for (size_t round = 0;; round++) {
+			std::vector<std::pair<size_t, const Chain *>> writes;
+			for (const Chain *c : list) {
+				if (collapse && round == 0)
+					writes.emplace_back(c->applied.back(), c);
+				else if (!collapse && round < c->applied.size())
+					writes.emplace_back(c->applied[round], c);
+			}
+			if (writes.empty())
+				break;
+			const bool outbox = t.mapping.outbox;
+			std::vector<std::optional<std::string>> rows = WriteRows(t, writes, prep, outbox);
+			if (!outbox)
+				continue;
+			for (size_t i = 0; i < writes.size(); i++) {
+				const size_t k = writes[i].first;
+				const ChangeRequest &req = reqs[begin + k];
+				if (req.op == Op::Read)
+					continue; /* snapshot rows set state only */
+				std::optional<std::string> row = rows[i];
+				if (prep[k].is_delete && !row)
+					row = prep[k].Main().json; /* the destination never had the row: publish the before-image */
+				queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], prep[k].version,
+				                                   prep[k].entity_key, row, k));
+			}
+		}
+	}
+
+	/* Outcomes and counts of the entities decided in memory; the outbox rows, in input order. */
+	for (const Chain &c : chains) {
+		if (!c.set_based || c.events.empty())
+			continue;
+		AddCounts(counters_[c.t->relid], c.counts);
+		for (size_t j = 0; j < c.events.size(); j++)
+			out[begin + c.events[j]] = c.outcomes[j];
+	}
+	SetEventLabel(BatchLabel(positions[begin]) + " (writing the batch's outbox rows)");
+	deferred_outbox = nullptr;
+	FlushOutbox(queue, counters_);
 }
 
 } // namespace cdc::pg
