@@ -1579,10 +1579,11 @@ LockRecords(std::vector<Chain *> &chains)
 		Params p;
 		p.AddOid(relid);
 		keys.AddTo(p, TEXTARRAYOID);
+		/* A LATERAL subquery with FOR UPDATE is never flattened: one index probe per key, whatever the statistics. */
 		uint64_t n = Execute("SELECT x.ord, s.source_name, s.version::text, s.deleted, s.content_hash "
-		                     "FROM unnest($2) WITH ORDINALITY AS x(k, ord) "
-		                     "JOIN cdc.entity_state s ON s.target = $1 AND s.entity_key = x.k::jsonb "
-		                     "FOR UPDATE OF s",
+		                     "FROM unnest($2) WITH ORDINALITY AS x(k, ord), "
+		                     "LATERAL (SELECT e.source_name, e.version, e.deleted, e.content_hash FROM cdc.entity_state e "
+		                     "WHERE e.target = $1 AND e.entity_key = x.k::jsonb FOR UPDATE) s",
 		                     p, true);
 		for (uint64_t i = 0; i < n; i++) {
 			size_t ord = std::stoul(ResultText(i, 1).value_or("0"));
@@ -1653,7 +1654,8 @@ InsertRecords(const std::vector<Chain *> &chains)
 	return lost;
 }
 
-// Writes the final records of entities that had one (one statement per target).
+// Writes the final records of entities that had one, locked by LockRecords
+// (one statement per target; ON CONFLICT finds each through the key index).
 void
 UpdateRecords(const std::vector<Chain *> &chains)
 {
@@ -1678,9 +1680,11 @@ UpdateRecords(const std::vector<Chain *> &chains)
 		versions.AddTo(p, TEXTARRAYOID);
 		deleted.AddTo(p, BOOLARRAYOID);
 		hashes.AddTo(p, TEXTARRAYOID);
-		Execute("UPDATE cdc.entity_state e SET source_name = x.s, version = x.v::bigint[], deleted = x.d, "
-		        "content_hash = x.h, updated_at = now() "
-		        "FROM unnest($2, $3, $4, $5, $6) AS x(k, s, v, d, h) WHERE e.target = $1 AND e.entity_key = x.k::jsonb",
+		Execute("INSERT INTO cdc.entity_state AS e (target, entity_key, source_name, version, deleted, content_hash) "
+		        "SELECT $1, x.k::jsonb, x.s, x.v::bigint[], x.d, x.h FROM unnest($2, $3, $4, $5, $6) AS x(k, s, v, d, h) "
+		        "ON CONFLICT (target, entity_key) DO UPDATE SET source_name = EXCLUDED.source_name, "
+		        "version = EXCLUDED.version, deleted = EXCLUDED.deleted, content_hash = EXCLUDED.content_hash, "
+		        "updated_at = now()",
 		        p, true);
 	}
 }
@@ -1747,8 +1751,17 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		std::string args;
 		for (int i = 1; i <= p.Count(); i++)
 			args += (i > 1 ? ", $" : "$") + std::to_string(i);
-		uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t USING unnest(" + args + ") WITH ORDINALITY AS x(" +
-		                         names + "ord) WHERE " + where + (returning ? " RETURNING x.ord, to_jsonb(t)::text" : ""),
+		/*
+		 * The rows are found by one index probe per key (a LATERAL subquery
+		 * with OFFSET 0 is never flattened into a join) and deleted by ctid,
+		 * so the cost follows the batch, not the table, whatever the
+		 * statistics the cached plan was made with.
+		 */
+		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM unnest(" + args + ") WITH ORDINALITY AS x(" +
+		                         names + "ord), LATERAL (SELECT t.ctid AS c FROM " + t.qualified + " AS t WHERE " + where +
+		                         " OFFSET 0) l) DELETE FROM " + t.qualified +
+		                         " AS t USING d WHERE t.ctid = d.c AND t.ctid = ANY (ARRAY(SELECT c FROM d))" +
+		                         (returning ? " RETURNING d.ord, to_jsonb(t)::text" : ""),
 		                     p, false);
 		if (returning)
 			for (uint64_t r = 0; r < n; r++) {
@@ -1909,8 +1922,12 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		set_based = set_based && SetBasedAllowed(t);
 	}
 
-	SetEventLabel(BatchLabel(positions[begin]) + " (claiming the batch's delivery keys)");
-	SetContext(nullptr, "");
+	auto stage = [&](const std::string &what, const Target *t) {
+		SetEventLabel("events " + std::to_string(positions[begin]) + " to " + std::to_string(positions[end - 1]) +
+		              " of the batch (" + what + ")");
+		SetContext(t, "");
+	};
+	stage("claiming their delivery keys", nullptr);
 	std::vector<char> claimed = ClaimAll(target, prep);
 	for (size_t k = 0; k < n; k++)
 		if (!claimed[k]) {
@@ -1962,7 +1979,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	}
 
 	/* Lock and read the records, decide in memory. */
-	SetEventLabel(BatchLabel(positions[begin]) + " (locking the batch's entities)");
+	stage("locking their entities", nullptr);
 	std::vector<Chain *> decided;
 	for (Chain &c : chains)
 		if (c.set_based && !c.events.empty())
@@ -1980,7 +1997,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			apply_one(k);
 
 	/* Entity records: new ones first; one created concurrently meanwhile is decided again. */
-	SetEventLabel(BatchLabel(positions[begin]) + " (writing the batch's entity records)");
+	stage("writing their entity records", nullptr);
 	std::vector<Chain *> fresh, existing;
 	for (Chain &c : chains)
 		if (c.set_based && !c.events.empty() && c.final_record)
@@ -2012,8 +2029,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			by_target[c.t->relid].push_back(&c);
 	for (const auto &[relid, list] : by_target) {
 		const Target &t = *list.front()->t;
-		SetEventLabel(BatchLabel(positions[begin]) + " (writing the batch's rows of " + t.display + ")");
-		SetContext(&t, "");
+		stage("writing their rows", &t);
 		const bool collapse = CollapseAllowed(t);
 		for (size_t round = 0;; round++) {
 			std::vector<std::pair<size_t, const Chain *>> writes;
@@ -2051,7 +2067,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		for (size_t j = 0; j < c.events.size(); j++)
 			out[begin + c.events[j]] = c.outcomes[j];
 	}
-	SetEventLabel(BatchLabel(positions[begin]) + " (writing the batch's outbox rows)");
+	stage("writing their outbox rows", nullptr);
 	deferred_outbox = nullptr;
 	FlushOutbox(queue, counters_);
 }
