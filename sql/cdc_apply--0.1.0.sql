@@ -96,6 +96,27 @@ COMMENT ON COLUMN cdc.table_barrier.source_name IS 'Source of the truncate.';
 COMMENT ON COLUMN cdc.table_barrier.version IS 'Version of the truncate.';
 COMMENT ON COLUMN cdc.table_barrier.truncated_at IS 'When the truncate was applied.';
 
+-- Every backend caches each target's metadata, mapping and truncate barrier
+-- (docs/internals.md): a change of a mapping or a barrier invalidates it.
+CREATE FUNCTION cdc._invalidate_target() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_invalidate_target';
+COMMENT ON FUNCTION cdc._invalidate_target() IS
+  'Internal trigger of cdc.mapping and cdc.table_barrier: sends a relcache invalidation of the target of each changed row (committed with the change), so every backend reloads its cached metadata of that target; a change of cdc.mapping or a truncate of either table empties the caches. Error 39P01 when not called as a trigger.';
+CREATE TRIGGER invalidate_target AFTER INSERT OR UPDATE OR DELETE ON cdc.mapping
+  FOR EACH ROW EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_target ON cdc.mapping IS 'Invalidates the cached metadata of the mapping''s target, and every cached source-table resolution.';
+CREATE TRIGGER invalidate_targets AFTER TRUNCATE ON cdc.mapping
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_targets ON cdc.mapping IS 'Empties every backend''s cache of target metadata.';
+CREATE TRIGGER invalidate_target AFTER INSERT OR UPDATE OR DELETE ON cdc.table_barrier
+  FOR EACH ROW EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_target ON cdc.table_barrier IS 'Invalidates the cached truncate barrier of the target.';
+CREATE TRIGGER invalidate_targets AFTER TRUNCATE ON cdc.table_barrier
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_targets ON cdc.table_barrier IS 'Empties every backend''s cache of target metadata.';
+
 -- ---------------------------------------------------------------------------
 -- Outbox and conflicts
 -- ---------------------------------------------------------------------------
@@ -605,4 +626,5 @@ REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.drop_subscription(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_source_slot(text, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
 GRANT SELECT ON cdc.subscription_status TO PUBLIC;

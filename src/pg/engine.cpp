@@ -18,6 +18,7 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_operator.h"
@@ -28,6 +29,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -345,6 +347,64 @@ ReadBarrier(Target &t)
 		t.barrier = Barrier{ResultText(0, 1).value_or(""), *v};
 }
 
+/*
+ * The backend's cache of target metadata (columns, types, key, mapping,
+ * truncate barrier) and of source-table resolutions, so that a call does
+ * not read the catalogs and cdc.mapping again for every event.  An entry
+ * lives until a relcache invalidation of its target: DDL on the table, and
+ * every change of its cdc.mapping or cdc.table_barrier row (the triggers of
+ * those tables send one, cdc._invalidate_target).  An invalidation of
+ * cdc.mapping itself (a truncate of either table) empties the cache.
+ * Invalidations arrive when the target is locked at the start of a call, or
+ * at the next transaction; a backend that already holds the target's lock
+ * keeps its entry until then, as for any cached plan.  Entries are shared
+ * with the engines using them, so an invalidation in the middle of a call
+ * never frees what the call still uses.  A plain pointer, created on first
+ * use and never destroyed (no C++ global with a destructor).
+ */
+struct TargetCache {
+	std::map<Oid, std::shared_ptr<Target>> targets;
+	std::map<std::string, Oid> resolved; // "source\nschema\ntable" -> target
+	Oid mapping_relid = InvalidOid;      // cdc.mapping: its invalidation empties the cache
+	MemoryContext context = nullptr;     // FmgrInfo of cached targets (a reload leaks its few bytes here)
+};
+TargetCache *target_cache = nullptr;
+
+// Relcache invalidation callback: plain C++ that cannot throw and calls
+// nothing of PostgreSQL.
+void
+InvalidateTargets(Datum, Oid relid) noexcept
+{
+	if (target_cache == nullptr)
+		return;
+	if (relid == InvalidOid || relid == target_cache->mapping_relid) {
+		target_cache->targets.clear();
+		target_cache->resolved.clear();
+		target_cache->mapping_relid = InvalidOid; /* looked up again: the extension may have been re-created */
+		return;
+	}
+	target_cache->targets.erase(relid);
+	for (auto it = target_cache->resolved.begin(); it != target_cache->resolved.end();)
+		it = it->second == relid ? target_cache->resolved.erase(it) : std::next(it);
+}
+
+TargetCache &
+Cache()
+{
+	if (target_cache == nullptr) {
+		MemoryContext cxt = PgCall([]() {
+			CacheRegisterRelcacheCallback(InvalidateTargets, (Datum) 0);
+			return AllocSetContextCreate(CacheMemoryContext, "cdc_apply target cache", ALLOCSET_SMALL_SIZES);
+		});
+		target_cache = new TargetCache();
+		target_cache->context = cxt;
+	}
+	if (!OidIsValid(target_cache->mapping_relid))
+		target_cache->mapping_relid =
+			PgCall([]() { return get_relname_relid("mapping", get_namespace_oid("cdc", false)); });
+	return *target_cache;
+}
+
 } // namespace
 
 /*
@@ -366,11 +426,19 @@ ApplyEngine::LoadTarget(Oid relid)
 	if (it != targets_.end())
 		return *it->second;
 
+	/* The lock first: taking it delivers pending invalidations to the cache. */
+	PgCall([&]() { LockRelationOid(relid, RowExclusiveLock); });
 	bool exists = PgCall([&]() { return SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)); });
 	if (!exists)
 		Fail("42P01", "target relation with OID " + std::to_string(relid) + " does not exist");
+	TargetCache &cache = Cache();
+	auto hit = cache.targets.find(relid);
+	if (hit != cache.targets.end()) {
+		targets_[relid] = hit->second;
+		return *hit->second;
+	}
 
-	auto t = std::make_unique<Target>();
+	auto t = std::make_shared<Target>();
 	t->relid = relid;
 	RelInfoPg *info = PgCall([&]() { return ReadRelationPg(relid); });
 	t->display = std::string(info->nspname) + "." + info->relname;
@@ -393,12 +461,12 @@ ApplyEngine::LoadTarget(Oid relid)
 		PgCall([&]() {
 			Oid infunc, outfunc;
 			bool varlena;
-			c.in_fn = (FmgrInfo *) palloc(sizeof(FmgrInfo));
-			c.out_fn = (FmgrInfo *) palloc(sizeof(FmgrInfo));
+			c.in_fn = (FmgrInfo *) MemoryContextAlloc(cache.context, sizeof(FmgrInfo));
+			c.out_fn = (FmgrInfo *) MemoryContextAlloc(cache.context, sizeof(FmgrInfo));
 			getTypeInputInfo(c.type, &infunc, &c.ioparam);
-			fmgr_info(infunc, c.in_fn);
+			fmgr_info_cxt(infunc, c.in_fn, cache.context);
 			getTypeOutputInfo(c.type, &outfunc, &varlena);
-			fmgr_info(outfunc, c.out_fn);
+			fmgr_info_cxt(outfunc, c.out_fn, cache.context);
 			c.array_type = get_array_type(c.type);
 			get_typlenbyvalalign(c.type, &c.typlen, &c.typbyval, &c.typalign);
 		});
@@ -450,9 +518,9 @@ ApplyEngine::LoadTarget(Oid relid)
 	}
 	ReadBarrier(*t);
 
-	Target &ref = *t;
-	targets_[relid] = std::move(t);
-	return ref;
+	targets_[relid] = t;
+	cache.targets[relid] = t;
+	return *t;
 }
 
 Oid
@@ -469,11 +537,12 @@ ApplyEngine::ResolveSourceTable(const std::string &source_name, const std::strin
                                 bool same_name_fallback)
 {
 	std::string cache_key = source_name + "\n" + schema + "\n" + table;
-	auto cached = resolved_.find(cache_key);
-	if (cached != resolved_.end())
+	TargetCache &cache = Cache();
+	auto cached = cache.resolved.find(cache_key);
+	if (cached != cache.resolved.end())
 		return cached->second;
 	Oid target = ResolveUncached(source_name, schema, table, same_name_fallback);
-	resolved_[cache_key] = target;
+	cache.resolved[cache_key] = target;
 	return target;
 }
 

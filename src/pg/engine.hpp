@@ -115,9 +115,8 @@ class ApplyEngine {
 	                    bool same_name_fallback);
 	void SetContext(const Target *t, const std::string &delivery_key);
 
-	std::map<Oid, std::unique_ptr<Target>> targets_;
+	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, engine.cpp)
 	std::map<Oid, Counters> counters_;
-	std::map<std::string, Oid> resolved_; // "source\nschema\ntable" -> target, for this engine's lifetime
 	std::string event_label_;
 	std::optional<bool> pending_claim_;
 	bool finished_ = false;

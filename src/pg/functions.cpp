@@ -10,7 +10,11 @@
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "funcapi.h"
+#include "utils/inval.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -250,6 +254,47 @@ CDC_PG_FUNCTION(cdc_apply_batch_text)
 	if (!arr.IsArray())
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
 	return ApplyBatch(fcinfo, arr.Items());
+}
+
+/*
+ * cdc._invalidate_target() RETURNS trigger: AFTER INSERT, UPDATE, DELETE
+ * (for each row) and TRUNCATE (for each statement) on cdc.mapping and
+ * cdc.table_barrier.  Sends a relcache invalidation of the row's target (old
+ * and new row), delivered to every backend when the change commits (and to
+ * this one at once), so the engine's cached metadata of that target is
+ * reloaded (engine.cpp, TargetCache).  A change of cdc.mapping, and a
+ * truncate of either table, also invalidates cdc.mapping itself, which
+ * empties the cache including the source-table resolutions.
+ */
+CDC_PG_FUNCTION(cdc_invalidate_target)
+{
+	return PgCall([&]() -> Datum {
+		if (!CALLED_AS_TRIGGER(fcinfo))
+			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			                errmsg("cdc._invalidate_target() must be called as a trigger")));
+		TriggerData *td = (TriggerData *) fcinfo->context;
+		Relation rel = td->tg_relation;
+		Oid mapping = get_relname_relid("mapping", RelationGetNamespace(rel));
+		auto invalidate = [](Oid relid) {
+			if (OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+				CacheInvalidateRelcacheByRelid(relid);
+		};
+		if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event)) {
+			invalidate(mapping);
+			return PointerGetDatum(NULL);
+		}
+		AttrNumber attno = get_attnum(RelationGetRelid(rel), "target");
+		HeapTuple tuples[2] = {td->tg_trigtuple, TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : NULL};
+		for (HeapTuple tup : tuples) {
+			bool isnull = true;
+			Datum d = tup && attno != InvalidAttrNumber ? heap_getattr(tup, attno, RelationGetDescr(rel), &isnull) : (Datum) 0;
+			if (!isnull)
+				invalidate(DatumGetObjectId(d));
+		}
+		if (RelationGetRelid(rel) == mapping)
+			invalidate(mapping);
+		return PointerGetDatum(NULL);
+	});
 }
 
 /*
