@@ -25,14 +25,16 @@
 # slots created on the source before the backlog was written.  Every method
 # must end with exactly the source's rows (count and md5 of the ordered
 # rows) and the guarantee methods with one ledger row per change; otherwise
-# the run fails.  docs/benchmarks.md explains the set-up and the figures.
+# the run fails.  Rates are printed on wall-clock time and on the CPU time
+# of the applying backend or worker (steadier on a shared machine).
+# docs/benchmarks.md explains the set-up and the figures.
 #
 # Usage: bash bench/run.sh [--sizes 20000,200000] [--txn 1000] [--outbox on|off]
 #                          [--methods 1,1b,2a,2b,3a,3b,3c,4,5] [--per-change-max N]
 #                          [--port-base P] [--no-build] [--keep]
 #   --sizes           changes per run, comma-separated (keys = changes / 4)
 #   --txn             changes per source transaction (and per batch)
-#   --outbox          whether methods 2, 3a, 3b and 5 write outbox rows (default on)
+#   --outbox          whether methods 3a, 3b and 5 write outbox rows (default on; 2 always does)
 #   --per-change-max  skip methods 1b, 2a and 3a above this size (default 200000)
 #   --port-base       source on P, destination on P+1 (default $BENCH_PORT_BASE or 55460)
 #   --no-build        do not build and install the extension first
