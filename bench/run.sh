@@ -25,14 +25,16 @@
 # slots created on the source before the backlog was written.  Every method
 # must end with exactly the source's rows (count and md5 of the ordered
 # rows) and the guarantee methods with one ledger row per change; otherwise
-# the run fails.  docs/benchmarks.md explains the set-up and the figures.
+# the run fails.  Rates are printed on wall-clock time and on the CPU time
+# of the applying backend or worker (steadier on a shared machine).
+# docs/benchmarks.md explains the set-up and the figures.
 #
 # Usage: bash bench/run.sh [--sizes 20000,200000] [--txn 1000] [--outbox on|off]
 #                          [--methods 1,1b,2a,2b,3a,3b,3c,4,5] [--per-change-max N]
 #                          [--port-base P] [--no-build] [--keep]
 #   --sizes           changes per run, comma-separated (keys = changes / 4)
 #   --txn             changes per source transaction (and per batch)
-#   --outbox          whether methods 2, 3a, 3b and 5 write outbox rows (default on)
+#   --outbox          whether methods 3a, 3b and 5 write outbox rows (default on; 2 always does)
 #   --per-change-max  skip methods 1b, 2a and 3a above this size (default 200000)
 #   --port-base       source on P, destination on P+1 (default $BENCH_PORT_BASE or 55460)
 #   --no-build        do not build and install the extension first
@@ -73,6 +75,11 @@ SRC_PORT=$PORT_BASE
 DST_PORT=$((PORT_BASE + 1))
 
 run() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# CPU time (utime + stime, clock ticks) of a server process, read by the
+# server from /proc (superuser): of the session's own backend, or of a pid.
+HZ=$(getconf CLK_TCK)
+PROC_CPU="(SELECT split_part(s, ' ', 14)::bigint + split_part(s, ' ', 15)::bigint FROM pg_read_file('/proc/self/stat') AS s)"
+proc_cpu_of() { echo "(SELECT split_part(s, ' ', 14)::bigint + split_part(s, ' ', 15)::bigint FROM pg_read_file('/proc/' || $1 || '/stat') AS s)"; }
 has_method() { [[ ",$METHODS," == *",$1,"* ]]; }
 
 if [ "$BUILD" = 1 ]; then
@@ -263,7 +270,7 @@ SQL
 	has_method 4 && dpsql m_4 -c "CREATE SUBSCRIPTION native_sub CONNECTION '$conninfo' PUBLICATION bench_pub
 		WITH (create_slot = false, slot_name = 'native_slot', copy_data = false, enabled = false)"
 
-	declare -A SECS WAL
+	declare -A SECS WAL CPU
 	local label
 	declare -A LABEL=(
 		[1]="plain upsert, batch (ceiling)" [1b]="plain upsert, per statement"
@@ -291,18 +298,25 @@ SQL
 		esac
 		case $m in 2a | 3a) script="$D/per_change.sql" ;; esac
 		if [[ $m == 3[bc] ]] && [ "$have_batch" != t ]; then echo "method $m skipped: cdc_apply_batch() is not installed"; continue; fi
-		echo "${PREPARE[$m]}" >"$D/prepare_$m.sql"
-		chmod 644 "$D/prepare_$m.sql"
+		# The session's backend notes its own CPU time before and after the
+		# work (/proc/self/stat of the backend: utime + stime, in clock ticks).
+		{
+			echo "SELECT $PROC_CPU AS cpu0 \gset"
+			echo "${PREPARE[$m]}"
+		} >"$D/prepare_$m.sql"
+		printf '\\o %s\n\\pset tuples_only on\n\\pset format unaligned\nSELECT %s - :cpu0;\n' "$D/cpu_$m" "$PROC_CPU" >"$D/finish_$m.sql"
+		chmod 644 "$D/prepare_$m.sql" "$D/finish_$m.sql"
 		dpsql "m_$m" -c "CHECKPOINT"
 		local w0 w1
 		w0=$(dval "m_$m" -c "SELECT pg_current_wal_lsn()")
 		t0=$(now)
-		dpsql "m_$m" -o /dev/null -f "$D/prepare_$m.sql" -f "$script"
+		dpsql "m_$m" -o /dev/null -f "$D/prepare_$m.sql" -f "$script" -f "$D/finish_$m.sql"
 		t1=$(now)
 		w1=$(dval "m_$m" -c "SELECT pg_current_wal_lsn() - '$w0'::pg_lsn")
 		SECS[$m]=$(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.3f", a - b }')
+		CPU[$m]=$(awk -v t="$(cat "$D/cpu_$m")" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
 		WAL[$m]=$w1
-		echo "method $m (${LABEL[$m]}): ${SECS[$m]} s"
+		echo "method $m (${LABEL[$m]}): ${SECS[$m]} s, backend CPU ${CPU[$m]} s"
 	done
 
 	# Catch-up of the backlog: native logical replication, then the worker.
@@ -315,12 +329,14 @@ SQL
 SELECT clock_timestamp() AS t0, pg_current_wal_lsn() AS w0 \gset
 ALTER SUBSCRIPTION native_sub ENABLE;
 CALL bench_wait_origin('$origin', '$marker', 3600);
-SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_lsn() - :'w0'::pg_lsn);
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_lsn() - :'w0'::pg_lsn)
+       || ' ' || (SELECT $(proc_cpu_of "pid") FROM pg_stat_subscription WHERE subname = 'native_sub' AND relid IS NULL);
 SQL
 		)
-		SECS[4]=${out% *} WAL[4]=${out#* }
+		read -r SECS[4] WAL[4] cpu <<<"$out"
+		CPU[4]=$(awk -v t="$cpu" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
 		dpsql m_4 -c "ALTER SUBSCRIPTION native_sub DISABLE"
-		echo "method 4 (${LABEL[4]}): ${SECS[4]} s"
+		echo "method 4 (${LABEL[4]}): ${SECS[4]} s, apply worker CPU ${CPU[4]} s"
 	fi
 	if has_method 5; then
 		dpsql m_5 -c "CHECKPOINT"
@@ -332,12 +348,14 @@ SELECT cdc.create_subscription('bench', '$conninfo', ARRAY['bench_pub'], slot_na
                                create_slot => false, copy_data => false) AS subid \gset
 SELECT pg_reload_conf() \gset
 CALL bench_wait_origin('cdc_' || :subid, '$marker', 3600);
-SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_lsn() - :'w0'::pg_lsn);
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_lsn() - :'w0'::pg_lsn)
+       || ' ' || (SELECT $(proc_cpu_of "worker_pid") FROM cdc.subscription_status WHERE name = 'bench');
 SQL
 		) || { dpsql m_5 -c "SELECT * FROM cdc.subscription_status"; false; }
-		SECS[5]=${out% *} WAL[5]=${out#* }
+		read -r SECS[5] WAL[5] cpu <<<"$out"
+		CPU[5]=$(awk -v t="$cpu" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
 		dpsql m_5 -c "SELECT cdc.disable_subscription('bench')" >/dev/null
-		echo "method 5 (${LABEL[5]}): ${SECS[5]} s"
+		echo "method 5 (${LABEL[5]}): ${SECS[5]} s, apply worker CPU ${CPU[5]} s"
 	fi
 
 	# Correctness: every method ends with the source's rows; methods with
@@ -380,16 +398,20 @@ SQL
 	{
 		echo
 		echo "== results: $N changes over $K keys, $TXN changes per source transaction ($ops)"
-		printf '%-3s %-32s %9s %11s %7s %7s %12s\n' "" method seconds changes/s "vs 1" "vs 4" "WAL B/chg"
-		local base1="" base4=""
-		[ -n "${SECS[1]:-}" ] && base1=$(fdiv "$N" "${SECS[1]}")
-		[ -n "${SECS[4]:-}" ] && base4=$(fdiv "$N" "${SECS[4]}")
+		echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (wall-clock rates suffer from other load; CPU rates much less)"
+		printf '%-3s %-32s %8s %10s %6s %6s %7s %10s %6s %6s %10s\n' "" method seconds changes/s "vs 1" "vs 4" \
+			"CPU s" "chg/CPU-s" "vs 1" "vs 4" "WAL B/chg"
+		local base1="" base4="" cbase1="" cbase4=""
+		[ -n "${SECS[1]:-}" ] && base1=$(fdiv "$N" "${SECS[1]}") && cbase1=$(fdiv "$N" "${CPU[1]}")
+		[ -n "${SECS[4]:-}" ] && base4=$(fdiv "$N" "${SECS[4]}") && cbase4=$(fdiv "$N" "${CPU[4]}")
 		for m in 1 1b 2a 2b 3a 3b 3c 4 5; do
 			[ -n "${SECS[$m]:-}" ] || continue
-			local rate
+			local rate crate
 			rate=$(fdiv "$N" "${SECS[$m]}")
-			printf '%-3s %-32s %9s %11s %7s %7s %12s\n' "$m" "${LABEL[$m]}" "${SECS[$m]}" "$rate" "$(ratio "$rate" "$base1")" \
-				"$(ratio "$rate" "$base4")" "$(fdiv "${WAL[$m]}" "$N")"
+			crate=$(fdiv "$N" "${CPU[$m]}")
+			printf '%-3s %-32s %8s %10s %6s %6s %7s %10s %6s %6s %10s\n' "$m" "${LABEL[$m]}" "${SECS[$m]}" "$rate" \
+				"$(ratio "$rate" "$base1")" "$(ratio "$rate" "$base4")" "${CPU[$m]}" "$crate" "$(ratio "$crate" "$cbase1")" \
+				"$(ratio "$crate" "$cbase4")" "$(fdiv "${WAL[$m]}" "$N")"
 		done
 		echo "space (heap + indexes after VACUUM):"
 		printf '%s' "$space"

@@ -377,6 +377,7 @@ struct TargetCache {
 	std::map<std::string, Oid> resolved; // "source\nschema\ntable" -> target
 	Oid mapping_relid = InvalidOid;      // cdc.mapping: its invalidation empties the cache
 	MemoryContext context = nullptr;     // FmgrInfo of cached targets (a reload leaks its few bytes here)
+	uint64_t invalidations = 0;          // callbacks so far: a load that saw one is not cached
 };
 TargetCache *target_cache = nullptr;
 
@@ -387,6 +388,7 @@ InvalidateTargets(Datum, Oid relid) noexcept
 {
 	if (target_cache == nullptr)
 		return;
+	target_cache->invalidations++;
 	if (relid == InvalidOid || relid == target_cache->mapping_relid) {
 		target_cache->targets.clear();
 		target_cache->resolved.clear();
@@ -406,6 +408,7 @@ InvalidateHandlerTargets(Datum, int, uint32) noexcept
 {
 	if (target_cache == nullptr)
 		return;
+	target_cache->invalidations++;
 	for (auto it = target_cache->targets.begin(); it != target_cache->targets.end();)
 		it = it->second->modes.mode == Mode::Handler ? target_cache->targets.erase(it) : std::next(it);
 }
@@ -460,6 +463,12 @@ ApplyEngine::LoadTarget(Oid relid)
 		targets_[relid] = hit->second;
 		return *hit->second;
 	}
+	/*
+	 * An invalidation that arrives while the metadata is read (a mapping
+	 * committed meanwhile) may concern what was already read: then the
+	 * result serves this call only and the next call reads again.
+	 */
+	const uint64_t invalidations_before = cache.invalidations;
 
 	auto t = std::make_shared<Target>();
 	t->relid = relid;
@@ -548,7 +557,8 @@ ApplyEngine::LoadTarget(Oid relid)
 	ReadBarrier(*t);
 
 	targets_[relid] = t;
-	cache.targets[relid] = t;
+	if (cache.invalidations == invalidations_before)
+		cache.targets[relid] = t;
 	return *t;
 }
 
@@ -570,8 +580,10 @@ ApplyEngine::ResolveSourceTable(const std::string &source_name, const std::strin
 	auto cached = cache.resolved.find(cache_key);
 	if (cached != cache.resolved.end())
 		return cached->second;
+	const uint64_t invalidations_before = cache.invalidations;
 	Oid target = ResolveUncached(source_name, schema, table, same_name_fallback);
-	cache.resolved[cache_key] = target;
+	if (cache.invalidations == invalidations_before) /* else it may be outdated already: not cached */
+		cache.resolved[cache_key] = target;
 	return target;
 }
 
@@ -2417,6 +2429,9 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 
 	DeferredOutbox queue;
 	deferred_outbox = &queue;
+	struct ResetDeferred { /* also when an error unwinds: a plain pointer store, nothing of PostgreSQL */
+		~ResetDeferred() { deferred_outbox = nullptr; }
+	} reset_deferred;
 
 	/* Change by change: entities the batch could not decide in memory. */
 	for (size_t k = 0; k < n; k++)

@@ -19,6 +19,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
 #include "utils/lsyscache.h"
 #include "miscadmin.h"
 
@@ -47,6 +48,88 @@ OptOidArg(FunctionCallInfo fcinfo, int n)
 	if (PG_NARGS() <= n || PG_ARGISNULL(n))
 		return InvalidOid;
 	return PG_GETARG_OID(n);
+}
+
+// A jsonb scalar as a Json value.
+Json
+JsonbScalarToJson(const JsonbValue &v)
+{
+	switch (v.type) {
+	case jbvNull: return Json();
+	case jbvBool: return Json::MakeBool(v.val.boolean);
+	case jbvString: return Json::MakeString(std::string(v.val.string.val, size_t(v.val.string.len)));
+	case jbvNumeric: {
+		char *text = PgCall([&]() { return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))); });
+		return Json::MakeNumber(text);
+	}
+	default: throw std::runtime_error("unexpected jsonb value type " + std::to_string(int(v.type)));
+	}
+}
+
+/*
+ * A jsonb value as our Json tree, read with PostgreSQL's jsonb iterator: no
+ * text in between (JsonbToCString and a parse cost more than the rest of
+ * the conversion).  Object members come in jsonb's stored order, the order
+ * JsonbToCString prints them in, and numbers keep numeric_out's text, so the
+ * tree is the one parsed from the jsonb's text form.
+ */
+Json
+JsonbDatumToJson(Datum d)
+{
+	struct Frame {
+		bool is_object;
+		std::vector<Json> items;
+		std::vector<Json::Member> members;
+		std::string key;
+	};
+	std::vector<Frame> stack;
+	Json result;
+	bool raw_scalar = false; /* a top-level scalar is stored as a one-element "raw scalar" array */
+	auto add = [&](Json j) {
+		if (stack.empty()) {
+			result = std::move(j);
+		} else if (stack.back().is_object) {
+			stack.back().members.emplace_back(std::move(stack.back().key), std::move(j));
+		} else {
+			stack.back().items.push_back(std::move(j));
+		}
+	};
+	JsonbIterator *it = PgCall([&]() {
+		Jsonb *jb = DatumGetJsonbP(d);
+		return JsonbIteratorInit(&jb->root);
+	});
+	JsonbValue v;
+	for (;;) {
+		JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, false); });
+		switch (tok) {
+		case WJB_DONE: return result;
+		case WJB_BEGIN_ARRAY:
+			if (v.val.array.rawScalar && stack.empty())
+				raw_scalar = true;
+			else
+				stack.push_back(Frame{false, {}, {}, {}});
+			break;
+		case WJB_BEGIN_OBJECT: stack.push_back(Frame{true, {}, {}, {}}); break;
+		case WJB_KEY: stack.back().key.assign(v.val.string.val, size_t(v.val.string.len)); break;
+		case WJB_VALUE:
+		case WJB_ELEM: add(JsonbScalarToJson(v)); break;
+		case WJB_END_ARRAY:
+			if (raw_scalar && stack.empty())
+				break;
+			{
+				std::vector<Json> items = std::move(stack.back().items);
+				stack.pop_back();
+				add(Json::MakeArray(std::move(items)));
+			}
+			break;
+		case WJB_END_OBJECT: {
+			std::vector<Json::Member> members = std::move(stack.back().members);
+			stack.pop_back();
+			add(Json::MakeObject(std::move(members)));
+			break;
+		}
+		}
+	}
 }
 
 Datum
@@ -79,13 +162,8 @@ ApplyOne(FunctionCallInfo fcinfo, const Json &event)
 CDC_PG_FUNCTION(cdc_apply_jsonb)
 {
 	Json event;
-	if (!PG_ARGISNULL(0)) {
-		char *raw = PgCall([&]() {
-			Jsonb *jb = PG_GETARG_JSONB_P(0);
-			return JsonbToCString(NULL, &jb->root, VARSIZE(jb));
-		});
-		event = Json::Parse(raw);
-	}
+	if (!PG_ARGISNULL(0))
+		event = JsonbDatumToJson(PG_GETARG_DATUM(0));
 	return ApplyOne(fcinfo, event);
 }
 
@@ -130,16 +208,6 @@ ArrayArg(FunctionCallInfo fcinfo, int n, Oid elemtype)
 		deconstruct_array(arr, elemtype, typlen, typbyval, typalign, &a.values, &a.nulls, &a.count);
 	});
 	return a;
-}
-
-Json
-JsonbDatumToJson(Datum d)
-{
-	char *raw = PgCall([&]() {
-		Jsonb *jb = DatumGetJsonbP(d);
-		return JsonbToCString(NULL, &jb->root, VARSIZE(jb));
-	});
-	return Json::Parse(raw);
 }
 
 // Applies a batch (events already parsed) and builds the cdc.batch_result row:
