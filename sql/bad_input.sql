@@ -58,6 +58,8 @@ SELECT cdc_apply('[1, 2]', 'bad_items', 'bad-json');
 -- 54001 (a 400,000-level event crashed the backend before the limit).
 SELECT cdc_apply('{"op": "c", "extra": ' || repeat('[', 400000) || repeat(']', 400000) || '}', 'bad_items', 'bad-json');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(('{"op": "c", "extra": ' || repeat('[', 5000) || repeat(']', 5000) || '}')::jsonb, 'bad_items', 'bad-json');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM bad_unchanged('bad-json');
 SELECT cdc_apply('{"op": "c", "source": {"name": "srv", "lsn": 4096}, "after": {"id": 1, "name": "a", "qty": 1}}',
                  'bad_items', 'bad-json') AS retry;

@@ -117,6 +117,27 @@ COMMENT ON COLUMN cdc.table_barrier.source_name IS 'Source of the truncate.';
 COMMENT ON COLUMN cdc.table_barrier.version IS 'Version of the truncate.';
 COMMENT ON COLUMN cdc.table_barrier.truncated_at IS 'When the truncate was applied.';
 
+-- Every backend caches each target's metadata, mapping and truncate barrier
+-- (docs/internals.md): a change of a mapping or a barrier invalidates it.
+CREATE FUNCTION cdc._invalidate_target() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_invalidate_target';
+COMMENT ON FUNCTION cdc._invalidate_target() IS
+  'Internal trigger of cdc.mapping and cdc.table_barrier: sends a relcache invalidation of the target of each changed row (committed with the change), so every backend reloads its cached metadata of that target; a change of cdc.mapping or a truncate of either table empties the caches. Error 39P01 when not called as a trigger.';
+CREATE TRIGGER invalidate_target AFTER INSERT OR UPDATE OR DELETE ON cdc.mapping
+  FOR EACH ROW EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_target ON cdc.mapping IS 'Invalidates the cached metadata of the mapping''s target, and every cached source-table resolution.';
+CREATE TRIGGER invalidate_targets AFTER TRUNCATE ON cdc.mapping
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_targets ON cdc.mapping IS 'Empties every backend''s cache of target metadata.';
+CREATE TRIGGER invalidate_target AFTER INSERT OR UPDATE OR DELETE ON cdc.table_barrier
+  FOR EACH ROW EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_target ON cdc.table_barrier IS 'Invalidates the cached truncate barrier of the target.';
+CREATE TRIGGER invalidate_targets AFTER TRUNCATE ON cdc.table_barrier
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_targets ON cdc.table_barrier IS 'Empties every backend''s cache of target metadata.';
+
 -- ---------------------------------------------------------------------------
 -- Outbox and conflicts
 -- ---------------------------------------------------------------------------
@@ -713,6 +734,54 @@ AS 'MODULE_PATHNAME', 'cdc_apply_text';
 COMMENT ON FUNCTION @extschema@.cdc_apply(text, regclass, text) IS
   'Same as cdc_apply(jsonb, ...) for raw JSON text such as a Kafka record value; malformed JSON raises 22P02 naming the byte offset.';
 
+CREATE TYPE cdc.batch_result AS (
+  events    bigint,
+  applied   bigint,
+  duplicate bigint,
+  stale     bigint,
+  conflict  bigint,
+  ignored   bigint,
+  expired   bigint,
+  outcomes  text[]
+);
+COMMENT ON TYPE cdc.batch_result IS
+  'Result of cdc_apply_batch(): the number of events and of each outcome; outcomes holds the outcome of every event in input order when the call asked for it (with_outcomes), else NULL.';
+COMMENT ON COLUMN cdc.batch_result.events IS 'Events in the batch.';
+COMMENT ON COLUMN cdc.batch_result.applied IS 'Events applied.';
+COMMENT ON COLUMN cdc.batch_result.duplicate IS 'Events that were duplicates (delivery key already claimed, or same version and content).';
+COMMENT ON COLUMN cdc.batch_result.stale IS 'Events older than the stored version or the truncate barrier.';
+COMMENT ON COLUMN cdc.batch_result.conflict IS 'Events recorded in cdc.conflicts.';
+COMMENT ON COLUMN cdc.batch_result.ignored IS 'Non-change records (Kafka tombstones, transaction metadata, heartbeats, messages) and truncates ignored by policy.';
+COMMENT ON COLUMN cdc.batch_result.expired IS 'Events with no entity record and not newer than the prune watermark, refused or dead-lettered by the mapping''s expired_policy (docs/retention.md); under expired_policy apply they count as applied.';
+COMMENT ON COLUMN cdc.batch_result.outcomes IS 'Outcome of each event in input order (applied, duplicate, stale, conflict, ignored, expired); NULL unless with_outcomes.';
+
+CREATE FUNCTION @extschema@.cdc_apply_batch(events jsonb, target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
+                                            with_outcomes boolean DEFAULT false)
+RETURNS cdc.batch_result
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_batch_jsonb';
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb, regclass, text[], boolean) IS
+  'Applies a JSON array of Debezium change events (each as cdc_apply() takes it; JSON null = Kafka tombstone) in one call, in the caller''s transaction, with exactly the result of applying them one by one in order: rows, tombstones, ledger, outbox, conflicts and counters. target NULL: resolved per event from cdc.mapping. delivery_keys: one per event (NULL or a NULL element: derived). Returns the count of each outcome and, with with_outcomes, the outcome of every event in input order. Errors: 22004 events NULL, 22023 events not an array or delivery_keys of another length, and every error of cdc_apply() with "event N of the batch" in the context; nothing of the batch is applied. See docs/sql-reference.md.';
+
+CREATE FUNCTION @extschema@.cdc_apply_batch(events jsonb[], target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
+                                            with_outcomes boolean DEFAULT false)
+RETURNS cdc.batch_result
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_batch_array';
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb[], regclass, text[], boolean) IS
+  'Same as cdc_apply_batch(jsonb, ...) for an array of jsonb events (NULL elements are Kafka tombstones).';
+
+CREATE FUNCTION @extschema@.cdc_apply_batch(events text, target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
+                                            with_outcomes boolean DEFAULT false)
+RETURNS cdc.batch_result
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_batch_text';
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(text, regclass, text[], boolean) IS
+  'Same as cdc_apply_batch(jsonb, ...) for a JSON array as text (such as Kafka record values joined by a consumer); malformed JSON raises 22P02 naming the byte offset.';
+
 -- ---------------------------------------------------------------------------
 -- Subscriptions: the background worker consuming a source's logical
 -- replication slot (pgoutput).  Needs shared_preload_libraries = 'cdc_apply'.
@@ -987,4 +1056,5 @@ REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.drop_subscription(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_source_slot(text, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
 GRANT SELECT ON cdc.subscription_status TO PUBLIC;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of cdc_apply: GoogleTest units, pg_regress, isolation,
-# pgTAP and TAP.  Each server-side suite starts its own throwaway instance,
-# so no running server is needed.  Usage: bash test/run_all.sh
-# (as root it builds and installs, then runs the suites as user postgres,
-# because PostgreSQL refuses to run as root).
+# pgTAP, TAP and the benchmark's correctness check.  Each server-side suite
+# starts its own throwaway instance, so no running server is needed.
+# Usage: bash test/run_all.sh (as root it builds and installs, then runs
+# the suites as user postgres, because PostgreSQL refuses to run as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -96,6 +96,15 @@ tap() {
 		prove -I "$TAP_PERL" -I "$ROOT/test/t" ${CDC_TAP_TESTS:-"$ROOT"/test/t/*.pl})
 }
 step "TAP" tap
+
+# 7. the benchmark's correctness check at its smallest size: every method
+# (plain upsert, PL/pgSQL reference, cdc_apply, cdc_apply_batch, native
+# logical replication, the worker) must end with the source's rows.  No
+# timing is asserted.
+bench_check() {
+	PG_CONFIG="$PG_CONFIG" bash "$ROOT/bench/run.sh" --sizes 2000 --txn 100 --no-build --port-base "$PORT_BASE"
+}
+step "bench (correctness, 2,000 changes)" bench_check
 
 echo
 echo "suites: $passed passed, $failed failed"

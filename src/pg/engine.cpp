@@ -21,6 +21,7 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_operator.h"
@@ -28,8 +29,10 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -38,6 +41,7 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <set>
 
 namespace cdc::pg {
 
@@ -61,11 +65,16 @@ struct Column {
 	Oid type = InvalidOid;
 	int32 typmod = -1;
 	bool generated = false;
+	bool not_null = false;
 	ColumnType ctype;
 	FmgrInfo *in_fn = nullptr; // palloc'd in the call's memory context
 	Oid ioparam = InvalidOid;
 	FmgrInfo *out_fn = nullptr;
 	std::string eq_op; // "OPERATOR(schema.=)": the type's default equality, schema-qualified
+	Oid array_type = InvalidOid; // for set-based batch writes (unnest of one array per column)
+	int16 typlen = 0;
+	bool typbyval = false;
+	char typalign = 'i';
 };
 
 struct Mapping {
@@ -93,6 +102,7 @@ struct Target {
 	std::map<std::string, int> by_name;
 	std::vector<int> key; // indexes into columns
 	int version_col = -1;
+	bool independent_rows = false; // nothing relates one row to another (IndependentRowsPg)
 	Mapping mapping;
 	ModeConfig modes; // state, history or handler (pg/modes.hpp)
 	std::optional<Barrier> barrier;
@@ -172,6 +182,44 @@ HasUniqueIndexPg(Oid relid, const AttrNumber *cols, int ncols)
 	}
 	table_close(rel, NoLock);
 	return found;
+}
+
+/*
+ * Are the rows of this table independent of each other, so that writing
+ * one row earlier, later or not at all can only be seen in that row?  A
+ * plain table (not partitioned) with no triggers (which also rules out
+ * foreign keys in either direction: they are triggers), no rules, no
+ * row-level security, no CHECK constraints, and no unique or exclusion
+ * index other than the one on the key columns.
+ */
+bool
+IndependentRowsPg(Oid relid, const AttrNumber *key, int nkey)
+{
+	Relation rel = table_open(relid, NoLock);
+	bool ok = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && rel->rd_rules == NULL &&
+	          !rel->rd_rel->relrowsecurity && rel->rd_rel->relchecks == 0;
+	List *indexes = ok ? RelationGetIndexList(rel) : NIL;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
+		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
+		if (idx->indisunique || idx->indisexclusion) {
+			bool is_key = idx->indnkeyatts == nkey && !idx->indisexclusion;
+			for (int i = 0; is_key && i < nkey; i++) {
+				bool in = false;
+				for (int j = 0; j < nkey; j++)
+					if (idx->indkey.values[j] == key[i])
+						in = true;
+				is_key = in;
+			}
+			ok = ok && is_key;
+		}
+		ReleaseSysCache(tup);
+	}
+	table_close(rel, NoLock);
+	return ok;
 }
 
 /*
@@ -303,6 +351,86 @@ ReadBarrier(Target &t)
 		t.barrier = Barrier{ResultText(0, 1).value_or(""), *v};
 }
 
+/*
+ * The backend's cache of target metadata (columns, types, key, mapping
+ * including its mode, handler and expired policy, truncate barrier) and of
+ * source-table resolutions, so that a call does not read the catalogs and
+ * cdc.mapping again for every event.  An entry lives until a relcache
+ * invalidation of its target: DDL on the table, and every change of its
+ * cdc.mapping or cdc.table_barrier row (the triggers of those tables send
+ * one, cdc._invalidate_target; cdc.register_mapping changing the mode, the
+ * handler, the outbox or the expired policy is such a change).  An
+ * invalidation of cdc.mapping itself (any change of a mapping, a truncate of
+ * either table) empties the cache.  Any change of pg_proc drops the entries
+ * of handler targets, so a dropped or replaced handler function is looked up
+ * again (LoadModeConfig).  The prune watermark is not cached (it is read
+ * under the entity lock, docs/retention.md).
+ * Invalidations arrive when the target is locked at the start of a call, or
+ * at the next transaction; a backend that already holds the target's lock
+ * keeps its entry until then, as for any cached plan.  Entries are shared
+ * with the engines using them, so an invalidation in the middle of a call
+ * never frees what the call still uses.  A plain pointer, created on first
+ * use and never destroyed (no C++ global with a destructor).
+ */
+struct TargetCache {
+	std::map<Oid, std::shared_ptr<Target>> targets;
+	std::map<std::string, Oid> resolved; // "source\nschema\ntable" -> target
+	Oid mapping_relid = InvalidOid;      // cdc.mapping: its invalidation empties the cache
+	MemoryContext context = nullptr;     // FmgrInfo of cached targets (a reload leaks its few bytes here)
+	uint64_t invalidations = 0;          // callbacks so far: a load that saw one is not cached
+};
+TargetCache *target_cache = nullptr;
+
+// Relcache invalidation callback: plain C++ that cannot throw and calls
+// nothing of PostgreSQL.
+void
+InvalidateTargets(Datum, Oid relid) noexcept
+{
+	if (target_cache == nullptr)
+		return;
+	target_cache->invalidations++;
+	if (relid == InvalidOid || relid == target_cache->mapping_relid) {
+		target_cache->targets.clear();
+		target_cache->resolved.clear();
+		target_cache->mapping_relid = InvalidOid; /* looked up again: the extension may have been re-created */
+		return;
+	}
+	target_cache->targets.erase(relid);
+	for (auto it = target_cache->resolved.begin(); it != target_cache->resolved.end();)
+		it = it->second == relid ? target_cache->resolved.erase(it) : std::next(it);
+}
+
+// pg_proc syscache invalidation callback: drops every handler target (the
+// handler's name and argument types are part of its cached ModeConfig).
+// Plain C++ that cannot throw and calls nothing of PostgreSQL.
+void
+InvalidateHandlerTargets(Datum, int, uint32) noexcept
+{
+	if (target_cache == nullptr)
+		return;
+	target_cache->invalidations++;
+	for (auto it = target_cache->targets.begin(); it != target_cache->targets.end();)
+		it = it->second->modes.mode == Mode::Handler ? target_cache->targets.erase(it) : std::next(it);
+}
+
+TargetCache &
+Cache()
+{
+	if (target_cache == nullptr) {
+		MemoryContext cxt = PgCall([]() {
+			CacheRegisterRelcacheCallback(InvalidateTargets, (Datum) 0);
+			CacheRegisterSyscacheCallback(PROCOID, InvalidateHandlerTargets, (Datum) 0);
+			return AllocSetContextCreate(CacheMemoryContext, "cdc_apply target cache", ALLOCSET_SMALL_SIZES);
+		});
+		target_cache = new TargetCache();
+		target_cache->context = cxt;
+	}
+	if (!OidIsValid(target_cache->mapping_relid))
+		target_cache->mapping_relid =
+			PgCall([]() { return get_relname_relid("mapping", get_namespace_oid("cdc", false)); });
+	return *target_cache;
+}
+
 } // namespace
 
 /*
@@ -324,11 +452,25 @@ ApplyEngine::LoadTarget(Oid relid)
 	if (it != targets_.end())
 		return *it->second;
 
+	/* The lock first: taking it delivers pending invalidations to the cache. */
+	PgCall([&]() { LockRelationOid(relid, RowExclusiveLock); });
 	bool exists = PgCall([&]() { return SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)); });
 	if (!exists)
 		Fail("42P01", "target relation with OID " + std::to_string(relid) + " does not exist");
+	TargetCache &cache = Cache();
+	auto hit = cache.targets.find(relid);
+	if (hit != cache.targets.end()) {
+		targets_[relid] = hit->second;
+		return *hit->second;
+	}
+	/*
+	 * An invalidation that arrives while the metadata is read (a mapping
+	 * committed meanwhile) may concern what was already read: then the
+	 * result serves this call only and the next call reads again.
+	 */
+	const uint64_t invalidations_before = cache.invalidations;
 
-	auto t = std::make_unique<Target>();
+	auto t = std::make_shared<Target>();
 	t->relid = relid;
 	RelInfoPg *info = PgCall([&]() { return ReadRelationPg(relid); });
 	t->display = std::string(info->nspname) + "." + info->relname;
@@ -346,16 +488,19 @@ ApplyEngine::LoadTarget(Oid relid)
 		c.type = a->atttypid;
 		c.typmod = a->atttypmod;
 		c.generated = a->attgenerated != '\0';
+		c.not_null = a->attnotnull;
 		c.ctype = MakeColumnType(c.name, c.type, c.typmod);
 		PgCall([&]() {
 			Oid infunc, outfunc;
 			bool varlena;
-			c.in_fn = (FmgrInfo *) palloc(sizeof(FmgrInfo));
-			c.out_fn = (FmgrInfo *) palloc(sizeof(FmgrInfo));
+			c.in_fn = (FmgrInfo *) MemoryContextAlloc(cache.context, sizeof(FmgrInfo));
+			c.out_fn = (FmgrInfo *) MemoryContextAlloc(cache.context, sizeof(FmgrInfo));
 			getTypeInputInfo(c.type, &infunc, &c.ioparam);
-			fmgr_info(infunc, c.in_fn);
+			fmgr_info_cxt(infunc, c.in_fn, cache.context);
 			getTypeOutputInfo(c.type, &outfunc, &varlena);
-			fmgr_info(outfunc, c.out_fn);
+			fmgr_info_cxt(outfunc, c.out_fn, cache.context);
+			c.array_type = get_array_type(c.type);
+			get_typlenbyvalalign(c.type, &c.typlen, &c.typbyval, &c.typalign);
 		});
 		t->by_name[c.name] = int(t->columns.size());
 		t->columns.push_back(std::move(c));
@@ -396,6 +541,12 @@ ApplyEngine::LoadTarget(Oid relid)
 		Column &kc = t->columns[size_t(k)];
 		kc.eq_op = PgCall([&]() { return EqualityOperatorPg(kc.type); });
 	}
+	{
+		std::vector<AttrNumber> key_attrs;
+		for (int k : t->key)
+			key_attrs.push_back(t->columns[size_t(k)].attnum);
+		t->independent_rows = PgCall([&]() { return IndependentRowsPg(relid, key_attrs.data(), int(key_attrs.size())); });
+	}
 	if (!t->mapping.version_column.empty()) {
 		auto f = t->by_name.find(t->mapping.version_column);
 		if (f == t->by_name.end())
@@ -405,9 +556,10 @@ ApplyEngine::LoadTarget(Oid relid)
 	}
 	ReadBarrier(*t);
 
-	Target &ref = *t;
-	targets_[relid] = std::move(t);
-	return ref;
+	targets_[relid] = t;
+	if (cache.invalidations == invalidations_before)
+		cache.targets[relid] = t;
+	return *t;
 }
 
 Oid
@@ -424,11 +576,14 @@ ApplyEngine::ResolveSourceTable(const std::string &source_name, const std::strin
                                 bool same_name_fallback)
 {
 	std::string cache_key = source_name + "\n" + schema + "\n" + table;
-	auto cached = resolved_.find(cache_key);
-	if (cached != resolved_.end())
+	TargetCache &cache = Cache();
+	auto cached = cache.resolved.find(cache_key);
+	if (cached != cache.resolved.end())
 		return cached->second;
+	const uint64_t invalidations_before = cache.invalidations;
 	Oid target = ResolveUncached(source_name, schema, table, same_name_fallback);
-	resolved_[cache_key] = target;
+	if (cache.invalidations == invalidations_before) /* else it may be outdated already: not cached */
+		cache.resolved[cache_key] = target;
 	return target;
 }
 
@@ -844,10 +999,52 @@ IdempotencyKey(const Target &t, const SourceInfo &src, char op, const Version &v
 	return Md5Hex(s);
 }
 
+// An outbox row held back by a batch, inserted with the batch's other outbox
+// rows in input order (FlushOutbox in the "Batches" section).
+struct OutboxRow {
+	size_t position; // input position of the event: rows are inserted in this order
+	Oid target;
+	std::string idempotency_key;
+	std::optional<std::string> topic, entity_key, payload;
+	std::string op, source, version;
+};
+struct DeferredOutbox {
+	std::vector<OutboxRow> rows;
+	size_t position = 0; // of the event being applied
+};
+// Set while a batch segment runs (a plain pointer: no C++ global with a
+// destructor); reset by every ApplyEngine.
+DeferredOutbox *deferred_outbox = nullptr;
+
+OutboxRow
+MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
+              const std::optional<std::string> &payload, size_t position)
+{
+	OutboxRow r;
+	r.position = position;
+	r.target = t.relid;
+	r.idempotency_key = IdempotencyKey(t, src, op, v, entity_key);
+	r.topic = t.mapping.topic ? t.mapping.topic : std::optional<std::string>(t.display);
+	r.entity_key = entity_key.empty() ? std::nullopt : std::optional<std::string>(entity_key);
+	r.op = std::string(1, op);
+	r.payload = payload;
+	r.source = SourceJson(src, v);
+	r.version = v.ToArrayLiteral();
+	return r;
+}
+
+// Writes the outbox row of an applied change (ON CONFLICT DO NOTHING: a
+// replay never adds a second one).  Returns whether a row was inserted.
+// Inside a batch the row is queued instead (and counted when the batch
+// inserts it): false.
 bool
 WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
             const std::optional<std::string> &payload)
 {
+	if (deferred_outbox != nullptr) {
+		deferred_outbox->rows.push_back(MakeOutboxRow(t, src, op, v, entity_key, payload, deferred_outbox->position));
+		return false;
+	}
 	Params p;
 	p.AddText(IdempotencyKey(t, src, op, v, entity_key));
 	p.AddTextOrNull(t.mapping.topic ? t.mapping.topic : std::optional<std::string>(t.display));
@@ -1132,10 +1329,65 @@ CheckPrivileges(const Target &t)
 	}
 }
 
+// One change converted to the target's column types and identified: what
+// every input path has before the dedup claim.
+struct PreparedChange {
+	bool is_delete = false;
+	std::optional<Image> after, before;
+	std::string entity_key; // of the after-image (upsert) or the before-image (delete)
+	Version version;
+	std::string delivery_key;
+	const Image &Main() const { return is_delete ? *before : *after; }
+};
+
+// Converts the images of `req` (not a truncate), derives the entity key,
+// the version (the request's, or the mapping's version_column) and the
+// delivery key.  Errors name the event field (22023, 22004, 42703, the
+// column types' input errors).
+PreparedChange
+PrepareChange(const Target &t, const ChangeRequest &req)
+{
+	PreparedChange p;
+	const bool is_delete = p.is_delete = req.op == Op::Delete;
+	if (is_delete && !req.before)
+		Fail("22023", "field \"before\" is missing: a delete needs the before-image (at least the key columns)");
+	if (!is_delete && !req.after)
+		Fail("22023", std::string("field \"after\" is missing: op \"") + OpName(req.op) + "\" needs the after-image");
+	if (req.after)
+		p.after = ConvertImage(t, *req.after, "after");
+	if (req.before)
+		p.before = ConvertImage(t, *req.before, "before");
+	const Image &main = p.Main();
+	p.entity_key = EntityKey(t, main, is_delete ? "before" : "after");
+
+	if (t.version_col >= 0) {
+		const Column &vc = t.columns[size_t(t.version_col)];
+		const Cell &cell = main.cells[size_t(t.version_col)];
+		std::string path = std::string(is_delete ? "before." : "after.") + vc.name;
+		if (!cell.present || cell.unavailable || cell.isnull)
+			Fail("22023", "field \"" + path + "\" is missing or null: the mapping orders changes by this column", {},
+			     is_delete ? "Deletes need the version column in the before-image (REPLICA IDENTITY FULL on the source)."
+			               : "");
+		int64_t x = PgCall([&]() { return VersionIntPg(vc.type, cell.value); });
+		/*
+		 * A delete carries the version of the row it removes, so at one column
+		 * version the delete ranks after the upsert: {epoch, value, 0} for
+		 * upserts, {epoch, value, 1} for deletes.
+		 */
+		p.version = Version{{t.mapping.epoch, x, is_delete ? 1 : 0}};
+	} else {
+		p.version = req.version;
+	}
+	p.delivery_key =
+		req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, p.entity_key);
+	return p;
+}
+
 } // namespace
 
 ApplyEngine::ApplyEngine()
 {
+	deferred_outbox = nullptr; /* a failed batch of an earlier call may have left it set */
 	Connect();
 }
 
@@ -1150,23 +1402,41 @@ ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optiona
 		counters_[target_arg].ignored++;
 		return Outcome::Ignored;
 	}
-	ChangeRequest req;
-	req.target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+	Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
 	if (ev.op == Op::Truncate)
-		LockForTruncate(req.target);
+		LockForTruncate(target);
+	return ApplyChange(DebeziumRequest(ev, target, delivery_key_arg));
+}
+
+ChangeRequest
+ApplyEngine::DebeziumRequest(const ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key)
+{
+	ChangeRequest req;
+	req.target = target;
 	Target &t = LoadTarget(req.target);
-	SetContext(&t, delivery_key_arg.value_or(""));
+	SetContext(&t, delivery_key.value_or(""));
 	req.op = ev.op;
 	req.source = ev.source;
 	req.total_order = ev.total_order;
-	req.delivery_key = delivery_key_arg;
+	req.delivery_key = delivery_key;
 	if (ev.after)
 		req.after = DecodeJsonImage(t, *ev.after, ev.after_schema ? &*ev.after_schema : nullptr, "after");
 	if (ev.before)
 		req.before = DecodeJsonImage(t, *ev.before, ev.before_schema ? &*ev.before_schema : nullptr, "before");
 	if (t.version_col < 0 && !(ev.op == Op::Truncate && t.mapping.truncate_ignore))
 		req.version = DeriveDebeziumVersion(ev, t.mapping.epoch);
-	return ApplyChange(req);
+	return req;
+}
+
+bool
+ApplyEngine::TakeClaim(const std::string &delivery_key, Oid relid, int32_t now_s)
+{
+	if (pending_claim_) {
+		bool claimed = *pending_claim_;
+		pending_claim_.reset();
+		return claimed;
+	}
+	return Claim(delivery_key, relid, now_s);
 }
 
 Outcome
@@ -1193,7 +1463,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		const Version &v = req.version;
 		std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, "");
 		SetContext(&t, dk);
-		const bool claimed = Claim(dk, relid, TransactionSeconds());
+		const bool claimed = TakeClaim(dk, relid, TransactionSeconds());
 		if (t.modes.mode == Mode::History)
 			return ApplyHistoryTruncate(t, req, dk, cnt);
 		if (t.barrier && t.barrier->source == source && Version::Compare(v, t.barrier->version) <= 0) {
@@ -1238,40 +1508,13 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		return Outcome::Applied;
 	}
 
-	const bool is_delete = req.op == Op::Delete;
-	if (is_delete && !req.before)
-		Fail("22023", "field \"before\" is missing: a delete needs the before-image (at least the key columns)");
-	if (!is_delete && !req.after)
-		Fail("22023", std::string("field \"after\" is missing: op \"") + OpName(req.op) + "\" needs the after-image");
-	std::optional<Image> after, before;
-	if (req.after)
-		after = ConvertImage(t, *req.after, "after");
-	if (req.before)
-		before = ConvertImage(t, *req.before, "before");
-	const Image &main = is_delete ? *before : *after;
-	std::string entity_key = EntityKey(t, main, is_delete ? "before" : "after");
-
-	Version v;
-	if (column_version) {
-		const Column &vc = t.columns[size_t(t.version_col)];
-		const Cell &cell = main.cells[size_t(t.version_col)];
-		std::string path = std::string(is_delete ? "before." : "after.") + vc.name;
-		if (!cell.present || cell.unavailable || cell.isnull)
-			Fail("22023", "field \"" + path + "\" is missing or null: the mapping orders changes by this column", {},
-			     is_delete ? "Deletes need the version column in the before-image (REPLICA IDENTITY FULL on the source)."
-			               : "");
-		int64_t x = PgCall([&]() { return VersionIntPg(vc.type, cell.value); });
-		/*
-		 * A delete carries the version of the row it removes, so at one column
-		 * version the delete ranks after the upsert: {epoch, value, 0} for
-		 * upserts, {epoch, value, 1} for deletes.
-		 */
-		v = Version{{t.mapping.epoch, x, is_delete ? 1 : 0}};
-	} else {
-		v = req.version;
-	}
-
-	std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, entity_key);
+	PreparedChange prep = PrepareChange(t, req);
+	const bool is_delete = prep.is_delete;
+	std::optional<Image> &after = prep.after, &before = prep.before;
+	const Image &main = prep.Main();
+	const std::string &entity_key = prep.entity_key;
+	const Version &v = prep.version;
+	const std::string &dk = prep.delivery_key;
 	SetContext(&t, dk);
 	/*
 	 * The dedup claim.  When the ledger already has the delivery the change
@@ -1280,7 +1523,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	 * ledger hit was a digest collision.  Anything else is a duplicate.
 	 */
 	const int32_t now_s = TransactionSeconds();
-	const bool claimed_before = !Claim(dk, relid, now_s);
+	const bool claimed_before = !TakeClaim(dk, relid, now_s);
 	const int16_t src = SourceId(source, source_ids_);
 
 	/* The hash covers what the event sent, so a replay compares equal. */
@@ -1394,6 +1637,881 @@ ApplyEngine::Finish()
 		        p, true);
 	}
 	cdc::pg::Finish();
+}
+
+/* ------------------------------------------------------------------------
+ * Batches (cdc_apply_batch): docs/semantics.md, "Batches"
+ * ------------------------------------------------------------------------ */
+
+namespace {
+
+/*
+ * May the changes of a segment on this target be decided in memory and
+ * written with one statement per kind (set-based), instead of change by
+ * change?  Only if writing a row earlier, later, or an intermediate image
+ * not at all can be seen in that row alone: the rows are independent
+ * (IndependentRowsPg: no triggers, so no foreign keys either, no rules, no
+ * row-level security, no CHECK constraints, no unique index besides the
+ * key), every column has an array type (the rows travel as one array per
+ * column), and the key's text form identifies a row (types whose equality
+ * is equality of their output text, so two entity keys never name one row).
+ * Only state mappings: in history mode every change is a row, in handler
+ * mode a call that sees the row of that moment (docs/semantics.md, "Modes").
+ * The expired policy and the prune watermark need no exclusion here:
+ * Simulate() hands every change they could affect to the change-by-change
+ * path.
+ */
+bool
+SetBasedAllowed(const Target &t)
+{
+	if (t.modes.mode != Mode::State || !t.independent_rows)
+		return false;
+	for (const Column &c : t.columns)
+		if (!c.generated && !OidIsValid(c.array_type))
+			return false;
+	for (int k : t.key) {
+		switch (t.columns[size_t(k)].type) {
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case TEXTOID:
+		case VARCHAROID:
+		case NAMEOID:
+		case UUIDOID:
+		case BOOLOID:
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID: break;
+		default: return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * May several changes of one entity inside a batch be merged into the
+ * newest one, writing only the final entity record and row?  Set-based
+ * targets whose mapping writes no outbox rows (each applied change owes its
+ * own, with the row image of that moment; those targets are written round
+ * by round instead).  NOT NULL is checked per image (ViolatesNotNull), and
+ * a merged change must carry all columns (FullImage), so no column default
+ * is evaluated either way.
+ */
+bool
+CollapseAllowed(const Target &t)
+{
+	return SetBasedAllowed(t) && !t.mapping.outbox;
+}
+
+// Does an upsert image carry every column the destination does not compute
+// itself, none of them unavailable?  (Deletes need only the key.)
+bool
+FullImage(const Target &t, const PreparedChange &p)
+{
+	if (p.is_delete)
+		return true;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Cell &cell = p.after->cells[i];
+		if (!t.columns[i].generated && (!cell.present || cell.unavailable))
+			return false;
+	}
+	return true;
+}
+
+// Would writing this after-image fail a NOT NULL constraint?
+bool
+ViolatesNotNull(const Target &t, const Image &img)
+{
+	for (size_t i = 0; i < t.columns.size(); i++)
+		if (t.columns[i].not_null && !t.columns[i].generated && img.cells[i].isnull)
+			return true;
+	return false;
+}
+
+bool
+IsKeyChange(const Target &t, const ChangeRequest &req, const PreparedChange &p)
+{
+	return req.op == Op::Update && p.before && p.after && !SameKey(t, *p.before, *p.after);
+}
+
+void
+AddCounts(Counters &to, const Counters &from)
+{
+	to.applied += from.applied;
+	to.duplicate += from.duplicate;
+	to.stale += from.stale;
+	to.conflict += from.conflict;
+	to.ignored += from.ignored;
+	to.blocked_resurrections += from.blocked_resurrections;
+	to.outbox_rows += from.outbox_rows;
+	to.snapshot_rows += from.snapshot_rows;
+	to.expired += from.expired;
+}
+
+std::string
+BatchLabel(size_t position)
+{
+	return "event " + std::to_string(position) + " of the batch";
+}
+
+// A one-dimensional array parameter built element by element.
+class ArrayParam {
+  public:
+	ArrayParam(Oid elemtype, int16 typlen, bool typbyval, char typalign)
+	    : elemtype_(elemtype), typlen_(typlen), typbyval_(typbyval), typalign_(typalign)
+	{
+	}
+	static ArrayParam Text() { return ArrayParam(TEXTOID, -1, false, TYPALIGN_INT); }
+	void Add(Datum d, bool isnull)
+	{
+		values_.push_back(d);
+		nulls_.push_back(isnull ? 1 : 0);
+	}
+	void AddText(const std::string &s)
+	{
+		Add(PgCall([&]() { return PointerGetDatum(cstring_to_text_with_len(s.data(), int(s.size()))); }), false);
+	}
+	void AddTextOrNull(const std::optional<std::string> &s)
+	{
+		if (s)
+			AddText(*s);
+		else
+			Add((Datum) 0, true);
+	}
+	size_t Size() const { return values_.size(); }
+	// Adds the array to `p` as a parameter of the array type.
+	void AddTo(Params &p, Oid array_type) const
+	{
+		Datum d = PgCall([&]() {
+			int n = int(values_.size());
+			bool *nulls = (bool *) palloc(sizeof(bool) * (n + 1));
+			for (int i = 0; i < n; i++)
+				nulls[i] = nulls_[size_t(i)] != 0;
+			int dims[1] = {n};
+			int lbs[1] = {1};
+			return PointerGetDatum(construct_md_array(const_cast<Datum *>(values_.data()), nulls, 1, dims, lbs,
+			                                          elemtype_, typlen_, typbyval_, typalign_));
+		});
+		p.Add(array_type, d, false);
+	}
+
+  private:
+	Oid elemtype_;
+	int16 typlen_;
+	bool typbyval_;
+	char typalign_;
+	std::vector<Datum> values_;
+	std::vector<char> nulls_;
+};
+
+// Claims the delivery keys of a segment in cdc.ledger with one statement, in
+// input order (the digests of pg/state_store.hpp, ClaimDelivery).  Returns
+// per change whether its claim is new: false when the ledger had the digest
+// already, or an earlier change of the segment claimed it (the same delivery
+// twice in one batch).  As one by one, a change whose claim is not new still
+// goes through the version decision (Simulate, ApplyEntity).
+std::vector<char>
+ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> &prep, int32_t now_s)
+{
+	ArrayParam digests(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
+	std::vector<int64_t> digest(prep.size());
+	for (size_t k = 0; k < prep.size(); k++) {
+		digest[k] = Int64FromMd5Hex(Md5Hex(LedgerDigestInput(uint32_t(target[k]->relid), prep[k].delivery_key)));
+		digests.Add(Int64GetDatum(digest[k]), false);
+		targets.Add(ObjectIdGetDatum(target[k]->relid), false);
+	}
+	Params p;
+	digests.AddTo(p, INT8ARRAYOID);
+	targets.AddTo(p, OIDARRAYOID);
+	p.Add(INT4OID, Int32GetDatum(now_s), false);
+	uint64_t n = Execute("INSERT INTO cdc.ledger (digest, target, claimed_s) "
+	                     "SELECT x.d, x.t::regclass, $3 FROM unnest($1, $2) WITH ORDINALITY AS x(d, t, ord) "
+	                     "ORDER BY x.ord ON CONFLICT (digest) DO NOTHING RETURNING digest",
+	                     p, true);
+	std::multiset<int64_t> inserted;
+	for (uint64_t i = 0; i < n; i++)
+		inserted.insert(std::stoll(ResultText(i, 1).value_or("0")));
+	std::vector<char> claimed(prep.size());
+	for (size_t k = 0; k < prep.size(); k++) {
+		auto it = inserted.find(digest[k]);
+		claimed[k] = it != inserted.end();
+		if (claimed[k])
+			inserted.erase(it);
+	}
+	return claimed;
+}
+
+// The changes of one entity within a segment, in input order, and what the
+// batch decided for them.
+struct Chain {
+	Target *t = nullptr;
+	std::string entity_key;  // JSON ({"id": "7"})
+	std::string compact_key; // cdc.entity_state.key
+	std::vector<size_t> events; // indexes into the segment
+	bool set_based = true;      // decided in memory and written set-based (else change by change)
+	std::optional<EntityRecord> stored; // the record under lock before the batch
+	// Simulate() results:
+	std::vector<Outcome> outcomes;      // per event
+	std::vector<size_t> applied;        // the applied events, in order
+	std::optional<EntityRecord> final_record;
+	Counters counts;
+};
+
+// What Simulate() needs to know per change of the segment besides its
+// PreparedChange: the claim, the source name compared with stored records
+// ("" for column versions), the content hash as cdc.entity_state.chash
+// holds it ("0" for deletes), and the prune watermark of its target and
+// source (read after the entity locks, like ReadWatermark one by one).
+struct SimInput {
+	bool claimed = true;
+	std::string source;
+	std::string content_hash;
+	std::optional<Version> watermark;
+};
+
+/*
+ * Decides the chain's changes one after another in memory, exactly as
+ * ApplyEntity() decides them one by one: each applied change becomes the
+ * stored record the next one is compared with.  A change whose claim was
+ * not new (the ledger had its delivery) is a duplicate unless the decision
+ * is "applied".  Returns false, and the chain is then applied change by
+ * change, whenever one by one would do more than the set-based writes can:
+ * a conflict (the conflict record holds the row as it is at that change,
+ * and the policy may raise), an expired change (the mapping's
+ * expired_policy may dead-letter or apply it), an applied decision for a
+ * change whose claim was not new (one by one checks cdc.conflicts for the
+ * delivery first), or an applied image that would violate NOT NULL (one by
+ * one raises the error at that change).
+ */
+bool
+Simulate(Chain &c, const std::vector<ChangeRequest> &reqs, size_t begin, const std::vector<PreparedChange> &prep,
+         const std::vector<SimInput> &sim)
+{
+	const Target &t = *c.t;
+	std::optional<EntityRecord> record = c.stored;
+	c.outcomes.assign(c.events.size(), Outcome::Applied);
+	c.applied.clear();
+	c.final_record.reset();
+	c.counts = Counters{};
+	for (size_t j = 0; j < c.events.size(); j++) {
+		const size_t k = c.events[j];
+		const PreparedChange &p = prep[k];
+		const ChangeRequest &req = reqs[begin + k];
+		DecisionInput in;
+		in.version = p.version;
+		in.source = sim[k].source;
+		in.is_delete = p.is_delete;
+		in.content_hash = sim[k].content_hash;
+		in.stored = record;
+		if (t.barrier && t.barrier->source == in.source)
+			in.barrier = t.barrier->version;
+		if (!record)
+			in.watermark = sim[k].watermark;
+		Decision d = Decide(in);
+		if (!sim[k].claimed) {
+			if (d.outcome == Outcome::Applied)
+				return false;
+			c.outcomes[j] = Outcome::Duplicate;
+			c.counts.duplicate++;
+			continue;
+		}
+		c.outcomes[j] = d.outcome;
+		switch (d.outcome) {
+		case Outcome::Stale:
+			c.counts.stale++;
+			if (d.blocked_resurrection)
+				c.counts.blocked_resurrections++;
+			break;
+		case Outcome::Duplicate:
+			c.counts.duplicate++;
+			break;
+		case Outcome::Ignored:
+			c.counts.ignored++;
+			break;
+		case Outcome::Conflict:
+		case Outcome::Expired:
+			return false;
+		case Outcome::Applied:
+			if (!p.is_delete && ViolatesNotNull(t, *p.after))
+				return false;
+			record = EntityRecord{p.version, p.is_delete, in.content_hash, in.source};
+			c.final_record = record;
+			c.applied.push_back(k);
+			c.counts.applied++;
+			if (req.op == Op::Read)
+				c.counts.snapshot_rows++;
+			break;
+		}
+	}
+	return true;
+}
+
+// Locks and reads the entity records of chains (one statement per target),
+// as LockEntityRecord does for one.
+void
+LockRecords(std::vector<Chain *> &chains)
+{
+	std::map<Oid, std::vector<Chain *>> by_target;
+	for (Chain *c : chains)
+		by_target[c->t->relid].push_back(c);
+	for (auto &[relid, list] : by_target) {
+		ArrayParam keys = ArrayParam::Text();
+		for (Chain *c : list)
+			keys.AddText(c->compact_key);
+		Params p;
+		p.AddOid(relid);
+		keys.AddTo(p, TEXTARRAYOID);
+		/* A LATERAL subquery with FOR UPDATE is never flattened: one index probe per key, whatever the statistics. */
+		uint64_t n = Execute("SELECT x.ord, s.name, s.v0, s.v1, s.v2, s.v3, s.deleted, s.chash "
+		                     "FROM unnest($2) WITH ORDINALITY AS x(k, ord), "
+		                     "LATERAL (SELECT c.name, e.v0, e.v1, e.v2, e.v3, e.deleted, e.chash "
+		                     "FROM cdc.entity_state e JOIN cdc.source c ON c.id = e.src "
+		                     "WHERE e.target = $1 AND e.key = x.k FOR UPDATE OF e) s",
+		                     p, true);
+		const size_t arity = list.front()->t->version_col >= 0 ? 3 : 4;
+		for (uint64_t i = 0; i < n; i++) {
+			size_t ord = std::stoul(ResultText(i, 1).value_or("0"));
+			EntityRecord r;
+			r.source = ResultText(i, 2).value_or("");
+			StoredVersion sv;
+			sv.v0 = std::stoi(ResultText(i, 3).value_or("0"));
+			sv.v1 = std::stoll(ResultText(i, 4).value_or("0"));
+			sv.v2 = std::stoll(ResultText(i, 5).value_or("0"));
+			sv.v3 = std::stoi(ResultText(i, 6).value_or("0"));
+			r.version = FromStoredVersion(sv, arity);
+			r.deleted = ResultBool(i, 7);
+			r.content_hash = ResultText(i, 8).value_or("");
+			list[ord - 1]->stored = r;
+		}
+	}
+}
+
+// The prune watermarks of the targets of `chains`: (target, source id) ->
+// version.  Read after the entity locks in a statement of its own, so that
+// it sees a concurrent cdc.prune() that removed a tombstone the locks waited
+// for (docs/retention.md, "Concurrency").
+std::map<std::pair<Oid, int16_t>, Version>
+ReadWatermarks(const std::vector<Chain *> &chains)
+{
+	std::map<Oid, size_t> arity;
+	for (const Chain *c : chains)
+		arity[c->t->relid] = c->t->version_col >= 0 ? 3 : 4;
+	std::map<std::pair<Oid, int16_t>, Version> out;
+	for (const auto &[relid, n_parts] : arity) {
+		Params p;
+		p.AddOid(relid);
+		uint64_t n = Execute("SELECT src, v0, v1, v2, v3 FROM cdc.prune_watermark WHERE target = $1", p, true);
+		for (uint64_t i = 0; i < n; i++) {
+			StoredVersion sv;
+			int16_t src = int16_t(std::stoi(ResultText(i, 1).value_or("0")));
+			sv.v0 = std::stoi(ResultText(i, 2).value_or("0"));
+			sv.v1 = std::stoll(ResultText(i, 3).value_or("0"));
+			sv.v2 = std::stoll(ResultText(i, 4).value_or("0"));
+			sv.v3 = std::stoi(ResultText(i, 5).value_or("0"));
+			out[{relid, src}] = FromStoredVersion(sv, n_parts);
+		}
+	}
+	return out;
+}
+
+// The final records of chains as arrays of cdc.entity_state's columns:
+// $2 key, $3 src, $4 v0, $5 v1, $6 v2, $7 v3, $8 deleted, $9 chash ($1 is
+// the target, $10 the write time).
+void
+AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std::string, int16_t> &source_ids)
+{
+	ArrayParam keys = ArrayParam::Text();
+	ArrayParam srcs(INT2OID, sizeof(int16), true, TYPALIGN_SHORT);
+	ArrayParam v0(INT4OID, sizeof(int32), true, TYPALIGN_INT), v3(INT4OID, sizeof(int32), true, TYPALIGN_INT),
+	    chash(INT4OID, sizeof(int32), true, TYPALIGN_INT);
+	ArrayParam v1(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE),
+	    v2(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	ArrayParam deleted(BOOLOID, 1, true, TYPALIGN_CHAR);
+	for (const Chain *c : list) {
+		const EntityRecord &r = *c->final_record;
+		StoredVersion sv = ToStoredVersion(r.version);
+		keys.AddText(c->compact_key);
+		srcs.Add(Int16GetDatum(source_ids.at(r.source)), false);
+		v0.Add(Int32GetDatum(sv.v0), false);
+		v1.Add(Int64GetDatum(sv.v1), false);
+		v2.Add(Int64GetDatum(sv.v2), false);
+		v3.Add(Int32GetDatum(sv.v3), false);
+		deleted.Add(BoolGetDatum(r.deleted), false);
+		chash.Add(Int32GetDatum(int32_t(std::stol(r.content_hash))), false);
+	}
+	keys.AddTo(p, TEXTARRAYOID);
+	srcs.AddTo(p, INT2ARRAYOID);
+	v0.AddTo(p, INT4ARRAYOID);
+	v1.AddTo(p, INT8ARRAYOID);
+	v2.AddTo(p, INT8ARRAYOID);
+	v3.AddTo(p, INT4ARRAYOID);
+	deleted.AddTo(p, BOOLARRAYOID);
+	chash.AddTo(p, INT4ARRAYOID);
+}
+
+/*
+ * Inserts the final records of new entities (one statement per target), as
+ * WriteEntityRecord does for one.  Returns the chains whose record a
+ * concurrent transaction created first (ON CONFLICT DO NOTHING inserted
+ * nothing for them).
+ */
+std::vector<Chain *>
+InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, int16_t> &source_ids, int32_t now_s)
+{
+	std::map<Oid, std::vector<Chain *>> by_target;
+	for (Chain *c : chains)
+		by_target[c->t->relid].push_back(c);
+	std::vector<Chain *> lost;
+	for (auto &[relid, list] : by_target) {
+		Params p;
+		p.AddOid(relid);
+		AddRecordArrays(p, list, source_ids);
+		p.Add(INT4OID, Int32GetDatum(now_s), false);
+		uint64_t n = Execute("INSERT INTO cdc.entity_state (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
+		                     "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 "
+		                     "FROM unnest($2, $3, $4, $5, $6, $7, $8, $9) AS x(k, s, v0, v1, v2, v3, d, h) "
+		                     "ON CONFLICT (target, key) DO NOTHING RETURNING key",
+		                     p, true);
+		if (n == list.size())
+			continue;
+		std::set<std::string> inserted;
+		for (uint64_t i = 0; i < n; i++)
+			inserted.insert(ResultText(i, 1).value_or(""));
+		for (Chain *c : list)
+			if (!inserted.count(c->compact_key))
+				lost.push_back(c);
+	}
+	return lost;
+}
+
+// Writes the final records of entities that had one, locked by LockRecords
+// (one statement per target; ON CONFLICT finds each through the key index).
+void
+UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, int16_t> &source_ids, int32_t now_s)
+{
+	std::map<Oid, std::vector<Chain *>> by_target;
+	for (Chain *c : chains)
+		by_target[c->t->relid].push_back(c);
+	for (auto &[relid, list] : by_target) {
+		Params p;
+		p.AddOid(relid);
+		AddRecordArrays(p, list, source_ids);
+		p.Add(INT4OID, Int32GetDatum(now_s), false);
+		Execute("INSERT INTO cdc.entity_state AS e (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
+		        "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 "
+		        "FROM unnest($2, $3, $4, $5, $6, $7, $8, $9) AS x(k, s, v0, v1, v2, v3, d, h) "
+		        "ON CONFLICT (target, key) DO UPDATE SET src = EXCLUDED.src, v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, "
+		        "v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, deleted = EXCLUDED.deleted, chash = EXCLUDED.chash, "
+		        "touched_s = EXCLUDED.touched_s",
+		        p, true);
+	}
+}
+
+/*
+ * Writes one image per entity to the target with one upsert and one delete
+ * statement: writes[i] = (segment index of the change, chain).  Each entity
+ * appears at most once, so no statement touches a row twice.  Returns the
+ * resulting (upsert) or removed (delete) row of each write as JSON when
+ * `returning` (for outbox payloads; nullopt: a delete found no row).
+ */
+std::vector<std::optional<std::string>>
+WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &writes,
+          const std::vector<PreparedChange> &prep, bool returning)
+{
+	std::vector<std::optional<std::string>> rows(writes.size());
+	std::vector<size_t> upserts, deletes;
+	for (size_t i = 0; i < writes.size(); i++)
+		(prep[writes[i].first].is_delete ? deletes : upserts).push_back(i);
+
+	if (!upserts.empty()) {
+		Params p;
+		std::string cols, set, conflict;
+		for (size_t c = 0; c < t.columns.size(); c++) {
+			const Column &col = t.columns[c];
+			if (col.generated)
+				continue;
+			ArrayParam a(col.type, col.typlen, col.typbyval, col.typalign);
+			for (size_t i : upserts) {
+				const Cell &cell = prep[writes[i].first].after->cells[c];
+				a.Add(cell.value, cell.isnull);
+			}
+			a.AddTo(p, col.array_type);
+			std::string q = QuoteIdent(col.name);
+			cols += (cols.empty() ? "" : ", ") + q;
+			set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
+		}
+		for (size_t i = 0; i < t.key.size(); i++)
+			conflict += (i ? ", " : "") + QuoteIdent(t.columns[size_t(t.key[i])].name);
+		std::string args;
+		for (int i = 1; i <= p.Count(); i++)
+			args += (i > 1 ? ", $" : "$") + std::to_string(i);
+		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ") SELECT * FROM unnest(" + args +
+		                         ") ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
+		                         (returning ? " RETURNING to_jsonb(t)::text" : ""),
+		                     p, false);
+		if (returning)
+			for (uint64_t r = 0; r < n && r < upserts.size(); r++)
+				rows[upserts[r]] = ResultText(r, 1);
+	}
+	if (!deletes.empty()) {
+		Params p;
+		std::string names, where;
+		for (size_t i = 0; i < t.key.size(); i++) {
+			const Column &col = t.columns[size_t(t.key[i])];
+			ArrayParam a(col.type, col.typlen, col.typbyval, col.typalign);
+			for (size_t d : deletes)
+				a.Add(prep[writes[d].first].before->cells[size_t(t.key[i])].value, false);
+			a.AddTo(p, col.array_type);
+			names += "k" + std::to_string(i + 1) + ", ";
+			where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " x.k" +
+			         std::to_string(i + 1);
+		}
+		std::string args;
+		for (int i = 1; i <= p.Count(); i++)
+			args += (i > 1 ? ", $" : "$") + std::to_string(i);
+		/*
+		 * The rows are found by one index probe per key (a LATERAL subquery
+		 * with OFFSET 0 is never flattened into a join) and deleted by ctid,
+		 * so the cost follows the batch, not the table, whatever the
+		 * statistics the cached plan was made with.
+		 */
+		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM unnest(" + args + ") WITH ORDINALITY AS x(" +
+		                         names + "ord), LATERAL (SELECT t.ctid AS c FROM " + t.qualified + " AS t WHERE " + where +
+		                         " OFFSET 0) l) DELETE FROM " + t.qualified +
+		                         " AS t USING d WHERE t.ctid = d.c AND t.ctid = ANY (ARRAY(SELECT c FROM d))" +
+		                         (returning ? " RETURNING d.ord, to_jsonb(t)::text" : ""),
+		                     p, false);
+		if (returning)
+			for (uint64_t r = 0; r < n; r++) {
+				size_t ord = std::stoul(ResultText(r, 1).value_or("0"));
+				if (ord >= 1 && ord <= deletes.size())
+					rows[deletes[ord - 1]] = ResultText(r, 2);
+			}
+	}
+	return rows;
+}
+
+// Inserts the queued outbox rows in input order (one statement) and counts
+// the inserted ones per target.
+void
+FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
+{
+	if (q.rows.empty())
+		return;
+	std::stable_sort(q.rows.begin(), q.rows.end(),
+	                 [](const OutboxRow &a, const OutboxRow &b) { return a.position < b.position; });
+	ArrayParam ikeys = ArrayParam::Text(), topics = ArrayParam::Text(), ekeys = ArrayParam::Text(),
+	           ops = ArrayParam::Text(), payloads = ArrayParam::Text(), sources = ArrayParam::Text(),
+	           versions = ArrayParam::Text();
+	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
+	for (const OutboxRow &r : q.rows) {
+		ikeys.AddText(r.idempotency_key);
+		topics.AddTextOrNull(r.topic);
+		targets.Add(ObjectIdGetDatum(r.target), false);
+		ekeys.AddTextOrNull(r.entity_key);
+		ops.AddText(r.op);
+		payloads.AddTextOrNull(r.payload);
+		sources.AddText(r.source);
+		versions.AddText(r.version);
+	}
+	Params p;
+	ikeys.AddTo(p, TEXTARRAYOID);
+	topics.AddTo(p, TEXTARRAYOID);
+	targets.AddTo(p, OIDARRAYOID);
+	ekeys.AddTo(p, TEXTARRAYOID);
+	ops.AddTo(p, TEXTARRAYOID);
+	payloads.AddTo(p, TEXTARRAYOID);
+	sources.AddTo(p, TEXTARRAYOID);
+	versions.AddTo(p, TEXTARRAYOID);
+	uint64_t n = Execute("INSERT INTO cdc.outbox (idempotency_key, topic, target, entity_key, op, payload, source, version) "
+	                     "SELECT x.i, x.tp, x.t::regclass, x.e::jsonb, x.o, x.p::jsonb, x.s::jsonb, x.v::bigint[] "
+	                     "FROM unnest($1, $2, $3, $4, $5, $6, $7, $8) WITH ORDINALITY AS x(i, tp, t, e, o, p, s, v, ord) "
+	                     "ORDER BY x.ord ON CONFLICT (idempotency_key) DO NOTHING RETURNING target::oid",
+	                     p, true);
+	for (uint64_t i = 0; i < n; i++)
+		counters[Oid(std::stoul(ResultText(i, 1).value_or("0")))].outbox_rows++;
+	q.rows.clear();
+}
+
+} // namespace
+
+std::vector<Outcome>
+ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
+                                const std::vector<std::optional<std::string>> &delivery_keys)
+{
+	auto dk_of = [&](size_t i) {
+		return i < delivery_keys.size() ? delivery_keys[i] : std::optional<std::string>();
+	};
+	std::vector<Outcome> out(events.size(), Outcome::Ignored);
+	struct Parsed {
+		size_t index;
+		ChangeEvent ev;
+		Oid target;
+	};
+	std::vector<Parsed> parsed;
+	for (size_t i = 0; i < events.size(); i++) {
+		SetEventLabel(BatchLabel(i + 1));
+		SetContext(nullptr, dk_of(i).value_or(""));
+		ChangeEvent ev = ParseDebeziumEnvelope(events[i]);
+		if (ev.ignored) {
+			counters_[target_arg].ignored++;
+			continue;
+		}
+		Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+		parsed.push_back(Parsed{i, std::move(ev), target});
+	}
+	/* Truncated targets are locked before anything else (LockForTruncate). */
+	for (const Parsed &p : parsed)
+		if (p.ev.op == Op::Truncate) {
+			SetEventLabel(BatchLabel(p.index + 1));
+			LockForTruncate(p.target);
+		}
+	std::vector<ChangeRequest> reqs;
+	std::vector<size_t> positions;
+	for (const Parsed &p : parsed) {
+		SetEventLabel(BatchLabel(p.index + 1));
+		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));
+		positions.push_back(p.index + 1);
+	}
+	std::vector<Outcome> applied = ApplyChanges(reqs, positions);
+	for (size_t j = 0; j < applied.size(); j++)
+		out[positions[j] - 1] = applied[j];
+	return out;
+}
+
+std::vector<Outcome>
+ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions)
+{
+	std::vector<Outcome> out(reqs.size(), Outcome::Ignored);
+	for (size_t i = 0; i < reqs.size(); i++)
+		if (reqs[i].op == Op::Truncate) {
+			SetEventLabel(BatchLabel(positions[i]));
+			LockForTruncate(reqs[i].target);
+		}
+	/* A truncate is a table-level barrier: the changes between two truncates form a segment. */
+	size_t begin = 0;
+	for (size_t i = 0; i <= reqs.size(); i++) {
+		if (i < reqs.size() && reqs[i].op != Op::Truncate)
+			continue;
+		if (i > begin)
+			ApplySegment(reqs, positions, begin, i, out);
+		if (i < reqs.size()) {
+			SetEventLabel(BatchLabel(positions[i]));
+			out[i] = ApplyChange(reqs[i]);
+		}
+		begin = i + 1;
+	}
+	SetEventLabel("");
+	return out;
+}
+
+/*
+ * One segment (no truncate inside): see docs/semantics.md, "Batches".
+ *   1. convert every change; 2. claim every delivery key (one statement);
+ *   3. if every target allows it (SetBasedAllowed), group the changes by
+ *      entity, lock the entity records (one statement per target), read the
+ *      prune watermarks and decide each entity's changes in memory
+ *      (Simulate); entities with a key change, a partial image, a conflict,
+ *      an expired change, an applied decision for a delivery the ledger had,
+ *      or a NOT NULL violation, and every entity of a segment with a target
+ *      that does not allow it, are applied change by change instead
+ *      (ApplyChange, with the claim already made);
+ *   4. write the final entity records (insert / update, one statement per
+ *      target and kind), then the rows: the final image of each entity where
+ *      CollapseAllowed, else every applied image, round by round (the n-th
+ *      applied change of every entity in round n);
+ *   5. insert the outbox rows of the whole segment in input order (they are
+ *      queued meanwhile, including those of change-by-change entities).
+ */
+void
+ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions, size_t begin,
+                          size_t end, std::vector<Outcome> &out)
+{
+	const size_t n = end - begin;
+	std::vector<Target *> target(n);
+	std::vector<PreparedChange> prep(n);
+	bool set_based = true;
+	for (size_t k = 0; k < n; k++) {
+		const ChangeRequest &req = reqs[begin + k];
+		SetEventLabel(BatchLabel(positions[begin + k]));
+		Target &t = LoadTarget(req.target);
+		SetContext(&t, req.delivery_key.value_or(""));
+		CheckPrivileges(t);
+		prep[k] = PrepareChange(t, req);
+		target[k] = &t;
+		set_based = set_based && SetBasedAllowed(t);
+	}
+
+	auto stage = [&](const std::string &what, const Target *t) {
+		SetEventLabel("events " + std::to_string(positions[begin]) + " to " + std::to_string(positions[end - 1]) +
+		              " of the batch (" + what + ")");
+		SetContext(t, "");
+	};
+	stage("claiming their delivery keys", nullptr);
+	const int32_t now_s = TransactionSeconds();
+	std::vector<char> claimed = ClaimAll(target, prep, now_s);
+
+	/* Change by change, with the batch's claim (ApplyChange -> TakeClaim). */
+	auto apply_one = [&](size_t k) {
+		SetEventLabel(BatchLabel(positions[begin + k]));
+		if (deferred_outbox)
+			deferred_outbox->position = k;
+		pending_claim_ = claimed[k] != 0;
+		out[begin + k] = ApplyChange(reqs[begin + k]);
+		pending_claim_.reset();
+	};
+	if (!set_based) {
+		for (size_t k = 0; k < n; k++)
+			apply_one(k);
+		return;
+	}
+
+	/*
+	 * What the decision needs per change.  The source ids are taken in input
+	 * order, as one by one takes them (SourceId creates a cdc.source row on
+	 * first use).
+	 */
+	std::vector<SimInput> sim(n);
+	std::vector<int16_t> src(n);
+	for (size_t k = 0; k < n; k++) {
+		const Target &t = *target[k];
+		sim[k].claimed = claimed[k] != 0;
+		sim[k].source = t.version_col >= 0 ? std::string() : reqs[begin + k].source.name;
+		sim[k].content_hash = prep[k].is_delete ? std::string("0") : ContentHash32(ImageHash(t, prep[k].Main()));
+		src[k] = SourceId(sim[k].source, source_ids_);
+	}
+
+	/* The changes by entity. */
+	std::map<std::pair<Oid, std::string>, size_t> chain_index;
+	std::vector<Chain> chains;
+	std::vector<size_t> chain_of(n);
+	auto chain_for = [&](Target *t, const Image &img, const char *which) {
+		std::string entity_key = EntityKey(*t, img, which);
+		auto [it, inserted] = chain_index.emplace(std::make_pair(t->relid, entity_key), chains.size());
+		if (inserted) {
+			chains.emplace_back();
+			chains.back().t = t;
+			chains.back().entity_key = entity_key;
+			chains.back().compact_key = CompactKey(*t, img);
+		}
+		return it->second;
+	};
+	for (size_t k = 0; k < n; k++) {
+		Target &t = *target[k];
+		const ChangeRequest &req = reqs[begin + k];
+		size_t c = chain_for(&t, prep[k].Main(), prep[k].is_delete ? "before" : "after");
+		chains[c].events.push_back(k);
+		chain_of[k] = c;
+		bool key_change = IsKeyChange(t, req, prep[k]);
+		if (key_change)
+			chains[chain_for(&t, *prep[k].before, "before")].set_based = false;
+		if (key_change || !FullImage(t, prep[k]))
+			chains[c].set_based = false;
+	}
+
+	/* Lock and read the records, decide in memory. */
+	stage("locking their entities", nullptr);
+	std::vector<Chain *> decided;
+	for (Chain &c : chains)
+		if (c.set_based && !c.events.empty())
+			decided.push_back(&c);
+	LockRecords(decided);
+	/* The watermarks only after the locks (ReadWatermarks); only entities without a record consult them. */
+	std::map<std::pair<Oid, int16_t>, Version> watermarks = ReadWatermarks(decided);
+	for (size_t k = 0; k < n; k++) {
+		auto w = watermarks.find({target[k]->relid, src[k]});
+		if (w != watermarks.end())
+			sim[k].watermark = w->second;
+	}
+	for (Chain *c : decided)
+		c->set_based = Simulate(*c, reqs, begin, prep, sim);
+
+	DeferredOutbox queue;
+	deferred_outbox = &queue;
+	struct ResetDeferred { /* also when an error unwinds: a plain pointer store, nothing of PostgreSQL */
+		~ResetDeferred() { deferred_outbox = nullptr; }
+	} reset_deferred;
+
+	/* Change by change: entities the batch could not decide in memory. */
+	for (size_t k = 0; k < n; k++)
+		if (!chains[chain_of[k]].set_based)
+			apply_one(k);
+
+	/* Entity records: new ones first; one created concurrently meanwhile is decided again. */
+	stage("writing their entity records", nullptr);
+	std::vector<Chain *> fresh, existing;
+	for (Chain &c : chains)
+		if (c.set_based && !c.events.empty() && c.final_record)
+			(c.stored ? existing : fresh).push_back(&c);
+	for (int attempt = 0; !fresh.empty(); attempt++) {
+		std::vector<Chain *> lost = InsertRecords(fresh, source_ids_, now_s);
+		fresh.clear();
+		if (lost.empty())
+			break;
+		if (attempt >= 3)
+			throw std::runtime_error("entity records keep being created concurrently");
+		LockRecords(lost);
+		for (Chain *c : lost) {
+			if (!Simulate(*c, reqs, begin, prep, sim)) {
+				c->set_based = false;
+				for (size_t k : c->events)
+					apply_one(k);
+			} else if (c->final_record) {
+				(c->stored ? existing : fresh).push_back(c);
+			}
+		}
+	}
+	UpdateRecords(existing, source_ids_, now_s);
+
+	/* Rows: per target, the final image of each entity, or round by round. */
+	std::map<Oid, std::vector<const Chain *>> by_target;
+	for (const Chain &c : chains)
+		if (c.set_based && !c.applied.empty())
+			by_target[c.t->relid].push_back(&c);
+	for (const auto &[relid, list] : by_target) {
+		const Target &t = *list.front()->t;
+		stage("writing their rows", &t);
+		const bool collapse = CollapseAllowed(t);
+		for (size_t round = 0;; round++) {
+			std::vector<std::pair<size_t, const Chain *>> writes;
+			for (const Chain *c : list) {
+				if (collapse && round == 0)
+					writes.emplace_back(c->applied.back(), c);
+				else if (!collapse && round < c->applied.size())
+					writes.emplace_back(c->applied[round], c);
+			}
+			if (writes.empty())
+				break;
+			const bool outbox = t.mapping.outbox;
+			std::vector<std::optional<std::string>> rows = WriteRows(t, writes, prep, outbox);
+			if (!outbox)
+				continue;
+			for (size_t i = 0; i < writes.size(); i++) {
+				const size_t k = writes[i].first;
+				const ChangeRequest &req = reqs[begin + k];
+				if (req.op == Op::Read)
+					continue; /* snapshot rows set state only */
+				std::optional<std::string> row = rows[i];
+				if (prep[k].is_delete && !row)
+					row = prep[k].Main().json; /* the destination never had the row: publish the before-image */
+				queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], prep[k].version,
+				                                   prep[k].entity_key, row, k));
+			}
+		}
+	}
+
+	/* Outcomes and counts of the entities decided in memory; the outbox rows, in input order. */
+	for (const Chain &c : chains) {
+		if (!c.set_based || c.events.empty())
+			continue;
+		AddCounts(counters_[c.t->relid], c.counts);
+		for (size_t j = 0; j < c.events.size(); j++)
+			out[begin + c.events[j]] = c.outcomes[j];
+	}
+	stage("writing their outbox rows", nullptr);
+	deferred_outbox = nullptr;
+	FlushOutbox(queue, counters_);
 }
 
 } // namespace cdc::pg

@@ -74,6 +74,26 @@ class ApplyEngine {
 	Oid ResolveSourceTable(const std::string &source_name, const std::string &schema, const std::string &table,
 	                       bool same_name_fallback);
 
+	// Applies a batch of Debezium values in one call (cdc_apply_batch):
+	// events[i] is one Kafka record value (JSON null: a Kafka tombstone),
+	// delivery_keys[i] its delivery key (nullopt: derived; the vector may be
+	// empty).  Returns the outcome of every event, in input order.  The rows,
+	// entity records, tombstones, ledger rows, outbox rows, conflicts and
+	// counters equal applying the events one by one in order
+	// (docs/semantics.md, "Batches").  Errors as for ApplyDebezium, with
+	// "event N of the batch" in the error context; the caller's transaction
+	// rolls back whole.
+	std::vector<Outcome> ApplyDebeziumBatch(const std::vector<Json> &events, Oid target,
+	                                        const std::vector<std::optional<std::string>> &delivery_keys);
+
+	// The batch engine behind it, for any input path: applies `reqs` in order
+	// with the result of one-by-one application.  The delivery keys are
+	// claimed in input order; several changes of one entity are merged into
+	// the newest where nothing can observe the difference (CollapseAllowed in
+	// engine.cpp); everything else is applied change by change.  positions[i]:
+	// the 1-based input position of reqs[i], named in the error context.
+	std::vector<Outcome> ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions);
+
 	// Adds the counts to cdc.counters and closes SPI.  Call exactly once on
 	// success; on error the transaction aborts and nothing needs flushing.
 	void Finish();
@@ -82,6 +102,13 @@ class ApplyEngine {
 	void SetEventLabel(std::string label) { event_label_ = std::move(label); }
 
   private:
+	ChangeRequest DebeziumRequest(const ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key);
+	// The dedup claim of the change ApplyChange is applying: true when the
+	// claim is new.  The batch's claim when it made one (pending_claim_),
+	// else a claim in cdc.ledger (pg/state_store.hpp, ClaimDelivery).
+	bool TakeClaim(const std::string &delivery_key, Oid relid, int32_t now_s);
+	void ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions, size_t begin,
+	                  size_t end, std::vector<Outcome> &out);
 	Target &LoadTarget(Oid relid);
 	void LockForTruncate(Oid relid);
 	Oid ResolveTarget(const std::string &source_name, const std::string &schema, const std::string &table);
@@ -89,11 +116,11 @@ class ApplyEngine {
 	                    bool same_name_fallback);
 	void SetContext(const Target *t, const std::string &delivery_key);
 
-	std::map<Oid, std::unique_ptr<Target>> targets_;
+	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, engine.cpp)
 	std::map<Oid, Counters> counters_;
-	std::map<std::string, Oid> resolved_; // "source\nschema\ntable" -> target, for this engine's lifetime
 	std::map<std::string, int16_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
 	std::string event_label_;
+	std::optional<bool> pending_claim_;
 	bool finished_ = false;
 };
 

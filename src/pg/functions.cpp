@@ -5,12 +5,22 @@
 #include "pg/horizon.hpp"
 #include "pg/worker.hpp"
 
+#include "core/errors.hpp"
 #include "core/json.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "funcapi.h"
+#include "utils/inval.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
+#include "utils/lsyscache.h"
 #include "miscadmin.h"
 
 PG_MODULE_MAGIC;
@@ -38,6 +48,94 @@ OptOidArg(FunctionCallInfo fcinfo, int n)
 	if (PG_NARGS() <= n || PG_ARGISNULL(n))
 		return InvalidOid;
 	return PG_GETARG_OID(n);
+}
+
+// A jsonb scalar as a Json value.
+Json
+JsonbScalarToJson(const JsonbValue &v)
+{
+	switch (v.type) {
+	case jbvNull: return Json();
+	case jbvBool: return Json::MakeBool(v.val.boolean);
+	case jbvString: return Json::MakeString(std::string(v.val.string.val, size_t(v.val.string.len)));
+	case jbvNumeric: {
+		char *text = PgCall([&]() { return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))); });
+		return Json::MakeNumber(text);
+	}
+	default: throw std::runtime_error("unexpected jsonb value type " + std::to_string(int(v.type)));
+	}
+}
+
+/*
+ * A jsonb value as our Json tree, read with PostgreSQL's jsonb iterator: no
+ * text in between (JsonbToCString and a parse cost more than the rest of
+ * the conversion).  Object members come in jsonb's stored order, the order
+ * JsonbToCString prints them in, and numbers keep numeric_out's text, so the
+ * tree is the one parsed from the jsonb's text form.
+ */
+Json
+JsonbDatumToJson(Datum d)
+{
+	struct Frame {
+		bool is_object;
+		std::vector<Json> items;
+		std::vector<Json::Member> members;
+		std::string key;
+	};
+	std::vector<Frame> stack;
+	Json result;
+	bool raw_scalar = false; /* a top-level scalar is stored as a one-element "raw scalar" array */
+	auto add = [&](Json j) {
+		if (stack.empty()) {
+			result = std::move(j);
+		} else if (stack.back().is_object) {
+			stack.back().members.emplace_back(std::move(stack.back().key), std::move(j));
+		} else {
+			stack.back().items.push_back(std::move(j));
+		}
+	};
+	JsonbIterator *it = PgCall([&]() {
+		Jsonb *jb = DatumGetJsonbP(d);
+		return JsonbIteratorInit(&jb->root);
+	});
+	JsonbValue v;
+	for (;;) {
+		JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, false); });
+		switch (tok) {
+		case WJB_DONE: return result;
+		case WJB_BEGIN_ARRAY:
+			if (v.val.array.rawScalar && stack.empty()) {
+				raw_scalar = true;
+				break;
+			}
+			[[fallthrough]];
+		case WJB_BEGIN_OBJECT:
+			/* the same limit as Json::Parse: the tree's destructor recurses */
+			if (stack.size() >= Json::kMaxDepth)
+				throw cdc::InputError("54001", "JSON nesting is deeper than " + std::to_string(Json::kMaxDepth) + " levels",
+				                      {}, "Change events nest a few levels deep; flatten the value or send it as a string.");
+			stack.push_back(Frame{tok == WJB_BEGIN_OBJECT, {}, {}, {}});
+			break;
+		case WJB_KEY: stack.back().key.assign(v.val.string.val, size_t(v.val.string.len)); break;
+		case WJB_VALUE:
+		case WJB_ELEM: add(JsonbScalarToJson(v)); break;
+		case WJB_END_ARRAY:
+			if (raw_scalar && stack.empty())
+				break;
+			{
+				std::vector<Json> items = std::move(stack.back().items);
+				stack.pop_back();
+				add(Json::MakeArray(std::move(items)));
+			}
+			break;
+		case WJB_END_OBJECT: {
+			std::vector<Json::Member> members = std::move(stack.back().members);
+			stack.pop_back();
+			add(Json::MakeObject(std::move(members)));
+			break;
+		}
+		}
+	}
 }
 
 Datum
@@ -70,13 +168,8 @@ ApplyOne(FunctionCallInfo fcinfo, const Json &event)
 CDC_PG_FUNCTION(cdc_apply_jsonb)
 {
 	Json event;
-	if (!PG_ARGISNULL(0)) {
-		char *raw = PgCall([&]() {
-			Jsonb *jb = PG_GETARG_JSONB_P(0);
-			return JsonbToCString(NULL, &jb->root, VARSIZE(jb));
-		});
-		event = Json::Parse(raw);
-	}
+	if (!PG_ARGISNULL(0))
+		event = JsonbDatumToJson(PG_GETARG_DATUM(0));
 	return ApplyOne(fcinfo, event);
 }
 
@@ -92,6 +185,192 @@ CDC_PG_FUNCTION(cdc_apply_text)
 		event = Json::Parse(raw);
 	}
 	return ApplyOne(fcinfo, event);
+}
+
+namespace {
+
+// Elements of a one-dimensional array argument (NULL elements included).
+struct ArrayElements {
+	Datum *values = nullptr;
+	bool *nulls = nullptr;
+	int count = 0;
+};
+
+ArrayElements
+ArrayArg(FunctionCallInfo fcinfo, int n, Oid elemtype)
+{
+	ArrayElements a;
+	if (PG_NARGS() <= n || PG_ARGISNULL(n))
+		return a;
+	PgCall([&]() {
+		ArrayType *arr = PG_GETARG_ARRAYTYPE_P(n);
+		if (ARR_NDIM(arr) > 1)
+			ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+			                errmsg("argument %d must be a one-dimensional array", n + 1)));
+		int16 typlen;
+		bool typbyval;
+		char typalign;
+		get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+		deconstruct_array(arr, elemtype, typlen, typbyval, typalign, &a.values, &a.nulls, &a.count);
+	});
+	return a;
+}
+
+// Applies a batch (events already parsed) and builds the cdc.batch_result row:
+// events, applied, duplicate, stale, conflict, ignored, expired, outcomes
+// (text[] in input order, only when with_outcomes).
+Datum
+ApplyBatch(FunctionCallInfo fcinfo, const std::vector<Json> &events)
+{
+	std::vector<std::optional<std::string>> delivery_keys;
+	ArrayElements dks = ArrayArg(fcinfo, 2, TEXTOID);
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2)) {
+		if (size_t(dks.count) != events.size())
+			throw cdc::InputError("22023", "delivery_keys has " + std::to_string(dks.count) + " elements, events has " +
+			                                   std::to_string(events.size()),
+			                      "", "Pass one delivery key per event (NULL elements: derived), or NULL for all.");
+		for (int i = 0; i < dks.count; i++) {
+			if (dks.nulls[i]) {
+				delivery_keys.emplace_back();
+				continue;
+			}
+			char *k = PgCall([&]() { return TextDatumGetCString(dks.values[i]); });
+			delivery_keys.emplace_back(std::string(k));
+		}
+	}
+	bool with_outcomes = PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
+
+	cdc::pg::ApplyEngine engine;
+	std::vector<cdc::Outcome> outcomes = engine.ApplyDebeziumBatch(events, OptOidArg(fcinfo, 1), delivery_keys);
+	engine.Finish();
+
+	int64 counts[int(cdc::Outcome::Expired) + 1] = {};
+	for (cdc::Outcome o : outcomes)
+		counts[int(o)]++;
+	return PgCall([&]() {
+		TupleDesc desc;
+		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "cdc_apply_batch must return a composite type");
+		desc = BlessTupleDesc(desc);
+		Datum values[8];
+		bool nulls[8] = {false, false, false, false, false, false, false, !with_outcomes};
+		values[0] = Int64GetDatum(int64(outcomes.size()));
+		values[1] = Int64GetDatum(counts[int(cdc::Outcome::Applied)]);
+		values[2] = Int64GetDatum(counts[int(cdc::Outcome::Duplicate)]);
+		values[3] = Int64GetDatum(counts[int(cdc::Outcome::Stale)]);
+		values[4] = Int64GetDatum(counts[int(cdc::Outcome::Conflict)]);
+		values[5] = Int64GetDatum(counts[int(cdc::Outcome::Ignored)]);
+		values[6] = Int64GetDatum(counts[int(cdc::Outcome::Expired)]);
+		values[7] = (Datum) 0;
+		if (with_outcomes) {
+			Datum *texts = (Datum *) palloc(sizeof(Datum) * (outcomes.size() + 1));
+			for (size_t i = 0; i < outcomes.size(); i++)
+				texts[i] = CStringGetTextDatum(cdc::OutcomeName(outcomes[i]));
+			values[7] = PointerGetDatum(construct_array(texts, int(outcomes.size()), TEXTOID, -1, false, TYPALIGN_INT));
+		}
+		return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+	});
+}
+
+void
+RequireEvents(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		throw cdc::InputError("22004", "events must not be NULL", "", "Pass a JSON array of change events (it may be empty).");
+}
+
+} // namespace
+
+/*
+ * cdc_apply_batch(events jsonb, target regclass DEFAULT NULL,
+ *                 delivery_keys text[] DEFAULT NULL, with_outcomes boolean DEFAULT false)
+ *   RETURNS cdc.batch_result
+ *
+ * Applies a JSON array of Debezium change events in one call, in the
+ * caller's transaction, with the result of applying them one by one in
+ * order (SPEC §2, batch form; docs/semantics.md, "Batches").  Returns the
+ * count of each outcome and, with with_outcomes, the outcome of every event
+ * in input order.  Errors: 22004 events NULL, 22023 not an array or
+ * delivery_keys of another length, and every error of cdc_apply() with
+ * "event N of the batch" in the context; nothing of the batch is applied.
+ */
+CDC_PG_FUNCTION(cdc_apply_batch_jsonb)
+{
+	RequireEvents(fcinfo);
+	Json arr = JsonbDatumToJson(PG_GETARG_DATUM(0));
+	if (!arr.IsArray())
+		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
+	return ApplyBatch(fcinfo, arr.Items());
+}
+
+/*
+ * cdc_apply_batch(events jsonb[], ...): the same for an array of jsonb values
+ * (NULL elements are Kafka tombstones).
+ */
+CDC_PG_FUNCTION(cdc_apply_batch_array)
+{
+	RequireEvents(fcinfo);
+	ArrayElements a = ArrayArg(fcinfo, 0, JSONBOID);
+	std::vector<Json> events;
+	events.reserve(size_t(a.count));
+	for (int i = 0; i < a.count; i++)
+		events.push_back(a.nulls[i] ? Json() : JsonbDatumToJson(a.values[i]));
+	return ApplyBatch(fcinfo, events);
+}
+
+/*
+ * cdc_apply_batch(events text, ...): the same for a JSON array as text.
+ * Malformed JSON: SQLSTATE 22P02 with the byte offset.
+ */
+CDC_PG_FUNCTION(cdc_apply_batch_text)
+{
+	RequireEvents(fcinfo);
+	char *raw = PgCall([&]() { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
+	Json arr = Json::Parse(raw);
+	if (!arr.IsArray())
+		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
+	return ApplyBatch(fcinfo, arr.Items());
+}
+
+/*
+ * cdc._invalidate_target() RETURNS trigger: AFTER INSERT, UPDATE, DELETE
+ * (for each row) and TRUNCATE (for each statement) on cdc.mapping and
+ * cdc.table_barrier.  Sends a relcache invalidation of the row's target (old
+ * and new row), delivered to every backend when the change commits (and to
+ * this one at once), so the engine's cached metadata of that target is
+ * reloaded (engine.cpp, TargetCache).  A change of cdc.mapping, and a
+ * truncate of either table, also invalidates cdc.mapping itself, which
+ * empties the cache including the source-table resolutions.
+ */
+CDC_PG_FUNCTION(cdc_invalidate_target)
+{
+	return PgCall([&]() -> Datum {
+		if (!CALLED_AS_TRIGGER(fcinfo))
+			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			                errmsg("cdc._invalidate_target() must be called as a trigger")));
+		TriggerData *td = (TriggerData *) fcinfo->context;
+		Relation rel = td->tg_relation;
+		Oid mapping = get_relname_relid("mapping", RelationGetNamespace(rel));
+		auto invalidate = [](Oid relid) {
+			if (OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+				CacheInvalidateRelcacheByRelid(relid);
+		};
+		if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event)) {
+			invalidate(mapping);
+			return PointerGetDatum(NULL);
+		}
+		AttrNumber attno = get_attnum(RelationGetRelid(rel), "target");
+		HeapTuple tuples[2] = {td->tg_trigtuple, TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : NULL};
+		for (HeapTuple tup : tuples) {
+			bool isnull = true;
+			Datum d = tup && attno != InvalidAttrNumber ? heap_getattr(tup, attno, RelationGetDescr(rel), &isnull) : (Datum) 0;
+			if (!isnull)
+				invalidate(DatumGetObjectId(d));
+		}
+		if (RelationGetRelid(rel) == mapping)
+			invalidate(mapping);
+		return PointerGetDatum(NULL);
+	});
 }
 
 /*

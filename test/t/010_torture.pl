@@ -21,6 +21,7 @@
 #   CDC_TORTURE_CRASH_EVERY      a run with the postmaster crashed every N seeds (20)
 #   CDC_TORTURE_CONCURRENT_EVERY a run with 2 or 4 concurrent appliers every N seeds (5)
 #   CDC_TORTURE_EXPIRY_EVERY     a ledger-expiry run (prune everything, replay a window) every N seeds (3)
+#   CDC_TORTURE_BATCH_EVERY      a run through cdc_apply_batch() every N seeds (2)
 #   CDC_TORTURE_SHRINKS          failing seeds to shrink (3)
 use strict;
 use warnings;
@@ -47,6 +48,7 @@ my %cfg = (
 	crash_every      => $ENV{CDC_TORTURE_CRASH_EVERY} // 20,
 	concurrent_every => $ENV{CDC_TORTURE_CONCURRENT_EVERY} // 5,
 	expiry_every     => $ENV{CDC_TORTURE_EXPIRY_EVERY} // 3,
+	batch_every      => $ENV{CDC_TORTURE_BATCH_EVERY} // 2,
 	shrinks          => $ENV{CDC_TORTURE_SHRINKS} // 3,
 );
 my @seeds = defined $ENV{CDC_TORTURE_SEED}
@@ -222,12 +224,37 @@ for my $seed (@seeds)
 	# every tombstone are pruned and a window of the deliveries is replayed;
 	# the remaining records and the prune watermark must keep the state
 	# right, and pruned changes must come back expired, never applied again.
+	# Every other expiry run goes through cdc_apply_batch() (batches of up to
+	# 12, the replay in calls of up to 8); whether it does follows from the
+	# seed alone, so the plan's draws are those of one-by-one runs.
 	if ($seed % $cfg{expiry_every} == 0)
 	{
+		my $batched = ($seed / $cfg{expiry_every}) % 2;
 		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'F', mode => $mode->(),
-			dk => $plan->chance(0.5) ? 'kafka' : 'derived', batch => 'single');
+			dk => $plan->chance(0.5) ? 'kafka' : 'derived', batch => $batched ? 'random' : 'single', max_batch => 12);
 		my $n = scalar map {@$_} @{ $D->{batches} };
-		$check->("expiry-$D->{mode}", $driver->run_expiry($D->{batches}, $plan->int($n)), $D->{batches});
+		$check->("expiry-$D->{mode}" . ($batched ? '-batched' : ''),
+			$driver->run_expiry($D->{batches}, $plan->int($n), batched => $batched), $D->{batches});
+	}
+	# G: deliveries through cdc_apply_batch(), one call per batch (larger
+	# batches, so a key often changes several times inside one call), with
+	# redeliveries and sometimes a backend terminated mid-batch: rows,
+	# entity records, ledger, outbox, conflicts, counters and every outcome
+	# must equal the model, exactly as one by one.  Drawn after the other
+	# runs, so adding it changed none of them.
+	if ($seed % $cfg{batch_every} == 0)
+	{
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'G', mode => $mode->(),
+			dk => $plan->weighted({ kafka => 4, derived => 3, mixed => 3 }), rewinds => 0.04, copies => 0.2,
+			gen2 => $plan->chance(0.3), batch => 'random', max_batch => 12);
+		my $n = @{ $D->{batches} };
+		my @crashes = $plan->chance(0.3)
+		  ? ({ at => $plan->int($n), kind => 'terminate', partial => $plan->range(1, 3), rewind_to => 0 }) : ();
+		$crashes[0]{rewind_to} = $crashes[0]{at} - $plan->int(3) if @crashes;
+		$crashes[0]{rewind_to} = 0 if @crashes && $crashes[0]{rewind_to} < 0;
+		local $driver->{apply_default} = 'batch';
+		$check->("batched-$D->{mode}-$D->{dk}" . (@crashes ? '-terminate' : ''),
+			$driver->run_plan({ batches => $D->{batches}, twice => $plan->chance(0.3), crashes => \@crashes }), $D->{batches});
 	}
 	ok($seed_ok, "seed $seed: " . join(', ', @names));
 }
@@ -246,11 +273,13 @@ my $summary = {
 diag(sprintf("torture: %d seeds, %d runs, %d cdc_apply calls, %d backends terminated mid-transaction, "
 		. "%d errors injected mid-transaction, %d postmaster crashes (%d with a transaction in flight), "
 		. "%d concurrent runs (%d appliers, %d of them terminated, %d deadlocks), "
-		. "%d ledger-expiry runs (%d replays, %d expired, %d former conflicts applied), %d shrink trials, %.0f s",
+		. "%d ledger-expiry runs (%d replays, %d expired, %d former conflicts applied), %d cdc_apply_batch calls, "
+		. "%d shrink trials, %.0f s",
 		scalar @seeds, $c->{runs} + $c->{concurrent_runs}, $c->{calls}, $c->{terminations}, $c->{injected_errors} // 0,
 		$c->{postmaster_crashes}, $c->{inflight_crashes}, $c->{concurrent_runs}, $c->{concurrent_appliers},
 		$c->{concurrent_terminations} // 0, $c->{deadlocks}, $c->{expiry_runs} // 0, $c->{expiry_replays} // 0,
-		$c->{expiry_expired} // 0, $c->{expiry_reapplied_conflicts} // 0, $c->{shrink_trials}, $elapsed));
+		$c->{expiry_expired} // 0, $c->{expiry_reapplied_conflicts} // 0, $c->{batch_calls} // 0, $c->{shrink_trials},
+		$elapsed));
 diag('torture history stats: ' . join(', ', map {"$_=$stats{$_}"} sort keys %stats));
 make_path($PostgreSQL::Test::Utils::tmp_check);
 if (open my $fh, '>', "$PostgreSQL::Test::Utils::tmp_check/torture-summary.json")

@@ -178,14 +178,20 @@ is($dest->safe_psql('postgres', q{SELECT count(*), bool_and(cdc_snapshot), min(c
 # COPY writes its rows with one multi-insert WAL record: they share an LSN.
 my $copy_file = PostgreSQL::Test::Utils::tempdir() . '/payments.txt';
 PostgreSQL::Test::Utils::append_to_file($copy_file, join('', map { "$_\t$_\t$_.00\tcopy\n" } 10 .. 19));
+# The three source transactions are streamed one at a time (the worker
+# caught up before the next is written): the worker groups consecutive
+# source transactions into one local transaction when they arrive together
+# (docs/worker.md), and the now() check below counts local transactions.
 $source->safe_psql('postgres', qq{COPY payments FROM '$copy_file'});
+ok(wait_caught_up($source, $dest, 'sub1'), 'worker: the COPY streamed');
 $source->safe_psql('postgres', q{
 BEGIN;
 UPDATE payments SET amount = amount + 1 WHERE id = 10;
 UPDATE payments SET amount = amount + 1, note = 'twice' WHERE id = 10;
 COMMIT;
-DELETE FROM payments WHERE id IN (11, 12);
 });
+ok(wait_caught_up($source, $dest, 'sub1'), 'worker: the two updates streamed');
+$source->safe_psql('postgres', q{DELETE FROM payments WHERE id IN (11, 12);});
 ok(wait_caught_up($source, $dest, 'sub1'), 'worker: payments streamed');
 is($dest->safe_psql('postgres', q{
 	SELECT count(*), count(DISTINCT cdc_key), count(DISTINCT cdc_source->>'lsn'), count(DISTINCT cdc_source->>'commit_lsn')
@@ -201,7 +207,8 @@ is($dest->safe_psql('postgres', q{SELECT count(*) FROM payments_history WHERE cd
 	'0', 'worker: every streamed history row has the source commit time');
 # now() in the worker's transactions is each transaction's own start (the
 # replay horizon compares claim and write times with it): the three
-# streamed transactions have three distinct times.
+# streamed transactions, applied in three local transactions, have three
+# distinct times.
 is($dest->safe_psql('postgres', q{SELECT count(DISTINCT cdc_recorded_at) FROM payments_history WHERE NOT cdc_snapshot}),
 	'3', 'worker: each applied transaction has its own now()');
 my $history_rows = 1 + 10 + 2 + 2;

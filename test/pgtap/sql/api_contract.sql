@@ -110,12 +110,12 @@ SELECT columns_are('cdc', 'tombstones', ARRAY['target', 'entity_key', 'source_na
                    'cdc.tombstones has exactly the documented columns');
 
 -- Functions: signatures, return types, language, volatility, security.
-SELECT functions_are('public', ARRAY['cdc_apply'] || ARRAY(SELECT p.proname::text FROM pg_proc p
-                       WHERE p.pronamespace = 'public'::regnamespace AND p.proname <> 'cdc_apply'
+SELECT functions_are('public', ARRAY['cdc_apply', 'cdc_apply_batch'] || ARRAY(SELECT p.proname::text FROM pg_proc p
+                       WHERE p.pronamespace = 'public'::regnamespace AND p.proname NOT IN ('cdc_apply', 'cdc_apply_batch')
                          AND NOT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
                                           WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
                                             AND e.extname = 'cdc_apply')),
-                     'the only extension function in public is cdc_apply');
+                     'the only extension functions in public are cdc_apply and cdc_apply_batch (batch_contract.sql)');
 SELECT has_function('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'cdc_apply(jsonb, regclass, text) exists');
 SELECT has_function('public', 'cdc_apply', ARRAY['text', 'regclass', 'text'], 'cdc_apply(text, regclass, text) exists');
 SELECT function_returns('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'text', 'cdc_apply(jsonb, regclass, text) returns text');

@@ -107,17 +107,70 @@ sub delivery_sql
 	return "SELECT '$tag|$n|' || cdc_apply($ev, $target, " . _lit($d->{dk}) . ");\n";
 }
 
-# SQL for a list of batches; a batch of several deliveries is one transaction.
+# One cdc_apply_batch() call for deliveries that share their target
+# argument; its output is one "<tag>|<n>|<outcome>" line per delivery, in
+# order.  The three input forms rotate: jsonb[], a JSON array (jsonb), and
+# the JSON array as text.
+sub batch_call_sql
+{
+	my ($self, $group, $tag, $n0) = @_;
+	my $target = defined $group->[0]{target} ? _lit($group->[0]{target}) . '::regclass' : 'NULL';
+	my $dks = 'ARRAY[' . join(', ', map { _lit($_->{dk}) } @$group) . ']::text[]';
+	my $events;
+	my $form = $n0 % 3;
+	if ($form == 0)
+	{
+		$events = 'ARRAY[' . join(', ', map { defined $_->{json} ? _lit($_->{json}) . '::jsonb' : 'NULL::jsonb' } @$group) . ']::jsonb[]';
+	}
+	else
+	{
+		$events = _lit('[' . join(', ', map { $_->{json} // 'null' } @$group) . ']') . ($form == 1 ? '::jsonb' : '::text');
+	}
+	$self->{counts}{batch_calls}++;
+	return "SELECT '$tag|' || ($n0 + o.ord - 1) || '|' || o.outcome FROM cdc_apply_batch($events, $target, $dks, true) r, "
+	  . "unnest(r.outcomes) WITH ORDINALITY AS o(outcome, ord) ORDER BY o.ord;\n";
+}
+
+# SQL for a list of batches; a batch of several deliveries is one
+# transaction.  In apply mode 'batch' (run_plan's {apply => 'batch'}) the
+# deliveries of a batch go through cdc_apply_batch(), one call per run of
+# deliveries with the same target argument; control records stay single.
 sub batches_sql
 {
 	my ($self, $batches, $tag, $n0) = @_;
 	my $sql = '';
 	my $n = $n0 // 0;
+	my $batch_mode = ($self->{apply} // 'single') eq 'batch';
 	for my $b (@$batches)
 	{
 		my $tx = @$b > 1;
 		$sql .= "BEGIN;\n" if $tx;
-		$sql .= $self->delivery_sql($_, $tag, $n++) for @$b;
+		if (!$batch_mode)
+		{
+			$sql .= $self->delivery_sql($_, $tag, $n++) for @$b;
+		}
+		else
+		{
+			my @group;
+			my $flush = sub {
+				return unless @group;
+				$sql .= $self->batch_call_sql([@group], $tag, $n);
+				$n += @group;
+				@group = ();
+			};
+			for my $d (@$b)
+			{
+				if ($d->{control})
+				{
+					$flush->();
+					$sql .= $self->delivery_sql($d, $tag, $n++);
+					next;
+				}
+				$flush->() if @group && ($group[0]{target} // '') ne ($d->{target} // '');
+				push @group, $d;
+			}
+			$flush->();
+		}
 		$sql .= "COMMIT;\n" if $tx;
 	}
 	return $sql;
@@ -271,7 +324,9 @@ sub close_session
 # Deterministic runs (one applier, crashes at chosen points)
 # ---------------------------------------------------------------------------
 
-# $plan = {batches => [...], twice => 0|1, crashes => [{at, kind => terminate
+# $plan = {batches => [...], twice => 0|1, apply => 'single' (one
+# cdc_apply() per delivery, the default) | 'batch' (cdc_apply_batch() per
+# batch), crashes => [{at, kind => terminate
 # | error | postmaster, partial, rewind_to}]}: the batches before batch `at`
 # commit, then `partial` events of batch `at` run in an open transaction and
 # the fault hits; delivery resumes at batch `rewind_to` (<= at: re-delivery
@@ -282,6 +337,7 @@ sub run_plan
 	my ($self, $plan) = @_;
 	my $c = $self->{counts};
 	my $batches = $plan->{batches};
+	local $self->{apply} = $plan->{apply} // $self->{apply_default} // 'single';
 	my @committed;    # deliveries in the order the destination committed them
 	my @outcomes;
 	my @errors;
@@ -691,11 +747,15 @@ sub reproduction
 #      stale; one of an entity whose tombstone was pruned is expired (or
 #      stale under a truncate barrier, or a conflict again); expired never
 #      happens to an entity with a live record.
+# With batched => 1 everything goes through cdc_apply_batch() (apply mode
+# 'batch'), the replay in calls of up to 8 deliveries, so that the batch
+# engine meets the prune watermark: its outcomes must be the same as one by
+# one, so the same properties hold.
 # ---------------------------------------------------------------------------
 sub run_expiry
 {
-	my ($self, $batches, $window_start) = @_;
-	my $r = $self->run_plan({ batches => $batches });
+	my ($self, $batches, $window_start, %opt) = @_;
+	my $r = $self->run_plan({ batches => $batches, ($opt{batched} ? (apply => 'batch') : ()) });
 	return $r unless $r->{ok};
 	my @committed = @{ $r->{committed} };
 	my %before = _by_kind($r->{lines});
@@ -721,7 +781,20 @@ SELECT 'p|' || relation || '|' || removed FROM cdc.prune(1000000, interval '1 da
 	# The window: the committed deliveries from $window_start on, again.
 	my @window = @committed[ min($window_start, $#committed) .. $#committed ];
 	my @replay = map { [$_] } grep { !$_->{control} } @window;
-	($ret, $out, $err) = $self->_psql($self->batches_sql(\@replay, 'o', 0) . $self->dump_sql);
+	my @replay_batches = @replay;
+	if ($opt{batched})
+	{
+		@replay_batches = ();
+		for (my $i = 0; $i < @replay; $i += 8)
+		{
+			my $j = min($i + 7, $#replay);
+			push @replay_batches, [ map { $_->[0] } @replay[ $i .. $j ] ];
+		}
+	}
+	{
+		local $self->{apply} = $opt{batched} ? 'batch' : 'single';
+		($ret, $out, $err) = $self->_psql($self->batches_sql(\@replay_batches, 'o', 0) . $self->dump_sql);
+	}
 	push @diffs, "replay failed: $err" if $ret;
 	my ($outcomes, $after_lines) = $self->parse_output($out);
 	my %after = _by_kind($after_lines);

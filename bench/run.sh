@@ -1,0 +1,437 @@
+#!/usr/bin/env bash
+# The cdc_apply benchmark: one command that starts its own source and
+# destination PostgreSQL clusters, generates a deterministic workload
+# (bench/workload.sql: N changes over N/4 keys of an orders table —
+# inserts, several updates per key, deletes, re-creations — in source
+# transactions of --txn changes) and measures, in the same run and on the
+# same changes:
+#
+#   1   plain upsert sink, a batch per source transaction (bench/plain.sql):
+#       the ceiling, no guarantees
+#   1b  the same, one statement per change
+#   2a  PL/pgSQL reference with the same guarantees (bench/plpgsql_reference.sql),
+#       one call per change
+#   2b  the same, one call per batch
+#   3a  cdc_apply(), one call per change
+#   3b  cdc_apply_batch(), one call per batch
+#   3c  cdc_apply_batch() on a mapping without outbox (state only)
+#   4   PostgreSQL's native logical replication catching up the backlog
+#   5   the cdc_apply background worker catching up the same backlog
+#
+# Methods 1-3 receive the changes as Debezium envelopes (bare payload) sent
+# by a client (psql) as prepared-statement parameters: per change, or as a
+# JSON array per source transaction; every source transaction is one
+# destination transaction.  Methods 4 and 5 consume two logical replication
+# slots created on the source before the backlog was written.  Every method
+# must end with exactly the source's rows (count and md5 of the ordered
+# rows) and the guarantee methods with one ledger row per change; otherwise
+# the run fails.  Rates are printed on wall-clock time and on the CPU time
+# of the applying backend or worker (steadier on a shared machine).
+# docs/benchmarks.md explains the set-up and the figures.
+#
+# Usage: bash bench/run.sh [--sizes 20000,200000] [--txn 1000] [--outbox on|off]
+#                          [--methods 1,1b,2a,2b,3a,3b,3c,4,5] [--per-change-max N]
+#                          [--port-base P] [--no-build] [--keep]
+#   --sizes           changes per run, comma-separated (keys = changes / 4)
+#   --txn             changes per source transaction (and per batch)
+#   --outbox          whether methods 3a, 3b and 5 write outbox rows (default on; 2 always does)
+#   --per-change-max  skip methods 1b, 2a and 3a above this size (default 200000)
+#   --port-base       source on P, destination on P+1 (default $BENCH_PORT_BASE or 55460)
+#   --no-build        do not build and install the extension first
+#   --keep            leave the last size's clusters running and the work directory in place
+# PG_CONFIG selects the PostgreSQL installation.  As root the servers run as
+# user postgres.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+SIZES=20000,200000
+TXN=1000
+OUTBOX=on
+METHODS=1,1b,2a,2b,3a,3b,3c,4,5
+PER_CHANGE_MAX=200000
+PORT_BASE=${BENCH_PORT_BASE:-55460}
+BUILD=1
+KEEP=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--sizes) SIZES=$2; shift 2 ;;
+	--txn) TXN=$2; shift 2 ;;
+	--outbox) OUTBOX=$2; shift 2 ;;
+	--methods) METHODS=$2; shift 2 ;;
+	--per-change-max) PER_CHANGE_MAX=$2; shift 2 ;;
+	--port-base) PORT_BASE=$2; shift 2 ;;
+	--no-build) BUILD=0; shift ;;
+	--keep) KEEP=1; shift ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "unknown option: $1" >&2; exit 2 ;;
+	esac
+done
+case $OUTBOX in on) OUTBOX_SQL=true ;; off) OUTBOX_SQL=false ;; *) echo "--outbox on|off" >&2; exit 2 ;; esac
+
+PG_CONFIG=${PG_CONFIG:-pg_config}
+BINDIR=$($PG_CONFIG --bindir)
+SRC_PORT=$PORT_BASE
+DST_PORT=$((PORT_BASE + 1))
+
+run() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# CPU time (utime + stime, clock ticks) of a server process, read by the
+# server from /proc (superuser): of the session's own backend, or of a pid.
+HZ=$(getconf CLK_TCK)
+PROC_CPU="(SELECT split_part(s, ' ', 14)::bigint + split_part(s, ' ', 15)::bigint FROM pg_read_file('/proc/self/stat') AS s)"
+proc_cpu_of() { echo "(SELECT split_part(s, ' ', 14)::bigint + split_part(s, ' ', 15)::bigint FROM pg_read_file('/proc/' || $1 || '/stat') AS s)"; }
+has_method() { [[ ",$METHODS," == *",$1,"* ]]; }
+
+if [ "$BUILD" = 1 ]; then
+	make -s PG_CONFIG="$PG_CONFIG" >/dev/null
+	if [ -w "$($PG_CONFIG --pkglibdir)" ]; then make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; else sudo make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; fi
+fi
+
+WORK=$(mktemp -d /tmp/cdc_bench.XXXXXX)
+chmod 755 "$WORK"
+[ "$(id -u)" -eq 0 ] && chown postgres "$WORK"
+cp "$ROOT"/bench/*.sql "$WORK/" && chmod 644 "$WORK"/*.sql
+SRC_DATA= DST_DATA=
+stop_clusters() {
+	for d in "$SRC_DATA" "$DST_DATA"; do
+		[ -n "$d" ] && [ -f "$d/postmaster.pid" ] && run "$BINDIR/pg_ctl" -D "$d" -m fast stop >/dev/null 2>&1 || true
+	done
+	return 0
+}
+cleanup() {
+	if [ "$KEEP" = 1 ]; then
+		echo "kept: $WORK (source port $SRC_PORT, destination port $DST_PORT)"
+	else
+		stop_clusters
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+
+spsql() { local db=$1; shift; run "$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$SRC_PORT" -U postgres -d "$db" "$@"; }
+dpsql() { local db=$1; shift; run "$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$DST_PORT" -U postgres -d "$db" "$@"; }
+sval() { local db=$1; shift; spsql "$db" -At "$@"; }
+dval() { local db=$1; shift; dpsql "$db" -At "$@"; }
+now() { date +%s.%N; }
+fdiv() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.0f", a / b }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
+
+echo "== machine"
+echo "cpus: $(nproc); memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo); $(uname -sr)"
+echo "cpu: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+echo "PostgreSQL: $("$BINDIR/postgres" --version)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+init_cluster() { # datadir, port, extra settings
+	run "$BINDIR/initdb" -D "$1" -A trust -U postgres --no-sync >/dev/null
+	cat >>"$1/postgresql.conf" <<CONF
+listen_addresses = ''
+port = $2
+unix_socket_directories = '$WORK'
+max_wal_size = 16GB
+checkpoint_timeout = 1h
+autovacuum = off
+$3
+CONF
+	run "$BINDIR/pg_ctl" -D "$1" -l "$1.log" -w start >/dev/null
+}
+
+SUMMARY="$WORK/summary.txt"
+: >"$SUMMARY"
+
+run_size() {
+	local N=$1
+	local K=$((N / 4))
+	local D="$WORK/n$N"
+	mkdir -p "$D" && chmod 755 "$D"
+	[ "$(id -u)" -eq 0 ] && chown postgres "$D"
+	SRC_DATA="$D/source" DST_DATA="$D/dest"
+	echo
+	echo "== size: $N changes over $K keys, $TXN changes per source transaction"
+	init_cluster "$SRC_DATA" "$SRC_PORT" "wal_level = logical
+max_wal_senders = 10
+max_replication_slots = 10
+shared_buffers = 256MB"
+	init_cluster "$DST_DATA" "$DST_PORT" "shared_buffers = 1GB
+shared_preload_libraries = 'cdc_apply'
+cdc.database = 'm_5'
+cdc.naptime = 1
+max_worker_processes = 16
+max_logical_replication_workers = 4
+max_replication_slots = 10"
+
+	# The workload, generated once; every method reads this file.
+	local t0 t1
+	t0=$(now)
+	dpsql postgres -c "CREATE DATABASE bench"
+	dpsql bench -f "$WORK/workload.sql"
+	dval bench -c "SELECT bench_generate($N, $K, $TXN)" >/dev/null
+	dpsql bench -c "COPY bench_events (seq, txn, op, id, customer_id, status, amount, note, updated_at) TO '$D/events.copy'"
+	dval bench -o "$D/per_change.sql" -c "
+		SELECT line FROM (
+		  SELECT txn, -1::bigint AS seq, 'BEGIN;' AS line FROM bench_events GROUP BY txn
+		  UNION ALL
+		  SELECT txn, seq, format('EXECUTE apply_one(%L);', event::text) FROM bench_events
+		  UNION ALL
+		  SELECT txn, 9223372036854775807, 'COMMIT;' FROM bench_events GROUP BY txn) x
+		ORDER BY txn, seq"
+	dval bench -o "$D/per_batch.sql" -c "
+		SELECT format('EXECUTE apply_batch(%L);', jsonb_agg(event ORDER BY seq)::text)
+		  FROM bench_events GROUP BY txn ORDER BY txn"
+	local ops
+	ops=$(dval bench -c "SELECT string_agg(op || ' ' || n, ', ' ORDER BY op) FROM (SELECT op, count(*) n FROM bench_events GROUP BY op) x")
+	echo "workload: $ops; $(dval bench -c "SELECT count(DISTINCT id) FROM bench_events") keys; generated in $(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }') s"
+
+	# Source: the table, a publication, two slots (native, cdc worker), then the backlog.
+	spsql postgres -f "$WORK/schema.sql"
+	spsql postgres -o /dev/null <<SQL
+CREATE TABLE bench_events (seq bigint, txn int, op text, id bigint, customer_id int, status text,
+                           amount numeric(12,2), note text, updated_at timestamptz);
+COPY bench_events FROM '$D/events.copy';
+CREATE INDEX ON bench_events (txn, seq);
+CREATE TABLE bench_marker (lsn pg_lsn);
+CREATE PUBLICATION bench_pub FOR TABLE orders;
+SELECT 1 FROM pg_create_logical_replication_slot('native_slot', 'pgoutput');
+SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot', 'pgoutput');
+-- Replays the workload as source transactions of $TXN changes; the last one
+-- records an LSN before its commit record, so a subscriber's replication
+-- origin passing it means the whole backlog is applied.
+CREATE PROCEDURE bench_replay() LANGUAGE plpgsql AS \$\$
+DECLARE
+  last int;
+  r record;
+BEGIN
+  SELECT max(txn) INTO last FROM bench_events;
+  FOR b IN 0..last LOOP
+    FOR r IN SELECT * FROM bench_events WHERE txn = b ORDER BY seq LOOP
+      IF r.op = 'c' THEN
+        INSERT INTO orders VALUES (r.id, r.customer_id, r.status, r.amount, r.note, r.updated_at);
+      ELSIF r.op = 'u' THEN
+        UPDATE orders SET customer_id = r.customer_id, status = r.status, amount = r.amount, note = r.note,
+                          updated_at = r.updated_at WHERE id = r.id;
+        IF NOT FOUND THEN RAISE EXCEPTION 'update of missing key %', r.id; END IF;
+      ELSE
+        DELETE FROM orders WHERE id = r.id;
+        IF NOT FOUND THEN RAISE EXCEPTION 'delete of missing key %', r.id; END IF;
+      END IF;
+    END LOOP;
+    IF b = last THEN
+      INSERT INTO bench_marker VALUES (pg_current_wal_insert_lsn());
+    END IF;
+    COMMIT;
+  END LOOP;
+END \$\$;
+SQL
+	t0=$(now)
+	spsql postgres -c "CALL bench_replay()"
+	t1=$(now)
+	local marker
+	marker=$(sval postgres -c "SELECT lsn FROM bench_marker")
+	local expected
+	expected=$(sval postgres -c "SELECT count(*) || ' ' || md5(coalesce(string_agg(o::text, E'\n' ORDER BY id), '')) FROM orders o")
+	echo "source: backlog written in $(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.1f", a - b }') s, ends before $marker; final rows: $expected"
+
+	# Destination databases, one per method, all with the same orders table.
+	local m
+	for m in 1 1b 2a 2b 3a 3b 3c 4 5; do
+		has_method "$m" || continue
+		dpsql postgres -c "CREATE DATABASE m_$m"
+		dpsql "m_$m" -f "$WORK/schema.sql"
+	done
+	for m in 1 1b; do has_method $m && dpsql "m_$m" -f "$WORK/plain.sql"; done
+	for m in 2a 2b; do has_method $m && dpsql "m_$m" -f "$WORK/plpgsql_reference.sql"; done
+	for m in 3a 3b 3c 5; do
+		has_method $m || continue
+		local ob=$OUTBOX_SQL
+		[ $m = 3c ] && ob=false
+		dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench')" >/dev/null
+	done
+	for m in 4 5; do
+		has_method $m || continue
+		dpsql "m_$m" <<'SQL'
+-- Waits until a replication origin has passed an LSN (the backlog's end).
+CREATE PROCEDURE bench_wait_origin(origin text, target pg_lsn, timeout_s int) LANGUAGE plpgsql AS $$
+DECLARE
+  t0 timestamptz := clock_timestamp();
+  p pg_lsn;
+BEGIN
+  LOOP
+    p := pg_replication_origin_progress(origin, false);
+    EXIT WHEN p IS NOT NULL AND p > target;
+    IF clock_timestamp() - t0 > make_interval(secs => timeout_s) THEN
+      RAISE EXCEPTION 'origin % did not pass % within % s (at %)', origin, target, timeout_s, p;
+    END IF;
+    PERFORM pg_sleep(0.005);
+  END LOOP;
+END $$;
+SQL
+	done
+	local conninfo="host=$WORK port=$SRC_PORT dbname=postgres user=postgres"
+	has_method 4 && dpsql m_4 -c "CREATE SUBSCRIPTION native_sub CONNECTION '$conninfo' PUBLICATION bench_pub
+		WITH (create_slot = false, slot_name = 'native_slot', copy_data = false, enabled = false)"
+
+	declare -A SECS WAL CPU
+	local label
+	declare -A LABEL=(
+		[1]="plain upsert, batch (ceiling)" [1b]="plain upsert, per statement"
+		[2a]="PL/pgSQL reference, per change" [2b]="PL/pgSQL reference, batch"
+		[3a]="cdc_apply(), per change" [3b]="cdc_apply_batch()" [3c]="cdc_apply_batch(), no outbox"
+		[4]="native logical replication" [5]="cdc_apply worker")
+	declare -A PREPARE=(
+		[1]="PREPARE apply_batch(jsonb) AS SELECT plain_upsert_batch(\$1);"
+		[1b]="PREPARE apply_batch(jsonb) AS SELECT plain_upsert_each(\$1);"
+		[2a]="PREPARE apply_one(jsonb) AS SELECT ref.apply(\$1);"
+		[2b]="PREPARE apply_batch(jsonb) AS SELECT ref.apply_batch(\$1);"
+		[3a]="PREPARE apply_one(jsonb) AS SELECT cdc_apply(\$1);"
+		[3b]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);"
+		[3c]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);")
+	local have_batch=f
+	for m in 3b 3c; do
+		has_method $m && have_batch=$(dval "m_$m" -c "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'cdc_apply_batch')")
+	done
+
+	for m in 1 1b 2a 2b 3a 3b 3c; do
+		has_method $m || continue
+		local script="$D/per_batch.sql"
+		case $m in 1b | 2a | 3a)
+			if [ "$N" -gt "$PER_CHANGE_MAX" ]; then echo "method $m skipped above --per-change-max $PER_CHANGE_MAX"; continue; fi ;;
+		esac
+		case $m in 2a | 3a) script="$D/per_change.sql" ;; esac
+		if [[ $m == 3[bc] ]] && [ "$have_batch" != t ]; then echo "method $m skipped: cdc_apply_batch() is not installed"; continue; fi
+		# The session's backend notes its own CPU time before and after the
+		# work (/proc/self/stat of the backend: utime + stime, in clock ticks).
+		{
+			echo "SELECT $PROC_CPU AS cpu0 \gset"
+			echo "${PREPARE[$m]}"
+		} >"$D/prepare_$m.sql"
+		printf '\\o %s\n\\pset tuples_only on\n\\pset format unaligned\nSELECT %s - :cpu0;\n' "$D/cpu_$m" "$PROC_CPU" >"$D/finish_$m.sql"
+		chmod 644 "$D/prepare_$m.sql" "$D/finish_$m.sql"
+		dpsql "m_$m" -c "CHECKPOINT"
+		local w0 w1
+		w0=$(dval "m_$m" -c "SELECT pg_current_wal_lsn()")
+		t0=$(now)
+		dpsql "m_$m" -o /dev/null -f "$D/prepare_$m.sql" -f "$script" -f "$D/finish_$m.sql"
+		t1=$(now)
+		w1=$(dval "m_$m" -c "SELECT pg_current_wal_lsn() - '$w0'::pg_lsn")
+		SECS[$m]=$(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.3f", a - b }')
+		CPU[$m]=$(awk -v t="$(cat "$D/cpu_$m")" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
+		WAL[$m]=$w1
+		echo "method $m (${LABEL[$m]}): ${SECS[$m]} s, backend CPU ${CPU[$m]} s"
+	done
+
+	# Catch-up of the backlog: native logical replication, then the worker.
+	local out
+	if has_method 4; then
+		dpsql m_4 -c "CHECKPOINT"
+		local origin
+		origin=$(dval m_4 -c "SELECT 'pg_' || oid FROM pg_subscription WHERE subname = 'native_sub'")
+		out=$(dval m_4 <<SQL
+SELECT clock_timestamp() AS t0, pg_current_wal_lsn() AS w0 \gset
+ALTER SUBSCRIPTION native_sub ENABLE;
+CALL bench_wait_origin('$origin', '$marker', 3600);
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_lsn() - :'w0'::pg_lsn)
+       || ' ' || (SELECT $(proc_cpu_of "pid") FROM pg_stat_subscription WHERE subname = 'native_sub' AND relid IS NULL);
+SQL
+		)
+		read -r SECS[4] WAL[4] cpu <<<"$out"
+		CPU[4]=$(awk -v t="$cpu" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
+		dpsql m_4 -c "ALTER SUBSCRIPTION native_sub DISABLE"
+		echo "method 4 (${LABEL[4]}): ${SECS[4]} s, apply worker CPU ${CPU[4]} s"
+	fi
+	if has_method 5; then
+		dpsql m_5 -c "CHECKPOINT"
+		# The subscription is created after the backlog, on the slot that was
+		# created before it; pg_reload_conf() wakes the launcher at once.
+		out=$(dval m_5 <<SQL
+SELECT clock_timestamp() AS t0, pg_current_wal_lsn() AS w0 \gset
+SELECT cdc.create_subscription('bench', '$conninfo', ARRAY['bench_pub'], slot_name => 'cdc_slot',
+                               create_slot => false, copy_data => false) AS subid \gset
+SELECT pg_reload_conf() \gset
+CALL bench_wait_origin('cdc_' || :subid, '$marker', 3600);
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_lsn() - :'w0'::pg_lsn)
+       || ' ' || (SELECT $(proc_cpu_of "worker_pid") FROM cdc.subscription_status WHERE name = 'bench');
+SQL
+		) || { dpsql m_5 -c "SELECT * FROM cdc.subscription_status"; false; }
+		read -r SECS[5] WAL[5] cpu <<<"$out"
+		CPU[5]=$(awk -v t="$cpu" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
+		dpsql m_5 -c "SELECT cdc.disable_subscription('bench')" >/dev/null
+		echo "method 5 (${LABEL[5]}): ${SECS[5]} s, apply worker CPU ${CPU[5]} s"
+	fi
+
+	# Correctness: every method ends with the source's rows; methods with
+	# guarantees have one ledger row per change.
+	local failed=0 got
+	echo
+	echo "verification against the source ($expected):"
+	for m in 1 1b 2a 2b 3a 3b 3c 4 5; do
+		[ -n "${SECS[$m]:-}" ] || continue
+		got=$(dval "m_$m" -c "SELECT count(*) || ' ' || md5(coalesce(string_agg(o::text, E'\n' ORDER BY id), '')) FROM orders o")
+		local extra=""
+		case $m in
+		2a | 2b) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM ref.ledger"), outbox $(dval "m_$m" -c "SELECT count(*) FROM ref.outbox")"
+			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; } ;;
+		3a | 3b | 3c | 5) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
+			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; }
+			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; } ;;
+		esac
+		if [ "$got" = "$expected" ]; then
+			printf '  %-3s %-32s rows identical  %s\n' "$m" "${LABEL[$m]}" "$extra"
+		else
+			printf '  %-3s %-32s ROWS DIFFER: %s  %s\n' "$m" "${LABEL[$m]}" "$got" "$extra"
+			failed=1
+		fi
+	done
+
+	# Space: ledger bytes per entry and version-state bytes per entity, heap
+	# and indexes after VACUUM, from the database itself.
+	local space=""
+	for m in 2b 3b 3c 5; do
+		[ -n "${SECS[$m]:-}" ] || continue
+		case $m in
+		2b) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-3s %-32s ledger %s B/entry, version state %s B/entity', '$m', '${LABEL[$m]}',
+			pg_total_relation_size('ref.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('ref.entity_version') / greatest(count(*), 1) FROM ref.entity_version)) FROM ref.ledger")"$'\n' ;;
+		*) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-3s %-32s ledger %s B/entry, version state %s B/entity', '$m', '${LABEL[$m]}',
+			pg_total_relation_size('cdc.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('cdc.entity_state') / greatest(count(*), 1) FROM cdc.entity_state)) FROM cdc.ledger")"$'\n' ;;
+		esac
+	done
+
+	{
+		echo
+		echo "== results: $N changes over $K keys, $TXN changes per source transaction ($ops)"
+		echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (wall-clock rates suffer from other load; CPU rates much less)"
+		printf '%-3s %-32s %8s %10s %6s %6s %7s %10s %6s %6s %10s\n' "" method seconds changes/s "vs 1" "vs 4" \
+			"CPU s" "chg/CPU-s" "vs 1" "vs 4" "WAL B/chg"
+		local base1="" base4="" cbase1="" cbase4=""
+		[ -n "${SECS[1]:-}" ] && base1=$(fdiv "$N" "${SECS[1]}") && cbase1=$(fdiv "$N" "${CPU[1]}")
+		[ -n "${SECS[4]:-}" ] && base4=$(fdiv "$N" "${SECS[4]}") && cbase4=$(fdiv "$N" "${CPU[4]}")
+		for m in 1 1b 2a 2b 3a 3b 3c 4 5; do
+			[ -n "${SECS[$m]:-}" ] || continue
+			local rate crate
+			rate=$(fdiv "$N" "${SECS[$m]}")
+			crate=$(fdiv "$N" "${CPU[$m]}")
+			printf '%-3s %-32s %8s %10s %6s %6s %7s %10s %6s %6s %10s\n' "$m" "${LABEL[$m]}" "${SECS[$m]}" "$rate" \
+				"$(ratio "$rate" "$base1")" "$(ratio "$rate" "$base4")" "${CPU[$m]}" "$crate" "$(ratio "$crate" "$cbase1")" \
+				"$(ratio "$crate" "$cbase4")" "$(fdiv "${WAL[$m]}" "$N")"
+		done
+		echo "space (heap + indexes after VACUUM):"
+		printf '%s' "$space"
+		[ "$failed" = 0 ] && echo "verification: every method ended with the source's rows" || echo "verification: FAILED"
+	} | tee -a "$SUMMARY"
+
+	if [ "$KEEP" = 1 ] && [ "$N" = "${size_list[-1]}" ]; then
+		return $failed # --keep: the last size's clusters stay up
+	fi
+	stop_clusters
+	SRC_DATA= DST_DATA=
+	return $failed
+}
+
+status=0
+IFS=, read -r -a size_list <<<"$SIZES"
+for n in "${size_list[@]}"; do
+	run_size "$n" || status=1
+done
+echo
+echo "================ summary ================"
+cat "$SUMMARY"
+[ "$status" = 0 ] || { echo "benchmark FAILED: a method computed different rows" >&2; exit 1; }
