@@ -145,10 +145,7 @@ $node->stop;
 # Worker path
 # ===========================================================================
 my $source = new_source('source');
-# One local transaction per source transaction (grouping off), for the check
-# that each applied transaction has its own now(); grouping has its own
-# tests (025, 026).
-my $dest = new_dest('dest', "cdc.group_max_transactions = 1\n");
+my $dest = new_dest('dest');
 my $source_tables = q{
 CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, amount numeric(12,2) NOT NULL, status text NOT NULL);
 CREATE TABLE payments (id int PRIMARY KEY, order_id int, amount numeric(12,2), note text);
