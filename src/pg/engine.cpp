@@ -1616,6 +1616,7 @@ ApplyEngine::Finish()
 {
 	if (finished_)
 		return;
+	ApplyQueued();
 	finished_ = true;
 	int backend = PgCall([]() { return int(MyBackendId); });
 	for (const auto &[relid, c] : counters_) {
@@ -1748,11 +1749,6 @@ AddCounts(Counters &to, const Counters &from)
 	to.expired += from.expired;
 }
 
-std::string
-BatchLabel(size_t position)
-{
-	return "event " + std::to_string(position) + " of the batch";
-}
 
 // A one-dimensional array parameter built element by element.
 class ArrayParam {
@@ -2251,7 +2247,7 @@ ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
 	};
 	std::vector<Parsed> parsed;
 	for (size_t i = 0; i < events.size(); i++) {
-		SetEventLabel(BatchLabel(i + 1));
+		SetEventLabel(PositionLabel(i + 1));
 		SetContext(nullptr, dk_of(i).value_or(""));
 		ChangeEvent ev = ParseDebeziumEnvelope(events[i]);
 		if (ev.ignored) {
@@ -2264,13 +2260,13 @@ ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
 	/* Truncated targets are locked before anything else (LockForTruncate). */
 	for (const Parsed &p : parsed)
 		if (p.ev.op == Op::Truncate) {
-			SetEventLabel(BatchLabel(p.index + 1));
+			SetEventLabel(PositionLabel(p.index + 1));
 			LockForTruncate(p.target);
 		}
 	std::vector<ChangeRequest> reqs;
 	std::vector<size_t> positions;
 	for (const Parsed &p : parsed) {
-		SetEventLabel(BatchLabel(p.index + 1));
+		SetEventLabel(PositionLabel(p.index + 1));
 		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));
 		positions.push_back(p.index + 1);
 	}
@@ -2280,13 +2276,32 @@ ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
 	return out;
 }
 
+void
+ApplyEngine::Enqueue(ChangeRequest req, size_t position)
+{
+	queued_.push_back(std::move(req));
+	queued_positions_.push_back(position);
+}
+
+void
+ApplyEngine::ApplyQueued()
+{
+	if (queued_.empty())
+		return;
+	std::vector<ChangeRequest> reqs;
+	std::vector<size_t> positions;
+	reqs.swap(queued_);
+	positions.swap(queued_positions_);
+	ApplyChanges(reqs, positions);
+}
+
 std::vector<Outcome>
 ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions)
 {
 	std::vector<Outcome> out(reqs.size(), Outcome::Ignored);
 	for (size_t i = 0; i < reqs.size(); i++)
 		if (reqs[i].op == Op::Truncate) {
-			SetEventLabel(BatchLabel(positions[i]));
+			SetEventLabel(PositionLabel(positions[i]));
 			LockForTruncate(reqs[i].target);
 		}
 	/* A truncate is a table-level barrier: the changes between two truncates form a segment. */
@@ -2297,7 +2312,7 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 		if (i > begin)
 			ApplySegment(reqs, positions, begin, i, out);
 		if (i < reqs.size()) {
-			SetEventLabel(BatchLabel(positions[i]));
+			SetEventLabel(PositionLabel(positions[i]));
 			out[i] = ApplyChange(reqs[i]);
 		}
 		begin = i + 1;
@@ -2334,7 +2349,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	bool set_based = true;
 	for (size_t k = 0; k < n; k++) {
 		const ChangeRequest &req = reqs[begin + k];
-		SetEventLabel(BatchLabel(positions[begin + k]));
+		SetEventLabel(PositionLabel(positions[begin + k]));
 		Target &t = LoadTarget(req.target);
 		SetContext(&t, req.delivery_key.value_or(""));
 		CheckPrivileges(t);
@@ -2344,8 +2359,8 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	}
 
 	auto stage = [&](const std::string &what, const Target *t) {
-		SetEventLabel("events " + std::to_string(positions[begin]) + " to " + std::to_string(positions[end - 1]) +
-		              " of the batch (" + what + ")");
+		SetEventLabel(position_unit_ + "s " + std::to_string(positions[begin]) + " to " +
+		              std::to_string(positions[end - 1]) + " " + position_scope_ + " (" + what + ")");
 		SetContext(t, "");
 	};
 	stage("claiming their delivery keys", nullptr);
@@ -2354,7 +2369,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 
 	/* Change by change, with the batch's claim (ApplyChange -> TakeClaim). */
 	auto apply_one = [&](size_t k) {
-		SetEventLabel(BatchLabel(positions[begin + k]));
+		SetEventLabel(PositionLabel(positions[begin + k]));
 		if (deferred_outbox)
 			deferred_outbox->position = k;
 		pending_claim_ = claimed[k] != 0;

@@ -94,12 +94,35 @@ class ApplyEngine {
 	// the 1-based input position of reqs[i], named in the error context.
 	std::vector<Outcome> ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions);
 
-	// Adds the counts to cdc.counters and closes SPI.  Call exactly once on
-	// success; on error the transaction aborts and nothing needs flushing.
+	// Queues a change for ApplyQueued(): the worker's way into the batch
+	// engine.  position: the change's 1-based position in its source
+	// transaction (named in the error context).  The caller applies the
+	// queue before anything that must see the changes: the end of the source
+	// transaction, a fault point, Finish().  No PostgreSQL call, no error.
+	void Enqueue(ChangeRequest req, size_t position);
+	size_t QueuedChanges() const { return queued_.size(); }
+
+	// Applies the queued changes with ApplyChanges() and empties the queue
+	// (also when it throws: the transaction is then aborted anyway).  Errors
+	// as for ApplyChanges.
+	void ApplyQueued();
+
+	// Applies what is still queued, adds the counts to cdc.counters and
+	// closes SPI.  Call exactly once on success; on error the transaction
+	// aborts and nothing needs flushing.
 	void Finish();
 
 	// Label used in error context ("event 3 of the batch").
 	void SetEventLabel(std::string label) { event_label_ = std::move(label); }
+
+	// How error contexts name a position in ApplyChanges (default "event",
+	// "of the batch": "event 3 of the batch"; the worker: "change 3 of the
+	// source transaction").
+	void SetPositionNames(std::string unit, std::string scope)
+	{
+		position_unit_ = std::move(unit);
+		position_scope_ = std::move(scope);
+	}
 
   private:
 	ChangeRequest DebeziumRequest(const ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key);
@@ -119,7 +142,16 @@ class ApplyEngine {
 	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, engine.cpp)
 	std::map<Oid, Counters> counters_;
 	std::map<std::string, int16_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
+	std::string PositionLabel(size_t position) const
+	{
+		return position_unit_ + " " + std::to_string(position) + " " + position_scope_;
+	}
+
 	std::string event_label_;
+	std::string position_unit_ = "event";
+	std::string position_scope_ = "of the batch";
+	std::vector<ChangeRequest> queued_;      // Enqueue() .. ApplyQueued()
+	std::vector<size_t> queued_positions_;
 	std::optional<bool> pending_claim_;
 	bool finished_ = false;
 };

@@ -65,6 +65,7 @@ static int cdc_group_max_bytes = 16384;      /* cdc.group_max_bytes, kB of pgout
 static int cdc_group_max_delay = 200;        /* cdc.group_max_delay, ms a group stays open */
 static int cdc_synchronous_commit = SYNCHRONOUS_COMMIT_OFF; /* cdc.synchronous_commit of the worker's transactions */
 static bool cdc_streaming = false;           /* cdc.streaming: protocol version 2, in-progress transactions */
+static int cdc_apply_batch_changes = 1000;   /* cdc.apply_batch_changes: changes applied set-based at once */
 
 static const struct config_enum_entry cdc_synchronous_commit_options[] = {
 	{"local", SYNCHRONOUS_COMMIT_LOCAL_FLUSH, false},
@@ -122,6 +123,11 @@ cdc::pg::DefineWorkerSettings(bool preloaded)
 	                         "transaction's commit; aborted transactions and subtransactions are dropped. Takes effect "
 	                         "when a worker starts.",
 	                         &cdc_streaming, false, PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.apply_batch_changes",
+	                        "Most changes of one source transaction the apply worker hands to the batch engine at once (1: change by change).",
+	                        "The changes of a source transaction (and the rows of an initial copy) are queued and applied "
+	                        "set-based, with the same result as one by one, when the transaction ends or the queue is full.",
+	                        &cdc_apply_batch_changes, 1000, 1, 100000, PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("cdc.synchronous_commit", "synchronous_commit of the apply worker's local transactions.",
 	                         "off is safe: the worker reports to the source as flushed only what is durable here.",
 	                         &cdc_synchronous_commit, SYNCHRONOUS_COMMIT_OFF, cdc_synchronous_commit_options, PGC_SIGHUP, 0,
@@ -726,6 +732,24 @@ SourceOf(const LogicalRepRelation *rel)
 	return s;
 }
 
+// Hands a change to the engine: applied at once when cdc.apply_batch_changes
+// is 1, else queued for the batch engine, which applies the queue when it is
+// full (and the worker when the source transaction or copy ends:
+// flush_queue()).
+void
+Submit(ChangeRequest req, size_t position)
+{
+	if (cdc_apply_batch_changes <= 1) {
+		W->engine->ApplyChange(req);
+		return;
+	}
+	W->engine->Enqueue(std::move(req), position);
+	if (W->engine->QueuedChanges() >= size_t(cdc_apply_batch_changes)) {
+		W->cur_table[0] = '\0'; /* the queue spans tables: the engine's context names the change's table */
+		W->engine->ApplyQueued();
+	}
+}
+
 // Source identity, version {epoch, commit LSN, position, 0} and delivery key
 // of the next change of the current source transaction.
 void
@@ -752,7 +776,7 @@ ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldt
 	if (oldtup)
 		req.before = TupleImage(rel, oldtup, old_kind == 'K');
 	StampNextChange(req, rel);
-	W->engine->ApplyChange(req);
+	Submit(std::move(req), size_t(W->seq));
 }
 
 void
@@ -762,13 +786,14 @@ ApplyTruncate(const LogicalRepRelation *rel)
 	req.target = W->engine->ResolveSourceTable(W->name, rel->nspname, rel->relname, true);
 	req.op = Op::Truncate;
 	StampNextChange(req, rel);
-	W->engine->ApplyChange(req);
+	Submit(std::move(req), size_t(W->seq));
 }
 
-// One row of the initial copy, applied as a snapshot row at point `cp`.
+// One row of the initial copy, applied as a snapshot row at point `cp`;
+// `row` is its 1-based number in the copy of the table.
 void
 ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns, const char *line, int len,
-             XLogRecPtr cp)
+             XLogRecPtr cp, long row)
 {
 	auto values = cdc::ParseCopyTextRow(std::string_view(line, size_t(len)));
 	if (int(values.size()) != ncolumns)
@@ -790,7 +815,7 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
 	req.source.lsn = int64_t(cp);
 	req.version = cdc::Version{{W->epoch, int64_t(cp), 0, 0}};
 	/* delivery key derived from the source identity: dbz-style, with op r and the snapshot point */
-	W->engine->ApplyChange(req);
+	Submit(std::move(req), size_t(row));
 }
 
 } // namespace
@@ -829,7 +854,18 @@ begin_local_xact(void)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	cdc::pg::RunCpp([&]() { W->engine = new cdc::pg::ApplyEngine(); });
+	cdc::pg::RunCpp([&]() {
+		W->engine = new cdc::pg::ApplyEngine();
+		W->engine->SetPositionNames("change", "of the source transaction");
+	});
+}
+
+/* Applies the changes queued for the batch engine (Submit). */
+static void
+flush_queue(void)
+{
+	if (W->engine != NULL)
+		cdc::pg::RunCpp([&]() { W->engine->ApplyQueued(); });
 }
 
 /*
@@ -945,6 +981,11 @@ end_source_xact(const LogicalRepCommitData &commit)
 		/* replayed by the source after it went backwards: our progress already covers it */
 		W->in_xact = false;
 		return;
+	}
+	if (!W->skipping) {
+		/* the queued changes belong to this source transaction (error context, last_error_lsn) */
+		W->cur_table[0] = '\0';
+		flush_queue();
 	}
 	W->in_xact = false;
 	W->cur_table[0] = '\0';
@@ -1069,6 +1110,7 @@ handle_change(char action, StringInfo s)
 	}
 	W->group_changes++;
 	if (fault_after_change(W->group_changes)) {
+		flush_queue(); /* "after the N-th change applied": applied, not only queued */
 		ereport(LOG, (errmsg("cdc_apply: fault point after_change:%d reached, exiting", W->group_changes)));
 		proc_exit(1);
 	}
@@ -1392,6 +1434,7 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	PQclear(res);
 	snprintf(W->cur_table, sizeof(W->cur_table), "%s.%s", schema, table);
 	begin_local_xact();
+	cdc::pg::RunCpp([&]() { W->engine->SetPositionNames("row", "of the initial copy"); });
 	long rows = 0;
 	for (;;) {
 		char *buf = NULL;
@@ -1401,9 +1444,9 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 		if (len < 0)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 			                errmsg("cdc_apply: initial copy of %s failed: %s", qual, PQerrorMessage(W->conn))));
-		cdc::pg::RunCpp([&]() { ApplyCopyRow(schema, table, cols, ncols, buf, len, cp); });
-		PQfreemem(buf);
 		rows++;
+		cdc::pg::RunCpp([&]() { ApplyCopyRow(schema, table, cols, ncols, buf, len, cp, rows); });
+		PQfreemem(buf);
 		CHECK_FOR_INTERRUPTS();
 	}
 	res = PQgetResult(W->conn);

@@ -176,10 +176,14 @@ sub inject
 		$dest->start;
 		note("round $round: kill -9 of the destination");
 	} elsif ($what eq 'group_size') {
+		# the group size, and how many changes go to the batch engine at once
+		# (1: change by change)
 		my $size = $frng->pick(1, 3, 50, 1000);
+		my $batch = $frng->pick(1, 2, 7, 1000);
 		$dest->safe_psql('postgres', "ALTER SYSTEM SET cdc.group_max_transactions = $size");
+		$dest->safe_psql('postgres', "ALTER SYSTEM SET cdc.apply_batch_changes = $batch");
 		$dest->reload;
-		note("round $round: cdc.group_max_transactions = $size");
+		note("round $round: cdc.group_max_transactions = $size, cdc.apply_batch_changes = $batch");
 	} else {
 		# a fault point, triggered by a transaction of 8 changes written now
 		my $point = $frng->pick('before_commit', 'after_commit', 'after_change:' . $frng->range(1, 8));
