@@ -31,12 +31,14 @@
 #
 # Usage: bash bench/run.sh [--sizes 20000,200000] [--txn 1000] [--outbox on|off]
 #                          [--methods 1,1b,2a,2b,3a,3b,3c,4,5] [--per-change-max N]
-#                          [--port-base P] [--no-build] [--keep]
+#                          [--port-base P] [--dest-conf SETTINGS] [--no-build] [--keep]
 #   --sizes           changes per run, comma-separated (keys = changes / 4)
 #   --txn             changes per source transaction (and per batch)
 #   --outbox          whether methods 3a, 3b and 5 write outbox rows (default on; 2 always does)
 #   --per-change-max  skip methods 1b, 2a and 3a above this size (default 200000)
 #   --port-base       source on P, destination on P+1 (default $BENCH_PORT_BASE or 55460)
+#   --dest-conf       extra postgresql.conf lines for the destination (e.g. to load
+#                     pg_stat_statements for a per-statement profile); changes the figures
 #   --no-build        do not build and install the extension first
 #   --keep            leave the last size's clusters running and the work directory in place
 # PG_CONFIG selects the PostgreSQL installation.  As root the servers run as
@@ -53,6 +55,7 @@ PER_CHANGE_MAX=200000
 PORT_BASE=${BENCH_PORT_BASE:-55460}
 BUILD=1
 KEEP=0
+DEST_CONF=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--sizes) SIZES=$2; shift 2 ;;
@@ -61,6 +64,7 @@ while [ $# -gt 0 ]; do
 	--methods) METHODS=$2; shift 2 ;;
 	--per-change-max) PER_CHANGE_MAX=$2; shift 2 ;;
 	--port-base) PORT_BASE=$2; shift 2 ;;
+	--dest-conf) DEST_CONF=$2; shift 2 ;;
 	--no-build) BUILD=0; shift ;;
 	--keep) KEEP=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -158,7 +162,8 @@ cdc.database = 'm_5'
 cdc.naptime = 1
 max_worker_processes = 16
 max_logical_replication_workers = 4
-max_replication_slots = 10"
+max_replication_slots = 10
+$DEST_CONF"
 
 	# The workload, generated once; every method reads this file.
 	local t0 t1

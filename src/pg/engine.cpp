@@ -2279,6 +2279,12 @@ ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
 void
 ApplyEngine::Enqueue(ChangeRequest req, size_t position)
 {
+	for (const std::optional<RawImage> *img : {&req.before, &req.after})
+		if (*img) {
+			queued_bytes_ += (*img)->json.size();
+			for (const auto &[name, value] : (*img)->values)
+				queued_bytes_ += name.size() + value.text.size();
+		}
 	queued_.push_back(std::move(req));
 	queued_positions_.push_back(position);
 }
@@ -2292,6 +2298,7 @@ ApplyEngine::ApplyQueued()
 	std::vector<size_t> positions;
 	reqs.swap(queued_);
 	positions.swap(queued_positions_);
+	queued_bytes_ = 0;
 	ApplyChanges(reqs, positions);
 }
 

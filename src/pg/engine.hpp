@@ -101,6 +101,9 @@ class ApplyEngine {
 	// transaction, a fault point, Finish().  No PostgreSQL call, no error.
 	void Enqueue(ChangeRequest req, size_t position);
 	size_t QueuedChanges() const { return queued_.size(); }
+	// Bytes of the queued images (column names, values and JSON forms): what
+	// the queue holds in memory, give or take the fixed per-change overhead.
+	size_t QueuedBytes() const { return queued_bytes_; }
 
 	// Applies the queued changes with ApplyChanges() and empties the queue
 	// (also when it throws: the transaction is then aborted anyway).  Errors
@@ -152,6 +155,7 @@ class ApplyEngine {
 	std::string position_scope_ = "of the batch";
 	std::vector<ChangeRequest> queued_;      // Enqueue() .. ApplyQueued()
 	std::vector<size_t> queued_positions_;
+	size_t queued_bytes_ = 0;
 	std::optional<bool> pending_claim_;
 	bool finished_ = false;
 };

@@ -57,6 +57,23 @@ CaptureError(MemoryContext ctx) noexcept
 }
 
 void
+PushApplyContext(ErrorContextCallback *callback) noexcept
+{
+	callback->callback = ApplyErrorContextCallback;
+	callback->arg = nullptr;
+	callback->previous = error_context_stack;
+	error_context_stack = callback;
+	apply_context = nullptr;
+}
+
+void
+PopApplyContext(ErrorContextCallback *callback) noexcept
+{
+	error_context_stack = callback->previous;
+	apply_context = nullptr;
+}
+
+void
 SetErrorContext(const char *text) noexcept
 {
 	apply_context = text;
@@ -111,12 +128,7 @@ InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo) noexcept
 	Datum result = (Datum) 0;
 	MemoryContext entry_context = CurrentMemoryContext;
 	ErrorContextCallback callback;
-
-	callback.callback = ApplyErrorContextCallback;
-	callback.arg = nullptr;
-	callback.previous = error_context_stack;
-	error_context_stack = &callback;
-	apply_context = nullptr;
+	PushApplyContext(&callback);
 
 	try {
 		result = fn(fcinfo);
@@ -126,20 +138,21 @@ InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo) noexcept
 	}
 
 	if (!failed) {
-		error_context_stack = callback.previous;
-		apply_context = nullptr;
+		PopApplyContext(&callback);
 		return result;
 	}
 
 	/* Out of every catch block: now it is safe to longjmp. */
 	MemoryContextSwitchTo(entry_context);
-	if (pending.edata) {
-		/* the copied ErrorData already carries its context */
-		error_context_stack = callback.previous;
-		apply_context = nullptr;
-	}
+	RaiseStashedApplyError(&callback);
+}
+
+void
+RaiseStashedApplyError(ErrorContextCallback *callback)
+{
+	if (pending.edata) /* the copied ErrorData already carries its context */
+		PopApplyContext(callback);
 	RaiseStashedError();
-	pg_unreachable();
 }
 
 } // namespace cdc::pg

@@ -90,14 +90,27 @@ PgCall(F &&f) -> decltype(f())
 void StashCurrentException() noexcept;
 [[noreturn]] void RaiseStashedError();
 
+// Installs (Push) and removes (Pop) the error context callback that adds
+// the engine's SetErrorContext text to errors, around C++ code run from
+// PostgreSQL-regime code (RunCpp, InvokeCpp).
+void PushApplyContext(ErrorContextCallback *callback) noexcept;
+void PopApplyContext(ErrorContextCallback *callback) noexcept;
+// RaiseStashedError with the callback of PushApplyContext still installed
+// for a C++ exception (so the ERROR gets the engine's CONTEXT line), removed
+// first for a PostgreSQL error (its ErrorData carries its context already).
+[[noreturn]] void RaiseStashedApplyError(ErrorContextCallback *callback);
+
 // Runs C++ code `f` from PostgreSQL-regime code (a background worker's loop,
 // a callback): an exception becomes a PostgreSQL ERROR raised after the
-// catch.  `f` may own C++ objects; the caller's frame must not.
+// catch, with the engine's context (SetErrorContext) as a CONTEXT line.
+// `f` may own C++ objects; the caller's frame must not.
 template <typename F>
 void
 RunCpp(F &&f)
 {
 	bool failed = false;
+	ErrorContextCallback callback;
+	PushApplyContext(&callback);
 	try {
 		f();
 	} catch (...) {
@@ -105,7 +118,8 @@ RunCpp(F &&f)
 		StashCurrentException();
 	}
 	if (failed)
-		RaiseStashedError();
+		RaiseStashedApplyError(&callback);
+	PopApplyContext(&callback);
 }
 
 using CppFunction = Datum (*)(FunctionCallInfo);

@@ -124,9 +124,10 @@ cdc::pg::DefineWorkerSettings(bool preloaded)
 	                         "when a worker starts.",
 	                         &cdc_streaming, false, PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("cdc.apply_batch_changes",
-	                        "Most changes of one source transaction the apply worker hands to the batch engine at once (1: change by change).",
-	                        "The changes of a source transaction (and the rows of an initial copy) are queued and applied "
-	                        "set-based, with the same result as one by one, when the transaction ends or the queue is full.",
+	                        "Most changes the apply worker hands to the batch engine at once (1: change by change).",
+	                        "The changes of the source transactions of a group (and the rows of an initial copy) are queued "
+	                        "and applied set-based, with the same result as one by one, before the local commit or when "
+	                        "the queue is full.",
 	                        &cdc_apply_batch_changes, 1000, 1, 100000, PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("cdc.synchronous_commit", "synchronous_commit of the apply worker's local transactions.",
 	                         "off is safe: the worker reports to the source as flushed only what is durable here.",
@@ -409,6 +410,8 @@ typedef struct WorkerState {
 	TimestampTz group_start;
 	XLogRecPtr group_end_lsn;     /* end LSN of its last completed source transaction */
 	XLogRecPtr group_last_final;  /* commit LSN of that transaction */
+	TransactionId group_last_xid; /* and its xid */
+	bool queue_spans;             /* the engine's queue holds changes of an earlier source transaction of the group */
 	TimestampTz group_commit_time;
 	bool committing_group;        /* inside its local commit (error attribution) */
 	XLogRecPtr one_by_one_until;  /* after a failed group: one local commit per source transaction up to this commit LSN */
@@ -451,9 +454,16 @@ worker_error_context(void *arg)
 {
 	if (W == NULL)
 		return;
-	if (W->in_xact)
+	if (W->in_xact && W->queue_spans)
+		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X or one of the %d before it "
+		           "in this local transaction (the delivery key names the change)",
+		           W->name, W->xid, CDC_LSN_ARGS(W->final_lsn), W->group_xacts);
+	else if (W->in_xact)
 		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X%s%s", W->name, W->xid,
 		           CDC_LSN_ARGS(W->final_lsn), W->cur_table[0] ? ", table " : "", W->cur_table);
+	else if (W->committing_group && W->group_xacts == 1)
+		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X, at its local commit", W->name,
+		           W->group_last_xid, CDC_LSN_ARGS(W->group_last_final));
 	else if (W->committing_group)
 		errcontext("cdc_apply subscription \"%s\": local commit of %d source transactions, the last committed at %X/%X",
 		           W->name, W->group_xacts, CDC_LSN_ARGS(W->group_last_final));
@@ -733,9 +743,11 @@ SourceOf(const LogicalRepRelation *rel)
 }
 
 // Hands a change to the engine: applied at once when cdc.apply_batch_changes
-// is 1, else queued for the batch engine, which applies the queue when it is
-// full (and the worker when the source transaction or copy ends:
-// flush_queue()).
+// is 1, else queued for the batch engine.  The queue is applied when it
+// holds cdc.apply_batch_changes changes or cdc.group_max_bytes of images (so
+// wide rows never pile up in memory), at the group's local commit (Finish),
+// at the end of each source transaction while the worker retries one by one
+// (flush_queue()), and at the end of a copied table.
 void
 Submit(ChangeRequest req, size_t position)
 {
@@ -744,9 +756,16 @@ Submit(ChangeRequest req, size_t position)
 		return;
 	}
 	W->engine->Enqueue(std::move(req), position);
-	if (W->engine->QueuedChanges() >= size_t(cdc_apply_batch_changes)) {
+	if (W->engine->QueuedChanges() >= size_t(cdc_apply_batch_changes) ||
+	    W->engine->QueuedBytes() >= size_t(cdc_group_max_bytes) * 1024) {
 		W->cur_table[0] = '\0'; /* the queue spans tables: the engine's context names the change's table */
+		size_t n = W->engine->QueuedChanges(), bytes = W->engine->QueuedBytes();
+		cdc::pg::PgCall([&]() {
+			elog(DEBUG1, "cdc_apply: applying %zu queued changes (%zu bytes of images) inside source transaction %u", n,
+			     bytes, W->xid);
+		});
 		W->engine->ApplyQueued();
+		W->queue_spans = false;
 	}
 }
 
@@ -858,6 +877,7 @@ begin_local_xact(void)
 		W->engine = new cdc::pg::ApplyEngine();
 		W->engine->SetPositionNames("change", "of the source transaction");
 	});
+	W->queue_spans = false;
 }
 
 /* Applies the changes queued for the batch engine (Submit). */
@@ -866,6 +886,7 @@ flush_queue(void)
 {
 	if (W->engine != NULL)
 		cdc::pg::RunCpp([&]() { W->engine->ApplyQueued(); });
+	W->queue_spans = false;
 }
 
 /*
@@ -904,10 +925,18 @@ close_group(void)
 	Assert(W->group_open && !W->in_xact && W->group_xacts > 0);
 	W->committing_group = true;
 	cdc::pg::RunCpp([&]() {
+		if (W->engine->QueuedChanges() > 0) {
+			size_t n = W->engine->QueuedChanges(), bytes = W->engine->QueuedBytes();
+			cdc::pg::PgCall([&]() {
+				elog(DEBUG1, "cdc_apply: applying %zu queued changes (%zu bytes of images) at the local commit of %d source transactions",
+				     n, bytes, W->group_xacts);
+			});
+		}
 		W->engine->Finish();
 		delete W->engine;
 	});
 	W->engine = NULL;
+	W->queue_spans = false;
 	PopActiveSnapshot();
 	if (fault("before_commit")) {
 		ereport(LOG, (errmsg("cdc_apply: fault point before_commit reached, exiting")));
@@ -983,9 +1012,11 @@ end_source_xact(const LogicalRepCommitData &commit)
 		return;
 	}
 	if (!W->skipping) {
-		/* the queued changes belong to this source transaction (error context, last_error_lsn) */
 		W->cur_table[0] = '\0';
-		flush_queue();
+		if (W->one_by_one_until != InvalidXLogRecPtr)
+			flush_queue(); /* retrying one by one: an error names exactly this transaction */
+		else if (W->engine != NULL && W->engine->QueuedChanges() > 0)
+			W->queue_spans = true; /* the queue goes on with the next source transaction of the group */
 	}
 	W->in_xact = false;
 	W->cur_table[0] = '\0';
@@ -1015,6 +1046,7 @@ end_source_xact(const LogicalRepCommitData &commit)
 	W->group_xacts++;
 	W->group_end_lsn = commit.end_lsn;
 	W->group_last_final = W->final_lsn;
+	W->group_last_xid = W->xid;
 	W->group_commit_time = commit.committime;
 	W->stat_xacts++;
 	bool alone = W->one_by_one_until != InvalidXLogRecPtr;

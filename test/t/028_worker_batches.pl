@@ -1,0 +1,166 @@
+# The worker hands each source transaction to the batch engine in queues
+# (docs/worker.md, "Batches inside a source transaction"):
+#   - a queue is applied when it holds cdc.apply_batch_changes changes, and
+#     the rest at the local commit;
+#   - a backlog of one-change source transactions is applied in queues of
+#     1,000 changes across transactions;
+#   - wide rows: a queue is also applied when its images reach
+#     cdc.group_max_bytes, so a transaction of large values never sits whole
+#     in memory;
+#   - an error in the second queue of a transaction names the change's
+#     position ("change N of the source transaction") and the transaction's
+#     commit LSN, and nothing of the transaction commits, not even the queue
+#     applied before;
+#   - cdc.apply_batch_changes = 1 (change by change) gives the same state.
+# Each part ends with the destination equal to the source, one ledger row
+# and one outbox row per source change.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use CdcWorkerTest;
+
+my $source = new_source('source');
+# DEBUG1: the worker logs every queue it applies before a local commit.
+# Groups close by count (1000 source transactions) or when the source has
+# nothing more buffered, not by time, so the queue sizes below do not depend
+# on the machine's speed.
+my $dest = new_dest('dest', "cdc.apply_batch_changes = 1000\ncdc.group_max_delay = 60s\nlog_min_messages = debug1\n");
+
+# n is text at the source and integer at the destination, so that one bad
+# value fails one change of a transaction
+$source->safe_psql('postgres', q{
+CREATE TABLE wb (id int PRIMARY KEY, v text, n text);
+CREATE PUBLICATION pub FOR TABLE wb;
+});
+$dest->safe_psql('postgres', q{
+CREATE TABLE wb (id int PRIMARY KEY, v text, n int);
+SELECT cdc.register_mapping('wb', outbox => true, source_name => 'bat');
+});
+create_subscription($dest, $source, 'bat', ['pub']);
+ok(wait_caught_up($source, $dest, 'bat'), 'subscription streaming');
+
+my $changes = 0;
+my $compare = 'SELECT id, md5(v), n::text FROM wb ORDER BY 1';
+
+sub check_state
+{
+	my ($label) = @_;
+	ok(wait_caught_up($source, $dest, 'bat'), "$label: caught up");
+	compare_table($source, $dest, $compare, "$label: destination equals source");
+	is(outbox_summary($dest), "$changes|$changes", "$label: $changes outbox rows, one per source change");
+	is($dest->safe_psql('postgres', q{SELECT count(*) FROM cdc.ledger WHERE target = 'wb'::regclass}),
+		$changes, "$label: one ledger row per source change");
+	is($dest->safe_psql('postgres', q{SELECT coalesce(sum(duplicate + stale + conflict + expired), 0) FROM cdc.stats}),
+		'0', "$label: no duplicate, stale, conflict or expired outcome");
+}
+
+# Changes a worker setting and restarts the worker, so that the next source
+# transaction is certainly applied with it.
+sub worker_setting
+{
+	my ($name, $value) = @_;
+	disable_and_wait($source, $dest, 'bat');
+	$dest->safe_psql('postgres', defined $value ? "ALTER SYSTEM SET $name = $value" : "ALTER SYSTEM RESET $name");
+	$dest->reload;
+	enable_subscription($dest, 'bat');
+}
+
+# The "applying N queued changes" lines of source transaction $xid in the
+# log since $offset: the sizes of the queues applied before its end.
+sub queue_sizes
+{
+	my ($offset, $xid) = @_;
+	my $log = slurp_file($dest->logfile, $offset);
+	return [ $log =~ /applying (\d+) queued changes \(\d+ bytes of images\) inside source transaction $xid\b/g ];
+}
+
+# --- queues of cdc.apply_batch_changes changes ------------------------------
+my $offset = -s $dest->logfile;
+my $xid = $source->safe_psql('postgres', q{
+BEGIN;
+INSERT INTO wb SELECT g, 'v' || g, g::text FROM generate_series(1, 2500) g;
+UPDATE wb SET v = v || 'u', n = (n::int + 1)::text WHERE id <= 1000;
+SELECT txid_current();
+COMMIT;
+});
+$changes += 3500;
+check_state('3,500 changes in one transaction');
+is(join(',', @{ queue_sizes($offset, $xid) }), '1000,1000,1000',
+	'three full queues of 1,000 changes were applied inside the transaction, the last 500 at the local commit');
+
+# --- a backlog of small source transactions: queues span transactions -------
+# 2,400 source transactions of one change each, written while the worker is
+# stopped: a group (up to cdc.group_max_transactions = 1000 transactions)
+# is applied in queues of up to 1,000 changes, not one queue per transaction
+disable_and_wait($source, $dest, 'bat');
+$source->safe_psql('postgres', join('', map { "INSERT INTO wb VALUES ($_, 's$_', '$_');\n" } 30001 .. 32400));
+$changes += 2400;
+$offset = -s $dest->logfile;
+enable_subscription($dest, 'bat');
+check_state('2,400 single-change source transactions');
+# every source transaction has one change, so a queue of more than one
+# change spans transactions
+my $log = slurp_file($dest->logfile, $offset);
+my @queues = ($log =~ /applying (\d+) queued changes \(\d+ bytes of images\) (?:inside source transaction|at the local commit)/g);
+note('queues of the backlog: ' . scalar(@queues) . ', largest ' . (sort { $b <=> $a } @queues)[0]);
+ok((grep { $_ > 1 } @queues), 'the backlog was applied in queues spanning several source transactions');
+my $sum = 0;
+$sum += $_ for @queues;
+is($sum, 2400, 'the queues hold exactly the 2,400 changes');
+
+# --- wide rows: queues bounded by cdc.group_max_bytes -----------------------
+worker_setting('cdc.group_max_bytes', 1024);    # kB
+$offset = -s $dest->logfile;
+# 30 rows of 200 kB (pgoutput sends them whole; the image keeps the value
+# and its JSON form, about 400 kB per change)
+$xid = $source->safe_psql('postgres', q{
+BEGIN;
+INSERT INTO wb SELECT g, repeat(md5(g::text), 6250), g::text FROM generate_series(10001, 10030) g;
+SELECT txid_current();
+COMMIT;
+});
+$changes += 30;
+check_state('30 rows of 200 kB');
+my $sizes = queue_sizes($offset, $xid);
+note('queues applied inside the wide transaction: ' . join(',', @$sizes));
+cmp_ok(scalar(@$sizes), '>=', 9, 'the wide transaction was applied in queues of about 1 MB');
+ok(!grep({ $_ > 3 } @$sizes), 'no queue held more than three 400 kB changes');
+worker_setting('cdc.group_max_bytes', undef);
+
+# --- an error in the second queue of a transaction --------------------------
+my $before = $dest->safe_psql('postgres', 'SELECT count(*) FROM wb');
+$source->safe_psql('postgres', q{
+INSERT INTO wb SELECT g, 'e' || g, CASE WHEN g = 21200 THEN 'bad' ELSE g::text END FROM generate_series(20001, 21500) g;
+});
+ok(wait_status($dest, 'bat', q{state = 'error' AND last_error LIKE '%change 1200 of the source transaction%'}),
+	'the error names the failing change by its position in the source transaction')
+  or diag(status_row($dest, 'bat', 'state, last_error'));
+like(status_row($dest, 'bat', 'last_error'), qr/invalid input syntax for type integer: "bad"/, 'and the bad value');
+like(status_row($dest, 'bat', 'last_error'), qr/source transaction \d+ committed at [0-9A-F]+\/[0-9A-F]+/,
+	'and the source transaction with its commit LSN');
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM wb'), $before,
+	'nothing of the failing transaction is committed, not even its first queue of 1,000 changes');
+$dest->safe_psql('postgres', 'ALTER TABLE wb ALTER COLUMN n TYPE text');
+$changes += 1500;
+check_state('after the column is fixed');
+
+# --- change by change gives the same state ----------------------------------
+worker_setting('cdc.apply_batch_changes', 1);
+# updates of every third row, deletes of every fifth, re-inserts of every
+# fifth id up to 3,000 (those above 2,500 are new)
+$changes += $source->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE id % 3 = 0) + count(*) FILTER (WHERE id % 5 = 0) + 600 FROM wb});
+$offset = -s $dest->logfile;
+$source->safe_psql('postgres', q{
+BEGIN;
+UPDATE wb SET v = v || 'w', n = 'x' || n WHERE id % 3 = 0;
+DELETE FROM wb WHERE id % 5 = 0;
+INSERT INTO wb SELECT g, 'r' || g, g::text FROM generate_series(5, 3000, 5) g;
+COMMIT;
+});
+check_state('change by change');
+is(scalar(@{ queue_sizes($offset, '\\d+') }), 0, 'change by change: nothing was queued');
+done_testing();
