@@ -145,6 +145,14 @@ SELECT cdc_apply(dbz('c', 'nowhere', '{"id": 7, "name": "g", "qty": 7}', '0/1700
 CREATE VIEW bad_view AS SELECT * FROM bad_items;
 SELECT cdc_apply(dbz('c', 'nowhere', '{"id": 7, "name": "g", "qty": 7}', '0/1700', 901), 'bad_view', 'bad-target');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- Neither a view nor a temporary table can be mapped: 42809, no mapping row.
+SELECT cdc.register_mapping('bad_view');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+CREATE TEMP TABLE bad_temp (id int PRIMARY KEY, name text);
+SELECT cdc.register_mapping('bad_temp');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) AS mappings FROM cdc.mapping WHERE target::text LIKE '%bad_temp' OR target::text LIKE '%bad_view';
+DROP TABLE bad_temp;
 SELECT * FROM bad_unchanged('bad-target');
 SELECT cdc_apply(dbz('c', 'nowhere', '{"id": 7, "name": "g", "qty": 7}', '0/1700', 901), 'bad_items', 'bad-target') AS retry;
 SELECT * FROM bad_checkpoint();

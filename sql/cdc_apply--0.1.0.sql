@@ -529,6 +529,10 @@ BEGIN
   IF NOT FOUND THEN
     RAISE EXCEPTION 'target % is not a table', target USING ERRCODE = '42809';
   END IF;
+  IF (SELECT relpersistence FROM pg_class WHERE oid = target) = 't' THEN
+    RAISE EXCEPTION 'target % is a temporary table', target USING ERRCODE = '42809',
+      DETAIL = 'A mapping, its ledger and entity records outlive the session; the table does not.';
+  END IF;
   IF NOT pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = target), 'USAGE') THEN
     RAISE EXCEPTION 'must be owner of table % to register a mapping for it', target USING ERRCODE = '42501';
   END IF;

@@ -1,5 +1,5 @@
 # The worker hands each source transaction to the batch engine in queues
-# (docs/worker.md, "Batches inside a source transaction"):
+# (docs/worker.md, "Batches of changes"):
 #   - a queue is applied when it holds cdc.apply_batch_changes changes, and
 #     the rest at the local commit;
 #   - a backlog of one-change source transactions is applied in queues of
