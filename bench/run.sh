@@ -345,6 +345,13 @@ SQL
 	fi
 	if has_method 5; then
 		dpsql m_5 -c "CHECKPOINT"
+		# The launcher started with the server, before m_5 existed, so it has
+		# been exiting and restarting (every 5 s, bgw_restart_time); wait
+		# until it serves m_5, so that its restart delay is not timed.
+		for _ in $(seq 1 300); do
+			[ "$(dval m_5 -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'cdc_apply launcher' AND datname = 'm_5'")" = 1 ] && break
+			sleep 0.1
+		done
 		# The subscription is created after the backlog, on the slot that was
 		# created before it; pg_reload_conf() wakes the launcher at once.
 		out=$(dval m_5 <<SQL
