@@ -681,6 +681,40 @@ AS $$ DELETE FROM cdc.mapping WHERE mapping.target = unregister_mapping.target R
 COMMENT ON FUNCTION cdc.unregister_mapping(regclass) IS
   'Removes the mapping of a target table. Its versions, tombstones and ledger rows are kept. Returns true when a mapping was removed, NULL otherwise.';
 
+-- A dropped target takes its mapping and per-entity state with it: otherwise
+-- the mapping row would name a missing table, and a later table that reused
+-- the OID would inherit versions, tombstones and barriers that are not its
+-- own.  Ledger rows stay until the replay horizon (a hit is re-checked
+-- against the version state), outbox rows stay for the relay.
+CREATE FUNCTION cdc._drop_target_state() RETURNS event_trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  dropped oid[];
+BEGIN
+  SELECT array_agg(d.objid) INTO dropped
+    FROM pg_event_trigger_dropped_objects() d
+   WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.object_type IN ('table', 'partitioned table');
+  -- DROP EXTENSION drops cdc's own tables too: nothing to clean up then
+  IF dropped IS NULL OR to_regclass('cdc.mapping') IS NULL THEN
+    RETURN;
+  END IF;
+  DELETE FROM cdc.mapping WHERE target::oid = ANY (dropped);
+  DELETE FROM cdc.table_barrier WHERE target::oid = ANY (dropped);
+  DELETE FROM cdc.entity_state WHERE target::oid = ANY (dropped);
+  DELETE FROM cdc.prune_watermark WHERE target::oid = ANY (dropped);
+  DELETE FROM cdc.counters WHERE target::oid = ANY (dropped);
+END
+$fn$;
+COMMENT ON FUNCTION cdc._drop_target_state() IS
+  'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks and counters of dropped tables. Ledger and outbox rows are kept.';
+CREATE EVENT TRIGGER cdc_drop_target_state ON sql_drop
+  EXECUTE FUNCTION cdc._drop_target_state();
+COMMENT ON EVENT TRIGGER cdc_drop_target_state IS
+  'Calls cdc._drop_target_state() after DROP TABLE (and DROP SCHEMA ... CASCADE, DROP OWNED) so that no state outlives its target.';
+
 CREATE FUNCTION cdc.create_history_table(name text, source regclass) RETURNS regclass
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1051,6 +1085,7 @@ GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping, cdc.source
 REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._drop_target_state() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint) FROM PUBLIC;

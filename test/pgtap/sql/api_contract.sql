@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(135);
+SELECT plan(141);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -193,8 +193,8 @@ SELECT is_empty($$
   SELECT p.oid::regprocedure::text FROM pg_proc p
     JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
     JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
-   WHERE p.prosecdef$$,
-  'no extension function is SECURITY DEFINER');
+   WHERE p.prosecdef AND p.oid <> 'cdc._drop_target_state()'::regprocedure$$,
+  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table)');
 
 -- Privileges: PUBLIC may execute cdc_apply, read the views and cdc.mapping,
 -- and nothing else.
@@ -277,5 +277,17 @@ SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]',
                     'cdc.alter_subscription(name, conninfo, publications, source_epoch) exists');
 SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'], 'public', ARRAY[]::text[],
                           'PUBLIC may not execute cdc.alter_subscription');
+
+-- A dropped target takes its mapping and state with it (event trigger, sql/drop_target.sql).
+SELECT has_function('cdc', '_drop_target_state', ARRAY[]::text[], 'cdc._drop_target_state() exists');
+SELECT function_returns('cdc', '_drop_target_state', ARRAY[]::text[], 'event_trigger', 'cdc._drop_target_state returns event_trigger');
+SELECT is_definer('cdc', '_drop_target_state', ARRAY[]::text[], 'cdc._drop_target_state runs as the extension owner');
+SELECT function_privs_are('cdc', '_drop_target_state', ARRAY[]::text[], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc._drop_target_state');
+SELECT ok(EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = 'cdc_drop_target_state' AND evtevent = 'sql_drop'
+                   AND evtfoid = 'cdc._drop_target_state()'::regprocedure AND evtenabled = 'O'),
+          'event trigger cdc_drop_target_state calls cdc._drop_target_state on sql_drop');
+SELECT isnt(obj_description((SELECT oid FROM pg_event_trigger WHERE evtname = 'cdc_drop_target_state'), 'pg_event_trigger'),
+            NULL, 'event trigger cdc_drop_target_state has a comment');
 
 SELECT * FROM finish();
