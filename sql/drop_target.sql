@@ -53,3 +53,13 @@ SELECT count(*) AS mappings_left FROM cdc.mapping WHERE target::text LIKE '%dt_o
 REVOKE CREATE ON SCHEMA public FROM dt_user;
 DROP ROLE dt_user;
 DROP TABLE dt_items;
+-- DROP EXTENSION drops cdc's own tables in the same command: the trigger
+-- function finds cdc.mapping gone and does nothing; the extension installs
+-- again.
+CREATE TABLE dt_last (id int PRIMARY KEY);
+SELECT target FROM cdc.register_mapping('dt_last');
+DROP EXTENSION cdc_apply;
+SELECT count(*) AS cdc_event_triggers FROM pg_event_trigger WHERE evtname LIKE 'cdc%';
+CREATE EXTENSION cdc_apply;
+SELECT count(*) AS mappings FROM cdc.mapping;
+DROP TABLE dt_last;
