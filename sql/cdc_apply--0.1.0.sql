@@ -283,8 +283,13 @@ CREATE FUNCTION cdc.entity_key_json(target regclass, key text) RETURNS jsonb
 LANGUAGE sql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
-  SELECT CASE WHEN cardinality(c.cols) = 1 THEN jsonb_build_object(c.cols[1], key)
-              ELSE jsonb_object(c.cols, key::text[]) END
+  -- Without key columns (the target lost its primary key) or with a key of
+  -- another width than the stored one: the compact key as a JSON string.
+  SELECT CASE WHEN c.cols IS NULL THEN to_jsonb(key)
+              WHEN cardinality(c.cols) = 1 THEN jsonb_build_object(c.cols[1], key)
+              WHEN key NOT LIKE '{%}' THEN to_jsonb(key)
+              ELSE CASE WHEN cardinality(key::text[]) = cardinality(c.cols) THEN jsonb_object(c.cols, key::text[])
+                        ELSE to_jsonb(key) END END
     FROM (SELECT coalesce(
                    (SELECT m.key_columns::text[] FROM cdc.mapping m WHERE m.target = entity_key_json.target),
                    (SELECT array_agg(a.attname::text ORDER BY k.n)
@@ -293,7 +298,7 @@ AS $$
                        AND a.attrelid = i.indrelid AND a.attnum = k.attnum)) AS cols) c
 $$;
 COMMENT ON FUNCTION cdc.entity_key_json(regclass, text) IS
-  'An entity key of cdc.entity_state (compact form) as JSON {"column": "text value"}, using the mapping''s key_columns or the target''s primary key, in key order.';
+  'An entity key of cdc.entity_state (compact form) as JSON {"column": "text value"}, using the mapping''s key_columns or the target''s primary key, in key order; the compact key as a JSON string when the target has no such key or one of another width.';
 
 CREATE VIEW cdc.entities AS
   SELECT e.target, cdc.entity_key_json(e.target, e.key) AS entity_key, s.name AS source_name,

@@ -63,3 +63,16 @@ SELECT count(*) AS cdc_event_triggers FROM pg_event_trigger WHERE evtname LIKE '
 CREATE EXTENSION cdc_apply;
 SELECT count(*) AS mappings FROM cdc.mapping;
 DROP TABLE dt_last;
+-- A target that loses its primary key (or gets a wider one): cdc.entities
+-- still reads, showing the stored compact key as a JSON string.
+CREATE TABLE dt_keys (id int PRIMARY KEY, name text NOT NULL);
+SELECT target FROM cdc.register_mapping('dt_keys');
+SELECT cdc_apply(dbz('c', 'dt_keys', '{"id": 1, "name": "a"}', '0/6000', 800));
+SELECT entity_key FROM cdc.entities WHERE target = 'dt_keys'::regclass;
+ALTER TABLE dt_keys DROP CONSTRAINT dt_keys_pkey;
+SELECT entity_key FROM cdc.entities WHERE target = 'dt_keys'::regclass;
+ALTER TABLE dt_keys ADD PRIMARY KEY (id, name);
+SELECT entity_key FROM cdc.entities WHERE target = 'dt_keys'::regclass;
+SELECT cdc_apply(dbz('c', 'dt_keys', '{"id": 2, "name": "b"}', '0/6100', 801));
+SELECT entity_key FROM cdc.entities WHERE target = 'dt_keys'::regclass ORDER BY entity_key::text;
+DROP TABLE dt_keys;
