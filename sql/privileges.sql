@@ -7,8 +7,10 @@
 --   * cdc.register_mapping() is not for non-owners;
 --   * cdc.ledger (and the other state tables) cannot be written by a plain
 --     role; cdc.stats is readable;
---   * every function of the extension pins search_path, none is SECURITY
---     DEFINER.
+--   * every function of the extension pins search_path; none is SECURITY
+--     DEFINER except the sql_drop clean-up cdc._drop_target_state() (any
+--     table owner may drop a mapped table; it only deletes the state of the
+--     dropped tables), which PUBLIC cannot call directly.
 --
 CREATE ROLE regress_cdc_reader;   -- SELECT only
 CREATE ROLE regress_cdc_partial;  -- SELECT, INSERT, UPDATE (no DELETE)
@@ -149,7 +151,7 @@ SELECT * FROM priv_state();
 SELECT count(*) AS ledger_rows_for_priv FROM cdc.ledger WHERE target = 'priv_items'::regclass;
 
 -- ---------------------------------------------------------------------------
--- 5. Functions: search_path pinned, no SECURITY DEFINER.
+-- 5. Functions: search_path pinned, no SECURITY DEFINER but cdc._drop_target_state().
 -- ---------------------------------------------------------------------------
 SELECT p.oid::regprocedure AS function, p.proconfig, p.prosecdef
   FROM pg_proc p
