@@ -485,3 +485,21 @@ SELECT outcomes FROM cdc_apply_batch(ARRAY[
   dbz('u', 'bat_state_only', '{"id": 2, "name": "w2"}', '0/1500', 105)],
   'bat_state_only', ARRAY['k1', 'k2', 'k1', 'k3', 'k3', 'k4', 'k4'], true);
 SELECT * FROM bat_state_only ORDER BY id;
+
+-- ===========================================================================
+-- A text key under a nondeterministic collation: 'A' and 'a' are one row,
+-- so its changes cannot be written set-based (found by a fresh-user run:
+-- the batch failed with "ON CONFLICT DO UPDATE command cannot affect row a
+-- second time" where one by one applied).  Same result both ways.
+-- ===========================================================================
+CREATE COLLATION bat_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE bat_ci_keys (id text COLLATE bat_ci PRIMARY KEY, v text);
+SELECT target FROM cdc.register_mapping('bat_ci_keys');
+SELECT x AS difference FROM bat_compare('bat_ci_keys', ARRAY[
+  dbz('c', 'bat_ci_keys', '{"id": "A", "v": "first"}', '0/1000', 100),
+  dbz('c', 'bat_ci_keys', '{"id": "a", "v": "second"}', '0/1100', 101)]) x;
+SELECT bat_reset('bat_ci_keys');
+SELECT outcomes FROM cdc_apply_batch(ARRAY[
+  dbz('c', 'bat_ci_keys', '{"id": "A", "v": "first"}', '0/1000', 100),
+  dbz('c', 'bat_ci_keys', '{"id": "a", "v": "second"}', '0/1100', 101)], 'bat_ci_keys', NULL, true);
+SELECT * FROM bat_ci_keys;

@@ -72,6 +72,7 @@ struct Column {
 	FmgrInfo *out_fn = nullptr;
 	std::string eq_op; // "OPERATOR(schema.=)": the type's default equality, schema-qualified
 	Oid array_type = InvalidOid; // for set-based batch writes (unnest of one array per column)
+	bool deterministic = true;   // its collation (if any) is deterministic: equal means equal text
 	int16 typlen = 0;
 	bool typbyval = false;
 	char typalign = 'i';
@@ -501,6 +502,7 @@ ApplyEngine::LoadTarget(Oid relid)
 			fmgr_info_cxt(outfunc, c.out_fn, cache.context);
 			c.array_type = get_array_type(c.type);
 			get_typlenbyvalalign(c.type, &c.typlen, &c.typbyval, &c.typalign);
+			c.deterministic = !OidIsValid(a->attcollation) || get_collation_isdeterministic(a->attcollation);
 		});
 		t->by_name[c.name] = int(t->columns.size());
 		t->columns.push_back(std::move(c));
@@ -1655,7 +1657,8 @@ namespace {
  * row-level security, no CHECK constraints, no unique index besides the
  * key), every column has an array type (the rows travel as one array per
  * column), and the key's text form identifies a row (types whose equality
- * is equality of their output text, so two entity keys never name one row).
+ * is equality of their output text, so two entity keys never name one row;
+ * text keys only under a deterministic collation).
  * Only state mappings: in history mode every change is a row, in handler
  * mode a call that sees the row of that moment (docs/semantics.md, "Modes").
  * The expired policy and the prune watermark need no exclusion here:
@@ -1671,13 +1674,18 @@ SetBasedAllowed(const Target &t)
 		if (!c.generated && !OidIsValid(c.array_type))
 			return false;
 	for (int k : t.key) {
-		switch (t.columns[size_t(k)].type) {
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
+		const Column &c = t.columns[size_t(k)];
+		switch (c.type) {
 		case TEXTOID:
 		case VARCHAROID:
 		case NAMEOID:
+			/* under a nondeterministic collation 'A' and 'a' can be one row */
+			if (!c.deterministic)
+				return false;
+			break;
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
 		case UUIDOID:
 		case BOOLOID:
 		case DATEOID:

@@ -141,7 +141,20 @@ uint64
 ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs, Oid *types, Datum *values,
           const char *nulls, bool as_owner)
 {
+	MemoryContext caller_context = CurrentMemoryContext; /* see below */
 	SPIPlanPtr plan = LookupOrPrepare(sql, sql_len, key, key_len, nargs, types);
+	MemoryContextSwitchTo(caller_context);
+	/*
+	 * The previous statement's result is read before the next statement runs
+	 * (SPI_tuptable only ever holds the latest one).  Free it now: SPI keeps
+	 * every result until SPI_finish, and the worker's engine lives for a
+	 * whole group, so RETURNING rows (row images for outbox payloads) would
+	 * otherwise pile up with the group's size.
+	 */
+	if (SPI_tuptable != NULL) {
+		SPI_freetuptable(SPI_tuptable);
+		SPI_tuptable = NULL;
+	}
 	Oid save_userid = InvalidOid;
 	int save_sec = 0;
 	if (as_owner) {
@@ -150,9 +163,19 @@ ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs,
 		SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
 	}
 	volatile int rc = 0;
+	/*
+	 * SPI leaves the procedure context (SPI Proc) current after every
+	 * statement.  That context lives until SPI_finish, which for the worker
+	 * is the end of a whole group, so everything allocated after a statement
+	 * (converted values, array parameters, result strings) would pile up with
+	 * the group's size.  Allocations stay in the caller's context instead:
+	 * the worker's per-message context, a SQL function's call context.
+	 * (SPI_prepare in LookupOrPrepare does the same, hence the switch above.)
+	 */
 	PG_TRY();
 	{
 		rc = SPI_execute_plan(plan, values, nulls, false, 0);
+		MemoryContextSwitchTo(caller_context);
 	}
 	PG_FINALLY();
 	{
@@ -203,8 +226,11 @@ void
 Connect()
 {
 	PgCall([]() {
+		/* SPI_connect makes SPI Proc current; stay in the caller's context (see ExecutePg) */
+		MemoryContext caller_context = CurrentMemoryContext;
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "cdc_apply: SPI_connect failed");
+		MemoryContextSwitchTo(caller_context);
 	});
 }
 

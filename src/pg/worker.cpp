@@ -412,6 +412,7 @@ typedef struct WorkerState {
 	XLogRecPtr group_last_final;  /* commit LSN of that transaction */
 	TransactionId group_last_xid; /* and its xid */
 	bool queue_spans;             /* the engine's queue holds changes of an earlier source transaction of the group */
+	int batch_limit;              /* cdc.apply_batch_changes as it was when the local transaction began */
 	TimestampTz group_commit_time;
 	bool committing_group;        /* inside its local commit (error attribution) */
 	XLogRecPtr one_by_one_until;  /* after a failed group: one local commit per source transaction up to this commit LSN */
@@ -751,12 +752,19 @@ SourceOf(const LogicalRepRelation *rel)
 void
 Submit(ChangeRequest req, size_t position)
 {
-	if (cdc_apply_batch_changes <= 1) {
+	/*
+	 * The limit is the one read when the local transaction began: a reload
+	 * (SIGHUP, read between any two messages) must not switch to change by
+	 * change while changes are queued, or a later change would be applied
+	 * before earlier ones.
+	 */
+	if (W->batch_limit <= 1) {
+		W->engine->ApplyQueued(); /* nothing queued under this limit; kept for safety */
 		W->engine->ApplyChange(req);
 		return;
 	}
 	W->engine->Enqueue(std::move(req), position);
-	if (W->engine->QueuedChanges() >= size_t(cdc_apply_batch_changes) ||
+	if (W->engine->QueuedChanges() >= size_t(W->batch_limit) ||
 	    W->engine->QueuedBytes() >= size_t(cdc_group_max_bytes) * 1024) {
 		W->cur_table[0] = '\0'; /* the queue spans tables: the engine's context names the change's table */
 		size_t n = W->engine->QueuedChanges(), bytes = W->engine->QueuedBytes();
@@ -878,6 +886,7 @@ begin_local_xact(void)
 		W->engine->SetPositionNames("change", "of the source transaction");
 	});
 	W->queue_spans = false;
+	W->batch_limit = cdc_apply_batch_changes;
 }
 
 /* Applies the changes queued for the batch engine (Submit). */
@@ -1467,8 +1476,12 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	snprintf(W->cur_table, sizeof(W->cur_table), "%s.%s", schema, table);
 	begin_local_xact();
 	cdc::pg::RunCpp([&]() { W->engine->SetPositionNames("row", "of the initial copy"); });
+	/* per row (and per queue applied with a row): the copy is one local transaction */
+	MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext, "CdcCopyRow", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext copy_context = MemoryContextSwitchTo(row_context);
 	long rows = 0;
 	for (;;) {
+		MemoryContextReset(row_context);
 		char *buf = NULL;
 		int len = PQgetCopyData(W->conn, &buf, 0);
 		if (len == -1)
@@ -1486,10 +1499,13 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 		                errmsg("cdc_apply: initial copy of %s failed: %s", qual, PQresultErrorMessage(res))));
 	PQclear(res);
+	MemoryContextReset(row_context);
 	cdc::pg::RunCpp([&]() {
 		W->engine->Finish();
 		delete W->engine;
 	});
+	MemoryContextSwitchTo(copy_context);
+	MemoryContextDelete(row_context);
 	W->engine = NULL;
 	PopActiveSnapshot();
 	CommitTransactionCommand();

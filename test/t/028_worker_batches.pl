@@ -148,6 +148,50 @@ $dest->safe_psql('postgres', 'ALTER TABLE wb ALTER COLUMN n TYPE text');
 $changes += 1500;
 check_state('after the column is fixed');
 
+# --- reloads of cdc.apply_batch_changes while a transaction is applied -------
+# Found by a fresh-user run: the worker re-read the setting between any two
+# messages, so switching to 1 while changes were queued applied the next
+# change ahead of the queued ones (rows left behind, changes counted as
+# conflicts, outbox rows lost).  The limit now holds for a whole local
+# transaction.  A transaction of inserts and updates that leave an
+# out-of-line (unchanged TOAST) column alone, applied while the setting
+# flips every 0.1 s.
+$source->safe_psql('postgres', q{
+CREATE TABLE flip (id int PRIMARY KEY, v text, big text);
+ALTER TABLE flip ALTER COLUMN big SET STORAGE EXTERNAL;
+ALTER PUBLICATION pub ADD TABLE flip;
+});
+$dest->safe_psql('postgres', q{
+CREATE TABLE flip (id int PRIMARY KEY, v text, big text);
+SELECT cdc.register_mapping('flip', outbox => true, source_name => 'bat');
+});
+my $outbox_before = $dest->safe_psql('postgres', 'SELECT count(*) FROM cdc.outbox');
+disable_and_wait($source, $dest, 'bat');
+$source->safe_psql('postgres', q{
+DO $$ BEGIN
+  FOR b IN 0..159 LOOP
+    INSERT INTO flip SELECT g, 'ins', repeat(md5(g::text), 80) FROM generate_series(b * 50 + 1, b * 50 + 50) g;
+    UPDATE flip SET v = 'upd' WHERE id BETWEEN b * 50 + 1 AND b * 50 + 50;
+  END LOOP;
+END $$;
+});
+enable_subscription($dest, 'bat');
+my $flips = 0;
+until ($dest->safe_psql('postgres', 'SELECT count(*) FROM cdc.outbox') - $outbox_before >= 16000 || $flips >= 600) {
+	$dest->safe_psql('postgres', 'ALTER SYSTEM SET cdc.apply_batch_changes = ' . ($flips % 2 ? 1000 : 1) . '; SELECT pg_reload_conf()');
+	$flips++;
+	select(undef, undef, undef, 0.1);
+}
+note("cdc.apply_batch_changes flipped $flips times during the transaction");
+worker_setting('cdc.apply_batch_changes', 1000);
+ok(wait_caught_up($source, $dest, 'bat'), 'flips: caught up');
+compare_table($source, $dest, 'SELECT id, v, md5(big) FROM flip ORDER BY 1', 'flips: destination equals source');
+is($dest->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE op = 'u') || '|' || count(*) FROM cdc.outbox WHERE target = 'flip'::regclass}),
+	'8000|16000', 'flips: one outbox row per source change');
+is($dest->safe_psql('postgres', q{SELECT coalesce(sum(conflict + stale), 0) FROM cdc.stats}), '0', 'flips: no conflict or stale outcome');
+# the parts below count the outbox rows of table wb only
+$dest->safe_psql('postgres', q{DELETE FROM cdc.outbox WHERE target = 'flip'::regclass});
+
 # --- change by change gives the same state ----------------------------------
 worker_setting('cdc.apply_batch_changes', 1);
 # updates of every third row, deletes of every fifth, re-inserts of every
