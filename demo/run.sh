@@ -40,9 +40,12 @@ echo "wal_level = logical" >> "$WORK/source/postgresql.conf"
 run "$BINDIR/pg_ctl" -D "$WORK/source" -l "$WORK/source.log" -o "-p $SRC_PORT -k $WORK -c listen_addresses=''" -w start >/dev/null
 run "$BINDIR/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -o "-p $PORT -k $WORK -c listen_addresses=''" -w start >/dev/null
 stop() {
+	local rc=$?
 	[ "$KEEP" = "--keep" ] && return
 	run "$BINDIR/pg_ctl" -D "$WORK/data" -m fast stop >/dev/null || true
 	run "$BINDIR/pg_ctl" -D "$WORK/source" -m fast stop >/dev/null || true
+	# the work directory goes when the demo succeeded; after a failure its logs stay
+	if [ "$rc" -eq 0 ]; then rm -rf "$WORK"; else echo "logs kept in $WORK (server.log, source.log)" >&2; fi
 }
 trap stop EXIT
 PSQL=(run "$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -U postgres)
@@ -80,8 +83,15 @@ DELETE FROM demo_orders WHERE id = (:oid * 7) % 1000 + 1;
 END;
 PGB
 chmod 644 "$WORK/workload.sql"
-echo "running 2,000 pgbench transactions on the source while the worker copies and streams ..."
-run "$BINDIR/pgbench" -n -c 2 -t 1000 -f "$WORK/workload.sql" -h "$WORK" -p "$SRC_PORT" -U postgres postgres 2>&1 | grep -E "^(number of transactions actually processed|tps)" || true
+echo "running 1,000 pgbench transactions on the source while the worker starts and copies ..."
+run "$BINDIR/pgbench" -n -c 2 -t 500 -f "$WORK/workload.sql" -h "$WORK" -p "$SRC_PORT" -U postgres postgres 2>&1 | grep -E "^(number of transactions actually processed|tps)" || true
+# the second half only once the initial copy is done, so that it is streamed
+for i in $(seq 1 120); do
+	[ "$("${PSQL[@]}" -d destination -Atc "SELECT state FROM cdc.subscription_status WHERE name = 'demo'")" = streaming ] && break
+	sleep 1
+done
+echo "running 1,000 more while the worker streams them ..."
+run "$BINDIR/pgbench" -n -c 2 -t 500 -f "$WORK/workload.sql" -h "$WORK" -p "$SRC_PORT" -U postgres postgres 2>&1 | grep -E "^(number of transactions actually processed|tps)" || true
 target=$("${SPSQL[@]}" -d postgres -Atc "SELECT pg_current_wal_lsn()")
 for i in $(seq 1 120); do
 	done_=$("${PSQL[@]}" -d destination -Atc "SELECT coalesce(applied_lsn >= '$target'::pg_lsn, false) FROM cdc.subscription_status WHERE name = 'demo'")
