@@ -153,9 +153,12 @@ check_state('after the column is fixed');
 # messages, so switching to 1 while changes were queued applied the next
 # change ahead of the queued ones (rows left behind, changes counted as
 # conflicts, outbox rows lost).  The limit now holds for a whole local
-# transaction.  A transaction of inserts and updates that leave an
+# transaction.  A transaction of 32,000 inserts and updates that leave an
 # out-of-line (unchanged TOAST) column alone, applied while the setting
-# flips every 0.1 s.
+# flips as fast as psql can (every 20 ms plus a reload).  Most reloads land
+# right after a queue was applied, when nothing is queued, so the test needs
+# many flips: on the code before the fix it failed (3,000 flips: rows left
+# behind, conflicts, lost outbox rows).
 $source->safe_psql('postgres', q{
 CREATE TABLE flip (id int PRIMARY KEY, v text, big text);
 ALTER TABLE flip ALTER COLUMN big SET STORAGE EXTERNAL;
@@ -169,7 +172,7 @@ my $outbox_before = $dest->safe_psql('postgres', 'SELECT count(*) FROM cdc.outbo
 disable_and_wait($source, $dest, 'bat');
 $source->safe_psql('postgres', q{
 DO $$ BEGIN
-  FOR b IN 0..159 LOOP
+  FOR b IN 0..319 LOOP
     INSERT INTO flip SELECT g, 'ins', repeat(md5(g::text), 80) FROM generate_series(b * 50 + 1, b * 50 + 50) g;
     UPDATE flip SET v = 'upd' WHERE id BETWEEN b * 50 + 1 AND b * 50 + 50;
   END LOOP;
@@ -177,17 +180,17 @@ END $$;
 });
 enable_subscription($dest, 'bat');
 my $flips = 0;
-until ($dest->safe_psql('postgres', 'SELECT count(*) FROM cdc.outbox') - $outbox_before >= 16000 || $flips >= 600) {
+until ($dest->safe_psql('postgres', 'SELECT count(*) FROM cdc.outbox') - $outbox_before >= 32000 || $flips >= 500) {
 	$dest->safe_psql('postgres', 'ALTER SYSTEM SET cdc.apply_batch_changes = ' . ($flips % 2 ? 1000 : 1) . '; SELECT pg_reload_conf()');
 	$flips++;
-	select(undef, undef, undef, 0.1);
+	select(undef, undef, undef, 0.02);
 }
 note("cdc.apply_batch_changes flipped $flips times during the transaction");
 worker_setting('cdc.apply_batch_changes', 1000);
 ok(wait_caught_up($source, $dest, 'bat'), 'flips: caught up');
 compare_table($source, $dest, 'SELECT id, v, md5(big) FROM flip ORDER BY 1', 'flips: destination equals source');
 is($dest->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE op = 'u') || '|' || count(*) FROM cdc.outbox WHERE target = 'flip'::regclass}),
-	'8000|16000', 'flips: one outbox row per source change');
+	'16000|32000', 'flips: one outbox row per source change');
 is($dest->safe_psql('postgres', q{SELECT coalesce(sum(conflict + stale), 0) FROM cdc.stats}), '0', 'flips: no conflict or stale outcome');
 # the parts below count the outbox rows of table wb only
 $dest->safe_psql('postgres', q{DELETE FROM cdc.outbox WHERE target = 'flip'::regclass});
