@@ -749,6 +749,18 @@ SourceOf(const LogicalRepRelation *rel)
 // wide rows never pile up in memory), at the group's local commit (Finish),
 // at the end of each source transaction while the worker retries one by one
 // (flush_queue()), and at the end of a copied table.
+// The DEBUG1 line for a queue the worker is about to apply (none for an
+// empty one); `when` ends it ("inside source transaction 728").
+void
+LogQueue(const std::string &when)
+{
+	size_t n = W->engine->QueuedChanges(), bytes = W->engine->QueuedBytes();
+	if (n > 0)
+		cdc::pg::PgCall([&]() {
+			elog(DEBUG1, "cdc_apply: applying %zu queued changes (%zu bytes of images) %s", n, bytes, when.c_str());
+		});
+}
+
 void
 Submit(ChangeRequest req, size_t position)
 {
@@ -759,7 +771,6 @@ Submit(ChangeRequest req, size_t position)
 	 * before earlier ones.
 	 */
 	if (W->batch_limit <= 1) {
-		W->engine->ApplyQueued(); /* nothing queued under this limit; kept for safety */
 		W->engine->ApplyChange(req);
 		return;
 	}
@@ -767,11 +778,7 @@ Submit(ChangeRequest req, size_t position)
 	if (W->engine->QueuedChanges() >= size_t(W->batch_limit) ||
 	    W->engine->QueuedBytes() >= size_t(cdc_group_max_bytes) * 1024) {
 		W->cur_table[0] = '\0'; /* the queue spans tables: the engine's context names the change's table */
-		size_t n = W->engine->QueuedChanges(), bytes = W->engine->QueuedBytes();
-		cdc::pg::PgCall([&]() {
-			elog(DEBUG1, "cdc_apply: applying %zu queued changes (%zu bytes of images) inside source transaction %u", n,
-			     bytes, W->xid);
-		});
+		LogQueue("inside source transaction " + std::to_string(W->xid));
 		W->engine->ApplyQueued();
 		W->queue_spans = false;
 	}
@@ -934,13 +941,7 @@ close_group(void)
 	Assert(W->group_open && !W->in_xact && W->group_xacts > 0);
 	W->committing_group = true;
 	cdc::pg::RunCpp([&]() {
-		if (W->engine->QueuedChanges() > 0) {
-			size_t n = W->engine->QueuedChanges(), bytes = W->engine->QueuedBytes();
-			cdc::pg::PgCall([&]() {
-				elog(DEBUG1, "cdc_apply: applying %zu queued changes (%zu bytes of images) at the local commit of %d source transactions",
-				     n, bytes, W->group_xacts);
-			});
-		}
+		LogQueue("at the local commit of " + std::to_string(W->group_xacts) + " source transactions");
 		W->engine->Finish();
 		delete W->engine;
 	});
