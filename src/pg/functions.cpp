@@ -1,8 +1,8 @@
 // SQL-callable entry points of cdc_apply.  Every one is defined with
 // CDC_PG_FUNCTION, so C++ exceptions never reach PostgreSQL frames.
-#include "pg/engine.hpp"
+#include "pg/apply/engine.hpp"
 #include "pg/guard.hpp"
-#include "pg/horizon.hpp"
+#include "pg/apply/horizon.hpp"
 #include "pg/worker.hpp"
 
 #include "core/errors.hpp"

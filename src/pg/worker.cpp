@@ -9,9 +9,9 @@
 // This file is PostgreSQL-regime code (it may ereport): it owns no C++
 // objects with destructors in its frames.  The C++ engine is entered through
 // RunCpp(), which turns exceptions into ERRORs after its catch block.
-#include "pg/engine.hpp"
+#include "pg/apply/engine.hpp"
 #include "pg/guard.hpp"
-#include "pg/horizon.hpp"
+#include "pg/apply/horizon.hpp"
 #include "pg/worker.hpp"
 
 #include "core/copy_text.hpp"

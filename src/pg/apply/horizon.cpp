@@ -1,5 +1,5 @@
 // Replay-horizon settings and the launcher's pruning schedule: see horizon.hpp.
-#include "pg/horizon.hpp"
+#include "pg/apply/horizon.hpp"
 
 extern "C" {
 #include "access/xact.h"
