@@ -5,6 +5,7 @@
 // with the caller's work (SPEC §3, third question).
 #pragma once
 
+#include "core/batch_plan.hpp"
 #include "core/decision.hpp"
 #include "core/decode.hpp"
 #include "core/envelope.hpp"
@@ -20,12 +21,7 @@ namespace cdc::pg {
 
 struct Target;
 
-// Per-target outcome counts accumulated during one call and added to
-// cdc.counters when the call finishes.
-struct Counters {
-	int64_t applied = 0, duplicate = 0, stale = 0, conflict = 0, ignored = 0;
-	int64_t blocked_resurrections = 0, outbox_rows = 0, snapshot_rows = 0, expired = 0;
-};
+using cdc::Counters; // per-target outcome counts (core/batch_plan.hpp)
 
 // An image as an input path delivers it: column name -> text input form,
 // NULL, or unavailable (not sent by the source).  `json` is the image as

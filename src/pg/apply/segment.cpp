@@ -13,6 +13,7 @@
 #include "pg/apply/internal.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
+#include "core/batch_plan.hpp"
 #include "core/layout.hpp"
 #include "pg/apply/engine.hpp"
 #include "pg/apply/image.hpp"
@@ -129,20 +130,6 @@ IsKeyChange(const Target &t, const ChangeRequest &req, const PreparedChange &p)
 	return req.op == Op::Update && p.before && p.after && !SameKey(t, *p.before, *p.after);
 }
 
-void
-AddCounts(Counters &to, const Counters &from)
-{
-	to.applied += from.applied;
-	to.duplicate += from.duplicate;
-	to.stale += from.stale;
-	to.conflict += from.conflict;
-	to.ignored += from.ignored;
-	to.blocked_resurrections += from.blocked_resurrections;
-	to.outbox_rows += from.outbox_rows;
-	to.snapshot_rows += from.snapshot_rows;
-	to.expired += from.expired;
-}
-
 // Claims the delivery keys of a segment in cdc.ledger with one statement, in
 // input order (the digests of pg/state_store.hpp, ClaimDelivery).  Returns
 // per change whether its claim is new: false when the ledger had the digest
@@ -181,110 +168,12 @@ ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> 
 	return claimed;
 }
 
-// The changes of one entity within a segment, in input order, and what the
-// batch decided for them.
-struct Chain {
+// A chain of the batch planner (core/batch_plan.hpp): the changes of one
+// entity within a segment and what the batch decided for them, with the
+// target whose entity it is.
+struct Chain : cdc::Chain {
 	Target *t = nullptr;
-	std::string entity_key;  // JSON ({"id": "7"})
-	std::string compact_key; // cdc.entity_state.key
-	std::vector<size_t> events; // indexes into the segment
-	bool set_based = true;      // decided in memory and written set-based (else change by change)
-	std::optional<EntityRecord> stored; // the record under lock before the batch
-	// Simulate() results:
-	std::vector<Outcome> outcomes;      // per event
-	std::vector<size_t> applied;        // the applied events, in order
-	std::optional<EntityRecord> final_record;
-	Counters counts;
 };
-
-// What Simulate() needs to know per change of the segment besides its
-// PreparedChange: the claim, the source name compared with stored records
-// ("" for column versions), the content hash as cdc.entity_state.chash
-// holds it ("0" for deletes), and the prune watermark of its target and
-// source (read after the entity locks, like ReadWatermark one by one).
-struct SimInput {
-	bool claimed = true;
-	std::string source;
-	std::string content_hash;
-	std::optional<Version> watermark;
-};
-
-/*
- * Decides the chain's changes one after another in memory, exactly as
- * ApplyEntity() decides them one by one: each applied change becomes the
- * stored record the next one is compared with.  A change whose claim was
- * not new (the ledger had its delivery) is a duplicate unless the decision
- * is "applied".  Returns false, and the chain is then applied change by
- * change, whenever one by one would do more than the set-based writes can:
- * a conflict (the conflict record holds the row as it is at that change,
- * and the policy may raise), an expired change (the mapping's
- * expired_policy may dead-letter or apply it), an applied decision for a
- * change whose claim was not new (one by one checks cdc.conflicts for the
- * delivery first), or an applied image that would violate NOT NULL (one by
- * one raises the error at that change).
- */
-bool
-Simulate(Chain &c, const std::vector<ChangeRequest> &reqs, size_t begin, const std::vector<PreparedChange> &prep,
-         const std::vector<SimInput> &sim)
-{
-	const Target &t = *c.t;
-	std::optional<EntityRecord> record = c.stored;
-	c.outcomes.assign(c.events.size(), Outcome::Applied);
-	c.applied.clear();
-	c.final_record.reset();
-	c.counts = Counters{};
-	for (size_t j = 0; j < c.events.size(); j++) {
-		const size_t k = c.events[j];
-		const PreparedChange &p = prep[k];
-		const ChangeRequest &req = reqs[begin + k];
-		DecisionInput in;
-		in.version = p.version;
-		in.source = sim[k].source;
-		in.is_delete = p.is_delete;
-		in.content_hash = sim[k].content_hash;
-		in.stored = record;
-		if (t.barrier && t.barrier->source == in.source)
-			in.barrier = t.barrier->version;
-		if (!record)
-			in.watermark = sim[k].watermark;
-		Decision d = Decide(in);
-		if (!sim[k].claimed) {
-			if (d.outcome == Outcome::Applied)
-				return false;
-			c.outcomes[j] = Outcome::Duplicate;
-			c.counts.duplicate++;
-			continue;
-		}
-		c.outcomes[j] = d.outcome;
-		switch (d.outcome) {
-		case Outcome::Stale:
-			c.counts.stale++;
-			if (d.blocked_resurrection)
-				c.counts.blocked_resurrections++;
-			break;
-		case Outcome::Duplicate:
-			c.counts.duplicate++;
-			break;
-		case Outcome::Ignored:
-			c.counts.ignored++;
-			break;
-		case Outcome::Conflict:
-		case Outcome::Expired:
-			return false;
-		case Outcome::Applied:
-			if (!p.is_delete && ViolatesNotNull(t, *p.after))
-				return false;
-			record = EntityRecord{p.version, p.is_delete, in.content_hash, in.source};
-			c.final_record = record;
-			c.applied.push_back(k);
-			c.counts.applied++;
-			if (req.op == Op::Read)
-				c.counts.snapshot_rows++;
-			break;
-		}
-	}
-	return true;
-}
 
 // Locks and reads the entity records of chains (one statement per target),
 // as LockEntityRecord does for one.
@@ -606,6 +495,10 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		sim[k].claimed = claimed[k] != 0;
 		sim[k].source = t.version_col >= 0 ? std::string() : reqs[begin + k].source.name;
 		sim[k].content_hash = prep[k].is_delete ? std::string("0") : ContentHash32(ImageHash(t, prep[k].Main()));
+		sim[k].version = prep[k].version;
+		sim[k].is_delete = prep[k].is_delete;
+		sim[k].is_snapshot = reqs[begin + k].op == Op::Read;
+		sim[k].violates_not_null = !prep[k].is_delete && ViolatesNotNull(t, *prep[k].after);
 		src[k] = SourceId(sim[k].source, source_ids_);
 	}
 
@@ -652,7 +545,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			sim[k].watermark = w->second;
 	}
 	for (Chain *c : decided)
-		c->set_based = Simulate(*c, reqs, begin, prep, sim);
+		c->set_based = Simulate(*c, sim, c->t->barrier);
 
 	DeferredOutbox queue;
 	deferred_outbox = &queue;
@@ -680,7 +573,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			throw std::runtime_error("entity records keep being created concurrently");
 		LockRecords(lost);
 		for (Chain *c : lost) {
-			if (!Simulate(*c, reqs, begin, prep, sim)) {
+			if (!Simulate(*c, sim, c->t->barrier)) {
 				c->set_based = false;
 				for (size_t k : c->events)
 					apply_one(k);
@@ -702,12 +595,9 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		const bool collapse = CollapseAllowed(t);
 		for (size_t round = 0;; round++) {
 			std::vector<std::pair<size_t, const Chain *>> writes;
-			for (const Chain *c : list) {
-				if (collapse && round == 0)
-					writes.emplace_back(c->applied.back(), c);
-				else if (!collapse && round < c->applied.size())
-					writes.emplace_back(c->applied[round], c);
-			}
+			for (const Chain *c : list)
+				if (std::optional<size_t> k = RoundWrite(*c, collapse, round))
+					writes.emplace_back(*k, c);
 			if (writes.empty())
 				break;
 			const bool outbox = t.mapping.outbox;

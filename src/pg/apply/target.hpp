@@ -57,11 +57,6 @@ struct Mapping {
 	DecodeOptions decode;
 };
 
-struct Barrier {
-	std::string source;
-	Version version;
-};
-
 struct Target {
 	Oid relid = InvalidOid;
 	std::string qualified; // quoted schema.table, for SQL text
