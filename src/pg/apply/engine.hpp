@@ -86,7 +86,7 @@ class ApplyEngine {
 	// with the result of one-by-one application.  The delivery keys are
 	// claimed in input order; several changes of one entity are merged into
 	// the newest where nothing can observe the difference (CollapseAllowed in
-	// engine.cpp); everything else is applied change by change.  positions[i]:
+	// segment.cpp); everything else is applied change by change.  positions[i]:
 	// the 1-based input position of reqs[i], named in the error context.
 	std::vector<Outcome> ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions);
 
@@ -138,7 +138,7 @@ class ApplyEngine {
 	                    bool same_name_fallback);
 	void SetContext(const Target *t, const std::string &delivery_key);
 
-	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, engine.cpp)
+	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, target.cpp)
 	std::map<Oid, Counters> counters_;
 	std::map<std::string, int16_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
 	std::string PositionLabel(size_t position) const
