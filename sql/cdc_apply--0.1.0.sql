@@ -28,6 +28,7 @@ CREATE TABLE cdc.mapping (
   mode                    text NOT NULL DEFAULT 'state' CHECK (mode IN ('state', 'history', 'handler')),
   handler                 regprocedure,
   expired_policy          text NOT NULL DEFAULT 'refuse' CHECK (expired_policy IN ('refuse', 'apply', 'dead_letter')),
+  ordering                text NOT NULL DEFAULT 'entity' CHECK (ordering IN ('entity', 'stream')),
   created_at              timestamptz NOT NULL DEFAULT now(),
   CHECK ((mode = 'handler') = (handler IS NOT NULL))
 );
@@ -50,6 +51,7 @@ COMMENT ON COLUMN cdc.mapping.conflict_policy IS '''record'': equal-version conf
 COMMENT ON COLUMN cdc.mapping.mode IS '''state'': the target mirrors the source row; ''history'': the target is a history table getting one row per source change, unique on (cdc_key, cdc_version); ''handler'': as state, and the handler function is called for every applied change.';
 COMMENT ON COLUMN cdc.mapping.handler IS 'Handler function of mode ''handler'': handler(op text, old T, new T, meta jsonb) with T the target''s row type or jsonb; called only when a change is applied, in the same transaction.';
 COMMENT ON COLUMN cdc.mapping.expired_policy IS 'What happens to a change that has no entity record and is not newer than the prune watermark (its records may have been pruned, so it can be proven neither new nor old): ''refuse'' (outcome expired, nothing applied), ''dead_letter'' (outcome expired, the event is kept in cdc.dead_letter) or ''apply'' (applied as new). Counted in cdc.stats.expired either way.';
+COMMENT ON COLUMN cdc.mapping.ordering IS '''entity'' (default): per-entity version records, ledger claims and tombstones decide every change (any input, any order); ''stream'': the target is written only by one ordered stream (a subscription''s worker), and a per-(target, source) high-water mark in cdc.stream_mark decides: a change at or below it is a duplicate. Changed with cdc.set_ordering() (docs/semantics.md, "Stream ordering").';
 COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or last changed.';
 
 -- ---------------------------------------------------------------------------
@@ -275,9 +277,21 @@ COMMENT ON FUNCTION cdc.delivery_digest(regclass, text) IS
 CREATE FUNCTION cdc.delivery_processed(target regclass, delivery_key text) RETURNS boolean
 LANGUAGE sql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT EXISTS (SELECT 1 FROM cdc.ledger l WHERE l.digest = cdc.delivery_digest(target, delivery_key)) $$;
+AS $$
+  SELECT EXISTS (SELECT 1 FROM cdc.ledger l WHERE l.digest = cdc.delivery_digest(target, delivery_key))
+      -- a worker delivery key pgoutput:<source>:<commit LSN>:<position> of a
+      -- stream-ordered target: processed when the target's mark of that
+      -- source has reached it (docs/semantics.md, "Stream ordering")
+      OR EXISTS (SELECT 1
+                   FROM pg_catalog.regexp_match(delivery_key, '^pgoutput:(.+):([0-9A-F]{1,8}/[0-9A-F]{1,8}):([0-9]{1,18})$') r,
+                        cdc.stream_mark m JOIN cdc.source s ON s.id OPERATOR(pg_catalog.=) m.src
+                  WHERE m.target OPERATOR(pg_catalog.=) delivery_processed.target
+                    AND s.name OPERATOR(pg_catalog.=) r[1]
+                    AND ROW(r[2]::pg_catalog.pg_lsn OPERATOR(pg_catalog.-) '0/0'::pg_catalog.pg_lsn, r[3]::pg_catalog.numeric)
+                        OPERATOR(pg_catalog.<=) ROW(m.v1::pg_catalog.numeric, m.v2::pg_catalog.numeric))
+$$;
 COMMENT ON FUNCTION cdc.delivery_processed(regclass, text) IS
-  'True when the ledger holds the delivery key for the target: it was processed within the replay horizon (ledger entries older than the horizon are pruned). Needs SELECT on cdc.ledger.';
+  'True when the delivery key was processed for the target: the ledger holds it (within the replay horizon: older ledger entries are pruned), or it is a worker delivery key (pgoutput:<source>:<commit LSN>:<position>) at or below the target''s stream mark of that source (stream-ordered targets keep no ledger rows; the mark is never pruned). Needs SELECT on cdc.ledger and cdc.stream_mark.';
 
 CREATE FUNCTION cdc.entity_key_json(target regclass, key text) RETURNS jsonb
 LANGUAGE sql STABLE STRICT
@@ -366,6 +380,38 @@ COMMENT ON COLUMN cdc.prune_watermark.src IS 'cdc.source id: versions of differe
 COMMENT ON COLUMN cdc.prune_watermark.v0 IS 'Version component 1 (the source epoch).';
 COMMENT ON COLUMN cdc.prune_watermark.v3 IS 'Version component 4.';
 COMMENT ON COLUMN cdc.prune_watermark.pruned_at IS 'When it last moved.';
+
+-- Stream ordering (docs/semantics.md, "Stream ordering"): one row per
+-- stream-ordered target and source instead of a ledger row and an entity
+-- record per change.
+CREATE TABLE cdc.stream_mark (
+  v1        bigint NOT NULL,
+  v2        bigint NOT NULL,
+  target    regclass NOT NULL,
+  v0        integer NOT NULL,
+  v3        integer NOT NULL,
+  updated_s integer NOT NULL,
+  src       smallint NOT NULL,
+  PRIMARY KEY (target, src)
+);
+COMMENT ON TABLE cdc.stream_mark IS
+  'High-water mark of a target written by one ordered stream (mapping ordering = ''stream''): the version of the last change of that source applied to the target. Every change of the source at or below it was processed (a re-sent change is a duplicate), so no ledger row or entity record is kept per change. Written by the worker at each local commit, under a row lock that serialises two subscriptions of the same source; never pruned. After cdc.set_ordering(target, ''entity'') it stays as the implicit record of every key that has none. Read it through cdc.stream_marks.';
+COMMENT ON COLUMN cdc.stream_mark.v1 IS 'Version component 2: the commit LSN of the last applied change (or the snapshot point of an initial copy).';
+COMMENT ON COLUMN cdc.stream_mark.v2 IS 'Version component 3: the change''s position in its source transaction (0 for snapshot rows and a mark seeded at a copy).';
+COMMENT ON COLUMN cdc.stream_mark.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.stream_mark.v0 IS 'Version component 1: the source epoch.';
+COMMENT ON COLUMN cdc.stream_mark.v3 IS 'Version component 4 (0 on the worker path).';
+COMMENT ON COLUMN cdc.stream_mark.updated_s IS 'When the mark last moved, in whole seconds since 2000-01-01 00:00 UTC (cdc.seconds_to_timestamptz).';
+COMMENT ON COLUMN cdc.stream_mark.src IS 'cdc.source id of the stream''s source (pg:<system identifier> on the worker path). A stream-ordered target has marks of one source only.';
+
+CREATE VIEW cdc.stream_marks AS
+  SELECT m.target, s.name AS source_name, ARRAY[m.v0::bigint, m.v1, m.v2, m.v3::bigint] AS version,
+         cdc.seconds_to_timestamptz(m.updated_s) AS updated_at
+    FROM cdc.stream_mark m
+    JOIN cdc.source s ON s.id = m.src
+   WHERE pg_catalog.has_table_privilege(m.target, 'SELECT');
+COMMENT ON VIEW cdc.stream_marks IS
+  'Readable form of cdc.stream_mark: per stream-ordered target (and per target switched back to entity ordering) the source and the version of the last change applied from it, and when it moved; only targets the current role may SELECT from.';
 
 CREATE TABLE cdc.prune_state (
   relation           text PRIMARY KEY CHECK (relation IN ('ledger', 'entity_state', 'outbox')),
@@ -679,6 +725,77 @@ $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) IS
   'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
 
+CREATE FUNCTION cdc.set_ordering(target regclass, ordering text) RETURNS cdc.mapping
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  m      cdc.mapping;
+  nsrc   bigint;
+  result cdc.mapping;
+BEGIN
+  IF target IS NULL THEN
+    RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  IF ordering IS NULL OR ordering NOT IN ('entity', 'stream') THEN
+    RAISE EXCEPTION 'ordering must be ''entity'' or ''stream'', not %', coalesce(quote_literal(ordering), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF NOT pg_catalog.pg_has_role(current_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = target), 'USAGE') THEN
+    RAISE EXCEPTION 'must be owner of table % to change its ordering', target USING ERRCODE = '42501';
+  END IF;
+  /*
+   * Every applying transaction holds ROW EXCLUSIVE on its target until it
+   * commits: waiting for SHARE ROW EXCLUSIVE means no change is being applied
+   * under the old ordering while the state is converted, and changes applied
+   * afterwards see the new mapping (its invalidation reaches every backend).
+   */
+  EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', target);
+  SELECT * INTO m FROM cdc.mapping mp WHERE mp.target = set_ordering.target FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'table % has no mapping', target USING ERRCODE = '42704',
+      HINT = 'Register it with cdc.register_mapping() first.';
+  END IF;
+  IF m.ordering = set_ordering.ordering THEN
+    RETURN m;
+  END IF;
+  IF set_ordering.ordering = 'stream' THEN
+    IF m.version_column IS NOT NULL THEN
+      RAISE EXCEPTION 'table % cannot be stream-ordered: its mapping orders changes by version_column', target
+        USING ERRCODE = '55000',
+              HINT = 'Stream ordering compares source positions; register the mapping without version_column first.';
+    END IF;
+    SELECT pg_catalog.count(DISTINCT e.src) INTO nsrc FROM cdc.entity_state e WHERE e.target = set_ordering.target;
+    IF nsrc > 1 THEN
+      RAISE EXCEPTION 'table % cannot be stream-ordered: it has entity records of % sources', target, nsrc
+        USING ERRCODE = '55000',
+              DETAIL = 'A stream-ordered target is written by one source only (docs/semantics.md, "Stream ordering").',
+              HINT = 'Keep entity ordering, or remove the other sources'' rows and records first.';
+    END IF;
+    /*
+     * The records become the mark: every change of that source applied so far
+     * is at or below the greatest recorded version.  The records themselves
+     * are no longer consulted, so they go (a switch back starts from the mark).
+     */
+    INSERT INTO cdc.stream_mark AS w (target, src, v0, v1, v2, v3, updated_s)
+    SELECT DISTINCT ON (e.src) e.target, e.src, e.v0, e.v1, e.v2, e.v3,
+           pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.now()) - 946684800)::integer
+      FROM cdc.entity_state e
+     WHERE e.target = set_ordering.target
+     ORDER BY e.src, e.v0 DESC, e.v1 DESC, e.v2 DESC, e.v3 DESC
+    ON CONFLICT ON CONSTRAINT stream_mark_pkey DO UPDATE
+       SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, updated_s = EXCLUDED.updated_s
+     WHERE ROW(w.v0, w.v1, w.v2, w.v3) OPERATOR(pg_catalog.<) ROW(EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3);
+    DELETE FROM cdc.entity_state e WHERE e.target = set_ordering.target;
+  END IF;
+  UPDATE cdc.mapping mp SET ordering = set_ordering.ordering WHERE mp.target = set_ordering.target
+  RETURNING * INTO result;
+  RETURN result;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.set_ordering(regclass, text) IS
+  'Switches how the changes of a mapped target are ordered (docs/semantics.md, "Stream ordering"). ''stream'': only the worker of a subscription may write the target and a per-(target, source) high-water mark (cdc.stream_mark) replaces the ledger rows and entity records; the target''s entity records are folded into the mark and removed. ''entity'': per-entity records again; the mark stays as the implicit record of every key without one (a change at or below it is a duplicate). Waits for transactions applying to the target (SHARE ROW EXCLUSIVE lock), so it is safe under load. Returns the cdc.mapping row. Errors: 22004 NULL target, 22023 bad ordering, 42501 not the owner, 42704 no mapping, 55000 version_column mapping or records of several sources.';
+
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
@@ -711,10 +828,11 @@ BEGIN
   DELETE FROM cdc.entity_state WHERE target::oid = ANY (dropped);
   DELETE FROM cdc.prune_watermark WHERE target::oid = ANY (dropped);
   DELETE FROM cdc.counters WHERE target::oid = ANY (dropped);
+  DELETE FROM cdc.stream_mark WHERE target::oid = ANY (dropped);
 END
 $fn$;
 COMMENT ON FUNCTION cdc._drop_target_state() IS
-  'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks and counters of dropped tables. Ledger and outbox rows are kept.';
+  'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks, stream marks and counters of dropped tables. Ledger and outbox rows are kept.';
 CREATE EVENT TRIGGER cdc_drop_target_state ON sql_drop
   EXECUTE FUNCTION cdc._drop_target_state();
 COMMENT ON EVENT TRIGGER cdc_drop_target_state IS
@@ -1086,10 +1204,11 @@ COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to 
 -- writes these tables directly.  Reading state is open to everyone.
 REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
 GRANT USAGE ON SCHEMA cdc TO PUBLIC;
-GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping, cdc.source, cdc.horizon_status TO PUBLIC;
+GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.stream_marks, cdc.mapping, cdc.source, cdc.horizon_status TO PUBLIC;
 REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.set_ordering(regclass, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_target_state() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;

@@ -370,3 +370,41 @@ TEST(Decision, OutcomeNames)
 	EXPECT_STREQ(OutcomeName(Outcome::Ignored), "ignored");
 	EXPECT_STREQ(OutcomeName(Outcome::Expired), "expired");
 }
+
+// Stream ordering (docs/semantics.md, "Stream ordering").
+TEST(StreamOrdering, AtOrBelowTheMarkWasProcessed)
+{
+	const Version mark{{0, 500, 3, 0}};
+	EXPECT_TRUE(StreamProcessed(Version{{0, 400, 9, 0}}, false, mark));
+	EXPECT_TRUE(StreamProcessed(Version{{0, 500, 3, 0}}, false, mark)) << "the mark itself was applied";
+	EXPECT_FALSE(StreamProcessed(Version{{0, 500, 4, 0}}, false, mark));
+	EXPECT_FALSE(StreamProcessed(Version{{1, 1, 1, 0}}, false, mark)) << "a bumped epoch is always newer";
+}
+
+TEST(StreamOrdering, SnapshotRowsShareTheirCopyPoint)
+{
+	// every row of one copy has version {epoch, copy point, 0, 0}: after the
+	// first one moved the mark there, the others are still new
+	const Version point{{0, 700, 0, 0}};
+	EXPECT_FALSE(StreamProcessed(point, true, point));
+	EXPECT_TRUE(StreamProcessed(Version{{0, 600, 0, 0}}, true, point)) << "an older copy is processed";
+	EXPECT_TRUE(StreamProcessed(point, false, point)) << "a streamed change at the mark is not";
+}
+
+TEST(StreamOrdering, TheMarkIsTheImplicitRecordOfKeysWithoutOne)
+{
+	auto in = Input(Version{{0, 10}});
+	in.stream_mark = Version{{0, 20}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Duplicate);
+	in.version = Version{{0, 20}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Duplicate);
+	in.version = Version{{0, 21}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
+	// a stored record wins over the mark, and the mark comes before the watermark
+	in.version = Version{{0, 15}};
+	in.stored = Stored(Version{{0, 12}});
+	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
+	in.stored.reset();
+	in.watermark = Version{{0, 30}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Duplicate);
+}

@@ -22,6 +22,7 @@
 #include "pg/spi.hpp"
 #include "pg/apply/image.hpp"
 #include "pg/apply/outbox.hpp"
+#include "pg/apply/state_store.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -94,6 +95,7 @@ ApplyEngine::Finish()
 	if (finished_)
 		return;
 	ApplyQueued();
+	WriteMarks();
 	finished_ = true;
 	int backend = PgCall([]() { return int(MyBackendId); });
 	for (const auto &[relid, c] : counters_) {
@@ -115,6 +117,37 @@ ApplyEngine::Finish()
 		        p, true);
 	}
 	cdc::pg::Finish();
+}
+
+void
+ApplyEngine::RequireStreamIntake(const Target &t) const
+{
+	if (!stream_intake_)
+		Fail("55000", "table " + t.display + " is stream-ordered: only its subscription's worker may apply changes to it",
+		     "A stream-ordered target is written by one ordered stream, whose high-water mark replaces the per-entity "
+		     "records (docs/semantics.md, \"Stream ordering\").",
+		     "Switch it to entity ordering with cdc.set_ordering(target, 'entity') to apply events through cdc_apply().");
+}
+
+ApplyEngine::StreamMark &
+ApplyEngine::Mark(const Target &t, const std::string &source)
+{
+	const int16_t src = SourceId(source, source_ids_);
+	auto key = std::make_pair(t.relid, src);
+	auto it = marks_.find(key);
+	if (it == marks_.end())
+		it = marks_.emplace(key, StreamMark{LockStreamMark(t.relid, src, t.display, source), false}).first;
+	return it->second;
+}
+
+void
+ApplyEngine::WriteMarks()
+{
+	for (auto &[key, m] : marks_)
+		if (m.dirty) {
+			WriteStreamMark(key.first, key.second, m.running, TransactionSeconds());
+			m.dirty = false;
+		}
 }
 
 std::vector<Outcome>

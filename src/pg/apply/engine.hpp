@@ -114,6 +114,12 @@ class ApplyEngine {
 	// Label used in error context ("event 3 of the batch").
 	void SetEventLabel(std::string label) { event_label_ = std::move(label); }
 
+	// Marks this engine as the intake of one complete ordered stream (the
+	// worker's pgoutput stream): only such an engine may apply changes to
+	// stream-ordered targets (docs/semantics.md, "Stream ordering"); any
+	// other caller gets 55000 for them.
+	void SetStreamIntake(bool on) { stream_intake_ = on; }
+
 	// How error contexts name a position in ApplyChanges (default "event",
 	// "of the batch": "event 3 of the batch"; the worker: "change 3 of the
 	// source transaction").
@@ -137,6 +143,17 @@ class ApplyEngine {
 	Oid ResolveUncached(const std::string &source_name, const std::string &schema, const std::string &table,
 	                    bool same_name_fallback);
 	void SetContext(const Target *t, const std::string &delivery_key);
+	// Stream ordering: 55000 unless this engine is a stream intake.
+	void RequireStreamIntake(const Target &t) const;
+	// The high-water mark of (target, source) for this transaction: locked
+	// and read on first use (LockStreamMark), then kept here; `running` moves
+	// with every applied change and is written back by Finish().
+	struct StreamMark {
+		Version running;
+		bool dirty = false;
+	};
+	StreamMark &Mark(const Target &t, const std::string &source);
+	void WriteMarks();
 
 	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, target.cpp)
 	std::map<Oid, Counters> counters_;
@@ -153,6 +170,11 @@ class ApplyEngine {
 	std::vector<size_t> queued_positions_;
 	size_t queued_bytes_ = 0;
 	std::optional<bool> pending_claim_;
+	bool stream_intake_ = false;
+	std::map<std::pair<Oid, int16_t>, StreamMark> marks_;
+	// A segment's stream decision for a change it hands to ApplyChange (the
+	// mark has moved past the change meanwhile): applied.
+	bool pending_stream_apply_ = false;
 	bool finished_ = false;
 };
 

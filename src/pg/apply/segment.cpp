@@ -454,9 +454,27 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		Target &t = LoadTarget(req.target);
 		SetContext(&t, req.delivery_key.value_or(""));
 		CheckPrivileges(t);
+		if (t.mapping.stream_ordered)
+			RequireStreamIntake(t);
 		prep[k] = PrepareChange(t, req);
 		target[k] = &t;
 		set_based = set_based && SetBasedAllowed(t);
+	}
+	/*
+	 * Stream-ordered targets are decided by their marks, the others by claims
+	 * and entity records; a segment with both kinds goes change by change, in
+	 * input order, each change in its own target's way.
+	 */
+	size_t n_stream = 0;
+	for (size_t k = 0; k < n; k++)
+		n_stream += target[k]->mapping.stream_ordered ? 1 : 0;
+	const bool stream = n_stream == n;
+	if (n_stream > 0 && !stream) {
+		for (size_t k = 0; k < n; k++) {
+			SetEventLabel(PositionLabel(positions[begin + k]));
+			out[begin + k] = ApplyChange(reqs[begin + k]);
+		}
+		return;
 	}
 
 	auto stage = [&](const std::string &what, const Target *t) {
@@ -464,22 +482,50 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		              std::to_string(positions[end - 1]) + " " + position_scope_ + " (" + what + ")");
 		SetContext(t, "");
 	};
-	stage("claiming their delivery keys", nullptr);
 	const int32_t now_s = TransactionSeconds();
-	std::vector<char> claimed = ClaimAll(target, prep, now_s);
+	std::vector<char> claimed(n, 1);
+	/*
+	 * Stream ordering: in input order, a change at or below its target's mark
+	 * is a duplicate, any other moves the mark (docs/semantics.md, "Stream
+	 * ordering").  No claims, no entity records, no content hashes.
+	 */
+	std::vector<char> fresh_change(n, 1);
+	if (stream) {
+		stage("deciding them by the stream marks", nullptr);
+		for (size_t k = 0; k < n; k++) {
+			StreamMark &m = Mark(*target[k], reqs[begin + k].source.name);
+			if (StreamProcessed(prep[k].version, reqs[begin + k].op == Op::Read, m.running)) {
+				fresh_change[k] = 0;
+				out[begin + k] = Outcome::Duplicate;
+				counters_[target[k]->relid].duplicate++;
+				continue;
+			}
+			if (m.running < prep[k].version)
+				m.running = prep[k].version;
+			m.dirty = true;
+		}
+	} else {
+		stage("claiming their delivery keys", nullptr);
+		claimed = ClaimAll(target, prep, now_s);
+	}
 
-	/* Change by change, with the batch's claim (ApplyChange -> TakeClaim). */
+	/* Change by change, with the batch's claim or stream decision (ApplyChange -> TakeClaim). */
 	auto apply_one = [&](size_t k) {
 		SetEventLabel(PositionLabel(positions[begin + k]));
 		if (deferred_outbox)
 			deferred_outbox->position = k;
-		pending_claim_ = claimed[k] != 0;
+		if (stream)
+			pending_stream_apply_ = true;
+		else
+			pending_claim_ = claimed[k] != 0;
 		out[begin + k] = ApplyChange(reqs[begin + k]);
 		pending_claim_.reset();
+		pending_stream_apply_ = false;
 	};
 	if (!set_based) {
 		for (size_t k = 0; k < n; k++)
-			apply_one(k);
+			if (fresh_change[k])
+				apply_one(k);
 		return;
 	}
 
@@ -490,7 +536,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	 */
 	std::vector<SimInput> sim(n);
 	std::vector<int16_t> src(n);
-	for (size_t k = 0; k < n; k++) {
+	for (size_t k = 0; k < n && !stream; k++) {
 		const Target &t = *target[k];
 		sim[k].claimed = claimed[k] != 0;
 		sim[k].source = t.version_col >= 0 ? std::string() : reqs[begin + k].source.name;
@@ -518,6 +564,8 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		return it->second;
 	};
 	for (size_t k = 0; k < n; k++) {
+		if (!fresh_change[k])
+			continue;
 		Target &t = *target[k];
 		const ChangeRequest &req = reqs[begin + k];
 		size_t c = chain_for(&t, prep[k].Main(), prep[k].is_delete ? "before" : "after");
@@ -530,22 +578,44 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			chains[c].set_based = false;
 	}
 
-	/* Lock and read the records, decide in memory. */
-	stage("locking their entities", nullptr);
-	std::vector<Chain *> decided;
-	for (Chain &c : chains)
-		if (c.set_based && !c.events.empty())
-			decided.push_back(&c);
-	LockRecords(decided);
-	/* The watermarks only after the locks (ReadWatermarks); only entities without a record consult them. */
-	std::map<std::pair<Oid, int16_t>, Version> watermarks = ReadWatermarks(decided);
-	for (size_t k = 0; k < n; k++) {
-		auto w = watermarks.find({target[k]->relid, src[k]});
-		if (w != watermarks.end())
-			sim[k].watermark = w->second;
+	if (stream) {
+		/* Every change of a chain is new (applied); a NOT NULL violation raises at its change, one by one. */
+		for (Chain &c : chains) {
+			if (!c.set_based || c.events.empty())
+				continue;
+			for (size_t k : c.events)
+				if (!prep[k].is_delete && ViolatesNotNull(*c.t, *prep[k].after))
+					c.set_based = false;
+			if (!c.set_based)
+				continue;
+			c.applied = c.events;
+			c.outcomes.assign(c.events.size(), Outcome::Applied);
+			c.counts.applied = int64_t(c.events.size());
+			for (size_t k : c.events)
+				if (reqs[begin + k].op == Op::Read)
+					c.counts.snapshot_rows++;
+		}
+	} else {
+		/* Lock and read the records, decide in memory. */
+		stage("locking their entities", nullptr);
+		std::vector<Chain *> decided;
+		for (Chain &c : chains)
+			if (c.set_based && !c.events.empty())
+				decided.push_back(&c);
+		LockRecords(decided);
+		/* The watermarks only after the locks (ReadWatermarks); only entities without a record consult them. */
+		std::map<std::pair<Oid, int16_t>, Version> watermarks = ReadWatermarks(decided);
+		for (size_t k = 0; k < n; k++) {
+			auto w = watermarks.find({target[k]->relid, src[k]});
+			if (w != watermarks.end())
+				sim[k].watermark = w->second;
+			auto m = target[k]->stream_marks.find(src[k]);
+			if (m != target[k]->stream_marks.end())
+				sim[k].stream_mark = m->second;
+		}
+		for (Chain *c : decided)
+			c->set_based = Simulate(*c, sim, c->t->barrier);
 	}
-	for (Chain *c : decided)
-		c->set_based = Simulate(*c, sim, c->t->barrier);
 
 	DeferredOutbox queue;
 	deferred_outbox = &queue;
@@ -555,7 +625,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 
 	/* Change by change: entities the batch could not decide in memory. */
 	for (size_t k = 0; k < n; k++)
-		if (!chains[chain_of[k]].set_based)
+		if (fresh_change[k] && !chains[chain_of[k]].set_based)
 			apply_one(k);
 
 	/* Entity records: new ones first; one created concurrently meanwhile is decided again. */

@@ -48,6 +48,9 @@ struct EntityChange {
 	std::string content_hash;
 	std::string delivery_key;
 	char op;                // outbox op: 'c', 'u', 'd', 'r'
+	// Stream ordering: the change is already decided by the target's stream
+	// mark (applied); no claim, no entity record (docs/semantics.md).
+	bool stream = false;
 	// Deletes only: when set, the removed row's values of these columns are
 	// read (as output-function text, NULL as nullopt) just before the row is
 	// deleted, under the entity lock.  Used by key-changing updates to move
@@ -297,12 +300,49 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 	}
 }
 
+// The applied change's writes: the target row (with the handler call of
+// handler mode), then the outbox row; counts it.  Stream ordering only: an
+// update with unavailable values that finds no row is recorded as a
+// conflict instead (entity ordering decided that before, Decide rule 6).
+Outcome
+ApplyDecided(const EntityChange &c, Counters &cnt)
+{
+	const Target &t = *c.t;
+	if (c.is_delete && c.capture_cols && c.captured)
+		*c.captured = SelectColumnsText(t, *c.key_img, *c.capture_cols);
+	const bool handler = t.modes.mode == Mode::Handler;
+	std::optional<std::string> old_row;
+	if (handler && !c.is_delete)
+		old_row = SelectRowImage(t, *c.key_img);
+	std::optional<std::string> row = MutateTarget(c);
+	if (c.stream && !c.is_delete && c.image->has_unavailable && !row) {
+		Decision d;
+		d.outcome = Outcome::Conflict;
+		d.reason = "the event has unavailable (unchanged TOAST) values for a row the destination does not have";
+		RecordConflict(c, d, std::nullopt);
+		cnt.conflict++;
+		return Outcome::Conflict;
+	}
+	if (handler) /* a delete's RETURNING row is the removed (old) row */
+		CallHandler(t.modes, t.display, IdentityOf(c), c.is_delete ? row : old_row, c.is_delete ? std::nullopt : row);
+	if (c.is_delete && !row)
+		row = c.image->json; /* the destination never had the row: publish the before-image */
+	cnt.applied++;
+	if (c.is_snapshot)
+		cnt.snapshot_rows++;
+	else if (t.mapping.outbox && WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row))
+		cnt.outbox_rows++;
+	return Outcome::Applied;
+}
+
 Outcome
 ApplyEntity(const EntityChange &c, Counters &cnt)
 {
 	const Target &t = *c.t;
 	if (t.modes.mode == Mode::History)
 		return ApplyHistory(c, cnt);
+	if (c.stream)
+		return ApplyDecided(c, cnt);
 	for (int attempt = 0;; attempt++) {
 		std::optional<EntityRecord> stored = LockEntity(c);
 		DecisionInput in;
@@ -314,8 +354,12 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		in.stored = stored;
 		if (t.barrier && t.barrier->source == c.source)
 			in.barrier = t.barrier->version;
-		if (!stored) /* records may have been pruned: the watermark tells what can be proven */
+		if (!stored) { /* records may have been pruned: the watermark tells what can be proven */
 			in.watermark = ReadWatermark(t.relid, c.src, t.version_col >= 0 ? 3 : 4);
+			auto mark = t.stream_marks.find(c.src);
+			if (mark != t.stream_marks.end())
+				in.stream_mark = mark->second;
+		}
 		if (in.has_unavailable)
 			in.row_exists = SelectRowImage(t, *c.key_img).has_value();
 		Decision d = Decide(in);
@@ -363,24 +407,7 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 				throw std::runtime_error("entity record for " + c.entity_key + " keeps changing concurrently");
 			continue; /* created concurrently: lock it and decide again */
 		}
-		if (c.is_delete && c.capture_cols && c.captured)
-			*c.captured = SelectColumnsText(t, *c.key_img, *c.capture_cols);
-		const bool handler = t.modes.mode == Mode::Handler;
-		std::optional<std::string> old_row;
-		if (handler && !c.is_delete)
-			old_row = SelectRowImage(t, *c.key_img);
-		std::optional<std::string> row = MutateTarget(c);
-		if (handler) /* a delete's RETURNING row is the removed (old) row */
-			CallHandler(t.modes, t.display, IdentityOf(c), c.is_delete ? row : old_row,
-			            c.is_delete ? std::nullopt : row);
-		if (c.is_delete && !row)
-			row = c.image->json; /* the destination never had the row: publish the before-image */
-		cnt.applied++;
-		if (c.is_snapshot)
-			cnt.snapshot_rows++;
-		else if (t.mapping.outbox && WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row))
-			cnt.outbox_rows++;
-		return Outcome::Applied;
+		return ApplyDecided(c, cnt);
 	}
 }
 
@@ -421,6 +448,29 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	Counters &cnt = counters_[relid];
 	bool column_version = t.version_col >= 0;
 	std::string source = column_version ? std::string() : req.source.name;
+	/*
+	 * Stream ordering (docs/semantics.md, "Stream ordering"): the target's
+	 * mark of this source decides, no claim and no entity record.  A change
+	 * a segment already decided (and moved the mark past) comes with
+	 * pending_stream_apply_.
+	 */
+	const bool stream = t.mapping.stream_ordered;
+	if (stream)
+		RequireStreamIntake(t);
+	auto stream_new = [&](const Version &v, bool is_snapshot) {
+		StreamMark &m = Mark(t, source);
+		if (pending_stream_apply_) {
+			pending_stream_apply_ = false;
+			return true;
+		}
+		return !StreamProcessed(v, is_snapshot, m.running);
+	};
+	auto stream_advance = [&](const Version &v) {
+		StreamMark &m = Mark(t, source);
+		if (m.running < v)
+			m.running = v;
+		m.dirty = true;
+	};
 
 	if (req.op == Op::Truncate) {
 		LockForTruncate(relid);
@@ -435,6 +485,26 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		const Version &v = req.version;
 		std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, "");
 		SetContext(&t, dk);
+		if (stream) {
+			/* in stream order nothing older can come after it: a plain truncate, no barrier */
+			if (!stream_new(v, false)) {
+				cnt.duplicate++;
+				return Outcome::Duplicate;
+			}
+			stream_advance(v);
+			if (t.modes.mode == Mode::History)
+				return ApplyHistoryTruncate(t, req, dk, cnt);
+			if (t.modes.mode == Mode::Handler) {
+				TruncateWithHandler(t, "{}", req, dk);
+			} else {
+				Params none;
+				Execute("TRUNCATE " + t.qualified, none, false);
+			}
+			cnt.applied++;
+			if (t.mapping.outbox && WriteOutbox(t, req.source, 't', v, "", std::nullopt))
+				cnt.outbox_rows++;
+			return Outcome::Applied;
+		}
 		const bool claimed = TakeClaim(dk, relid, TransactionSeconds());
 		if (t.modes.mode == Mode::History)
 			return ApplyHistoryTruncate(t, req, dk, cnt);
@@ -495,11 +565,19 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	 * ledger hit was a digest collision.  Anything else is a duplicate.
 	 */
 	const int32_t now_s = TransactionSeconds();
-	const bool claimed_before = !TakeClaim(dk, relid, now_s);
+	if (stream) {
+		if (!stream_new(v, req.op == Op::Read)) {
+			cnt.duplicate++;
+			return Outcome::Duplicate;
+		}
+		stream_advance(v);
+	}
+	const bool claimed_before = !stream && !TakeClaim(dk, relid, now_s);
 	const int16_t src = SourceId(source, source_ids_);
 
 	/* The hash covers what the event sent, so a replay compares equal. */
-	const std::string content_hash = is_delete ? std::string("0") : ContentHash32(ImageHash(t, main));
+	const std::string content_hash =
+		is_delete || stream ? std::string("0") : ContentHash32(ImageHash(t, main));
 	const Image *image = &main;
 	Image moved; /* the after-image with unsent columns taken from the row under the old key */
 
@@ -527,6 +605,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		old.content_hash = "0";
 		old.delivery_key = dk;
 		old.op = 'd';
+		old.stream = stream;
 		if (!unsent.empty()) {
 			old.capture_cols = &unsent;
 			old.captured = &captured;
@@ -580,6 +659,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	c.content_hash = content_hash;
 	c.delivery_key = dk;
 	c.op = OpName(req.op)[0];
+	c.stream = stream;
 	return ApplyEntity(c, cnt);
 }
 

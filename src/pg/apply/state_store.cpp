@@ -2,6 +2,7 @@
 #include "pg/apply/state_store.hpp"
 
 #include "core/layout.hpp"
+#include "core/errors.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
@@ -189,6 +190,82 @@ DropEntityRecordsUpTo(Oid target, int16_t src, const Version &v)
 	AddVersion(p, v);
 	Execute("DELETE FROM cdc.entity_state WHERE target = $1 AND src = $2 AND (v0, v1, v2, v3) <= ($3, $4, $5, $6)", p,
 	        true);
+}
+
+namespace {
+
+Version
+ResultVersion(uint64_t row, int first_col)
+{
+	StoredVersion sv;
+	sv.v0 = std::stoi(ResultText(row, first_col).value_or("0"));
+	sv.v1 = std::stoll(ResultText(row, first_col + 1).value_or("0"));
+	sv.v2 = std::stoll(ResultText(row, first_col + 2).value_or("0"));
+	sv.v3 = std::stoi(ResultText(row, first_col + 3).value_or("0"));
+	return FromStoredVersion(sv, 4);
+}
+
+} // namespace
+
+Version
+LockStreamMark(Oid target, int16_t src, const std::string &display, const std::string &source)
+{
+	Params p;
+	p.AddOid(target);
+	p.Add(INT2OID, Int16GetDatum(src), false);
+	uint64_t other = Execute("SELECT s.name FROM cdc.stream_mark m JOIN cdc.source s ON s.id OPERATOR(pg_catalog.=) m.src "
+	                         "WHERE m.target OPERATOR(pg_catalog.=) $1 AND m.src OPERATOR(pg_catalog.<>) $2 LIMIT 1",
+	                         p, true);
+	if (other > 0)
+		throw InputError("55000",
+		                 "table " + display + " is stream-ordered and fed by source \"" + ResultText(0, 1).value_or("") +
+		                     "\": a change of source \"" + source + "\" is refused",
+		                 "A stream-ordered target is written by one ordered stream only (docs/semantics.md, \"Stream "
+		                 "ordering\").",
+		                 "Switch the target to entity ordering with cdc.set_ordering(target, 'entity') to let several "
+		                 "sources write it, or declare the new source name as the old one (cdc.rename_source).");
+	const std::string lock = "SELECT v0, v1, v2, v3 FROM cdc.stream_mark "
+	                         "WHERE target OPERATOR(pg_catalog.=) $1 AND src OPERATOR(pg_catalog.=) $2 FOR UPDATE";
+	uint64_t n = Execute(lock, p, true);
+	if (n == 0) {
+		Params q;
+		q.AddOid(target);
+		q.Add(INT2OID, Int16GetDatum(src), false);
+		q.Add(INT4OID, Int32GetDatum(TransactionSeconds()), false);
+		/* a concurrent creator wins: ON CONFLICT waits for it, and the lock below (a new snapshot) finds its row */
+		Execute("INSERT INTO cdc.stream_mark (target, src, v0, v1, v2, v3, updated_s) VALUES ($1, $2, 0, 0, 0, 0, $3) "
+		        "ON CONFLICT (target, src) DO NOTHING",
+		        q, true);
+		n = Execute(lock, p, true);
+		if (n == 0)
+			throw std::runtime_error("the stream mark of table " + display + " could not be created");
+	}
+	return ResultVersion(0, 1);
+}
+
+void
+WriteStreamMark(Oid target, int16_t src, const Version &v, int32_t now_s)
+{
+	Params p;
+	p.AddOid(target);
+	p.Add(INT2OID, Int16GetDatum(src), false);
+	AddVersion(p, v);
+	p.Add(INT4OID, Int32GetDatum(now_s), false);
+	Execute("UPDATE cdc.stream_mark SET v0 = $3, v1 = $4, v2 = $5, v3 = $6, updated_s = $7 "
+	        "WHERE target OPERATOR(pg_catalog.=) $1 AND src OPERATOR(pg_catalog.=) $2",
+	        p, true);
+}
+
+std::map<int16_t, Version>
+ReadStreamMarks(Oid target)
+{
+	Params p;
+	p.AddOid(target);
+	uint64_t n = Execute("SELECT src, v0, v1, v2, v3 FROM cdc.stream_mark WHERE target OPERATOR(pg_catalog.=) $1", p, true);
+	std::map<int16_t, Version> out;
+	for (uint64_t i = 0; i < n; i++)
+		out[int16_t(std::stoi(ResultText(i, 1).value_or("0")))] = ResultVersion(i, 2);
+	return out;
 }
 
 } // namespace cdc::pg

@@ -71,4 +71,19 @@ std::string LiveKeysNewerThan(Oid target, int16_t src, const Version &v);
 // or below `v` (a truncate barrier covers them).
 void DropEntityRecordsUpTo(Oid target, int16_t src, const Version &v);
 
+// Stream ordering (docs/semantics.md, "Stream ordering"): locks (FOR UPDATE)
+// the high-water mark of (target, source id), creating it at version
+// {0,0,0,0} (below every change) when there is none, and returns it.  The
+// row lock serialises two subscriptions of one source.  Errors 55000 when
+// the target has a mark of another source (a stream-ordered target is
+// written by one source only); `display` and `source` name them.
+Version LockStreamMark(Oid target, int16_t src, const std::string &display, const std::string &source);
+
+// Moves the mark of (target, source id), locked by LockStreamMark, to `v`.
+void WriteStreamMark(Oid target, int16_t src, const Version &v, int32_t now_s);
+
+// Every stream mark of `target` (source id -> version), without locking:
+// the implicit records of a target that was stream-ordered before.
+std::map<int16_t, Version> ReadStreamMarks(Oid target);
+
 } // namespace cdc::pg

@@ -9,6 +9,7 @@
 // through PgCall); everything else is C++ regime.  Must not write anything:
 // writes belong to single.cpp, segment.cpp and outbox.cpp.
 #include "pg/apply/target.hpp"
+#include "pg/apply/state_store.hpp"
 
 #include "core/errors.hpp"
 #include "pg/apply/internal.hpp"
@@ -238,8 +239,8 @@ ReadMapping(Oid relid, Mapping &m)
 	Params p;
 	p.AddOid(relid);
 	uint64_t n = Execute("SELECT array_to_string(key_columns, chr(1)), version_column, source_epoch, outbox, "
-	                     "outbox_topic, truncate_policy, unavailable_placeholder, temporal_unit, conflict_policy "
-	                     "FROM cdc.mapping WHERE target = $1",
+	                     "outbox_topic, truncate_policy, unavailable_placeholder, temporal_unit, conflict_policy, "
+	                     "ordering FROM cdc.mapping WHERE target = $1",
 	                     p, true);
 	if (n == 0)
 		return;
@@ -266,6 +267,7 @@ ReadMapping(Oid relid, Mapping &m)
 	                             : unit == "nano"  ? TemporalUnit::Nano
 	                                               : TemporalUnit::Unset;
 	m.conflict_error = ResultText(0, 9).value_or("record") == "error";
+	m.stream_ordered = ResultText(0, 10).value_or("entity") == "stream";
 }
 
 void
@@ -484,8 +486,15 @@ ApplyEngine::LoadTarget(Oid relid)
 			Fail("42703", "version column \"" + t->mapping.version_column + "\" does not exist in table " +
 			                  t->display);
 		t->version_col = f->second;
+		if (t->mapping.stream_ordered)
+			Fail("55000", "table " + t->display + " is stream-ordered but its mapping orders changes by version_column",
+			     "Stream ordering compares source positions (docs/semantics.md, \"Stream ordering\").",
+			     "Switch it to entity ordering with cdc.set_ordering(target, 'entity'), or register the mapping "
+			     "without version_column.");
 	}
 	ReadBarrier(*t);
+	if (t->mapping.registered && !t->mapping.stream_ordered)
+		t->stream_marks = ReadStreamMarks(relid);
 
 	targets_[relid] = t;
 	if (cache.invalidations == invalidations_before)

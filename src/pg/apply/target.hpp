@@ -54,6 +54,9 @@ struct Mapping {
 	std::optional<std::string> topic;
 	bool truncate_ignore = false;
 	bool conflict_error = false;
+	// ordering = 'stream': written only by one ordered stream, decided by
+	// the target's high-water mark (docs/semantics.md, "Stream ordering")
+	bool stream_ordered = false;
 	DecodeOptions decode;
 };
 
@@ -69,6 +72,10 @@ struct Target {
 	Mapping mapping;
 	ModeConfig modes; // state, history or handler (pg/modes.hpp)
 	std::optional<Barrier> barrier;
+	// Entity ordering only: the stream marks left by an earlier stream
+	// ordering (cdc.stream_mark, source id -> version), the implicit record
+	// of every key without one.  Empty for most targets.
+	std::map<int16_t, Version> stream_marks;
 };
 
 // Raises 42501 unless the current user may SELECT, INSERT, UPDATE and DELETE

@@ -35,6 +35,8 @@ begin_local_xact(void)
 	cdc::pg::RunCpp([&]() {
 		W->engine = new cdc::pg::ApplyEngine();
 		W->engine->SetPositionNames("change", "of the source transaction");
+		/* one complete ordered stream: may write stream-ordered targets (docs/semantics.md) */
+		W->engine->SetStreamIntake(true);
 	});
 	W->queue_spans = false;
 	W->batch_limit = cdc_apply_batch_changes;
