@@ -1,6 +1,15 @@
 /* cdc_apply 0.1.0: replay-safe apply of change-data-capture events. */
 \echo Use "CREATE EXTENSION cdc_apply" to load this file. \quit
 
+-- Everything this script resolves at creation time (view bodies, column
+-- defaults, CHECK constraints, index expressions, policies) binds to
+-- pg_catalog only: CREATE EXTENSION puts the extension's schema (public by
+-- default, where any role may have CREATE) on the search_path, and an
+-- operator or function planted there with a more exact signature would
+-- otherwise be captured by a view that runs with the extension owner's
+-- rights (docs/security.md).  SET LOCAL ends with the script.
+SET LOCAL search_path TO pg_catalog, pg_temp;
+
 -- The extension's state lives in schema cdc; the entry points
 -- (cdc_apply) live in the extension's schema (public by default), so that
 -- SELECT cdc_apply(...) works with the default search_path.
@@ -51,6 +60,18 @@ COMMENT ON COLUMN cdc.mapping.mode IS '''state'': the target mirrors the source 
 COMMENT ON COLUMN cdc.mapping.handler IS 'Handler function of mode ''handler'': handler(op text, old T, new T, meta jsonb) with T the target''s row type or jsonb; called only when a change is applied, in the same transaction.';
 COMMENT ON COLUMN cdc.mapping.expired_policy IS 'What happens to a change that has no entity record and is not newer than the prune watermark (its records may have been pruned, so it can be proven neither new nor old): ''refuse'' (outcome expired, nothing applied), ''dead_letter'' (outcome expired, the event is kept in cdc.dead_letter) or ''apply'' (applied as new). Counted in cdc.stats.expired either way.';
 COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or last changed.';
+-- Mappings are readable by everyone.  Writing them is the extension owner's
+-- (a superuser's) business; a role it grants INSERT, UPDATE or DELETE on
+-- cdc.mapping can write only the mappings of tables it owns (or is a member
+-- of the owner of), so it cannot attach a handler or an outbox to someone
+-- else's table (docs/security.md).
+ALTER TABLE cdc.mapping ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON cdc.mapping FOR SELECT TO PUBLIC USING (true);
+COMMENT ON POLICY readable ON cdc.mapping IS 'Every role may read every mapping.';
+CREATE POLICY own_targets ON cdc.mapping FOR ALL TO PUBLIC
+  USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE'))
+  WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE'));
+COMMENT ON POLICY own_targets ON cdc.mapping IS 'A role granted write access to cdc.mapping writes only the mappings of tables whose owner''s privileges it has.';
 
 -- ---------------------------------------------------------------------------
 -- Dedup ledger, entity versions and tombstones, truncate barriers
@@ -272,12 +293,31 @@ AS $$ SELECT ('x' || substr(md5(target::oid::text || E'\n' || delivery_key), 1, 
 COMMENT ON FUNCTION cdc.delivery_digest(regclass, text) IS
   'The ledger digest of a delivery to a target: the first 64 bits of md5(target oid || newline || delivery key), as a signed bigint (cdc.ledger.digest).';
 
+-- The ledger is readable row by row: a role sees the entries of the targets
+-- it may SELECT from without row-level security applying to it (whether a
+-- delivery was processed is information about the target's rows).  The
+-- extension owner, who writes it, is not subject to the policy.
+ALTER TABLE cdc.ledger ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_targets ON cdc.ledger FOR SELECT TO PUBLIC
+  USING (pg_catalog.has_table_privilege(target, 'SELECT') AND NOT pg_catalog.row_security_active(target));
+COMMENT ON POLICY readable_targets ON cdc.ledger IS
+  'A role reads the ledger entries of the targets it may SELECT from, unless row-level security applies to it on that target.';
+
 CREATE FUNCTION cdc.delivery_processed(target regclass, delivery_key text) RETURNS boolean
-LANGUAGE sql STABLE STRICT
+LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT EXISTS (SELECT 1 FROM cdc.ledger l WHERE l.digest = cdc.delivery_digest(target, delivery_key)) $$;
+AS $fn$
+BEGIN
+  IF NOT pg_catalog.has_table_privilege(target, 'SELECT') OR pg_catalog.row_security_active(target) THEN
+    RAISE EXCEPTION 'permission denied for table %', target
+      USING ERRCODE = '42501',
+            HINT = 'cdc.delivery_processed() needs SELECT on the target, without row-level security applying to the caller.';
+  END IF;
+  RETURN EXISTS (SELECT 1 FROM cdc.ledger l WHERE l.digest OPERATOR(pg_catalog.=) cdc.delivery_digest(delivery_processed.target, delivery_processed.delivery_key));
+END
+$fn$;
 COMMENT ON FUNCTION cdc.delivery_processed(regclass, text) IS
-  'True when the ledger holds the delivery key for the target: it was processed within the replay horizon (ledger entries older than the horizon are pruned). Needs SELECT on cdc.ledger.';
+  'True when the ledger holds the delivery key for the target: it was processed within the replay horizon (ledger entries older than the horizon are pruned). Runs with the caller''s rights: error 42501 unless the caller may SELECT from the target and row-level security does not apply to it there (the ledger''s policy shows the caller those entries only).';
 
 CREATE FUNCTION cdc.entity_key_json(target regclass, key text) RETURNS jsonb
 LANGUAGE sql STABLE STRICT
@@ -308,9 +348,9 @@ CREATE VIEW cdc.entities AS
          e.deleted AS is_tombstone, cdc.seconds_to_timestamptz(e.touched_s) AS updated_at
     FROM cdc.entity_state e
     JOIN cdc.source s ON s.id = e.src
-   WHERE pg_catalog.has_table_privilege(e.target, 'SELECT');
+   WHERE pg_catalog.has_table_privilege(e.target, 'SELECT') AND NOT pg_catalog.row_security_active(e.target);
 COMMENT ON VIEW cdc.entities IS
-  'Per-entity versions and tombstones: the version of the latest applied change of each key (bigint[]); is_tombstone when it was a delete. A readable form of cdc.entity_state, showing only targets the current role may SELECT from (keys are row data).';
+  'Per-entity versions and tombstones: the version of the latest applied change of each key (bigint[]); is_tombstone when it was a delete. A readable form of cdc.entity_state, showing only targets the current role may SELECT from without row-level security applying to it (keys are row data).';
 
 CREATE VIEW cdc.tombstones AS
   SELECT target, entity_key, source_name, version, updated_at AS deleted_at
@@ -410,8 +450,12 @@ BEGIN
   IF max_pages IS NULL OR max_pages < 1 THEN
     RAISE EXCEPTION 'max_pages must be at least 1' USING ERRCODE = '22023';
   END IF;
-  -- one pruner at a time; a concurrent call returns nothing
-  IF NOT pg_try_advisory_xact_lock(hashtext('cdc.prune')) THEN
+  -- One pruner at a time; a concurrent call returns nothing.  The mutex is
+  -- a row lock on cdc.prune_state, which only a role that may UPDATE that
+  -- table can take: an advisory lock can be taken (and held forever) by
+  -- any role, which would stop pruning for everyone (docs/security.md).
+  PERFORM 1 FROM cdc.prune_state p WHERE p.relation = 'entity_state' FOR UPDATE SKIP LOCKED;
+  IF NOT FOUND THEN
     RETURN;
   END IF;
   cutoff := now() - h;
@@ -554,7 +598,7 @@ BEGIN
   -- would be judged stale for good.
   IF (SELECT m.version_column FROM cdc.mapping m WHERE m.target = register_mapping.target)
        IS DISTINCT FROM register_mapping.version_column
-     AND EXISTS (SELECT 1 FROM cdc.entity_state e WHERE e.target = register_mapping.target) THEN
+     AND EXISTS (SELECT 1 FROM cdc.entities e WHERE e.target = register_mapping.target) THEN
     RAISE EXCEPTION 'cannot change how changes of table % are ordered (version_column) while it has entity records', target
       USING ERRCODE = '55000',
             HINT = 'Keep the version_column it was registered with, or unregister the mapping, empty the table and remove its cdc.entity_state rows first.';
@@ -839,12 +883,14 @@ CREATE TABLE cdc.subscription (
   copy_data    boolean NOT NULL DEFAULT true,
   enabled      boolean NOT NULL DEFAULT true,
   source_epoch bigint NOT NULL DEFAULT 0 CHECK (source_epoch BETWEEN 0 AND 2147483647),
+  owner        regrole NOT NULL,
+  run_as_owner boolean NOT NULL DEFAULT false,
   slot_ready   boolean NOT NULL DEFAULT false,
   skip_lsn     pg_lsn,
   created_at   timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE cdc.subscription IS
-  'One row per subscription to a source PostgreSQL publication. conninfo may hold a password: only superusers and the extension owner can read this table; use cdc.subscription_status.';
+  'One row per subscription to a source PostgreSQL publication. conninfo may hold a password: only superusers and the extension owner can read this table; use cdc.subscription_status. Only superusers may write it (trigger subscription_guard).';
 COMMENT ON COLUMN cdc.subscription.subid IS 'Internal id; the replication origin is named cdc_<subid>.';
 COMMENT ON COLUMN cdc.subscription.name IS 'Subscription name (lower-case identifier, up to 41 characters).';
 COMMENT ON COLUMN cdc.subscription.conninfo IS 'libpq connection string of the source (replication=database is added).';
@@ -854,9 +900,48 @@ COMMENT ON COLUMN cdc.subscription.create_slot IS 'Create the slot on the source
 COMMENT ON COLUMN cdc.subscription.copy_data IS 'Copy the published tables (as snapshot rows) consistently with the slot''s start point.';
 COMMENT ON COLUMN cdc.subscription.enabled IS 'The launcher runs an apply worker for enabled subscriptions.';
 COMMENT ON COLUMN cdc.subscription.source_epoch IS 'First version component of this source''s changes.';
+COMMENT ON COLUMN cdc.subscription.owner IS 'The role the apply worker acts as: it never applies with more rights than this role (docs/security.md). Default: the superuser who created the subscription.';
+COMMENT ON COLUMN cdc.subscription.run_as_owner IS 'false (default): changes of a table are applied as the table''s owner, in a security-restricted context, and the subscription owner must be a member of that owner; true: everything is applied as the subscription owner, who needs the privileges on the tables (as PostgreSQL 16''s run_as_owner).';
 COMMENT ON COLUMN cdc.subscription.slot_ready IS 'The slot exists and the initial copy (if any) is done; streaming starts from the replication origin''s progress.';
 COMMENT ON COLUMN cdc.subscription.skip_lsn IS 'Set by cdc.skip_transaction(): the commit LSN of one source transaction the worker skips.';
 COMMENT ON COLUMN cdc.subscription.created_at IS 'When the subscription was created.';
+
+-- Managing subscriptions is for superusers only (as CREATE SUBSCRIPTION is in
+-- PostgreSQL 15): a subscription decides which role the worker acts as and
+-- where it connects to.  The functions check it, and this trigger refuses
+-- writes by anyone else whatever they were granted (docs/security.md).
+CREATE FUNCTION cdc._require_superuser(action text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user), false) THEN
+    RAISE EXCEPTION 'permission denied to %', action
+      USING ERRCODE = '42501',
+            HINT = 'Only superusers manage cdc_apply subscriptions (docs/security.md).';
+  END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cdc._require_superuser(text) IS
+  'Internal: raises 42501 "permission denied to <action>" unless the current role is a superuser.';
+
+CREATE FUNCTION cdc._subscription_guard() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  PERFORM cdc._require_superuser(pg_catalog.lower(TG_OP) OPERATOR(pg_catalog.||) ' cdc.subscription');
+  RETURN CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN OLD ELSE NEW END;
+END
+$fn$;
+COMMENT ON FUNCTION cdc._subscription_guard() IS
+  'Internal trigger of cdc.subscription: only superusers may insert, update or delete subscriptions (error 42501), whatever privileges others were granted.';
+CREATE TRIGGER subscription_guard BEFORE INSERT OR UPDATE OR DELETE ON cdc.subscription
+  FOR EACH ROW EXECUTE FUNCTION cdc._subscription_guard();
+COMMENT ON TRIGGER subscription_guard ON cdc.subscription IS 'Refuses writes by non-superusers (42501).';
+CREATE TRIGGER subscription_guard_truncate BEFORE TRUNCATE ON cdc.subscription
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._subscription_guard();
+COMMENT ON TRIGGER subscription_guard_truncate ON cdc.subscription IS 'Refuses TRUNCATE by non-superusers (42501).';
 
 CREATE TABLE cdc.subscription_state (
   subid          integer PRIMARY KEY REFERENCES cdc.subscription ON DELETE CASCADE,
@@ -912,6 +997,21 @@ COMMENT ON COLUMN cdc.skipped_transactions.reason IS 'Why the operator skipped i
 COMMENT ON COLUMN cdc.skipped_transactions.requested_by IS 'Role that requested the skip.';
 COMMENT ON COLUMN cdc.skipped_transactions.skipped_at IS 'When the worker skipped it (NULL: not reached yet).';
 
+-- The replication origins' progress is readable only by superusers and
+-- roles granted pg_show_replication_origin_status(); a view calls functions
+-- with its reader's rights, so the status view reads it through this
+-- function, which returns nothing but the subscriptions' applied LSNs.
+CREATE FUNCTION cdc._subscription_progress() RETURNS TABLE (subid integer, remote_lsn pg_lsn)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT pg_catalog.substr(o.external_id, 5)::integer, o.remote_lsn
+    FROM pg_catalog.pg_replication_origin_status o
+   WHERE o.external_id OPERATOR(pg_catalog.~) '^cdc_[0-9]+$'
+$$;
+COMMENT ON FUNCTION cdc._subscription_progress() IS
+  'Internal (SECURITY DEFINER, for cdc.subscription_status): the remote LSN of the replication origin of each subscription (cdc_<subid>), so that roles without access to pg_replication_origin_status can read the applied position.';
+
 CREATE VIEW cdc.subscription_status AS
   SELECT s.name,
          CASE WHEN NOT s.enabled THEN 'disabled' ELSE coalesce(st.state, 'starting') END AS state,
@@ -924,7 +1024,11 @@ CREATE VIEW cdc.subscription_status AS
          CASE WHEN st.last_commit_at IS NOT NULL
               THEN extract(epoch FROM st.last_msg_at - st.last_commit_at)::double precision END AS lag_seconds,
          st.retry_count,
-         st.last_error,
+         -- error texts can quote row values: like the query texts of
+         -- pg_stat_activity, only for pg_read_all_stats and the owner
+         CASE WHEN pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE') OR pg_catalog.pg_has_role(s.owner, 'USAGE')
+              THEN st.last_error
+              WHEN st.last_error IS NOT NULL THEN '<insufficient privilege>' END AS last_error,
          st.last_error_lsn,
          st.last_error_at,
          st.worker_pid,
@@ -934,9 +1038,9 @@ CREATE VIEW cdc.subscription_status AS
          st.apply_commits
     FROM cdc.subscription s
     LEFT JOIN cdc.subscription_state st USING (subid)
-    LEFT JOIN pg_catalog.pg_replication_origin_status o ON o.external_id = 'cdc_' || s.subid;
+    LEFT JOIN cdc._subscription_progress() o ON o.subid = s.subid;
 COMMENT ON VIEW cdc.subscription_status IS
-  'One row per subscription: state (copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - applied) and seconds (last message - last applied commit time), retries and the last error, source transactions applied and the local commits that applied them (grouping). No conninfo.';
+  'One row per subscription: state (copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - applied) and seconds (last message - last applied commit time), retries and the last error, source transactions applied and the local commits that applied them (grouping). Readable by every role; last_error only by members of pg_read_all_stats (pg_monitor) and of the subscription''s owner, others see <insufficient privilege>. No conninfo.';
 
 CREATE FUNCTION cdc.create_subscription(
   name         text,
@@ -946,7 +1050,9 @@ CREATE FUNCTION cdc.create_subscription(
   create_slot  boolean DEFAULT true,
   copy_data    boolean DEFAULT true,
   enabled      boolean DEFAULT true,
-  source_epoch bigint  DEFAULT 0)
+  source_epoch bigint  DEFAULT 0,
+  owner        regrole DEFAULT NULL,
+  run_as_owner boolean DEFAULT false)
 RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -954,6 +1060,7 @@ AS $fn$
 DECLARE
   id integer;
 BEGIN
+  PERFORM cdc._require_superuser('create a subscription');
   IF name IS NULL OR name !~ '^[a-z_][a-z0-9_]{0,40}$' THEN
     RAISE EXCEPTION 'invalid subscription name %', coalesce(quote_literal(name), 'NULL')
       USING ERRCODE = '42602', HINT = 'Use a lower-case identifier of at most 41 characters.';
@@ -961,8 +1068,10 @@ BEGIN
   IF conninfo IS NULL OR publications IS NULL OR cardinality(publications) = 0 THEN
     RAISE EXCEPTION 'conninfo and at least one publication are required' USING ERRCODE = '22023';
   END IF;
-  INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, create_slot, copy_data, enabled, source_epoch)
-  VALUES (name, conninfo, publications, coalesce(slot_name, name), create_slot, copy_data AND create_slot, enabled, source_epoch)
+  INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, create_slot, copy_data, enabled, source_epoch,
+                                owner, run_as_owner)
+  VALUES (name, conninfo, publications, coalesce(slot_name, name), create_slot, copy_data AND create_slot, enabled, source_epoch,
+          coalesce(owner, current_user::regrole), coalesce(run_as_owner, false))
   RETURNING subid INTO id;
   INSERT INTO cdc.subscription_state (subid, state) VALUES (id, CASE WHEN enabled THEN 'starting' ELSE 'disabled' END);
   -- A replication origin of this name with no subscription row is a leftover
@@ -981,12 +1090,13 @@ BEGIN
   RETURN id;
 END
 $fn$;
-COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint) IS
-  'Creates a subscription: the launcher (shared_preload_libraries = cdc_apply, database cdc.database) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, copies the published tables as snapshot rows when copy_data (only with create_slot), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). Returns the subid. Errors: 42602 bad name, 23505 name exists, 22023 missing conninfo/publications.';
+COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean) IS
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply, database cdc.database) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, copies the published tables as snapshot rows when copy_data (only with create_slot), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 23505 name exists, 22023 missing conninfo/publications.';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
+  PERFORM cdc._require_superuser('enable a subscription');
   UPDATE cdc.subscription s SET enabled = true WHERE s.name = enable_subscription.name;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
   UPDATE cdc.subscription_state st SET state = 'starting', retry_count = 0, updated_at = now()
@@ -997,6 +1107,7 @@ COMMENT ON FUNCTION cdc.enable_subscription(text) IS 'Enables a subscription; th
 CREATE FUNCTION cdc.disable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
+  PERFORM cdc._require_superuser('disable a subscription');
   UPDATE cdc.subscription s SET enabled = false WHERE s.name = disable_subscription.name;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
 END $fn$;
@@ -1006,13 +1117,16 @@ CREATE FUNCTION cdc.alter_subscription(
   name         text,
   conninfo     text    DEFAULT NULL,
   publications text[]  DEFAULT NULL,
-  source_epoch bigint  DEFAULT NULL)
+  source_epoch bigint  DEFAULT NULL,
+  owner        regrole DEFAULT NULL,
+  run_as_owner boolean DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   sub cdc.subscription;
   running_pid integer;
 BEGIN
+  PERFORM cdc._require_superuser('alter a subscription');
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = alter_subscription.name FOR UPDATE;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
   IF publications IS NOT NULL AND cardinality(publications) = 0 THEN
@@ -1026,7 +1140,9 @@ BEGIN
   UPDATE cdc.subscription s
      SET conninfo = coalesce(alter_subscription.conninfo, s.conninfo),
          publications = coalesce(alter_subscription.publications, s.publications),
-         source_epoch = coalesce(alter_subscription.source_epoch, s.source_epoch)
+         source_epoch = coalesce(alter_subscription.source_epoch, s.source_epoch),
+         owner = coalesce(alter_subscription.owner, s.owner),
+         run_as_owner = coalesce(alter_subscription.run_as_owner, s.run_as_owner)
    WHERE s.subid = sub.subid;
   -- the worker reads its settings when it starts: stop it, the launcher starts a new one
   SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
@@ -1035,14 +1151,15 @@ BEGIN
     PERFORM pg_terminate_backend(running_pid);
   END IF;
 END $fn$;
-COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint) IS
-  'Changes the conninfo, the publications or (only upwards) the source_epoch of a subscription; NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress (tables added to the publications are not copied). Errors: 42704 unknown subscription, 22023 empty publications or a lower source_epoch.';
+COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean) IS
+  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner or run_as_owner of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress (tables added to the publications are not copied). Errors: 42501 not a superuser, 42704 unknown subscription, 22023 empty publications or a lower source_epoch.';
 
 CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   id integer;
 BEGIN
+  PERFORM cdc._require_superuser('skip a transaction');
   IF reason IS NULL OR btrim(reason) = '' THEN
     RAISE EXCEPTION 'a reason is required to skip a transaction' USING ERRCODE = '22023';
   END IF;
@@ -1057,13 +1174,16 @@ CREATE FUNCTION cdc.drop_subscription(name text, drop_slot boolean DEFAULT false
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   sub cdc.subscription;
-  pid integer;
+  running_pid integer;
 BEGIN
+  PERFORM cdc._require_superuser('drop a subscription');
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = drop_subscription.name FOR UPDATE;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
-  SELECT worker_pid INTO pid FROM cdc.subscription_state WHERE subid = sub.subid;
-  IF pid IS NOT NULL THEN
-    PERFORM pg_terminate_backend(pid, 10000);
+  SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
+  -- only that worker: the pid of one that exited may belong to another backend now
+  IF running_pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = running_pid
+                                    AND a.backend_type = 'cdc_apply worker') THEN
+    PERFORM pg_terminate_backend(running_pid, 10000);
   END IF;
   IF drop_slot AND sub.slot_ready THEN
     PERFORM cdc._drop_source_slot(sub.conninfo, sub.slot_name);
@@ -1086,19 +1206,20 @@ COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to 
 -- writes these tables directly.  Reading state is open to everyone.
 REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
 GRANT USAGE ON SCHEMA cdc TO PUBLIC;
-GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping, cdc.source, cdc.horizon_status TO PUBLIC;
+GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping, cdc.source, cdc.horizon_status, cdc.ledger TO PUBLIC;
 REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_target_state() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.drop_subscription(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_source_slot(text, name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._subscription_guard() FROM PUBLIC;
 GRANT SELECT ON cdc.subscription_status TO PUBLIC;
