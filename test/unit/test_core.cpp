@@ -71,6 +71,41 @@ TEST(Json, SyntaxErrorsNameTheOffset)
 // A deeply nested document is refused before the tree gets deep enough for
 // its recursive destructor or serializer to exhaust the stack (a 400,000-level
 // event crashed the server before the limit existed).
+TEST(Json, OversizeTopLevelElementFindsTheFirstElementOverTheLimit)
+{
+	// Not an array: the whole document, without surrounding white space.
+	EXPECT_FALSE(OversizeTopLevelElement("  {\"op\": \"c\"}  ", 11));
+	auto whole = OversizeTopLevelElement("  {\"op\": \"c\"}  ", 10);
+	ASSERT_TRUE(whole);
+	EXPECT_EQ(whole->index, 0u);
+	EXPECT_EQ(whole->bytes, 11u);
+	// Elements are measured from their first to their last character; commas,
+	// brackets and braces inside strings and nested containers do not split them.
+	const std::string batch = R"([ {"a": "x,]}"} , null, {"b": [1, 2, {"c": "\"],"}]} ,"s"])";
+	EXPECT_FALSE(OversizeTopLevelElement(batch, 28));
+	auto big = OversizeTopLevelElement(batch, 27);
+	ASSERT_TRUE(big);
+	EXPECT_EQ(big->index, 2u);
+	EXPECT_EQ(big->bytes, 28u);
+	auto first = OversizeTopLevelElement(batch, 3);
+	ASSERT_TRUE(first);
+	EXPECT_EQ(first->index, 0u);
+	EXPECT_EQ(first->bytes, 13u);
+	EXPECT_FALSE(OversizeTopLevelElement("[]", 0));
+	EXPECT_FALSE(OversizeTopLevelElement(" [ ] ", 0));
+	// An unterminated element (not JSON; the parser reports it) is measured to the end.
+	auto open = OversizeTopLevelElement("[1, \"abcdef", 5);
+	ASSERT_TRUE(open);
+	EXPECT_EQ(open->index, 1u);
+	EXPECT_EQ(open->bytes, 7u);
+	// Large: one element of 1 MB among small ones.
+	std::string large = "[1," + std::string("\"") + std::string(1 << 20, 'x') + "\",2]";
+	auto l = OversizeTopLevelElement(large, 1 << 20);
+	ASSERT_TRUE(l);
+	EXPECT_EQ(l->index, 1u);
+	EXPECT_EQ(l->bytes, (1u << 20) + 2);
+}
+
 TEST(Json, NestingDeeperThanTheLimitIsRefused)
 {
 	std::string ok = std::string(Json::kMaxDepth, '[') + std::string(Json::kMaxDepth, ']');
