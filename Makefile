@@ -4,8 +4,14 @@ MODULE_big = cdc_apply
 MODULEDIR = extension
 
 CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/core/decode.cpp src/core/decision.cpp \
-            src/core/copy_text.cpp src/core/modes.cpp src/core/layout.cpp
-PG_SRCS = src/pg/guard.cpp src/pg/spi.cpp src/pg/engine.cpp src/pg/functions.cpp src/pg/worker.cpp src/pg/modes.cpp src/pg/state_store.cpp src/pg/horizon.cpp
+            src/core/copy_text.cpp src/core/modes.cpp src/core/layout.cpp src/core/batch_plan.cpp
+PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/pg/sql_api.cpp \
+          src/pg/apply/engine.cpp src/pg/apply/target.cpp src/pg/apply/image.cpp src/pg/apply/single.cpp \
+          src/pg/apply/segment.cpp src/pg/apply/outbox.cpp src/pg/apply/state_store.cpp src/pg/apply/modes.cpp \
+          src/pg/apply/horizon.cpp \
+          src/pg/worker/launcher.cpp src/pg/worker/apply_worker.cpp src/pg/worker/source_conn.cpp \
+          src/pg/worker/pgoutput.cpp src/pg/worker/transactions.cpp src/pg/worker/progress.cpp \
+          src/pg/worker/stream_spool.cpp src/pg/worker/table_copy.cpp src/pg/worker/status.cpp
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql
@@ -41,4 +47,4 @@ unittest:
 	./build/cdc_unit_tests
 
 # Rebuild objects when any header changes (PGXS tracks no C++ header deps).
-$(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp)
+$(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp src/pg/*/*.hpp)

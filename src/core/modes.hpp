@@ -12,7 +12,7 @@
 //            change is applied, never for duplicate or stale events.
 //
 // This file holds the pure parts (names, the handler metadata document);
-// src/pg/modes.* runs them against the database.  docs/semantics.md
+// src/pg/apply/modes.* runs them against the database.  docs/semantics.md
 // ("Modes") and docs/handlers.md describe the contract.
 #pragma once
 #include "core/version.hpp"

@@ -1,5 +1,7 @@
-// Replay-horizon settings and the launcher's pruning schedule: see horizon.hpp.
-#include "pg/horizon.hpp"
+// The launcher's pruning schedule: see horizon.hpp.  The settings it reads
+// (cdc.prune_interval, cdc.prune_max_pages) are defined in pg/guc.cpp.
+#include "pg/apply/horizon.hpp"
+#include "pg/guc.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -12,28 +14,11 @@ extern "C" {
 
 namespace {
 
-int cdc_replay_horizon = 7 * 24 * 3600; /* seconds; read by cdc.replay_horizon() through current_setting */
-int cdc_prune_interval = 60;            /* seconds; 0 = the launcher does not prune */
-int cdc_prune_max_pages = 10000;
 TimestampTz last_prune = 0;             /* launcher process only */
 
 } // namespace
 
 namespace cdc::pg {
-
-void
-DefineHorizonSettings()
-{
-	DefineCustomIntVariable("cdc.replay_horizon",
-	                        "How long ledger entries, tombstones and published outbox rows are kept at least.",
-	                        "cdc.prune() removes only what is older; a change for an entity whose records were pruned "
-	                        "and that is not newer than the prune watermark is expired (docs/retention.md).",
-	                        &cdc_replay_horizon, 7 * 24 * 3600, 0, INT_MAX, PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("cdc.prune_interval", "How often the launcher calls cdc.prune(); 0 disables it.", NULL,
-	                        &cdc_prune_interval, 60, 0, 86400, PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("cdc.prune_max_pages", "Blocks of each table one scheduled cdc.prune() call scans.", NULL,
-	                        &cdc_prune_max_pages, 10000, 1, INT_MAX, PGC_SIGHUP, 0, NULL, NULL, NULL);
-}
 
 void
 LauncherPruneIfDue()

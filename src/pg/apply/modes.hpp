@@ -1,8 +1,8 @@
 // History and handler modes (SPEC §4.5) against the database.  The apply
 // engine calls these hooks; everything else about an event (claim, version
-// decision, target mutation, outbox) stays in engine.cpp.  The pure parts
-// are in core/modes.hpp; the contract is in docs/semantics.md ("Modes") and
-// docs/handlers.md.
+// decision, target mutation, outbox) stays in single.cpp, segment.cpp and
+// outbox.cpp.  The pure parts are in core/modes.hpp; the contract is in
+// docs/semantics.md ("Modes") and docs/handlers.md.
 #pragma once
 
 #include "core/envelope.hpp"

@@ -1,5 +1,5 @@
 // History and handler modes: see modes.hpp.
-#include "pg/modes.hpp"
+#include "pg/apply/modes.hpp"
 
 #include "core/errors.hpp"
 #include "pg/spi.hpp"

@@ -5,6 +5,7 @@
 // with the caller's work (SPEC §3, third question).
 #pragma once
 
+#include "core/batch_plan.hpp"
 #include "core/decision.hpp"
 #include "core/decode.hpp"
 #include "core/envelope.hpp"
@@ -20,12 +21,7 @@ namespace cdc::pg {
 
 struct Target;
 
-// Per-target outcome counts accumulated during one call and added to
-// cdc.counters when the call finishes.
-struct Counters {
-	int64_t applied = 0, duplicate = 0, stale = 0, conflict = 0, ignored = 0;
-	int64_t blocked_resurrections = 0, outbox_rows = 0, snapshot_rows = 0, expired = 0;
-};
+using cdc::Counters; // per-target outcome counts (core/batch_plan.hpp)
 
 // An image as an input path delivers it: column name -> text input form,
 // NULL, or unavailable (not sent by the source).  `json` is the image as
@@ -90,7 +86,7 @@ class ApplyEngine {
 	// with the result of one-by-one application.  The delivery keys are
 	// claimed in input order; several changes of one entity are merged into
 	// the newest where nothing can observe the difference (CollapseAllowed in
-	// engine.cpp); everything else is applied change by change.  positions[i]:
+	// segment.cpp); everything else is applied change by change.  positions[i]:
 	// the 1-based input position of reqs[i], named in the error context.
 	std::vector<Outcome> ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions);
 
@@ -142,7 +138,7 @@ class ApplyEngine {
 	                    bool same_name_fallback);
 	void SetContext(const Target *t, const std::string &delivery_key);
 
-	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, engine.cpp)
+	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, target.cpp)
 	std::map<Oid, Counters> counters_;
 	std::map<std::string, int16_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
 	std::string PositionLabel(size_t position) const

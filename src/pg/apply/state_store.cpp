@@ -1,5 +1,5 @@
 // Compact bookkeeping tables: see state_store.hpp.
-#include "pg/state_store.hpp"
+#include "pg/apply/state_store.hpp"
 
 #include "core/layout.hpp"
 #include "pg/spi.hpp"

@@ -1,9 +1,16 @@
-// SQL-callable entry points of cdc_apply.  Every one is defined with
-// CDC_PG_FUNCTION, so C++ exceptions never reach PostgreSQL frames.
-#include "pg/engine.hpp"
+// The SQL-callable entry points of cdc_apply (docs/sql-reference.md):
+// cdc_apply and cdc_apply_batch in their jsonb, jsonb[] and text forms
+// (Debezium events read straight from jsonb into the engine's Json tree),
+// the cdc._invalidate_target trigger of the metadata cache, and
+// cdc._drop_source_slot.  Every one is defined with CDC_PG_FUNCTION, so C++
+// exceptions never reach PostgreSQL frames.
+//
+// Glue, C++ regime: arguments in, one ApplyEngine per call, results out;
+// PostgreSQL calls through PgCall.  Must not hold anything across calls and
+// must not apply anything itself: that is the engine's (src/pg/apply/).
+#include "pg/apply/engine.hpp"
 #include "pg/guard.hpp"
-#include "pg/horizon.hpp"
-#include "pg/worker.hpp"
+#include "pg/worker/worker.hpp"
 
 #include "core/errors.hpp"
 #include "core/json.hpp"
@@ -22,10 +29,6 @@ extern "C" {
 #include "utils/numeric.h"
 #include "utils/lsyscache.h"
 #include "miscadmin.h"
-
-PG_MODULE_MAGIC;
-
-PGDLLEXPORT void _PG_init(void);
 }
 
 namespace {
@@ -338,7 +341,7 @@ CDC_PG_FUNCTION(cdc_apply_batch_text)
  * cdc.table_barrier.  Sends a relcache invalidation of the row's target (old
  * and new row), delivered to every backend when the change commits (and to
  * this one at once), so the engine's cached metadata of that target is
- * reloaded (engine.cpp, TargetCache).  A change of cdc.mapping, and a
+ * reloaded (apply/target.cpp, TargetCache).  A change of cdc.mapping, and a
  * truncate of either table, also invalidates cdc.mapping itself, which
  * empties the cache including the source-table resolutions.
  */
@@ -374,13 +377,12 @@ CDC_PG_FUNCTION(cdc_invalidate_target)
 }
 
 /*
- * _PG_init: defines the cdc.* settings; when loaded through
- * shared_preload_libraries also registers the launcher of the background
- * worker path.  The SQL path (cdc_apply()) needs no preloading.
+ * cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
+ * Used by cdc.drop_subscription(..., drop_slot => true).  Errors: 08001 when
+ * the source cannot be reached, 55006 when the slot cannot be dropped.
  */
-void
-_PG_init(void)
+CDC_PG_FUNCTION(cdc_drop_source_slot)
 {
-	cdc::pg::DefineHorizonSettings(); /* before DefineWorkerSettings reserves the cdc prefix */
-	cdc::pg::DefineWorkerSettings(process_shared_preload_libraries_in_progress);
+	cdc::pg::PgCall([&]() { drop_source_slot_pg(PG_GETARG_TEXT_PP(0), PG_GETARG_NAME(1)); });
+	PG_RETURN_VOID();
 }

@@ -1,0 +1,216 @@
+// The ApplyEngine facade (see engine.hpp and docs/semantics.md): one
+// engine per entry-point call or worker transaction.  Owns the call's
+// targets, counters, source ids and queue; parses Debezium envelopes into
+// ChangeRequests; splits a batch into segments at truncates (each segment
+// goes to segment.cpp, each truncate to single.cpp); names the change being
+// applied in the error context; adds the counts to cdc.counters (Finish).
+//
+// Structure of one event (ApplyDebezium):
+//   parse envelope (pure) -> resolve target + mapping (target.cpp) ->
+//   privilege check -> convert images (image.cpp) -> dedup claim ->
+//   per entity: lock, Decide() (pure), write state, mutate target, outbox
+//   row (single.cpp) -> counters.
+//
+// Glue, C++ regime.  Must not hold PostgreSQL resources across calls: SPI
+// is opened by the constructor and closed by Finish().
+#include "pg/apply/engine.hpp"
+
+#include "core/envelope.hpp"
+#include "core/errors.hpp"
+#include "pg/apply/internal.hpp"
+#include "pg/apply/target.hpp"
+#include "pg/spi.hpp"
+#include "pg/apply/image.hpp"
+#include "pg/apply/outbox.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "storage/backendid.h"
+}
+
+namespace cdc::pg {
+
+ApplyEngine::ApplyEngine()
+{
+	deferred_outbox = nullptr; /* a failed batch of an earlier call may have left it set */
+	Connect();
+}
+
+ApplyEngine::~ApplyEngine() = default;
+
+Outcome
+ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
+{
+	SetContext(nullptr, delivery_key_arg.value_or(""));
+	ChangeEvent ev = ParseDebeziumEnvelope(event);
+	if (ev.ignored) {
+		counters_[target_arg].ignored++;
+		return Outcome::Ignored;
+	}
+	Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+	if (ev.op == Op::Truncate)
+		LockForTruncate(target);
+	return ApplyChange(DebeziumRequest(ev, target, delivery_key_arg));
+}
+
+ChangeRequest
+ApplyEngine::DebeziumRequest(const ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key)
+{
+	ChangeRequest req;
+	req.target = target;
+	Target &t = LoadTarget(req.target);
+	SetContext(&t, delivery_key.value_or(""));
+	req.op = ev.op;
+	req.source = ev.source;
+	req.total_order = ev.total_order;
+	req.delivery_key = delivery_key;
+	if (ev.after)
+		req.after = DecodeJsonImage(t, *ev.after, ev.after_schema ? &*ev.after_schema : nullptr, "after");
+	if (ev.before)
+		req.before = DecodeJsonImage(t, *ev.before, ev.before_schema ? &*ev.before_schema : nullptr, "before");
+	if (t.version_col < 0 && !(ev.op == Op::Truncate && t.mapping.truncate_ignore))
+		req.version = DeriveDebeziumVersion(ev, t.mapping.epoch);
+	return req;
+}
+
+void
+ApplyEngine::SetContext(const Target *t, const std::string &delivery_key)
+{
+	std::string s = "cdc_apply";
+	if (!event_label_.empty())
+		s += " " + event_label_;
+	if (t)
+		s += ", target table " + t->display;
+	if (!delivery_key.empty())
+		s += ", delivery key \"" + delivery_key + "\"";
+	const char *c = PgCall([&]() { return pstrdup(s.c_str()); });
+	SetErrorContext(c);
+}
+
+void
+ApplyEngine::Finish()
+{
+	if (finished_)
+		return;
+	ApplyQueued();
+	finished_ = true;
+	int backend = PgCall([]() { return int(MyBackendId); });
+	for (const auto &[relid, c] : counters_) {
+		Params p;
+		p.AddOid(relid);
+		p.Add(INT4OID, Int32GetDatum(backend), false);
+		for (int64_t x : {c.applied, c.duplicate, c.stale, c.conflict, c.ignored, c.blocked_resurrections,
+		                  c.outbox_rows, c.snapshot_rows, c.expired})
+			p.AddInt8(x);
+		Execute("INSERT INTO cdc.counters AS c (target, backend_id, applied, duplicate, stale, conflict, ignored, "
+		        "blocked_resurrections, outbox_rows, snapshot_rows, expired) "
+		        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+		        "ON CONFLICT (target, backend_id) DO UPDATE SET applied = c.applied + EXCLUDED.applied, "
+		        "duplicate = c.duplicate + EXCLUDED.duplicate, stale = c.stale + EXCLUDED.stale, "
+		        "conflict = c.conflict + EXCLUDED.conflict, ignored = c.ignored + EXCLUDED.ignored, "
+		        "blocked_resurrections = c.blocked_resurrections + EXCLUDED.blocked_resurrections, "
+		        "outbox_rows = c.outbox_rows + EXCLUDED.outbox_rows, "
+		        "snapshot_rows = c.snapshot_rows + EXCLUDED.snapshot_rows, expired = c.expired + EXCLUDED.expired",
+		        p, true);
+	}
+	cdc::pg::Finish();
+}
+
+std::vector<Outcome>
+ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
+                                const std::vector<std::optional<std::string>> &delivery_keys)
+{
+	auto dk_of = [&](size_t i) {
+		return i < delivery_keys.size() ? delivery_keys[i] : std::optional<std::string>();
+	};
+	std::vector<Outcome> out(events.size(), Outcome::Ignored);
+	struct Parsed {
+		size_t index;
+		ChangeEvent ev;
+		Oid target;
+	};
+	std::vector<Parsed> parsed;
+	for (size_t i = 0; i < events.size(); i++) {
+		SetEventLabel(PositionLabel(i + 1));
+		SetContext(nullptr, dk_of(i).value_or(""));
+		ChangeEvent ev = ParseDebeziumEnvelope(events[i]);
+		if (ev.ignored) {
+			counters_[target_arg].ignored++;
+			continue;
+		}
+		Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+		parsed.push_back(Parsed{i, std::move(ev), target});
+	}
+	/* Truncated targets are locked before anything else (LockForTruncate). */
+	for (const Parsed &p : parsed)
+		if (p.ev.op == Op::Truncate) {
+			SetEventLabel(PositionLabel(p.index + 1));
+			LockForTruncate(p.target);
+		}
+	std::vector<ChangeRequest> reqs;
+	std::vector<size_t> positions;
+	for (const Parsed &p : parsed) {
+		SetEventLabel(PositionLabel(p.index + 1));
+		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));
+		positions.push_back(p.index + 1);
+	}
+	std::vector<Outcome> applied = ApplyChanges(reqs, positions);
+	for (size_t j = 0; j < applied.size(); j++)
+		out[positions[j] - 1] = applied[j];
+	return out;
+}
+
+void
+ApplyEngine::Enqueue(ChangeRequest req, size_t position)
+{
+	for (const std::optional<RawImage> *img : {&req.before, &req.after})
+		if (*img) {
+			queued_bytes_ += (*img)->json.size();
+			for (const auto &[name, value] : (*img)->values)
+				queued_bytes_ += name.size() + value.text.size();
+		}
+	queued_.push_back(std::move(req));
+	queued_positions_.push_back(position);
+}
+
+void
+ApplyEngine::ApplyQueued()
+{
+	if (queued_.empty())
+		return;
+	std::vector<ChangeRequest> reqs;
+	std::vector<size_t> positions;
+	reqs.swap(queued_);
+	positions.swap(queued_positions_);
+	queued_bytes_ = 0;
+	ApplyChanges(reqs, positions);
+}
+
+std::vector<Outcome>
+ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions)
+{
+	std::vector<Outcome> out(reqs.size(), Outcome::Ignored);
+	for (size_t i = 0; i < reqs.size(); i++)
+		if (reqs[i].op == Op::Truncate) {
+			SetEventLabel(PositionLabel(positions[i]));
+			LockForTruncate(reqs[i].target);
+		}
+	/* A truncate is a table-level barrier: the changes between two truncates form a segment. */
+	size_t begin = 0;
+	for (size_t i = 0; i <= reqs.size(); i++) {
+		if (i < reqs.size() && reqs[i].op != Op::Truncate)
+			continue;
+		if (i > begin)
+			ApplySegment(reqs, positions, begin, i, out);
+		if (i < reqs.size()) {
+			SetEventLabel(PositionLabel(positions[i]));
+			out[i] = ApplyChange(reqs[i]);
+		}
+		begin = i + 1;
+	}
+	SetEventLabel("");
+	return out;
+}
+
+} // namespace cdc::pg

@@ -1,0 +1,272 @@
+// Images and what is derived from them: see image.hpp.
+//
+// Glue, C++ regime: the column types' input and output functions run under
+// PgCall (VersionIntPg is PostgreSQL regime, called only through PgCall).
+// Must not write to any table and must not cache anything across calls:
+// the target's cached metadata belongs to target.cpp.
+#include "pg/apply/image.hpp"
+
+#include "core/envelope.hpp"
+#include "core/layout.hpp"
+#include "core/errors.hpp"
+#include "pg/apply/internal.hpp"
+#include "pg/apply/target.hpp"
+#include "pg/spi.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/date.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+}
+
+namespace cdc::pg {
+
+// Decodes a Debezium JSON image (`after` or `before`) for target `t`: every
+// field must name a column; values become text input form (decode.hpp).
+RawImage
+DecodeJsonImage(const Target &t, const Json &obj, const FieldSchema *schema, const char *which)
+{
+	RawImage raw;
+	raw.json = obj.Serialize();
+	for (const auto &member : obj.Members()) {
+		const std::string &field = member.first;
+		std::string path = std::string(which) + "." + field;
+		if (field.empty() || field.size() >= NAMEDATALEN)
+			Fail("42602", "field \"" + path + "\" is not a valid column name");
+		auto f = t.by_name.find(field);
+		if (f == t.by_name.end())
+			Fail("42703", "field \"" + path + "\" has no column in table " + t.display, {},
+			     "Add the column to the target table; events are applied column by column by name.");
+		const Column &col = t.columns[size_t(f->second)];
+		const FieldSchema *fs = schema ? schema->Member(field) : nullptr;
+		raw.values.emplace_back(field, DecodeValue(member.second, fs, col.ctype, t.mapping.decode, path));
+	}
+	return raw;
+}
+
+// Converts a RawImage into Datums of the target's column types (the types'
+// input functions, with typmod); errors name the field and the column.
+Image
+ConvertImage(const Target &t, const RawImage &raw, const char *which)
+{
+	Image img;
+	img.cells.resize(t.columns.size());
+	img.json = raw.json;
+	for (const auto &[name, dv] : raw.values) {
+		std::string path = std::string(which) + "." + name;
+		auto f = t.by_name.find(name);
+		if (f == t.by_name.end())
+			Fail("42703", "field \"" + path + "\" has no column in table " + t.display);
+		const Column &col = t.columns[size_t(f->second)];
+		if (col.generated)
+			continue; /* generated columns are computed by the destination */
+		Cell &cell = img.cells[size_t(f->second)];
+		cell.present = true;
+		if (dv.kind == DecodedValue::Kind::Unavailable) {
+			cell.unavailable = true;
+			img.has_unavailable = true;
+			continue;
+		}
+		if (dv.kind == DecodedValue::Kind::Null)
+			continue;
+		try {
+			cell.value = PgCall([&]() { return InputFunctionCall(col.in_fn, const_cast<char *>(dv.text.c_str()), col.ioparam, col.typmod); });
+			cell.text = PgCall([&]() { return OutputFunctionCall(col.out_fn, cell.value); });
+		} catch (const PgError &e) {
+			/* Name the field and column in the primary message; keep SQLSTATE, detail, hint. */
+			ErrorData *ed = e.edata();
+			std::string prefix = "field \"" + path + "\" (column \"" + col.name + "\" of type " + col.ctype.type_name + "): ";
+			PgCall([&]() { ed->message = psprintf("%s%s", prefix.c_str(), ed->message ? ed->message : ""); });
+			throw;
+		}
+		cell.isnull = false;
+	}
+	return img;
+}
+
+// Canonical hash of an image: column names and output texts in column order.
+std::string
+ImageHash(const Target &t, const Image &img)
+{
+	std::string s;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Cell &c = img.cells[i];
+		if (!c.present || c.unavailable)
+			continue;
+		AppendJsonString(s, t.columns[i].name);
+		s += c.isnull ? "=null;" : "=";
+		if (!c.isnull) {
+			AppendJsonString(s, c.text);
+			s += ';';
+		}
+	}
+	return Md5Hex(s);
+}
+
+// The entity key as JSON ({"id": "7"}), from the key columns of `img`.
+std::string
+EntityKey(const Target &t, const Image &img, const char *which)
+{
+	std::string k = "{";
+	bool first = true;
+	for (int idx : t.key) {
+		const Column &col = t.columns[size_t(idx)];
+		const Cell &c = img.cells[size_t(idx)];
+		std::string path = std::string(which) + "." + col.name;
+		if (!c.present)
+			Fail("22023", "field \"" + path + "\" is missing: it is a key column of table " + t.display);
+		if (c.unavailable)
+			Fail("22023", "field \"" + path + "\" is the unavailable-value placeholder: it is a key column of table " + t.display);
+		if (c.isnull)
+			Fail("22004", "field \"" + path + "\" is null: it is a key column of table " + t.display);
+		if (!first)
+			k += ", ";
+		first = false;
+		AppendJsonString(k, col.name);
+		k += ": ";
+		AppendJsonString(k, c.text);
+	}
+	k += "}";
+	return k;
+}
+
+// The compact entity key of cdc.entity_state (core/layout.hpp): the output
+// texts of the key columns of `img` (EntityKey has checked them).
+std::string
+CompactKey(const Target &t, const Image &img)
+{
+	std::vector<std::string> values;
+	for (int idx : t.key)
+		values.push_back(img.cells[size_t(idx)].text);
+	return CompactEntityKey(values);
+}
+
+// The same as a SQL expression over the target's row `t`: format('%s', col)
+// is the column type's output function, as Cell::text.
+std::string
+CompactKeySql(const Target &t)
+{
+	if (t.key.size() == 1)
+		return "format('%s', t." + QuoteIdent(t.columns[size_t(t.key[0])].name) + ")";
+	std::string e = "ARRAY[";
+	for (size_t i = 0; i < t.key.size(); i++)
+		e += (i ? ", " : "") + std::string("format('%s', t.") + QuoteIdent(t.columns[size_t(t.key[i])].name) + ")";
+	return e + "]::text";
+}
+
+// Content hash of an image as stored in cdc.entity_state.chash ("0" for deletes).
+std::string
+ContentHash32(const std::string &md5_hex)
+{
+	return std::to_string(Int32FromMd5Hex(md5_hex));
+}
+
+bool
+SameKey(const Target &t, const Image &a, const Image &b)
+{
+	for (int idx : t.key) {
+		const Cell &x = a.cells[size_t(idx)];
+		const Cell &y = b.cells[size_t(idx)];
+		if (!x.present || !y.present || x.unavailable || y.unavailable || x.isnull || y.isnull)
+			return true; /* the before-image does not say: no key change */
+		if (x.text != y.text)
+			return false;
+	}
+	return true;
+}
+
+
+namespace {
+
+int64
+VersionIntPg(Oid type, Datum d)
+{
+	switch (getBaseType(type)) {
+	case INT2OID: return DatumGetInt16(d);
+	case INT4OID: return DatumGetInt32(d);
+	case INT8OID: return DatumGetInt64(d);
+	case TIMESTAMPOID:
+	case TIMESTAMPTZOID: return DatumGetTimestamp(d);
+	case DATEOID: return DatumGetDateADT(d);
+	default:
+		ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+		                errmsg("version column must be smallint, integer, bigint, date, timestamp or timestamptz")));
+	}
+	return 0;
+}
+
+} // namespace
+
+// Adds the key columns of `img` as typed parameters; returns "k1 = $n AND ...".
+std::string
+KeyPredicate(const Target &t, const Image &img, Params &p)
+{
+	std::string w;
+	for (size_t i = 0; i < t.key.size(); i++) {
+		const Column &col = t.columns[size_t(t.key[i])];
+		const Cell &c = img.cells[size_t(t.key[i])];
+		p.Add(col.type, c.value, false);
+		if (i)
+			w += " AND ";
+		w += "t." + QuoteIdent(col.name) + " " + col.eq_op + " $" + std::to_string(p.Count());
+	}
+	return w;
+}
+
+std::optional<std::string>
+SelectRowImage(const Target &t, const Image &key_img)
+{
+	Params p;
+	std::string where = KeyPredicate(t, key_img, p);
+	uint64_t n = Execute("SELECT to_jsonb(t)::text FROM " + t.qualified + " AS t WHERE " + where, p, false);
+	if (n == 0)
+		return std::nullopt;
+	return ResultText(0, 1);
+}
+
+// Converts the images of `req` (not a truncate), derives the entity key,
+// the version (the request's, or the mapping's version_column) and the
+// delivery key.  Errors name the event field (22023, 22004, 42703, the
+// column types' input errors).
+PreparedChange
+PrepareChange(const Target &t, const ChangeRequest &req)
+{
+	PreparedChange p;
+	const bool is_delete = p.is_delete = req.op == Op::Delete;
+	if (is_delete && !req.before)
+		Fail("22023", "field \"before\" is missing: a delete needs the before-image (at least the key columns)");
+	if (!is_delete && !req.after)
+		Fail("22023", std::string("field \"after\" is missing: op \"") + OpName(req.op) + "\" needs the after-image");
+	if (req.after)
+		p.after = ConvertImage(t, *req.after, "after");
+	if (req.before)
+		p.before = ConvertImage(t, *req.before, "before");
+	const Image &main = p.Main();
+	p.entity_key = EntityKey(t, main, is_delete ? "before" : "after");
+
+	if (t.version_col >= 0) {
+		const Column &vc = t.columns[size_t(t.version_col)];
+		const Cell &cell = main.cells[size_t(t.version_col)];
+		std::string path = std::string(is_delete ? "before." : "after.") + vc.name;
+		if (!cell.present || cell.unavailable || cell.isnull)
+			Fail("22023", "field \"" + path + "\" is missing or null: the mapping orders changes by this column", {},
+			     is_delete ? "Deletes need the version column in the before-image (REPLICA IDENTITY FULL on the source)."
+			               : "");
+		int64_t x = PgCall([&]() { return VersionIntPg(vc.type, cell.value); });
+		/*
+		 * A delete carries the version of the row it removes, so at one column
+		 * version the delete ranks after the upsert: {epoch, value, 0} for
+		 * upserts, {epoch, value, 1} for deletes.
+		 */
+		p.version = Version{{t.mapping.epoch, x, is_delete ? 1 : 0}};
+	} else {
+		p.version = req.version;
+	}
+	p.delivery_key =
+		req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, p.entity_key);
+	return p;
+}
+
+} // namespace cdc::pg

@@ -1,0 +1,78 @@
+// Images: a change's after- and before-images converted to the target's
+// column types (Datums through the types' input functions, with their
+// canonical output text), and what is derived from them: the entity key
+// (JSON and compact), the content hash, the key predicate of a statement,
+// and the PreparedChange every input path has before the dedup claim.
+//
+// Internal to src/pg/apply/.  C++ regime: PostgreSQL calls through PgCall;
+// the Datums point into the caller's memory context.  Must not write to
+// any table (SelectRowImage only reads).
+#pragma once
+
+#include "core/decode.hpp"
+#include "core/json.hpp"
+#include "core/version.hpp"
+#include "pg/apply/engine.hpp"
+#include "pg/apply/target.hpp"
+#include "pg/spi.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cdc::pg {
+
+struct Cell {
+	bool present = false;
+	bool unavailable = false;
+	bool isnull = true;
+	Datum value = (Datum) 0;
+	std::string text; // output-function text (canonical), when present and not null
+};
+
+struct Image {
+	std::vector<Cell> cells; // one per target column
+	bool has_unavailable = false;
+	std::string json;        // the event's JSON object, for conflicts and outbox
+};
+
+// One change converted to the target's column types and identified: what
+// every input path has before the dedup claim.
+struct PreparedChange {
+	bool is_delete = false;
+	std::optional<Image> after, before;
+	std::string entity_key; // of the after-image (upsert) or the before-image (delete)
+	Version version;
+	std::string delivery_key;
+	const Image &Main() const { return is_delete ? *before : *after; }
+};
+
+// Decodes a Debezium JSON image (`after` or `before`) for target `t`: every
+// field must name a column; values become text input form (decode.hpp).
+// Errors 42602, 42703 and the decoder's (docs/debezium-types.md).
+RawImage DecodeJsonImage(const Target &t, const Json &obj, const FieldSchema *schema, const char *which);
+// Converts a RawImage into Datums of the target's column types; errors name
+// the field and the column, with the type's SQLSTATE.
+Image ConvertImage(const Target &t, const RawImage &raw, const char *which);
+// Canonical hash (md5 hex) of an image: column names and output texts.
+std::string ImageHash(const Target &t, const Image &img);
+// The entity key as JSON ({"id": "7"}); 22023/22004 for a missing,
+// unavailable or null key column.
+std::string EntityKey(const Target &t, const Image &img, const char *which);
+// The compact entity key of cdc.entity_state (core/layout.hpp).
+std::string CompactKey(const Target &t, const Image &img);
+// CompactKey as a SQL expression over the target's row alias `t`.
+std::string CompactKeySql(const Target &t);
+// An image's content hash as cdc.entity_state.chash stores it.
+std::string ContentHash32(const std::string &md5_hex);
+// Do two images carry the same key?  (true when the before-image does not say)
+bool SameKey(const Target &t, const Image &a, const Image &b);
+// Adds the key columns of `img` to `p`; returns "t.k1 = $n AND ...".
+std::string KeyPredicate(const Target &t, const Image &img, Params &p);
+// The target's row with the key of `key_img` as JSON text, if there is one.
+std::optional<std::string> SelectRowImage(const Target &t, const Image &key_img);
+// Converts the images of `req` (not a truncate) and derives the entity key,
+// the version and the delivery key (22023, 22004, 42703, input errors).
+PreparedChange PrepareChange(const Target &t, const ChangeRequest &req);
+
+} // namespace cdc::pg

@@ -1,0 +1,634 @@
+// The set-based segment of a batch (docs/semantics.md, "Batches"): the
+// changes between two truncates, claimed with one statement, grouped by
+// entity, locked and decided in memory (Chain, Simulate), then written with
+// one statement per target and kind: entity records, rows (collapsed to the
+// final image where CollapseAllowed, else round by round) and, through
+// outbox.cpp, the outbox rows in input order.  What cannot be decided in
+// memory goes change by change (single.cpp) with the claim already made.
+//
+// Glue, C++ regime: statements through SPI in the caller's transaction.
+// Must give the result of applying the changes one by one, in order;
+// anything it cannot prove that for goes to the change-by-change path.
+#include "core/errors.hpp"
+#include "pg/apply/internal.hpp"
+#include "pg/apply/target.hpp"
+#include "pg/spi.hpp"
+#include "core/batch_plan.hpp"
+#include "core/layout.hpp"
+#include "pg/apply/engine.hpp"
+#include "pg/apply/image.hpp"
+#include "pg/apply/outbox.hpp"
+#include "pg/apply/state_store.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+}
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+namespace cdc::pg {
+
+namespace {
+
+
+/*
+ * May the changes of a segment on this target be decided in memory and
+ * written with one statement per kind (set-based), instead of change by
+ * change?  Only if writing a row earlier, later, or an intermediate image
+ * not at all can be seen in that row alone: the rows are independent
+ * (IndependentRowsPg: no triggers, so no foreign keys either, no rules, no
+ * row-level security, no CHECK constraints, no unique index besides the
+ * key), every column has an array type (the rows travel as one array per
+ * column), and the key's text form identifies a row (types whose equality
+ * is equality of their output text, so two entity keys never name one row;
+ * text keys only under a deterministic collation).
+ * Only state mappings: in history mode every change is a row, in handler
+ * mode a call that sees the row of that moment (docs/semantics.md, "Modes").
+ * The expired policy and the prune watermark need no exclusion here:
+ * Simulate() hands every change they could affect to the change-by-change
+ * path.
+ */
+bool
+SetBasedAllowed(const Target &t)
+{
+	if (t.modes.mode != Mode::State || !t.independent_rows)
+		return false;
+	for (const Column &c : t.columns)
+		if (!c.generated && !OidIsValid(c.array_type))
+			return false;
+	for (int k : t.key) {
+		const Column &c = t.columns[size_t(k)];
+		switch (c.type) {
+		case TEXTOID:
+		case VARCHAROID:
+		case NAMEOID:
+			/* under a nondeterministic collation 'A' and 'a' can be one row */
+			if (!c.deterministic)
+				return false;
+			break;
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case UUIDOID:
+		case BOOLOID:
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID: break;
+		default: return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * May several changes of one entity inside a batch be merged into the
+ * newest one, writing only the final entity record and row?  Set-based
+ * targets whose mapping writes no outbox rows (each applied change owes its
+ * own, with the row image of that moment; those targets are written round
+ * by round instead).  NOT NULL is checked per image (ViolatesNotNull), and
+ * a merged change must carry all columns (FullImage), so no column default
+ * is evaluated either way.
+ */
+bool
+CollapseAllowed(const Target &t)
+{
+	return SetBasedAllowed(t) && !t.mapping.outbox;
+}
+
+// Does an upsert image carry every column the destination does not compute
+// itself, none of them unavailable?  (Deletes need only the key.)
+bool
+FullImage(const Target &t, const PreparedChange &p)
+{
+	if (p.is_delete)
+		return true;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Cell &cell = p.after->cells[i];
+		if (!t.columns[i].generated && (!cell.present || cell.unavailable))
+			return false;
+	}
+	return true;
+}
+
+// Would writing this after-image fail a NOT NULL constraint?
+bool
+ViolatesNotNull(const Target &t, const Image &img)
+{
+	for (size_t i = 0; i < t.columns.size(); i++)
+		if (t.columns[i].not_null && !t.columns[i].generated && img.cells[i].isnull)
+			return true;
+	return false;
+}
+
+bool
+IsKeyChange(const Target &t, const ChangeRequest &req, const PreparedChange &p)
+{
+	return req.op == Op::Update && p.before && p.after && !SameKey(t, *p.before, *p.after);
+}
+
+// Claims the delivery keys of a segment in cdc.ledger with one statement, in
+// input order (the digests of pg/state_store.hpp, ClaimDelivery).  Returns
+// per change whether its claim is new: false when the ledger had the digest
+// already, or an earlier change of the segment claimed it (the same delivery
+// twice in one batch).  As one by one, a change whose claim is not new still
+// goes through the version decision (Simulate, ApplyEntity).
+std::vector<char>
+ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> &prep, int32_t now_s)
+{
+	ArrayParam digests(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
+	std::vector<int64_t> digest(prep.size());
+	for (size_t k = 0; k < prep.size(); k++) {
+		digest[k] = Int64FromMd5Hex(Md5Hex(LedgerDigestInput(uint32_t(target[k]->relid), prep[k].delivery_key)));
+		digests.Add(Int64GetDatum(digest[k]), false);
+		targets.Add(ObjectIdGetDatum(target[k]->relid), false);
+	}
+	Params p;
+	digests.AddTo(p, INT8ARRAYOID);
+	targets.AddTo(p, OIDARRAYOID);
+	p.Add(INT4OID, Int32GetDatum(now_s), false);
+	uint64_t n = Execute("INSERT INTO cdc.ledger (digest, target, claimed_s) "
+	                     "SELECT x.d, x.t::regclass, $3 FROM unnest($1, $2) WITH ORDINALITY AS x(d, t, ord) "
+	                     "ORDER BY x.ord ON CONFLICT (digest) DO NOTHING RETURNING digest",
+	                     p, true);
+	std::multiset<int64_t> inserted;
+	for (uint64_t i = 0; i < n; i++)
+		inserted.insert(std::stoll(ResultText(i, 1).value_or("0")));
+	std::vector<char> claimed(prep.size());
+	for (size_t k = 0; k < prep.size(); k++) {
+		auto it = inserted.find(digest[k]);
+		claimed[k] = it != inserted.end();
+		if (claimed[k])
+			inserted.erase(it);
+	}
+	return claimed;
+}
+
+// A chain of the batch planner (core/batch_plan.hpp): the changes of one
+// entity within a segment and what the batch decided for them, with the
+// target whose entity it is.
+struct Chain : cdc::Chain {
+	Target *t = nullptr;
+};
+
+// Locks and reads the entity records of chains (one statement per target),
+// as LockEntityRecord does for one.
+void
+LockRecords(std::vector<Chain *> &chains)
+{
+	std::map<Oid, std::vector<Chain *>> by_target;
+	for (Chain *c : chains)
+		by_target[c->t->relid].push_back(c);
+	for (auto &[relid, list] : by_target) {
+		ArrayParam keys = ArrayParam::Text();
+		for (Chain *c : list)
+			keys.AddText(c->compact_key);
+		Params p;
+		p.AddOid(relid);
+		keys.AddTo(p, TEXTARRAYOID);
+		/* A LATERAL subquery with FOR UPDATE is never flattened: one index probe per key, whatever the statistics. */
+		uint64_t n = Execute("SELECT x.ord, s.name, s.v0, s.v1, s.v2, s.v3, s.deleted, s.chash "
+		                     "FROM unnest($2) WITH ORDINALITY AS x(k, ord), "
+		                     "LATERAL (SELECT c.name, e.v0, e.v1, e.v2, e.v3, e.deleted, e.chash "
+		                     "FROM cdc.entity_state e JOIN cdc.source c ON c.id = e.src "
+		                     "WHERE e.target = $1 AND e.key = x.k FOR UPDATE OF e) s",
+		                     p, true);
+		const size_t arity = list.front()->t->version_col >= 0 ? 3 : 4;
+		for (uint64_t i = 0; i < n; i++) {
+			size_t ord = std::stoul(ResultText(i, 1).value_or("0"));
+			EntityRecord r;
+			r.source = ResultText(i, 2).value_or("");
+			StoredVersion sv;
+			sv.v0 = std::stoi(ResultText(i, 3).value_or("0"));
+			sv.v1 = std::stoll(ResultText(i, 4).value_or("0"));
+			sv.v2 = std::stoll(ResultText(i, 5).value_or("0"));
+			sv.v3 = std::stoi(ResultText(i, 6).value_or("0"));
+			r.version = FromStoredVersion(sv, arity);
+			r.deleted = ResultBool(i, 7);
+			r.content_hash = ResultText(i, 8).value_or("");
+			list[ord - 1]->stored = r;
+		}
+	}
+}
+
+// The prune watermarks of the targets of `chains`: (target, source id) ->
+// version.  Read after the entity locks in a statement of its own, so that
+// it sees a concurrent cdc.prune() that removed a tombstone the locks waited
+// for (docs/retention.md, "Concurrency").
+std::map<std::pair<Oid, int16_t>, Version>
+ReadWatermarks(const std::vector<Chain *> &chains)
+{
+	std::map<Oid, size_t> arity;
+	for (const Chain *c : chains)
+		arity[c->t->relid] = c->t->version_col >= 0 ? 3 : 4;
+	std::map<std::pair<Oid, int16_t>, Version> out;
+	for (const auto &[relid, n_parts] : arity) {
+		Params p;
+		p.AddOid(relid);
+		uint64_t n = Execute("SELECT src, v0, v1, v2, v3 FROM cdc.prune_watermark WHERE target = $1", p, true);
+		for (uint64_t i = 0; i < n; i++) {
+			StoredVersion sv;
+			int16_t src = int16_t(std::stoi(ResultText(i, 1).value_or("0")));
+			sv.v0 = std::stoi(ResultText(i, 2).value_or("0"));
+			sv.v1 = std::stoll(ResultText(i, 3).value_or("0"));
+			sv.v2 = std::stoll(ResultText(i, 4).value_or("0"));
+			sv.v3 = std::stoi(ResultText(i, 5).value_or("0"));
+			out[{relid, src}] = FromStoredVersion(sv, n_parts);
+		}
+	}
+	return out;
+}
+
+// The final records of chains as arrays of cdc.entity_state's columns:
+// $2 key, $3 src, $4 v0, $5 v1, $6 v2, $7 v3, $8 deleted, $9 chash ($1 is
+// the target, $10 the write time).
+void
+AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std::string, int16_t> &source_ids)
+{
+	ArrayParam keys = ArrayParam::Text();
+	ArrayParam srcs(INT2OID, sizeof(int16), true, TYPALIGN_SHORT);
+	ArrayParam v0(INT4OID, sizeof(int32), true, TYPALIGN_INT), v3(INT4OID, sizeof(int32), true, TYPALIGN_INT),
+	    chash(INT4OID, sizeof(int32), true, TYPALIGN_INT);
+	ArrayParam v1(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE),
+	    v2(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	ArrayParam deleted(BOOLOID, 1, true, TYPALIGN_CHAR);
+	for (const Chain *c : list) {
+		const EntityRecord &r = *c->final_record;
+		StoredVersion sv = ToStoredVersion(r.version);
+		keys.AddText(c->compact_key);
+		srcs.Add(Int16GetDatum(source_ids.at(r.source)), false);
+		v0.Add(Int32GetDatum(sv.v0), false);
+		v1.Add(Int64GetDatum(sv.v1), false);
+		v2.Add(Int64GetDatum(sv.v2), false);
+		v3.Add(Int32GetDatum(sv.v3), false);
+		deleted.Add(BoolGetDatum(r.deleted), false);
+		chash.Add(Int32GetDatum(int32_t(std::stol(r.content_hash))), false);
+	}
+	keys.AddTo(p, TEXTARRAYOID);
+	srcs.AddTo(p, INT2ARRAYOID);
+	v0.AddTo(p, INT4ARRAYOID);
+	v1.AddTo(p, INT8ARRAYOID);
+	v2.AddTo(p, INT8ARRAYOID);
+	v3.AddTo(p, INT4ARRAYOID);
+	deleted.AddTo(p, BOOLARRAYOID);
+	chash.AddTo(p, INT4ARRAYOID);
+}
+
+/*
+ * Inserts the final records of new entities (one statement per target), as
+ * WriteEntityRecord does for one.  Returns the chains whose record a
+ * concurrent transaction created first (ON CONFLICT DO NOTHING inserted
+ * nothing for them).
+ */
+std::vector<Chain *>
+InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, int16_t> &source_ids, int32_t now_s)
+{
+	std::map<Oid, std::vector<Chain *>> by_target;
+	for (Chain *c : chains)
+		by_target[c->t->relid].push_back(c);
+	std::vector<Chain *> lost;
+	for (auto &[relid, list] : by_target) {
+		Params p;
+		p.AddOid(relid);
+		AddRecordArrays(p, list, source_ids);
+		p.Add(INT4OID, Int32GetDatum(now_s), false);
+		uint64_t n = Execute("INSERT INTO cdc.entity_state (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
+		                     "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 "
+		                     "FROM unnest($2, $3, $4, $5, $6, $7, $8, $9) AS x(k, s, v0, v1, v2, v3, d, h) "
+		                     "ON CONFLICT (target, key) DO NOTHING RETURNING key",
+		                     p, true);
+		if (n == list.size())
+			continue;
+		std::set<std::string> inserted;
+		for (uint64_t i = 0; i < n; i++)
+			inserted.insert(ResultText(i, 1).value_or(""));
+		for (Chain *c : list)
+			if (!inserted.count(c->compact_key))
+				lost.push_back(c);
+	}
+	return lost;
+}
+
+// Writes the final records of entities that had one, locked by LockRecords
+// (one statement per target; ON CONFLICT finds each through the key index).
+void
+UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, int16_t> &source_ids, int32_t now_s)
+{
+	std::map<Oid, std::vector<Chain *>> by_target;
+	for (Chain *c : chains)
+		by_target[c->t->relid].push_back(c);
+	for (auto &[relid, list] : by_target) {
+		Params p;
+		p.AddOid(relid);
+		AddRecordArrays(p, list, source_ids);
+		p.Add(INT4OID, Int32GetDatum(now_s), false);
+		Execute("INSERT INTO cdc.entity_state AS e (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
+		        "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 "
+		        "FROM unnest($2, $3, $4, $5, $6, $7, $8, $9) AS x(k, s, v0, v1, v2, v3, d, h) "
+		        "ON CONFLICT (target, key) DO UPDATE SET src = EXCLUDED.src, v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, "
+		        "v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, deleted = EXCLUDED.deleted, chash = EXCLUDED.chash, "
+		        "touched_s = EXCLUDED.touched_s",
+		        p, true);
+	}
+}
+
+/*
+ * Writes one image per entity to the target with one upsert and one delete
+ * statement: writes[i] = (segment index of the change, chain).  Each entity
+ * appears at most once, so no statement touches a row twice.  Returns the
+ * resulting (upsert) or removed (delete) row of each write as JSON when
+ * `returning` (for outbox payloads; nullopt: a delete found no row).
+ */
+std::vector<std::optional<std::string>>
+WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &writes,
+          const std::vector<PreparedChange> &prep, bool returning)
+{
+	std::vector<std::optional<std::string>> rows(writes.size());
+	std::vector<size_t> upserts, deletes;
+	for (size_t i = 0; i < writes.size(); i++)
+		(prep[writes[i].first].is_delete ? deletes : upserts).push_back(i);
+
+	if (!upserts.empty()) {
+		Params p;
+		std::string cols, set, conflict;
+		for (size_t c = 0; c < t.columns.size(); c++) {
+			const Column &col = t.columns[c];
+			if (col.generated)
+				continue;
+			ArrayParam a(col.type, col.typlen, col.typbyval, col.typalign);
+			for (size_t i : upserts) {
+				const Cell &cell = prep[writes[i].first].after->cells[c];
+				a.Add(cell.value, cell.isnull);
+			}
+			a.AddTo(p, col.array_type);
+			std::string q = QuoteIdent(col.name);
+			cols += (cols.empty() ? "" : ", ") + q;
+			set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
+		}
+		for (size_t i = 0; i < t.key.size(); i++)
+			conflict += (i ? ", " : "") + QuoteIdent(t.columns[size_t(t.key[i])].name);
+		std::string args;
+		for (int i = 1; i <= p.Count(); i++)
+			args += (i > 1 ? ", $" : "$") + std::to_string(i);
+		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ") SELECT * FROM unnest(" + args +
+		                         ") ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
+		                         (returning ? " RETURNING to_jsonb(t)::text" : ""),
+		                     p, false);
+		if (returning)
+			for (uint64_t r = 0; r < n && r < upserts.size(); r++)
+				rows[upserts[r]] = ResultText(r, 1);
+	}
+	if (!deletes.empty()) {
+		Params p;
+		std::string names, where;
+		for (size_t i = 0; i < t.key.size(); i++) {
+			const Column &col = t.columns[size_t(t.key[i])];
+			ArrayParam a(col.type, col.typlen, col.typbyval, col.typalign);
+			for (size_t d : deletes)
+				a.Add(prep[writes[d].first].before->cells[size_t(t.key[i])].value, false);
+			a.AddTo(p, col.array_type);
+			names += "k" + std::to_string(i + 1) + ", ";
+			where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " x.k" +
+			         std::to_string(i + 1);
+		}
+		std::string args;
+		for (int i = 1; i <= p.Count(); i++)
+			args += (i > 1 ? ", $" : "$") + std::to_string(i);
+		/*
+		 * The rows are found by one index probe per key (a LATERAL subquery
+		 * with OFFSET 0 is never flattened into a join) and deleted by ctid,
+		 * so the cost follows the batch, not the table, whatever the
+		 * statistics the cached plan was made with.
+		 */
+		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM unnest(" + args + ") WITH ORDINALITY AS x(" +
+		                         names + "ord), LATERAL (SELECT t.ctid AS c FROM " + t.qualified + " AS t WHERE " + where +
+		                         " OFFSET 0) l) DELETE FROM " + t.qualified +
+		                         " AS t USING d WHERE t.ctid = d.c AND t.ctid = ANY (ARRAY(SELECT c FROM d))" +
+		                         (returning ? " RETURNING d.ord, to_jsonb(t)::text" : ""),
+		                     p, false);
+		if (returning)
+			for (uint64_t r = 0; r < n; r++) {
+				size_t ord = std::stoul(ResultText(r, 1).value_or("0"));
+				if (ord >= 1 && ord <= deletes.size())
+					rows[deletes[ord - 1]] = ResultText(r, 2);
+			}
+	}
+	return rows;
+}
+
+} // namespace
+
+/*
+ * One segment (no truncate inside): see docs/semantics.md, "Batches".
+ *   1. convert every change; 2. claim every delivery key (one statement);
+ *   3. if every target allows it (SetBasedAllowed), group the changes by
+ *      entity, lock the entity records (one statement per target), read the
+ *      prune watermarks and decide each entity's changes in memory
+ *      (Simulate); entities with a key change, a partial image, a conflict,
+ *      an expired change, an applied decision for a delivery the ledger had,
+ *      or a NOT NULL violation, and every entity of a segment with a target
+ *      that does not allow it, are applied change by change instead
+ *      (ApplyChange, with the claim already made);
+ *   4. write the final entity records (insert / update, one statement per
+ *      target and kind), then the rows: the final image of each entity where
+ *      CollapseAllowed, else every applied image, round by round (the n-th
+ *      applied change of every entity in round n);
+ *   5. insert the outbox rows of the whole segment in input order (they are
+ *      queued meanwhile, including those of change-by-change entities).
+ */
+void
+ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions, size_t begin,
+                          size_t end, std::vector<Outcome> &out)
+{
+	const size_t n = end - begin;
+	std::vector<Target *> target(n);
+	std::vector<PreparedChange> prep(n);
+	bool set_based = true;
+	for (size_t k = 0; k < n; k++) {
+		const ChangeRequest &req = reqs[begin + k];
+		SetEventLabel(PositionLabel(positions[begin + k]));
+		Target &t = LoadTarget(req.target);
+		SetContext(&t, req.delivery_key.value_or(""));
+		CheckPrivileges(t);
+		prep[k] = PrepareChange(t, req);
+		target[k] = &t;
+		set_based = set_based && SetBasedAllowed(t);
+	}
+
+	auto stage = [&](const std::string &what, const Target *t) {
+		SetEventLabel(position_unit_ + "s " + std::to_string(positions[begin]) + " to " +
+		              std::to_string(positions[end - 1]) + " " + position_scope_ + " (" + what + ")");
+		SetContext(t, "");
+	};
+	stage("claiming their delivery keys", nullptr);
+	const int32_t now_s = TransactionSeconds();
+	std::vector<char> claimed = ClaimAll(target, prep, now_s);
+
+	/* Change by change, with the batch's claim (ApplyChange -> TakeClaim). */
+	auto apply_one = [&](size_t k) {
+		SetEventLabel(PositionLabel(positions[begin + k]));
+		if (deferred_outbox)
+			deferred_outbox->position = k;
+		pending_claim_ = claimed[k] != 0;
+		out[begin + k] = ApplyChange(reqs[begin + k]);
+		pending_claim_.reset();
+	};
+	if (!set_based) {
+		for (size_t k = 0; k < n; k++)
+			apply_one(k);
+		return;
+	}
+
+	/*
+	 * What the decision needs per change.  The source ids are taken in input
+	 * order, as one by one takes them (SourceId creates a cdc.source row on
+	 * first use).
+	 */
+	std::vector<SimInput> sim(n);
+	std::vector<int16_t> src(n);
+	for (size_t k = 0; k < n; k++) {
+		const Target &t = *target[k];
+		sim[k].claimed = claimed[k] != 0;
+		sim[k].source = t.version_col >= 0 ? std::string() : reqs[begin + k].source.name;
+		sim[k].content_hash = prep[k].is_delete ? std::string("0") : ContentHash32(ImageHash(t, prep[k].Main()));
+		sim[k].version = prep[k].version;
+		sim[k].is_delete = prep[k].is_delete;
+		sim[k].is_snapshot = reqs[begin + k].op == Op::Read;
+		sim[k].violates_not_null = !prep[k].is_delete && ViolatesNotNull(t, *prep[k].after);
+		src[k] = SourceId(sim[k].source, source_ids_);
+	}
+
+	/* The changes by entity. */
+	std::map<std::pair<Oid, std::string>, size_t> chain_index;
+	std::vector<Chain> chains;
+	std::vector<size_t> chain_of(n);
+	auto chain_for = [&](Target *t, const Image &img, const char *which) {
+		std::string entity_key = EntityKey(*t, img, which);
+		auto [it, inserted] = chain_index.emplace(std::make_pair(t->relid, entity_key), chains.size());
+		if (inserted) {
+			chains.emplace_back();
+			chains.back().t = t;
+			chains.back().entity_key = entity_key;
+			chains.back().compact_key = CompactKey(*t, img);
+		}
+		return it->second;
+	};
+	for (size_t k = 0; k < n; k++) {
+		Target &t = *target[k];
+		const ChangeRequest &req = reqs[begin + k];
+		size_t c = chain_for(&t, prep[k].Main(), prep[k].is_delete ? "before" : "after");
+		chains[c].events.push_back(k);
+		chain_of[k] = c;
+		bool key_change = IsKeyChange(t, req, prep[k]);
+		if (key_change)
+			chains[chain_for(&t, *prep[k].before, "before")].set_based = false;
+		if (key_change || !FullImage(t, prep[k]))
+			chains[c].set_based = false;
+	}
+
+	/* Lock and read the records, decide in memory. */
+	stage("locking their entities", nullptr);
+	std::vector<Chain *> decided;
+	for (Chain &c : chains)
+		if (c.set_based && !c.events.empty())
+			decided.push_back(&c);
+	LockRecords(decided);
+	/* The watermarks only after the locks (ReadWatermarks); only entities without a record consult them. */
+	std::map<std::pair<Oid, int16_t>, Version> watermarks = ReadWatermarks(decided);
+	for (size_t k = 0; k < n; k++) {
+		auto w = watermarks.find({target[k]->relid, src[k]});
+		if (w != watermarks.end())
+			sim[k].watermark = w->second;
+	}
+	for (Chain *c : decided)
+		c->set_based = Simulate(*c, sim, c->t->barrier);
+
+	DeferredOutbox queue;
+	deferred_outbox = &queue;
+	struct ResetDeferred { /* also when an error unwinds: a plain pointer store, nothing of PostgreSQL */
+		~ResetDeferred() { deferred_outbox = nullptr; }
+	} reset_deferred;
+
+	/* Change by change: entities the batch could not decide in memory. */
+	for (size_t k = 0; k < n; k++)
+		if (!chains[chain_of[k]].set_based)
+			apply_one(k);
+
+	/* Entity records: new ones first; one created concurrently meanwhile is decided again. */
+	stage("writing their entity records", nullptr);
+	std::vector<Chain *> fresh, existing;
+	for (Chain &c : chains)
+		if (c.set_based && !c.events.empty() && c.final_record)
+			(c.stored ? existing : fresh).push_back(&c);
+	for (int attempt = 0; !fresh.empty(); attempt++) {
+		std::vector<Chain *> lost = InsertRecords(fresh, source_ids_, now_s);
+		fresh.clear();
+		if (lost.empty())
+			break;
+		if (attempt >= 3)
+			throw std::runtime_error("entity records keep being created concurrently");
+		LockRecords(lost);
+		for (Chain *c : lost) {
+			if (!Simulate(*c, sim, c->t->barrier)) {
+				c->set_based = false;
+				for (size_t k : c->events)
+					apply_one(k);
+			} else if (c->final_record) {
+				(c->stored ? existing : fresh).push_back(c);
+			}
+		}
+	}
+	UpdateRecords(existing, source_ids_, now_s);
+
+	/* Rows: per target, the final image of each entity, or round by round. */
+	std::map<Oid, std::vector<const Chain *>> by_target;
+	for (const Chain &c : chains)
+		if (c.set_based && !c.applied.empty())
+			by_target[c.t->relid].push_back(&c);
+	for (const auto &[relid, list] : by_target) {
+		const Target &t = *list.front()->t;
+		stage("writing their rows", &t);
+		const bool collapse = CollapseAllowed(t);
+		for (size_t round = 0;; round++) {
+			std::vector<std::pair<size_t, const Chain *>> writes;
+			for (const Chain *c : list)
+				if (std::optional<size_t> k = RoundWrite(*c, collapse, round))
+					writes.emplace_back(*k, c);
+			if (writes.empty())
+				break;
+			const bool outbox = t.mapping.outbox;
+			std::vector<std::optional<std::string>> rows = WriteRows(t, writes, prep, outbox);
+			if (!outbox)
+				continue;
+			for (size_t i = 0; i < writes.size(); i++) {
+				const size_t k = writes[i].first;
+				const ChangeRequest &req = reqs[begin + k];
+				if (req.op == Op::Read)
+					continue; /* snapshot rows set state only */
+				std::optional<std::string> row = rows[i];
+				if (prep[k].is_delete && !row)
+					row = prep[k].Main().json; /* the destination never had the row: publish the before-image */
+				queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], prep[k].version,
+				                                   prep[k].entity_key, row, k));
+			}
+		}
+	}
+
+	/* Outcomes and counts of the entities decided in memory; the outbox rows, in input order. */
+	for (const Chain &c : chains) {
+		if (!c.set_based || c.events.empty())
+			continue;
+		AddCounts(counters_[c.t->relid], c.counts);
+		for (size_t j = 0; j < c.events.size(); j++)
+			out[begin + c.events[j]] = c.outcomes[j];
+	}
+	stage("writing their outbox rows", nullptr);
+	deferred_outbox = nullptr;
+	FlushOutbox(queue, counters_);
+}
+
+} // namespace cdc::pg

@@ -1,0 +1,586 @@
+// The change-by-change path (SPEC §4): ApplyChange and ApplyEntity, in the
+// caller's transaction.  Per change: dedup claim (ledger) -> entity lock ->
+// Decide() (core/decision.hpp) -> entity record, target row, handler call
+// or history row -> outbox row -> counts.  Also truncate barriers (TRUNCATE
+// or the keep-newer delete, cdc.table_barrier), key-changing updates (the
+// implied delete that moves unsent columns), conflicts (cdc.conflicts and
+// the conflict policy) and dead letters of expired changes.
+//
+// Glue, C++ regime: every statement through SPI, PostgreSQL calls through
+// PgCall.  Must not hold state across calls: everything lives in the
+// ApplyEngine of the call (engine.hpp).
+#include "core/errors.hpp"
+#include "pg/apply/internal.hpp"
+#include "pg/apply/target.hpp"
+#include "pg/spi.hpp"
+#include "core/envelope.hpp"
+#include "pg/apply/engine.hpp"
+#include "pg/apply/image.hpp"
+#include "pg/apply/modes.hpp"
+#include "pg/apply/outbox.hpp"
+#include "pg/apply/state_store.hpp"
+
+extern "C" {
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+}
+
+#include <stdexcept>
+
+namespace cdc::pg {
+
+namespace {
+
+struct EntityChange {
+	const Target *t;
+	const SourceInfo *source_info;
+	bool is_snapshot;
+	bool is_delete;
+	const Image *key_img;   // image holding the key columns
+	const Image *image;     // after-image (upsert) or before-image (delete)
+	std::string entity_key;   // JSON ({"id": "7"}): outbox, conflicts, history, handlers
+	std::string compact_key;  // cdc.entity_state.key (core/layout.hpp)
+	Version version;
+	std::string source;     // source id for version comparison ("" for column versions)
+	int16_t src = 0;        // its id in cdc.source
+	int32_t now_s = 0;      // transaction start, seconds since 2000 (TransactionSeconds)
+	bool claimed_before = false; // the ledger already had the delivery: only the version records can make it applied
+	std::string content_hash;
+	std::string delivery_key;
+	char op;                // outbox op: 'c', 'u', 'd', 'r'
+	// Deletes only: when set, the removed row's values of these columns are
+	// read (as output-function text, NULL as nullopt) just before the row is
+	// deleted, under the entity lock.  Used by key-changing updates to move
+	// unsent columns to the new key (SPEC §4.4).
+	const std::vector<int> *capture_cols = nullptr;
+	std::optional<std::vector<std::optional<std::string>>> *captured = nullptr;
+};
+
+// Reads columns `cols` of the row with the key of `key_img` as text.
+std::optional<std::vector<std::optional<std::string>>>
+SelectColumnsText(const Target &t, const Image &key_img, const std::vector<int> &cols)
+{
+	Params p;
+	std::string where = KeyPredicate(t, key_img, p);
+	std::string list;
+	for (size_t i = 0; i < cols.size(); i++)
+		list += (i ? ", t." : "t.") + QuoteIdent(t.columns[size_t(cols[i])].name) + "::text";
+	uint64_t n = Execute("SELECT " + list + " FROM " + t.qualified + " AS t WHERE " + where, p, false);
+	if (n == 0)
+		return std::nullopt;
+	std::vector<std::optional<std::string>> out;
+	for (size_t i = 0; i < cols.size(); i++)
+		out.push_back(ResultText(0, int(i) + 1));
+	return out;
+}
+
+std::optional<EntityRecord>
+LockEntity(const EntityChange &c)
+{
+	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4);
+}
+
+// Writes the entity record.  Returns false when a concurrent transaction
+// created the record first (the caller then locks it and decides again).
+bool
+WriteEntity(const EntityChange &c, bool existed)
+{
+	return WriteEntityRecord(c.t->relid, c.compact_key, c.src, c.version, c.is_delete, c.content_hash, c.now_s, existed);
+}
+
+// Mutates the target table; returns the resulting row (upsert) or the removed
+// row (delete) as JSON text, if any.
+std::optional<std::string>
+MutateTarget(const EntityChange &c)
+{
+	const Target &t = *c.t;
+	Params p;
+	std::string sql;
+	if (c.is_delete) {
+		std::string where = KeyPredicate(t, *c.key_img, p);
+		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where + " RETURNING to_jsonb(t)::text";
+	} else if (c.image->has_unavailable) {
+		/* The row exists (Decide checked): set only the columns the source sent. */
+		std::string set;
+		for (size_t i = 0; i < t.columns.size(); i++) {
+			const Cell &cell = c.image->cells[i];
+			if (!cell.present || cell.unavailable)
+				continue;
+			p.Add(t.columns[i].type, cell.value, cell.isnull);
+			if (!set.empty())
+				set += ", ";
+			set += QuoteIdent(t.columns[i].name) + " = $" + std::to_string(p.Count());
+		}
+		std::string where = KeyPredicate(t, *c.key_img, p);
+		sql = "UPDATE " + t.qualified + " AS t SET " + set + " WHERE " + where + " RETURNING to_jsonb(t)::text";
+	} else {
+		std::string cols, vals, set, conflict;
+		for (size_t i = 0; i < t.columns.size(); i++) {
+			const Cell &cell = c.image->cells[i];
+			if (!cell.present)
+				continue;
+			p.Add(t.columns[i].type, cell.value, cell.isnull);
+			std::string q = QuoteIdent(t.columns[i].name);
+			if (!cols.empty()) {
+				cols += ", ";
+				vals += ", ";
+				set += ", ";
+			}
+			cols += q;
+			vals += "$" + std::to_string(p.Count());
+			set += q + " = EXCLUDED." + q;
+		}
+		for (size_t i = 0; i < t.key.size(); i++) {
+			if (i)
+				conflict += ", ";
+			conflict += QuoteIdent(t.columns[size_t(t.key[i])].name);
+		}
+		sql = "INSERT INTO " + t.qualified + " AS t (" + cols + ") VALUES (" + vals + ") ON CONFLICT (" + conflict +
+		      ") DO UPDATE SET " + set + " RETURNING to_jsonb(t)::text";
+	}
+	uint64_t n = Execute(sql, p, false);
+	if (n == 0)
+		return std::nullopt;
+	return ResultText(0, 1);
+}
+
+void
+RecordConflict(const EntityChange &c, const Decision &d, const std::optional<EntityRecord> &stored)
+{
+	std::optional<std::string> stored_image = SelectRowImage(*c.t, *c.key_img);
+	Params p;
+	p.AddOid(c.t->relid);
+	p.AddText(c.entity_key);
+	p.AddText(c.delivery_key);
+	p.AddText(d.reason);
+	p.AddTextOrNull(stored ? std::optional<std::string>(stored->version.ToArrayLiteral()) : std::nullopt);
+	p.AddText(c.version.ToArrayLiteral());
+	p.AddTextOrNull(stored_image);
+	p.AddText(c.image->json);
+	p.AddText(std::string(1, c.op));
+	Execute("INSERT INTO cdc.conflicts (target, entity_key, delivery_key, reason, stored_version, event_version, "
+	        "stored_image, event_image, op) "
+	        "VALUES ($1, $2::jsonb, $3, $4, $5::bigint[], $6::bigint[], $7::jsonb, $8::jsonb, $9)",
+	        p, true);
+	if (c.t->mapping.conflict_error)
+		Fail("23000", "conflicting change for key " + c.entity_key + " of table " + c.t->display + ": " + d.reason, {},
+		     "The mapping's conflict_policy is 'error'; use 'record' to record conflicts in cdc.conflicts instead.");
+}
+
+/* ---- mode hooks (pg/modes.hpp) ---- */
+
+ChangeIdentity
+IdentityOf(const EntityChange &c)
+{
+	ChangeIdentity id;
+	id.op = c.op;
+	id.is_snapshot = c.is_snapshot;
+	id.entity_key = c.entity_key;
+	id.version = c.version;
+	id.delivery_key = c.delivery_key;
+	id.source_json = SourceJson(*c.source_info, c.version);
+	id.source_ts_ms = c.source_info->ts_ms;
+	return id;
+}
+
+// History mode: one history row per change; a replay finds its
+// (cdc_key, cdc_version) taken.  No entity record: the history table's unique
+// index is the replay guard.
+Outcome
+ApplyHistory(const EntityChange &c, Counters &cnt)
+{
+	const Target &t = *c.t;
+	if (c.claimed_before && DeliveryHadConflict(t.relid, c.delivery_key)) {
+		cnt.duplicate++;
+		return Outcome::Duplicate;
+	}
+	std::vector<ModeValue> values;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Cell &cell = c.image->cells[i];
+		if (!cell.present)
+			continue;
+		if (IsHistoryMetaColumn(t.columns[i].name))
+			Fail("42703", std::string("field \"") + (c.is_delete ? "before." : "after.") + t.columns[i].name +
+			                  "\" collides with a metadata column of history table " + t.display,
+			     {}, "Columns named cdc_* of a history table are written by cdc_apply only.");
+		ModeValue v;
+		v.column = t.columns[i].name;
+		v.type = t.columns[i].type;
+		v.value = cell.value;
+		v.isnull = cell.isnull;
+		v.unavailable = cell.unavailable;
+		values.push_back(std::move(v));
+	}
+	std::optional<std::string> row;
+	switch (AppendHistory(t.modes, t.qualified, values, IdentityOf(c), &row)) {
+	case HistoryResult::Exists:
+		cnt.duplicate++;
+		return Outcome::Duplicate;
+	case HistoryResult::NoEarlierRow: {
+		if (c.claimed_before) {
+			cnt.duplicate++;
+			return Outcome::Duplicate;
+		}
+		Decision d;
+		d.outcome = Outcome::Conflict;
+		d.reason = "the event has unavailable (unchanged TOAST) values and the history has no earlier row of the key";
+		RecordConflict(c, d, std::nullopt);
+		cnt.conflict++;
+		return Outcome::Conflict;
+	}
+	case HistoryResult::Appended:
+		break;
+	}
+	cnt.applied++;
+	if (c.is_snapshot)
+		cnt.snapshot_rows++;
+	else if (t.mapping.outbox && WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row))
+		cnt.outbox_rows++;
+	return Outcome::Applied;
+}
+
+std::string QuoteLiteralText(const std::string &s);
+
+// History mode, truncate: one history row with op t and key {} (no data
+// columns); a replay finds it taken.
+Outcome
+ApplyHistoryTruncate(const Target &t, const ChangeRequest &req, const std::string &dk, Counters &cnt)
+{
+	ChangeIdentity id;
+	id.op = 't';
+	id.entity_key = "{}";
+	id.version = req.version;
+	id.delivery_key = dk;
+	id.source_json = SourceJson(req.source, req.version);
+	id.source_ts_ms = req.source.ts_ms;
+	std::optional<std::string> row;
+	if (AppendHistory(t.modes, t.qualified, {}, id, &row) == HistoryResult::Exists) {
+		cnt.duplicate++;
+		return Outcome::Duplicate;
+	}
+	cnt.applied++;
+	if (t.mapping.outbox && WriteOutbox(t, req.source, 't', req.version, "", std::nullopt))
+		cnt.outbox_rows++;
+	return Outcome::Applied;
+}
+
+// Handler mode, truncate: the rows go one by one (DELETE ... RETURNING) and
+// the handler sees each removed row as op t with old = the row, so derived
+// aggregates stay exact.  `keep`: jsonb[] literal of the entity keys that
+// survive (their entity moved past the truncate), as compact keys.
+void
+TruncateWithHandler(const Target &t, const std::string &keep, const ChangeRequest &req, const std::string &dk)
+{
+	std::string key = "jsonb_build_object(";
+	for (size_t i = 0; i < t.key.size(); i++) {
+		const std::string &name = t.columns[size_t(t.key[i])].name;
+		key += (i ? ", " : "") + QuoteLiteralText(name) + ", t." + QuoteIdent(name) + "::text";
+	}
+	key += ")";
+	Params del;
+	del.AddText(keep);
+	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) + " <> ALL ($1::text[]) " +
+	                         "RETURNING to_jsonb(t)::text, " + key + "::text",
+	                     del, false);
+	std::vector<std::pair<std::string, std::string>> removed; /* (row, entity key): SPI results are overwritten by the calls */
+	for (uint64_t i = 0; i < n; i++)
+		removed.emplace_back(ResultText(i, 1).value_or("null"), ResultText(i, 2).value_or("{}"));
+	ChangeIdentity id;
+	id.op = 't';
+	id.version = req.version;
+	id.delivery_key = dk;
+	id.source_json = SourceJson(req.source, req.version);
+	id.source_ts_ms = req.source.ts_ms;
+	for (const auto &[row, entity_key] : removed) {
+		id.entity_key = entity_key;
+		CallHandler(t.modes, t.display, id, row, std::nullopt);
+	}
+}
+
+Outcome
+ApplyEntity(const EntityChange &c, Counters &cnt)
+{
+	const Target &t = *c.t;
+	if (t.modes.mode == Mode::History)
+		return ApplyHistory(c, cnt);
+	for (int attempt = 0;; attempt++) {
+		std::optional<EntityRecord> stored = LockEntity(c);
+		DecisionInput in;
+		in.version = c.version;
+		in.source = c.source;
+		in.is_delete = c.is_delete;
+		in.content_hash = c.content_hash;
+		in.has_unavailable = !c.is_delete && c.image->has_unavailable;
+		in.stored = stored;
+		if (t.barrier && t.barrier->source == c.source)
+			in.barrier = t.barrier->version;
+		if (!stored) /* records may have been pruned: the watermark tells what can be proven */
+			in.watermark = ReadWatermark(t.relid, c.src, t.version_col >= 0 ? 3 : 4);
+		if (in.has_unavailable)
+			in.row_exists = SelectRowImage(t, *c.key_img).has_value();
+		Decision d = Decide(in);
+		if (c.claimed_before &&
+		    (d.outcome != Outcome::Applied || DeliveryHadConflict(t.relid, c.delivery_key))) {
+			/*
+			 * The ledger had it and the records agree (or it was a recorded
+			 * conflict that a re-decision must not turn into an apply): a
+			 * duplicate delivery.
+			 */
+			cnt.duplicate++;
+			return Outcome::Duplicate;
+		}
+
+		switch (d.outcome) {
+		case Outcome::Stale:
+			cnt.stale++;
+			if (d.blocked_resurrection)
+				cnt.blocked_resurrections++;
+			return d.outcome;
+		case Outcome::Duplicate:
+			cnt.duplicate++;
+			return d.outcome;
+		case Outcome::Conflict:
+			RecordConflict(c, d, stored);
+			cnt.conflict++;
+			return d.outcome;
+		case Outcome::Ignored:
+			cnt.ignored++;
+			return d.outcome;
+		case Outcome::Expired:
+			/* cannot be proven new or old (docs/retention.md): the mapping's expired_policy decides */
+			cnt.expired++;
+			if (t.modes.expired_policy == ModeConfig::ExpiredPolicy::DeadLetter)
+				RecordDeadLetter(t.relid, c.entity_key, c.delivery_key, c.op, c.version, *in.watermark, c.image->json,
+				                 SourceJson(*c.source_info, c.version));
+			if (t.modes.expired_policy != ModeConfig::ExpiredPolicy::Apply)
+				return d.outcome;
+			break;
+		case Outcome::Applied:
+			break;
+		}
+		if (!WriteEntity(c, stored.has_value())) {
+			if (attempt >= 3)
+				throw std::runtime_error("entity record for " + c.entity_key + " keeps changing concurrently");
+			continue; /* created concurrently: lock it and decide again */
+		}
+		if (c.is_delete && c.capture_cols && c.captured)
+			*c.captured = SelectColumnsText(t, *c.key_img, *c.capture_cols);
+		const bool handler = t.modes.mode == Mode::Handler;
+		std::optional<std::string> old_row;
+		if (handler && !c.is_delete)
+			old_row = SelectRowImage(t, *c.key_img);
+		std::optional<std::string> row = MutateTarget(c);
+		if (handler) /* a delete's RETURNING row is the removed (old) row */
+			CallHandler(t.modes, t.display, IdentityOf(c), c.is_delete ? row : old_row,
+			            c.is_delete ? std::nullopt : row);
+		if (c.is_delete && !row)
+			row = c.image->json; /* the destination never had the row: publish the before-image */
+		cnt.applied++;
+		if (c.is_snapshot)
+			cnt.snapshot_rows++;
+		else if (t.mapping.outbox && WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row))
+			cnt.outbox_rows++;
+		return Outcome::Applied;
+	}
+}
+
+std::string
+QuoteLiteralText(const std::string &s)
+{
+	const char *q = PgCall([&]() { return quote_literal_cstr(s.c_str()); });
+	return std::string(q);
+}
+
+// The dedup claim (SPEC §4.1) in the compact ledger (pg/state_store.hpp).
+bool
+Claim(const std::string &delivery_key, Oid relid, int32_t now_s)
+{
+	return ClaimDelivery(relid, delivery_key, now_s);
+}
+
+} // namespace
+
+bool
+ApplyEngine::TakeClaim(const std::string &delivery_key, Oid relid, int32_t now_s)
+{
+	if (pending_claim_) {
+		bool claimed = *pending_claim_;
+		pending_claim_.reset();
+		return claimed;
+	}
+	return Claim(delivery_key, relid, now_s);
+}
+
+Outcome
+ApplyEngine::ApplyChange(const ChangeRequest &req)
+{
+	Oid relid = req.target;
+	Target &t = LoadTarget(relid);
+	SetContext(&t, req.delivery_key.value_or(""));
+	CheckPrivileges(t);
+	Counters &cnt = counters_[relid];
+	bool column_version = t.version_col >= 0;
+	std::string source = column_version ? std::string() : req.source.name;
+
+	if (req.op == Op::Truncate) {
+		LockForTruncate(relid);
+		if (t.mapping.truncate_ignore) {
+			cnt.ignored++;
+			return Outcome::Ignored;
+		}
+		if (column_version)
+			Fail("0A000", "truncate events cannot be ordered for table " + t.display +
+			                  ": its mapping orders changes by version_column",
+			     {}, "Register the mapping with truncate_policy => 'ignore'.");
+		const Version &v = req.version;
+		std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, "");
+		SetContext(&t, dk);
+		const bool claimed = TakeClaim(dk, relid, TransactionSeconds());
+		if (t.modes.mode == Mode::History)
+			return ApplyHistoryTruncate(t, req, dk, cnt);
+		if (t.barrier && t.barrier->source == source && Version::Compare(v, t.barrier->version) <= 0) {
+			/* a processed delivery (claim taken) or an older truncate */
+			if (!claimed) {
+				cnt.duplicate++;
+				return Outcome::Duplicate;
+			}
+			cnt.stale++;
+			return Outcome::Stale;
+		}
+		const int16_t src = SourceId(source, source_ids_);
+		/*
+		 * Rows whose entity moved past the truncate's version (a newer change
+		 * applied before this late truncate arrived) survive it; everything
+		 * else goes.  Usually there are none and TRUNCATE does the job.
+		 */
+		std::string keep = LiveKeysNewerThan(relid, src, v);
+		if (t.modes.mode == Mode::Handler) {
+			TruncateWithHandler(t, keep, req, dk);
+		} else if (keep == "{}") {
+			Params none;
+			Execute("TRUNCATE " + t.qualified, none, false);
+		} else {
+			Params del;
+			del.AddText(keep);
+			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) + " <> ALL ($1::text[])", del, false);
+		}
+		Params p;
+		p.AddOid(relid);
+		p.AddText(source);
+		p.AddText(v.ToArrayLiteral());
+		Execute("INSERT INTO cdc.table_barrier AS b (target, source_name, version) VALUES ($1, $2, $3::bigint[]) "
+		        "ON CONFLICT (target) DO UPDATE SET source_name = EXCLUDED.source_name, version = EXCLUDED.version, "
+		        "truncated_at = now()",
+		        p, true);
+		DropEntityRecordsUpTo(relid, src, v);
+		t.barrier = Barrier{source, v};
+		cnt.applied++;
+		if (t.mapping.outbox && WriteOutbox(t, req.source, 't', v, "", std::nullopt))
+			cnt.outbox_rows++;
+		return Outcome::Applied;
+	}
+
+	PreparedChange prep = PrepareChange(t, req);
+	const bool is_delete = prep.is_delete;
+	std::optional<Image> &after = prep.after, &before = prep.before;
+	const Image &main = prep.Main();
+	const std::string &entity_key = prep.entity_key;
+	const Version &v = prep.version;
+	const std::string &dk = prep.delivery_key;
+	SetContext(&t, dk);
+	/*
+	 * The dedup claim.  When the ledger already has the delivery the change
+	 * still goes through the version decision (under the entity lock), but
+	 * only an "applied" decision counts: it proves the change new, so the
+	 * ledger hit was a digest collision.  Anything else is a duplicate.
+	 */
+	const int32_t now_s = TransactionSeconds();
+	const bool claimed_before = !TakeClaim(dk, relid, now_s);
+	const int16_t src = SourceId(source, source_ids_);
+
+	/* The hash covers what the event sent, so a replay compares equal. */
+	const std::string content_hash = is_delete ? std::string("0") : ContentHash32(ImageHash(t, main));
+	const Image *image = &main;
+	Image moved; /* the after-image with unsent columns taken from the row under the old key */
+
+	/* An update whose before-image carries another key: delete the old key first. */
+	if (req.op == Op::Update && before && !SameKey(t, *before, *after)) {
+		std::vector<int> unsent;
+		for (size_t i = 0; i < t.columns.size(); i++)
+			if (after->cells[i].present && after->cells[i].unavailable)
+				unsent.push_back(int(i));
+		std::optional<std::vector<std::optional<std::string>>> captured;
+		EntityChange old;
+		old.t = &t;
+		old.source_info = &req.source;
+		old.is_snapshot = false;
+		old.is_delete = true;
+		old.key_img = &*before;
+		old.image = &*before;
+		old.entity_key = EntityKey(t, *before, "before");
+		old.compact_key = CompactKey(t, *before);
+		old.version = v;
+		old.source = source;
+		old.src = src;
+		old.now_s = now_s;
+		old.claimed_before = claimed_before;
+		old.content_hash = "0";
+		old.delivery_key = dk;
+		old.op = 'd';
+		if (!unsent.empty()) {
+			old.capture_cols = &unsent;
+			old.captured = &captured;
+		}
+		/* One event, one outcome: the implied delete adds only its outbox row to the counts. */
+		Counters implied;
+		Outcome implied_outcome = ApplyEntity(old, implied);
+		cnt.outbox_rows += implied.outbox_rows;
+		/*
+		 * The row moved: columns the source did not send keep the values they
+		 * had under the old key (SPEC §4.4).  Only when the implied delete
+		 * applied and removed a row; otherwise the unsent columns stay
+		 * unavailable and the decision below treats them as usual.
+		 */
+		if (implied_outcome == Outcome::Applied && captured) {
+			moved = *after;
+			for (size_t j = 0; j < unsent.size(); j++) {
+				size_t i = size_t(unsent[j]);
+				Cell &cell = moved.cells[i];
+				const Column &col = t.columns[i];
+				cell.unavailable = false;
+				const std::optional<std::string> &text = (*captured)[j];
+				if (!text) {
+					cell.isnull = true;
+					continue;
+				}
+				cell.value = PgCall([&]() { return InputFunctionCall(col.in_fn, const_cast<char *>(text->c_str()), col.ioparam, col.typmod); });
+				cell.text = *text;
+				cell.isnull = false;
+			}
+			moved.has_unavailable = false;
+			image = &moved;
+		}
+		cnt.expired += implied.expired;
+	}
+
+	EntityChange c;
+	c.t = &t;
+	c.source_info = &req.source;
+	c.is_snapshot = req.op == Op::Read;
+	c.is_delete = is_delete;
+	c.key_img = image;
+	c.image = image;
+	c.entity_key = entity_key;
+	c.compact_key = CompactKey(t, main);
+	c.version = v;
+	c.source = source;
+	c.src = src;
+	c.now_s = now_s;
+	c.claimed_before = claimed_before;
+	c.content_hash = content_hash;
+	c.delivery_key = dk;
+	c.op = OpName(req.op)[0];
+	return ApplyEntity(c, cnt);
+}
+
+} // namespace cdc::pg

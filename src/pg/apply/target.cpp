@@ -1,0 +1,561 @@
+// Target metadata and its backend cache (see target.hpp): reading a
+// destination table's columns, key, unique indexes and row independence
+// from the catalogs, its cdc.mapping and cdc.table_barrier rows, and the
+// resolution of source tables to targets.  The cache is a plain pointer
+// created on first use; its invalidation callbacks are noexcept plain C++
+// that call nothing of PostgreSQL.
+//
+// Glue: the *Pg functions are PostgreSQL regime (plain C data, called only
+// through PgCall); everything else is C++ regime.  Must not write anything:
+// writes belong to single.cpp, segment.cpp and outbox.cpp.
+#include "pg/apply/target.hpp"
+
+#include "core/errors.hpp"
+#include "pg/apply/internal.hpp"
+#include "pg/apply/target.hpp"
+#include "pg/spi.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/index.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+}
+
+namespace cdc::pg {
+
+namespace {
+
+/* What the PostgreSQL regime reads about a relation (plain C data). */
+struct RelInfoPg {
+	char relkind;
+	char *nspname;
+	char *relname;
+	int natts;
+	Form_pg_attribute *attrs; /* copies */
+	int npk;
+	AttrNumber pk[INDEX_MAX_KEYS];
+};
+
+RelInfoPg *
+ReadRelationPg(Oid relid)
+{
+	RelInfoPg *info = (RelInfoPg *) palloc0(sizeof(RelInfoPg));
+	Relation rel = table_open(relid, RowExclusiveLock);
+	TupleDesc desc = RelationGetDescr(rel);
+
+	info->relkind = rel->rd_rel->relkind;
+	info->nspname = get_namespace_name(RelationGetNamespace(rel));
+	info->relname = pstrdup(RelationGetRelationName(rel));
+	info->natts = desc->natts;
+	info->attrs = (Form_pg_attribute *) palloc(sizeof(Form_pg_attribute) * desc->natts);
+	for (int i = 0; i < desc->natts; i++) {
+		info->attrs[i] = (Form_pg_attribute) palloc(ATTRIBUTE_FIXED_PART_SIZE);
+		memcpy(info->attrs[i], TupleDescAttr(desc, i), ATTRIBUTE_FIXED_PART_SIZE);
+	}
+	Oid pkoid = RelationGetPrimaryKeyIndex(rel);
+	if (OidIsValid(pkoid)) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pkoid));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for index %u", pkoid);
+		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
+		info->npk = idx->indnkeyatts;
+		for (int i = 0; i < idx->indnkeyatts; i++)
+			info->pk[i] = idx->indkey.values[i];
+		ReleaseSysCache(tup);
+	}
+	table_close(rel, NoLock); /* keep the lock until end of transaction */
+	return info;
+}
+
+/* Is there a valid, immediate, non-partial unique index on exactly these columns? */
+bool
+HasUniqueIndexPg(Oid relid, const AttrNumber *cols, int ncols)
+{
+	Relation rel = table_open(relid, NoLock);
+	List *indexes = RelationGetIndexList(rel);
+	bool found = false;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
+		bool ok = idx->indisunique && idx->indimmediate && idx->indisvalid && idx->indnkeyatts == ncols &&
+		          heap_attisnull(tup, Anum_pg_index_indpred, NULL) && heap_attisnull(tup, Anum_pg_index_indexprs, NULL);
+		for (int i = 0; ok && i < ncols; i++) {
+			bool in = false;
+			for (int j = 0; j < ncols; j++)
+				if (idx->indkey.values[j] == cols[i])
+					in = true;
+			ok = in;
+		}
+		ReleaseSysCache(tup);
+		if (ok) {
+			found = true;
+			break;
+		}
+	}
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
+ * Are the rows of this table independent of each other, so that writing
+ * one row earlier, later or not at all can only be seen in that row?  A
+ * plain table (not partitioned) with no triggers (which also rules out
+ * foreign keys in either direction: they are triggers), no rules, no
+ * row-level security, no CHECK constraints, and no unique or exclusion
+ * index other than the one on the key columns.
+ */
+bool
+IndependentRowsPg(Oid relid, const AttrNumber *key, int nkey)
+{
+	Relation rel = table_open(relid, NoLock);
+	bool ok = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && rel->rd_rules == NULL &&
+	          !rel->rd_rel->relrowsecurity && rel->rd_rel->relchecks == 0;
+	List *indexes = ok ? RelationGetIndexList(rel) : NIL;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
+		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
+		if (idx->indisunique || idx->indisexclusion) {
+			bool is_key = idx->indnkeyatts == nkey && !idx->indisexclusion;
+			for (int i = 0; is_key && i < nkey; i++) {
+				bool in = false;
+				for (int j = 0; j < nkey; j++)
+					if (idx->indkey.values[j] == key[i])
+						in = true;
+				is_key = in;
+			}
+			ok = ok && is_key;
+		}
+		ReleaseSysCache(tup);
+	}
+	table_close(rel, NoLock);
+	return ok;
+}
+
+/*
+ * The default equality operator of a type as schema-qualified SQL
+ * ("OPERATOR(pg_catalog.=)"), so key predicates work for types whose
+ * operators live outside pg_catalog (citext, ...) although the entry points
+ * run with search_path = pg_catalog.
+ */
+char *
+EqualityOperatorPg(Oid type)
+{
+	TypeCacheEntry *tce = lookup_type_cache(type, TYPECACHE_EQ_OPR);
+	if (!OidIsValid(tce->eq_opr))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+		                errmsg("key column type %s has no default equality operator", format_type_be(type))));
+	HeapTuple tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(tce->eq_opr));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", tce->eq_opr);
+	Form_pg_operator op = (Form_pg_operator) GETSTRUCT(tup);
+	char *result = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(op->oprnamespace)),
+	                        NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return result;
+}
+
+/* Family of a (base) type, for decoding.  Sets *elem for arrays. */
+ColumnType::Family
+FamilyPg(Oid type, Oid *elem)
+{
+	Oid base = getBaseType(type);
+	*elem = InvalidOid;
+	switch (base) {
+	case BOOLOID: return ColumnType::Family::Bool;
+	case INT2OID:
+	case INT4OID:
+	case INT8OID: return ColumnType::Family::Integer;
+	case NUMERICOID: return ColumnType::Family::Numeric;
+	case FLOAT4OID:
+	case FLOAT8OID: return ColumnType::Family::Float;
+	case DATEOID: return ColumnType::Family::Date;
+	case TIMEOID: return ColumnType::Family::Time;
+	case TIMETZOID: return ColumnType::Family::TimeTz;
+	case TIMESTAMPOID: return ColumnType::Family::Timestamp;
+	case TIMESTAMPTZOID: return ColumnType::Family::TimestampTz;
+	case INTERVALOID: return ColumnType::Family::Interval;
+	case BYTEAOID: return ColumnType::Family::Bytea;
+	case JSONOID:
+	case JSONBOID: return ColumnType::Family::Json;
+	case UUIDOID: return ColumnType::Family::Uuid;
+	case BITOID:
+	case VARBITOID: return ColumnType::Family::Bit;
+	case TEXTOID:
+	case VARCHAROID:
+	case BPCHAROID:
+	case NAMEOID:
+	case CHAROID: return ColumnType::Family::Text;
+	default: break;
+	}
+	Oid e = get_element_type(base);
+	if (OidIsValid(e)) {
+		*elem = e;
+		return ColumnType::Family::Array;
+	}
+	if (get_typtype(base) == TYPTYPE_ENUM)
+		return ColumnType::Family::Text;
+	return ColumnType::Family::Other;
+}
+
+ColumnType
+MakeColumnType(const std::string &column, Oid type, int32 typmod)
+{
+	ColumnType ct;
+	ct.column = column;
+	Oid elem = InvalidOid;
+	ct.family = PgCall([&]() { return FamilyPg(type, &elem); });
+	ct.type_name = PgCall([&]() { return format_type_with_typemod(type, typmod); });
+	if (ct.family == ColumnType::Family::Array)
+		ct.element = std::make_shared<ColumnType>(MakeColumnType(column, elem, -1));
+	return ct;
+}
+
+/* Reads the cdc.mapping row of a target, if any. */
+void
+ReadMapping(Oid relid, Mapping &m)
+{
+	Params p;
+	p.AddOid(relid);
+	uint64_t n = Execute("SELECT array_to_string(key_columns, chr(1)), version_column, source_epoch, outbox, "
+	                     "outbox_topic, truncate_policy, unavailable_placeholder, temporal_unit, conflict_policy "
+	                     "FROM cdc.mapping WHERE target = $1",
+	                     p, true);
+	if (n == 0)
+		return;
+	m.registered = true;
+	if (auto keys = ResultText(0, 1)) {
+		size_t start = 0;
+		while (start <= keys->size()) {
+			size_t sep = keys->find('\x01', start);
+			m.key_columns.push_back(keys->substr(start, sep == std::string::npos ? std::string::npos : sep - start));
+			if (sep == std::string::npos)
+				break;
+			start = sep + 1;
+		}
+	}
+	m.version_column = ResultText(0, 2).value_or("");
+	m.epoch = std::stoll(ResultText(0, 3).value_or("0"));
+	m.outbox = ResultBool(0, 4);
+	m.topic = ResultText(0, 5);
+	m.truncate_ignore = ResultText(0, 6).value_or("truncate") == "ignore";
+	m.decode.placeholder = ResultText(0, 7).value_or("__debezium_unavailable_value");
+	std::string unit = ResultText(0, 8).value_or("");
+	m.decode.integer_time_unit = unit == "milli"   ? TemporalUnit::Milli
+	                             : unit == "micro" ? TemporalUnit::Micro
+	                             : unit == "nano"  ? TemporalUnit::Nano
+	                                               : TemporalUnit::Unset;
+	m.conflict_error = ResultText(0, 9).value_or("record") == "error";
+}
+
+void
+ReadBarrier(Target &t)
+{
+	Params p;
+	p.AddOid(t.relid);
+	uint64_t n = Execute("SELECT source_name, version::text FROM cdc.table_barrier WHERE target = $1", p, true);
+	if (n == 0)
+		return;
+	auto v = Version::FromArrayLiteral(ResultText(0, 2).value_or(""));
+	if (v)
+		t.barrier = Barrier{ResultText(0, 1).value_or(""), *v};
+}
+
+/*
+ * The backend's cache of target metadata (columns, types, key, mapping
+ * including its mode, handler and expired policy, truncate barrier) and of
+ * source-table resolutions, so that a call does not read the catalogs and
+ * cdc.mapping again for every event.  An entry lives until a relcache
+ * invalidation of its target: DDL on the table, and every change of its
+ * cdc.mapping or cdc.table_barrier row (the triggers of those tables send
+ * one, cdc._invalidate_target; cdc.register_mapping changing the mode, the
+ * handler, the outbox or the expired policy is such a change).  An
+ * invalidation of cdc.mapping itself (any change of a mapping, a truncate of
+ * either table) empties the cache.  Any change of pg_proc drops the entries
+ * of handler targets, so a dropped or replaced handler function is looked up
+ * again (LoadModeConfig).  The prune watermark is not cached (it is read
+ * under the entity lock, docs/retention.md).
+ * Invalidations arrive when the target is locked at the start of a call, or
+ * at the next transaction; a backend that already holds the target's lock
+ * keeps its entry until then, as for any cached plan.  Entries are shared
+ * with the engines using them, so an invalidation in the middle of a call
+ * never frees what the call still uses.  A plain pointer, created on first
+ * use and never destroyed (no C++ global with a destructor).
+ */
+struct TargetCache {
+	std::map<Oid, std::shared_ptr<Target>> targets;
+	std::map<std::string, Oid> resolved; // "source\nschema\ntable" -> target
+	Oid mapping_relid = InvalidOid;      // cdc.mapping: its invalidation empties the cache
+	MemoryContext context = nullptr;     // FmgrInfo of cached targets (a reload leaks its few bytes here)
+	uint64_t invalidations = 0;          // callbacks so far: a load that saw one is not cached
+};
+TargetCache *target_cache = nullptr;
+
+// Relcache invalidation callback: plain C++ that cannot throw and calls
+// nothing of PostgreSQL.
+void
+InvalidateTargets(Datum, Oid relid) noexcept
+{
+	if (target_cache == nullptr)
+		return;
+	target_cache->invalidations++;
+	if (relid == InvalidOid || relid == target_cache->mapping_relid) {
+		target_cache->targets.clear();
+		target_cache->resolved.clear();
+		target_cache->mapping_relid = InvalidOid; /* looked up again: the extension may have been re-created */
+		return;
+	}
+	target_cache->targets.erase(relid);
+	for (auto it = target_cache->resolved.begin(); it != target_cache->resolved.end();)
+		it = it->second == relid ? target_cache->resolved.erase(it) : std::next(it);
+}
+
+// pg_proc syscache invalidation callback: drops every handler target (the
+// handler's name and argument types are part of its cached ModeConfig).
+// Plain C++ that cannot throw and calls nothing of PostgreSQL.
+void
+InvalidateHandlerTargets(Datum, int, uint32) noexcept
+{
+	if (target_cache == nullptr)
+		return;
+	target_cache->invalidations++;
+	for (auto it = target_cache->targets.begin(); it != target_cache->targets.end();)
+		it = it->second->modes.mode == Mode::Handler ? target_cache->targets.erase(it) : std::next(it);
+}
+
+TargetCache &
+Cache()
+{
+	if (target_cache == nullptr) {
+		MemoryContext cxt = PgCall([]() {
+			CacheRegisterRelcacheCallback(InvalidateTargets, (Datum) 0);
+			CacheRegisterSyscacheCallback(PROCOID, InvalidateHandlerTargets, (Datum) 0);
+			return AllocSetContextCreate(CacheMemoryContext, "cdc_apply target cache", ALLOCSET_SMALL_SIZES);
+		});
+		target_cache = new TargetCache();
+		target_cache->context = cxt;
+	}
+	if (!OidIsValid(target_cache->mapping_relid))
+		target_cache->mapping_relid =
+			PgCall([]() { return get_relname_relid("mapping", get_namespace_oid("cdc", false)); });
+	return *target_cache;
+}
+
+} // namespace
+
+/*
+ * A truncate takes the target's ACCESS EXCLUSIVE lock before anything else
+ * (before the claim and before the ROW EXCLUSIVE lock of LoadTarget), so two
+ * sessions applying the same truncate queue on the lock instead of
+ * deadlocking on a lock upgrade; the second then finds the claim taken.
+ */
+void
+ApplyEngine::LockForTruncate(Oid relid)
+{
+	PgCall([&]() { LockRelationOid(relid, AccessExclusiveLock); });
+}
+
+Target &
+ApplyEngine::LoadTarget(Oid relid)
+{
+	auto it = targets_.find(relid);
+	if (it != targets_.end())
+		return *it->second;
+
+	/* The lock first: taking it delivers pending invalidations to the cache. */
+	PgCall([&]() { LockRelationOid(relid, RowExclusiveLock); });
+	bool exists = PgCall([&]() { return SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)); });
+	if (!exists)
+		Fail("42P01", "target relation with OID " + std::to_string(relid) + " does not exist");
+	TargetCache &cache = Cache();
+	auto hit = cache.targets.find(relid);
+	if (hit != cache.targets.end()) {
+		targets_[relid] = hit->second;
+		return *hit->second;
+	}
+	/*
+	 * An invalidation that arrives while the metadata is read (a mapping
+	 * committed meanwhile) may concern what was already read: then the
+	 * result serves this call only and the next call reads again.
+	 */
+	const uint64_t invalidations_before = cache.invalidations;
+
+	auto t = std::make_shared<Target>();
+	t->relid = relid;
+	RelInfoPg *info = PgCall([&]() { return ReadRelationPg(relid); });
+	t->display = std::string(info->nspname) + "." + info->relname;
+	t->qualified = QuoteIdent(info->nspname) + "." + QuoteIdent(info->relname);
+	if (info->relkind != RELKIND_RELATION && info->relkind != RELKIND_PARTITIONED_TABLE)
+		Fail("42809", "target \"" + t->display + "\" is not a table");
+
+	for (int i = 0; i < info->natts; i++) {
+		Form_pg_attribute a = info->attrs[i];
+		if (a->attisdropped)
+			continue;
+		Column c;
+		c.name = NameStr(a->attname);
+		c.attnum = a->attnum;
+		c.type = a->atttypid;
+		c.typmod = a->atttypmod;
+		c.generated = a->attgenerated != '\0';
+		c.not_null = a->attnotnull;
+		c.ctype = MakeColumnType(c.name, c.type, c.typmod);
+		PgCall([&]() {
+			Oid infunc, outfunc;
+			bool varlena;
+			c.in_fn = (FmgrInfo *) MemoryContextAlloc(cache.context, sizeof(FmgrInfo));
+			c.out_fn = (FmgrInfo *) MemoryContextAlloc(cache.context, sizeof(FmgrInfo));
+			getTypeInputInfo(c.type, &infunc, &c.ioparam);
+			fmgr_info_cxt(infunc, c.in_fn, cache.context);
+			getTypeOutputInfo(c.type, &outfunc, &varlena);
+			fmgr_info_cxt(outfunc, c.out_fn, cache.context);
+			c.array_type = get_array_type(c.type);
+			get_typlenbyvalalign(c.type, &c.typlen, &c.typbyval, &c.typalign);
+			c.deterministic = !OidIsValid(a->attcollation) || get_collation_isdeterministic(a->attcollation);
+		});
+		t->by_name[c.name] = int(t->columns.size());
+		t->columns.push_back(std::move(c));
+	}
+
+	ReadMapping(relid, t->mapping);
+	t->modes = LoadModeConfig(relid, t->qualified);
+	const bool history = t->modes.mode == Mode::History;
+
+	/* The key: the mapping's key_columns (backed by a unique index) or the primary key. */
+	if (!t->mapping.key_columns.empty()) {
+		std::vector<AttrNumber> attrs;
+		for (const auto &k : t->mapping.key_columns) {
+			auto f = t->by_name.find(k);
+			if (f == t->by_name.end())
+				Fail("42703", "key column \"" + k + "\" of the mapping does not exist in table " + t->display);
+			t->key.push_back(f->second);
+			attrs.push_back(t->columns[size_t(f->second)].attnum);
+		}
+		/* A history table holds many rows per key: its unique index is (cdc_key, cdc_version). */
+		bool unique = history || PgCall([&]() { return HasUniqueIndexPg(relid, attrs.data(), int(attrs.size())); });
+		if (!unique)
+			Fail("42P10", "table " + t->display + " has no unique index on the mapping's key columns", {},
+			     "Create a unique index (not partial, not deferrable) on exactly the key columns.");
+	} else {
+		if (history)
+			Fail("42P10", "history table " + t->display + " needs the mapping's key_columns", {},
+			     "Register the mapping with key_columns naming the entity key columns of the history table.");
+		if (info->npk == 0)
+			Fail("42P10", "table " + t->display + " has no primary key and its mapping declares no key columns",
+			     {}, "Add a primary key, or register the mapping with key_columns backed by a unique index.");
+		for (int i = 0; i < info->npk; i++)
+			for (size_t c = 0; c < t->columns.size(); c++)
+				if (t->columns[c].attnum == info->pk[i])
+					t->key.push_back(int(c));
+	}
+	for (int k : t->key) {
+		Column &kc = t->columns[size_t(k)];
+		kc.eq_op = PgCall([&]() { return EqualityOperatorPg(kc.type); });
+	}
+	{
+		std::vector<AttrNumber> key_attrs;
+		for (int k : t->key)
+			key_attrs.push_back(t->columns[size_t(k)].attnum);
+		t->independent_rows = PgCall([&]() { return IndependentRowsPg(relid, key_attrs.data(), int(key_attrs.size())); });
+	}
+	if (!t->mapping.version_column.empty()) {
+		auto f = t->by_name.find(t->mapping.version_column);
+		if (f == t->by_name.end())
+			Fail("42703", "version column \"" + t->mapping.version_column + "\" does not exist in table " +
+			                  t->display);
+		t->version_col = f->second;
+	}
+	ReadBarrier(*t);
+
+	targets_[relid] = t;
+	if (cache.invalidations == invalidations_before)
+		cache.targets[relid] = t;
+	return *t;
+}
+
+Oid
+ApplyEngine::ResolveTarget(const std::string &source_name, const std::string &schema, const std::string &table)
+{
+	if (table.empty())
+		Fail("22023", "field \"source.table\" is missing and no target was given",
+		     {}, "Pass the target table as the second argument of cdc_apply().");
+	return ResolveSourceTable(source_name, schema, table, false);
+}
+
+Oid
+ApplyEngine::ResolveSourceTable(const std::string &source_name, const std::string &schema, const std::string &table,
+                                bool same_name_fallback)
+{
+	std::string cache_key = source_name + "\n" + schema + "\n" + table;
+	TargetCache &cache = Cache();
+	auto cached = cache.resolved.find(cache_key);
+	if (cached != cache.resolved.end())
+		return cached->second;
+	const uint64_t invalidations_before = cache.invalidations;
+	Oid target = ResolveUncached(source_name, schema, table, same_name_fallback);
+	if (cache.invalidations == invalidations_before) /* else it may be outdated already: not cached */
+		cache.resolved[cache_key] = target;
+	return target;
+}
+
+Oid
+ApplyEngine::ResolveUncached(const std::string &source_name, const std::string &schema, const std::string &table,
+                             bool same_name_fallback)
+{
+	Params p;
+	p.AddText(schema);
+	p.AddText(table);
+	p.AddText(source_name);
+	uint64_t n = Execute("SELECT target::oid FROM cdc.mapping WHERE source_schema = $1 AND source_table = $2 "
+	                     "AND (source_name IS NULL OR source_name = $3) ORDER BY source_name IS NULL LIMIT 1",
+	                     p, true);
+	if (n > 0)
+		return Oid(std::stoul(*ResultText(0, 1)));
+	if (same_name_fallback) {
+		Params q;
+		q.AddText(QuoteIdent(schema) + "." + QuoteIdent(table));
+		n = Execute("SELECT to_regclass($1)::oid", q, true);
+		if (n > 0 && ResultText(0, 1))
+			return Oid(std::stoul(*ResultText(0, 1)));
+		Fail("42P01", "published table \"" + schema + "." + table + "\" has no destination table", {},
+		     "Create " + schema + "." + table + " in the destination database, or map it with cdc.register_mapping(..., source_name => <subscription name>).");
+	}
+	Fail("42P01", "no mapping for source table \"" + schema + "." + table + "\"",
+	     "source.name is \"" + source_name + "\"",
+	     "Register one with cdc.register_mapping(), or pass the target table to cdc_apply().");
+}
+
+void
+CheckPrivileges(const Target &t)
+{
+	/* INSERT ... ON CONFLICT DO UPDATE ... RETURNING needs SELECT as well. */
+	AclMode needed = ACL_SELECT | ACL_INSERT | ACL_UPDATE | ACL_DELETE;
+	AclMode have = PgCall([&]() { return pg_class_aclmask(t.relid, GetUserId(), needed, ACLMASK_ALL); });
+	if ((have & needed) != needed) {
+		std::string user = PgCall([&]() { return GetUserNameFromId(GetUserId(), false); });
+		Fail("42501", "permission denied for table " + t.display,
+		     "cdc_apply() needs SELECT, INSERT, UPDATE and DELETE on the target; role \"" + user + "\" lacks some of them.");
+	}
+}
+
+} // namespace cdc::pg

@@ -1,0 +1,32 @@
+// The module: PG_MODULE_MAGIC and _PG_init, which initializes each
+// subsystem in order: the cdc.* settings (pg/guc.hpp), then, when the
+// library is loaded through shared_preload_libraries, the launcher of the
+// background-worker path (pg/worker/worker.hpp).  The SQL path
+// (cdc_apply(), sql_api.cpp) needs no preloading.
+//
+// PostgreSQL regime, run once per process that loads the library.  Must
+// not touch the database, start anything, or create C++ objects: only
+// definitions and registrations.
+#include "pg/guard.hpp"
+#include "pg/guc.hpp"
+#include "pg/worker/worker.hpp"
+
+extern "C" {
+#include "miscadmin.h"
+
+PG_MODULE_MAGIC;
+
+PGDLLEXPORT void _PG_init(void);
+}
+
+/*
+ * _PG_init: defines the cdc.* settings; when loaded through
+ * shared_preload_libraries also registers the launcher of the background
+ * worker path.
+ */
+void
+_PG_init(void)
+{
+	cdc::pg::InitGUC(process_shared_preload_libraries_in_progress);
+	cdc::pg::InitLauncher(process_shared_preload_libraries_in_progress);
+}

@@ -1,0 +1,396 @@
+// The apply worker's main (SPEC §7, docs/worker.md; the counterpart of the
+// main loop of PostgreSQL's worker.c): it consumes one subscription's
+// logical replication slot over the replication protocol (pgoutput) and
+// applies every source transaction through the same ApplyEngine as
+// cdc_apply(), with the replication origin's progress committed in the same
+// local transaction.  Here: subscription and origin set-up, the
+// connect/stream loop with its waits and feedback, the error path with the
+// one-by-one retry of a failed group, the test-only fault points, and the
+// definition of W and the memory contexts; the other steps are in the files
+// worker_state.hpp lists.
+//
+// PostgreSQL-regime code (it may ereport): it owns no C++ objects with
+// destructors in its frames.  The C++ engine is entered through RunCpp(),
+// which turns exceptions into ERRORs after its catch block.
+#include "pg/guc.hpp"
+#include "pg/worker/worker_state.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "replication/origin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}
+
+extern "C" {
+PGDLLEXPORT void cdc_apply_worker_main(Datum arg);
+}
+
+WorkerState *W = NULL;
+MemoryContext CdcWorkerContext = NULL;
+MemoryContext CdcMessageContext = NULL;
+MemoryContext CdcStreamContext = NULL; /* the open chunk's file handle; reset at STREAM STOP */
+
+bool
+fault(const char *point)
+{
+	return cdc_debug_fault && strcmp(cdc_debug_fault, point) == 0;
+}
+
+/* Fault point after_change:N — true when `nchanges` (changes applied in the open local transaction) is N. */
+bool
+fault_after_change(int nchanges)
+{
+	static const char prefix[] = "after_change:";
+	if (cdc_debug_fault == NULL || strncmp(cdc_debug_fault, prefix, sizeof(prefix) - 1) != 0)
+		return false;
+	return atoi(cdc_debug_fault + sizeof(prefix) - 1) == nchanges;
+}
+
+static void
+worker_error_context(void *arg)
+{
+	if (W == NULL)
+		return;
+	if (W->in_xact && W->queue_spans)
+		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X or one of the %d before it "
+		           "in this local transaction (the delivery key names the change)",
+		           W->name, W->xid, CDC_LSN_ARGS(W->final_lsn), W->group_xacts);
+	else if (W->in_xact)
+		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X%s%s", W->name, W->xid,
+		           CDC_LSN_ARGS(W->final_lsn), W->cur_table[0] ? ", table " : "", W->cur_table);
+	else if (W->committing_group && W->group_xacts == 1)
+		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X, at its local commit", W->name,
+		           W->group_last_xid, CDC_LSN_ARGS(W->group_last_final));
+	else if (W->committing_group)
+		errcontext("cdc_apply subscription \"%s\": local commit of %d source transactions, the last committed at %X/%X",
+		           W->name, W->group_xacts, CDC_LSN_ARGS(W->group_last_final));
+	else
+		errcontext("cdc_apply subscription \"%s\"", W->name);
+}
+
+static void
+load_subscription(int subid)
+{
+	MemoryContext old;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	const char *args[1] = {psprintf("%d", subid)};
+	spi_exec("SELECT name, conninfo, slot_name, "
+	         "  (SELECT string_agg(quote_ident(p), ',') FROM unnest(publications) p), "
+	         "  (SELECT string_agg(quote_literal(p), ',') FROM unnest(publications) p), "
+	         "  create_slot, copy_data, slot_ready, source_epoch, skip_lsn::text, "
+	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid = s.subid) "
+	         "FROM cdc.subscription s WHERE subid = $1::int AND enabled "
+	         /* a row locked by cdc.drop_subscription() reads as gone: the drop owns the slot now */
+	         "FOR SHARE SKIP LOCKED",
+	         1, args);
+	if (SPI_processed != 1) {
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		ereport(LOG, (errmsg("cdc_apply worker: subscription %d is gone or disabled; exiting", subid)));
+		proc_exit(0);
+	}
+	old = MemoryContextSwitchTo(CdcWorkerContext);
+	HeapTuple tup = SPI_tuptable->vals[0];
+	TupleDesc desc = SPI_tuptable->tupdesc;
+	W->subid = subid;
+	W->name = SPI_getvalue(tup, desc, 1);
+	W->conninfo = SPI_getvalue(tup, desc, 2);
+	W->slot_name = SPI_getvalue(tup, desc, 3);
+	W->publications = SPI_getvalue(tup, desc, 4);
+	W->publications_sql = SPI_getvalue(tup, desc, 5);
+	W->create_slot = strcmp(SPI_getvalue(tup, desc, 6), "t") == 0;
+	W->copy_data = strcmp(SPI_getvalue(tup, desc, 7), "t") == 0;
+	W->slot_ready = strcmp(SPI_getvalue(tup, desc, 8), "t") == 0 || !W->create_slot;
+	W->epoch = pg_strtoint64(SPI_getvalue(tup, desc, 9));
+	char *skip = SPI_getvalue(tup, desc, 10);
+	W->skip_lsn = skip ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(skip))) : InvalidXLogRecPtr;
+	char *retries = SPI_getvalue(tup, desc, 11);
+	W->retry_count = retries ? atoi(retries) : 0;
+	MemoryContextSwitchTo(old);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/* ------------------------------------------------------------------------
+ * The apply worker
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Session settings of the worker: cdc.synchronous_commit for its local
+ * transactions.  "off" (the default) is safe because feedback reports as
+ * flushed only source transactions whose local commit record is durable
+ * (send_feedback), as PostgreSQL's own apply worker does.
+ */
+static void
+apply_session_settings(void)
+{
+	const char *value = "off";
+	for (const struct config_enum_entry *e = cdc_synchronous_commit_options; e->name; e++)
+		if (e->val == cdc_synchronous_commit) {
+			value = e->name;
+			break;
+		}
+	SetConfigOption("synchronous_commit", value, PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+static void
+stream(void)
+{
+	/*
+	 * Stream from the replication origin's progress, never from the slot's
+	 * own position: the slot may have gone backwards (B16).  The test-only
+	 * fault point request_from_slot asks from 0/0 (the slot decides) to
+	 * exercise the guard against re-sent transactions in handle_begin().
+	 */
+	XLogRecPtr from = fault("request_from_slot") ? InvalidXLogRecPtr : W->progress;
+	char *cmd = psprintf("START_REPLICATION SLOT %s LOGICAL %X/%X (proto_version '%d'%s, publication_names %s)",
+	                     quote_identifier(W->slot_name), CDC_LSN_ARGS(from),
+	                     cdc_streaming ? LOGICALREP_PROTO_STREAM_VERSION_NUM : LOGICALREP_PROTO_VERSION_NUM,
+	                     cdc_streaming ? ", streaming 'on'" : "", quote_literal_cstr(W->publications));
+	PQclear(source_exec(cmd, PGRES_COPY_BOTH));
+	/*
+	 * The progress read at start is durable (flushed in
+	 * cdc_apply_worker_main); after a reconnect within this process, commits
+	 * not yet flushed are still in W->flushes and must not be reported here.
+	 */
+	if (W->reported_flush == InvalidXLogRecPtr)
+		W->reported_flush = W->progress;
+	/*
+	 * What the previous connection received but did not apply (a group that
+	 * failed and is now retried one by one) will be sent again: it must not
+	 * count as received, or the idle-stream rule in send_feedback() would
+	 * confirm it to the source before it is applied, and the source would
+	 * never send it again.
+	 */
+	W->received = W->progress;
+	write_status("streaming", false);
+	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": streaming from %X/%X", W->name, CDC_LSN_ARGS(W->progress))));
+
+	for (;;) {
+		char *buf = NULL;
+		int len;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending) {
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			apply_session_settings();
+		}
+		/* per-message allocations; transaction work allocates in transaction contexts */
+		MemoryContextSwitchTo(CdcMessageContext);
+		MemoryContextReset(CdcMessageContext);
+
+		len = PQgetCopyData(W->conn, &buf, 1);
+		if (len == 0 && W->group_open && !W->in_xact) {
+			/*
+			 * Between source transactions with a group open: read what the
+			 * socket holds; if the source has sent nothing more, commit the
+			 * group now rather than wait for more (grouping never adds
+			 * latency to an idle stream).
+			 */
+			if (PQconsumeInput(W->conn) == 0)
+				ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+				                errmsg("cdc_apply: lost the connection to the source: %s", PQerrorMessage(W->conn))));
+			len = PQgetCopyData(W->conn, &buf, 1);
+			if (len == 0)
+				close_group();
+		}
+		if (len == 0) {
+			/* nothing buffered: wait for the socket, the latch or the status interval */
+			if (!W->in_xact && !W->in_stream) {
+				/* ask for a keepalive too: its WAL end lets an idle stream confirm progress */
+				send_feedback(false, true);
+				if (TimestampDifferenceExceeds(W->last_status, GetCurrentTimestamp(), cdc_status_interval))
+					write_status("streaming", true);
+			}
+			int rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+			                           PQsocket(W->conn), cdc_status_interval, PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			if (PQconsumeInput(W->conn) == 0)
+				ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+				                errmsg("cdc_apply: lost the connection to the source: %s", PQerrorMessage(W->conn))));
+			continue;
+		}
+		if (len == -1)
+			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("cdc_apply: the source ended the stream")));
+		if (len < 0)
+			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+			                errmsg("cdc_apply: could not read from the source: %s", PQerrorMessage(W->conn))));
+
+		StringInfoData s;
+		s.data = (char *) palloc(len + 1);
+		memcpy(s.data, buf, len);
+		s.data[len] = '\0';
+		s.len = len;
+		s.maxlen = len + 1;
+		s.cursor = 0;
+		PQfreemem(buf);
+
+		char kind = pq_getmsgbyte(&s);
+		if (kind == 'w') {
+			handle_xlogdata(&s);
+		} else if (kind == 'k') {
+			XLogRecPtr end = pq_getmsgint64(&s);
+			(void) pq_getmsgint64(&s);
+			bool reply = pq_getmsgbyte(&s);
+			if (end > W->source_end)
+				W->source_end = end;
+			if (end > W->received)
+				W->received = end;
+			if (reply)
+				send_feedback(true, false);
+		}
+	}
+}
+
+void
+cdc_apply_worker_main(Datum arg)
+{
+	int subid = DatumGetInt32(arg);
+	Oid dboid;
+	ErrorContextCallback errcallback;
+
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+
+	CdcWorkerContext = AllocSetContextCreate(TopMemoryContext, "CdcWorkerContext", ALLOCSET_DEFAULT_SIZES);
+	CdcMessageContext = AllocSetContextCreate(TopMemoryContext, "CdcMessageContext", ALLOCSET_DEFAULT_SIZES);
+	CdcStreamContext = AllocSetContextCreate(TopMemoryContext, "CdcStreamContext", ALLOCSET_DEFAULT_SIZES);
+	W = (WorkerState *) MemoryContextAllocZero(CdcWorkerContext, sizeof(WorkerState));
+	W->name = psprintf("%d", subid);
+
+	errcallback.callback = worker_error_context;
+	errcallback.arg = NULL;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
+	/* the worker applies like PostgreSQL's own: triggers and rules of the target fire only when enabled ALWAYS/REPLICA */
+	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
+	apply_session_settings();
+
+	/*
+	 * One pass per connection.  A pass ends with an error; the worker then
+	 * records it, backs off and exits (the launcher restarts it) — except
+	 * after a failed group that held more than the failing source
+	 * transaction: then it reconnects at once and applies one source
+	 * transaction per local commit up to the failing one, so that what
+	 * fails again is exactly one source transaction (named in the error
+	 * state, skippable on its own) and everything before it is committed.
+	 */
+	volatile bool started = false;
+	for (;;) {
+		volatile bool retry = false;
+		PG_TRY();
+		{
+			if (!started) {
+				load_subscription(subid);
+				pgstat_report_appname(psprintf("cdc_apply %s", W->name));
+
+				HASHCTL ctl;
+				memset(&ctl, 0, sizeof(ctl));
+				ctl.keysize = sizeof(LogicalRepRelId);
+				ctl.entrysize = sizeof(RelEntry);
+				ctl.hcxt = CdcWorkerContext;
+				W->relations = hash_create("cdc_apply relations", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+				/* replication origin: created with the subscription */
+				StartTransactionCommand();
+				W->origin = replorigin_by_name(psprintf("cdc_%d", subid), false);
+				W->setting_up_origin = true;
+				replorigin_session_setup(W->origin);
+				W->setting_up_origin = false;
+				replorigin_session_origin = W->origin;
+				/*
+				 * Flush the local WAL up to the commit that set this progress:
+				 * a previous worker may have committed it asynchronously
+				 * (cdc.synchronous_commit = off) and stopped before it was
+				 * flushed.  stream() reports the progress to the source as
+				 * flushed; reporting a commit a crash can still lose would let
+				 * the source release transactions we never keep (found by the
+				 * worker torture suite, test/t/027_worker_async_commit.pl).
+				 */
+				W->progress = replorigin_session_get_progress(true);
+				CommitTransactionCommand();
+
+				write_status("starting", false);
+				started = true;
+			}
+			connect_source();
+			if (!W->slot_ready)
+				prepare_slot();
+			stream();
+		}
+		PG_CATCH();
+		{
+			ErrorData *edata;
+			MemoryContextSwitchTo(CdcWorkerContext);
+			edata = CopyErrorData();
+			EmitErrorReport();
+			FlushErrorState();
+			AbortOutOfAnyTransaction();
+			/* a failed commit must not lend its progress to the error record's transaction */
+			replorigin_session_origin_lsn = InvalidXLogRecPtr;
+			replorigin_session_origin_timestamp = 0;
+			if (W->setting_up_origin && edata->sqlerrcode == ERRCODE_OBJECT_IN_USE) {
+				/* another worker of this subscription runs: it owns the stream */
+				ereport(LOG, (errmsg("cdc_apply worker: subscription %d already has a worker; exiting", subid)));
+				proc_exit(0);
+			}
+			if (W->conn) {
+				PQfinish(W->conn);
+				W->conn = NULL;
+			}
+			/* the engine of the aborted group holds only C++ copies: nothing of PostgreSQL to release */
+			delete W->engine;
+			W->engine = NULL;
+			bool failed_in_group = W->one_by_one_until == InvalidXLogRecPtr &&
+			                       ((W->in_xact && W->group_open && W->group_xacts > 0) ||
+			                        (W->committing_group && W->group_xacts > 1));
+			if (failed_in_group) {
+				W->one_by_one_until = W->in_xact ? W->final_lsn : W->group_last_final;
+				ereport(LOG, (errmsg("cdc_apply subscription \"%s\": a local transaction of %d source transactions failed; "
+				                     "applying them one by one up to %X/%X",
+				                     W->name, W->group_xacts + (W->in_xact ? 1 : 0), CDC_LSN_ARGS(W->one_by_one_until))));
+				W->in_xact = false;
+				W->group_open = false;
+				W->committing_group = false;
+				/* the chunk's file was closed with the aborted transaction; the source streams it again */
+				W->in_stream = false;
+				W->stream_file = NULL;
+				MemoryContextReset(CdcStreamContext);
+				W->already_applied = false;
+				W->skipping = false;
+				W->cur_table[0] = '\0';
+				retry = true;
+			} else {
+				error_context_stack = NULL;
+				record_error_and_exit(edata);
+			}
+		}
+		PG_END_TRY();
+		if (!retry)
+			break;
+	}
+	proc_exit(0);
+}

@@ -1,0 +1,338 @@
+// pgoutput intake (the consumer side of PostgreSQL's proto.c): one
+// XLogData message dispatched by type (handle_xlogdata); BEGIN and COMMIT
+// to transactions.cpp, STREAM messages to stream_spool.cpp, RELATION into
+// the relation map, and INSERT/UPDATE/DELETE/TRUNCATE decoded with
+// PostgreSQL's readers into ChangeRequests: images, source identity,
+// version {epoch, commit LSN, position, 0} and delivery key (stamping),
+// handed to the engine at once or queued (Submit).
+//
+// PostgreSQL-regime code (it may ereport): it owns no C++ objects with
+// destructors in its frames, and enters C++ only through RunCpp().
+// The C++ half (images, requests, Submit) runs only inside RunCpp.
+#include "pg/guc.hpp"
+#include "pg/worker/worker_state.hpp"
+
+#include "core/errors.hpp"
+#include "core/version.hpp"
+
+extern "C" {
+#include "libpq/pqformat.h"
+#include "storage/ipc.h"
+#include "utils/memutils.h"
+}
+
+using cdc::DecodedValue;
+using cdc::Op;
+using cdc::pg::ChangeRequest;
+using cdc::pg::RawImage;
+
+
+// The JSON object of an image, for cdc.conflicts and delete outbox payloads.
+void
+AppendImageJson(RawImage &img)
+{
+	std::string j = "{";
+	for (size_t i = 0; i < img.values.size(); i++) {
+		if (i)
+			j += ", ";
+		cdc::AppendJsonString(j, img.values[i].first);
+		j += ": ";
+		const DecodedValue &v = img.values[i].second;
+		if (v.kind == DecodedValue::Kind::Text)
+			cdc::AppendJsonString(j, v.text);
+		else if (v.kind == DecodedValue::Kind::Null)
+			j += "null";
+		else
+			j += "\"__unchanged_toast__\"";
+	}
+	j += "}";
+	img.json = std::move(j);
+}
+
+
+// Hands a change to the engine: applied at once when cdc.apply_batch_changes
+// is 1, else queued for the batch engine.  The queue is applied when it
+// holds cdc.apply_batch_changes changes or cdc.group_max_bytes of images (so
+// wide rows never pile up in memory), at the group's local commit (Finish),
+// at the end of each source transaction while the worker retries one by one
+// (flush_queue()), and at the end of a copied table.
+// The DEBUG1 line for a queue the worker is about to apply (none for an
+// empty one); `when` ends it ("inside source transaction 728").
+void
+LogQueue(const std::string &when)
+{
+	size_t n = W->engine->QueuedChanges(), bytes = W->engine->QueuedBytes();
+	if (n > 0)
+		cdc::pg::PgCall([&]() {
+			elog(DEBUG1, "cdc_apply: applying %zu queued changes (%zu bytes of images) %s", n, bytes, when.c_str());
+		});
+}
+
+void
+Submit(ChangeRequest req, size_t position)
+{
+	/*
+	 * The limit is the one read when the local transaction began: a reload
+	 * (SIGHUP, read between any two messages) must not switch to change by
+	 * change while changes are queued, or a later change would be applied
+	 * before earlier ones.
+	 */
+	if (W->batch_limit <= 1) {
+		W->engine->ApplyChange(req);
+		return;
+	}
+	W->engine->Enqueue(std::move(req), position);
+	if (W->engine->QueuedChanges() >= size_t(W->batch_limit) ||
+	    W->engine->QueuedBytes() >= size_t(cdc_group_max_bytes) * 1024) {
+		W->cur_table[0] = '\0'; /* the queue spans tables: the engine's context names the change's table */
+		LogQueue("inside source transaction " + std::to_string(W->xid));
+		W->engine->ApplyQueued();
+		W->queue_spans = false;
+	}
+}
+
+namespace {
+
+
+// A pgoutput tuple as a RawImage.  key_only: a replica-identity key tuple
+// ('K'), whose non-key columns are sent as NULL and must not be read as NULL.
+RawImage
+TupleImage(const LogicalRepRelation *rel, const LogicalRepTupleData *tup, bool key_only)
+{
+	RawImage img;
+	for (int i = 0; i < tup->ncols && i < rel->natts; i++) {
+		if (key_only && !bms_is_member(i, rel->attkeys))
+			continue;
+		const char *name = rel->attnames[i];
+		switch (tup->colstatus[i]) {
+		case LOGICALREP_COLUMN_NULL:
+			img.values.emplace_back(name, DecodedValue::Null());
+			break;
+		case LOGICALREP_COLUMN_UNCHANGED:
+			img.values.emplace_back(name, DecodedValue::Unavailable());
+			break;
+		case LOGICALREP_COLUMN_TEXT:
+			img.values.emplace_back(name, DecodedValue::Text(std::string(tup->colvalues[i].data, tup->colvalues[i].len)));
+			break;
+		default:
+			throw cdc::InputError("0A000", std::string("column \"") + name + "\" arrived in binary format, which the worker does not request");
+		}
+	}
+	AppendImageJson(img);
+	return img;
+}
+
+cdc::SourceInfo
+SourceOf(const LogicalRepRelation *rel)
+{
+	cdc::SourceInfo s;
+	s.connector = "pgoutput";
+	s.name = W->source_id;
+	s.db = W->source_db;
+	s.schema = rel->nspname;
+	s.table = rel->relname;
+	s.lsn = int64_t(W->change_lsn);
+	s.commit_lsn = int64_t(W->final_lsn);
+	s.tx_id = int64_t(W->xid);
+	/* source commit time as Unix milliseconds (history rows, handler metadata) */
+	s.ts_ms = W->committime / 1000 + int64_t(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+	return s;
+}
+
+
+// Source identity, version {epoch, commit LSN, position, 0} and delivery key
+// of the next change of the current source transaction.
+void
+StampNextChange(ChangeRequest &req, const LogicalRepRelation *rel)
+{
+	req.source = SourceOf(rel);
+	W->seq++;
+	req.total_order = W->seq;
+	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), W->seq, 0}};
+	req.delivery_key = "pgoutput:" + std::string(W->source_id) + ":" + cdc::FormatLsn(int64_t(W->final_lsn)) + ":" +
+	                   std::to_string(W->seq);
+}
+
+// Applies one decoded pgoutput change through the engine.
+void
+ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldtup, char old_kind,
+           const LogicalRepTupleData *newtup)
+{
+	ChangeRequest req;
+	req.target = W->engine->ResolveSourceTable(W->name, rel->nspname, rel->relname, true);
+	req.op = op;
+	if (newtup)
+		req.after = TupleImage(rel, newtup, false);
+	if (oldtup)
+		req.before = TupleImage(rel, oldtup, old_kind == 'K');
+	StampNextChange(req, rel);
+	Submit(std::move(req), size_t(W->seq));
+}
+
+void
+ApplyTruncate(const LogicalRepRelation *rel)
+{
+	ChangeRequest req;
+	req.target = W->engine->ResolveSourceTable(W->name, rel->nspname, rel->relname, true);
+	req.op = Op::Truncate;
+	StampNextChange(req, rel);
+	Submit(std::move(req), size_t(W->seq));
+}
+
+} // namespace
+
+static void
+handle_begin(StringInfo s)
+{
+	LogicalRepBeginData begin;
+	logicalrep_read_begin(s, &begin);
+	begin_source_xact(begin.final_lsn, begin.xid, begin.committime);
+}
+
+static void
+handle_commit(StringInfo s)
+{
+	LogicalRepCommitData commit;
+	logicalrep_read_commit(s, &commit);
+	end_source_xact(commit);
+}
+
+static RelEntry *
+lookup_relation(LogicalRepRelId relid)
+{
+	bool found;
+	RelEntry *e = (RelEntry *) hash_search(W->relations, &relid, HASH_FIND, &found);
+	if (!found)
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION),
+		                errmsg("cdc_apply: change for unknown relation %u (no RELATION message)", relid)));
+	snprintf(W->cur_table, sizeof(W->cur_table), "%s.%s", e->rel->nspname, e->rel->relname);
+	return e;
+}
+
+void
+handle_relation(StringInfo s)
+{
+	MemoryContext old = MemoryContextSwitchTo(CdcWorkerContext);
+	LogicalRepRelation *rel = logicalrep_read_rel(s);
+	bool found;
+	RelEntry *e = (RelEntry *) hash_search(W->relations, &rel->remoteid, HASH_ENTER, &found);
+	e->rel = rel; /* the previous copy stays in CdcWorkerContext: relation messages are rare */
+	MemoryContextSwitchTo(old);
+}
+
+void
+handle_change(char action, StringInfo s)
+{
+	LogicalRepTupleData newtup, oldtup;
+	bool has_old = false;
+	LogicalRepRelId relid;
+
+	if (!W->in_xact)
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION), errmsg("cdc_apply: change outside a transaction")));
+	switch (action) {
+	case 'I': {
+		relid = logicalrep_read_insert(s, &newtup);
+		if (W->already_applied || W->skipping)
+			return;
+		RelEntry *e = lookup_relation(relid);
+		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Create, NULL, 0, &newtup); });
+		break;
+	}
+	case 'U': {
+		/* the old tuple kind ('K' key, 'O' full) is the byte after the relid */
+		char kind = s->len > s->cursor + 4 ? s->data[s->cursor + 4] : 'N';
+		relid = logicalrep_read_update(s, &has_old, &oldtup, &newtup);
+		if (W->already_applied || W->skipping)
+			return;
+		RelEntry *e = lookup_relation(relid);
+		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Update, has_old ? &oldtup : NULL, kind, &newtup); });
+		break;
+	}
+	case 'D': {
+		char kind = s->len > s->cursor + 4 ? s->data[s->cursor + 4] : 'K';
+		relid = logicalrep_read_delete(s, &oldtup);
+		if (W->already_applied || W->skipping)
+			return;
+		RelEntry *e = lookup_relation(relid);
+		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Delete, &oldtup, kind, NULL); });
+		break;
+	}
+	case 'T': {
+		bool cascade, restart_seqs;
+		List *relids = logicalrep_read_truncate(s, &cascade, &restart_seqs);
+		if (W->already_applied || W->skipping)
+			return;
+		ListCell *lc;
+		foreach (lc, relids) {
+			RelEntry *e = lookup_relation(lfirst_oid(lc));
+			cdc::pg::RunCpp([&]() { ApplyTruncate(e->rel); });
+		}
+		break;
+	}
+	}
+	W->group_changes++;
+	if (fault_after_change(W->group_changes)) {
+		flush_queue(); /* "after the N-th change applied": applied, not only queued */
+		ereport(LOG, (errmsg("cdc_apply: fault point after_change:%d reached, exiting", W->group_changes)));
+		proc_exit(1);
+	}
+}
+
+void
+handle_xlogdata(StringInfo s)
+{
+	XLogRecPtr start = pq_getmsgint64(s);
+	XLogRecPtr end = pq_getmsgint64(s);
+	(void) pq_getmsgint64(s); /* send time */
+	if (start > W->received)
+		W->received = start;
+	if (end > W->received)
+		W->received = end;
+	if (end > W->source_end)
+		W->source_end = end;
+	W->change_lsn = start;
+
+	char action = pq_getmsgbyte(s);
+	if (W->in_stream) {
+		/* inside a chunk of a streamed transaction: spool, apply at its commit */
+		switch (action) {
+		case 'E': handle_stream_stop(); return;
+		case 'R':
+		case 'Y':
+		case 'I':
+		case 'U':
+		case 'D':
+		case 'T':
+		case 'M': {
+			TransactionId xid = pq_getmsgint(s, 4);
+			if (action != 'Y' && action != 'M')
+				stream_spool(action, xid, s);
+			return;
+		}
+		default:
+			ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION),
+			                errmsg("cdc_apply: unexpected pgoutput message type \"%c\" inside a stream", action)));
+		}
+	}
+	if (W->group_open)
+		W->group_bytes += s->len;
+	switch (action) {
+	case 'S': handle_stream_start(s); break;
+	case 'A': handle_stream_abort(s); break;
+	case 'c': handle_stream_commit(s); break;
+	case 'B': handle_begin(s); break;
+	case 'C': handle_commit(s); break;
+	case 'R': handle_relation(s); break;
+	case 'I':
+	case 'U':
+	case 'D':
+	case 'T': handle_change(action, s); break;
+	case 'O': /* origin of a transaction replicated into the source: applied like any other */
+	case 'Y': /* type: values arrive as text and go through the destination types' input functions */
+	case 'M': /* logical decoding message: not a change */
+		break;
+	default:
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION),
+		                errmsg("cdc_apply: unexpected pgoutput message type \"%c\"", action)));
+	}
+}

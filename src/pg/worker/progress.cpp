@@ -1,0 +1,49 @@
+// Progress (the counterpart of how PostgreSQL's worker.c uses origin.c):
+// the replication origin's LSN committed atomically with the rows of the
+// source transactions it covers (commit_with_progress), and the flush
+// positions {local commit end, source end} that send_feedback later
+// reports once the local commit is durable (remember_flush, like
+// store_flush_position's lsn_mapping).
+//
+// PostgreSQL-regime code (it may ereport): it owns no C++ objects with
+// destructors in its frames, and enters C++ only through RunCpp().
+// Must not commit anything but the transaction its caller opened.
+#include "pg/worker/worker_state.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "replication/origin.h"
+#include "utils/memutils.h"
+}
+
+/*
+ * Commits the current transaction with the replication origin's progress set
+ * to `remote_end` (the end LSN of the last source transaction it applies), so
+ * that the position commits with the rows, as PostgreSQL's own apply worker
+ * does.  The origin LSN is cleared again afterwards (and in the error path,
+ * if the commit itself fails): any other transaction of this worker — a
+ * status write, the error record after a failed commit — would otherwise
+ * carry it and move the progress past a transaction that never committed.
+ */
+void
+commit_with_progress(XLogRecPtr remote_end, TimestampTz remote_time)
+{
+	replorigin_session_origin_lsn = remote_end;
+	replorigin_session_origin_timestamp = remote_time;
+	CommitTransactionCommand();
+	replorigin_session_origin_lsn = InvalidXLogRecPtr;
+	replorigin_session_origin_timestamp = 0;
+}
+
+void
+remember_flush(XLogRecPtr local_end, XLogRecPtr remote_end)
+{
+	if (W->nflushes == W->maxflushes) {
+		W->maxflushes = W->maxflushes ? W->maxflushes * 2 : 64;
+		W->flushes = W->flushes ? (FlushPosition *) repalloc(W->flushes, sizeof(FlushPosition) * W->maxflushes)
+		                        : (FlushPosition *) MemoryContextAlloc(CdcWorkerContext, sizeof(FlushPosition) * W->maxflushes);
+	}
+	W->flushes[W->nflushes].local_end = local_end;
+	W->flushes[W->nflushes].remote_end = remote_end;
+	W->nflushes++;
+}

@@ -1,0 +1,135 @@
+// What the apply worker records about itself: its own small statements
+// (spi_exec, exec_in_own_xact), the cdc.subscription_state row (state,
+// received/flushed LSNs, counts; write_status), and after an error the
+// error record, the backoff (cdc.retry_backoff doubled per consecutive
+// failure, at most cdc.retry_backoff_max) and the exit that lets the
+// launcher restart it (record_error_and_exit).
+//
+// PostgreSQL-regime code (it may ereport): it owns no C++ objects with
+// destructors in its frames, and enters C++ only through RunCpp().
+// It must not apply anything: every statement here is bookkeeping in a
+// transaction of its own or the caller's.
+#include "pg/guc.hpp"
+#include "pg/worker/worker_state.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}
+
+/* ------------------------------------------------------------------------
+ * Small SPI helpers for the worker's own transactions
+ * ------------------------------------------------------------------------ */
+
+/* Runs one statement with text parameters inside the current transaction. */
+int
+spi_exec(const char *sql, int nargs, const char **args)
+{
+	Oid types[10];
+	Datum values[10];
+	char nulls[10] = {0}; /* initialized: spi_exec is no longer inlined, and gcc cannot see nargs */
+	Assert(nargs <= 10);
+	for (int i = 0; i < nargs; i++) {
+		types[i] = TEXTOID;
+		values[i] = args[i] ? CStringGetTextDatum(args[i]) : (Datum) 0;
+		nulls[i] = args[i] ? ' ' : 'n';
+	}
+	int rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	if (rc < 0)
+		elog(ERROR, "cdc_apply worker: SPI failed (%s) for \"%s\"", SPI_result_code_string(rc), sql);
+	return rc;
+}
+
+/* Runs one statement in a transaction of its own. */
+void
+exec_in_own_xact(const char *sql, int nargs, const char **args)
+{
+	SetCurrentStatementStartTimestamp(); /* now() of this transaction */
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	spi_exec(sql, nargs, args);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+const char *
+lsn_text(XLogRecPtr lsn)
+{
+	return psprintf("%X/%X", CDC_LSN_ARGS(lsn));
+}
+
+/* Writes the worker's view of its progress (received, flushed, lag, pid). */
+void
+write_status(const char *state, bool reset_retries)
+{
+	const char *args[10] = {psprintf("%d", W->subid),
+	                        state,
+	                        W->received ? lsn_text(W->received) : NULL,
+	                        W->reported_flush ? lsn_text(W->reported_flush) : NULL,
+	                        W->source_end ? lsn_text(W->source_end) : NULL,
+	                        W->last_commit_time ? timestamptz_to_str(W->last_commit_time) : NULL,
+	                        psprintf("%d", MyProcPid),
+	                        reset_retries ? "t" : "f",
+	                        psprintf(INT64_FORMAT, W->stat_xacts),
+	                        psprintf(INT64_FORMAT, W->stat_commits)};
+	exec_in_own_xact("UPDATE cdc.subscription_state SET state = $2, received_lsn = $3::pg_lsn, "
+	                 "flushed_lsn = $4::pg_lsn, source_end_lsn = $5::pg_lsn, last_commit_at = $6::timestamptz, "
+	                 "last_msg_at = now(), worker_pid = $7::int, "
+	                 "retry_count = CASE WHEN $8::bool THEN 0 ELSE retry_count END, "
+	                 "applied_xacts = applied_xacts + $9::bigint, apply_commits = apply_commits + $10::bigint, "
+	                 "updated_at = now() "
+	                 "WHERE subid = $1::int",
+	                 10, args);
+	W->stat_xacts = 0;
+	W->stat_commits = 0;
+	W->last_status = GetCurrentTimestamp();
+}
+
+void
+record_error_and_exit(ErrorData *edata)
+{
+	int delay_ms;
+	const char *args[4];
+
+	W->retry_count++;
+	args[0] = psprintf("%d", W->subid);
+	args[1] = psprintf("%s%s%s", edata->message ? edata->message : "unknown error", edata->context ? "\nCONTEXT: " : "",
+	                   edata->context ? edata->context : "");
+	/* the failing source transaction: the one being applied, or the only one of a group whose commit failed */
+	args[2] = W->in_xact ? lsn_text(W->final_lsn)
+	          : (W->committing_group && W->group_xacts == 1) ? lsn_text(W->group_last_final)
+	                                                          : NULL;
+	args[3] = psprintf("%d", MyProcPid);
+	exec_in_own_xact("UPDATE cdc.subscription_state SET state = 'error', last_error = $2, "
+	                 "last_error_lsn = $3::pg_lsn, last_error_at = now(), retry_count = retry_count + 1, "
+	                 "worker_pid = $4::int, updated_at = now() WHERE subid = $1::int",
+	                 4, args);
+
+	/* back off: cdc.retry_backoff doubled per consecutive failure, at most cdc.retry_backoff_max */
+	double d = (double) cdc_retry_backoff;
+	for (int i = 1; i < W->retry_count && d < cdc_retry_backoff_max * 1000.0; i++)
+		d *= 2;
+	delay_ms = (int) Min(d, cdc_retry_backoff_max * 1000.0);
+	pgstat_report_activity(STATE_IDLE, "waiting to retry after an error");
+	/* sleep the whole delay: a latch set by someone else must not cut it short */
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay_ms);
+	for (;;) {
+		long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+		if (left <= 0)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	proc_exit(1);
+}

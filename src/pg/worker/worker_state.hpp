@@ -1,0 +1,165 @@
+// The apply worker's shared state (src/pg/worker/): the WorkerState of the
+// one subscription this process applies (W), the worker's memory contexts,
+// the relation map entries and flush positions, and the declarations of the
+// functions one file of the folder calls in another (each is defined in the
+// file named above its group).
+//
+// PostgreSQL-regime code: W and the contexts are plain pointers, defined in
+// apply_worker.cpp, set up by cdc_apply_worker_main and never freed by C++;
+// nothing here owns a C++ object.  The three C++ functions (AppendImageJson,
+// LogQueue, Submit) may throw and are called only inside RunCpp.
+#pragma once
+
+#include "pg/apply/engine.hpp"
+#include "pg/guard.hpp"
+
+#include <string>
+
+extern "C" {
+#include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+#include "libpq-fe.h"
+#include "replication/logicalproto.h"
+#include "storage/buffile.h"
+#include "storage/fileset.h"
+#include "utils/hsearch.h"
+}
+
+/* LSN_FORMAT_ARGS uses a C-only type check; the same for C++. */
+#define CDC_LSN_ARGS(lsn) (uint32) ((lsn) >> 32), (uint32) (lsn)
+
+typedef struct RelEntry {
+	LogicalRepRelId remoteid; /* hash key */
+	LogicalRepRelation *rel;  /* copied into CdcWorkerContext */
+} RelEntry;
+
+typedef struct FlushPosition {
+	XLogRecPtr local_end;
+	XLogRecPtr remote_end;
+} FlushPosition;
+
+typedef struct WorkerState {
+	int subid;
+	char *name;
+	char *conninfo;
+	char *slot_name;
+	char *publications; /* "\"a\",\"b\"" for START_REPLICATION */
+	char *publications_sql; /* 'a','b' for SQL */
+	bool create_slot;
+	bool copy_data;
+	bool slot_ready;
+	int64 epoch;
+	XLogRecPtr skip_lsn;
+	int retry_count;
+
+	RepOriginId origin;
+	bool setting_up_origin;
+	PGconn *conn;
+	char *source_id; /* "pg:<system identifier>" */
+	char *source_db;
+	HTAB *relations;
+
+	XLogRecPtr progress;      /* origin progress: end LSN of the last applied source transaction */
+	XLogRecPtr received;      /* highest LSN received */
+	XLogRecPtr source_end;    /* source WAL end from the last message */
+	XLogRecPtr reported_flush;
+	FlushPosition *flushes;   /* commits not yet known to be flushed locally */
+	int nflushes;
+	int maxflushes;
+	TimestampTz last_status;
+	TimestampTz last_commit_time;
+
+	/* the source transaction being applied */
+	bool in_xact;
+	bool skipping;        /* explicit operator skip */
+	bool already_applied; /* commit before our progress: replayed by the source (B16) */
+	XLogRecPtr final_lsn;
+	TransactionId xid;
+	TimestampTz committime;
+	int seq;
+	XLogRecPtr change_lsn;
+	int64 replays_discarded; /* source transactions re-sent below our progress since the last one applied */
+	char cur_table[2 * NAMEDATALEN + 2]; /* for error context; "" when none */
+	cdc::pg::ApplyEngine *engine;
+
+	/*
+	 * The group: the local transaction that holds the source transactions
+	 * applied since the last local commit (docs/worker.md, "Grouping").
+	 */
+	bool group_open;
+	int group_xacts;              /* source transactions completed in it */
+	int group_changes;            /* changes applied in it (fault point after_change:N) */
+	int64 group_bytes;            /* pgoutput bytes received for it */
+	TimestampTz group_start;
+	XLogRecPtr group_end_lsn;     /* end LSN of its last completed source transaction */
+	XLogRecPtr group_last_final;  /* commit LSN of that transaction */
+	TransactionId group_last_xid; /* and its xid */
+	bool queue_spans;             /* the engine's queue holds changes of an earlier source transaction of the group */
+	int batch_limit;              /* cdc.apply_batch_changes as it was when the local transaction began */
+	TimestampTz group_commit_time;
+	bool committing_group;        /* inside its local commit (error attribution) */
+	XLogRecPtr one_by_one_until;  /* after a failed group: one local commit per source transaction up to this commit LSN */
+	/*
+	 * In-progress transactions the source streams (protocol version 2,
+	 * cdc.streaming): their changes are spooled to one temporary file per
+	 * transaction and applied when STREAM COMMIT arrives.
+	 */
+	FileSet *stream_fileset;
+	HTAB *streams;                /* TransactionId -> StreamXact */
+	bool in_stream;               /* between STREAM START and STREAM STOP */
+	TransactionId stream_xid;     /* the transaction of the open chunk */
+	BufFile *stream_file;         /* its spool file while the chunk is open */
+	int64 stat_xacts;             /* source transactions applied, not yet added to cdc.subscription_state */
+	int64 stat_commits;           /* local commits of them, likewise */
+} WorkerState;
+
+extern WorkerState *W;
+extern MemoryContext CdcWorkerContext;
+extern MemoryContext CdcMessageContext;
+extern MemoryContext CdcStreamContext; /* the open chunk's file handle; reset at STREAM STOP */
+
+/* apply_worker.cpp: test-only fault points (cdc.debug_fault) */
+bool fault(const char *point);
+bool fault_after_change(int nchanges);
+
+/* status.cpp: the worker's own statements, cdc.subscription_state, errors */
+int spi_exec(const char *sql, int nargs, const char **args);
+void exec_in_own_xact(const char *sql, int nargs, const char **args);
+const char *lsn_text(XLogRecPtr lsn);
+void write_status(const char *state, bool reset_retries);
+void record_error_and_exit(ErrorData *edata);
+
+/* source_conn.cpp: the replication connection */
+PGresult *source_exec(const char *sql, ExecStatusType expected);
+void connect_source(void);
+void send_feedback(bool force, bool request_reply);
+
+/* progress.cpp: origin progress and flush positions */
+void commit_with_progress(XLogRecPtr remote_end, TimestampTz remote_time);
+void remember_flush(XLogRecPtr local_end, XLogRecPtr remote_end);
+
+/* pgoutput.cpp: pgoutput messages -> change requests (C++: only inside RunCpp) */
+void AppendImageJson(cdc::pg::RawImage &img);
+void LogQueue(const std::string &when);
+void Submit(cdc::pg::ChangeRequest req, size_t position);
+void handle_relation(StringInfo s);
+void handle_change(char action, StringInfo s);
+void handle_xlogdata(StringInfo s);
+
+/* transactions.cpp: source transactions, groups, local commits */
+void begin_local_xact(void);
+void flush_queue(void);
+void close_group(void);
+void begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committime);
+void end_source_xact(const LogicalRepCommitData &commit);
+
+/* stream_spool.cpp: streamed in-progress transactions */
+void handle_stream_start(StringInfo s);
+void handle_stream_stop(void);
+void stream_spool(char action, TransactionId xid, StringInfo s);
+void handle_stream_abort(StringInfo s);
+void handle_stream_commit(StringInfo s);
+
+/* table_copy.cpp: slot creation and initial copy */
+void prepare_slot(void);
