@@ -11,13 +11,15 @@
 --                      earlier still grant) and on the victims' schema.
 --   regress_sec_bob:   an ordinary role allowed to write one victim table.
 --   regress_sec_mon:   a pg_monitor member.
+--   regress_sec_carol: the owner of a table with row-level security.
 CREATE ROLE regress_sec_alice;
 CREATE ROLE regress_sec_bob;
 CREATE ROLE regress_sec_mon IN ROLE pg_monitor;
+CREATE ROLE regress_sec_carol;
 GRANT CREATE ON SCHEMA public TO regress_sec_alice;
 CREATE SCHEMA sec_shared;
 GRANT USAGE, CREATE ON SCHEMA sec_shared TO regress_sec_alice;
-GRANT USAGE ON SCHEMA sec_shared TO regress_sec_bob, regress_sec_mon;
+GRANT USAGE ON SCHEMA sec_shared TO regress_sec_bob, regress_sec_mon, regress_sec_carol;
 
 -- The victims: tables of the superuser (the extension owner) in sec_shared,
 -- one per mode, all with an outbox.
@@ -28,11 +30,18 @@ SELECT target, mode FROM cdc.register_mapping('sec_shared.orders_history', sourc
                                               key_columns => '{id}', mode => 'history', outbox => true);
 CREATE TABLE sec_shared.totals (id int PRIMARY KEY, qty int);
 CREATE TABLE sec_shared.handled (id int PRIMARY KEY, note text, qty int);
+-- The handler leaves the session's search_path pointing at alice's schemas
+-- for the rest of the call (set_config(..., true) in a function without a
+-- SET clause, as a table owner's code may): every later statement of that
+-- call must still resolve in pg_catalog, so the engine's statements must be
+-- schema-qualified, not only run under the entry point's pinned setting.
 CREATE FUNCTION sec_shared.on_change(op text, old sec_shared.handled, new sec_shared.handled, meta jsonb)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO sec_shared.totals AS t VALUES (coalesce(new.id, old.id), coalesce(new.qty, 0) - coalesce(old.qty, 0))
-    ON CONFLICT (id) DO UPDATE SET qty = t.qty + EXCLUDED.qty;
+  INSERT INTO sec_shared.totals AS t
+  VALUES (coalesce(new.id, old.id), coalesce(new.qty, 0) OPERATOR(pg_catalog.-) coalesce(old.qty, 0))
+    ON CONFLICT (id) DO UPDATE SET qty = t.qty OPERATOR(pg_catalog.+) EXCLUDED.qty;
+  PERFORM pg_catalog.set_config('search_path', 'sec_shared, public, pg_catalog', true);
 END $$;
 SELECT target, mode FROM cdc.register_mapping('sec_shared.handled', mode => 'handler',
                                               handler => 'sec_shared.on_change(text, sec_shared.handled, sec_shared.handled, jsonb)');
@@ -66,6 +75,19 @@ INSERT INTO sec_ev VALUES
   (9, dbz('t', 'handled', NULL, '0/5000', 5), 'sec_shared.handled', 'x-3'),
   (10, dbz('c', 'orders', '{"id": 3, "note": "d", "qty": 1}', '0/6000', 6), 'sec_shared.orders', 'o-5'),
   (11, dbz('t', 'orders', NULL, '0/5500', 5), 'sec_shared.orders', 'o-6');
+-- a batch over all three targets, resolved by their mappings: after the
+-- first handler call, everything runs with alice's search_path
+CREATE TABLE sec_mixed AS
+  SELECT jsonb_build_array(
+           dbz('u', 'handled', '{"id": 50, "note": "h", "qty": 1}', '0/B000', 20, schema_name => 'sec_shared'),
+           dbz('c', 'orders', '{"id": 50, "note": "o", "qty": 1}', '0/B000', 20, schema_name => 'sec_shared', total_order => 2),
+           dbz('c', 'orders_h', '{"id": 50, "note": "o", "qty": 1}', '0/B000', 20, schema_name => 'sec_shared', total_order => 3),
+           dbz('u', 'orders', '{"id": 50, "note": "o2", "qty": 2}', '0/B100', 21, schema_name => 'sec_shared'),
+           dbz('u', 'orders_h', '{"id": 50, "note": "__debezium_unavailable_value", "qty": 2}', '0/B100', 21,
+               schema_name => 'sec_shared', total_order => 2),
+           dbz('d', 'orders', NULL, '0/B200', 22, before => '{"id": 50}', schema_name => 'sec_shared'),
+           dbz('u', 'handled', '{"id": 50, "note": "h2", "qty": 4}', '0/B300', 23, schema_name => 'sec_shared'),
+           dbz('t', 'orders_h', NULL, '0/B400', 24, schema_name => 'sec_shared')) AS evs;
 CREATE TABLE sec_batch AS
   SELECT jsonb_agg(dbz('c', 'orders', jsonb_build_object('id', 100 + i, 'note', 'n' || i, 'qty', i), '0/9000', 9,
                        total_order => i) ORDER BY i) AS evs
@@ -181,6 +203,8 @@ SET search_path = sec_shared, public, pg_catalog;
 SELECT n, public.cdc_apply(ev, target, dk) FROM public.sec_ev ORDER BY n;
 SELECT (public.cdc_apply_batch(evs, 'sec_shared.orders'::regclass)).applied FROM public.sec_batch;
 SELECT n, public.cdc_apply(ev::pg_catalog.text, target, dk) FROM public.sec_ev ORDER BY n;
+SELECT * FROM public.cdc_apply_batch((SELECT evs FROM public.sec_mixed), with_outcomes => true);
+SELECT * FROM public.cdc_apply_batch((SELECT evs FROM public.sec_mixed), with_outcomes => true);
 SELECT relation, removed FROM cdc.prune(1000, '1 day');
 SET search_path = pg_catalog, pg_temp;
 -- The planted code never ran and alice is no superuser.
@@ -252,7 +276,61 @@ SET search_path = pg_catalog, pg_temp;
 DROP DATABASE regress_sec_plant;
 
 -- ===========================================================================
--- 5. Monitoring without superuser.
+-- 2. Rights through the target's own objects.  On the SQL path the caller
+--    writes the target with its own rights, as an INSERT would: the target's
+--    triggers, defaults and handler run as the caller (a role that can
+--    write the table can run them anyway).  The worker runs them as the
+--    table's owner: test/t/040_security.pl.  A caller without the
+--    privileges is refused before any lock on the target is taken
+--    (test/isolation/specs/security_lock_queue.spec).
+-- ===========================================================================
+
+-- ===========================================================================
+-- 3. Row-level security is never bypassed: a role subject to a policy on
+--    the target is refused with 42501 before anything is written (it
+--    would otherwise record versions for changes the policy hid).
+-- ===========================================================================
+CREATE TABLE sec_shared.guarded (id int PRIMARY KEY, owner_name name NOT NULL, v text);
+ALTER TABLE sec_shared.guarded OWNER TO regress_sec_carol;
+ALTER TABLE sec_shared.guarded ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_rows ON sec_shared.guarded USING (owner_name OPERATOR(pg_catalog.=) current_user);
+SELECT target, outbox FROM cdc.register_mapping('sec_shared.guarded', outbox => true);
+GRANT SELECT, INSERT, UPDATE, DELETE ON sec_shared.guarded TO regress_sec_bob;
+INSERT INTO sec_shared.guarded VALUES (1, 'regress_sec_alice', 'alice''s row');
+SET ROLE regress_sec_bob;
+\set SHOW_CONTEXT never
+-- an update that the policy would silently turn into nothing
+SELECT public.cdc_apply(public.dbz('u', 'guarded', '{"id": 1, "owner_name": "regress_sec_bob", "v": "bob"}', '0/1000', 1),
+                        'sec_shared.guarded', 'g-1');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM public.cdc_apply_batch(pg_catalog.jsonb_build_array(
+         public.dbz('c', 'guarded', '{"id": 2, "owner_name": "regress_sec_bob", "v": "bob"}', '0/1100', 2)), 'sec_shared.guarded');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT errors
+RESET ROLE;
+SELECT * FROM sec_shared.guarded ORDER BY id;
+SELECT (SELECT count(*) FROM cdc.ledger WHERE target = 'sec_shared.guarded'::regclass) AS ledger,
+       (SELECT count(*) FROM cdc.entity_state WHERE target = 'sec_shared.guarded'::regclass) AS entities,
+       (SELECT count(*) FROM cdc.outbox WHERE target = 'sec_shared.guarded'::regclass) AS outbox;
+-- the owner is not subject to its policies (without FORCE): it applies;
+-- with FORCE it is, and is refused too
+SET ROLE regress_sec_carol;
+SELECT public.cdc_apply(public.dbz('u', 'guarded', '{"id": 1, "owner_name": "regress_sec_bob", "v": "owner"}', '0/1000', 1),
+                        'sec_shared.guarded', 'g-1');
+ALTER TABLE sec_shared.guarded FORCE ROW LEVEL SECURITY;
+\set SHOW_CONTEXT never
+SELECT public.cdc_apply(public.dbz('c', 'guarded', '{"id": 3, "owner_name": "regress_sec_carol", "v": "x"}', '0/1200', 3),
+                        'sec_shared.guarded', 'g-3');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT errors
+ALTER TABLE sec_shared.guarded NO FORCE ROW LEVEL SECURITY;
+RESET ROLE;
+SELECT * FROM sec_shared.guarded ORDER BY id;
+SELECT e.key, s.name FROM cdc.entity_state e JOIN cdc.source s ON s.id = e.src
+ WHERE e.target = 'sec_shared.guarded'::regclass;
+
+-- ===========================================================================
+-- 4. Monitoring without superuser.
 -- ===========================================================================
 -- cdc.subscription_status for a pg_monitor member (and any role): no
 -- conninfo; last_error only for pg_read_all_stats and the owner's members.
@@ -293,7 +371,7 @@ RESET ROLE;
 SELECT cdc.drop_subscription('sec_sub');
 
 -- ===========================================================================
--- 4. Shared state: what one role does cannot block or exhaust what others
+-- 5. Shared state: what one role does cannot block or exhaust what others
 --    need.
 -- ===========================================================================
 -- Subscriptions are superuser-only, whatever a role was granted: the owner
@@ -358,6 +436,66 @@ REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, 
   FROM regress_sec_alice;
 SELECT target, outbox, mode FROM cdc.mapping WHERE target::text LIKE 'sec_shared.%' ORDER BY target::text;
 
+-- Source ids: 40,000 distinct source names in calls that roll back (by a
+-- role that may write one table) leave nothing behind; new sources keep
+-- working for everyone.  Ids come from the name's hash, not a sequence.
+SELECT count(*) AS sources_before FROM cdc.source \gset
+SET ROLE regress_sec_alice;
+BEGIN;
+SELECT (public.cdc_apply_batch(pg_catalog.jsonb_agg(
+          pg_catalog.jsonb_build_object('op', 'c', 'source', pg_catalog.jsonb_build_object('name', 'junk-' || i, 'lsn', i),
+                                        'after', pg_catalog.jsonb_build_object('id', i, 'v', 'x'))),
+                                  'sec_shared.alice_t')).applied
+  FROM pg_catalog.generate_series(1, 39000) i;
+DO $$
+BEGIN
+  FOR i IN 39001 .. 40000 LOOP
+    PERFORM public.cdc_apply(pg_catalog.jsonb_build_object('op', 'c',
+              'source', pg_catalog.jsonb_build_object('name', 'junk-' || i, 'lsn', i),
+              'after', pg_catalog.jsonb_build_object('id', i, 'v', 'x')), 'sec_shared.alice_t');
+  END LOOP;
+END $$;
+SELECT count(*) - :sources_before AS sources_inside_the_transaction FROM cdc.source;
+ROLLBACK;
+RESET ROLE;
+SELECT count(*) - :sources_before AS sources_left_behind FROM cdc.source;
+GRANT SELECT, INSERT, UPDATE, DELETE ON sec_shared.orders TO regress_sec_bob;
+SET ROLE regress_sec_bob;
+SELECT public.cdc_apply(public.dbz('c', 'orders', '{"id": 60, "note": "new source", "qty": 1}', '0/C000', 30, src => 'brand-new'),
+                        'sec_shared.orders', 'o-60');
+RESET ROLE;
+SELECT s.name, e.v1 FROM cdc.entity_state e JOIN cdc.source s ON s.id = e.src
+ WHERE e.target = 'sec_shared.orders'::regclass AND e.key = '60';
+
+SELECT target, outbox FROM cdc.register_mapping('sec_shared.alice_t', outbox => true);
+-- Outbox keys are unique per target: alice, who may write only her own
+-- table, sends the exact source identity of a change bob will apply to
+-- sec_shared.orders (same source, table, op, version and key) first; bob's
+-- outbox row is still written.
+SET ROLE regress_sec_alice;
+SELECT public.cdc_apply(public.dbz('c', 'orders', '{"id": 61}', '0/C100', 31, schema_name => 'sec_shared'),
+                        'sec_shared.alice_t', 'pre-empt');
+RESET ROLE;
+SET ROLE regress_sec_bob;
+SELECT public.cdc_apply(public.dbz('c', 'orders', '{"id": 61, "note": "mine", "qty": 1}', '0/C100', 31, schema_name => 'sec_shared'),
+                        'sec_shared.orders', 'o-61');
+RESET ROLE;
+SELECT o.target, o.entity_key, a.idempotency_key = o.idempotency_key AS same_key
+  FROM cdc.outbox o, cdc.outbox a
+ WHERE a.target = 'sec_shared.alice_t'::regclass AND o.entity_key = '{"id": "61"}' ORDER BY o.id;
+
+-- A mapping's source_name restricts the sources that may write its table,
+-- also when the caller names the table explicitly.
+SELECT target, source_name FROM cdc.register_mapping('sec_shared.alice_t', source_name => 'alice-src');
+SET ROLE regress_sec_alice;
+\set SHOW_CONTEXT never
+SELECT public.cdc_apply(public.dbz('c', 'alice_t', '{"id": 70, "v": "forged"}', '0/D000', 40, src => 'srv'), 'sec_shared.alice_t');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT errors
+SELECT public.cdc_apply(public.dbz('c', 'alice_t', '{"id": 70, "v": "own"}', '0/D000', 40, src => 'alice-src'), 'sec_shared.alice_t');
+RESET ROLE;
+SELECT * FROM sec_shared.alice_t WHERE id >= 61 ORDER BY id;
+
 -- cdc.prune(): its mutex is a row lock only the extension's roles can take
 -- (an advisory lock could be held by anyone forever; the isolation spec
 -- security_prune_lock shows a second session pruning meanwhile).  A plain
@@ -372,6 +510,37 @@ ROLLBACK;
 RESET ROLE;
 
 -- ===========================================================================
+-- 6. Event size: cdc.max_event_size (superusers only) refuses an oversize
+--    event with 54000 before it is parsed, on every entry point.
+-- ===========================================================================
+SET ROLE regress_sec_bob;
+SET cdc.max_event_size = '1GB';
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET cdc.max_event_size = '1kB';
+SET ROLE regress_sec_bob;
+\set SHOW_CONTEXT never
+CREATE TEMP TABLE sec_big AS
+  SELECT public.dbz('c', 'orders', pg_catalog.jsonb_build_object('id', 80, 'note', pg_catalog.repeat('x', 2000), 'qty', 1),
+                    '0/E000', 50) AS ev,
+         public.dbz('c', 'orders', '{"id": 81, "note": "small", "qty": 1}', '0/E100', 51) AS small;
+SELECT public.cdc_apply(ev, 'sec_shared.orders') FROM sec_big;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT public.cdc_apply(ev::pg_catalog.text, 'sec_shared.orders') FROM sec_big;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT (public.cdc_apply_batch(pg_catalog.jsonb_build_array(small, ev), 'sec_shared.orders')).applied FROM sec_big;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT (public.cdc_apply_batch(ARRAY[small, ev], 'sec_shared.orders')).applied FROM sec_big;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT (public.cdc_apply_batch(pg_catalog.jsonb_build_array(small, ev)::pg_catalog.text, 'sec_shared.orders')).applied FROM sec_big;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT errors
+SELECT (public.cdc_apply_batch(pg_catalog.jsonb_build_array(small), 'sec_shared.orders')).applied FROM sec_big;
+RESET ROLE;
+RESET cdc.max_event_size;
+SELECT id, pg_catalog.length(note) FROM sec_shared.orders WHERE id IN (80, 81) ORDER BY id;
+
+-- ===========================================================================
 -- The real pipeline still applies, and nothing of the above stayed behind.
 -- ===========================================================================
 SELECT public.cdc_apply(public.dbz('u', 'orders', '{"id": 1, "note": "final", "qty": 8}', '0/A000', 10), 'sec_shared.orders', 'o-final');
@@ -382,9 +551,9 @@ SELECT rolname, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls FROM pg_roles
 SET client_min_messages = warning;
 DROP SCHEMA sec_shared CASCADE;
 DROP FUNCTION public.sec_body(text);
-DROP TABLE public.sec_ev, public.sec_batch, public.sec_log;
+DROP TABLE public.sec_ev, public.sec_batch, public.sec_mixed, public.sec_log;
 DROP FUNCTION public.sec_planted(text, name);
 REVOKE CREATE ON SCHEMA public FROM regress_sec_alice;
-DROP OWNED BY regress_sec_alice, regress_sec_bob, regress_sec_mon;
-DROP ROLE regress_sec_alice, regress_sec_bob, regress_sec_mon;
+DROP OWNED BY regress_sec_alice, regress_sec_bob, regress_sec_mon, regress_sec_carol;
+DROP ROLE regress_sec_alice, regress_sec_bob, regress_sec_mon, regress_sec_carol;
 RESET client_min_messages;

@@ -106,12 +106,15 @@ ApplyEngine::Finish()
 		Execute("INSERT INTO cdc.counters AS c (target, backend_id, applied, duplicate, stale, conflict, ignored, "
 		        "blocked_resurrections, outbox_rows, snapshot_rows, expired) "
 		        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-		        "ON CONFLICT (target, backend_id) DO UPDATE SET applied = c.applied + EXCLUDED.applied, "
-		        "duplicate = c.duplicate + EXCLUDED.duplicate, stale = c.stale + EXCLUDED.stale, "
-		        "conflict = c.conflict + EXCLUDED.conflict, ignored = c.ignored + EXCLUDED.ignored, "
-		        "blocked_resurrections = c.blocked_resurrections + EXCLUDED.blocked_resurrections, "
-		        "outbox_rows = c.outbox_rows + EXCLUDED.outbox_rows, "
-		        "snapshot_rows = c.snapshot_rows + EXCLUDED.snapshot_rows, expired = c.expired + EXCLUDED.expired",
+		        "ON CONFLICT (target, backend_id) DO UPDATE SET applied = c.applied OPERATOR(pg_catalog.+) EXCLUDED.applied, "
+		        "duplicate = c.duplicate OPERATOR(pg_catalog.+) EXCLUDED.duplicate, "
+		        "stale = c.stale OPERATOR(pg_catalog.+) EXCLUDED.stale, "
+		        "conflict = c.conflict OPERATOR(pg_catalog.+) EXCLUDED.conflict, "
+		        "ignored = c.ignored OPERATOR(pg_catalog.+) EXCLUDED.ignored, "
+		        "blocked_resurrections = c.blocked_resurrections OPERATOR(pg_catalog.+) EXCLUDED.blocked_resurrections, "
+		        "outbox_rows = c.outbox_rows OPERATOR(pg_catalog.+) EXCLUDED.outbox_rows, "
+		        "snapshot_rows = c.snapshot_rows OPERATOR(pg_catalog.+) EXCLUDED.snapshot_rows, "
+		        "expired = c.expired OPERATOR(pg_catalog.+) EXCLUDED.expired",
 		        p, true);
 	}
 	cdc::pg::Finish();

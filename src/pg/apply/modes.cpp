@@ -94,7 +94,7 @@ LoadModeConfig(Oid relid, const std::string &qualified)
 
 HistoryResult
 AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::vector<ModeValue> &values,
-              const ChangeIdentity &id, std::optional<std::string> *row)
+              const ChangeIdentity &id, std::optional<std::string> *row, const RunAs &as)
 {
 	Params p;
 	p.AddText(id.entity_key);              // $1
@@ -110,10 +110,10 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::ve
 		Params q;
 		q.AddText(id.entity_key);
 		q.AddText(id.version.ToArrayLiteral());
-		if (Execute("SELECT 1 FROM " + qualified + " AS p WHERE " + key_pred + " LIMIT 1", q, false) == 0) {
+		if (Execute("SELECT 1 FROM " + qualified + " AS p WHERE " + key_pred + " LIMIT 1", q, as) == 0) {
 			if (Execute("SELECT 1 FROM " + qualified + " AS p WHERE p.cdc_key OPERATOR(pg_catalog.=) $1::pg_catalog.jsonb "
 			            "AND p.cdc_version OPERATOR(pg_catalog.=) $2::pg_catalog.int8[]",
-			            q, false) > 0)
+			            q, as) > 0)
 				return HistoryResult::Exists;
 			return HistoryResult::NoEarlierRow;
 		}
@@ -163,7 +163,7 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::ve
 	}
 	std::string sql = "INSERT INTO " + qualified + " AS h (" + cols + ") VALUES (" + vals +
 	                  ") ON CONFLICT (cdc_key, cdc_version) DO NOTHING RETURNING pg_catalog.to_jsonb(h)::pg_catalog.text";
-	if (Execute(sql, p, false) == 0)
+	if (Execute(sql, p, as) == 0)
 		return HistoryResult::Exists;
 	if (row)
 		*row = ResultText(0, 1);
@@ -172,7 +172,7 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::ve
 
 void
 CallHandler(const ModeConfig &cfg, const std::string &target_display, const ChangeIdentity &id,
-            const std::optional<std::string> &old_row, const std::optional<std::string> &new_row)
+            const std::optional<std::string> &old_row, const std::optional<std::string> &new_row, const RunAs &as)
 {
 	HandlerMeta meta;
 	meta.target = target_display;
@@ -190,7 +190,7 @@ CallHandler(const ModeConfig &cfg, const std::string &target_display, const Chan
 	p.AddTextOrNull(new_row);
 	p.AddText(HandlerMetaJson(meta));
 	try {
-		Execute(cfg.handler_sql, p, false);
+		Execute(cfg.handler_sql, p, as);
 	} catch (const PgError &e) {
 		/* Keep the handler's SQLSTATE and message; say which change it was handling. */
 		ErrorData *ed = e.edata();

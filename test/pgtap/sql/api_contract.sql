@@ -52,7 +52,7 @@ SELECT is(cdc.delivery_digest('cdc.mapping', 'k'), ('x' || substr(md5('cdc.mappi
           'cdc.delivery_digest is the first 64 bits of md5(target oid, newline, delivery key)');
 
 SELECT col_is_pk('cdc', 'outbox', 'id', 'cdc.outbox: id is the primary key');
-SELECT col_is_unique('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is unique');
+SELECT col_is_unique('cdc', 'outbox', ARRAY['idempotency_key', 'target'], 'cdc.outbox.idempotency_key is unique per target (docs/security.md)');
 SELECT col_not_null('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is NOT NULL');
 SELECT col_type_is('cdc', 'outbox', 'idempotency_key', 'text', 'cdc.outbox.idempotency_key is text');
 SELECT col_type_is('cdc', 'outbox', 'op', 'text', 'cdc.outbox.op is text');
@@ -76,7 +76,7 @@ SELECT columns_are('cdc', 'entity_state', ARRAY['v1', 'v2', 'target', 'v0', 'v3'
                    'cdc.entity_state has exactly the compact columns');
 SELECT is((SELECT array_agg(format_type(atttypid, atttypmod) ORDER BY attnum) FROM pg_attribute
             WHERE attrelid = 'cdc.entity_state'::regclass AND attnum > 0 AND NOT attisdropped),
-          ARRAY['bigint', 'bigint', 'regclass', 'integer', 'integer', 'integer', 'integer', 'smallint', 'boolean', 'text'],
+          ARRAY['bigint', 'bigint', 'regclass', 'integer', 'integer', 'integer', 'integer', 'integer', 'boolean', 'text'],
           'cdc.entity_state columns are fixed-width, 8-byte ones first, the key last');
 SELECT col_is_pk('cdc', 'source', 'id', 'cdc.source: id is the primary key');
 SELECT col_is_unique('cdc', 'source', 'name', 'cdc.source.name is unique');
