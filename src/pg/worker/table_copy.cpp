@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -191,6 +192,14 @@ prepare_slot(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	commit_with_progress(cp, GetCurrentTimestamp());
+	/*
+	 * Make "slot ready" durable before streaming, whatever
+	 * cdc.synchronous_commit says: lost in a crash, it would make the next
+	 * worker drop the slot and copy again, and the source transactions
+	 * committed in between would arrive as snapshot rows, without their
+	 * outbox rows (TAP 023, B20, after an immediate shutdown right then).
+	 */
+	XLogFlush(XactLastCommitEnd);
 	W->progress = cp;
 	W->slot_ready = true;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s ready at %X/%X", W->name, W->slot_name, CDC_LSN_ARGS(cp))));
