@@ -101,6 +101,17 @@ Json::Find(std::string_view name) const
 	return nullptr;
 }
 
+Json
+Json::TakeMember(std::string_view name)
+{
+	if (kind_ != Kind::Object)
+		return Json();
+	for (auto &m : members_)
+		if (m.first == name)
+			return std::exchange(m.second, Json());
+	return Json();
+}
+
 const Json *
 Json::FindNonNull(std::string_view name) const
 {

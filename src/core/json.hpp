@@ -63,6 +63,12 @@ class Json {
 
 	// Object member lookup (first match); nullptr when absent or not an object.
 	const Json *Find(std::string_view name) const;
+	// Moves the value of member `name` (first match) out of the object,
+	// leaving JSON null in its place; JSON null when absent or not an
+	// object.  Lets a consumer keep a large image without copying it.
+	Json TakeMember(std::string_view name);
+	// Moves the items out of an array (empty for anything else).
+	std::vector<Json> TakeItems() { return kind_ == Kind::Array ? std::exchange(items_, {}) : std::vector<Json>(); }
 	// Like Find, but a JSON null member counts as absent.
 	const Json *FindNonNull(std::string_view name) const;
 

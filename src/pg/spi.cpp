@@ -241,7 +241,9 @@ ResultText(uint64_t row, int col)
 	char *v = PgCall([&]() { return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col); });
 	if (v == nullptr)
 		return std::nullopt;
-	return std::string(v);
+	std::string s(v);
+	PgCall([&]() { pfree(v); }); /* a row image can be as large as the event: one copy, not two */
+	return s;
 }
 
 bool

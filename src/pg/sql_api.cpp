@@ -197,12 +197,22 @@ OutcomeText(cdc::Outcome o)
 	return PgCall([&]() { return PointerGetDatum(cstring_to_text(name)); });
 }
 
-// Applies one event with a fresh engine; the event is already parsed.
+// Frees the detoasted copy of argument `arg` once it is converted (an event
+// can be large: the conversion holds what is needed).
+void
+FreeDetoasted(const void *detoasted, Datum arg)
+{
+	if (detoasted != DatumGetPointer(arg))
+		PgCall([&]() { pfree(const_cast<void *>(detoasted)); });
+}
+
+// Applies one event with a fresh engine; the event is already parsed (and
+// handed over: the engine moves its images out).
 Datum
-ApplyOne(FunctionCallInfo fcinfo, const Json &event)
+ApplyOne(FunctionCallInfo fcinfo, Json &&event)
 {
 	cdc::pg::ApplyEngine engine;
-	cdc::Outcome o = engine.ApplyDebezium(event, OptOidArg(fcinfo, 1), OptTextArg(fcinfo, 2));
+	cdc::Outcome o = engine.ApplyDebezium(std::move(event), OptOidArg(fcinfo, 1), OptTextArg(fcinfo, 2));
 	engine.Finish();
 	return OutcomeText(o);
 }
@@ -222,9 +232,11 @@ CDC_PG_FUNCTION(cdc_apply_jsonb)
 	Json event;
 	if (!PG_ARGISNULL(0)) {
 		CheckEventSize(RawSize(PG_GETARG_DATUM(0)), "the event");
-		event = JsonbDatumToJson(PG_GETARG_DATUM(0));
+		Jsonb *jb = PgCall([&]() { return DatumGetJsonbP(PG_GETARG_DATUM(0)); });
+		event = JsonbDatumToJson(PointerGetDatum(jb));
+		FreeDetoasted(jb, PG_GETARG_DATUM(0));
 	}
-	return ApplyOne(fcinfo, event);
+	return ApplyOne(fcinfo, std::move(event));
 }
 
 /*
@@ -238,8 +250,9 @@ CDC_PG_FUNCTION(cdc_apply_text)
 		CheckEventSize(RawSize(PG_GETARG_DATUM(0)), "the event");
 		text *raw = PgCall([&]() { return PG_GETARG_TEXT_PP(0); });
 		event = Json::Parse(std::string_view(VARDATA_ANY(raw), VARSIZE_ANY_EXHDR(raw)));
+		FreeDetoasted(raw, PG_GETARG_DATUM(0));
 	}
-	return ApplyOne(fcinfo, event);
+	return ApplyOne(fcinfo, std::move(event));
 }
 
 namespace {
@@ -275,7 +288,7 @@ ArrayArg(FunctionCallInfo fcinfo, int n, Oid elemtype)
 // events, applied, duplicate, stale, conflict, ignored, expired, outcomes
 // (text[] in input order, only when with_outcomes).
 Datum
-ApplyBatch(FunctionCallInfo fcinfo, const std::vector<Json> &events)
+ApplyBatch(FunctionCallInfo fcinfo, std::vector<Json> &&events)
 {
 	std::vector<std::optional<std::string>> delivery_keys;
 	ArrayElements dks = ArrayArg(fcinfo, 2, TEXTOID);
@@ -296,7 +309,8 @@ ApplyBatch(FunctionCallInfo fcinfo, const std::vector<Json> &events)
 	bool with_outcomes = PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
 
 	cdc::pg::ApplyEngine engine;
-	std::vector<cdc::Outcome> outcomes = engine.ApplyDebeziumBatch(events, OptOidArg(fcinfo, 1), delivery_keys);
+	std::vector<cdc::Outcome> outcomes =
+		engine.ApplyDebeziumBatch(std::move(events), OptOidArg(fcinfo, 1), delivery_keys);
 	engine.Finish();
 
 	int64 counts[int(cdc::Outcome::Expired) + 1] = {};
@@ -356,9 +370,10 @@ CDC_PG_FUNCTION(cdc_apply_batch_jsonb)
 	Datum events = PgCall([&]() { return PointerGetDatum(PG_DETOAST_DATUM(PG_GETARG_DATUM(0))); });
 	CheckJsonbBatchSizes(events);
 	Json arr = JsonbDatumToJson(events);
+	FreeDetoasted(DatumGetPointer(events), PG_GETARG_DATUM(0));
 	if (!arr.IsArray())
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
-	return ApplyBatch(fcinfo, arr.Items());
+	return ApplyBatch(fcinfo, arr.TakeItems());
 }
 
 /*
@@ -376,7 +391,7 @@ CDC_PG_FUNCTION(cdc_apply_batch_array)
 			CheckEventSize(RawSize(a.values[i]), "event " + std::to_string(i + 1) + " of the batch");
 	for (int i = 0; i < a.count; i++)
 		events.push_back(a.nulls[i] ? Json() : JsonbDatumToJson(a.values[i]));
-	return ApplyBatch(fcinfo, events);
+	return ApplyBatch(fcinfo, std::move(events));
 }
 
 /*
@@ -391,9 +406,10 @@ CDC_PG_FUNCTION(cdc_apply_batch_text)
 	if (auto big = cdc::OversizeTopLevelElement(events, size_t(cdc_max_event_size) * 1024))
 		CheckEventSize(big->bytes, "event " + std::to_string(big->index + 1) + " of the batch");
 	Json arr = Json::Parse(events);
+	FreeDetoasted(raw, PG_GETARG_DATUM(0));
 	if (!arr.IsArray())
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
-	return ApplyBatch(fcinfo, arr.Items());
+	return ApplyBatch(fcinfo, arr.TakeItems());
 }
 
 /*

@@ -106,6 +106,43 @@ TEST(Json, OversizeTopLevelElementFindsTheFirstElementOverTheLimit)
 	EXPECT_EQ(l->bytes, (1u << 20) + 2);
 }
 
+TEST(Json, TakeMemberMovesTheValueOut)
+{
+	Json j = Json::Parse(R"({"a": {"x": "big"}, "b": 1})");
+	Json a = j.TakeMember("a");
+	EXPECT_EQ(a.Serialize(), R"({"x":"big"})");
+	EXPECT_EQ(j.Serialize(), R"({"a":null,"b":1})");
+	EXPECT_TRUE(j.TakeMember("missing").IsNull());
+	EXPECT_TRUE(Json::MakeString("s").TakeMember("a").IsNull());
+}
+
+TEST(Envelope, TakingTheTreeOverGivesTheSameEvent)
+{
+	// wrapped (schema + payload) and bare payloads: images moved out, nothing else differs
+	for (const char *name : {"pg-create-with-schema.json", "pg-create.payload-only.json",
+	                         "pg-delete-replica-identity-default-with-schema.json"}) {
+		const std::string text = ReadFixture(name);
+		const Json kept = Json::Parse(text);
+		ChangeEvent copied = ParseDebeziumEnvelope(kept);
+		ChangeEvent moved = ParseDebeziumEnvelope(Json::Parse(text));
+		EXPECT_EQ(copied.op, moved.op) << name;
+		ASSERT_EQ(copied.after.has_value(), moved.after.has_value()) << name;
+		if (copied.after)
+			EXPECT_EQ(copied.after->Serialize(), moved.after->Serialize()) << name;
+		ASSERT_EQ(copied.before.has_value(), moved.before.has_value()) << name;
+		if (copied.before)
+			EXPECT_EQ(copied.before->Serialize(), moved.before->Serialize()) << name;
+		EXPECT_EQ(copied.after_schema.has_value(), moved.after_schema.has_value()) << name;
+		EXPECT_EQ(copied.source.name, moved.source.name) << name;
+	}
+	Json bare = Json::Parse(R"({"op": "u", "before": {"id": 1}, "after": {"id": 1, "v": "x"}, "source": {"lsn": 5}})");
+	ChangeEvent ev = ParseDebeziumEnvelope(std::move(bare));
+	EXPECT_EQ(ev.after->Serialize(), R"({"id":1,"v":"x"})");
+	EXPECT_EQ(ev.before->Serialize(), R"({"id":1})");
+	EXPECT_EQ(SqlStateOf([] { ParseDebeziumEnvelope(Json::Parse(R"({"op": "c", "after": 3})")); }), "22023");
+	EXPECT_EQ(SqlStateOf([] { ParseDebeziumEnvelope(Json::Parse(R"({"op": "d", "after": {"id": 1}})")); }), "22023");
+}
+
 TEST(Json, NestingDeeperThanTheLimitIsRefused)
 {
 	std::string ok = std::string(Json::kMaxDepth, '[') + std::string(Json::kMaxDepth, ']');

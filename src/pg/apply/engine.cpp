@@ -40,18 +40,23 @@ ApplyEngine::ApplyEngine()
 ApplyEngine::~ApplyEngine() = default;
 
 Outcome
-ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
+ApplyEngine::ApplyDebezium(Json event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
 {
 	SetContext(nullptr, delivery_key_arg.value_or(""));
-	ChangeEvent ev = ParseDebeziumEnvelope(event);
-	if (ev.ignored) {
-		counters_[target_arg].ignored++;
-		return Outcome::Ignored;
-	}
-	Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
-	if (ev.op == Op::Truncate)
-		LockForTruncate(target);
-	return ApplyChange(DebeziumRequest(ev, target, delivery_key_arg));
+	ChangeRequest req;
+	{
+		ChangeEvent ev = ParseDebeziumEnvelope(std::move(event));
+		if (ev.ignored) {
+			counters_[target_arg].ignored++;
+			return Outcome::Ignored;
+		}
+		Oid target =
+			OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+		if (ev.op == Op::Truncate)
+			LockForTruncate(target);
+		req = DebeziumRequest(ev, target, delivery_key_arg);
+	} /* the envelope's images go: the request holds what was decoded from them */
+	return ApplyChange(req);
 }
 
 ChangeRequest
@@ -121,7 +126,7 @@ ApplyEngine::Finish()
 }
 
 std::vector<Outcome>
-ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
+ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
                                 const std::vector<std::optional<std::string>> &delivery_keys)
 {
 	auto dk_of = [&](size_t i) {
@@ -137,7 +142,7 @@ ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
 	for (size_t i = 0; i < events.size(); i++) {
 		SetEventLabel(PositionLabel(i + 1));
 		SetContext(nullptr, dk_of(i).value_or(""));
-		ChangeEvent ev = ParseDebeziumEnvelope(events[i]);
+		ChangeEvent ev = ParseDebeziumEnvelope(std::move(events[i]));
 		if (ev.ignored) {
 			counters_[target_arg].ignored++;
 			continue;
@@ -153,10 +158,12 @@ ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
 		}
 	std::vector<ChangeRequest> reqs;
 	std::vector<size_t> positions;
-	for (const Parsed &p : parsed) {
+	for (Parsed &p : parsed) {
 		SetEventLabel(PositionLabel(p.index + 1));
 		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));
 		positions.push_back(p.index + 1);
+		p.ev.before.reset(); /* decoded into the request: not held twice */
+		p.ev.after.reset();
 	}
 	std::vector<Outcome> applied = ApplyChanges(reqs, positions);
 	for (size_t j = 0; j < applied.size(); j++)

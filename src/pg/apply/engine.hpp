@@ -58,7 +58,9 @@ class ApplyEngine {
 	// source identity (envelope.hpp, DeriveDeliveryKey).
 	// Errors: see docs/sql-reference.md (22P02, 22023, 42P01, 42P10, 42501,
 	// 42703, the column type's own input errors).
-	Outcome ApplyDebezium(const Json &event, Oid target, const std::optional<std::string> &delivery_key);
+	// The event is handed over: its images are moved out, and released once
+	// decoded, so that a large event is not held twice.
+	Outcome ApplyDebezium(Json event, Oid target, const std::optional<std::string> &delivery_key);
 
 	// Applies one change in any input format: the engine behind every path.
 	// Errors as for ApplyDebezium; field paths are "after.<column>" and
@@ -80,7 +82,7 @@ class ApplyEngine {
 	// (docs/semantics.md, "Batches").  Errors as for ApplyDebezium, with
 	// "event N of the batch" in the error context; the caller's transaction
 	// rolls back whole.
-	std::vector<Outcome> ApplyDebeziumBatch(const std::vector<Json> &events, Oid target,
+	std::vector<Outcome> ApplyDebeziumBatch(std::vector<Json> events, Oid target,
 	                                        const std::vector<std::optional<std::string>> &delivery_keys);
 
 	// The batch engine behind it, for any input path: applies `reqs` in order

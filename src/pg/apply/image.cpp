@@ -13,6 +13,8 @@
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
 
+#include <algorithm>
+
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -53,7 +55,7 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 {
 	Image img;
 	img.cells.resize(t.columns.size());
-	img.json = raw.json;
+	img.json = &raw.json; /* not copied: an image can be as large as the event */
 	for (const auto &[name, dv] : raw.values) {
 		std::string path = std::string(which) + "." + name;
 		auto f = t.by_name.find(name);
@@ -76,7 +78,12 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 			cell.value = PgCallAs(col.user_type ? as : RunAs::Caller(), [&]() {
 				return InputFunctionCall(col.in_fn, const_cast<char *>(dv.text.c_str()), col.ioparam, col.typmod);
 			});
-			cell.text = PgCall([&]() { return OutputFunctionCall(col.out_fn, cell.value); });
+			/* the canonical text of key columns (entity keys); the others' only for ImageHash, not kept */
+			if (std::find(t.key.begin(), t.key.end(), f->second) != t.key.end()) {
+				char *out = PgCall([&]() { return OutputFunctionCall(col.out_fn, cell.value); });
+				cell.text = out;
+				PgCall([&]() { pfree(out); });
+			}
 		} catch (const PgError &e) {
 			/* Name the field and column in the primary message; keep SQLSTATE, detail, hint. */
 			ErrorData *ed = e.edata();
@@ -89,7 +96,8 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 	return img;
 }
 
-// Canonical hash of an image: column names and output texts in column order.
+// Canonical hash of an image: column names and output texts in column order
+// (the texts of non-key columns are made here, one at a time).
 std::string
 ImageHash(const Target &t, const Image &img)
 {
@@ -101,7 +109,13 @@ ImageHash(const Target &t, const Image &img)
 		AppendJsonString(s, t.columns[i].name);
 		s += c.isnull ? "=null;" : "=";
 		if (!c.isnull) {
-			AppendJsonString(s, c.text);
+			if (std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end()) {
+				AppendJsonString(s, c.text);
+			} else {
+				char *out = PgCall([&]() { return OutputFunctionCall(t.columns[i].out_fn, c.value); });
+				AppendJsonString(s, out);
+				PgCall([&]() { pfree(out); });
+			}
 			s += ';';
 		}
 	}

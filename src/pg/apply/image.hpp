@@ -27,13 +27,14 @@ struct Cell {
 	bool unavailable = false;
 	bool isnull = true;
 	Datum value = (Datum) 0;
-	std::string text; // output-function text (canonical), when present and not null
+	std::string text; // output-function text (canonical) of a key column, when present and not null
+	                  // (other columns' texts are made only for the content hash, and dropped)
 };
 
 struct Image {
 	std::vector<Cell> cells; // one per target column
 	bool has_unavailable = false;
-	std::string json;        // the event's JSON object, for conflicts and outbox
+	const std::string *json = nullptr; // the event's JSON object (RawImage::json), for conflicts and outbox
 };
 
 // One change converted to the target's column types and identified: what
@@ -52,7 +53,8 @@ struct PreparedChange {
 // Errors 42602, 42703 and the decoder's (docs/debezium-types.md).
 RawImage DecodeJsonImage(const Target &t, const Json &obj, const FieldSchema *schema, const char *which);
 // Converts a RawImage into Datums of the target's column types; errors name
-// the field and the column, with the type's SQLSTATE.  The input functions
+// the field and the column, with the type's SQLSTATE.  The image refers to
+// `raw` (its JSON), which must outlive it.  The input functions
 // of user-defined types (a domain's CHECK can run user code) run as `as`.
 Image ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunAs &as);
 // Canonical hash (md5 hex) of an image: column names and output texts.

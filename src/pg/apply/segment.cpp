@@ -620,7 +620,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 					continue; /* snapshot rows set state only */
 				std::optional<std::string> row = rows[i];
 				if (prep[k].is_delete && !row)
-					row = prep[k].Main().json; /* the destination never had the row: publish the before-image */
+					row = *prep[k].Main().json; /* the destination never had the row: publish the before-image */
 				queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], prep[k].version,
 				                                   prep[k].entity_key, row, k));
 			}

@@ -90,16 +90,18 @@ WriteEntity(const EntityChange &c, bool existed)
 }
 
 // Mutates the target table; returns the resulting row (upsert) or the removed
-// row (delete) as JSON text, if any.
+// row (delete) as JSON text, if any, when `returning` (outbox payloads and
+// handlers need it; a row as large as the event is not made otherwise).
 std::optional<std::string>
-MutateTarget(const EntityChange &c)
+MutateTarget(const EntityChange &c, bool returning)
 {
 	const Target &t = *c.t;
 	Params p;
 	std::string sql;
+	const std::string ret = returning ? " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text" : "";
 	if (c.is_delete) {
 		std::string where = KeyPredicate(t, *c.key_img, p);
-		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where + " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text";
+		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where + ret;
 	} else if (c.image->has_unavailable) {
 		/* The row exists (Decide checked): set only the columns the source sent. */
 		std::string set;
@@ -113,8 +115,7 @@ MutateTarget(const EntityChange &c)
 			set += QuoteIdent(t.columns[i].name) + " = $" + std::to_string(p.Count());
 		}
 		std::string where = KeyPredicate(t, *c.key_img, p);
-		sql = "UPDATE " + t.qualified + " AS t SET " + set + " WHERE " + where +
-		      " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text";
+		sql = "UPDATE " + t.qualified + " AS t SET " + set + " WHERE " + where + ret;
 	} else {
 		std::string cols, vals, set, conflict;
 		for (size_t i = 0; i < t.columns.size(); i++) {
@@ -138,10 +139,10 @@ MutateTarget(const EntityChange &c)
 			conflict += QuoteIdent(t.columns[size_t(t.key[i])].name);
 		}
 		sql = "INSERT INTO " + t.qualified + " AS t (" + cols + ") VALUES (" + vals + ") ON CONFLICT (" + conflict +
-		      ") DO UPDATE SET " + set + " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text";
+		      ") DO UPDATE SET " + set + ret;
 	}
 	uint64_t n = Execute(sql, p, c.as);
-	if (n == 0)
+	if (n == 0 || !returning)
 		return std::nullopt;
 	return ResultText(0, 1);
 }
@@ -158,7 +159,7 @@ RecordConflict(const EntityChange &c, const Decision &d, const std::optional<Ent
 	p.AddTextOrNull(stored ? std::optional<std::string>(stored->version.ToArrayLiteral()) : std::nullopt);
 	p.AddText(c.version.ToArrayLiteral());
 	p.AddTextOrNull(stored_image);
-	p.AddText(c.image->json);
+	p.AddText(*c.image->json);
 	p.AddText(std::string(1, c.op));
 	Execute("INSERT INTO cdc.conflicts (target, entity_key, delivery_key, reason, stored_version, event_version, "
 	        "stored_image, event_image, op) "
@@ -355,7 +356,7 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 			/* cannot be proven new or old (docs/retention.md): the mapping's expired_policy decides */
 			cnt.expired++;
 			if (t.modes.expired_policy == ModeConfig::ExpiredPolicy::DeadLetter)
-				RecordDeadLetter(t.relid, c.entity_key, c.delivery_key, c.op, c.version, *in.watermark, c.image->json,
+				RecordDeadLetter(t.relid, c.entity_key, c.delivery_key, c.op, c.version, *in.watermark, *c.image->json,
 				                 SourceJson(*c.source_info, c.version));
 			if (t.modes.expired_policy != ModeConfig::ExpiredPolicy::Apply)
 				return d.outcome;
@@ -374,12 +375,13 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		std::optional<std::string> old_row;
 		if (handler && !c.is_delete)
 			old_row = SelectRowImage(t, *c.key_img, c.as);
-		std::optional<std::string> row = MutateTarget(c);
+		const bool outbox_row = t.mapping.outbox && !c.is_snapshot;
+		std::optional<std::string> row = MutateTarget(c, handler || outbox_row);
 		if (handler) /* a delete's RETURNING row is the removed (old) row */
 			CallHandler(t.modes, t.display, IdentityOf(c), c.is_delete ? row : old_row,
 			            c.is_delete ? std::nullopt : row, c.as);
-		if (c.is_delete && !row)
-			row = c.image->json; /* the destination never had the row: publish the before-image */
+		if (c.is_delete && !row && outbox_row)
+			row = *c.image->json; /* the destination never had the row: publish the before-image */
 		cnt.applied++;
 		if (c.is_snapshot)
 			cnt.snapshot_rows++;
