@@ -14,8 +14,8 @@ SELECT cdc.create_subscription('other', 'host=/nonexistent dbname=x', ARRAY['a',
                                create_slot => false, copy_data => true, source_epoch => 2) > 0 AS created;
 SELECT name, slot_name, publications, create_slot, copy_data, enabled, source_epoch, slot_ready, skip_lsn
   FROM cdc.subscription ORDER BY subid;
-SELECT s.name, o.roname = 'cdc_' || s.subid AS origin_named_after_subid
-  FROM cdc.subscription s JOIN pg_replication_origin o ON o.roname = 'cdc_' || s.subid ORDER BY s.subid;
+SELECT s.name, o.roname = 'cdc_' || (SELECT oid FROM pg_database WHERE datname = current_database()) || '_' || s.subid AS origin_named_after_subid
+  FROM cdc.subscription s JOIN pg_replication_origin o ON o.roname = cdc._origin_name(s.subid) ORDER BY s.subid;
 SELECT name, state, received_lsn, applied_lsn, flushed_lsn, lag_bytes, retry_count, last_error, worker_pid,
        applied_xacts, apply_commits
   FROM cdc.subscription_status ORDER BY name;
@@ -75,8 +75,8 @@ DELETE FROM cdc.skipped_transactions;
 
 -- A replication origin left behind by a dropped extension (origins are
 -- cluster-wide) under the next subscription's name is replaced, not a 23505.
-SELECT pg_replication_origin_create('cdc_' || (SELECT last_value + 1 FROM cdc.subscription_subid_seq)) > 0 AS leftover_origin;
+SELECT pg_replication_origin_create(cdc._origin_name((SELECT last_value + 1 FROM cdc.subscription_subid_seq)::int)) > 0 AS leftover_origin;
 SELECT cdc.create_subscription('again', 'host=/nonexistent dbname=x', ARRAY['p'], enabled => false) > 0 AS created;
-SELECT count(*) AS origins FROM pg_replication_origin o JOIN cdc.subscription s ON o.roname = 'cdc_' || s.subid;
+SELECT count(*) AS origins FROM pg_replication_origin o JOIN cdc.subscription s ON o.roname = cdc._origin_name(s.subid);
 SELECT cdc.drop_subscription('again');
 \set SHOW_CONTEXT errors

@@ -225,7 +225,7 @@ sub slot_restore
 sub origin_rewind
 {
 	my ($dest, $sub, $lsn) = @_;
-	$dest->safe_psql('postgres', qq{SELECT pg_replication_origin_advance('cdc_' || subid, '$lsn') FROM cdc.subscription WHERE name = '$sub'});
+	$dest->safe_psql('postgres', qq{SELECT pg_replication_origin_advance(cdc._origin_name(subid), '$lsn') FROM cdc.subscription WHERE name = '$sub'});
 }
 
 # Waits until applied_lsn (the replication origin's progress) equals $lsn.

@@ -40,6 +40,10 @@ struct Column {
 	std::string eq_op; // "OPERATOR(schema.=)": the type's default equality, schema-qualified
 	Oid array_type = InvalidOid; // for set-based batch writes (unnest of one array per column)
 	bool deterministic = true;   // its collation (if any) is deterministic: equal means equal text
+	// Not a built-in type (a domain, a composite, an extension's type): its
+	// input may run user code (a domain's CHECK), so on the worker path it
+	// runs as the role the target's statements run as (image.cpp).
+	bool user_type = false;
 	int16 typlen = 0;
 	bool typbyval = false;
 	char typalign = 'i';
@@ -54,6 +58,10 @@ struct Mapping {
 	std::optional<std::string> topic;
 	bool truncate_ignore = false;
 	bool conflict_error = false;
+	// source_name: the only source whose events may write the target
+	// (nullopt: any), also when the caller names the target explicitly
+	// (docs/security.md, "What granting a target means").
+	std::optional<std::string> source_name;
 	DecodeOptions decode;
 };
 
@@ -61,6 +69,7 @@ struct Target {
 	Oid relid = InvalidOid;
 	std::string qualified; // quoted schema.table, for SQL text
 	std::string display;   // schema.table, for messages and outbox
+	Oid owner = InvalidOid; // relowner: the role the worker applies as (docs/security.md)
 	std::vector<Column> columns;
 	std::map<std::string, int> by_name;
 	std::vector<int> key; // indexes into columns
@@ -71,8 +80,11 @@ struct Target {
 	std::optional<Barrier> barrier;
 };
 
-// Raises 42501 unless the current user may SELECT, INSERT, UPDATE and DELETE
-// on the target (what the engine's statements need).
-void CheckPrivileges(const Target &t);
+// Raises 42501 unless `role` may SELECT, INSERT, UPDATE and DELETE on table
+// `relid` (what the engine's statements need; INSERT ... ON CONFLICT DO
+// UPDATE ... RETURNING needs SELECT too).  `display` names the table;
+// `worker`: the message names the role (the worker's error record keeps no
+// detail).
+void CheckPrivileges(Oid relid, const std::string &display, Oid role, bool worker);
 
 } // namespace cdc::pg

@@ -90,11 +90,12 @@ load_subscription(int subid)
 	SPI_connect();
 	const char *args[1] = {psprintf("%d", subid)};
 	spi_exec("SELECT name, conninfo, slot_name, "
-	         "  (SELECT string_agg(quote_ident(p), ',') FROM unnest(publications) p), "
-	         "  (SELECT string_agg(quote_literal(p), ',') FROM unnest(publications) p), "
-	         "  create_slot, copy_data, slot_ready, source_epoch, skip_lsn::text, "
-	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid = s.subid) "
-	         "FROM cdc.subscription s WHERE subid = $1::int AND enabled "
+	         "  (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(p), ',') FROM pg_catalog.unnest(publications) p), "
+	         "  (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(p), ',') FROM pg_catalog.unnest(publications) p), "
+	         "  create_slot, copy_data, slot_ready, source_epoch, skip_lsn::pg_catalog.text, "
+	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid OPERATOR(pg_catalog.=) s.subid), "
+	         "  owner::pg_catalog.oid, run_as_owner "
+	         "FROM cdc.subscription s WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND enabled "
 	         /* a row locked by cdc.drop_subscription() reads as gone: the drop owns the slot now */
 	         "FOR SHARE SKIP LOCKED",
 	         1, args);
@@ -122,6 +123,8 @@ load_subscription(int subid)
 	W->skip_lsn = skip ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(skip))) : InvalidXLogRecPtr;
 	char *retries = SPI_getvalue(tup, desc, 11);
 	W->retry_count = retries ? atoi(retries) : 0;
+	W->owner = (Oid) strtoul(SPI_getvalue(tup, desc, 12), NULL, 10);
+	W->run_as_owner = strcmp(SPI_getvalue(tup, desc, 13), "t") == 0;
 	MemoryContextSwitchTo(old);
 	SPI_finish();
 	PopActiveSnapshot();
@@ -234,6 +237,15 @@ stream(void)
 		if (len < 0)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 			                errmsg("cdc_apply: could not read from the source: %s", PQerrorMessage(W->conn))));
+		/* one pgoutput message is at most one change: cdc.max_event_size bounds it (docs/security.md) */
+		if ((int64) len > (int64) cdc_max_event_size * 1024) {
+			PQfreemem(buf);
+			ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			                errmsg("cdc_apply: a change of %d bytes is more than cdc.max_event_size (%d kB)", len,
+			                       cdc_max_event_size),
+			                errhint("Raise cdc.max_event_size (a superuser, then reload), or skip the source "
+			                        "transaction with cdc.skip_transaction().")));
+		}
 
 		StringInfoData s;
 		s.data = (char *) palloc(len + 1);
@@ -287,6 +299,14 @@ cdc_apply_worker_main(Datum arg)
 
 	/* the worker applies like PostgreSQL's own: triggers and rules of the target fire only when enabled ALWAYS/REPLICA */
 	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
+	/*
+	 * Every statement of this session resolves names in pg_catalog only,
+	 * whatever a database or role setting says: code of the tables' owners
+	 * must not capture a name through a schema they may create objects in
+	 * (docs/security.md, "search_path").  The statements run as the
+	 * subscription's or the tables' owners (ApplyEngine::Authorize).
+	 */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 	apply_session_settings();
 
 	/*
@@ -316,7 +336,8 @@ cdc_apply_worker_main(Datum arg)
 
 				/* replication origin: created with the subscription */
 				StartTransactionCommand();
-				W->origin = replorigin_by_name(psprintf("cdc_%d", subid), false);
+				/* cdc_<database oid>_<subid>: origins are cluster-wide (cdc._origin_name) */
+				W->origin = replorigin_by_name(psprintf("cdc_%u_%d", MyDatabaseId, subid), false);
 				W->setting_up_origin = true;
 				replorigin_session_setup(W->origin);
 				W->setting_up_origin = false;

@@ -13,6 +13,7 @@
 #include "pg/worker/worker.hpp"
 
 extern "C" {
+#include "utils/guc.h"
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -104,6 +105,8 @@ cdc_launcher_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(cdc_database, NULL, 0);
 	pgstat_report_appname("cdc_apply launcher");
+	/* every statement of this session (and cdc.prune()) resolves names in pg_catalog only (docs/security.md) */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 
 	slots = (LauncherSlot *) MemoryContextAllocZero(TopMemoryContext, sizeof(LauncherSlot) * cdc_max_workers);
 
@@ -124,14 +127,15 @@ cdc_launcher_main(Datum arg)
 		SPI_connect();
 		pgstat_report_activity(STATE_RUNNING, "reading cdc.subscription");
 		bool isnull = false;
-		if (SPI_execute("SELECT to_regclass('cdc.subscription') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
+		if (SPI_execute("SELECT pg_catalog.to_regclass('cdc.subscription') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
 		    DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))) {
 			/*
 			 * alive: a worker for the subscription runs although this launcher
 			 * did not start it (a previous launcher did, before it restarted).
 			 */
 			if (SPI_execute("SELECT s.subid, s.enabled, EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a "
-			                "  WHERE a.backend_type = 'cdc_apply worker' AND a.application_name = 'cdc_apply ' || s.name) "
+			                "  WHERE a.backend_type OPERATOR(pg_catalog.=) 'cdc_apply worker' "
+			                "    AND a.application_name OPERATOR(pg_catalog.=) ('cdc_apply ' OPERATOR(pg_catalog.||) s.name)) "
 			                "FROM cdc.subscription s ORDER BY s.subid",
 			                true, 0) == SPI_OK_SELECT) {
 				nsubs = (int) SPI_processed;

@@ -52,6 +52,12 @@ connect_source(void)
 		                errmsg("cdc_apply: could not connect to the source of subscription \"%s\": %s", W->name, msg)));
 	}
 	W->conn = conn;
+	/*
+	 * The source's statements (the initial copy's catalog queries and COPY)
+	 * must not depend on the search_path of the role we connect as: set it
+	 * empty, as PostgreSQL's own walreceiver does for logical connections.
+	 */
+	PQclear(source_exec("SELECT pg_catalog.set_config('search_path', '', false)", PGRES_TUPLES_OK));
 	PGresult *res = source_exec("IDENTIFY_SYSTEM", PGRES_TUPLES_OK);
 	MemoryContext old = MemoryContextSwitchTo(CdcWorkerContext);
 	W->source_id = psprintf("pg:%s", PQgetvalue(res, 0, 0));

@@ -82,13 +82,15 @@ write_status(const char *state, bool reset_retries)
 	                        reset_retries ? "t" : "f",
 	                        psprintf(INT64_FORMAT, W->stat_xacts),
 	                        psprintf(INT64_FORMAT, W->stat_commits)};
-	exec_in_own_xact("UPDATE cdc.subscription_state SET state = $2, received_lsn = $3::pg_lsn, "
-	                 "flushed_lsn = $4::pg_lsn, source_end_lsn = $5::pg_lsn, last_commit_at = $6::timestamptz, "
-	                 "last_msg_at = now(), worker_pid = $7::int, "
-	                 "retry_count = CASE WHEN $8::bool THEN 0 ELSE retry_count END, "
-	                 "applied_xacts = applied_xacts + $9::bigint, apply_commits = apply_commits + $10::bigint, "
-	                 "updated_at = now() "
-	                 "WHERE subid = $1::int",
+	exec_in_own_xact("UPDATE cdc.subscription_state SET state = $2, received_lsn = $3::pg_catalog.pg_lsn, "
+	                 "flushed_lsn = $4::pg_catalog.pg_lsn, source_end_lsn = $5::pg_catalog.pg_lsn, "
+	                 "last_commit_at = $6::pg_catalog.timestamptz, "
+	                 "last_msg_at = pg_catalog.now(), worker_pid = $7::pg_catalog.int4, "
+	                 "retry_count = CASE WHEN $8::pg_catalog.bool THEN 0 ELSE retry_count END, "
+	                 "applied_xacts = applied_xacts OPERATOR(pg_catalog.+) $9::bigint, "
+	                 "apply_commits = apply_commits OPERATOR(pg_catalog.+) $10::bigint, "
+	                 "updated_at = pg_catalog.now() "
+	                 "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
 	                 10, args);
 	W->stat_xacts = 0;
 	W->stat_commits = 0;
@@ -111,8 +113,10 @@ record_error_and_exit(ErrorData *edata)
 	                                                          : NULL;
 	args[3] = psprintf("%d", MyProcPid);
 	exec_in_own_xact("UPDATE cdc.subscription_state SET state = 'error', last_error = $2, "
-	                 "last_error_lsn = $3::pg_lsn, last_error_at = now(), retry_count = retry_count + 1, "
-	                 "worker_pid = $4::int, updated_at = now() WHERE subid = $1::int",
+	                 "last_error_lsn = $3::pg_catalog.pg_lsn, last_error_at = pg_catalog.now(), "
+	                 "retry_count = retry_count OPERATOR(pg_catalog.+) 1, "
+	                 "worker_pid = $4::pg_catalog.int4, updated_at = pg_catalog.now() "
+	                 "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
 	                 4, args);
 
 	/* back off: cdc.retry_backoff doubled per consecutive failure, at most cdc.retry_backoff_max */

@@ -8,6 +8,7 @@
 // PostgreSQL-regime code (it may ereport): it owns no C++ objects with
 // destructors in its frames, and enters C++ only through RunCpp().
 // The C++ half (ApplyCopyRow) runs only inside RunCpp.
+#include "pg/guc.hpp"
 #include "pg/worker/worker_state.hpp"
 
 #include "core/copy_text.hpp"
@@ -16,6 +17,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -68,8 +70,10 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 {
 	char *qual = psprintf("%s.%s", quote_identifier(schema), quote_identifier(table));
 	char *lit = PQescapeLiteral(W->conn, qual, strlen(qual));
-	PGresult *res = source_exec(psprintf("SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass "
-	                                     "AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum",
+	PGresult *res = source_exec(psprintf("SELECT attname FROM pg_catalog.pg_attribute "
+	                                     "WHERE attrelid OPERATOR(pg_catalog.=) %s::pg_catalog.regclass "
+	                                     "AND attnum OPERATOR(pg_catalog.>) 0 AND NOT attisdropped "
+	                                     "AND attgenerated OPERATOR(pg_catalog.=) '' ORDER BY attnum",
 	                                     lit),
 	                            PGRES_TUPLES_OK);
 	PQfreemem(lit);
@@ -102,6 +106,14 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 			                errmsg("cdc_apply: initial copy of %s failed: %s", qual, PQerrorMessage(W->conn))));
 		rows++;
+		if ((int64) len > (int64) cdc_max_event_size * 1024) {
+			PQfreemem(buf);
+			ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			                errmsg("cdc_apply: row %ld of the initial copy of %s is %d bytes, more than cdc.max_event_size "
+			                       "(%d kB)",
+			                       rows, qual, len, cdc_max_event_size),
+			                errhint("Raise cdc.max_event_size (a superuser, then reload).")));
+		}
 		cdc::pg::RunCpp([&]() { ApplyCopyRow(schema, table, cols, ncols, buf, len, cp, rows); });
 		PQfreemem(buf);
 		CHECK_FOR_INTERRUPTS();
@@ -130,7 +142,7 @@ prepare_slot(void)
 {
 	char *slot = pstrdup(quote_identifier(W->slot_name));
 	char *slot_lit = PQescapeLiteral(W->conn, W->slot_name, strlen(W->slot_name));
-	PGresult *res = source_exec(psprintf("SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", slot_lit),
+	PGresult *res = source_exec(psprintf("SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name OPERATOR(pg_catalog.=) %s", slot_lit),
 	                            PGRES_TUPLES_OK);
 	bool exists = PQntuples(res) > 0;
 	PQclear(res);
@@ -149,7 +161,7 @@ prepare_slot(void)
 		cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
 		PQclear(res);
 		res = source_exec(psprintf("SELECT DISTINCT schemaname, tablename FROM pg_catalog.pg_publication_tables "
-		                           "WHERE pubname IN (%s) ORDER BY 1, 2",
+		                           "WHERE pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[]) ORDER BY 1, 2",
 		                           W->publications_sql),
 		                  PGRES_TUPLES_OK);
 		int ntables = PQntuples(res);
@@ -175,10 +187,19 @@ prepare_slot(void)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
-	spi_exec("UPDATE cdc.subscription SET slot_ready = true WHERE subid = $1::int", 1, args);
+	spi_exec("UPDATE cdc.subscription SET slot_ready = true WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4", 1,
+	         args);
 	SPI_finish();
 	PopActiveSnapshot();
 	commit_with_progress(cp, GetCurrentTimestamp());
+	/*
+	 * Make "slot ready" durable before streaming, whatever
+	 * cdc.synchronous_commit says: lost in a crash, it would make the next
+	 * worker drop the slot and copy again, and the source transactions
+	 * committed in between would arrive as snapshot rows, without their
+	 * outbox rows (TAP 023, B20, after an immediate shutdown right then).
+	 */
+	XLogFlush(XactLastCommitEnd);
 	W->progress = cp;
 	W->slot_ready = true;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s ready at %X/%X", W->name, W->slot_name, CDC_LSN_ARGS(cp))));

@@ -35,6 +35,7 @@ begin_local_xact(void)
 	cdc::pg::RunCpp([&]() {
 		W->engine = new cdc::pg::ApplyEngine();
 		W->engine->SetPositionNames("change", "of the source transaction");
+		W->engine->SetWorkerIdentity(W->owner, W->run_as_owner, W->name);
 	});
 	W->queue_spans = false;
 	W->batch_limit = cdc_apply_batch_changes;
@@ -172,10 +173,12 @@ end_source_xact(const LogicalRepCommitData &commit)
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		SPI_connect();
-		spi_exec("UPDATE cdc.skipped_transactions SET skipped_at = now(), xid = $3::bigint "
-		         "WHERE subid = $1::int AND commit_lsn = $2::pg_lsn AND skipped_at IS NULL",
+		spi_exec("UPDATE cdc.skipped_transactions SET skipped_at = pg_catalog.now(), xid = $3::bigint "
+		         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
+		         "AND commit_lsn OPERATOR(pg_catalog.=) $2::pg_catalog.pg_lsn AND skipped_at IS NULL",
 		         3, args);
-		spi_exec("UPDATE cdc.subscription SET skip_lsn = NULL WHERE subid = $1::int", 1, args);
+		spi_exec("UPDATE cdc.subscription SET skip_lsn = NULL WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4", 1,
+		         args);
 		SPI_finish();
 		PopActiveSnapshot();
 		commit_with_progress(commit.end_lsn, commit.committime);

@@ -52,6 +52,8 @@ typedef struct WorkerState {
 	int64 epoch;
 	XLogRecPtr skip_lsn;
 	int retry_count;
+	Oid owner;         /* the subscription's owner: the worker never applies with more rights */
+	bool run_as_owner; /* apply as the owner, not as each table's owner (docs/security.md) */
 
 	RepOriginId origin;
 	bool setting_up_origin;

@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(141);
+SELECT plan(152);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -52,7 +52,7 @@ SELECT is(cdc.delivery_digest('cdc.mapping', 'k'), ('x' || substr(md5('cdc.mappi
           'cdc.delivery_digest is the first 64 bits of md5(target oid, newline, delivery key)');
 
 SELECT col_is_pk('cdc', 'outbox', 'id', 'cdc.outbox: id is the primary key');
-SELECT col_is_unique('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is unique');
+SELECT col_is_unique('cdc', 'outbox', ARRAY['idempotency_key', 'target'], 'cdc.outbox.idempotency_key is unique per target (docs/security.md)');
 SELECT col_not_null('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is NOT NULL');
 SELECT col_type_is('cdc', 'outbox', 'idempotency_key', 'text', 'cdc.outbox.idempotency_key is text');
 SELECT col_type_is('cdc', 'outbox', 'op', 'text', 'cdc.outbox.op is text');
@@ -76,7 +76,7 @@ SELECT columns_are('cdc', 'entity_state', ARRAY['v1', 'v2', 'target', 'v0', 'v3'
                    'cdc.entity_state has exactly the compact columns');
 SELECT is((SELECT array_agg(format_type(atttypid, atttypmod) ORDER BY attnum) FROM pg_attribute
             WHERE attrelid = 'cdc.entity_state'::regclass AND attnum > 0 AND NOT attisdropped),
-          ARRAY['bigint', 'bigint', 'regclass', 'integer', 'integer', 'integer', 'integer', 'smallint', 'boolean', 'text'],
+          ARRAY['bigint', 'bigint', 'regclass', 'integer', 'integer', 'integer', 'integer', 'integer', 'boolean', 'text'],
           'cdc.entity_state columns are fixed-width, 8-byte ones first, the key last');
 SELECT col_is_pk('cdc', 'source', 'id', 'cdc.source: id is the primary key');
 SELECT col_is_unique('cdc', 'source', 'name', 'cdc.source.name is unique');
@@ -182,7 +182,8 @@ SELECT col_is_pk('cdc', 'prune_watermark', ARRAY['target', 'src'], 'cdc.prune_wa
 SELECT has_function('cdc', 'unregister_mapping', ARRAY['regclass'], 'cdc.unregister_mapping(regclass) exists');
 SELECT function_returns('cdc', 'unregister_mapping', ARRAY['regclass'], 'boolean', 'cdc.unregister_mapping returns boolean');
 
--- Every function of the extension pins search_path and none is SECURITY DEFINER.
+-- Every function of the extension pins search_path; only two are SECURITY
+-- DEFINER (docs/security.md).
 SELECT is_empty($$
   SELECT p.oid::regprocedure::text FROM pg_proc p
     JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
@@ -193,8 +194,12 @@ SELECT is_empty($$
   SELECT p.oid::regprocedure::text FROM pg_proc p
     JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
     JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
-   WHERE p.prosecdef AND p.oid <> 'cdc._drop_target_state()'::regprocedure$$,
-  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table)');
+   WHERE p.prosecdef AND p.oid NOT IN ('cdc._drop_target_state()'::regprocedure, 'cdc._subscription_progress()'::regprocedure)$$,
+  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table) and the origin progress of cdc.subscription_status');
+SELECT is_definer('cdc', '_subscription_progress', ARRAY[]::text[],
+                  'cdc._subscription_progress reads the replication origins as the extension owner');
+SELECT function_privs_are('cdc', '_subscription_progress', ARRAY[]::text[], 'public', ARRAY['EXECUTE'],
+                          'PUBLIC may execute cdc._subscription_progress (it returns subids and LSNs only)');
 
 -- Privileges: PUBLIC may execute cdc_apply, read the views and cdc.mapping,
 -- and nothing else.
@@ -203,7 +208,13 @@ SELECT function_privs_are('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'tex
 SELECT function_privs_are('cdc', 'register_mapping',
                           ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
                           'public', ARRAY[]::text[], 'PUBLIC may not execute cdc.register_mapping');
-SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.ledger');
+SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.ledger (row by row: policy readable_targets)');
+SELECT ok((SELECT relrowsecurity AND NOT relforcerowsecurity FROM pg_class WHERE oid = 'cdc.ledger'::regclass),
+          'cdc.ledger has row-level security (the extension owner, who writes it, is not subject to it)');
+SELECT policies_are('cdc', 'ledger', ARRAY['readable_targets'], 'cdc.ledger has exactly the policy readable_targets');
+SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'cdc.mapping'::regclass),
+          'cdc.mapping has row-level security (delegated writers write only their own tables'' mappings)');
+SELECT policies_are('cdc', 'mapping', ARRAY['readable', 'own_targets'], 'cdc.mapping has exactly the policies readable and own_targets');
 SELECT table_privs_are('cdc', 'outbox', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox');
 SELECT table_privs_are('cdc', 'entity_state', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.entity_state');
 SELECT table_privs_are('cdc', 'stats', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.stats');
@@ -273,10 +284,17 @@ SELECT columns_are('cdc', 'subscription_status', ARRAY['name', 'state', 'receive
                      'source_end_lsn', 'lag_bytes', 'lag_seconds', 'retry_count', 'last_error', 'last_error_lsn',
                      'last_error_at', 'worker_pid', 'slot_name', 'publications', 'applied_xacts', 'apply_commits'],
                    'cdc.subscription_status has exactly the documented columns');
-SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'],
-                    'cdc.alter_subscription(name, conninfo, publications, source_epoch) exists');
-SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'], 'public', ARRAY[]::text[],
+SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint', 'regrole', 'boolean'],
+                    'cdc.alter_subscription(name, conninfo, publications, source_epoch, owner, run_as_owner) exists');
+SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint', 'regrole', 'boolean'], 'public', ARRAY[]::text[],
                           'PUBLIC may not execute cdc.alter_subscription');
+SELECT has_function('cdc', 'create_subscription', ARRAY['text', 'text', 'text[]', 'name', 'boolean', 'boolean', 'boolean', 'bigint', 'regrole', 'boolean'],
+                    'cdc.create_subscription(..., owner, run_as_owner) exists');
+SELECT col_type_is('cdc', 'subscription', 'owner', 'regrole', 'cdc.subscription.owner is the role the worker acts as');
+SELECT col_not_null('cdc', 'subscription', 'owner', 'cdc.subscription.owner is NOT NULL');
+SELECT col_type_is('cdc', 'subscription', 'run_as_owner', 'boolean', 'cdc.subscription.run_as_owner is boolean');
+SELECT trigger_is('cdc', 'subscription', 'subscription_guard', 'cdc', '_subscription_guard',
+                  'cdc.subscription refuses writes by non-superusers (trigger subscription_guard)');
 
 -- A dropped target takes its mapping and state with it (event trigger, sql/drop_target.sql).
 SELECT has_function('cdc', '_drop_target_state', ARRAY[]::text[], 'cdc._drop_target_state() exists');
