@@ -93,7 +93,7 @@ load_subscription(int subid)
 	         "  (SELECT string_agg(quote_ident(p), ',') FROM unnest(publications) p), "
 	         "  (SELECT string_agg(quote_literal(p), ',') FROM unnest(publications) p), "
 	         "  create_slot, copy_data, slot_ready, source_epoch, skip_lsn::text, "
-	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid = s.subid) "
+	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid = s.subid), origin, refresh_pending "
 	         "FROM cdc.subscription s WHERE subid = $1::int AND enabled "
 	         /* a row locked by cdc.drop_subscription() reads as gone: the drop owns the slot now */
 	         "FOR SHARE SKIP LOCKED",
@@ -122,6 +122,8 @@ load_subscription(int subid)
 	W->skip_lsn = skip ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(skip))) : InvalidXLogRecPtr;
 	char *retries = SPI_getvalue(tup, desc, 11);
 	W->retry_count = retries ? atoi(retries) : 0;
+	W->origin_none = strcmp(SPI_getvalue(tup, desc, 12), "none") == 0;
+	W->refresh_pending = strcmp(SPI_getvalue(tup, desc, 13), "t") == 0;
 	MemoryContextSwitchTo(old);
 	SPI_finish();
 	PopActiveSnapshot();
@@ -229,8 +231,17 @@ stream(void)
 				                errmsg("cdc_apply: lost the connection to the source: %s", PQerrorMessage(W->conn))));
 			continue;
 		}
-		if (len == -1)
-			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("cdc_apply: the source ended the stream")));
+		if (len == -1) {
+			/* the source's error, with its SQLSTATE (a character the destination encoding cannot hold: 22P05) */
+			PGresult *res = PQgetResult(W->conn);
+			char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+			int code = sqlstate && strlen(sqlstate) == 5
+			               ? MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4])
+			               : ERRCODE_CONNECTION_FAILURE;
+			char *msg = pstrdup(res && PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res) : "no error given");
+			PQclear(res);
+			ereport(ERROR, (errcode(code), errmsg("cdc_apply: the source ended the stream: %s", msg)));
+		}
 		if (len < 0)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 			                errmsg("cdc_apply: could not read from the source: %s", PQerrorMessage(W->conn))));
@@ -339,6 +350,8 @@ cdc_apply_worker_main(Datum arg)
 			connect_source();
 			if (!W->slot_ready)
 				prepare_slot();
+			sync_tables();
+			load_table_states();
 			stream();
 		}
 		PG_CATCH();
