@@ -265,6 +265,12 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	mark_table_ready(schema, table, cp, rows);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	/*
+	 * Durable now, although the worker commits asynchronously
+	 * (cdc.synchronous_commit): a copy lost in a crash of the destination
+	 * would be redone from a new snapshot, in vain.
+	 */
+	XLogFlush(XactLastCommitEnd);
 	W->cur_table[0] = '\0';
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": copied %ld rows of %s.%s at %X/%X", W->name, rows, schema, table,
 	                     CDC_LSN_ARGS(cp))));
@@ -384,6 +390,14 @@ prepare_slot(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	commit_with_progress(cp, GetCurrentTimestamp());
+	/*
+	 * Durable before anything streams: a destination crash that lost this
+	 * asynchronous commit would make the next worker drop the slot and copy
+	 * everything again, at a later snapshot (found by TAP 023, B20: a
+	 * kill -9 right after the slot was ready turned the streamed
+	 * transaction into copied rows, without their outbox rows).
+	 */
+	XLogFlush(XactLastCommitEnd);
 	W->progress = cp;
 	W->slot_ready = true;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s ready at %X/%X", W->name, W->slot_name, CDC_LSN_ARGS(cp))));
