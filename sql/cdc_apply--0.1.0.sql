@@ -745,6 +745,8 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
   dropped oid[];
+  affected integer[];
+  sub integer;
 BEGIN
   SELECT array_agg(d.objid) INTO dropped
     FROM pg_event_trigger_dropped_objects() d
@@ -753,6 +755,35 @@ BEGIN
   IF dropped IS NULL OR to_regclass('cdc.mapping') IS NULL THEN
     RETURN;
   END IF;
+  -- A published table whose destination table is dropped leaves its
+  -- subscriptions (as pg_subscription_rel rows do): its changes are no longer
+  -- applied until cdc.resync_table or cdc.refresh_subscription copies it
+  -- again.  The table is fed by its mapping for the subscription, else by
+  -- the source table of the same schema and name.  The workers of those
+  -- subscriptions restart (after this transaction: their rows stay locked).
+  WITH gone AS (
+      DELETE FROM cdc.subscription_rel r USING cdc.subscription s
+       WHERE s.subid = r.subid
+         AND (EXISTS (SELECT 1 FROM cdc.mapping m
+                       WHERE m.target::oid = ANY (dropped) AND (m.source_name IS NULL OR m.source_name = s.name)
+                         AND m.source_schema = r.schema_name AND m.source_table = r.table_name)
+              OR EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects() d
+                          WHERE d.objid = ANY (dropped) AND d.schema_name = r.schema_name AND d.object_name = r.table_name
+                            AND NOT EXISTS (SELECT 1 FROM cdc.mapping m
+                                             WHERE m.source_schema = r.schema_name AND m.source_table = r.table_name
+                                               AND (m.source_name IS NULL OR m.source_name = s.name))))
+      RETURNING r.subid)
+  SELECT array_agg(DISTINCT g.subid) INTO affected FROM gone g;
+  FOREACH sub IN ARRAY coalesce(affected, '{}')
+  LOOP
+    PERFORM 1 FROM cdc.subscription s WHERE s.subid = sub FOR UPDATE;
+    BEGIN
+      PERFORM cdc._stop_worker(sub);
+    EXCEPTION WHEN insufficient_privilege THEN
+      -- it reads its tables again at its next restart
+      NULL;
+    END;
+  END LOOP;
   DELETE FROM cdc.mapping WHERE target::oid = ANY (dropped);
   DELETE FROM cdc.table_barrier WHERE target::oid = ANY (dropped);
   DELETE FROM cdc.entity_state WHERE target::oid = ANY (dropped);
@@ -761,7 +792,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc._drop_target_state() IS
-  'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks and counters of dropped tables. Ledger and outbox rows are kept.';
+  'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks and counters of dropped tables, and their rows in cdc.subscription_rel (restarting those subscriptions'' workers). Ledger and outbox rows are kept.';
 CREATE EVENT TRIGGER cdc_drop_target_state ON sql_drop
   EXECUTE FUNCTION cdc._drop_target_state();
 COMMENT ON EVENT TRIGGER cdc_drop_target_state IS
@@ -890,6 +921,8 @@ CREATE TABLE cdc.subscription (
   run_as_owner boolean NOT NULL DEFAULT false,
   slot_ready   boolean NOT NULL DEFAULT false,
   skip_lsn     pg_lsn,
+  origin       text NOT NULL DEFAULT 'any' CHECK (origin IN ('none', 'any')),
+  refresh_pending boolean NOT NULL DEFAULT false,
   created_at   timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE cdc.subscription IS
@@ -907,6 +940,8 @@ COMMENT ON COLUMN cdc.subscription.owner IS 'The role the apply worker acts as: 
 COMMENT ON COLUMN cdc.subscription.run_as_owner IS 'false (default): changes of a table are applied as the table''s owner, in a security-restricted context, and the subscription owner must be a member of that owner; true: everything is applied as the subscription owner, who needs the privileges on the tables (as PostgreSQL 16''s run_as_owner).';
 COMMENT ON COLUMN cdc.subscription.slot_ready IS 'The slot exists and the initial copy (if any) is done; streaming starts from the replication origin''s progress.';
 COMMENT ON COLUMN cdc.subscription.skip_lsn IS 'Set by cdc.skip_transaction(): the commit LSN of one source transaction the worker skips.';
+COMMENT ON COLUMN cdc.subscription.origin IS '''none'': source transactions that carry a replication origin (replicated into the source from elsewhere; pgoutput sends an Origin message for them) are not applied, as PostgreSQL 16''s origin = none; ''any'' (default): they are applied.';
+COMMENT ON COLUMN cdc.subscription.refresh_pending IS 'The worker reads the publications'' tables into cdc.subscription_rel at its next start (as cdc.refresh_subscription does, copying new tables when copy_data): set by cdc.alter_subscription when the publications change, and at creation without create_slot.';
 COMMENT ON COLUMN cdc.subscription.created_at IS 'When the subscription was created.';
 
 -- Managing subscriptions is for superusers only (as CREATE SUBSCRIPTION is in
@@ -945,6 +980,29 @@ COMMENT ON TRIGGER subscription_guard ON cdc.subscription IS 'Refuses writes by 
 CREATE TRIGGER subscription_guard_truncate BEFORE TRUNCATE ON cdc.subscription
   FOR EACH STATEMENT EXECUTE FUNCTION cdc._subscription_guard();
 COMMENT ON TRIGGER subscription_guard_truncate ON cdc.subscription IS 'Refuses TRUNCATE by non-superusers (42501).';
+
+-- The tables of a subscription, as pg_subscription_rel is for PostgreSQL's
+-- own subscriptions: the published tables the worker applies, and where
+-- each one's copy joined the stream.
+CREATE TABLE cdc.subscription_rel (
+  subid       integer NOT NULL REFERENCES cdc.subscription ON DELETE CASCADE,
+  schema_name text NOT NULL,
+  table_name  text NOT NULL,
+  state       text NOT NULL CHECK (state IN ('init', 'ready')),
+  sync_lsn    pg_lsn,
+  copied_rows bigint,
+  updated_at  timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (subid, schema_name, table_name)
+);
+COMMENT ON TABLE cdc.subscription_rel IS
+  'One row per published table a subscription applies (PostgreSQL''s pg_subscription_rel). Filled from the publications when the slot is created, by cdc.refresh_subscription and cdc.resync_table; a dropped destination table removes its row. Changes of published tables without a row are not applied (the worker logs a warning). Read it through cdc.subscription_tables.';
+COMMENT ON COLUMN cdc.subscription_rel.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.subscription_rel.schema_name IS 'Schema of the table as the source publishes it (pgoutput''s relation message; the partitioned root with publish_via_partition_root).';
+COMMENT ON COLUMN cdc.subscription_rel.table_name IS 'Name of the table as the source publishes it.';
+COMMENT ON COLUMN cdc.subscription_rel.state IS '''init'': the worker copies the table (at the snapshot of a temporary slot) before it streams on; ''ready'': its changes are applied.';
+COMMENT ON COLUMN cdc.subscription_rel.sync_lsn IS 'The consistent point of the table''s copy: its changes in source transactions committed before it are in the copy and not applied again. NULL: not copied (copy_data false); every change is applied.';
+COMMENT ON COLUMN cdc.subscription_rel.copied_rows IS 'Rows the last copy of the table delivered.';
+COMMENT ON COLUMN cdc.subscription_rel.updated_at IS 'When the row last changed.';
 
 CREATE TABLE cdc.subscription_state (
   subid          integer PRIMARY KEY REFERENCES cdc.subscription ON DELETE CASCADE,
@@ -1060,6 +1118,13 @@ CREATE VIEW cdc.subscription_status AS
 COMMENT ON VIEW cdc.subscription_status IS
   'One row per subscription: state (copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - applied) and seconds (last message - last applied commit time), retries and the last error, source transactions applied and the local commits that applied them (grouping). Readable by every role; last_error only by members of pg_read_all_stats (pg_monitor) and of the subscription''s owner, others see <insufficient privilege>. No conninfo.';
 
+CREATE VIEW cdc.subscription_tables AS
+  SELECT s.name AS subscription, r.schema_name, r.table_name, r.state, r.sync_lsn, r.copied_rows, r.updated_at
+    FROM cdc.subscription_rel r
+    JOIN cdc.subscription s USING (subid);
+COMMENT ON VIEW cdc.subscription_tables IS
+  'The tables of each subscription (cdc.subscription_rel): state init (to be copied) or ready, the copy''s consistent point (sync_lsn) and rows. No conninfo.';
+
 CREATE FUNCTION cdc.create_subscription(
   name         text,
   conninfo     text,
@@ -1070,7 +1135,8 @@ CREATE FUNCTION cdc.create_subscription(
   enabled      boolean DEFAULT true,
   source_epoch bigint  DEFAULT 0,
   owner        regrole DEFAULT NULL,
-  run_as_owner boolean DEFAULT false)
+  run_as_owner boolean DEFAULT false,
+  origin       text    DEFAULT 'any')
 RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1086,10 +1152,15 @@ BEGIN
   IF conninfo IS NULL OR publications IS NULL OR cardinality(publications) = 0 THEN
     RAISE EXCEPTION 'conninfo and at least one publication are required' USING ERRCODE = '22023';
   END IF;
+  IF origin IS NULL OR origin NOT IN ('none', 'any') THEN
+    RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', coalesce(quote_literal(origin), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  -- without create_slot the worker finds the slot ready: it reads the publications' tables at its first start
   INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, create_slot, copy_data, enabled, source_epoch,
-                                owner, run_as_owner)
+                                owner, run_as_owner, origin, refresh_pending)
   VALUES (name, conninfo, publications, coalesce(slot_name, name), create_slot, copy_data AND create_slot, enabled, source_epoch,
-          coalesce(owner, current_user::regrole), coalesce(run_as_owner, false))
+          coalesce(owner, current_user::regrole), coalesce(run_as_owner, false), origin, NOT create_slot)
   RETURNING subid INTO id;
   INSERT INTO cdc.subscription_state (subid, state) VALUES (id, CASE WHEN enabled THEN 'starting' ELSE 'disabled' END);
   -- A replication origin of this name with no subscription row is a leftover
@@ -1110,8 +1181,8 @@ BEGIN
   RETURN id;
 END
 $fn$;
-COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean) IS
-  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply, database cdc.database) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, copies the published tables as snapshot rows when copy_data (only with create_slot), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 23505 name exists, 22023 missing conninfo/publications.';
+COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply, database cdc.database) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 23505 name exists, 22023 missing conninfo/publications or another origin.';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1139,7 +1210,8 @@ CREATE FUNCTION cdc.alter_subscription(
   publications text[]  DEFAULT NULL,
   source_epoch bigint  DEFAULT NULL,
   owner        regrole DEFAULT NULL,
-  run_as_owner boolean DEFAULT NULL)
+  run_as_owner boolean DEFAULT NULL,
+  origin       text    DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -1152,6 +1224,9 @@ BEGIN
   IF publications IS NOT NULL AND cardinality(publications) = 0 THEN
     RAISE EXCEPTION 'at least one publication is required' USING ERRCODE = '22023';
   END IF;
+  IF origin IS NOT NULL AND origin NOT IN ('none', 'any') THEN
+    RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', quote_literal(origin) USING ERRCODE = '22023';
+  END IF;
   IF source_epoch IS NOT NULL AND source_epoch < sub.source_epoch THEN
     RAISE EXCEPTION 'source_epoch can only grow (is %, asked %)', sub.source_epoch, source_epoch
       USING ERRCODE = '22023',
@@ -1162,7 +1237,11 @@ BEGIN
          publications = coalesce(alter_subscription.publications, s.publications),
          source_epoch = coalesce(alter_subscription.source_epoch, s.source_epoch),
          owner = coalesce(alter_subscription.owner, s.owner),
-         run_as_owner = coalesce(alter_subscription.run_as_owner, s.run_as_owner)
+         run_as_owner = coalesce(alter_subscription.run_as_owner, s.run_as_owner),
+         origin = coalesce(alter_subscription.origin, s.origin),
+         -- other publications: the worker reads their tables at its next start (REFRESH PUBLICATION)
+         refresh_pending = s.refresh_pending OR (alter_subscription.publications IS NOT NULL
+                                                 AND alter_subscription.publications IS DISTINCT FROM s.publications)
    WHERE s.subid = sub.subid;
   -- the worker reads its settings when it starts: stop it, the launcher starts a new one
   SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
@@ -1171,8 +1250,8 @@ BEGIN
     PERFORM pg_terminate_backend(running_pid);
   END IF;
 END $fn$;
-COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean) IS
-  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner or run_as_owner of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress (tables added to the publications are not copied). Errors: 42501 not a superuser, 42704 unknown subscription, 22023 empty publications or a lower source_epoch.';
+COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) IS
+  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Errors: 42501 not a superuser, 42704 unknown subscription, 22023 empty publications, a lower source_epoch or another origin.';
 
 CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1222,6 +1301,116 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_drop_source_slot';
 COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to the source with libpq and drops a logical replication slot (DROP_REPLICATION_SLOT ... WAIT). Errors: 08001 connection failure, the source''s error otherwise.';
 
+CREATE FUNCTION cdc._publication_tables(conninfo text, publications text[])
+RETURNS TABLE (schema_name text, table_name text)
+LANGUAGE c STRICT VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_publication_tables';
+COMMENT ON FUNCTION cdc._publication_tables(text, text[]) IS
+  'Internal: connects to the source with libpq (the worker''s session settings) and returns the tables the publications publish, as pgoutput names them (pg_publication_tables: leaf partitions, or the root with publish_via_partition_root). Errors: 08001 connection failure, the source''s error otherwise (42704 unknown publication).';
+
+CREATE FUNCTION cdc._reconcile_tables(subid integer, schema_names text[], table_names text[], copy_data boolean)
+RETURNS TABLE (schema_name text, table_name text, action text)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+  WITH published AS (
+    SELECT DISTINCT p.n, p.t FROM unnest($2, $3) AS p(n, t)
+  ), removed AS (
+    DELETE FROM cdc.subscription_rel r
+     WHERE r.subid = $1
+       AND NOT EXISTS (SELECT 1 FROM published p WHERE p.n = r.schema_name AND p.t = r.table_name)
+    RETURNING r.schema_name, r.table_name
+  ), added AS (
+    INSERT INTO cdc.subscription_rel (subid, schema_name, table_name, state)
+    SELECT $1, p.n, p.t, CASE WHEN $4 THEN 'init' ELSE 'ready' END
+      FROM published p
+     WHERE NOT EXISTS (SELECT 1 FROM cdc.subscription_rel r WHERE r.subid = $1 AND r.schema_name = p.n AND r.table_name = p.t)
+    RETURNING subscription_rel.schema_name, subscription_rel.table_name
+  )
+  SELECT a.schema_name, a.table_name, 'added' FROM added a
+  UNION ALL
+  SELECT d.schema_name, d.table_name, 'removed' FROM removed d
+  ORDER BY 1, 2, 3
+$fn$;
+COMMENT ON FUNCTION cdc._reconcile_tables(integer, text[], text[], boolean) IS
+  'Internal: makes the subscription''s tables (cdc.subscription_rel) the given published tables: new ones are added as init (copy_data: the worker copies them) or ready (no copy), tables no longer published are removed. Returns each added or removed table.';
+
+CREATE FUNCTION cdc._stop_worker(subid integer) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  worker integer;
+BEGIN
+  SELECT st.worker_pid INTO worker FROM cdc.subscription_state st WHERE st.subid = _stop_worker.subid;
+  IF worker IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = worker AND a.backend_type = 'cdc_apply worker') THEN
+    PERFORM pg_terminate_backend(worker);
+  END IF;
+END $fn$;
+COMMENT ON FUNCTION cdc._stop_worker(integer) IS
+  'Internal: stops the running apply worker of a subscription (SIGTERM); the launcher starts a new one, which reads the subscription again. Callers hold the subscription''s row lock, so the new worker only starts once their change is committed.';
+
+CREATE FUNCTION cdc.refresh_subscription(name text, copy_data boolean DEFAULT true)
+RETURNS TABLE (schema_name text, table_name text, action text)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+  names text[];
+  tables text[];
+  changed bigint;
+BEGIN
+  PERFORM cdc._require_superuser('refresh a subscription');
+  IF copy_data IS NULL THEN
+    RAISE EXCEPTION 'copy_data must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = refresh_subscription.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  SELECT coalesce(array_agg(p.schema_name), '{}'), coalesce(array_agg(p.table_name), '{}') INTO names, tables
+    FROM cdc._publication_tables(sub.conninfo, sub.publications) p;
+  RETURN QUERY SELECT * FROM cdc._reconcile_tables(sub.subid, names, tables, copy_data);
+  GET DIAGNOSTICS changed = ROW_COUNT;
+  UPDATE cdc.subscription s SET refresh_pending = false WHERE s.subid = sub.subid;
+  IF changed > 0 THEN
+    PERFORM cdc._stop_worker(sub.subid);
+  END IF;
+END $fn$;
+COMMENT ON FUNCTION cdc.refresh_subscription(text, boolean) IS
+  'REFRESH PUBLICATION of a subscription: reads the tables its publications publish now (connecting to the source) and adds the new ones to cdc.subscription_rel, removes those no longer published, and restarts the worker if anything changed. With copy_data (default) an added table is copied at the snapshot of a temporary slot and joins the stream there (its changes committed before the copy''s point are skipped, later ones applied); the other tables are not copied again. Without copy_data its changes are applied from the worker''s position on. Until then, changes of a published table that is not part of the subscription are not applied. Returns each added and removed table. Superusers only. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 copy_data NULL, 08001 source unreachable.';
+
+CREATE FUNCTION cdc.resync_table(name text, target regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+  src_schema text;
+  src_table text;
+BEGIN
+  PERFORM cdc._require_superuser('resync a table');
+  IF target IS NULL THEN
+    RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = resync_table.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  -- the source table feeding the target: its mapping for this subscription, else its own schema and name
+  SELECT m.source_schema, m.source_table INTO src_schema, src_table
+    FROM cdc.mapping m WHERE m.target = resync_table.target AND (m.source_name IS NULL OR m.source_name = sub.name);
+  IF NOT FOUND THEN
+    SELECT n.nspname, c.relname INTO src_schema, src_table
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = resync_table.target;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM cdc._publication_tables(sub.conninfo, sub.publications) p
+                  WHERE p.schema_name = src_schema AND p.table_name = src_table) THEN
+    RAISE EXCEPTION 'table %.% is not published by subscription "%"', src_schema, src_table, sub.name
+      USING ERRCODE = '55000', DETAIL = format('Its publications are %s.', array_to_string(sub.publications, ', ')),
+            HINT = 'Add the table to a publication on the source, then call cdc.refresh_subscription.';
+  END IF;
+  INSERT INTO cdc.subscription_rel AS r (subid, schema_name, table_name, state)
+  VALUES (sub.subid, src_schema, src_table, 'init')
+  ON CONFLICT (subid, schema_name, table_name)
+  DO UPDATE SET state = 'init', sync_lsn = NULL, copied_rows = NULL, updated_at = now();
+  PERFORM cdc._stop_worker(sub.subid);
+END $fn$;
+COMMENT ON FUNCTION cdc.resync_table(text, regclass) IS
+  'Copies one table of a subscription again (for example a destination table dropped and created again), without copying the others: the worker restarts, copies the source table feeding target (per cdc.mapping, else the same schema and name) at the snapshot of a temporary slot, and the stream joins it there (its changes committed before the copy''s point are skipped). Rows the destination has and the source no longer has are not removed: truncate the target first if it may hold such rows. Superusers only. Errors: 42501 not a superuser, 42704 unknown subscription, 55000 the source table is not published by the subscription''s publications, 22004 NULL target, 08001 source unreachable.';
+
 -- The engine writes its bookkeeping as the extension owner; nobody else
 -- writes these tables directly.  Reading state is open to everyone.
 REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
@@ -1233,8 +1422,13 @@ REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_target_state() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean) FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.refresh_subscription(text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.resync_table(text, regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._publication_tables(text, text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._reconcile_tables(integer, text[], text[], boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._stop_worker(integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;
@@ -1243,3 +1437,4 @@ REVOKE ALL ON FUNCTION cdc._drop_source_slot(text, name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._subscription_guard() FROM PUBLIC;
 GRANT SELECT ON cdc.subscription_status TO PUBLIC;
+GRANT SELECT ON cdc.subscription_tables TO PUBLIC;

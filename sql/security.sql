@@ -377,16 +377,21 @@ SELECT cdc.drop_subscription('sec_sub');
 -- Subscriptions are superuser-only, whatever a role was granted: the owner
 -- (the role the worker acts as) cannot be forged.
 SELECT cdc.create_subscription('sec_sub2', 'host=/nonexistent dbname=x', ARRAY['p'], enabled => false) > 0 AS created;
-GRANT EXECUTE ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean),
-                          cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean)
+GRANT EXECUTE ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text),
+                          cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text),
+                          cdc.refresh_subscription(text, boolean), cdc.resync_table(text, regclass)
   TO regress_sec_alice;
-GRANT INSERT, UPDATE, DELETE, TRUNCATE ON cdc.subscription, cdc.subscription_state TO regress_sec_alice;
+GRANT INSERT, UPDATE, DELETE, TRUNCATE ON cdc.subscription, cdc.subscription_state, cdc.subscription_rel TO regress_sec_alice;
 GRANT USAGE ON SEQUENCE cdc.subscription_subid_seq TO regress_sec_alice;
 SET ROLE regress_sec_alice;
 \set SHOW_CONTEXT never
 SELECT cdc.alter_subscription('sec_sub2', owner => 'regress_sec_alice');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.create_subscription('sec_sub3', 'host=/nonexistent dbname=x', ARRAY['p'], enabled => false);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc.refresh_subscription('sec_sub2');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.resync_table('sec_sub2', 'cdc.source');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 UPDATE cdc.subscription SET owner = 'regress_sec_alice', run_as_owner = true;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
@@ -398,10 +403,11 @@ TRUNCATE cdc.subscription CASCADE;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set SHOW_CONTEXT errors
 RESET ROLE;
-REVOKE ALL ON cdc.subscription, cdc.subscription_state FROM regress_sec_alice;
+REVOKE ALL ON cdc.subscription, cdc.subscription_state, cdc.subscription_rel FROM regress_sec_alice;
 REVOKE ALL ON SEQUENCE cdc.subscription_subid_seq FROM regress_sec_alice;
-REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean),
-                       cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean)
+REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text),
+                       cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text),
+                       cdc.refresh_subscription(text, boolean), cdc.resync_table(text, regclass)
   FROM regress_sec_alice;
 SELECT name, owner, run_as_owner FROM cdc.subscription ORDER BY name;
 SELECT cdc.drop_subscription('sec_sub2');

@@ -88,7 +88,9 @@ DefineWorkerSettings(bool preloaded)
 	                           "after_commit: exit after the local commit, before feedback to the source; "
 	                           "after_change:N: exit after the N-th change applied in the open local transaction, uncommitted; "
 	                           "request_from_slot: ask the source to stream from the slot's confirmed position "
-	                           "instead of the replication origin's progress.",
+	                           "instead of the replication origin's progress; "
+	                           "source_settings_unpinned: connect to the source without the pinned session settings "
+	                           "(as through a pooler that drops them), so that their check fails.",
 	                           &cdc_debug_fault, "", PGC_SIGHUP, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomIntVariable("cdc.group_max_transactions",
 	                        "Most source transactions the apply worker commits in one local transaction (1: no grouping).",

@@ -463,3 +463,18 @@ CDC_PG_FUNCTION(cdc_drop_source_slot)
 	cdc::pg::PgCall([&]() { drop_source_slot_pg(PG_GETARG_TEXT_PP(0), PG_GETARG_NAME(1)); });
 	PG_RETURN_VOID();
 }
+
+/*
+ * cdc._publication_tables(conninfo text, publications text[])
+ * RETURNS TABLE (schema_name text, table_name text)
+ * The tables the publications publish on the source, as pgoutput names
+ * them (for cdc.refresh_subscription and cdc.resync_table).  Errors: 08001
+ * when the source cannot be reached, 42704 for a publication the source
+ * does not have, 55000 when the source session does not take the worker's
+ * settings, the source's error otherwise.
+ */
+CDC_PG_FUNCTION(cdc_publication_tables)
+{
+	cdc::pg::PgCall([&]() { publication_tables_pg(fcinfo); });
+	return (Datum) 0;
+}

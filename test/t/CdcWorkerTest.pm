@@ -26,12 +26,15 @@ sub new_source
 # The destination: preloads cdc_apply, short naptime and backoff.  $extra
 # and the environment variable CDC_TEST_DEST_CONF add settings (for example
 # CDC_TEST_DEST_CONF='cdc.group_max_transactions = 1' runs every worker test
-# without grouping).
+# without grouping).  %init goes to PostgreSQL::Test::Cluster->init (for
+# example extra => ['--encoding=LATIN1', '--locale=C'], or allows_streaming
+# => 'logical' for a destination that also publishes).
 sub new_dest
 {
-	my ($name, $extra) = @_;
+	my ($name, $extra, %init) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name // 'dest');
-	$node->init;
+	$node->init(%init);
+	$node->append_conf('postgresql.conf', "max_wal_senders = 10\nmax_replication_slots = 10\n") if $init{allows_streaming};
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'cdc_apply'
 cdc.naptime = 1
@@ -151,7 +154,8 @@ sub probe_drop
 # The source transactions of publication $pub seen by probe slot $probe, in
 # stream (commit) order: a list of { xid, first_lsn, commit_lsn, end_lsn,
 # changes => [ [ kind (I, U, D, T), change LSN, old tuple kind of an update
-# (K: the key changed, O: full old row, N: none) ], ... ] }, LSNs as text.
+# (K: the key changed, O: full old row, N: none), source relation OID (I,
+# U, D) ], ... ] }, LSNs as text.
 sub probe_read
 {
 	my ($source, $probe, $pub) = @_;
@@ -161,11 +165,12 @@ sub probe_read
 SELECT chr(get_byte(data, 0)), lsn,
        CASE chr(get_byte(data, 0)) WHEN 'B' THEN @{[ $be->(18, 4) ]}::int::text WHEN 'C' THEN @{[ $lsn->(3, 8) ]} END,
        CASE chr(get_byte(data, 0)) WHEN 'B' THEN @{[ $lsn->(2, 8) ]} WHEN 'C' THEN @{[ $lsn->(11, 8) ]}
-                                   WHEN 'U' THEN chr(get_byte(data, 5)) END
+                                   WHEN 'U' THEN chr(get_byte(data, 5)) END,
+       CASE WHEN chr(get_byte(data, 0)) IN ('I', 'U', 'D') THEN @{[ $be->(2, 4) ]}::bigint::text END
   FROM pg_logical_slot_peek_binary_changes('$probe', NULL, NULL, 'proto_version', '1', 'publication_names', '$pub')});
 	my (@txns, $cur);
 	for my $line (split /\n/, $out) {
-		my ($kind, $at, $a, $b) = split /\|/, $line;
+		my ($kind, $at, $a, $b, $rel) = split /\|/, $line;
 		if ($kind eq 'B') {
 			$cur = { xid => $a, first_lsn => $at, final_lsn => $b, changes => [] };
 		} elsif ($kind eq 'C') {
@@ -173,7 +178,7 @@ SELECT chr(get_byte(data, 0)), lsn,
 			$cur->{end_lsn} = $b;
 			push @txns, $cur;
 		} elsif ($kind =~ /^[IUDT]$/) {
-			push @{ $cur->{changes} }, [ $kind, $at, $b ];
+			push @{ $cur->{changes} }, [ $kind, $at, $b, $rel ];
 		}
 	}
 	return \@txns;

@@ -45,7 +45,9 @@ namespace {
  * key), every column has an array type (the rows travel as one array per
  * column), and the key's text form identifies a row (types whose equality
  * is equality of their output text, so two entity keys never name one row;
- * text keys only under a deterministic collation).
+ * text keys only under a deterministic collation).  A GENERATED ALWAYS
+ * identity column that is not the key is left to MutateTarget, which checks
+ * that an update does not change it.
  * Only state mappings: in history mode every change is a row, in handler
  * mode a call that sees the row of that moment (docs/semantics.md, "Modes").
  * The expired policy and the prune watermark need no exclusion here:
@@ -55,11 +57,16 @@ namespace {
 bool
 SetBasedAllowed(const Target &t)
 {
-	if (t.modes.mode != Mode::State || !t.independent_rows)
+	if (t.modes.mode != Mode::State || !t.independent_rows || t.has_nonkey_identity_always)
 		return false;
-	for (const Column &c : t.columns)
+	bool assignable = false; /* some column an upsert's DO UPDATE SET can write */
+	for (const Column &c : t.columns) {
 		if (!c.generated && !OidIsValid(c.array_type))
 			return false;
+		assignable = assignable || (!c.generated && !c.identity_always);
+	}
+	if (!assignable)
+		return false;
 	for (int k : t.key) {
 		const Column &c = t.columns[size_t(k)];
 		switch (c.type) {
@@ -374,14 +381,22 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 			a.AddTo(p, col.array_type);
 			std::string q = QuoteIdent(col.name);
 			cols += (cols.empty() ? "" : ", ") + q;
-			set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
+			/* an identity key column here (SetBasedAllowed): equal to the conflicting row's, never assigned */
+			if (!col.identity_always)
+				set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
 		}
 		for (size_t i = 0; i < t.key.size(); i++)
 			conflict += (i ? ", " : "") + QuoteIdent(t.columns[size_t(t.key[i])].name);
 		std::string args;
 		for (int i = 1; i <= p.Count(); i++)
 			args += (i > 1 ? ", pg_catalog.unnest($" : "pg_catalog.unnest($") + std::to_string(i) + ")";
-		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ") SELECT * FROM ROWS FROM (" + args +
+		/*
+		 * OVERRIDING SYSTEM VALUE: a GENERATED ALWAYS identity key takes the
+		 * source's value, as PostgreSQL's own apply writes it (B31).
+		 */
+		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ")" +
+		                         (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") + " SELECT * FROM ROWS FROM (" +
+		                         args +
 		                         ") ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
 		                         (returning ? " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text" : ""),
 		                     p, as);

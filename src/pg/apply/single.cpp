@@ -25,6 +25,7 @@ extern "C" {
 #include "utils/builtins.h"
 }
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace cdc::pg {
@@ -89,6 +90,30 @@ WriteEntity(const EntityChange &c, bool existed)
 	return WriteEntityRecord(c.t->relid, c.compact_key, c.src, c.version, c.is_delete, c.content_hash, c.now_s, existed);
 }
 
+// One term of MutateTarget's check that a GENERATED ALWAYS identity column
+// already holds the change's value (parameter $param): "t.col = $param IS
+// TRUE" with the column type's qualified equality (search_path-immune; an
+// identity column is NOT NULL, so a NULL in the change fails the check as
+// IS NOT DISTINCT FROM would).  `so_far`: the terms before it.
+std::string
+SameIdentity(const Column &col, const std::string &so_far, int param)
+{
+	return std::string(so_far.empty() ? "" : " AND ") + "(t." + QuoteIdent(col.name) + " " + col.eq_op + " $" +
+	       std::to_string(param) + ") IS TRUE";
+}
+
+// What MutateTarget's statement returns: the row as JSON text when
+// `returning` (else NULL), then the identity check when there is one; empty
+// when nothing is needed.
+std::string
+ReturningList(bool returning, const std::string &same_identity)
+{
+	if (!returning && same_identity.empty())
+		return "";
+	return std::string(returning ? "pg_catalog.to_jsonb(t)::pg_catalog.text" : "NULL::pg_catalog.text") +
+	       (same_identity.empty() ? "" : ", " + same_identity);
+}
+
 // Mutates the target table; returns the resulting row (upsert) or the removed
 // row (delete) as JSON text, if any, when `returning` (outbox payloads and
 // handlers need it; a row as large as the event is not made otherwise).
@@ -98,10 +123,13 @@ MutateTarget(const EntityChange &c, bool returning)
 	const Target &t = *c.t;
 	Params p;
 	std::string sql;
-	const std::string ret = returning ? " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text" : "";
+	/* non-key GENERATED ALWAYS identity columns: "the stored value is the change's", as a boolean expression */
+	std::string same_identity;
+	bool nothing_to_set = false;
 	if (c.is_delete) {
 		std::string where = KeyPredicate(t, *c.key_img, p);
-		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where + ret;
+		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where +
+		      (returning ? " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text" : "");
 	} else if (c.image->has_unavailable) {
 		/* The row exists (Decide checked): set only the columns the source sent. */
 		std::string set;
@@ -110,12 +138,24 @@ MutateTarget(const EntityChange &c, bool returning)
 			if (!cell.present || cell.unavailable)
 				continue;
 			p.Add(t.columns[i].type, cell.value, cell.isnull);
+			if (t.columns[i].identity_always) {
+				/* never assigned (PostgreSQL refuses it): the stored value must be the change's */
+				same_identity += SameIdentity(t.columns[i], same_identity, p.Count());
+				continue;
+			}
 			if (!set.empty())
 				set += ", ";
 			set += QuoteIdent(t.columns[i].name) + " = $" + std::to_string(p.Count());
 		}
 		std::string where = KeyPredicate(t, *c.key_img, p);
-		sql = "UPDATE " + t.qualified + " AS t SET " + set + " WHERE " + where + ret;
+		const std::string list = ReturningList(returning, same_identity);
+		if (set.empty()) { /* only the key and unchanged columns: the row stays as it is */
+			if (list.empty())
+				return std::nullopt;
+			sql = "SELECT " + list + " FROM " + t.qualified + " AS t WHERE " + where;
+		} else {
+			sql = "UPDATE " + t.qualified + " AS t SET " + set + " WHERE " + where + (list.empty() ? "" : " RETURNING " + list);
+		}
 	} else {
 		std::string cols, vals, set, conflict;
 		for (size_t i = 0; i < t.columns.size(); i++) {
@@ -127,22 +167,52 @@ MutateTarget(const EntityChange &c, bool returning)
 			if (!cols.empty()) {
 				cols += ", ";
 				vals += ", ";
-				set += ", ";
 			}
 			cols += q;
 			vals += "$" + std::to_string(p.Count());
-			set += q + " = EXCLUDED." + q;
+			if (t.columns[i].identity_always) {
+				/*
+				 * A GENERATED ALWAYS identity column takes the change's value
+				 * on insert (OVERRIDING SYSTEM VALUE) and is never assigned on
+				 * update, where PostgreSQL allows only DEFAULT: a key column
+				 * equals the conflicting row's; any other must already hold
+				 * the change's value.
+				 */
+				if (std::find(t.key.begin(), t.key.end(), int(i)) == t.key.end())
+					same_identity += SameIdentity(t.columns[i], same_identity, p.Count());
+				continue;
+			}
+			set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
 		}
 		for (size_t i = 0; i < t.key.size(); i++) {
 			if (i)
 				conflict += ", ";
 			conflict += QuoteIdent(t.columns[size_t(t.key[i])].name);
 		}
-		sql = "INSERT INTO " + t.qualified + " AS t (" + cols + ") VALUES (" + vals + ") ON CONFLICT (" + conflict +
-		      ") DO UPDATE SET " + set + ret;
+		const std::string list = ReturningList(returning, same_identity);
+		sql = "INSERT INTO " + t.qualified + " AS t (" + cols + ")" + (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") +
+		      " VALUES (" + vals + ") ON CONFLICT (" + conflict + ") DO " +
+		      (set.empty() ? std::string("NOTHING") : "UPDATE SET " + set) + (list.empty() ? "" : " RETURNING " + list);
+		nothing_to_set = set.empty();
 	}
 	uint64_t n = Execute(sql, p, c.as);
-	if (n == 0 || !returning)
+	if (n == 0 && nothing_to_set && returning) /* DO NOTHING: the row is there and has nothing the change could set */
+		return SelectRowImage(t, *c.key_img, c.as);
+	if (n == 0)
+		return std::nullopt;
+	if (!same_identity.empty() && ResultText(0, 2) != std::optional<std::string>("t")) {
+		std::string names;
+		for (const Column &col : t.columns)
+			if (col.identity_always && std::find(t.key.begin(), t.key.end(), int(&col - t.columns.data())) == t.key.end())
+				names += (names.empty() ? "\"" : ", \"") + col.name + "\"";
+		Fail("428C9", "column " + names + " of table " + t.display +
+		                  " is GENERATED ALWAYS AS IDENTITY: the change would give the existing row another value, which "
+		                  "PostgreSQL allows no UPDATE to write",
+		     "Entity key " + c.entity_key + ".",
+		     "Make the column GENERATED BY DEFAULT AS IDENTITY (ALTER TABLE ... ALTER COLUMN ... SET GENERATED BY DEFAULT) "
+		     "to take the source's values.");
+	}
+	if (!returning)
 		return std::nullopt;
 	return ResultText(0, 1);
 }

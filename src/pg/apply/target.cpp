@@ -15,6 +15,8 @@
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
 
+#include <algorithm>
+
 extern "C" {
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -22,6 +24,7 @@ extern "C" {
 #include "access/transam.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_operator.h"
@@ -429,6 +432,7 @@ ApplyEngine::LoadTarget(Oid relid)
 		c.type = a->atttypid;
 		c.typmod = a->atttypmod;
 		c.generated = a->attgenerated != '\0';
+		c.identity_always = a->attidentity == ATTRIBUTE_IDENTITY_ALWAYS;
 		c.not_null = a->attnotnull;
 		c.ctype = MakeColumnType(c.name, c.type, c.typmod);
 		c.user_type = c.type >= FirstNormalObjectId;
@@ -489,6 +493,17 @@ ApplyEngine::LoadTarget(Oid relid)
 		for (int k : t->key)
 			key_attrs.push_back(t->columns[size_t(k)].attnum);
 		t->independent_rows = PgCall([&]() { return IndependentRowsPg(relid, key_attrs.data(), int(key_attrs.size())); });
+	}
+	for (size_t c = 0; c < t->columns.size(); c++) {
+		if (!t->columns[c].identity_always)
+			continue;
+		t->has_identity_always = true;
+		if (std::find(t->key.begin(), t->key.end(), int(c)) == t->key.end()) {
+			t->has_nonkey_identity_always = true;
+			/* MutateTarget compares it with the change's value (single.cpp, SameIdentity) */
+			Column &ic = t->columns[c];
+			ic.eq_op = PgCall([&]() { return EqualityOperatorPg(ic.type); });
+		}
 	}
 	if (!t->mapping.version_column.empty()) {
 		auto f = t->by_name.find(t->mapping.version_column);

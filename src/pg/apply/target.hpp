@@ -32,12 +32,16 @@ struct Column {
 	Oid type = InvalidOid;
 	int32 typmod = -1;
 	bool generated = false;
+	// GENERATED ALWAYS AS IDENTITY: inserts name it with OVERRIDING SYSTEM
+	// VALUE, updates never assign it (PostgreSQL refuses any value but
+	// DEFAULT there); PostgreSQL's own apply writes it without the rewriter
+	bool identity_always = false;
 	bool not_null = false;
 	ColumnType ctype;
 	FmgrInfo *in_fn = nullptr; // palloc'd in the call's memory context
 	Oid ioparam = InvalidOid;
 	FmgrInfo *out_fn = nullptr;
-	std::string eq_op; // "OPERATOR(schema.=)": the type's default equality, schema-qualified
+	std::string eq_op; // "OPERATOR(schema.=)": the type's default equality, schema-qualified (key and non-key identity columns)
 	Oid array_type = InvalidOid; // for set-based batch writes (unnest of one array per column)
 	bool deterministic = true;   // its collation (if any) is deterministic: equal means equal text
 	// Not a built-in type (a domain, a composite, an extension's type): its
@@ -75,6 +79,8 @@ struct Target {
 	std::vector<int> key; // indexes into columns
 	int version_col = -1;
 	bool independent_rows = false; // nothing relates one row to another (IndependentRowsPg)
+	bool has_identity_always = false;        // some column is GENERATED ALWAYS AS IDENTITY
+	bool has_nonkey_identity_always = false; // and one of them is not a key column
 	Mapping mapping;
 	ModeConfig modes; // state, history or handler (pg/modes.hpp)
 	std::optional<Barrier> barrier;

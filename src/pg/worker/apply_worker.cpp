@@ -94,7 +94,7 @@ load_subscription(int subid)
 	         "  (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(p), ',') FROM pg_catalog.unnest(publications) p), "
 	         "  create_slot, copy_data, slot_ready, source_epoch, skip_lsn::pg_catalog.text, "
 	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid OPERATOR(pg_catalog.=) s.subid), "
-	         "  owner::pg_catalog.oid, run_as_owner "
+	         "  owner::pg_catalog.oid, run_as_owner, origin, refresh_pending "
 	         "FROM cdc.subscription s WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND enabled "
 	         /* a row locked by cdc.drop_subscription() reads as gone: the drop owns the slot now */
 	         "FOR SHARE SKIP LOCKED",
@@ -125,6 +125,8 @@ load_subscription(int subid)
 	W->retry_count = retries ? atoi(retries) : 0;
 	W->owner = (Oid) strtoul(SPI_getvalue(tup, desc, 12), NULL, 10);
 	W->run_as_owner = strcmp(SPI_getvalue(tup, desc, 13), "t") == 0;
+	W->origin_none = strcmp(SPI_getvalue(tup, desc, 14), "none") == 0;
+	W->refresh_pending = strcmp(SPI_getvalue(tup, desc, 15), "t") == 0;
 	MemoryContextSwitchTo(old);
 	SPI_finish();
 	PopActiveSnapshot();
@@ -232,8 +234,17 @@ stream(void)
 				                errmsg("cdc_apply: lost the connection to the source: %s", PQerrorMessage(W->conn))));
 			continue;
 		}
-		if (len == -1)
-			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("cdc_apply: the source ended the stream")));
+		if (len == -1) {
+			/* the source's error, with its SQLSTATE (a character the destination encoding cannot hold: 22P05) */
+			PGresult *res = PQgetResult(W->conn);
+			char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+			int code = sqlstate && strlen(sqlstate) == 5
+			               ? MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4])
+			               : ERRCODE_CONNECTION_FAILURE;
+			char *msg = pstrdup(res && PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res) : "no error given");
+			PQclear(res);
+			ereport(ERROR, (errcode(code), errmsg("cdc_apply: the source ended the stream: %s", msg)));
+		}
 		if (len < 0)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 			                errmsg("cdc_apply: could not read from the source: %s", PQerrorMessage(W->conn))));
@@ -360,6 +371,8 @@ cdc_apply_worker_main(Datum arg)
 			connect_source();
 			if (!W->slot_ready)
 				prepare_slot();
+			sync_tables();
+			load_table_states();
 			stream();
 		}
 		PG_CATCH();

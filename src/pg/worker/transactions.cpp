@@ -131,6 +131,7 @@ begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committim
 	W->cur_table[0] = '\0';
 	W->already_applied = already_applied;
 	W->skipping = skipping;
+	W->foreign_origin = false; /* set by an Origin message with origin = none */
 	if (W->already_applied) {
 		/* B16: the source went backwards (or was asked from an earlier point) and re-sends what we have */
 		if (W->replays_discarded++ == 0)
@@ -197,7 +198,9 @@ end_source_xact(const LogicalRepCommitData &commit)
 	W->group_last_final = W->final_lsn;
 	W->group_last_xid = W->xid;
 	W->group_commit_time = commit.committime;
-	W->stat_xacts++;
+	if (!W->foreign_origin)
+		W->stat_xacts++; /* one of another origin that origin = none dropped is not counted as applied */
+	W->foreign_origin = false;
 	bool alone = W->one_by_one_until != InvalidXLogRecPtr;
 	if (alone && W->final_lsn >= W->one_by_one_until) {
 		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": applied one by one up to %X/%X; grouping again",

@@ -21,3 +21,10 @@ void InitLauncher(bool preloaded);
 // PgCall.  Errors 08001 when the source cannot be reached, 55006 when the
 // slot cannot be dropped.
 void drop_source_slot_pg(text *conninfo_text, Name slot_name);
+
+// cdc._publication_tables(conninfo text, publications text[]): the tables
+// the publications publish, read over a connection with the worker's
+// session settings, into the call's tuplestore (materialize mode).
+// PostgreSQL regime: call it through PgCall.  Errors 08001 when the source
+// cannot be reached, 42704 for a publication the source does not have.
+void publication_tables_pg(FunctionCallInfo fcinfo);

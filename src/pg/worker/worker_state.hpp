@@ -29,9 +29,17 @@ extern "C" {
 /* LSN_FORMAT_ARGS uses a C-only type check; the same for C++. */
 #define CDC_LSN_ARGS(lsn) (uint32) ((lsn) >> 32), (uint32) (lsn)
 
+/* A table's state in the subscription (cdc.subscription_rel.state) */
+#define TABLE_UNKNOWN 'u' /* published, but not part of the subscription: not applied */
+#define TABLE_INIT 'i'    /* waits for its copy: not applied */
+#define TABLE_READY 'r'   /* applied, except what its copy holds (sync_lsn) */
+
 typedef struct RelEntry {
 	LogicalRepRelId remoteid; /* hash key */
 	LogicalRepRelation *rel;  /* copied into CdcWorkerContext */
+	char table_state;         /* TABLE_*, read at its RELATION message */
+	XLogRecPtr sync_lsn;      /* TABLE_READY: changes committed before it are in its copy */
+	bool warned;              /* the warning about its unapplied changes was logged */
 } RelEntry;
 
 typedef struct FlushPosition {
@@ -54,6 +62,9 @@ typedef struct WorkerState {
 	int retry_count;
 	Oid owner;         /* the subscription's owner: the worker never applies with more rights */
 	bool run_as_owner; /* apply as the owner, not as each table's owner (docs/security.md) */
+	bool origin_none;     /* origin = none: source transactions with an Origin message are not applied */
+	bool refresh_pending; /* read the publications' tables before streaming (alter_subscription) */
+	HTAB *tables;         /* the subscription's tables: "schema"."table" -> TableState (table_copy.cpp) */
 
 	RepOriginId origin;
 	bool setting_up_origin;
@@ -75,6 +86,7 @@ typedef struct WorkerState {
 	/* the source transaction being applied */
 	bool in_xact;
 	bool skipping;        /* explicit operator skip */
+	bool foreign_origin;  /* it carries a replication origin and origin = none: its changes are not applied */
 	bool already_applied; /* commit before our progress: replayed by the source (B16) */
 	XLogRecPtr final_lsn;
 	TransactionId xid;
@@ -133,7 +145,10 @@ void write_status(const char *state, bool reset_retries);
 void record_error_and_exit(ErrorData *edata);
 
 /* source_conn.cpp: the replication connection */
+PGconn *connect_pinned(const char *conninfo, bool replication, const char *appname, char **err);
+PGresult *conn_exec(PGconn *conn, const char *sql, ExecStatusType expected);
 PGresult *source_exec(const char *sql, ExecStatusType expected);
+int source_published_tables(PGconn *conn, const char *publications_sql, char ***schemas, char ***tables);
 void connect_source(void);
 void send_feedback(bool force, bool request_reply);
 
@@ -160,8 +175,12 @@ void end_source_xact(const LogicalRepCommitData &commit);
 void handle_stream_start(StringInfo s);
 void handle_stream_stop(void);
 void stream_spool(char action, TransactionId xid, StringInfo s);
+void stream_origin(StringInfo s);
 void handle_stream_abort(StringInfo s);
 void handle_stream_commit(StringInfo s);
 
-/* table_copy.cpp: slot creation and initial copy */
+/* table_copy.cpp: slot creation, the subscription's tables and their copies */
 void prepare_slot(void);
+void sync_tables(void);
+void load_table_states(void);
+void lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn);

@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(152);
+SELECT plan(161);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -25,10 +25,11 @@ SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'),
 
 -- Tables and views.
 SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
-                         'subscription', 'subscription_state', 'skipped_transactions', 'dead_letter', 'prune_watermark',
-                         'prune_state'],
+                         'subscription', 'subscription_state', 'subscription_rel', 'skipped_transactions', 'dead_letter',
+                         'prune_watermark', 'prune_state'],
                   'schema cdc has exactly the state tables');
-SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'horizon_status'], 'schema cdc has exactly the views');
+SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'subscription_tables', 'horizon_status'],
+                 'schema cdc has exactly the views');
 SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
 SELECT has_table('cdc', 'ledger', 'cdc.ledger exists');
 SELECT has_table('cdc', 'entity_state', 'cdc.entity_state exists');
@@ -284,17 +285,34 @@ SELECT columns_are('cdc', 'subscription_status', ARRAY['name', 'state', 'receive
                      'source_end_lsn', 'lag_bytes', 'lag_seconds', 'retry_count', 'last_error', 'last_error_lsn',
                      'last_error_at', 'worker_pid', 'slot_name', 'publications', 'applied_xacts', 'apply_commits'],
                    'cdc.subscription_status has exactly the documented columns');
-SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint', 'regrole', 'boolean'],
-                    'cdc.alter_subscription(name, conninfo, publications, source_epoch, owner, run_as_owner) exists');
-SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint', 'regrole', 'boolean'], 'public', ARRAY[]::text[],
+SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint', 'regrole', 'boolean', 'text'],
+                    'cdc.alter_subscription(name, conninfo, publications, source_epoch, owner, run_as_owner, origin) exists');
+SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint', 'regrole', 'boolean', 'text'], 'public', ARRAY[]::text[],
                           'PUBLIC may not execute cdc.alter_subscription');
-SELECT has_function('cdc', 'create_subscription', ARRAY['text', 'text', 'text[]', 'name', 'boolean', 'boolean', 'boolean', 'bigint', 'regrole', 'boolean'],
-                    'cdc.create_subscription(..., owner, run_as_owner) exists');
+SELECT has_function('cdc', 'create_subscription', ARRAY['text', 'text', 'text[]', 'name', 'boolean', 'boolean', 'boolean', 'bigint', 'regrole', 'boolean', 'text'],
+                    'cdc.create_subscription(..., owner, run_as_owner, origin) exists');
 SELECT col_type_is('cdc', 'subscription', 'owner', 'regrole', 'cdc.subscription.owner is the role the worker acts as');
 SELECT col_not_null('cdc', 'subscription', 'owner', 'cdc.subscription.owner is NOT NULL');
 SELECT col_type_is('cdc', 'subscription', 'run_as_owner', 'boolean', 'cdc.subscription.run_as_owner is boolean');
 SELECT trigger_is('cdc', 'subscription', 'subscription_guard', 'cdc', '_subscription_guard',
                   'cdc.subscription refuses writes by non-superusers (trigger subscription_guard)');
+SELECT col_default_is('cdc', 'subscription', 'origin', 'any'::text, 'a subscription applies transactions of any origin by default');
+
+-- The tables of a subscription, and refreshing them (issue 12, item 8).
+SELECT columns_are('cdc', 'subscription_tables', ARRAY['subscription', 'schema_name', 'table_name', 'state', 'sync_lsn',
+                     'copied_rows', 'updated_at'],
+                   'cdc.subscription_tables has exactly the documented columns');
+SELECT table_privs_are('cdc', 'subscription_tables', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.subscription_tables');
+SELECT table_privs_are('cdc', 'subscription_rel', 'public', ARRAY[]::text[], 'PUBLIC may not read cdc.subscription_rel');
+SELECT function_returns('cdc', 'refresh_subscription', ARRAY['text', 'boolean'], 'setof record',
+                        'cdc.refresh_subscription(name, copy_data) returns the added and removed tables');
+SELECT function_privs_are('cdc', 'refresh_subscription', ARRAY['text', 'boolean'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.refresh_subscription');
+SELECT function_returns('cdc', 'resync_table', ARRAY['text', 'regclass'], 'void', 'cdc.resync_table(name, target) exists');
+SELECT function_privs_are('cdc', 'resync_table', ARRAY['text', 'regclass'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.resync_table');
+SELECT function_privs_are('cdc', '_publication_tables', ARRAY['text', 'text[]'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc._publication_tables');
 
 -- A dropped target takes its mapping and state with it (event trigger, sql/drop_target.sql).
 SELECT has_function('cdc', '_drop_target_state', ARRAY[]::text[], 'cdc._drop_target_state() exists');
