@@ -93,8 +93,9 @@ UPDATE arr$s SET ms = array_append(ms, 'ok'), tags[3] = 'filled' WHERE id = 1;
 	is(status_row($dest, "feat$s", q{state || '|' || retry_count}), 'streaming|0', "$mode: no error");
 
 	# a value the destination's domain refuses: an error naming the column, nothing applied
+	# (the type is schema-qualified: the worker's search_path is pg_catalog only, docs/security.md)
 	$source->safe_psql('postgres', "INSERT INTO dom$s VALUES (3, -1); INSERT INTO dom$s VALUES (4, 4);");
-	ok(wait_status($dest, "feat$s", q{state = 'error' AND last_error LIKE '%column "qty" of type posint%violates check constraint "posint_check"%'}),
+	ok(wait_status($dest, "feat$s", q{state = 'error' AND last_error LIKE '%column "qty" of type public.posint%violates check constraint "posint_check"%'}),
 		"domain $mode: a refused value is an error naming the column and the domain's check");
 	is(rows("SELECT string_agg(id::text, ',' ORDER BY id) FROM dom$s"), '1,2', "domain $mode: nothing of it or after it applied");
 	my $errlsn = status_row($dest, "feat$s", 'last_error_lsn');
