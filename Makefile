@@ -5,14 +5,14 @@ MODULEDIR = extension
 
 CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/core/decode.cpp src/core/decision.cpp \
             src/core/copy_text.cpp src/core/modes.cpp src/core/layout.cpp
-PG_SRCS = src/pg/guard.cpp src/pg/spi.cpp src/pg/engine.cpp src/pg/functions.cpp src/pg/worker.cpp src/pg/modes.cpp src/pg/state_store.cpp src/pg/horizon.cpp
+PG_SRCS = src/pg/guard.cpp src/pg/spi.cpp src/pg/engine.cpp src/pg/functions.cpp src/pg/worker.cpp src/pg/modes.cpp src/pg/state_store.cpp src/pg/horizon.cpp src/pg/lifecycle.cpp
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql
 
 # pg_regress suites (sql/*.sql -> expected/*.out); run against a server that
 # has the extension installed (make installcheck).
-REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox retention subscriptions batch metadata_cache drop_target
+REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox retention subscriptions batch metadata_cache drop_target rekey
 REGRESS_OPTS = --inputdir=.
 
 ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions
