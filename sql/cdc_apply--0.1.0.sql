@@ -496,6 +496,126 @@ COMMENT ON VIEW cdc.horizon_status IS
 -- ---------------------------------------------------------------------------
 -- Registering mappings
 -- ---------------------------------------------------------------------------
+-- The primary key columns of a table in index order (NULL: none).
+CREATE FUNCTION cdc._primary_key_columns(target regclass) RETURNS name[]
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT array_agg(a.attname ORDER BY k.n)
+    FROM pg_index i, unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n), pg_attribute a
+   WHERE i.indrelid = target AND i.indisprimary AND a.attrelid = i.indrelid AND a.attnum = k.attnum
+$$;
+COMMENT ON FUNCTION cdc._primary_key_columns(regclass) IS
+  'Internal: the primary key columns of a table in index order, NULL when it has none.';
+
+-- Re-keys the entity records of a target from one key definition to another
+-- (B36): each live record is moved to the key its row has under the new key
+-- columns (the row is read from the target, which is locked against writes
+-- meanwhile).  Tombstones, and live records whose row is gone, cannot be
+-- re-keyed (the deleted row's other columns are not kept): they are removed
+-- and their greatest version per source is folded into the prune watermark,
+-- exactly as cdc.prune() does with expired tombstones, so an older change
+-- for such an entity is `expired` (expired_policy), never applied as new.
+CREATE FUNCTION cdc._rekey_entities(target regclass, old_key name[], new_key name[]) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  old_expr text;
+  new_expr text;
+  null_test text;
+  old_keys text[];
+  new_keys text[];
+  missing text;
+  recs cdc.entity_state[];
+  moved bigint;
+BEGIN
+  -- the compact key (docs/retention.md): one column's output text, or a
+  -- text[] literal of the columns' output texts in key order
+  SELECT CASE WHEN cardinality(old_key) = 1 THEN format('pg_catalog.format(''%%s'', t.%I)', old_key[1])
+              ELSE 'ARRAY[' || string_agg(format('pg_catalog.format(''%%s'', t.%I)', c), ', ' ORDER BY n) || ']::pg_catalog.text' END
+    INTO old_expr FROM unnest(old_key) WITH ORDINALITY u(c, n);
+  SELECT CASE WHEN cardinality(new_key) = 1 THEN format('pg_catalog.format(''%%s'', t.%I)', new_key[1])
+              ELSE 'ARRAY[' || string_agg(format('pg_catalog.format(''%%s'', t.%I)', c), ', ' ORDER BY n) || ']::pg_catalog.text' END,
+         string_agg(format('t.%I IS NULL', c), ' OR ')
+    INTO new_expr, null_test FROM unnest(new_key) WITH ORDINALITY u(c, n);
+  -- no change of the target's rows while their records move
+  EXECUTE format('LOCK TABLE %s IN SHARE MODE', target);
+  PERFORM 1 FROM cdc.entity_state e WHERE e.target = _rekey_entities.target FOR UPDATE;
+  EXECUTE format('SELECT pg_catalog.array_agg(n.ok), pg_catalog.array_agg(n.nk), '
+                 '       pg_catalog.min(CASE WHEN n.nk IS NULL THEN n.ok END) '
+                 '  FROM cdc.entity_state e '
+                 '  JOIN (SELECT %s AS ok, CASE WHEN %s THEN NULL ELSE %s END AS nk FROM %s t) n '
+                 '    ON n.ok OPERATOR(pg_catalog.=) e.key '
+                 ' WHERE e.target OPERATOR(pg_catalog.=) $1 AND NOT e.deleted',
+                 old_expr, null_test, new_expr, target)
+    INTO old_keys, new_keys, missing USING target;
+  IF missing IS NOT NULL THEN
+    RAISE EXCEPTION 'cannot re-key table %: the row with key % has NULL in a column of the new key (%)', target,
+                    cdc.entity_key_json(target, missing), array_to_string(new_key, ', ')
+      USING ERRCODE = '23502',
+            HINT = 'Every row with an entity record needs a value in each new key column.';
+  END IF;
+  old_keys := coalesce(old_keys, '{}');
+  new_keys := coalesce(new_keys, '{}');
+  -- what cannot be re-keyed: its greatest version per source becomes the watermark
+  INSERT INTO cdc.prune_watermark AS w (target, src, v0, v1, v2, v3)
+  SELECT DISTINCT ON (e.src) e.target, e.src, e.v0, e.v1, e.v2, e.v3
+    FROM cdc.entity_state e
+   WHERE e.target = _rekey_entities.target AND NOT EXISTS (SELECT 1 FROM unnest(old_keys) k WHERE k = e.key)
+   ORDER BY e.src, e.v0 DESC, e.v1 DESC, e.v2 DESC, e.v3 DESC
+  ON CONFLICT ON CONSTRAINT prune_watermark_pkey DO UPDATE
+     SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, pruned_at = now()
+   WHERE (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3) > (w.v0, w.v1, w.v2, w.v3);
+  DELETE FROM cdc.entity_state e
+   WHERE e.target = _rekey_entities.target AND NOT EXISTS (SELECT 1 FROM unnest(old_keys) k WHERE k = e.key);
+  -- the live records: delete, then insert under the new key (an old key may be another row's new key)
+  WITH gone AS (
+    DELETE FROM cdc.entity_state e WHERE e.target = _rekey_entities.target RETURNING e.*
+  )
+  SELECT array_agg(g) INTO recs FROM gone g;
+  INSERT INTO cdc.entity_state (v1, v2, target, v0, v3, chash, touched_s, src, deleted, key)
+  SELECT r.v1, r.v2, r.target, r.v0, r.v3, r.chash, r.touched_s, r.src, r.deleted, m.nk
+    FROM unnest(recs) r
+    JOIN unnest(old_keys, new_keys) m(ok, nk) ON m.ok = r.key;
+  GET DIAGNOSTICS moved = ROW_COUNT;
+  RETURN moved;
+END
+$fn$;
+COMMENT ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) IS
+  'Internal (cdc.register_mapping with other key_columns): moves the live entity records of target to the keys their rows have under new_key; tombstones and records without a row are removed and folded into cdc.prune_watermark. Locks the target in SHARE mode. Returns the number of records moved. Error 23502 when a row with a record has NULL in a new key column.';
+
+-- Called by cdc.register_mapping before it writes the mapping: entity
+-- records are keyed by the key columns' values, so a new key definition
+-- re-keys them (cdc._rekey_entities), or is refused where they cannot be
+-- carried over (a history mapping; a table without a usable key) (B36).
+CREATE FUNCTION cdc._rekey_if_needed(target regclass, key_columns name[], mode text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  old_key name[];
+  new_key name[];
+BEGIN
+  old_key := coalesce((SELECT m.key_columns FROM cdc.mapping m WHERE m.target = _rekey_if_needed.target),
+                      cdc._primary_key_columns(target));
+  new_key := coalesce(key_columns, cdc._primary_key_columns(target));
+  IF old_key IS NOT DISTINCT FROM new_key
+     OR NOT EXISTS (SELECT 1 FROM cdc.entity_state e WHERE e.target = _rekey_if_needed.target) THEN
+    RETURN;
+  END IF;
+  IF mode = 'history' OR (SELECT m.mode FROM cdc.mapping m WHERE m.target = _rekey_if_needed.target) = 'history'
+     OR old_key IS NULL OR new_key IS NULL THEN
+    RAISE EXCEPTION 'cannot change the key of table % (key_columns) while it has entity records', target
+      USING ERRCODE = '55000',
+            HINT = 'Keep the key_columns it was registered with, or unregister the mapping, empty the table and remove its cdc.entity_state rows first.';
+  END IF;
+  PERFORM cdc._rekey_entities(target, old_key, new_key);
+END
+$fn$;
+COMMENT ON FUNCTION cdc._rekey_if_needed(regclass, name[], text) IS
+  'Internal (cdc.register_mapping): re-keys the entity records of target when key_columns (NULL: the primary key) differ from the key they were written under. Errors: 55000 for a history mapping or a table without a primary key, 23502 from cdc._rekey_entities.';
+
 CREATE FUNCTION cdc.register_mapping(
   target                  regclass,
   source_schema           text    DEFAULT NULL,
@@ -657,6 +777,7 @@ BEGIN
     RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647' USING ERRCODE = '22023';
   END IF;
 
+  PERFORM cdc._rekey_if_needed(target, key_columns, mode);
   INSERT INTO cdc.mapping AS m (target, source_name, source_schema, source_table, key_columns, version_column,
                                 source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
                                 temporal_unit, conflict_policy, mode, handler, expired_policy)
@@ -678,6 +799,77 @@ END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) IS
   'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
+
+CREATE TABLE cdc.source_renames (
+  id         bigserial PRIMARY KEY,
+  old_name   text NOT NULL,
+  new_name   text NOT NULL,
+  merged     boolean NOT NULL,
+  renamed_by name NOT NULL DEFAULT current_user,
+  renamed_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.source_renames IS 'Every cdc.rename_source() call: a source (Debezium source.name / topic.prefix) declared the same as before under a new name.';
+COMMENT ON COLUMN cdc.source_renames.id IS 'Order of the renames.';
+COMMENT ON COLUMN cdc.source_renames.old_name IS 'The name the entity records had.';
+COMMENT ON COLUMN cdc.source_renames.new_name IS 'The name they have now.';
+COMMENT ON COLUMN cdc.source_renames.merged IS 'True when events under the new name had already created records of their own, which were merged in.';
+COMMENT ON COLUMN cdc.source_renames.renamed_by IS 'Role that renamed it.';
+COMMENT ON COLUMN cdc.source_renames.renamed_at IS 'When.';
+
+-- A Debezium connector whose source.name (topic.prefix) changes is the same
+-- source with the same LSN space: its entity records, tombstones, prune
+-- watermarks and truncate barriers are carried over to the new name, so
+-- that later changes of existing rows are ordered against them instead of
+-- being conflicts (docs/semantics.md, "Renaming a source").
+CREATE FUNCTION cdc.rename_source(old_name text, new_name text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  old_id smallint;
+  new_id smallint;
+BEGIN
+  IF old_name IS NULL OR new_name IS NULL OR new_name = '' THEN
+    RAISE EXCEPTION 'old_name and new_name must not be NULL or empty' USING ERRCODE = '22023';
+  END IF;
+  IF old_name = new_name THEN
+    RAISE EXCEPTION 'source "%" already has that name', old_name USING ERRCODE = '22023';
+  END IF;
+  IF old_name LIKE 'pg:%' OR new_name LIKE 'pg:%' THEN
+    RAISE EXCEPTION 'source "%" belongs to the background worker', CASE WHEN old_name LIKE 'pg:%' THEN old_name ELSE new_name END
+      USING ERRCODE = '22023',
+            DETAIL = 'Worker sources are named after the source cluster''s system identifier, which a failover to a physical standby keeps.';
+  END IF;
+  -- No applier may hold or take a source id while the records move: every
+  -- apply writes cdc.entity_state (ROW EXCLUSIVE), which this lock waits
+  -- for and then blocks until the commit.
+  LOCK TABLE cdc.entity_state, cdc.source, cdc.prune_watermark, cdc.table_barrier IN EXCLUSIVE MODE;
+  SELECT id INTO old_id FROM cdc.source WHERE name = old_name;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'source "%" is not known', old_name USING ERRCODE = '42704',
+      HINT = 'cdc.entities shows the source names of the stored records.';
+  END IF;
+  SELECT id INTO new_id FROM cdc.source WHERE name = new_name;
+  IF FOUND THEN
+    -- Events under the new name arrived before the rename: the entities
+    -- they created (existing ones were conflicts and are untouched) join
+    -- the old records; a watermark keeps the greater version.
+    UPDATE cdc.entity_state SET src = old_id WHERE src = new_id;
+    INSERT INTO cdc.prune_watermark AS w (target, src, v0, v1, v2, v3, pruned_at)
+    SELECT target, old_id, v0, v1, v2, v3, pruned_at FROM cdc.prune_watermark WHERE src = new_id
+    ON CONFLICT (target, src) DO UPDATE
+       SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, pruned_at = EXCLUDED.pruned_at
+     WHERE (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3) > (w.v0, w.v1, w.v2, w.v3);
+    DELETE FROM cdc.prune_watermark WHERE src = new_id;
+    DELETE FROM cdc.source WHERE id = new_id;
+  END IF;
+  UPDATE cdc.source SET name = new_name WHERE id = old_id;
+  UPDATE cdc.table_barrier SET source_name = new_name WHERE source_name = old_name;
+  INSERT INTO cdc.source_renames (old_name, new_name, merged) VALUES (old_name, new_name, new_id IS NOT NULL);
+END
+$fn$;
+COMMENT ON FUNCTION cdc.rename_source(text, text) IS
+  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks and truncate barriers of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names or a worker source (pg:...).';
 
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
@@ -841,6 +1033,9 @@ CREATE TABLE cdc.subscription (
   source_epoch bigint NOT NULL DEFAULT 0 CHECK (source_epoch BETWEEN 0 AND 2147483647),
   slot_ready   boolean NOT NULL DEFAULT false,
   skip_lsn     pg_lsn,
+  slot_system_id  text,
+  slot_timeline   integer,
+  slot_created_lsn pg_lsn,
   created_at   timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE cdc.subscription IS
@@ -856,11 +1051,14 @@ COMMENT ON COLUMN cdc.subscription.enabled IS 'The launcher runs an apply worker
 COMMENT ON COLUMN cdc.subscription.source_epoch IS 'First version component of this source''s changes.';
 COMMENT ON COLUMN cdc.subscription.slot_ready IS 'The slot exists and the initial copy (if any) is done; streaming starts from the replication origin''s progress.';
 COMMENT ON COLUMN cdc.subscription.skip_lsn IS 'Set by cdc.skip_transaction(): the commit LSN of one source transaction the worker skips.';
+COMMENT ON COLUMN cdc.subscription.slot_system_id IS 'Identity of the slot (docs/worker.md, "Continuity"): the source''s system identifier (IDENTIFY_SYSTEM) when the worker created the slot, or first used a slot it did not create.';
+COMMENT ON COLUMN cdc.subscription.slot_timeline IS 'The source''s timeline then: a promoted standby has another one, and PostgreSQL 15 copies no logical slot to it.';
+COMMENT ON COLUMN cdc.subscription.slot_created_lsn IS 'The slot''s consistent point (where its stream starts), or the position it was first used from.';
 COMMENT ON COLUMN cdc.subscription.created_at IS 'When the subscription was created.';
 
 CREATE TABLE cdc.subscription_state (
   subid          integer PRIMARY KEY REFERENCES cdc.subscription ON DELETE CASCADE,
-  state          text NOT NULL DEFAULT 'starting' CHECK (state IN ('starting', 'copying', 'streaming', 'error', 'disabled')),
+  state          text NOT NULL DEFAULT 'starting' CHECK (state IN ('starting', 'waiting', 'copying', 'streaming', 'error', 'disabled')),
   worker_pid     integer,
   received_lsn   pg_lsn,
   flushed_lsn    pg_lsn,
@@ -877,15 +1075,15 @@ CREATE TABLE cdc.subscription_state (
 );
 COMMENT ON TABLE cdc.subscription_state IS 'Worker-maintained state of each subscription; read it through cdc.subscription_status.';
 COMMENT ON COLUMN cdc.subscription_state.subid IS 'The subscription.';
-COMMENT ON COLUMN cdc.subscription_state.state IS 'starting, copying, streaming, error or disabled.';
+COMMENT ON COLUMN cdc.subscription_state.state IS 'starting, waiting (for a free worker slot: cdc.max_workers or max_worker_processes), copying, streaming, error or disabled.';
 COMMENT ON COLUMN cdc.subscription_state.worker_pid IS 'PID of the apply worker, while one runs.';
 COMMENT ON COLUMN cdc.subscription_state.received_lsn IS 'Highest source LSN received.';
 COMMENT ON COLUMN cdc.subscription_state.flushed_lsn IS 'Source LSN reported to the source as flushed (durably committed here).';
 COMMENT ON COLUMN cdc.subscription_state.source_end_lsn IS 'The source''s WAL end as last reported by it (keepalive or data).';
 COMMENT ON COLUMN cdc.subscription_state.last_commit_at IS 'Source commit time of the last applied transaction.';
 COMMENT ON COLUMN cdc.subscription_state.last_msg_at IS 'When the worker last heard from the source.';
-COMMENT ON COLUMN cdc.subscription_state.retry_count IS 'Consecutive failed attempts; reset by a successful commit.';
-COMMENT ON COLUMN cdc.subscription_state.last_error IS 'Text of the last error (with the table and LSN it concerns).';
+COMMENT ON COLUMN cdc.subscription_state.retry_count IS 'Consecutive failed attempts; reset (with last_error) once the worker streams again: it committed a source transaction or caught up with the source.';
+COMMENT ON COLUMN cdc.subscription_state.last_error IS 'Text of the current error with its DETAIL, HINT and CONTEXT (the table and LSN it concerns); NULL once the worker streams again. Earlier errors: cdc.subscription_errors.';
 COMMENT ON COLUMN cdc.subscription_state.last_error_lsn IS 'Commit LSN of the source transaction that failed, if any.';
 COMMENT ON COLUMN cdc.subscription_state.last_error_at IS 'When the last error happened.';
 COMMENT ON COLUMN cdc.subscription_state.applied_xacts IS 'Source transactions the worker applied (explicit skips and re-sent transactions excluded); added every cdc.status_interval, so a crash may drop the last interval''s count.';
@@ -912,6 +1110,49 @@ COMMENT ON COLUMN cdc.skipped_transactions.reason IS 'Why the operator skipped i
 COMMENT ON COLUMN cdc.skipped_transactions.requested_by IS 'Role that requested the skip.';
 COMMENT ON COLUMN cdc.skipped_transactions.skipped_at IS 'When the worker skipped it (NULL: not reached yet).';
 
+CREATE TABLE cdc.subscription_errors (
+  id         bigserial PRIMARY KEY,
+  subid      integer NOT NULL,
+  name       text NOT NULL,
+  error      text NOT NULL,
+  error_lsn  pg_lsn,
+  retry      integer NOT NULL,
+  at         timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX ON cdc.subscription_errors (subid, id);
+COMMENT ON TABLE cdc.subscription_errors IS 'History of worker errors, newest last: the worker adds one row per error (the text of cdc.subscription_status.last_error) and keeps the last 100 per subscription.';
+COMMENT ON COLUMN cdc.subscription_errors.id IS 'Order of the errors.';
+COMMENT ON COLUMN cdc.subscription_errors.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.subscription_errors.name IS 'Subscription name at the time.';
+COMMENT ON COLUMN cdc.subscription_errors.error IS 'Message with DETAIL, HINT and CONTEXT.';
+COMMENT ON COLUMN cdc.subscription_errors.error_lsn IS 'Commit LSN of the failing source transaction, if one failed.';
+COMMENT ON COLUMN cdc.subscription_errors.retry IS 'Consecutive failure number (retry_count after it).';
+COMMENT ON COLUMN cdc.subscription_errors.at IS 'When it happened.';
+
+CREATE TABLE cdc.accepted_gaps (
+  id           bigserial PRIMARY KEY,
+  subid        integer NOT NULL,
+  name         text NOT NULL,
+  reason       text NOT NULL,
+  requested_by name NOT NULL DEFAULT current_user,
+  requested_at timestamptz NOT NULL DEFAULT now(),
+  from_lsn     pg_lsn,
+  to_lsn       pg_lsn,
+  detail       text,
+  accepted_at  timestamptz
+);
+COMMENT ON TABLE cdc.accepted_gaps IS 'Explicit operator acceptances of a stream whose continuity the worker could not prove (cdc.accept_gap; docs/worker.md, "Continuity"): committed source transactions between from_lsn and to_lsn may never have been applied here.';
+COMMENT ON COLUMN cdc.accepted_gaps.id IS 'Request order.';
+COMMENT ON COLUMN cdc.accepted_gaps.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.accepted_gaps.name IS 'Subscription name at the time.';
+COMMENT ON COLUMN cdc.accepted_gaps.reason IS 'Why the operator accepted the gap.';
+COMMENT ON COLUMN cdc.accepted_gaps.requested_by IS 'Role that accepted it.';
+COMMENT ON COLUMN cdc.accepted_gaps.requested_at IS 'When it was requested.';
+COMMENT ON COLUMN cdc.accepted_gaps.from_lsn IS 'The replication origin''s progress (end of the last applied source transaction) when the worker acted on it.';
+COMMENT ON COLUMN cdc.accepted_gaps.to_lsn IS 'Where the stream continued: the consistent point of the new slot, or the confirmed position of the slot found.';
+COMMENT ON COLUMN cdc.accepted_gaps.detail IS 'What the worker found (the reason continuity could not be proven).';
+COMMENT ON COLUMN cdc.accepted_gaps.accepted_at IS 'When the worker acted on it (NULL: not yet).';
+
 CREATE VIEW cdc.subscription_status AS
   SELECT s.name,
          CASE WHEN NOT s.enabled THEN 'disabled' ELSE coalesce(st.state, 'starting') END AS state,
@@ -919,10 +1160,16 @@ CREATE VIEW cdc.subscription_status AS
          o.remote_lsn AS applied_lsn,
          st.flushed_lsn,
          st.source_end_lsn,
+         -- what the source has decoded and sent beyond what is applied here;
+         -- flushed_lsn covers an idle stream whose last transactions carried
+         -- nothing for this subscription (confirmed without a local commit)
          CASE WHEN st.source_end_lsn IS NOT NULL AND o.remote_lsn IS NOT NULL
-              THEN greatest(st.source_end_lsn - o.remote_lsn, 0)::bigint END AS lag_bytes,
-         CASE WHEN st.last_commit_at IS NOT NULL
-              THEN extract(epoch FROM st.last_msg_at - st.last_commit_at)::double precision END AS lag_seconds,
+              THEN greatest(st.source_end_lsn - greatest(o.remote_lsn, st.flushed_lsn), 0)::bigint END AS lag_bytes,
+         -- caught up: nothing to wait for; else the last message's age over the last applied commit
+         CASE WHEN st.source_end_lsn IS NOT NULL AND o.remote_lsn IS NOT NULL
+                   AND st.source_end_lsn <= greatest(o.remote_lsn, st.flushed_lsn) THEN 0::double precision
+              WHEN st.last_commit_at IS NOT NULL
+              THEN greatest(extract(epoch FROM st.last_msg_at - st.last_commit_at), 0)::double precision END AS lag_seconds,
          st.retry_count,
          st.last_error,
          st.last_error_lsn,
@@ -936,7 +1183,31 @@ CREATE VIEW cdc.subscription_status AS
     LEFT JOIN cdc.subscription_state st USING (subid)
     LEFT JOIN pg_catalog.pg_replication_origin_status o ON o.external_id = 'cdc_' || s.subid;
 COMMENT ON VIEW cdc.subscription_status IS
-  'One row per subscription: state (copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - applied) and seconds (last message - last applied commit time), retries and the last error, source transactions applied and the local commits that applied them (grouping). No conninfo.';
+  'One row per subscription: state (starting, waiting, copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - the greater of applied and flushed) and seconds (0 when caught up, else last message - last applied commit time), retries and the current error, source transactions applied and the local commits that applied them (grouping). No conninfo.';
+
+-- Control transitions (docs/worker.md, "Control state is durable"): the
+-- functions below commit synchronously whatever synchronous_commit says, so
+-- that no crash can lose a state the worker or the source already acted on.
+CREATE FUNCTION cdc._force_sync_commit() RETURNS void
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_force_sync_commit';
+COMMENT ON FUNCTION cdc._force_sync_commit() IS
+  'Internal: makes the current transaction''s commit synchronous (ForceSyncCommit, as CREATE DATABASE does), whatever synchronous_commit says. Called by every subscription control function.';
+
+CREATE FUNCTION cdc._prevent_transaction_block(command text) RETURNS void
+LANGUAGE c VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_prevent_transaction_block';
+COMMENT ON FUNCTION cdc._prevent_transaction_block(text) IS
+  'Internal: raises 25001 (active_sql_transaction) when called inside a transaction block (BEGIN ..., several statements in one query string, a subtransaction or a pipeline), as DROP SUBSCRIPTION does: an action on the source (dropping a slot) cannot roll back with it. command names the caller in the message.';
+
+CREATE FUNCTION cdc._note_subscription_database() RETURNS void
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_note_subscription_database';
+COMMENT ON FUNCTION cdc._note_subscription_database() IS
+  'Internal: tells the server (shared memory, when cdc_apply is preloaded) at once that this database has subscriptions, so that DROP DATABASE of it is refused before the launcher''s next look (docs/worker.md, "Dropping").';
 
 CREATE FUNCTION cdc.create_subscription(
   name         text,
@@ -972,6 +1243,8 @@ BEGIN
     PERFORM pg_replication_origin_drop('cdc_' || id);
   END IF;
   PERFORM pg_replication_origin_create('cdc_' || id);
+  PERFORM cdc._note_subscription_database();
+  PERFORM cdc._force_sync_commit();
   IF current_setting('cdc.database', true) IS DISTINCT FROM current_database() THEN
     RAISE WARNING 'subscription "%" will not run: the cdc_apply launcher serves database %, not %', name,
       coalesce(quote_literal(current_setting('cdc.database', true)), 'none (cdc_apply is not in shared_preload_libraries)'),
@@ -991,6 +1264,7 @@ BEGIN
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
   UPDATE cdc.subscription_state st SET state = 'starting', retry_count = 0, updated_at = now()
     FROM cdc.subscription s WHERE s.subid = st.subid AND s.name = enable_subscription.name;
+  PERFORM cdc._force_sync_commit();
 END $fn$;
 COMMENT ON FUNCTION cdc.enable_subscription(text) IS 'Enables a subscription; the launcher starts its worker within cdc.naptime. Error 42704 if it does not exist.';
 
@@ -999,6 +1273,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   UPDATE cdc.subscription s SET enabled = false WHERE s.name = disable_subscription.name;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  PERFORM cdc._force_sync_commit();
 END $fn$;
 COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the launcher stops its worker (SIGTERM) within cdc.naptime. Progress is kept in the replication origin. Error 42704 if it does not exist.';
 
@@ -1028,6 +1303,7 @@ BEGIN
          publications = coalesce(alter_subscription.publications, s.publications),
          source_epoch = coalesce(alter_subscription.source_epoch, s.source_epoch)
    WHERE s.subid = sub.subid;
+  PERFORM cdc._force_sync_commit();
   -- the worker reads its settings when it starts: stop it, the launcher starts a new one
   SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
   IF running_pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = running_pid
@@ -1049,9 +1325,39 @@ BEGIN
   UPDATE cdc.subscription s SET skip_lsn = commit_lsn WHERE s.name = skip_transaction.name RETURNING subid INTO id;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
   INSERT INTO cdc.skipped_transactions (subid, name, commit_lsn, reason) VALUES (id, name, commit_lsn, reason);
+  PERFORM cdc._force_sync_commit();
 END $fn$;
 COMMENT ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) IS
   'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. Errors: 42704 unknown subscription, 22023 no reason.';
+
+CREATE FUNCTION cdc.accept_gap(name text, reason text) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+  req bigint;
+BEGIN
+  IF reason IS NULL OR btrim(reason) = '' THEN
+    RAISE EXCEPTION 'a reason is required to accept a gap in the stream' USING ERRCODE = '22023';
+  END IF;
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = accept_gap.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT sub.slot_ready THEN
+    RAISE EXCEPTION 'subscription "%" has not finished its initial copy: there is no stream to continue', name
+      USING ERRCODE = '55000', HINT = 'The worker copies again by itself; nothing to accept.';
+  END IF;
+  -- one open request at a time: a second call replaces the reason
+  UPDATE cdc.accepted_gaps g SET reason = accept_gap.reason, requested_by = current_user, requested_at = now()
+   WHERE g.subid = sub.subid AND g.accepted_at IS NULL
+  RETURNING g.id INTO req;
+  IF req IS NULL THEN
+    INSERT INTO cdc.accepted_gaps (subid, name, reason) VALUES (sub.subid, sub.name, reason) RETURNING id INTO req;
+  END IF;
+  UPDATE cdc.subscription_state st SET retry_count = 0, updated_at = now() WHERE st.subid = sub.subid;
+  PERFORM cdc._force_sync_commit();
+  RETURN req;
+END $fn$;
+COMMENT ON FUNCTION cdc.accept_gap(text, text) IS
+  'Explicit way out of a stream whose continuity the worker cannot prove (state error: the slot is missing, was created again or advanced, or the source failed over; docs/worker.md, "Continuity"). The worker, on its next attempt, continues from the slot it finds (or creates a new one, without copying) and records from_lsn/to_lsn in cdc.accepted_gaps: source transactions in between may be missing here; re-copy the affected tables to repair them. Does nothing while the stream is provably continuous. Returns the request id. Errors: 42704 unknown subscription, 22023 no reason, 55000 initial copy not finished.';
 
 CREATE FUNCTION cdc.drop_subscription(name text, drop_slot boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1059,28 +1365,36 @@ DECLARE
   sub cdc.subscription;
   pid integer;
 BEGIN
+  -- dropping the slot on the source cannot roll back with this transaction
+  IF drop_slot THEN
+    PERFORM cdc._prevent_transaction_block('cdc.drop_subscription(..., drop_slot => true)');
+  END IF;
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = drop_subscription.name FOR UPDATE;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
   SELECT worker_pid INTO pid FROM cdc.subscription_state WHERE subid = sub.subid;
   IF pid IS NOT NULL THEN
     PERFORM pg_terminate_backend(pid, 10000);
   END IF;
-  IF drop_slot AND sub.slot_ready THEN
-    PERFORM cdc._drop_source_slot(sub.conninfo, sub.slot_name);
-  END IF;
   DELETE FROM cdc.subscription s WHERE s.subid = sub.subid;
   IF EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = 'cdc_' || sub.subid) THEN
     PERFORM pg_replication_origin_drop('cdc_' || sub.subid);
   END IF;
+  PERFORM cdc._force_sync_commit();
+  -- last, as DROP SUBSCRIPTION does: in every state (the worker may have
+  -- created the slot and not finished its initial copy); a slot that is
+  -- not there (never created) is no error
+  IF drop_slot THEN
+    PERFORM cdc._drop_source_slot(sub.conninfo, sub.slot_name);
+  END IF;
 END $fn$;
 COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
-  'Stops the worker, drops the replication origin and the subscription, and with drop_slot also the slot on the source. Error 42704 if it does not exist.';
+  'Stops the worker, drops the replication origin and the subscription, and with drop_slot also the slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped). With drop_slot it refuses to run inside a transaction block (25001), as DROP SUBSCRIPTION does, because the slot''s drop cannot roll back. Commits synchronously. Errors: 42704 unknown subscription, 25001 inside a transaction block, 08001 source unreachable, 55006 slot in use.';
 
 CREATE FUNCTION cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
 LANGUAGE c STRICT VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_drop_source_slot';
-COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to the source with libpq and drops a logical replication slot (DROP_REPLICATION_SLOT ... WAIT). Errors: 08001 connection failure, the source''s error otherwise.';
+COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to the source with libpq and drops a logical replication slot (DROP_REPLICATION_SLOT ... WAIT); a slot that does not exist is skipped with a NOTICE. Errors: 08001 connection failure, 55006 the source''s error otherwise.';
 
 -- The engine writes its bookkeeping as the extension owner; nobody else
 -- writes these tables directly.  Reading state is open to everyone.
@@ -1099,6 +1413,13 @@ REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.drop_subscription(text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.accept_gap(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_source_slot(text, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._force_sync_commit() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._prevent_transaction_block(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._note_subscription_database() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.rename_source(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._rekey_if_needed(regclass, name[], text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
 GRANT SELECT ON cdc.subscription_status TO PUBLIC;
