@@ -12,7 +12,7 @@ PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/p
           src/pg/worker/launcher.cpp src/pg/worker/apply_worker.cpp src/pg/worker/source_conn.cpp \
           src/pg/worker/pgoutput.cpp src/pg/worker/transactions.cpp src/pg/worker/progress.cpp \
           src/pg/worker/stream_spool.cpp src/pg/worker/table_copy.cpp src/pg/worker/status.cpp \
-          src/pg/worker/lifecycle.cpp
+          src/pg/worker/lifecycle.cpp src/pg/worker/continuity.cpp
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql

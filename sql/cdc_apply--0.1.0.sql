@@ -1063,6 +1063,7 @@ CREATE TABLE cdc.subscription_state (
   received_lsn   pg_lsn,
   flushed_lsn    pg_lsn,
   source_end_lsn pg_lsn,
+  confirmed_lsn  pg_lsn,
   last_commit_at timestamptz,
   last_msg_at    timestamptz,
   retry_count    integer NOT NULL DEFAULT 0,
@@ -1080,6 +1081,7 @@ COMMENT ON COLUMN cdc.subscription_state.worker_pid IS 'PID of the apply worker,
 COMMENT ON COLUMN cdc.subscription_state.received_lsn IS 'Highest source LSN received.';
 COMMENT ON COLUMN cdc.subscription_state.flushed_lsn IS 'Source LSN reported to the source as flushed (durably committed here).';
 COMMENT ON COLUMN cdc.subscription_state.source_end_lsn IS 'The source''s WAL end as last reported by it (keepalive or data).';
+COMMENT ON COLUMN cdc.subscription_state.confirmed_lsn IS 'Highest source position the worker confirmed to the source without a local commit (an idle stream: the WAL carried nothing for this subscription), made durable before it was reported; with the replication origin''s progress it bounds the slot''s confirmed_flush_lsn (docs/worker.md, "Continuity").';
 COMMENT ON COLUMN cdc.subscription_state.last_commit_at IS 'Source commit time of the last applied transaction.';
 COMMENT ON COLUMN cdc.subscription_state.last_msg_at IS 'When the worker last heard from the source.';
 COMMENT ON COLUMN cdc.subscription_state.retry_count IS 'Consecutive failed attempts; reset (with last_error) once the worker streams again: it committed a source transaction or caught up with the source.';
@@ -1335,6 +1337,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   sub cdc.subscription;
   req bigint;
+  running_pid integer;
 BEGIN
   IF reason IS NULL OR btrim(reason) = '' THEN
     RAISE EXCEPTION 'a reason is required to accept a gap in the stream' USING ERRCODE = '22023';
@@ -1354,10 +1357,18 @@ BEGIN
   END IF;
   UPDATE cdc.subscription_state st SET retry_count = 0, updated_at = now() WHERE st.subid = sub.subid;
   PERFORM cdc._force_sync_commit();
+  -- the worker acts on the request when it connects: restart a running one
+  -- now (the launcher starts a new one), so that no request stays open to
+  -- accept a later gap nobody has seen
+  SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
+  IF running_pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = running_pid
+                                    AND a.backend_type = 'cdc_apply worker') THEN
+    PERFORM pg_terminate_backend(running_pid);
+  END IF;
   RETURN req;
 END $fn$;
 COMMENT ON FUNCTION cdc.accept_gap(text, text) IS
-  'Explicit way out of a stream whose continuity the worker cannot prove (state error: the slot is missing, was created again or advanced, or the source failed over; docs/worker.md, "Continuity"). The worker, on its next attempt, continues from the slot it finds (or creates a new one, without copying) and records from_lsn/to_lsn in cdc.accepted_gaps: source transactions in between may be missing here; re-copy the affected tables to repair them. Does nothing while the stream is provably continuous. Returns the request id. Errors: 42704 unknown subscription, 22023 no reason, 55000 initial copy not finished.';
+  'Explicit way out of a stream whose continuity the worker cannot prove (state error: the slot is missing, was created again or advanced, or the source failed over; docs/worker.md, "Continuity"). The worker, on its next attempt, continues from the slot it finds (or creates a new one, without copying) and records from_lsn/to_lsn in cdc.accepted_gaps: source transactions in between may be missing here; re-copy the affected tables to repair them. A running worker is restarted to act on it at once; while the stream is provably continuous the request is closed without skipping anything. Returns the request id. Errors: 42704 unknown subscription, 22023 no reason, 55000 initial copy not finished.';
 
 CREATE FUNCTION cdc.drop_subscription(name text, drop_slot boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$

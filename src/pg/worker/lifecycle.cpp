@@ -16,6 +16,7 @@
 //
 // PostgreSQL-regime code: no C++ objects with destructors in these frames.
 #include "pg/guard.hpp"
+#include "pg/guc.hpp"
 #include "pg/worker/lifecycle.hpp"
 
 extern "C" {
@@ -88,7 +89,7 @@ lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool read
 		Oid served = shared->dboid;
 		int nsubs = shared->nsubs;
 		SpinLockRelease(&shared->mutex);
-		const char *configured = GetConfigOption("cdc.database", true, false);
+		const char *configured = cdc_database;
 		bool unknown = served == InvalidOid && configured != NULL && strcmp(configured, stmt->dbname) == 0;
 		if (OidIsValid(db) && ((db == served && nsubs != 0) || unknown))
 			ereport(ERROR,
@@ -164,7 +165,7 @@ CDC_PG_FUNCTION(cdc_note_subscription_database)
 	cdc::pg::PgCall([&]() {
 		if (shared == NULL)
 			return;
-		const char *configured = GetConfigOption("cdc.database", true, false);
+		const char *configured = cdc_database;
 		char *current = get_database_name(MyDatabaseId);
 		if (configured == NULL || current == NULL || strcmp(configured, current) != 0)
 			return;

@@ -16,6 +16,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -128,6 +129,16 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 void
 prepare_slot(void)
 {
+	/*
+	 * Never a new slot once the subscription has progress: the new slot
+	 * would start after transactions the old one still had to send
+	 * (docs/worker.md, "Continuity").
+	 */
+	if (W->progress != InvalidXLogRecPtr)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("cdc_apply subscription \"%s\": will not create slot \"%s\": the subscription has progress %X/%X",
+		                       W->name, W->slot_name, CDC_LSN_ARGS(W->progress)),
+		                errhint("Use cdc.accept_gap to continue from a new slot.")));
 	char *slot = pstrdup(quote_identifier(W->slot_name));
 	char *slot_lit = PQescapeLiteral(W->conn, W->slot_name, strlen(W->slot_name));
 	PGresult *res = source_exec(psprintf("SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", slot_lit),
@@ -176,10 +187,19 @@ prepare_slot(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
 	spi_exec("UPDATE cdc.subscription SET slot_ready = true WHERE subid = $1::int", 1, args);
+	record_slot_identity(cp);
 	SPI_finish();
 	PopActiveSnapshot();
 	commit_with_progress(cp, GetCurrentTimestamp());
+	/*
+	 * A control transition: streaming starts on it.  Lost in a crash, the
+	 * next worker would drop the slot and copy again, and what was
+	 * committed on the source in between would arrive as snapshot rows,
+	 * without its outbox rows (docs/worker.md, "Control state is durable").
+	 */
+	XLogFlush(XactLastCommitEnd);
 	W->progress = cp;
 	W->slot_ready = true;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s ready at %X/%X", W->name, W->slot_name, CDC_LSN_ARGS(cp))));
+	fault_pause("copy_done");
 }

@@ -60,6 +60,24 @@ typedef struct WorkerState {
 	char *source_db;
 	HTAB *relations;
 
+	/*
+	 * Continuity of the stream (continuity.cpp, docs/worker.md
+	 * "Continuity"): the source as IDENTIFY_SYSTEM reports it on this
+	 * connection, the slot's identity recorded in cdc.subscription (NULL
+	 * system id: none recorded yet), the position confirmed to the source
+	 * while idle (durable before it was reported), and a pending
+	 * cdc.accept_gap request (0: none).
+	 */
+	char *system_id;
+	uint32 timeline;
+	char *slot_system_id;
+	uint32 slot_timeline;
+	XLogRecPtr confirmed_lsn;
+	int64 gap_request;
+	bool healthy;             /* streams again since the last error: last_error and retry_count were cleared */
+	XLogRecPtr source_wal_at_connect; /* the source's WAL position when this connection began (IDENTIFY_SYSTEM) */
+	bool keepalive_seen;      /* a keepalive arrived on this connection */
+
 	XLogRecPtr progress;      /* origin progress: end LSN of the last applied source transaction */
 	XLogRecPtr received;      /* highest LSN received */
 	XLogRecPtr source_end;    /* source WAL end from the last message */
@@ -122,6 +140,7 @@ extern MemoryContext CdcStreamContext; /* the open chunk's file handle; reset at
 /* apply_worker.cpp: test-only fault points (cdc.debug_fault) */
 bool fault(const char *point);
 bool fault_after_change(int nchanges);
+void fault_pause(const char *transition);
 
 /* status.cpp: the worker's own statements, cdc.subscription_state, errors */
 int spi_exec(const char *sql, int nargs, const char **args);
@@ -163,3 +182,10 @@ void handle_stream_commit(StringInfo s);
 
 /* table_copy.cpp: slot creation and initial copy */
 void prepare_slot(void);
+
+/* continuity.cpp: proof that the slot continues after our progress; control transitions */
+void verify_continuity(void);
+void record_slot_identity(XLogRecPtr start_lsn);
+void commit_control_transition(void);
+void confirm_idle_position(XLogRecPtr lsn);
+void mark_healthy(void);
