@@ -1,6 +1,9 @@
 // The batch planner: see batch_plan.hpp.  Moved out of the glue
 // (pg/apply/segment.cpp) unchanged in what it decides, so that GoogleTest
-// covers it.
+// covers it (test/unit/test_batch_plan.cpp).
+//
+// Pure C++: it must not include postgres.h, read a table or keep state
+// between calls; every input arrives in the Chain and its SimInputs.
 #include "core/cpp_only.hpp"
 
 #include "core/batch_plan.hpp"

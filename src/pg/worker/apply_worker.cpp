@@ -1,22 +1,17 @@
-// The background-worker path (SPEC §7, docs/worker.md): a launcher that
-// starts one apply worker per enabled subscription, and the apply worker
-// that consumes a logical replication slot on a source PostgreSQL over the
-// replication protocol (pgoutput, protocol version 1), decodes it with
-// PostgreSQL's own readers (replication/logicalproto.h), and applies every
-// source transaction through the same ApplyEngine as cdc_apply(), with the
-// replication origin's progress committed in the same local transaction.
+// The apply worker's main (SPEC §7, docs/worker.md; the counterpart of the
+// main loop of PostgreSQL's worker.c): it consumes one subscription's
+// logical replication slot over the replication protocol (pgoutput) and
+// applies every source transaction through the same ApplyEngine as
+// cdc_apply(), with the replication origin's progress committed in the same
+// local transaction.  Here: subscription and origin set-up, the
+// connect/stream loop with its waits and feedback, the error path with the
+// one-by-one retry of a failed group, the test-only fault points, and the
+// definition of W and the memory contexts; the other steps are in the files
+// worker_state.hpp lists.
 //
-// This file is PostgreSQL-regime code (it may ereport): it owns no C++
-// objects with destructors in its frames.  The C++ engine is entered through
-// RunCpp(), which turns exceptions into ERRORs after its catch block.
-//
-// This file holds the apply worker's main (the counterpart of PostgreSQL's
-// worker.c main loop): subscription and origin set-up, the connect/stream
-// loop with its waits and feedback, the error path with the one-by-one
-// retry of a failed group, the test-only fault points, and the definition
-// of the shared state W and the memory contexts (worker_state.hpp).  The
-// other steps live in the files of src/pg/worker/ that worker_state.hpp
-// lists.
+// PostgreSQL-regime code (it may ereport): it owns no C++ objects with
+// destructors in its frames.  The C++ engine is entered through RunCpp(),
+// which turns exceptions into ERRORs after its catch block.
 #include "pg/guc.hpp"
 #include "pg/worker/worker_state.hpp"
 

@@ -1,22 +1,16 @@
-/*
- * Streamed in-progress transactions (protocol version 2, cdc.streaming)
- *
- * The source sends a large transaction in chunks (STREAM START .. STREAM
- * STOP) before it commits, each change tagged with its (sub)transaction id.
- * Nothing of it may be applied before STREAM COMMIT (it may still abort), so
- * the chunks are spooled to a temporary file per transaction (a FileSet, as
- * PostgreSQL's own apply worker does); STREAM ABORT of a subtransaction cuts
- * the file back to where that subtransaction's first change was written,
- * STREAM ABORT of the transaction drops the file, and STREAM COMMIT applies
- * the file like a transaction sent at its commit (same versions, delivery
- * keys, grouping, progress).  A worker that restarts has lost nothing: the
- * source streams every uncommitted transaction again from its first change.
- *
- * PostgreSQL-regime code (it may ereport): it owns no C++ objects with
- * destructors in its frames.  Spool files and their handles are
- * PostgreSQL's (FileSet, BufFile), closed or deleted here or at exit.
- */
-
+// Streamed in-progress transactions (protocol version 2, cdc.streaming).
+// The source sends a large transaction in chunks (STREAM START .. STOP)
+// before it commits, each change tagged with its (sub)transaction id.
+// Nothing may be applied before STREAM COMMIT, so chunks are spooled to one
+// temporary file per transaction (a FileSet, as PostgreSQL's own apply
+// worker does); STREAM ABORT of a subtransaction cuts the file back to its
+// first change, of the transaction drops the file, and STREAM COMMIT
+// applies the file like a transaction sent at its commit.  A worker that
+// restarts has lost nothing: the source streams the transaction again.
+//
+// PostgreSQL-regime code (it may ereport): it owns no C++ objects with
+// destructors in its frames.  Spool files and their handles are
+// PostgreSQL's (FileSet, BufFile), closed or deleted here or at exit.
 #include "pg/worker/worker_state.hpp"
 
 extern "C" {

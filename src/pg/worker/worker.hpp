@@ -2,6 +2,7 @@
 // (docs/worker.md): registering the launcher from _PG_init, and dropping a
 // slot on a source for cdc._drop_source_slot (sql_api.cpp).  Everything
 // else of the worker is internal to src/pg/worker/ (worker_state.hpp).
+// PostgreSQL regime: both functions may ereport; no C++ objects.
 #pragma once
 
 #include "pg/guard.hpp"
