@@ -26,7 +26,7 @@ SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'),
 -- Tables and views.
 SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
                          'subscription', 'subscription_state', 'skipped_transactions', 'dead_letter', 'prune_watermark',
-                         'prune_state'],
+                         'prune_state', 'subscription_errors', 'accepted_gaps', 'source_renames'],
                   'schema cdc has exactly the state tables');
 SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'horizon_status'], 'schema cdc has exactly the views');
 SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
