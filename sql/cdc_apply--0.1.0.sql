@@ -96,7 +96,7 @@ CREATE TABLE cdc.source (
 );
 COMMENT ON TABLE cdc.source IS
   'Dictionary of source ids (Debezium source.name, pg:<system identifier> on the worker path, empty for mappings ordered by a version column), so that entity records hold a 4-byte id. Ids come from the name''s hash, not a sequence: a rolled-back call leaves nothing behind (docs/security.md, "Shared state").';
-COMMENT ON COLUMN cdc.source.id IS 'Id used in cdc.entity_state.src and cdc.prune_watermark.src: the first 31 bits of md5(name), or the next free id after it on a collision.';
+COMMENT ON COLUMN cdc.source.id IS 'Id used in cdc.entity_state.src and cdc.prune_watermark.src: the first 31 bits of md5(name), or the next free id after it on a collision; cdc.rename_source() keeps the id under the new name.';
 COMMENT ON COLUMN cdc.source.name IS 'The source id as events carry it.';
 
 CREATE TABLE cdc.entity_state (
@@ -543,6 +543,140 @@ COMMENT ON VIEW cdc.horizon_status IS
 -- ---------------------------------------------------------------------------
 -- Registering mappings
 -- ---------------------------------------------------------------------------
+-- The primary key columns of a table in index order (NULL: none).
+CREATE FUNCTION cdc._primary_key_columns(target regclass) RETURNS name[]
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT array_agg(a.attname ORDER BY k.n)
+    FROM pg_index i, unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n), pg_attribute a
+   WHERE i.indrelid = target AND i.indisprimary AND a.attrelid = i.indrelid AND a.attnum = k.attnum
+$$;
+COMMENT ON FUNCTION cdc._primary_key_columns(regclass) IS
+  'Internal: the primary key columns of a table in index order, NULL when it has none.';
+
+-- Re-keys the entity records of a target from one key definition to another
+-- (B36): each live record is moved to the key its row has under the new key
+-- columns (the row is read from the target, which is locked against writes
+-- meanwhile).  Tombstones, and live records whose row is gone, cannot be
+-- re-keyed (the deleted row's other columns are not kept): they are removed
+-- and their greatest version per source is folded into the prune watermark,
+-- exactly as cdc.prune() does with expired tombstones, so an older change
+-- for such an entity is `expired` (expired_policy), never applied as new.
+CREATE FUNCTION cdc._rekey_entities(target regclass, old_key name[], new_key name[]) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  old_expr text;
+  new_expr text;
+  null_test text;
+  old_keys text[];
+  new_keys text[];
+  missing text;
+  recs cdc.entity_state[];
+  moved bigint;
+BEGIN
+  -- the compact key (docs/retention.md): one column's output text, or a
+  -- text[] literal of the columns' output texts in key order
+  SELECT CASE WHEN cardinality(old_key) = 1 THEN format('pg_catalog.format(''%%s'', t.%I)', old_key[1])
+              ELSE 'ARRAY[' || string_agg(format('pg_catalog.format(''%%s'', t.%I)', c), ', ' ORDER BY n) || ']::pg_catalog.text' END
+    INTO old_expr FROM unnest(old_key) WITH ORDINALITY u(c, n);
+  SELECT CASE WHEN cardinality(new_key) = 1 THEN format('pg_catalog.format(''%%s'', t.%I)', new_key[1])
+              ELSE 'ARRAY[' || string_agg(format('pg_catalog.format(''%%s'', t.%I)', c), ', ' ORDER BY n) || ']::pg_catalog.text' END,
+         string_agg(format('t.%I IS NULL', c), ' OR ')
+    INTO new_expr, null_test FROM unnest(new_key) WITH ORDINALITY u(c, n);
+  -- no change of the target's rows while their records move
+  EXECUTE format('LOCK TABLE %s IN SHARE MODE', target);
+  PERFORM 1 FROM cdc.entity_state e WHERE e.target = _rekey_entities.target FOR UPDATE;
+  EXECUTE format('SELECT pg_catalog.array_agg(n.ok), pg_catalog.array_agg(n.nk), '
+                 '       pg_catalog.min(CASE WHEN n.nk IS NULL THEN n.ok END) '
+                 '  FROM cdc.entity_state e '
+                 '  JOIN (SELECT %s AS ok, CASE WHEN %s THEN NULL ELSE %s END AS nk FROM %s t) n '
+                 '    ON n.ok OPERATOR(pg_catalog.=) e.key '
+                 ' WHERE e.target OPERATOR(pg_catalog.=) $1 AND NOT e.deleted',
+                 old_expr, null_test, new_expr, target)
+    INTO old_keys, new_keys, missing USING target;
+  IF missing IS NOT NULL THEN
+    RAISE EXCEPTION 'cannot re-key table %: the row with key % has NULL in a column of the new key (%)', target,
+                    cdc.entity_key_json(target, missing), array_to_string(new_key, ', ')
+      USING ERRCODE = '23502',
+            HINT = 'Every row with an entity record needs a value in each new key column.';
+  END IF;
+  old_keys := coalesce(old_keys, '{}');
+  new_keys := coalesce(new_keys, '{}');
+  -- what cannot be re-keyed: its greatest version per source becomes the watermark
+  INSERT INTO cdc.prune_watermark AS w (target, src, v0, v1, v2, v3)
+  SELECT DISTINCT ON (e.src) e.target, e.src, e.v0, e.v1, e.v2, e.v3
+    FROM cdc.entity_state e
+   WHERE e.target = _rekey_entities.target AND NOT EXISTS (SELECT 1 FROM unnest(old_keys) k WHERE k = e.key)
+   ORDER BY e.src, e.v0 DESC, e.v1 DESC, e.v2 DESC, e.v3 DESC
+  ON CONFLICT ON CONSTRAINT prune_watermark_pkey DO UPDATE
+     SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, pruned_at = now()
+   WHERE (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3) > (w.v0, w.v1, w.v2, w.v3);
+  DELETE FROM cdc.entity_state e
+   WHERE e.target = _rekey_entities.target AND NOT EXISTS (SELECT 1 FROM unnest(old_keys) k WHERE k = e.key);
+  -- the live records: delete, then insert under the new key (an old key may be another row's new key)
+  WITH gone AS (
+    DELETE FROM cdc.entity_state e WHERE e.target = _rekey_entities.target RETURNING e.*
+  )
+  SELECT array_agg(g) INTO recs FROM gone g;
+  INSERT INTO cdc.entity_state (v1, v2, target, v0, v3, chash, touched_s, src, deleted, key)
+  SELECT r.v1, r.v2, r.target, r.v0, r.v3, r.chash, r.touched_s, r.src, r.deleted, m.nk
+    FROM unnest(recs) r
+    JOIN unnest(old_keys, new_keys) m(ok, nk) ON m.ok = r.key;
+  GET DIAGNOSTICS moved = ROW_COUNT;
+  RETURN moved;
+END
+$fn$;
+COMMENT ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) IS
+  'Internal (cdc.register_mapping with other key_columns): moves the live entity records of target to the keys their rows have under new_key; tombstones and records without a row are removed and folded into cdc.prune_watermark. Locks the target in SHARE mode. Returns the number of records moved. Error 23502 when a row with a record has NULL in a new key column.';
+
+-- Called by cdc.register_mapping before it writes the mapping: entity
+-- records are keyed by the key columns' values, so a new key definition
+-- re-keys them (cdc._rekey_entities), or is refused where they cannot be
+-- carried over (a history mapping; a table without a usable key) (B36).
+CREATE FUNCTION cdc._rekey_if_needed(target regclass, key_columns name[], mode text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  old_key name[];
+  new_key name[];
+BEGIN
+  old_key := coalesce((SELECT m.key_columns FROM cdc.mapping m WHERE m.target = _rekey_if_needed.target),
+                      cdc._primary_key_columns(target));
+  new_key := coalesce(key_columns, cdc._primary_key_columns(target));
+  -- cdc.entities, not cdc.entity_state: a role the extension owner delegated
+  -- mappings to (docs/security.md) sees the records of its own tables there
+  IF old_key IS NOT DISTINCT FROM new_key
+     OR NOT EXISTS (SELECT 1 FROM cdc.entities e WHERE e.target = _rekey_if_needed.target) THEN
+    RETURN;
+  END IF;
+  IF mode = 'history' OR (SELECT m.mode FROM cdc.mapping m WHERE m.target = _rekey_if_needed.target) = 'history'
+     OR old_key IS NULL OR new_key IS NULL THEN
+    RAISE EXCEPTION 'cannot change the key of table % (key_columns) while it has entity records', target
+      USING ERRCODE = '55000',
+            HINT = 'Keep the key_columns it was registered with, or unregister the mapping, empty the table and remove its cdc.entity_state rows first.';
+  END IF;
+  -- moving records writes the shared bookkeeping (cdc.entity_state,
+  -- cdc.prune_watermark), which only the extension owner writes: a delegate
+  -- cannot re-key, whatever table it owns
+  IF NOT (pg_catalog.has_function_privilege('cdc._rekey_entities(regclass, name[], name[])', 'EXECUTE')
+          AND pg_catalog.has_table_privilege('cdc.entity_state', 'SELECT, INSERT, UPDATE, DELETE')
+          AND pg_catalog.has_table_privilege('cdc.prune_watermark', 'INSERT, UPDATE')) THEN
+    RAISE EXCEPTION 'permission denied to re-key the entity records of table %', target
+      USING ERRCODE = '42501',
+            DETAIL = format('key_columns %s differ from %s, under which its entity records were written.',
+                            new_key, old_key),
+            HINT = 'The extension owner re-keys them: it calls cdc.register_mapping with the new key_columns (docs/security.md, "Delegating mappings").';
+  END IF;
+  PERFORM cdc._rekey_entities(target, old_key, new_key);
+END
+$fn$;
+COMMENT ON FUNCTION cdc._rekey_if_needed(regclass, name[], text) IS
+  'Internal (cdc.register_mapping): re-keys the entity records of target when key_columns (NULL: the primary key) differ from the key they were written under. Runs with the caller''s rights (EXECUTE for every role: it reads cdc.mapping and cdc.entities and changes nothing itself). Errors: 55000 for a history mapping or a table without a primary key, 42501 when the caller may not write the bookkeeping (a delegate of register_mapping), 23502 from cdc._rekey_entities.';
+
 CREATE FUNCTION cdc.register_mapping(
   target                  regclass,
   source_schema           text    DEFAULT NULL,
@@ -704,6 +838,7 @@ BEGIN
     RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647' USING ERRCODE = '22023';
   END IF;
 
+  PERFORM cdc._rekey_if_needed(target, key_columns, mode);
   INSERT INTO cdc.mapping AS m (target, source_name, source_schema, source_table, key_columns, version_column,
                                 source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
                                 temporal_unit, conflict_policy, mode, handler, expired_policy)
@@ -725,6 +860,77 @@ END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) IS
   'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
+
+CREATE TABLE cdc.source_renames (
+  id         bigserial PRIMARY KEY,
+  old_name   text NOT NULL,
+  new_name   text NOT NULL,
+  merged     boolean NOT NULL,
+  renamed_by name NOT NULL DEFAULT current_user,
+  renamed_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.source_renames IS 'Every cdc.rename_source() call: a source (Debezium source.name / topic.prefix) declared the same as before under a new name.';
+COMMENT ON COLUMN cdc.source_renames.id IS 'Order of the renames.';
+COMMENT ON COLUMN cdc.source_renames.old_name IS 'The name the entity records had.';
+COMMENT ON COLUMN cdc.source_renames.new_name IS 'The name they have now.';
+COMMENT ON COLUMN cdc.source_renames.merged IS 'True when events under the new name had already created records of their own, which were merged in.';
+COMMENT ON COLUMN cdc.source_renames.renamed_by IS 'Role that renamed it.';
+COMMENT ON COLUMN cdc.source_renames.renamed_at IS 'When.';
+
+-- A Debezium connector whose source.name (topic.prefix) changes is the same
+-- source with the same LSN space: its entity records, tombstones, prune
+-- watermarks and truncate barriers are carried over to the new name, so
+-- that later changes of existing rows are ordered against them instead of
+-- being conflicts (docs/semantics.md, "Renaming a source").
+CREATE FUNCTION cdc.rename_source(old_name text, new_name text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  old_id integer;
+  new_id integer;
+BEGIN
+  IF old_name IS NULL OR new_name IS NULL OR new_name = '' THEN
+    RAISE EXCEPTION 'old_name and new_name must not be NULL or empty' USING ERRCODE = '22023';
+  END IF;
+  IF old_name = new_name THEN
+    RAISE EXCEPTION 'source "%" already has that name', old_name USING ERRCODE = '22023';
+  END IF;
+  IF old_name LIKE 'pg:%' OR new_name LIKE 'pg:%' THEN
+    RAISE EXCEPTION 'source "%" belongs to the background worker', CASE WHEN old_name LIKE 'pg:%' THEN old_name ELSE new_name END
+      USING ERRCODE = '22023',
+            DETAIL = 'Worker sources are named after the source cluster''s system identifier, which a failover to a physical standby keeps.';
+  END IF;
+  -- No applier may hold or take a source id while the records move: every
+  -- apply writes cdc.entity_state (ROW EXCLUSIVE), which this lock waits
+  -- for and then blocks until the commit.
+  LOCK TABLE cdc.entity_state, cdc.source, cdc.prune_watermark, cdc.table_barrier IN EXCLUSIVE MODE;
+  SELECT id INTO old_id FROM cdc.source WHERE name = old_name;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'source "%" is not known', old_name USING ERRCODE = '42704',
+      HINT = 'cdc.entities shows the source names of the stored records.';
+  END IF;
+  SELECT id INTO new_id FROM cdc.source WHERE name = new_name;
+  IF FOUND THEN
+    -- Events under the new name arrived before the rename: the entities
+    -- they created (existing ones were conflicts and are untouched) join
+    -- the old records; a watermark keeps the greater version.
+    UPDATE cdc.entity_state SET src = old_id WHERE src = new_id;
+    INSERT INTO cdc.prune_watermark AS w (target, src, v0, v1, v2, v3, pruned_at)
+    SELECT target, old_id, v0, v1, v2, v3, pruned_at FROM cdc.prune_watermark WHERE src = new_id
+    ON CONFLICT (target, src) DO UPDATE
+       SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, pruned_at = EXCLUDED.pruned_at
+     WHERE (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3) > (w.v0, w.v1, w.v2, w.v3);
+    DELETE FROM cdc.prune_watermark WHERE src = new_id;
+    DELETE FROM cdc.source WHERE id = new_id;
+  END IF;
+  UPDATE cdc.source SET name = new_name WHERE id = old_id;
+  UPDATE cdc.table_barrier SET source_name = new_name WHERE source_name = old_name;
+  INSERT INTO cdc.source_renames (old_name, new_name, merged) VALUES (old_name, new_name, new_id IS NOT NULL);
+END
+$fn$;
+COMMENT ON FUNCTION cdc.rename_source(text, text) IS
+  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks and truncate barriers of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names or a worker source (pg:...).';
 
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
@@ -923,6 +1129,9 @@ CREATE TABLE cdc.subscription (
   skip_lsn     pg_lsn,
   origin       text NOT NULL DEFAULT 'any' CHECK (origin IN ('none', 'any')),
   refresh_pending boolean NOT NULL DEFAULT false,
+  slot_system_id  text,
+  slot_timeline   integer,
+  slot_created_lsn pg_lsn,
   created_at   timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE cdc.subscription IS
@@ -942,6 +1151,9 @@ COMMENT ON COLUMN cdc.subscription.slot_ready IS 'The slot exists and the initia
 COMMENT ON COLUMN cdc.subscription.skip_lsn IS 'Set by cdc.skip_transaction(): the commit LSN of one source transaction the worker skips.';
 COMMENT ON COLUMN cdc.subscription.origin IS '''none'': source transactions that carry a replication origin (replicated into the source from elsewhere; pgoutput sends an Origin message for them) are not applied, as PostgreSQL 16''s origin = none; ''any'' (default): they are applied.';
 COMMENT ON COLUMN cdc.subscription.refresh_pending IS 'The worker reads the publications'' tables into cdc.subscription_rel at its next start (as cdc.refresh_subscription does, copying new tables when copy_data): set by cdc.alter_subscription when the publications change, and at creation without create_slot.';
+COMMENT ON COLUMN cdc.subscription.slot_system_id IS 'Identity of the slot (docs/worker.md, "Continuity"): the source''s system identifier (IDENTIFY_SYSTEM) when the worker created the slot, or first used a slot it did not create.';
+COMMENT ON COLUMN cdc.subscription.slot_timeline IS 'The source''s timeline then: a promoted standby has another one, and PostgreSQL 15 copies no logical slot to it.';
+COMMENT ON COLUMN cdc.subscription.slot_created_lsn IS 'The slot''s consistent point (where its stream starts), or the position it was first used from.';
 COMMENT ON COLUMN cdc.subscription.created_at IS 'When the subscription was created.';
 
 -- Managing subscriptions is for superusers only (as CREATE SUBSCRIPTION is in
@@ -1006,11 +1218,12 @@ COMMENT ON COLUMN cdc.subscription_rel.updated_at IS 'When the row last changed.
 
 CREATE TABLE cdc.subscription_state (
   subid          integer PRIMARY KEY REFERENCES cdc.subscription ON DELETE CASCADE,
-  state          text NOT NULL DEFAULT 'starting' CHECK (state IN ('starting', 'copying', 'streaming', 'error', 'disabled')),
+  state          text NOT NULL DEFAULT 'starting' CHECK (state IN ('starting', 'waiting', 'copying', 'streaming', 'error', 'disabled')),
   worker_pid     integer,
   received_lsn   pg_lsn,
   flushed_lsn    pg_lsn,
   source_end_lsn pg_lsn,
+  confirmed_lsn  pg_lsn,
   last_commit_at timestamptz,
   last_msg_at    timestamptz,
   retry_count    integer NOT NULL DEFAULT 0,
@@ -1023,15 +1236,16 @@ CREATE TABLE cdc.subscription_state (
 );
 COMMENT ON TABLE cdc.subscription_state IS 'Worker-maintained state of each subscription; read it through cdc.subscription_status.';
 COMMENT ON COLUMN cdc.subscription_state.subid IS 'The subscription.';
-COMMENT ON COLUMN cdc.subscription_state.state IS 'starting, copying, streaming, error or disabled.';
+COMMENT ON COLUMN cdc.subscription_state.state IS 'starting, waiting (for a free worker slot: cdc.max_workers or max_worker_processes), copying, streaming, error or disabled.';
 COMMENT ON COLUMN cdc.subscription_state.worker_pid IS 'PID of the apply worker, while one runs.';
 COMMENT ON COLUMN cdc.subscription_state.received_lsn IS 'Highest source LSN received.';
 COMMENT ON COLUMN cdc.subscription_state.flushed_lsn IS 'Source LSN reported to the source as flushed (durably committed here).';
 COMMENT ON COLUMN cdc.subscription_state.source_end_lsn IS 'The source''s WAL end as last reported by it (keepalive or data).';
+COMMENT ON COLUMN cdc.subscription_state.confirmed_lsn IS 'Highest source position the worker confirmed to the source without a local commit (an idle stream: the WAL carried nothing for this subscription), made durable before it was reported; with the replication origin''s progress it bounds the slot''s confirmed_flush_lsn (docs/worker.md, "Continuity").';
 COMMENT ON COLUMN cdc.subscription_state.last_commit_at IS 'Source commit time of the last applied transaction.';
 COMMENT ON COLUMN cdc.subscription_state.last_msg_at IS 'When the worker last heard from the source.';
-COMMENT ON COLUMN cdc.subscription_state.retry_count IS 'Consecutive failed attempts; reset by a successful commit.';
-COMMENT ON COLUMN cdc.subscription_state.last_error IS 'Text of the last error (with the table and LSN it concerns).';
+COMMENT ON COLUMN cdc.subscription_state.retry_count IS 'Consecutive failed attempts; reset (with last_error) once the worker streams again: it committed a source transaction or caught up with the source.';
+COMMENT ON COLUMN cdc.subscription_state.last_error IS 'Text of the current error with its DETAIL, HINT and CONTEXT (the table and LSN it concerns); NULL once the worker streams again. Earlier errors: cdc.subscription_errors.';
 COMMENT ON COLUMN cdc.subscription_state.last_error_lsn IS 'Commit LSN of the source transaction that failed, if any.';
 COMMENT ON COLUMN cdc.subscription_state.last_error_at IS 'When the last error happened.';
 COMMENT ON COLUMN cdc.subscription_state.applied_xacts IS 'Source transactions the worker applied (explicit skips and re-sent transactions excluded); added every cdc.status_interval, so a crash may drop the last interval''s count.';
@@ -1088,6 +1302,49 @@ $$;
 COMMENT ON FUNCTION cdc._subscription_progress() IS
   'Internal (SECURITY DEFINER, for cdc.subscription_status): the remote LSN of the replication origin of each subscription of this database (cdc_<database oid>_<subid>), so that roles without access to pg_replication_origin_status can read the applied position.';
 
+CREATE TABLE cdc.subscription_errors (
+  id         bigserial PRIMARY KEY,
+  subid      integer NOT NULL,
+  name       text NOT NULL,
+  error      text NOT NULL,
+  error_lsn  pg_lsn,
+  retry      integer NOT NULL,
+  at         timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX ON cdc.subscription_errors (subid, id);
+COMMENT ON TABLE cdc.subscription_errors IS 'History of worker errors, newest last: the worker adds one row per error (the text of cdc.subscription_status.last_error) and keeps the last 100 per subscription. Error texts can quote row values: readable by superusers and members of pg_read_all_stats (pg_monitor) only.';
+COMMENT ON COLUMN cdc.subscription_errors.id IS 'Order of the errors.';
+COMMENT ON COLUMN cdc.subscription_errors.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.subscription_errors.name IS 'Subscription name at the time.';
+COMMENT ON COLUMN cdc.subscription_errors.error IS 'Message with DETAIL, HINT and CONTEXT.';
+COMMENT ON COLUMN cdc.subscription_errors.error_lsn IS 'Commit LSN of the failing source transaction, if one failed.';
+COMMENT ON COLUMN cdc.subscription_errors.retry IS 'Consecutive failure number (retry_count after it).';
+COMMENT ON COLUMN cdc.subscription_errors.at IS 'When it happened.';
+
+CREATE TABLE cdc.accepted_gaps (
+  id           bigserial PRIMARY KEY,
+  subid        integer NOT NULL,
+  name         text NOT NULL,
+  reason       text NOT NULL,
+  requested_by name NOT NULL DEFAULT current_user,
+  requested_at timestamptz NOT NULL DEFAULT now(),
+  from_lsn     pg_lsn,
+  to_lsn       pg_lsn,
+  detail       text,
+  accepted_at  timestamptz
+);
+COMMENT ON TABLE cdc.accepted_gaps IS 'Explicit operator acceptances of a stream whose continuity the worker could not prove (cdc.accept_gap; docs/worker.md, "Continuity"): committed source transactions between from_lsn and to_lsn may never have been applied here.';
+COMMENT ON COLUMN cdc.accepted_gaps.id IS 'Request order.';
+COMMENT ON COLUMN cdc.accepted_gaps.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.accepted_gaps.name IS 'Subscription name at the time.';
+COMMENT ON COLUMN cdc.accepted_gaps.reason IS 'Why the operator accepted the gap.';
+COMMENT ON COLUMN cdc.accepted_gaps.requested_by IS 'Role that accepted it.';
+COMMENT ON COLUMN cdc.accepted_gaps.requested_at IS 'When it was requested.';
+COMMENT ON COLUMN cdc.accepted_gaps.from_lsn IS 'The replication origin''s progress (end of the last applied source transaction) when the worker acted on it.';
+COMMENT ON COLUMN cdc.accepted_gaps.to_lsn IS 'Where the stream continued: the consistent point of the new slot, or the confirmed position of the slot found.';
+COMMENT ON COLUMN cdc.accepted_gaps.detail IS 'What the worker found (the reason continuity could not be proven).';
+COMMENT ON COLUMN cdc.accepted_gaps.accepted_at IS 'When the worker acted on it (NULL: not yet).';
+
 CREATE VIEW cdc.subscription_status AS
   SELECT s.name,
          CASE WHEN NOT s.enabled THEN 'disabled' ELSE coalesce(st.state, 'starting') END AS state,
@@ -1095,10 +1352,16 @@ CREATE VIEW cdc.subscription_status AS
          o.remote_lsn AS applied_lsn,
          st.flushed_lsn,
          st.source_end_lsn,
+         -- what the source has decoded and sent beyond what is applied here;
+         -- flushed_lsn covers an idle stream whose last transactions carried
+         -- nothing for this subscription (confirmed without a local commit)
          CASE WHEN st.source_end_lsn IS NOT NULL AND o.remote_lsn IS NOT NULL
-              THEN greatest(st.source_end_lsn - o.remote_lsn, 0)::bigint END AS lag_bytes,
-         CASE WHEN st.last_commit_at IS NOT NULL
-              THEN extract(epoch FROM st.last_msg_at - st.last_commit_at)::double precision END AS lag_seconds,
+              THEN greatest(st.source_end_lsn - greatest(o.remote_lsn, st.flushed_lsn), 0)::bigint END AS lag_bytes,
+         -- caught up: nothing to wait for; else the last message's age over the last applied commit
+         CASE WHEN st.source_end_lsn IS NOT NULL AND o.remote_lsn IS NOT NULL
+                   AND st.source_end_lsn <= greatest(o.remote_lsn, st.flushed_lsn) THEN 0::double precision
+              WHEN st.last_commit_at IS NOT NULL
+              THEN greatest(extract(epoch FROM st.last_msg_at - st.last_commit_at), 0)::double precision END AS lag_seconds,
          st.retry_count,
          -- error texts can quote row values: like the query texts of
          -- pg_stat_activity, only for pg_read_all_stats and the owner
@@ -1116,7 +1379,7 @@ CREATE VIEW cdc.subscription_status AS
     LEFT JOIN cdc.subscription_state st USING (subid)
     LEFT JOIN cdc._subscription_progress() o ON o.subid = s.subid;
 COMMENT ON VIEW cdc.subscription_status IS
-  'One row per subscription: state (copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - applied) and seconds (last message - last applied commit time), retries and the last error, source transactions applied and the local commits that applied them (grouping). Readable by every role; last_error only by members of pg_read_all_stats (pg_monitor) and of the subscription''s owner, others see <insufficient privilege>. No conninfo.';
+  'One row per subscription: state (starting, waiting, copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - the greater of applied and flushed) and seconds (0 when caught up, else last message - last applied commit time), retries and the current error, source transactions applied and the local commits that applied them (grouping). Readable by every role; last_error only by members of pg_read_all_stats (pg_monitor) and of the subscription''s owner, others see <insufficient privilege>. No conninfo.';
 
 CREATE VIEW cdc.subscription_tables AS
   SELECT s.name AS subscription, r.schema_name, r.table_name, r.state, r.sync_lsn, r.copied_rows, r.updated_at
@@ -1124,6 +1387,30 @@ CREATE VIEW cdc.subscription_tables AS
     JOIN cdc.subscription s USING (subid);
 COMMENT ON VIEW cdc.subscription_tables IS
   'The tables of each subscription (cdc.subscription_rel): state init (to be copied) or ready, the copy''s consistent point (sync_lsn) and rows. No conninfo.';
+
+-- Control transitions (docs/worker.md, "Control state is durable"): the
+-- functions below commit synchronously whatever synchronous_commit says, so
+-- that no crash can lose a state the worker or the source already acted on.
+CREATE FUNCTION cdc._force_sync_commit() RETURNS void
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_force_sync_commit';
+COMMENT ON FUNCTION cdc._force_sync_commit() IS
+  'Internal: makes the current transaction''s commit synchronous (ForceSyncCommit, as CREATE DATABASE does), whatever synchronous_commit says. Called by every subscription control function.';
+
+CREATE FUNCTION cdc._prevent_transaction_block(command text) RETURNS void
+LANGUAGE c VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_prevent_transaction_block';
+COMMENT ON FUNCTION cdc._prevent_transaction_block(text) IS
+  'Internal: raises 25001 (active_sql_transaction) when called inside a transaction block (BEGIN ..., several statements in one query string, a subtransaction or a pipeline), as DROP SUBSCRIPTION does: an action on the source (dropping a slot) cannot roll back with it. command names the caller in the message.';
+
+CREATE FUNCTION cdc._note_subscription_database() RETURNS void
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_note_subscription_database';
+COMMENT ON FUNCTION cdc._note_subscription_database() IS
+  'Internal: tells the server (shared memory, when cdc_apply is preloaded) at once that this database has subscriptions, so that DROP DATABASE of it is refused before the launcher''s next look (docs/worker.md, "Dropping").';
 
 CREATE FUNCTION cdc.create_subscription(
   name         text,
@@ -1172,6 +1459,8 @@ BEGIN
     PERFORM pg_replication_origin_drop(cdc._origin_name(id));
   END IF;
   PERFORM pg_replication_origin_create(cdc._origin_name(id));
+  PERFORM cdc._note_subscription_database();
+  PERFORM cdc._force_sync_commit();
   IF current_setting('cdc.database', true) IS DISTINCT FROM current_database() THEN
     RAISE WARNING 'subscription "%" will not run: the cdc_apply launcher serves database %, not %', name,
       coalesce(quote_literal(current_setting('cdc.database', true)), 'none (cdc_apply is not in shared_preload_libraries)'),
@@ -1182,7 +1471,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
-  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply, database cdc.database) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 23505 name exists, 22023 missing conninfo/publications or another origin.';
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply, database cdc.database) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 23505 name exists, 22023 missing conninfo/publications or another origin.';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1192,8 +1481,9 @@ BEGIN
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
   UPDATE cdc.subscription_state st SET state = 'starting', retry_count = 0, updated_at = now()
     FROM cdc.subscription s WHERE s.subid = st.subid AND s.name = enable_subscription.name;
+  PERFORM cdc._force_sync_commit();
 END $fn$;
-COMMENT ON FUNCTION cdc.enable_subscription(text) IS 'Enables a subscription; the launcher starts its worker within cdc.naptime. Error 42704 if it does not exist.';
+COMMENT ON FUNCTION cdc.enable_subscription(text) IS 'Enables a subscription; the launcher starts its worker within cdc.naptime. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist.';
 
 CREATE FUNCTION cdc.disable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1201,8 +1491,9 @@ BEGIN
   PERFORM cdc._require_superuser('disable a subscription');
   UPDATE cdc.subscription s SET enabled = false WHERE s.name = disable_subscription.name;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  PERFORM cdc._force_sync_commit();
 END $fn$;
-COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the launcher stops its worker (SIGTERM) within cdc.naptime. Progress is kept in the replication origin. Error 42704 if it does not exist.';
+COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the launcher stops its worker (SIGTERM) within cdc.naptime. Progress is kept in the replication origin. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist.';
 
 CREATE FUNCTION cdc.alter_subscription(
   name         text,
@@ -1243,6 +1534,7 @@ BEGIN
          refresh_pending = s.refresh_pending OR (alter_subscription.publications IS NOT NULL
                                                  AND alter_subscription.publications IS DISTINCT FROM s.publications)
    WHERE s.subid = sub.subid;
+  PERFORM cdc._force_sync_commit();
   -- the worker reads its settings when it starts: stop it, the launcher starts a new one
   SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
   IF running_pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = running_pid
@@ -1251,7 +1543,7 @@ BEGIN
   END IF;
 END $fn$;
 COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) IS
-  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Errors: 42501 not a superuser, 42704 unknown subscription, 22023 empty publications, a lower source_epoch or another origin.';
+  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 empty publications, a lower source_epoch or another origin.';
 
 CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1265,9 +1557,49 @@ BEGIN
   UPDATE cdc.subscription s SET skip_lsn = commit_lsn WHERE s.name = skip_transaction.name RETURNING subid INTO id;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
   INSERT INTO cdc.skipped_transactions (subid, name, commit_lsn, reason) VALUES (id, name, commit_lsn, reason);
+  PERFORM cdc._force_sync_commit();
 END $fn$;
 COMMENT ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) IS
-  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. Errors: 42704 unknown subscription, 22023 no reason.';
+  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 no reason.';
+
+CREATE FUNCTION cdc.accept_gap(name text, reason text) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+  req bigint;
+  running_pid integer;
+BEGIN
+  PERFORM cdc._require_superuser('accept a gap');
+  IF reason IS NULL OR btrim(reason) = '' THEN
+    RAISE EXCEPTION 'a reason is required to accept a gap in the stream' USING ERRCODE = '22023';
+  END IF;
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = accept_gap.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT sub.slot_ready THEN
+    RAISE EXCEPTION 'subscription "%" has not finished its initial copy: there is no stream to continue', name
+      USING ERRCODE = '55000', HINT = 'The worker copies again by itself; nothing to accept.';
+  END IF;
+  -- one open request at a time: a second call replaces the reason
+  UPDATE cdc.accepted_gaps g SET reason = accept_gap.reason, requested_by = current_user, requested_at = now()
+   WHERE g.subid = sub.subid AND g.accepted_at IS NULL
+  RETURNING g.id INTO req;
+  IF req IS NULL THEN
+    INSERT INTO cdc.accepted_gaps (subid, name, reason) VALUES (sub.subid, sub.name, reason) RETURNING id INTO req;
+  END IF;
+  UPDATE cdc.subscription_state st SET retry_count = 0, updated_at = now() WHERE st.subid = sub.subid;
+  PERFORM cdc._force_sync_commit();
+  -- the worker acts on the request when it connects: restart a running one
+  -- now (the launcher starts a new one), so that no request stays open to
+  -- accept a later gap nobody has seen
+  SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
+  IF running_pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = running_pid
+                                    AND a.backend_type = 'cdc_apply worker') THEN
+    PERFORM pg_terminate_backend(running_pid);
+  END IF;
+  RETURN req;
+END $fn$;
+COMMENT ON FUNCTION cdc.accept_gap(text, text) IS
+  'Explicit way out of a stream whose continuity the worker cannot prove (state error: the slot is missing, was created again or advanced, or the source failed over; docs/worker.md, "Continuity"). The worker, on its next attempt, continues from the slot it finds (or creates a new one, without copying) and records from_lsn/to_lsn in cdc.accepted_gaps: source transactions in between may be missing here; re-copy the affected tables (cdc.resync_table) to repair them. A running worker is restarted to act on it at once; while the stream is provably continuous the request is closed without skipping anything. Returns the request id. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 no reason, 55000 initial copy not finished.';
 
 CREATE FUNCTION cdc.drop_subscription(name text, drop_slot boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1276,6 +1608,10 @@ DECLARE
   running_pid integer;
 BEGIN
   PERFORM cdc._require_superuser('drop a subscription');
+  -- dropping the slot on the source cannot roll back with this transaction
+  IF drop_slot THEN
+    PERFORM cdc._prevent_transaction_block('cdc.drop_subscription(..., drop_slot => true)');
+  END IF;
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = drop_subscription.name FOR UPDATE;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
   SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
@@ -1284,22 +1620,26 @@ BEGIN
                                     AND a.backend_type = 'cdc_apply worker') THEN
     PERFORM pg_terminate_backend(running_pid, 10000);
   END IF;
-  IF drop_slot AND sub.slot_ready THEN
-    PERFORM cdc._drop_source_slot(sub.conninfo, sub.slot_name);
-  END IF;
   DELETE FROM cdc.subscription s WHERE s.subid = sub.subid;
   IF EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = cdc._origin_name(sub.subid)) THEN
     PERFORM pg_replication_origin_drop(cdc._origin_name(sub.subid));
   END IF;
+  PERFORM cdc._force_sync_commit();
+  -- last, as DROP SUBSCRIPTION does: in every state (the worker may have
+  -- created the slot and not finished its initial copy); a slot that is
+  -- not there (never created) is no error
+  IF drop_slot THEN
+    PERFORM cdc._drop_source_slot(sub.conninfo, sub.slot_name);
+  END IF;
 END $fn$;
 COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
-  'Stops the worker, drops the replication origin and the subscription, and with drop_slot also the slot on the source. Error 42704 if it does not exist.';
+  'Stops the worker, drops the replication origin and the subscription, and with drop_slot also the slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped). With drop_slot it refuses to run inside a transaction block (25001), as DROP SUBSCRIPTION does, because the slot''s drop cannot roll back. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 25001 inside a transaction block, 08001 source unreachable, 55006 slot in use.';
 
 CREATE FUNCTION cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
 LANGUAGE c STRICT VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_drop_source_slot';
-COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to the source with libpq and drops a logical replication slot (DROP_REPLICATION_SLOT ... WAIT). Errors: 08001 connection failure, the source''s error otherwise.';
+COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to the source with libpq and drops a logical replication slot (DROP_REPLICATION_SLOT ... WAIT); a slot that does not exist is skipped with a NOTICE. Errors: 08001 connection failure, 55006 the source''s error otherwise.';
 
 CREATE FUNCTION cdc._publication_tables(conninfo text, publications text[])
 RETURNS TABLE (schema_name text, table_name text)
@@ -1369,12 +1709,13 @@ BEGIN
   RETURN QUERY SELECT * FROM cdc._reconcile_tables(sub.subid, names, tables, copy_data);
   GET DIAGNOSTICS changed = ROW_COUNT;
   UPDATE cdc.subscription s SET refresh_pending = false WHERE s.subid = sub.subid;
+  PERFORM cdc._force_sync_commit();
   IF changed > 0 THEN
     PERFORM cdc._stop_worker(sub.subid);
   END IF;
 END $fn$;
 COMMENT ON FUNCTION cdc.refresh_subscription(text, boolean) IS
-  'REFRESH PUBLICATION of a subscription: reads the tables its publications publish now (connecting to the source) and adds the new ones to cdc.subscription_rel, removes those no longer published, and restarts the worker if anything changed. With copy_data (default) an added table is copied at the snapshot of a temporary slot and joins the stream there (its changes committed before the copy''s point are skipped, later ones applied); the other tables are not copied again. Without copy_data its changes are applied from the worker''s position on. Until then, changes of a published table that is not part of the subscription are not applied. Returns each added and removed table. Superusers only. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 copy_data NULL, 08001 source unreachable.';
+  'REFRESH PUBLICATION of a subscription: reads the tables its publications publish now (connecting to the source) and adds the new ones to cdc.subscription_rel, removes those no longer published, and restarts the worker if anything changed. With copy_data (default) an added table is copied at the snapshot of a temporary slot and joins the stream there (its changes committed before the copy''s point are skipped, later ones applied); the other tables are not copied again. Without copy_data its changes are applied from the worker''s position on. Until then, changes of a published table that is not part of the subscription are not applied. Returns each added and removed table. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 copy_data NULL, 08001 source unreachable.';
 
 CREATE FUNCTION cdc.resync_table(name text, target regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1406,10 +1747,11 @@ BEGIN
   VALUES (sub.subid, src_schema, src_table, 'init')
   ON CONFLICT (subid, schema_name, table_name)
   DO UPDATE SET state = 'init', sync_lsn = NULL, copied_rows = NULL, updated_at = now();
+  PERFORM cdc._force_sync_commit();
   PERFORM cdc._stop_worker(sub.subid);
 END $fn$;
 COMMENT ON FUNCTION cdc.resync_table(text, regclass) IS
-  'Copies one table of a subscription again (for example a destination table dropped and created again), without copying the others: the worker restarts, copies the source table feeding target (per cdc.mapping, else the same schema and name) at the snapshot of a temporary slot, and the stream joins it there (its changes committed before the copy''s point are skipped). Rows the destination has and the source no longer has are not removed: truncate the target first if it may hold such rows. Superusers only. Errors: 42501 not a superuser, 42704 unknown subscription, 55000 the source table is not published by the subscription''s publications, 22004 NULL target, 08001 source unreachable.';
+  'Copies one table of a subscription again (for example a destination table dropped and created again), without copying the others: the worker restarts, copies the source table feeding target (per cdc.mapping, else the same schema and name) at the snapshot of a temporary slot, and the stream joins it there (its changes committed before the copy''s point are skipped). Rows the destination has and the source no longer has are not removed: truncate the target first if it may hold such rows. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 55000 the source table is not published by the subscription''s publications, 22004 NULL target, 08001 source unreachable.';
 
 -- The engine writes its bookkeeping as the extension owner; nobody else
 -- writes these tables directly.  Reading state is open to everyone.
@@ -1433,8 +1775,16 @@ REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.drop_subscription(text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.accept_gap(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_source_slot(text, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._force_sync_commit() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._prevent_transaction_block(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._note_subscription_database() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.rename_source(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._subscription_guard() FROM PUBLIC;
 GRANT SELECT ON cdc.subscription_status TO PUBLIC;
+-- the error history quotes what last_error quotes: for the readers of other sessions' query texts
+GRANT SELECT ON cdc.subscription_errors TO pg_read_all_stats;
 GRANT SELECT ON cdc.subscription_tables TO PUBLIC;

@@ -3,7 +3,7 @@
 -- section is one kind of attack from issue 11, tried by an ordinary role,
 -- and ends with what must hold: no extra rights, no poisoned state, and
 -- the real pipeline still applying.  The worker path is tested by
--- test/t/040_security.pl.
+-- test/t/036_security.pl.
 --
 -- Roles (cluster-wide, dropped at the end):
 --   regress_sec_alice: the hostile role.  Owns one table, has CREATE on
@@ -280,7 +280,7 @@ DROP DATABASE regress_sec_plant;
 --    writes the target with its own rights, as an INSERT would: the target's
 --    triggers, defaults and handler run as the caller (a role that can
 --    write the table can run them anyway).  The worker runs them as the
---    table's owner: test/t/040_security.pl.  A caller without the
+--    table's owner: test/t/036_security.pl.  A caller without the
 --    privileges is refused before any lock on the target is taken
 --    (test/isolation/specs/security_lock_queue.spec).
 -- ===========================================================================
@@ -337,15 +337,24 @@ SELECT e.key, s.name FROM cdc.entity_state e JOIN cdc.source s ON s.id = e.src
 SELECT cdc.create_subscription('sec_sub', 'host=/nonexistent dbname=x password=s3cret', ARRAY['p'], enabled => false) > 0 AS created;
 UPDATE cdc.subscription_state SET last_error = 'duplicate key value violates unique constraint: Key (id)=(42) already exists'
  WHERE subid = (SELECT subid FROM cdc.subscription WHERE name = 'sec_sub');
+-- the error history (cdc.subscription_errors) holds the same texts: readable
+-- by pg_read_all_stats, not by other roles
+INSERT INTO cdc.subscription_errors (subid, name, error, retry)
+SELECT subid, name, 'duplicate key value violates unique constraint: Key (id)=(42) already exists', 1
+  FROM cdc.subscription WHERE name = 'sec_sub';
 SET ROLE regress_sec_mon;
 SELECT name, state, applied_lsn, retry_count, last_error FROM cdc.subscription_status;
 SELECT conninfo FROM cdc.subscription;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT name, error, retry FROM cdc.subscription_errors;
 RESET ROLE;
 SET ROLE regress_sec_alice;
 SELECT name, state, applied_lsn, retry_count, last_error FROM cdc.subscription_status;
 SELECT count(*) FROM cdc.subscription_status s WHERE s::text LIKE '%s3cret%';
+SELECT count(*) FROM cdc.subscription_errors;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
+DELETE FROM cdc.subscription_errors;
 -- the view has no column holding the connection string
 SELECT count(*) AS conninfo_columns FROM pg_attribute
  WHERE attrelid = 'cdc.subscription_status'::regclass AND attname ~ 'conn';
@@ -379,7 +388,8 @@ SELECT cdc.drop_subscription('sec_sub');
 SELECT cdc.create_subscription('sec_sub2', 'host=/nonexistent dbname=x', ARRAY['p'], enabled => false) > 0 AS created;
 GRANT EXECUTE ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text),
                           cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text),
-                          cdc.refresh_subscription(text, boolean), cdc.resync_table(text, regclass)
+                          cdc.refresh_subscription(text, boolean), cdc.resync_table(text, regclass),
+                          cdc.accept_gap(text, text)
   TO regress_sec_alice;
 GRANT INSERT, UPDATE, DELETE, TRUNCATE ON cdc.subscription, cdc.subscription_state, cdc.subscription_rel TO regress_sec_alice;
 GRANT USAGE ON SEQUENCE cdc.subscription_subid_seq TO regress_sec_alice;
@@ -392,6 +402,8 @@ SELECT cdc.create_subscription('sec_sub3', 'host=/nonexistent dbname=x', ARRAY['
 SELECT * FROM cdc.refresh_subscription('sec_sub2');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.resync_table('sec_sub2', 'cdc.source');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.accept_gap('sec_sub2', 'a forged gap');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 UPDATE cdc.subscription SET owner = 'regress_sec_alice', run_as_owner = true;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
@@ -407,7 +419,8 @@ REVOKE ALL ON cdc.subscription, cdc.subscription_state, cdc.subscription_rel FRO
 REVOKE ALL ON SEQUENCE cdc.subscription_subid_seq FROM regress_sec_alice;
 REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text),
                        cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text),
-                       cdc.refresh_subscription(text, boolean), cdc.resync_table(text, regclass)
+                       cdc.refresh_subscription(text, boolean), cdc.resync_table(text, regclass),
+                       cdc.accept_gap(text, text)
   FROM regress_sec_alice;
 SELECT name, owner, run_as_owner FROM cdc.subscription ORDER BY name;
 SELECT cdc.drop_subscription('sec_sub2');
@@ -421,9 +434,16 @@ GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], nam
                           cdc.unregister_mapping(regclass)
   TO regress_sec_alice;
 GRANT INSERT, UPDATE, DELETE ON cdc.mapping TO regress_sec_alice;
+CREATE UNIQUE INDEX alice_t_id_v ON sec_shared.alice_t (id, v);
 SET ROLE regress_sec_alice;
+SELECT public.cdc_apply(public.dbz('c', 'alice_t', '{"id": 900001, "v": "k"}', '0/1000', 1), 'sec_shared.alice_t') AS applied;
 SELECT target, outbox FROM cdc.register_mapping('sec_shared.alice_t', outbox => true);
 \set SHOW_CONTEXT never
+-- Other key_columns re-key the table's entity records (cdc.entity_state is
+-- shared bookkeeping): the delegate is refused, the mapping stays as it was.
+SELECT target FROM cdc.register_mapping('sec_shared.alice_t', key_columns => '{id,v}', outbox => true);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT key_columns, outbox FROM cdc.mapping WHERE target = 'sec_shared.alice_t'::regclass;
 SELECT target FROM cdc.register_mapping('sec_shared.orders', outbox => false);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 UPDATE cdc.mapping SET outbox = false, mode = 'handler', handler = 'sec_shared.on_change(text, sec_shared.handled, sec_shared.handled, jsonb)'
@@ -436,6 +456,12 @@ SELECT cdc.unregister_mapping('sec_shared.handled');
 \set SHOW_CONTEXT errors
 SELECT cdc.unregister_mapping('sec_shared.alice_t');
 RESET ROLE;
+SELECT count(*) AS alice_records FROM cdc.entity_state WHERE target = 'sec_shared.alice_t'::regclass;
+DELETE FROM cdc.entity_state WHERE target = 'sec_shared.alice_t'::regclass;
+DELETE FROM cdc.ledger WHERE target = 'sec_shared.alice_t'::regclass;
+DELETE FROM cdc.counters WHERE target = 'sec_shared.alice_t'::regclass;
+DELETE FROM sec_shared.alice_t;
+DROP INDEX sec_shared.alice_t_id_v;
 REVOKE ALL ON cdc.mapping FROM regress_sec_alice;
 REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text),
                        cdc.unregister_mapping(regclass)

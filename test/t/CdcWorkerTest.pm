@@ -11,7 +11,8 @@ use Exporter 'import';
 
 our @EXPORT = qw(create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
   compare_table outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
-  enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num);
+  enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num
+  freeze_walwriter crash_frozen wait_for_log);
 
 sub new_source
 {
@@ -248,6 +249,52 @@ sub lsn_num
 	my ($lsn) = @_;
 	my ($hi, $lo) = split m{/}, $lsn;
 	return hex($hi) * 4294967296 + hex($lo);
+}
+
+# Stops (SIGSTOP) the WAL writer of $node and returns its pid: from then on
+# an asynchronous commit stays in the WAL buffers, unwritten, until a
+# synchronous commit, an explicit flush or a full buffer writes it, so
+# crash_frozen() loses it for sure.  Use with a destination that has
+# autovacuum, the bgwriter's writes, checkpoints by time and the launcher's
+# pruning off (nothing else flushes WAL meanwhile).
+sub freeze_walwriter
+{
+	my ($node) = @_;
+	my $pid = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'});
+	die "no walwriter" unless $pid;
+	kill 'STOP', $pid;
+	return $pid;
+}
+
+# Crashes $node (an immediate shutdown: SIGQUIT to the postmaster, which
+# SIGQUITs every child; nothing writes WAL on the way down), lets the frozen
+# WAL writer $wpid receive its SIGQUIT, and waits until the postmaster is
+# gone.  $crashed: the server is already going down (a PANIC).
+sub crash_frozen
+{
+	my ($node, $wpid, $crashed) = @_;
+	my $pidfile = $node->data_dir . '/postmaster.pid';
+	kill 'QUIT', $node->{_pid} unless $crashed;
+	kill 'CONT', $wpid;
+	my $waited = 0;
+	while (-f $pidfile && $waited < 300 * 10) {
+		select(undef, undef, undef, 0.1);
+		$waited++;
+	}
+	die "postmaster of " . $node->name . " did not exit" if -f $pidfile;
+	$node->_update_pid(0);
+}
+
+# Waits until the server log of $node, from byte $offset on, matches $re.
+sub wait_for_log
+{
+	my ($node, $re, $offset) = @_;
+	for (my $i = 0; $i < 180 * 10; $i++) {
+		return 1 if slurp_file($node->logfile, $offset) =~ $re;
+		select(undef, undef, undef, 0.1);
+	}
+	diag("log never matched $re");
+	return 0;
 }
 
 sub cdc_root

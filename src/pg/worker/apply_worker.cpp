@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
@@ -59,6 +60,29 @@ fault_after_change(int nchanges)
 	return atoi(cdc_debug_fault + sizeof(prefix) - 1) == nchanges;
 }
 
+/*
+ * Fault point pause_after:<transition> (tests of durable control state,
+ * test/t/040_worker_control_durability.pl): right after the transition
+ * (copy_done, skip, commit, accept_gap) has committed, the worker logs it and
+ * waits until it is terminated, so the test can crash the server exactly
+ * there.
+ */
+void
+fault_pause(const char *transition)
+{
+	static const char prefix[] = "pause_after:";
+	if (cdc_debug_fault == NULL || strncmp(cdc_debug_fault, prefix, sizeof(prefix) - 1) != 0 ||
+	    strcmp(cdc_debug_fault + sizeof(prefix) - 1, transition) != 0)
+		return;
+	ereport(LOG, (errmsg("cdc_apply: fault point pause_after:%s reached, pausing", transition)));
+	pgstat_report_activity(STATE_IDLE, "paused at a fault point");
+	for (;;) {
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
 static void
 worker_error_context(void *arg)
 {
@@ -94,7 +118,12 @@ load_subscription(int subid)
 	         "  (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(p), ',') FROM pg_catalog.unnest(publications) p), "
 	         "  create_slot, copy_data, slot_ready, source_epoch, skip_lsn::pg_catalog.text, "
 	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid OPERATOR(pg_catalog.=) s.subid), "
-	         "  owner::pg_catalog.oid, run_as_owner, origin, refresh_pending "
+	         "  owner::pg_catalog.oid, run_as_owner, origin, refresh_pending, "
+	         "  slot_system_id, slot_timeline, "
+	         "  (SELECT confirmed_lsn::pg_catalog.text FROM cdc.subscription_state st "
+	         "    WHERE st.subid OPERATOR(pg_catalog.=) s.subid), "
+	         "  (SELECT pg_catalog.max(g.id) FROM cdc.accepted_gaps g "
+	         "    WHERE g.subid OPERATOR(pg_catalog.=) s.subid AND g.accepted_at IS NULL) "
 	         "FROM cdc.subscription s WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND enabled "
 	         /* a row locked by cdc.drop_subscription() reads as gone: the drop owns the slot now */
 	         "FOR SHARE SKIP LOCKED",
@@ -127,10 +156,24 @@ load_subscription(int subid)
 	W->run_as_owner = strcmp(SPI_getvalue(tup, desc, 13), "t") == 0;
 	W->origin_none = strcmp(SPI_getvalue(tup, desc, 14), "none") == 0;
 	W->refresh_pending = strcmp(SPI_getvalue(tup, desc, 15), "t") == 0;
+	W->slot_system_id = SPI_getvalue(tup, desc, 16);
+	char *tli = SPI_getvalue(tup, desc, 17);
+	W->slot_timeline = tli ? (uint32) strtoul(tli, NULL, 10) : 0;
+	char *confirmed = SPI_getvalue(tup, desc, 18);
+	W->confirmed_lsn = confirmed ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(confirmed))) : InvalidXLogRecPtr;
+	char *request = SPI_getvalue(tup, desc, 19);
+	W->gap_request = request ? pg_strtoint64(request) : 0;
 	MemoryContextSwitchTo(old);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	/*
+	 * The worker acts on this control state (a skip, an accepted gap, the
+	 * settings): make sure no crash can take it back.  The control
+	 * functions commit synchronously; this covers a state committed any
+	 * other way.
+	 */
+	XLogFlush(GetXLogInsertRecPtr());
 }
 
 /* ------------------------------------------------------------------------
@@ -185,6 +228,7 @@ stream(void)
 	 * never send it again.
 	 */
 	W->received = W->progress;
+	W->keepalive_seen = false;
 	write_status("streaming", false);
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": streaming from %X/%X", W->name, CDC_LSN_ARGS(W->progress))));
 
@@ -222,8 +266,15 @@ stream(void)
 			if (!W->in_xact && !W->in_stream) {
 				/* ask for a keepalive too: its WAL end lets an idle stream confirm progress */
 				send_feedback(false, true);
+				/*
+				 * Caught up: idle, and everything the source had written when
+				 * this connection began was received (a keepalive says how
+				 * far the source has decoded): the subscription streams again.
+				 */
+				if (!W->healthy && W->keepalive_seen && W->received >= W->source_wal_at_connect)
+					mark_healthy();
 				if (TimestampDifferenceExceeds(W->last_status, GetCurrentTimestamp(), cdc_status_interval))
-					write_status("streaming", true);
+					write_status("streaming", false);
 			}
 			int rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 			                           PQsocket(W->conn), cdc_status_interval, PG_WAIT_EXTENSION);
@@ -274,6 +325,7 @@ stream(void)
 			XLogRecPtr end = pq_getmsgint64(&s);
 			(void) pq_getmsgint64(&s);
 			bool reply = pq_getmsgbyte(&s);
+			W->keepalive_seen = true;
 			if (end > W->source_end)
 				W->source_end = end;
 			if (end > W->received)
@@ -371,6 +423,9 @@ cdc_apply_worker_main(Datum arg)
 			connect_source();
 			if (!W->slot_ready)
 				prepare_slot();
+			else
+				verify_continuity(); /* before any copy: the stream the copies join must be the subscription's */
+			/* tables added since (refresh, resync): copied at a temporary slot's snapshot, never through prepare_slot */
 			sync_tables();
 			load_table_states();
 			stream();

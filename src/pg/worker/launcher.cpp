@@ -10,11 +10,13 @@
 // It holds no worker state: that is the apply worker's (worker_state.hpp).
 #include "pg/apply/horizon.hpp"
 #include "pg/guc.hpp"
+#include "pg/worker/lifecycle.hpp"
 #include "pg/worker/worker.hpp"
 
 extern "C" {
 #include "utils/guc.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -23,6 +25,7 @@ extern "C" {
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 }
@@ -54,7 +57,7 @@ typedef struct LauncherSlot {
 	BackgroundWorkerHandle *handle;
 } LauncherSlot;
 
-static void
+static bool
 start_apply_worker(LauncherSlot *slot, int subid)
 {
 	BackgroundWorker bgw;
@@ -77,12 +80,30 @@ start_apply_worker(LauncherSlot *slot, int subid)
 	bool ok = RegisterDynamicBackgroundWorker(&bgw, &slot->handle);
 	MemoryContextSwitchTo(old);
 	if (!ok) {
-		ereport(WARNING, (errmsg("cdc_apply launcher: could not start a worker for subscription %d", subid),
-		                  errhint("Raise max_worker_processes.")));
 		slot->handle = NULL;
-		return;
+		return false;
 	}
 	slot->subid = subid;
+	return true;
+}
+
+/*
+ * A subscription that has no worker because no worker slot is free says so
+ * (state waiting, last_error naming the limit); written and logged only
+ * when it changes.  Inside the launcher's transaction.
+ */
+static void
+mark_waiting(int subid, const char *why)
+{
+	Oid types[2] = {INT4OID, TEXTOID};
+	Datum values[2] = {Int32GetDatum(subid), CStringGetTextDatum(why)};
+	int rc = SPI_execute_with_args("UPDATE cdc.subscription_state SET state = 'waiting', last_error = $2, worker_pid = NULL, "
+	                               "updated_at = pg_catalog.now() "
+	                               "WHERE subid OPERATOR(pg_catalog.=) $1 AND (state OPERATOR(pg_catalog.<>) 'waiting' "
+	                               "OR (last_error OPERATOR(pg_catalog.=) $2) IS NOT TRUE)",
+	                               2, types, values, NULL, false, 0);
+	if (rc == SPI_OK_UPDATE && SPI_processed > 0)
+		ereport(LOG, (errmsg("cdc_apply launcher: subscription %d waits: %s", subid, why)));
 }
 
 static bool
@@ -178,12 +199,14 @@ cdc_launcher_main(Datum arg)
 			}
 			if (!running && alive[i])
 				continue; /* started by an earlier launcher; the worker itself guards its origin */
-			if (!running && free_slot >= 0)
-				start_apply_worker(&slots[free_slot], subids[i]);
-			else if (!running)
-				ereport(LOG, (errmsg("cdc_apply launcher: cdc.max_workers (%d) reached; subscription %d waits",
-				                     cdc_max_workers, subids[i])));
+			if (!running && free_slot >= 0) {
+				if (!start_apply_worker(&slots[free_slot], subids[i]))
+					mark_waiting(subids[i], psprintf("no free background worker slot (max_worker_processes = %d)",
+					                                 max_worker_processes));
+			} else if (!running)
+				mark_waiting(subids[i], psprintf("no free worker slot (cdc.max_workers = %d)", cdc_max_workers));
 		}
+		cdc::pg::ReportSubscriptionCount(nsubs); /* DROP DATABASE of this database is refused while it has any */
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();

@@ -20,6 +20,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 }
 
@@ -165,6 +166,9 @@ connect_source(void)
 	PGresult *res = source_exec("IDENTIFY_SYSTEM", PGRES_TUPLES_OK);
 	MemoryContext old = MemoryContextSwitchTo(CdcWorkerContext);
 	W->source_id = psprintf("pg:%s", PQgetvalue(res, 0, 0));
+	W->system_id = pstrdup(PQgetvalue(res, 0, 0));
+	W->timeline = (uint32) strtoul(PQgetvalue(res, 0, 1), NULL, 10);
+	W->source_wal_at_connect = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 2))));
 	W->source_db = pstrdup(PQgetisnull(res, 0, 3) ? "" : PQgetvalue(res, 0, 3));
 	MemoryContextSwitchTo(old);
 	PQclear(res);
@@ -187,6 +191,9 @@ send_feedback(bool force, bool request_reply)
 		}
 	}
 	W->nflushes = keep;
+	if (!force && !TimestampDifferenceExceeds(W->last_status, now, cdc_status_interval))
+		return;
+
 	if (W->nflushes == 0 && !W->in_xact && !W->group_open && !W->in_stream) {
 		/*
 		 * Nothing of ours is waiting for a local flush and no source
@@ -194,16 +201,19 @@ send_feedback(bool force, bool request_reply)
 		 * and durable or carried no change for us.  Reporting it lets the
 		 * source release WAL and lets its shutdown complete (its walsenders
 		 * wait for the subscriber to confirm the end of WAL), as PostgreSQL's
-		 * own apply worker does.
+		 * own apply worker does.  Unlike it, the position is recorded
+		 * durably first (confirm_idle_position): the slot's confirmed
+		 * position must never pass what this destination can prove it has,
+		 * or a slot advanced by someone else could not be told from it
+		 * (docs/worker.md, "Continuity").
 		 */
-		if (W->received > W->reported_flush)
-			W->reported_flush = W->received;
-		if (W->progress > W->reported_flush)
-			W->reported_flush = W->progress;
+		XLogRecPtr idle = Max(W->received, W->progress);
+		if (idle > W->reported_flush) {
+			if (idle > W->progress && idle > W->confirmed_lsn)
+				confirm_idle_position(idle);
+			W->reported_flush = idle;
+		}
 	}
-
-	if (!force && !TimestampDifferenceExceeds(W->last_status, now, cdc_status_interval))
-		return;
 
 	StringInfoData buf;
 	initStringInfo(&buf);
@@ -328,6 +338,14 @@ drop_source_slot_pg(text *conninfo_text, Name slot_name)
 		                errmsg("could not connect to the source to drop slot \"%s\": %s", slot, msg)));
 	}
 	PGresult *res = PQexec(conn, psprintf("DROP_REPLICATION_SLOT %s WAIT", quote_identifier(slot)));
+	const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && sqlstate != NULL && strcmp(sqlstate, "42704") == 0) {
+		/* never created (the worker had not started), or already gone: nothing holds WAL */
+		PQclear(res);
+		PQfinish(conn);
+		ereport(NOTICE, (errmsg("slot \"%s\" does not exist on the source, skipping", slot)));
+		return;
+	}
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		char *msg = pstrdup(PQresultErrorMessage(res));
 		PQclear(res);

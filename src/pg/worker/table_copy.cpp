@@ -275,13 +275,12 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	W->engine = NULL;
 	mark_table_ready(schema, table, cp, rows);
 	PopActiveSnapshot();
-	CommitTransactionCommand();
 	/*
-	 * Durable now, although the worker commits asynchronously
-	 * (cdc.synchronous_commit): a copy lost in a crash of the destination
-	 * would be redone from a new snapshot, in vain.
+	 * A control transition, durable now although the worker commits
+	 * asynchronously (cdc.synchronous_commit): a copy lost in a crash of the
+	 * destination would be redone from a new snapshot, in vain.
 	 */
-	XLogFlush(XactLastCommitEnd);
+	commit_control_transition();
 	W->cur_table[0] = '\0';
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": copied %ld rows of %s.%s at %X/%X", W->name, rows, schema, table,
 	                     CDC_LSN_ARGS(cp))));
@@ -358,6 +357,16 @@ tables_to_copy(char ***schemas, char ***tables)
 void
 prepare_slot(void)
 {
+	/*
+	 * Never a new slot once the subscription has progress: the new slot
+	 * would start after transactions the old one still had to send
+	 * (docs/worker.md, "Continuity").
+	 */
+	if (W->progress != InvalidXLogRecPtr)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("cdc_apply subscription \"%s\": will not create slot \"%s\": the subscription has progress %X/%X",
+		                       W->name, W->slot_name, CDC_LSN_ARGS(W->progress)),
+		                errhint("Use cdc.accept_gap to continue from a new slot.")));
 	char *slot = pstrdup(quote_identifier(W->slot_name));
 	char *slot_lit = PQescapeLiteral(W->conn, W->slot_name, strlen(W->slot_name));
 	PGresult *res = source_exec(psprintf("SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name OPERATOR(pg_catalog.=) %s",
@@ -401,20 +410,23 @@ prepare_slot(void)
 	SPI_connect();
 	spi_exec("UPDATE cdc.subscription SET slot_ready = true WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4", 1,
 	         args);
+	record_slot_identity(cp);
 	SPI_finish();
 	PopActiveSnapshot();
 	commit_with_progress(cp, GetCurrentTimestamp());
 	/*
-	 * Durable before anything streams: a destination crash that lost this
-	 * asynchronous commit would make the next worker drop the slot and copy
-	 * everything again, at a later snapshot (found by TAP 023, B20: a
-	 * kill -9 right after the slot was ready turned the streamed
-	 * transaction into copied rows, without their outbox rows).
+	 * A control transition (docs/worker.md, "Control state is durable"):
+	 * streaming starts on it.  Lost in a crash of the destination (the
+	 * worker commits asynchronously), the next worker would drop the slot
+	 * and copy everything again at a later snapshot, and what was committed
+	 * on the source in between would arrive as snapshot rows, without its
+	 * outbox rows (TAP 023, B20; TAP 040 crashes right here).
 	 */
 	XLogFlush(XactLastCommitEnd);
 	W->progress = cp;
 	W->slot_ready = true;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s ready at %X/%X", W->name, W->slot_name, CDC_LSN_ARGS(cp))));
+	fault_pause("copy_done");
 }
 
 /*

@@ -14,6 +14,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
@@ -109,6 +110,8 @@ close_group(void)
 		ereport(LOG, (errmsg("cdc_apply: fault point after_commit reached, exiting")));
 		proc_exit(1);
 	}
+	fault_pause("commit");
+	mark_healthy(); /* a source transaction committed: the subscription streams again */
 }
 
 /*
@@ -120,6 +123,13 @@ begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committim
 {
 	bool already_applied = final_lsn < W->progress;
 	bool skipping = !already_applied && W->skip_lsn != InvalidXLogRecPtr && final_lsn == W->skip_lsn;
+	/*
+	 * The source's WAL reaches at least this transaction's commit (the data
+	 * messages of a logical stream do not always carry their position): a
+	 * subscription stuck on it shows that lag.
+	 */
+	if (final_lsn > W->source_end)
+		W->source_end = final_lsn;
 	/* an explicit skip commits on its own: close the group before it */
 	if (skipping && W->group_open)
 		close_group();
@@ -183,12 +193,16 @@ end_source_xact(const LogicalRepCommitData &commit)
 		SPI_finish();
 		PopActiveSnapshot();
 		commit_with_progress(commit.end_lsn, commit.committime);
+		/* a control transition: durable before anything later is applied or confirmed */
+		XLogFlush(XactLastCommitEnd);
 		W->skip_lsn = InvalidXLogRecPtr;
 		W->skipping = false;
 		remember_flush(XactLastCommitEnd, commit.end_lsn);
 		W->progress = commit.end_lsn;
 		W->last_commit_time = commit.committime;
 		pgstat_report_activity(STATE_IDLE, NULL);
+		fault_pause("skip");
+		mark_healthy();
 		return;
 	}
 

@@ -73,6 +73,24 @@ typedef struct WorkerState {
 	char *source_db;
 	HTAB *relations;
 
+	/*
+	 * Continuity of the stream (continuity.cpp, docs/worker.md
+	 * "Continuity"): the source as IDENTIFY_SYSTEM reports it on this
+	 * connection, the slot's identity recorded in cdc.subscription (NULL
+	 * system id: none recorded yet), the position confirmed to the source
+	 * while idle (durable before it was reported), and a pending
+	 * cdc.accept_gap request (0: none).
+	 */
+	char *system_id;
+	uint32 timeline;
+	char *slot_system_id;
+	uint32 slot_timeline;
+	XLogRecPtr confirmed_lsn;
+	int64 gap_request;
+	bool healthy;             /* streams again since the last error: last_error and retry_count were cleared */
+	XLogRecPtr source_wal_at_connect; /* the source's WAL position when this connection began (IDENTIFY_SYSTEM) */
+	bool keepalive_seen;      /* a keepalive arrived on this connection */
+
 	XLogRecPtr progress;      /* origin progress: end LSN of the last applied source transaction */
 	XLogRecPtr received;      /* highest LSN received */
 	XLogRecPtr source_end;    /* source WAL end from the last message */
@@ -136,6 +154,7 @@ extern MemoryContext CdcStreamContext; /* the open chunk's file handle; reset at
 /* apply_worker.cpp: test-only fault points (cdc.debug_fault) */
 bool fault(const char *point);
 bool fault_after_change(int nchanges);
+void fault_pause(const char *transition);
 
 /* status.cpp: the worker's own statements, cdc.subscription_state, errors */
 int spi_exec(const char *sql, int nargs, const char **args);
@@ -184,3 +203,10 @@ void prepare_slot(void);
 void sync_tables(void);
 void load_table_states(void);
 void lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn);
+
+/* continuity.cpp: proof that the slot continues after our progress; control transitions */
+void verify_continuity(void);
+void record_slot_identity(XLogRecPtr start_lsn);
+void commit_control_transition(void);
+void confirm_idle_position(XLogRecPtr lsn);
+void mark_healthy(void);

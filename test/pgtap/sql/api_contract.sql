@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(161);
+SELECT plan(167);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -26,7 +26,7 @@ SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'),
 -- Tables and views.
 SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
                          'subscription', 'subscription_state', 'subscription_rel', 'skipped_transactions', 'dead_letter',
-                         'prune_watermark', 'prune_state'],
+                         'prune_watermark', 'prune_state', 'subscription_errors', 'accepted_gaps', 'source_renames'],
                   'schema cdc has exactly the state tables');
 SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'subscription_tables', 'horizon_status'],
                  'schema cdc has exactly the views');
@@ -313,6 +313,18 @@ SELECT function_privs_are('cdc', 'resync_table', ARRAY['text', 'regclass'], 'pub
                           'PUBLIC may not execute cdc.resync_table');
 SELECT function_privs_are('cdc', '_publication_tables', ARRAY['text', 'text[]'], 'public', ARRAY[]::text[],
                           'PUBLIC may not execute cdc._publication_tables');
+
+-- Continuity, durable control state, status history, re-keying (issue 12, items 5-7, 9, 10).
+SELECT function_returns('cdc', 'accept_gap', ARRAY['text', 'text'], 'bigint', 'cdc.accept_gap(name, reason) returns the request id');
+SELECT function_privs_are('cdc', 'accept_gap', ARRAY['text', 'text'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.accept_gap');
+SELECT function_privs_are('cdc', 'rename_source', ARRAY['text', 'text'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.rename_source');
+SELECT col_type_is('cdc', 'subscription_state', 'confirmed_lsn', 'pg_lsn',
+                   'cdc.subscription_state.confirmed_lsn is the durable idle confirmation');
+SELECT table_privs_are('cdc', 'subscription_errors', 'pg_read_all_stats', ARRAY['SELECT'],
+                       'pg_read_all_stats may read cdc.subscription_errors (error texts, as last_error)');
+SELECT table_privs_are('cdc', 'subscription_errors', 'public', ARRAY[]::text[], 'PUBLIC may not read cdc.subscription_errors');
 
 -- A dropped target takes its mapping and state with it (event trigger, sql/drop_target.sql).
 SELECT has_function('cdc', '_drop_target_state', ARRAY[]::text[], 'cdc._drop_target_state() exists');
