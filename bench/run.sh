@@ -373,7 +373,7 @@ SELECT clock_timestamp() AS t0, pg_current_wal_lsn() AS w0 \gset
 SELECT cdc.create_subscription('bench', '$conninfo', ARRAY['bench_pub'], slot_name => 'cdc_slot_$m',
                                create_slot => false, copy_data => false) AS subid \gset
 SELECT pg_reload_conf() \gset
-CALL bench_wait_origin('cdc_' || :subid, '$marker', 3600);
+CALL bench_wait_origin(cdc._origin_name(:subid), '$marker', 3600);
 SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_lsn() - :'w0'::pg_lsn)
        || ' ' || (SELECT $(proc_cpu_of "worker_pid") FROM cdc.subscription_status WHERE name = 'bench');
 SQL

@@ -432,7 +432,7 @@ CREATE TABLE bat_exp_events AS SELECT ARRAY[
   dbz('d', 'bat_exp', NULL, '0/1800', 18, before => '{"id": 3}'),
   dbz('c', 'bat_exp', '{"id": 1, "name": "old"}', '0/1000', 10)] AS evs;
 CREATE TABLE bat_exp_setup AS SELECT $$
-  INSERT INTO cdc.source (name) VALUES ('srv') ON CONFLICT (name) DO NOTHING;
+  INSERT INTO cdc.source (id, name) VALUES (('x' || substr(md5('srv'), 1, 8))::bit(32)::int & 2147483647, 'srv') ON CONFLICT DO NOTHING;
   INSERT INTO cdc.prune_watermark (target, src, v0, v1, v2, v3)
   SELECT 'bat_exp', id, 0, 8192, 8192, 0 FROM cdc.source WHERE name = 'srv'$$ AS setup;
 SELECT policy, cuts, x AS difference

@@ -76,7 +76,7 @@ SELECT applied, duplicate, stale, conflict FROM cdc.stats WHERE target = 'so_ord
 SELECT op, entity_key FROM cdc.outbox WHERE target = 'so_orders'::regclass ORDER BY id;
 
 -- delivery_processed for worker delivery keys of a target with a mark
-INSERT INTO cdc.source (name) VALUES ('pg:4242') ON CONFLICT DO NOTHING;
+INSERT INTO cdc.source (id, name) VALUES (424242, 'pg:4242');
 INSERT INTO cdc.stream_mark (target, src, v0, v1, v2, v3, updated_s)
   SELECT 'so_unmapped'::regclass, id, 0, ('0/5000'::pg_lsn - '0/0')::bigint, 3, 0, 0 FROM cdc.source WHERE name = 'pg:4242';
 SELECT k, cdc.delivery_processed('so_unmapped', k)

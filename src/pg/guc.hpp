@@ -39,6 +39,9 @@ extern bool cdc_streaming;
 extern int cdc_apply_batch_changes;
 extern const struct config_enum_entry cdc_synchronous_commit_options[];
 
+/* both paths (docs/security.md, "Event size") */
+extern int cdc_max_event_size; /* kB */
+
 /* the replay horizon (docs/retention.md) */
 extern int cdc_replay_horizon;
 extern int cdc_prune_interval;

@@ -41,18 +41,23 @@ ApplyEngine::ApplyEngine()
 ApplyEngine::~ApplyEngine() = default;
 
 Outcome
-ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
+ApplyEngine::ApplyDebezium(Json event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
 {
 	SetContext(nullptr, delivery_key_arg.value_or(""));
-	ChangeEvent ev = ParseDebeziumEnvelope(event);
-	if (ev.ignored) {
-		counters_[target_arg].ignored++;
-		return Outcome::Ignored;
-	}
-	Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
-	if (ev.op == Op::Truncate)
-		LockForTruncate(target);
-	return ApplyChange(DebeziumRequest(ev, target, delivery_key_arg));
+	ChangeRequest req;
+	{
+		ChangeEvent ev = ParseDebeziumEnvelope(std::move(event));
+		if (ev.ignored) {
+			counters_[target_arg].ignored++;
+			return Outcome::Ignored;
+		}
+		Oid target =
+			OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+		if (ev.op == Op::Truncate)
+			LockForTruncate(target);
+		req = DebeziumRequest(ev, target, delivery_key_arg);
+	} /* the envelope's images go: the request holds what was decoded from them */
+	return ApplyChange(req);
 }
 
 ChangeRequest
@@ -108,12 +113,15 @@ ApplyEngine::Finish()
 		Execute("INSERT INTO cdc.counters AS c (target, backend_id, applied, duplicate, stale, conflict, ignored, "
 		        "blocked_resurrections, outbox_rows, snapshot_rows, expired) "
 		        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-		        "ON CONFLICT (target, backend_id) DO UPDATE SET applied = c.applied + EXCLUDED.applied, "
-		        "duplicate = c.duplicate + EXCLUDED.duplicate, stale = c.stale + EXCLUDED.stale, "
-		        "conflict = c.conflict + EXCLUDED.conflict, ignored = c.ignored + EXCLUDED.ignored, "
-		        "blocked_resurrections = c.blocked_resurrections + EXCLUDED.blocked_resurrections, "
-		        "outbox_rows = c.outbox_rows + EXCLUDED.outbox_rows, "
-		        "snapshot_rows = c.snapshot_rows + EXCLUDED.snapshot_rows, expired = c.expired + EXCLUDED.expired",
+		        "ON CONFLICT (target, backend_id) DO UPDATE SET applied = c.applied OPERATOR(pg_catalog.+) EXCLUDED.applied, "
+		        "duplicate = c.duplicate OPERATOR(pg_catalog.+) EXCLUDED.duplicate, "
+		        "stale = c.stale OPERATOR(pg_catalog.+) EXCLUDED.stale, "
+		        "conflict = c.conflict OPERATOR(pg_catalog.+) EXCLUDED.conflict, "
+		        "ignored = c.ignored OPERATOR(pg_catalog.+) EXCLUDED.ignored, "
+		        "blocked_resurrections = c.blocked_resurrections OPERATOR(pg_catalog.+) EXCLUDED.blocked_resurrections, "
+		        "outbox_rows = c.outbox_rows OPERATOR(pg_catalog.+) EXCLUDED.outbox_rows, "
+		        "snapshot_rows = c.snapshot_rows OPERATOR(pg_catalog.+) EXCLUDED.snapshot_rows, "
+		        "expired = c.expired OPERATOR(pg_catalog.+) EXCLUDED.expired",
 		        p, true);
 	}
 	cdc::pg::Finish();
@@ -132,7 +140,7 @@ ApplyEngine::RequireStreamIntake(const Target &t) const
 ApplyEngine::StreamMark &
 ApplyEngine::Mark(const Target &t, const std::string &source)
 {
-	const int16_t src = SourceId(source, source_ids_);
+	const int32_t src = SourceId(source, source_ids_);
 	auto key = std::make_pair(t.relid, src);
 	auto it = marks_.find(key);
 	if (it == marks_.end())
@@ -151,7 +159,7 @@ ApplyEngine::WriteMarks()
 }
 
 std::vector<Outcome>
-ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
+ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
                                 const std::vector<std::optional<std::string>> &delivery_keys)
 {
 	auto dk_of = [&](size_t i) {
@@ -167,7 +175,7 @@ ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
 	for (size_t i = 0; i < events.size(); i++) {
 		SetEventLabel(PositionLabel(i + 1));
 		SetContext(nullptr, dk_of(i).value_or(""));
-		ChangeEvent ev = ParseDebeziumEnvelope(events[i]);
+		ChangeEvent ev = ParseDebeziumEnvelope(std::move(events[i]));
 		if (ev.ignored) {
 			counters_[target_arg].ignored++;
 			continue;
@@ -183,10 +191,12 @@ ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
 		}
 	std::vector<ChangeRequest> reqs;
 	std::vector<size_t> positions;
-	for (const Parsed &p : parsed) {
+	for (Parsed &p : parsed) {
 		SetEventLabel(PositionLabel(p.index + 1));
 		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));
 		positions.push_back(p.index + 1);
+		p.ev.before.reset(); /* decoded into the request: not held twice */
+		p.ev.after.reset();
 	}
 	std::vector<Outcome> applied = ApplyChanges(reqs, positions);
 	for (size_t j = 0; j < applied.size(); j++)

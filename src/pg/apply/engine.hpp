@@ -11,6 +11,7 @@
 #include "core/envelope.hpp"
 #include "core/json.hpp"
 #include "pg/guard.hpp"
+#include "pg/spi.hpp"
 
 #include <map>
 #include <memory>
@@ -57,7 +58,9 @@ class ApplyEngine {
 	// source identity (envelope.hpp, DeriveDeliveryKey).
 	// Errors: see docs/sql-reference.md (22P02, 22023, 42P01, 42P10, 42501,
 	// 42703, the column type's own input errors).
-	Outcome ApplyDebezium(const Json &event, Oid target, const std::optional<std::string> &delivery_key);
+	// The event is handed over: its images are moved out, and released once
+	// decoded, so that a large event is not held twice.
+	Outcome ApplyDebezium(Json event, Oid target, const std::optional<std::string> &delivery_key);
 
 	// Applies one change in any input format: the engine behind every path.
 	// Errors as for ApplyDebezium; field paths are "after.<column>" and
@@ -79,7 +82,7 @@ class ApplyEngine {
 	// (docs/semantics.md, "Batches").  Errors as for ApplyDebezium, with
 	// "event N of the batch" in the error context; the caller's transaction
 	// rolls back whole.
-	std::vector<Outcome> ApplyDebeziumBatch(const std::vector<Json> &events, Oid target,
+	std::vector<Outcome> ApplyDebeziumBatch(std::vector<Json> events, Oid target,
 	                                        const std::vector<std::optional<std::string>> &delivery_keys);
 
 	// The batch engine behind it, for any input path: applies `reqs` in order
@@ -111,6 +114,22 @@ class ApplyEngine {
 	// aborts and nothing needs flushing.
 	void Finish();
 
+	// The worker's identity (docs/security.md, "The worker's identity"):
+	// changes are applied for subscription `subscription` owned by `owner`.
+	// run_as_owner: every statement on a target runs as `owner`; otherwise
+	// as the target's owner in a security-restricted operation (when the
+	// owner is a member of it; refused with 42501 when it is not), unless
+	// the target's owner is also a member of `owner` (then as `owner`).
+	// Without a call (the SQL path) everything runs as the calling user.
+	// The mappings' source_name is compared with `subscription`.
+	void SetWorkerIdentity(Oid owner, bool run_as_owner, std::string subscription)
+	{
+		worker_identity_ = true;
+		owner_ = owner;
+		run_as_owner_ = run_as_owner;
+		subscription_ = std::move(subscription);
+	}
+
 	// Label used in error context ("event 3 of the batch").
 	void SetEventLabel(std::string label) { event_label_ = std::move(label); }
 
@@ -139,6 +158,16 @@ class ApplyEngine {
 	                  size_t end, std::vector<Outcome> &out);
 	Target &LoadTarget(Oid relid);
 	void LockForTruncate(Oid relid);
+	// Before the first lock on a target the SQL path checks the caller's
+	// privileges on it, so a role cannot make others queue behind a lock on a
+	// table it may not write (42501; 42P01 when it does not exist).
+	void CheckBeforeLock(Oid relid);
+	// Once per target per call: who the target's statements run as, after
+	// checking that role's privileges and that row-level security does not
+	// apply to it (42501 otherwise; docs/security.md).
+	const RunAs &Authorize(const Target &t);
+	// A mapping with source_name accepts only that source's changes (42501).
+	void CheckSource(const Target &t, const ChangeRequest &req) const;
 	Oid ResolveTarget(const std::string &source_name, const std::string &schema, const std::string &table);
 	Oid ResolveUncached(const std::string &source_name, const std::string &schema, const std::string &table,
 	                    bool same_name_fallback);
@@ -157,7 +186,12 @@ class ApplyEngine {
 
 	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, target.cpp)
 	std::map<Oid, Counters> counters_;
-	std::map<std::string, int16_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
+	std::map<std::string, int32_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
+	std::map<Oid, RunAs> access_;               // Authorize() of this call's targets
+	bool worker_identity_ = false;              // SetWorkerIdentity
+	Oid owner_ = InvalidOid;
+	bool run_as_owner_ = false;
+	std::string subscription_;
 	std::string PositionLabel(size_t position) const
 	{
 		return position_unit_ + " " + std::to_string(position) + " " + position_scope_;
@@ -171,7 +205,7 @@ class ApplyEngine {
 	size_t queued_bytes_ = 0;
 	std::optional<bool> pending_claim_;
 	bool stream_intake_ = false;
-	std::map<std::pair<Oid, int16_t>, StreamMark> marks_;
+	std::map<std::pair<Oid, int32_t>, StreamMark> marks_;
 	// A segment's stream decision for a change it hands to ApplyChange (the
 	// mark has moved past the change meanwhile): applied.
 	bool pending_stream_apply_ = false;

@@ -75,7 +75,8 @@ MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v,
 }
 
 // Writes the outbox row of an applied change (ON CONFLICT DO NOTHING: a
-// replay never adds a second one).  Returns whether a row was inserted.
+// replay never adds a second one; the key is unique per target, so no other
+// target's writer can take it, docs/security.md).  Returns whether a row was inserted.
 // Inside a batch the row is queued instead (and counted when the batch
 // inserts it): false.
 bool
@@ -96,8 +97,9 @@ WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, c
 	p.AddText(SourceJson(src, v));
 	p.AddText(v.ToArrayLiteral());
 	uint64_t n = Execute("INSERT INTO cdc.outbox (idempotency_key, topic, target, entity_key, op, payload, source, version) "
-	                     "VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb, $8::bigint[]) "
-	                     "ON CONFLICT (idempotency_key) DO NOTHING",
+	                     "VALUES ($1, $2, $3, $4::pg_catalog.jsonb, $5, $6::pg_catalog.jsonb, $7::pg_catalog.jsonb, "
+	                     "$8::pg_catalog.int8[]) "
+	                     "ON CONFLICT (idempotency_key, target) DO NOTHING",
 	                     p, true);
 	return n == 1;
 }
@@ -135,9 +137,12 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 	sources.AddTo(p, TEXTARRAYOID);
 	versions.AddTo(p, TEXTARRAYOID);
 	uint64_t n = Execute("INSERT INTO cdc.outbox (idempotency_key, topic, target, entity_key, op, payload, source, version) "
-	                     "SELECT x.i, x.tp, x.t::regclass, x.e::jsonb, x.o, x.p::jsonb, x.s::jsonb, x.v::bigint[] "
-	                     "FROM unnest($1, $2, $3, $4, $5, $6, $7, $8) WITH ORDINALITY AS x(i, tp, t, e, o, p, s, v, ord) "
-	                     "ORDER BY x.ord ON CONFLICT (idempotency_key) DO NOTHING RETURNING target::oid",
+	                     "SELECT x.i, x.tp, x.t::pg_catalog.regclass, x.e::pg_catalog.jsonb, x.o, x.p::pg_catalog.jsonb, "
+	                     "x.s::pg_catalog.jsonb, x.v::pg_catalog.int8[] "
+	                     "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), "
+	                     "pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), "
+	                     "pg_catalog.unnest($8)) WITH ORDINALITY AS x(i, tp, t, e, o, p, s, v, ord) "
+	                     "ORDER BY x.ord ON CONFLICT (idempotency_key, target) DO NOTHING RETURNING target::pg_catalog.oid",
 	                     p, true);
 	for (uint64_t i = 0; i < n; i++)
 		counters[Oid(std::stoul(ResultText(i, 1).value_or("0")))].outbox_rows++;

@@ -45,7 +45,9 @@ namespace {
  * key), every column has an array type (the rows travel as one array per
  * column), and the key's text form identifies a row (types whose equality
  * is equality of their output text, so two entity keys never name one row;
- * text keys only under a deterministic collation).
+ * text keys only under a deterministic collation).  A GENERATED ALWAYS
+ * identity column that is not the key is left to MutateTarget, which checks
+ * that an update does not change it.
  * Only state mappings: in history mode every change is a row, in handler
  * mode a call that sees the row of that moment (docs/semantics.md, "Modes").
  * The expired policy and the prune watermark need no exclusion here:
@@ -55,11 +57,16 @@ namespace {
 bool
 SetBasedAllowed(const Target &t)
 {
-	if (t.modes.mode != Mode::State || !t.independent_rows)
+	if (t.modes.mode != Mode::State || !t.independent_rows || t.has_nonkey_identity_always)
 		return false;
-	for (const Column &c : t.columns)
+	bool assignable = false; /* some column an upsert's DO UPDATE SET can write */
+	for (const Column &c : t.columns) {
 		if (!c.generated && !OidIsValid(c.array_type))
 			return false;
+		assignable = assignable || (!c.generated && !c.identity_always);
+	}
+	if (!assignable)
+		return false;
 	for (int k : t.key) {
 		const Column &c = t.columns[size_t(k)];
 		switch (c.type) {
@@ -152,7 +159,8 @@ ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> 
 	targets.AddTo(p, OIDARRAYOID);
 	p.Add(INT4OID, Int32GetDatum(now_s), false);
 	uint64_t n = Execute("INSERT INTO cdc.ledger (digest, target, claimed_s) "
-	                     "SELECT x.d, x.t::regclass, $3 FROM unnest($1, $2) WITH ORDINALITY AS x(d, t, ord) "
+	                     "SELECT x.d, x.t::pg_catalog.regclass, $3 "
+	                     "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS x(d, t, ord) "
 	                     "ORDER BY x.ord ON CONFLICT (digest) DO NOTHING RETURNING digest",
 	                     p, true);
 	std::multiset<int64_t> inserted;
@@ -192,10 +200,11 @@ LockRecords(std::vector<Chain *> &chains)
 		keys.AddTo(p, TEXTARRAYOID);
 		/* A LATERAL subquery with FOR UPDATE is never flattened: one index probe per key, whatever the statistics. */
 		uint64_t n = Execute("SELECT x.ord, s.name, s.v0, s.v1, s.v2, s.v3, s.deleted, s.chash "
-		                     "FROM unnest($2) WITH ORDINALITY AS x(k, ord), "
+		                     "FROM pg_catalog.unnest($2) WITH ORDINALITY AS x(k, ord), "
 		                     "LATERAL (SELECT c.name, e.v0, e.v1, e.v2, e.v3, e.deleted, e.chash "
-		                     "FROM cdc.entity_state e JOIN cdc.source c ON c.id = e.src "
-		                     "WHERE e.target = $1 AND e.key = x.k FOR UPDATE OF e) s",
+		                     "FROM cdc.entity_state e JOIN cdc.source c ON c.id OPERATOR(pg_catalog.=) e.src "
+		                     "WHERE e.target OPERATOR(pg_catalog.=) $1 AND e.key OPERATOR(pg_catalog.=) x.k "
+		                     "FOR UPDATE OF e) s",
 		                     p, true);
 		const size_t arity = list.front()->t->version_col >= 0 ? 3 : 4;
 		for (uint64_t i = 0; i < n; i++) {
@@ -219,20 +228,21 @@ LockRecords(std::vector<Chain *> &chains)
 // version.  Read after the entity locks in a statement of its own, so that
 // it sees a concurrent cdc.prune() that removed a tombstone the locks waited
 // for (docs/retention.md, "Concurrency").
-std::map<std::pair<Oid, int16_t>, Version>
+std::map<std::pair<Oid, int32_t>, Version>
 ReadWatermarks(const std::vector<Chain *> &chains)
 {
 	std::map<Oid, size_t> arity;
 	for (const Chain *c : chains)
 		arity[c->t->relid] = c->t->version_col >= 0 ? 3 : 4;
-	std::map<std::pair<Oid, int16_t>, Version> out;
+	std::map<std::pair<Oid, int32_t>, Version> out;
 	for (const auto &[relid, n_parts] : arity) {
 		Params p;
 		p.AddOid(relid);
-		uint64_t n = Execute("SELECT src, v0, v1, v2, v3 FROM cdc.prune_watermark WHERE target = $1", p, true);
+		uint64_t n = Execute("SELECT src, v0, v1, v2, v3 FROM cdc.prune_watermark WHERE target OPERATOR(pg_catalog.=) $1",
+		                     p, true);
 		for (uint64_t i = 0; i < n; i++) {
 			StoredVersion sv;
-			int16_t src = int16_t(std::stoi(ResultText(i, 1).value_or("0")));
+			int32_t src = int32_t(std::stol(ResultText(i, 1).value_or("0")));
 			sv.v0 = std::stoi(ResultText(i, 2).value_or("0"));
 			sv.v1 = std::stoll(ResultText(i, 3).value_or("0"));
 			sv.v2 = std::stoll(ResultText(i, 4).value_or("0"));
@@ -243,14 +253,20 @@ ReadWatermarks(const std::vector<Chain *> &chains)
 	return out;
 }
 
+// The rows of the arrays of AddRecordArrays, for a FROM clause.
+constexpr const char *kRecordArrays =
+	"FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), "
+	"pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9)) "
+	"AS x(k, s, v0, v1, v2, v3, d, h) ";
+
 // The final records of chains as arrays of cdc.entity_state's columns:
 // $2 key, $3 src, $4 v0, $5 v1, $6 v2, $7 v3, $8 deleted, $9 chash ($1 is
 // the target, $10 the write time).
 void
-AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std::string, int16_t> &source_ids)
+AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std::string, int32_t> &source_ids)
 {
 	ArrayParam keys = ArrayParam::Text();
-	ArrayParam srcs(INT2OID, sizeof(int16), true, TYPALIGN_SHORT);
+	ArrayParam srcs(INT4OID, sizeof(int32), true, TYPALIGN_INT);
 	ArrayParam v0(INT4OID, sizeof(int32), true, TYPALIGN_INT), v3(INT4OID, sizeof(int32), true, TYPALIGN_INT),
 	    chash(INT4OID, sizeof(int32), true, TYPALIGN_INT);
 	ArrayParam v1(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE),
@@ -260,7 +276,7 @@ AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std:
 		const EntityRecord &r = *c->final_record;
 		StoredVersion sv = ToStoredVersion(r.version);
 		keys.AddText(c->compact_key);
-		srcs.Add(Int16GetDatum(source_ids.at(r.source)), false);
+		srcs.Add(Int32GetDatum(source_ids.at(r.source)), false);
 		v0.Add(Int32GetDatum(sv.v0), false);
 		v1.Add(Int64GetDatum(sv.v1), false);
 		v2.Add(Int64GetDatum(sv.v2), false);
@@ -269,7 +285,7 @@ AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std:
 		chash.Add(Int32GetDatum(int32_t(std::stol(r.content_hash))), false);
 	}
 	keys.AddTo(p, TEXTARRAYOID);
-	srcs.AddTo(p, INT2ARRAYOID);
+	srcs.AddTo(p, INT4ARRAYOID);
 	v0.AddTo(p, INT4ARRAYOID);
 	v1.AddTo(p, INT8ARRAYOID);
 	v2.AddTo(p, INT8ARRAYOID);
@@ -285,7 +301,7 @@ AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std:
  * nothing for them).
  */
 std::vector<Chain *>
-InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, int16_t> &source_ids, int32_t now_s)
+InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, int32_t> &source_ids, int32_t now_s)
 {
 	std::map<Oid, std::vector<Chain *>> by_target;
 	for (Chain *c : chains)
@@ -297,9 +313,8 @@ InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 		AddRecordArrays(p, list, source_ids);
 		p.Add(INT4OID, Int32GetDatum(now_s), false);
 		uint64_t n = Execute("INSERT INTO cdc.entity_state (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
-		                     "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 "
-		                     "FROM unnest($2, $3, $4, $5, $6, $7, $8, $9) AS x(k, s, v0, v1, v2, v3, d, h) "
-		                     "ON CONFLICT (target, key) DO NOTHING RETURNING key",
+		                     "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 " +
+		                         std::string(kRecordArrays) + "ON CONFLICT (target, key) DO NOTHING RETURNING key",
 		                     p, true);
 		if (n == list.size())
 			continue;
@@ -316,7 +331,7 @@ InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 // Writes the final records of entities that had one, locked by LockRecords
 // (one statement per target; ON CONFLICT finds each through the key index).
 void
-UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, int16_t> &source_ids, int32_t now_s)
+UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, int32_t> &source_ids, int32_t now_s)
 {
 	std::map<Oid, std::vector<Chain *>> by_target;
 	for (Chain *c : chains)
@@ -327,9 +342,8 @@ UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 		AddRecordArrays(p, list, source_ids);
 		p.Add(INT4OID, Int32GetDatum(now_s), false);
 		Execute("INSERT INTO cdc.entity_state AS e (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
-		        "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 "
-		        "FROM unnest($2, $3, $4, $5, $6, $7, $8, $9) AS x(k, s, v0, v1, v2, v3, d, h) "
-		        "ON CONFLICT (target, key) DO UPDATE SET src = EXCLUDED.src, v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, "
+		        "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 " +
+		            std::string(kRecordArrays) + "ON CONFLICT (target, key) DO UPDATE SET src = EXCLUDED.src, v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, "
 		        "v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, deleted = EXCLUDED.deleted, chash = EXCLUDED.chash, "
 		        "touched_s = EXCLUDED.touched_s",
 		        p, true);
@@ -345,7 +359,7 @@ UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
  */
 std::vector<std::optional<std::string>>
 WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &writes,
-          const std::vector<PreparedChange> &prep, bool returning)
+          const std::vector<PreparedChange> &prep, bool returning, const RunAs &as)
 {
 	std::vector<std::optional<std::string>> rows(writes.size());
 	std::vector<size_t> upserts, deletes;
@@ -367,17 +381,25 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 			a.AddTo(p, col.array_type);
 			std::string q = QuoteIdent(col.name);
 			cols += (cols.empty() ? "" : ", ") + q;
-			set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
+			/* an identity key column here (SetBasedAllowed): equal to the conflicting row's, never assigned */
+			if (!col.identity_always)
+				set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
 		}
 		for (size_t i = 0; i < t.key.size(); i++)
 			conflict += (i ? ", " : "") + QuoteIdent(t.columns[size_t(t.key[i])].name);
 		std::string args;
 		for (int i = 1; i <= p.Count(); i++)
-			args += (i > 1 ? ", $" : "$") + std::to_string(i);
-		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ") SELECT * FROM unnest(" + args +
+			args += (i > 1 ? ", pg_catalog.unnest($" : "pg_catalog.unnest($") + std::to_string(i) + ")";
+		/*
+		 * OVERRIDING SYSTEM VALUE: a GENERATED ALWAYS identity key takes the
+		 * source's value, as PostgreSQL's own apply writes it (B31).
+		 */
+		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ")" +
+		                         (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") + " SELECT * FROM ROWS FROM (" +
+		                         args +
 		                         ") ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
-		                         (returning ? " RETURNING to_jsonb(t)::text" : ""),
-		                     p, false);
+		                         (returning ? " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text" : ""),
+		                     p, as);
 		if (returning)
 			for (uint64_t r = 0; r < n && r < upserts.size(); r++)
 				rows[upserts[r]] = ResultText(r, 1);
@@ -397,19 +419,20 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		}
 		std::string args;
 		for (int i = 1; i <= p.Count(); i++)
-			args += (i > 1 ? ", $" : "$") + std::to_string(i);
+			args += (i > 1 ? ", pg_catalog.unnest($" : "pg_catalog.unnest($") + std::to_string(i) + ")";
 		/*
 		 * The rows are found by one index probe per key (a LATERAL subquery
 		 * with OFFSET 0 is never flattened into a join) and deleted by ctid,
 		 * so the cost follows the batch, not the table, whatever the
 		 * statistics the cached plan was made with.
 		 */
-		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM unnest(" + args + ") WITH ORDINALITY AS x(" +
-		                         names + "ord), LATERAL (SELECT t.ctid AS c FROM " + t.qualified + " AS t WHERE " + where +
-		                         " OFFSET 0) l) DELETE FROM " + t.qualified +
-		                         " AS t USING d WHERE t.ctid = d.c AND t.ctid = ANY (ARRAY(SELECT c FROM d))" +
-		                         (returning ? " RETURNING d.ord, to_jsonb(t)::text" : ""),
-		                     p, false);
+		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM ROWS FROM (" + args +
+		                         ") WITH ORDINALITY AS x(" + names + "ord), LATERAL (SELECT t.ctid AS c FROM " +
+		                         t.qualified + " AS t WHERE " + where + " OFFSET 0) l) DELETE FROM " + t.qualified +
+		                         " AS t USING d WHERE t.ctid OPERATOR(pg_catalog.=) d.c "
+		                         "AND t.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c FROM d))" +
+		                         (returning ? " RETURNING d.ord, pg_catalog.to_jsonb(t)::pg_catalog.text" : ""),
+		                     p, as);
 		if (returning)
 			for (uint64_t r = 0; r < n; r++) {
 				size_t ord = std::stoul(ResultText(r, 1).value_or("0"));
@@ -453,10 +476,11 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		SetEventLabel(PositionLabel(positions[begin + k]));
 		Target &t = LoadTarget(req.target);
 		SetContext(&t, req.delivery_key.value_or(""));
-		CheckPrivileges(t);
+		const RunAs &as = Authorize(t);
+		CheckSource(t, req);
 		if (t.mapping.stream_ordered)
 			RequireStreamIntake(t);
-		prep[k] = PrepareChange(t, req);
+		prep[k] = PrepareChange(t, req, as);
 		target[k] = &t;
 		set_based = set_based && SetBasedAllowed(t);
 	}
@@ -535,7 +559,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	 * first use).
 	 */
 	std::vector<SimInput> sim(n);
-	std::vector<int16_t> src(n);
+	std::vector<int32_t> src(n);
 	for (size_t k = 0; k < n && !stream; k++) {
 		const Target &t = *target[k];
 		sim[k].claimed = claimed[k] != 0;
@@ -604,7 +628,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 				decided.push_back(&c);
 		LockRecords(decided);
 		/* The watermarks only after the locks (ReadWatermarks); only entities without a record consult them. */
-		std::map<std::pair<Oid, int16_t>, Version> watermarks = ReadWatermarks(decided);
+		std::map<std::pair<Oid, int32_t>, Version> watermarks = ReadWatermarks(decided);
 		for (size_t k = 0; k < n; k++) {
 			auto w = watermarks.find({target[k]->relid, src[k]});
 			if (w != watermarks.end())
@@ -671,7 +695,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			if (writes.empty())
 				break;
 			const bool outbox = t.mapping.outbox;
-			std::vector<std::optional<std::string>> rows = WriteRows(t, writes, prep, outbox);
+			std::vector<std::optional<std::string>> rows = WriteRows(t, writes, prep, outbox, Authorize(t));
 			if (!outbox)
 				continue;
 			for (size_t i = 0; i < writes.size(); i++) {
@@ -681,7 +705,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 					continue; /* snapshot rows set state only */
 				std::optional<std::string> row = rows[i];
 				if (prep[k].is_delete && !row)
-					row = prep[k].Main().json; /* the destination never had the row: publish the before-image */
+					row = *prep[k].Main().json; /* the destination never had the row: publish the before-image */
 				queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], prep[k].version,
 				                                   prep[k].entity_key, row, k));
 			}

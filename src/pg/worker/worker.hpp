@@ -17,7 +17,14 @@ void InitLauncher(bool preloaded);
 } // namespace cdc::pg
 
 // Connects to the source over the replication protocol and drops the slot
-// (DROP_REPLICATION_SLOT ... WAIT).  PostgreSQL regime: call it through
-// PgCall.  Errors 08001 when the source cannot be reached, 55006 when the
-// slot cannot be dropped.
+// (DROP_REPLICATION_SLOT ... WAIT); a slot that does not exist is skipped
+// with a NOTICE.  PostgreSQL regime: call it through PgCall.  Errors 08001
+// when the source cannot be reached, 55006 when the slot cannot be dropped.
 void drop_source_slot_pg(text *conninfo_text, Name slot_name);
+
+// cdc._publication_tables(conninfo text, publications text[]): the tables
+// the publications publish, read over a connection with the worker's
+// session settings, into the call's tuplestore (materialize mode).
+// PostgreSQL regime: call it through PgCall.  Errors 08001 when the source
+// cannot be reached, 42704 for a publication the source does not have.
+void publication_tables_pg(FunctionCallInfo fcinfo);

@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(141);
+SELECT plan(167);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -25,10 +25,11 @@ SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'),
 
 -- Tables and views.
 SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
-                         'subscription', 'subscription_state', 'skipped_transactions', 'dead_letter', 'prune_watermark',
-                         'prune_state'],
+                         'subscription', 'subscription_state', 'subscription_rel', 'skipped_transactions', 'dead_letter',
+                         'prune_watermark', 'prune_state', 'subscription_errors', 'accepted_gaps', 'source_renames'],
                   'schema cdc has exactly the state tables');
-SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'horizon_status'], 'schema cdc has exactly the views');
+SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'subscription_tables', 'horizon_status'],
+                 'schema cdc has exactly the views');
 SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
 SELECT has_table('cdc', 'ledger', 'cdc.ledger exists');
 SELECT has_table('cdc', 'entity_state', 'cdc.entity_state exists');
@@ -52,7 +53,7 @@ SELECT is(cdc.delivery_digest('cdc.mapping', 'k'), ('x' || substr(md5('cdc.mappi
           'cdc.delivery_digest is the first 64 bits of md5(target oid, newline, delivery key)');
 
 SELECT col_is_pk('cdc', 'outbox', 'id', 'cdc.outbox: id is the primary key');
-SELECT col_is_unique('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is unique');
+SELECT col_is_unique('cdc', 'outbox', ARRAY['idempotency_key', 'target'], 'cdc.outbox.idempotency_key is unique per target (docs/security.md)');
 SELECT col_not_null('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is NOT NULL');
 SELECT col_type_is('cdc', 'outbox', 'idempotency_key', 'text', 'cdc.outbox.idempotency_key is text');
 SELECT col_type_is('cdc', 'outbox', 'op', 'text', 'cdc.outbox.op is text');
@@ -76,7 +77,7 @@ SELECT columns_are('cdc', 'entity_state', ARRAY['v1', 'v2', 'target', 'v0', 'v3'
                    'cdc.entity_state has exactly the compact columns');
 SELECT is((SELECT array_agg(format_type(atttypid, atttypmod) ORDER BY attnum) FROM pg_attribute
             WHERE attrelid = 'cdc.entity_state'::regclass AND attnum > 0 AND NOT attisdropped),
-          ARRAY['bigint', 'bigint', 'regclass', 'integer', 'integer', 'integer', 'integer', 'smallint', 'boolean', 'text'],
+          ARRAY['bigint', 'bigint', 'regclass', 'integer', 'integer', 'integer', 'integer', 'integer', 'boolean', 'text'],
           'cdc.entity_state columns are fixed-width, 8-byte ones first, the key last');
 SELECT col_is_pk('cdc', 'source', 'id', 'cdc.source: id is the primary key');
 SELECT col_is_unique('cdc', 'source', 'name', 'cdc.source.name is unique');
@@ -182,7 +183,8 @@ SELECT col_is_pk('cdc', 'prune_watermark', ARRAY['target', 'src'], 'cdc.prune_wa
 SELECT has_function('cdc', 'unregister_mapping', ARRAY['regclass'], 'cdc.unregister_mapping(regclass) exists');
 SELECT function_returns('cdc', 'unregister_mapping', ARRAY['regclass'], 'boolean', 'cdc.unregister_mapping returns boolean');
 
--- Every function of the extension pins search_path and none is SECURITY DEFINER.
+-- Every function of the extension pins search_path; only two are SECURITY
+-- DEFINER (docs/security.md).
 SELECT is_empty($$
   SELECT p.oid::regprocedure::text FROM pg_proc p
     JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
@@ -193,8 +195,12 @@ SELECT is_empty($$
   SELECT p.oid::regprocedure::text FROM pg_proc p
     JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
     JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
-   WHERE p.prosecdef AND p.oid <> 'cdc._drop_target_state()'::regprocedure$$,
-  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table)');
+   WHERE p.prosecdef AND p.oid NOT IN ('cdc._drop_target_state()'::regprocedure, 'cdc._subscription_progress()'::regprocedure)$$,
+  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table) and the origin progress of cdc.subscription_status');
+SELECT is_definer('cdc', '_subscription_progress', ARRAY[]::text[],
+                  'cdc._subscription_progress reads the replication origins as the extension owner');
+SELECT function_privs_are('cdc', '_subscription_progress', ARRAY[]::text[], 'public', ARRAY['EXECUTE'],
+                          'PUBLIC may execute cdc._subscription_progress (it returns subids and LSNs only)');
 
 -- Privileges: PUBLIC may execute cdc_apply, read the views and cdc.mapping,
 -- and nothing else.
@@ -203,7 +209,13 @@ SELECT function_privs_are('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'tex
 SELECT function_privs_are('cdc', 'register_mapping',
                           ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
                           'public', ARRAY[]::text[], 'PUBLIC may not execute cdc.register_mapping');
-SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.ledger');
+SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.ledger (row by row: policy readable_targets)');
+SELECT ok((SELECT relrowsecurity AND NOT relforcerowsecurity FROM pg_class WHERE oid = 'cdc.ledger'::regclass),
+          'cdc.ledger has row-level security (the extension owner, who writes it, is not subject to it)');
+SELECT policies_are('cdc', 'ledger', ARRAY['readable_targets'], 'cdc.ledger has exactly the policy readable_targets');
+SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'cdc.mapping'::regclass),
+          'cdc.mapping has row-level security (delegated writers write only their own tables'' mappings)');
+SELECT policies_are('cdc', 'mapping', ARRAY['readable', 'own_targets'], 'cdc.mapping has exactly the policies readable and own_targets');
 SELECT table_privs_are('cdc', 'outbox', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox');
 SELECT table_privs_are('cdc', 'entity_state', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.entity_state');
 SELECT table_privs_are('cdc', 'stats', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.stats');
@@ -273,10 +285,46 @@ SELECT columns_are('cdc', 'subscription_status', ARRAY['name', 'state', 'receive
                      'source_end_lsn', 'lag_bytes', 'lag_seconds', 'retry_count', 'last_error', 'last_error_lsn',
                      'last_error_at', 'worker_pid', 'slot_name', 'publications', 'applied_xacts', 'apply_commits'],
                    'cdc.subscription_status has exactly the documented columns');
-SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'],
-                    'cdc.alter_subscription(name, conninfo, publications, source_epoch) exists');
-SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'], 'public', ARRAY[]::text[],
+SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint', 'regrole', 'boolean', 'text'],
+                    'cdc.alter_subscription(name, conninfo, publications, source_epoch, owner, run_as_owner, origin) exists');
+SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint', 'regrole', 'boolean', 'text'], 'public', ARRAY[]::text[],
                           'PUBLIC may not execute cdc.alter_subscription');
+SELECT has_function('cdc', 'create_subscription', ARRAY['text', 'text', 'text[]', 'name', 'boolean', 'boolean', 'boolean', 'bigint', 'regrole', 'boolean', 'text'],
+                    'cdc.create_subscription(..., owner, run_as_owner, origin) exists');
+SELECT col_type_is('cdc', 'subscription', 'owner', 'regrole', 'cdc.subscription.owner is the role the worker acts as');
+SELECT col_not_null('cdc', 'subscription', 'owner', 'cdc.subscription.owner is NOT NULL');
+SELECT col_type_is('cdc', 'subscription', 'run_as_owner', 'boolean', 'cdc.subscription.run_as_owner is boolean');
+SELECT trigger_is('cdc', 'subscription', 'subscription_guard', 'cdc', '_subscription_guard',
+                  'cdc.subscription refuses writes by non-superusers (trigger subscription_guard)');
+SELECT col_default_is('cdc', 'subscription', 'origin', 'any'::text, 'a subscription applies transactions of any origin by default');
+
+-- The tables of a subscription, and refreshing them (issue 12, item 8).
+SELECT columns_are('cdc', 'subscription_tables', ARRAY['subscription', 'schema_name', 'table_name', 'state', 'sync_lsn',
+                     'copied_rows', 'updated_at'],
+                   'cdc.subscription_tables has exactly the documented columns');
+SELECT table_privs_are('cdc', 'subscription_tables', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.subscription_tables');
+SELECT table_privs_are('cdc', 'subscription_rel', 'public', ARRAY[]::text[], 'PUBLIC may not read cdc.subscription_rel');
+SELECT function_returns('cdc', 'refresh_subscription', ARRAY['text', 'boolean'], 'setof record',
+                        'cdc.refresh_subscription(name, copy_data) returns the added and removed tables');
+SELECT function_privs_are('cdc', 'refresh_subscription', ARRAY['text', 'boolean'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.refresh_subscription');
+SELECT function_returns('cdc', 'resync_table', ARRAY['text', 'regclass'], 'void', 'cdc.resync_table(name, target) exists');
+SELECT function_privs_are('cdc', 'resync_table', ARRAY['text', 'regclass'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.resync_table');
+SELECT function_privs_are('cdc', '_publication_tables', ARRAY['text', 'text[]'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc._publication_tables');
+
+-- Continuity, durable control state, status history, re-keying (issue 12, items 5-7, 9, 10).
+SELECT function_returns('cdc', 'accept_gap', ARRAY['text', 'text'], 'bigint', 'cdc.accept_gap(name, reason) returns the request id');
+SELECT function_privs_are('cdc', 'accept_gap', ARRAY['text', 'text'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.accept_gap');
+SELECT function_privs_are('cdc', 'rename_source', ARRAY['text', 'text'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.rename_source');
+SELECT col_type_is('cdc', 'subscription_state', 'confirmed_lsn', 'pg_lsn',
+                   'cdc.subscription_state.confirmed_lsn is the durable idle confirmation');
+SELECT table_privs_are('cdc', 'subscription_errors', 'pg_read_all_stats', ARRAY['SELECT'],
+                       'pg_read_all_stats may read cdc.subscription_errors (error texts, as last_error)');
+SELECT table_privs_are('cdc', 'subscription_errors', 'public', ARRAY[]::text[], 'PUBLIC may not read cdc.subscription_errors');
 
 -- A dropped target takes its mapping and state with it (event trigger, sql/drop_target.sql).
 SELECT has_function('cdc', '_drop_target_state', ARRAY[]::text[], 'cdc._drop_target_state() exists');
