@@ -24,14 +24,15 @@
 # destination transaction.  Methods 4 and 5 consume two logical replication
 # slots created on the source before the backlog was written.  Every method
 # must end with exactly the source's rows (count and md5 of the ordered
-# rows) and the guarantee methods with one ledger row per change; otherwise
-# the run fails.  Rates are printed on wall-clock time and on the CPU time
+# rows) and the guarantee methods with one ledger row per change and (with
+# outbox) exactly one outbox row per change; otherwise the run fails.  Rates are printed on wall-clock time and on the CPU time
 # of the applying backend or worker (steadier on a shared machine).
 # docs/benchmarks.md explains the set-up and the figures.
 #
 # Usage: bash bench/run.sh [--sizes 20000,200000] [--txn 1000] [--outbox on|off]
 #                          [--methods 1,1b,2a,2b,3a,3b,3c,4,5] [--per-change-max N]
 #                          [--port-base P] [--dest-conf SETTINGS] [--no-build] [--keep]
+#                          [--dump-outbox DIR]
 #   --sizes           changes per run, comma-separated (keys = changes / 4)
 #   --txn             changes per source transaction (and per batch)
 #   --outbox          whether methods 3a, 3b and 5 write outbox rows (default on; 2 always does)
@@ -41,6 +42,9 @@
 #                     pg_stat_statements for a per-statement profile); changes the figures
 #   --no-build        do not build and install the extension first
 #   --keep            leave the last size's clusters running and the work directory in place
+#   --dump-outbox DIR write the cdc.outbox view of methods 3a, 3b and 5 (every column
+#                     but created_at, in id order) to DIR/outbox_<method>_<size>.txt, for
+#                     comparing the outbox of two builds byte for byte
 # PG_CONFIG selects the PostgreSQL installation.  As root the servers run as
 # user postgres.
 set -euo pipefail
@@ -56,6 +60,7 @@ PORT_BASE=${BENCH_PORT_BASE:-55460}
 BUILD=1
 KEEP=0
 DEST_CONF=
+DUMP_OUTBOX=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--sizes) SIZES=$2; shift 2 ;;
@@ -67,6 +72,7 @@ while [ $# -gt 0 ]; do
 	--dest-conf) DEST_CONF=$2; shift 2 ;;
 	--no-build) BUILD=0; shift ;;
 	--keep) KEEP=1; shift ;;
+	--dump-outbox) DUMP_OUTBOX=$(realpath -m "$2"); shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
@@ -384,7 +390,35 @@ SQL
 			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; } ;;
 		3a | 3b | 3c | 5) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
 			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; }
-			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; } ;;
+			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; }
+			# exactly one outbox row per applied change (none without outbox),
+			# idempotency keys distinct, and counted as written
+			local ob_want=0 ob_got
+			[ "$OUTBOX" = on ] && [ "$m" != 3c ] && ob_want=$N
+			ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || count(DISTINCT idempotency_key) || ' ' || (SELECT coalesce(sum(outbox_rows), 0) FROM cdc.stats) FROM cdc.outbox")
+			[ "$ob_got" = "$ob_want $ob_want $ob_want" ] || { extra="$extra (outbox should have $ob_want rows, distinct keys, counted: rows, keys, counted = $ob_got)"; failed=1; }
+			if [ -n "$DUMP_OUTBOX" ] && [ "$m" != 3c ]; then
+				mkdir -p "$DUMP_OUTBOX"
+				if [ "$m" = 5 ]; then
+					# The worker's source identity holds the source's system
+					# identifier, LSNs and xids, which differ between runs: they
+					# are replaced by their ranks, and the idempotency key by
+					# whether it follows the rule (docs/semantics.md, "Outbox").
+					dval "m_$m" -c "SELECT id, idempotency_key = md5(concat_ws(E'\n', source->>'name', (source->>'schema') || '.' || (source->>'table'),
+					                                  op, version::text, entity_key::text)) AS key_follows_the_rule,
+					                  topic, target, entity_key, op, payload,
+					                  source || jsonb_build_object('name', 'source', 'lsn', lsn_r, 'commit_lsn', clsn_r, 'txId', tx_r,
+					                                               'version', to_jsonb(ARRAY[version[1], clsn_r] || version[3:])) AS source,
+					                  ARRAY[version[1], clsn_r] || version[3:] AS version, published_at
+					             FROM (SELECT o.*, dense_rank() OVER (ORDER BY (source->>'lsn')::bigint) AS lsn_r,
+					                          dense_rank() OVER (ORDER BY (source->>'commit_lsn')::bigint) AS clsn_r,
+					                          dense_rank() OVER (ORDER BY (source->>'txId')::bigint) AS tx_r FROM cdc.outbox o) x
+					            ORDER BY id" >"$DUMP_OUTBOX/outbox_${m}_$N.txt"
+				else
+					dval "m_$m" -c "SELECT id, idempotency_key, topic, target, entity_key, op, payload, source, version, published_at
+					                  FROM cdc.outbox ORDER BY id" >"$DUMP_OUTBOX/outbox_${m}_$N.txt"
+				fi
+			fi ;;
 		esac
 		if [ "$got" = "$expected" ]; then
 			printf '  %-3s %-32s rows identical  %s\n' "$m" "${LABEL[$m]}" "$extra"

@@ -141,6 +141,8 @@ class ApplyEngine {
 	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, target.cpp)
 	std::map<Oid, Counters> counters_;
 	std::map<std::string, int16_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
+	std::map<std::string, int32_t> outbox_source_ids_; // cdc.outbox_source ids used by this call (pg/apply/outbox.hpp)
+	std::map<std::string, int32_t> *outbox_source_ids_before_ = nullptr; // restored by the destructor (nested engines)
 	std::string PositionLabel(size_t position) const
 	{
 		return position_unit_ + " " + std::to_string(position) + " " + position_scope_;

@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(141);
+SELECT plan(146);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -24,16 +24,16 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'), false, 'extension is not relocatable');
 
 -- Tables and views.
-SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
+SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox_rows', 'outbox_source', 'conflicts', 'counters',
                          'subscription', 'subscription_state', 'skipped_transactions', 'dead_letter', 'prune_watermark',
                          'prune_state'],
                   'schema cdc has exactly the state tables');
-SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'horizon_status'], 'schema cdc has exactly the views');
+SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'horizon_status', 'outbox'], 'schema cdc has exactly the views');
 SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
 SELECT has_table('cdc', 'ledger', 'cdc.ledger exists');
 SELECT has_table('cdc', 'entity_state', 'cdc.entity_state exists');
 SELECT has_table('cdc', 'table_barrier', 'cdc.table_barrier exists');
-SELECT has_table('cdc', 'outbox', 'cdc.outbox exists');
+SELECT has_view('cdc', 'outbox', 'cdc.outbox exists (a view of cdc.outbox_rows)');
 SELECT has_table('cdc', 'conflicts', 'cdc.conflicts exists');
 SELECT has_table('cdc', 'counters', 'cdc.counters exists');
 SELECT has_view('cdc', 'stats', 'cdc.stats exists');
@@ -51,9 +51,19 @@ SELECT col_not_null('cdc', 'ledger', 'claimed_s', 'cdc.ledger.claimed_s is NOT N
 SELECT is(cdc.delivery_digest('cdc.mapping', 'k'), ('x' || substr(md5('cdc.mapping'::regclass::oid::text || E'\n' || 'k'), 1, 16))::bit(64)::bigint,
           'cdc.delivery_digest is the first 64 bits of md5(target oid, newline, delivery key)');
 
-SELECT col_is_pk('cdc', 'outbox', 'id', 'cdc.outbox: id is the primary key');
-SELECT col_is_unique('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is unique');
-SELECT col_not_null('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is NOT NULL');
+-- The outbox: compact rows keyed by the binary idempotency key, shown by the view cdc.outbox.
+SELECT col_is_pk('cdc', 'outbox_rows', 'ikey', 'cdc.outbox_rows: the binary idempotency key is the primary key');
+SELECT col_type_is('cdc', 'outbox_rows', 'ikey', 'uuid', 'cdc.outbox_rows.ikey is uuid (the 16 bytes of the md5)');
+SELECT indexes_are('cdc', 'outbox_rows', ARRAY['outbox_rows_pkey', 'outbox_unpublished_idx'],
+                   'cdc.outbox_rows has one unique index and the relay''s work queue');
+SELECT col_is_pk('cdc', 'outbox_source', 'id', 'cdc.outbox_source: id is the primary key');
+SELECT is((SELECT is_updatable || is_insertable_into FROM information_schema.views
+            WHERE table_schema = 'cdc' AND table_name = 'outbox'), 'YESYES',
+          'cdc.outbox is an automatically updatable view (relays update and delete through it)');
+SELECT is(ARRAY(SELECT column_name::text FROM information_schema.columns
+                 WHERE table_schema = 'cdc' AND table_name = 'outbox' AND is_updatable = 'YES' ORDER BY ordinal_position),
+          ARRAY['id', 'target', 'entity_key', 'payload', 'created_at', 'published_at'],
+          'cdc.outbox: the stored columns are updatable through the view');
 SELECT col_type_is('cdc', 'outbox', 'idempotency_key', 'text', 'cdc.outbox.idempotency_key is text');
 SELECT col_type_is('cdc', 'outbox', 'op', 'text', 'cdc.outbox.op is text');
 SELECT col_type_is('cdc', 'outbox', 'payload', 'jsonb', 'cdc.outbox.payload is jsonb');
@@ -162,7 +172,7 @@ SELECT function_privs_are('cdc', 'outbox_mark_published', ARRAY['bigint[]'], 'pu
 SELECT columns_are('cdc', 'outbox', ARRAY['id', 'idempotency_key', 'topic', 'target', 'entity_key', 'op', 'payload', 'source',
                                          'version', 'created_at', 'published_at'],
                    'cdc.outbox has exactly the documented columns');
-SELECT has_index('cdc', 'outbox', 'outbox_unpublished_idx', 'cdc.outbox has the relay''s index of unpublished rows');
+SELECT has_index('cdc', 'outbox_rows', 'outbox_unpublished_idx', 'cdc.outbox_rows has the relay''s index of unpublished rows');
 -- The replay horizon.
 SELECT has_function('cdc', 'prune', ARRAY['integer', 'interval'], 'cdc.prune(integer, interval) exists');
 SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.prune(integer,interval)'::regprocedure),
@@ -205,6 +215,8 @@ SELECT function_privs_are('cdc', 'register_mapping',
                           'public', ARRAY[]::text[], 'PUBLIC may not execute cdc.register_mapping');
 SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.ledger');
 SELECT table_privs_are('cdc', 'outbox', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox');
+SELECT table_privs_are('cdc', 'outbox_rows', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox_rows');
+SELECT table_privs_are('cdc', 'outbox_source', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox_source');
 SELECT table_privs_are('cdc', 'entity_state', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.entity_state');
 SELECT table_privs_are('cdc', 'stats', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.stats');
 SELECT table_privs_are('cdc', 'tombstones', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.tombstones');
