@@ -401,6 +401,18 @@ KeyArrays(const Target &t, const std::vector<const Image *> &keys, Params &p, st
 // "ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), ...)" over
 // every parameter of `p`: the rows of the array parameters side by side,
 // like a multi-argument unnest, with the function schema-qualified.
+// "pg_catalog.unnest($1), pg_catalog.unnest($2), ...": the same rows as a
+// select list, where (unlike in FROM) an array of a composite type yields
+// one column of that type instead of the type's fields.
+std::string
+UnnestColumns(const Params &p)
+{
+	std::string s;
+	for (int i = 1; i <= p.Count(); i++)
+		s += (i > 1 ? ", pg_catalog.unnest($" : "pg_catalog.unnest($") + std::to_string(i) + ")";
+	return s;
+}
+
 std::string
 UnnestAll(const Params &p)
 {
@@ -447,7 +459,7 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		for (size_t i = 0; i < t.key.size(); i++)
 			conflict += (i ? ", " : "") + QuoteIdent(t.columns[size_t(t.key[i])].name);
 		const bool back = returning == Returning::All;
-		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ") SELECT * FROM " + UnnestAll(p) +
+		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ") SELECT " + UnnestColumns(p) +
 		                         " ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
 		                         (back ? " RETURNING pg_catalog.to_jsonb(t)" : ""),
 		                     p, false);
