@@ -21,7 +21,7 @@ DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql
 REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox retention subscriptions batch metadata_cache drop_target
 REGRESS_OPTS = --inputdir=.
 
-ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions
+ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions outbox_concurrent
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output
 
 PG_CONFIG ?= pg_config
