@@ -428,16 +428,19 @@ SQL
 		fi
 	done
 
-	# Space: ledger bytes per entry and version-state bytes per entity, heap
-	# and indexes after VACUUM, from the database itself.
+	# Space: ledger bytes per entry, version-state bytes per entity and
+	# outbox bytes per row, heap and indexes after VACUUM, from the database
+	# itself.
 	local space=""
 	for m in 2b 3b 3c 5; do
 		[ -n "${SECS[$m]:-}" ] || continue
 		case $m in
 		2b) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-3s %-32s ledger %s B/entry, version state %s B/entity', '$m', '${LABEL[$m]}',
 			pg_total_relation_size('ref.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('ref.entity_version') / greatest(count(*), 1) FROM ref.entity_version)) FROM ref.ledger")"$'\n' ;;
-		*) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-3s %-32s ledger %s B/entry, version state %s B/entity', '$m', '${LABEL[$m]}',
-			pg_total_relation_size('cdc.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('cdc.entity_state') / greatest(count(*), 1) FROM cdc.entity_state)) FROM cdc.ledger")"$'\n' ;;
+		*) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-3s %-32s ledger %s B/entry, version state %s B/entity%s', '$m', '${LABEL[$m]}',
+			pg_total_relation_size('cdc.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('cdc.entity_state') / greatest(count(*), 1) FROM cdc.entity_state),
+			(SELECT ', outbox ' || (pg_total_relation_size(coalesce(to_regclass('cdc.outbox_rows'), 'cdc.outbox')) / count(*)) || ' B/row'
+			   FROM cdc.outbox HAVING count(*) > 0)) FROM cdc.ledger")"$'\n' ;;
 		esac
 	done
 

@@ -172,6 +172,25 @@ DROP TABLE ob_plain_renamed;
 SELECT target::text ~ '^[0-9]+$' AS target_shown_as_its_oid, op, topic, payload FROM cdc.outbox
  WHERE topic IN ('public.ob_plain', 'plain.v2', 'public.ob_plain_renamed') ORDER BY id;
 
+-- ===========================================================================
+-- A batch whose outbox insert meets keys that are there already (state
+-- forgotten, outbox kept, as above): the insert is redone with ON CONFLICT
+-- DO NOTHING (docs/semantics.md, "Outbox"), so the batch's new change gets
+-- its row, counted once, and the others none.
+-- ===========================================================================
+CREATE TABLE ob_dup (id int PRIMARY KEY, v text);
+SELECT target FROM cdc.register_mapping('ob_dup', outbox => true);
+SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup', '{"id": 1, "v": "a"}', '0/4000', 400),
+                                          dbz('u', 'ob_dup', '{"id": 1, "v": "b"}', '0/4100', 401)]);
+DELETE FROM cdc.ledger WHERE target = 'ob_dup'::regclass;
+DELETE FROM cdc.entity_state WHERE target = 'ob_dup'::regclass;
+SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup', '{"id": 1, "v": "a"}', '0/4000', 400),
+                                          dbz('c', 'ob_dup', '{"id": 2, "v": "x"}', '0/4050', 400),
+                                          dbz('u', 'ob_dup', '{"id": 1, "v": "b"}', '0/4100', 401)]);
+SELECT op, entity_key, payload FROM cdc.outbox WHERE target = 'ob_dup'::regclass ORDER BY id;
+SELECT applied, outbox_rows FROM cdc.stats WHERE target = 'ob_dup'::regclass;
+SELECT * FROM ob_dup ORDER BY id;
+
 DROP TABLE ob_batch;
 DROP ROLE regress_cdc_nobody;
 REVOKE ALL ON cdc.outbox FROM regress_cdc_relay;

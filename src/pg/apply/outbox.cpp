@@ -15,6 +15,7 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/md5.h"
@@ -28,6 +29,7 @@ extern "C" {
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/resowner.h"
 }
 
 #include <algorithm>
@@ -218,6 +220,50 @@ CountReturnedTargets(uint64_t n, std::map<Oid, Counters> &counters)
 		counters[relid].outbox_rows++;
 }
 
+/*
+ * Runs `plain` (an INSERT into cdc.outbox_rows without ON CONFLICT) in a
+ * subtransaction; if it meets an idempotency key that is there already (or
+ * being inserted by a concurrent transaction, which it waits for), the
+ * subtransaction is rolled back and `on_conflict` (the same INSERT with ON
+ * CONFLICT (ikey) DO NOTHING) runs instead.  Same result as always running
+ * `on_conflict` -- a change never adds a second row and never aborts the
+ * caller's transaction -- but in the usual case (no key there yet) without
+ * speculative insertion: no pre-check probe of the unique index and no
+ * confirmation WAL record per row.  Returns SPI_processed.
+ */
+uint64_t
+InsertOnce(const std::string &plain, const std::string &on_conflict, Params &p)
+{
+	struct Saved {
+		MemoryContext context;
+		ResourceOwner owner;
+	};
+	Saved saved = PgCall([]() {
+		Saved s{CurrentMemoryContext, CurrentResourceOwner};
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(s.context); /* Datums and results stay in the caller's context */
+		return s;
+	});
+	try {
+		uint64_t n = Execute(plain, p, true);
+		PgCall([&]() {
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(saved.context);
+			CurrentResourceOwner = saved.owner;
+		});
+		return n;
+	} catch (const PgError &e) {
+		PgCall([&]() {
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(saved.context);
+			CurrentResourceOwner = saved.owner;
+		});
+		if (e.sqlerrcode() != ERRCODE_UNIQUE_VIOLATION)
+			throw;
+	}
+	return Execute(on_conflict, p, true);
+}
+
 } // namespace
 
 bool
@@ -343,7 +389,10 @@ WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, c
 
 // Inserts the queued outbox rows in input order (one statement, every
 // column a typed array: no text is parsed) and counts the inserted ones per
-// target.
+// target.  The arrays are unnested in the select list (ProjectSet), which
+// yields their elements side by side in array order without materializing
+// them, so the ids (nextval, evaluated per row as it is inserted) follow the
+// input.
 void
 FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 {
@@ -391,17 +440,13 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 	tx_id.AddTo(p, INT8ARRAYOID);
 	ekeys.AddTo(p, JSONBARRAYOID);
 	payloads.AddTo(p, JSONBARRAYOID);
-	uint64_t n =
-		Execute("INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, entity_key, "
-		        "payload) "
-		        "SELECT x.ik, x.tg::pg_catalog.regclass, x.sr, x.op, x.v0, x.v1, x.v2, x.v3, x.l, x.cl, x.tx, x.ek, x.pl "
-		        "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), "
-		        "pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), "
-		        "pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), pg_catalog.unnest($12), "
-		        "pg_catalog.unnest($13)) WITH ORDINALITY "
-		        "AS x(ik, tg, sr, op, v0, v1, v2, v3, l, cl, tx, ek, pl, ord) "
-		        "ORDER BY x.ord ON CONFLICT (ikey) DO NOTHING RETURNING target",
-		        p, true);
+	const std::string insert =
+		"INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, entity_key, payload) "
+		"SELECT pg_catalog.unnest($1), pg_catalog.unnest($2)::pg_catalog.regclass, pg_catalog.unnest($3), "
+		"pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), "
+		"pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), "
+		"pg_catalog.unnest($12), pg_catalog.unnest($13) ";
+	uint64_t n = InsertOnce(insert + "RETURNING target", insert + "ON CONFLICT (ikey) DO NOTHING RETURNING target", p);
 	CountReturnedTargets(n, counters);
 	q.rows.clear();
 }
