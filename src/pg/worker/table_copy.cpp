@@ -16,6 +16,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -179,6 +180,14 @@ prepare_slot(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	commit_with_progress(cp, GetCurrentTimestamp());
+	/*
+	 * Durable before anything else happens: the worker commits with
+	 * synchronous_commit = off, and a crash that loses this commit would
+	 * make the next worker drop the slot and copy again, turning the
+	 * changes committed since this point into snapshot rows (no outbox
+	 * rows: TAP 023, B20, when the destination is stopped right after).
+	 */
+	XLogFlush(XactLastCommitEnd);
 	W->progress = cp;
 	W->slot_ready = true;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s ready at %X/%X", W->name, W->slot_name, CDC_LSN_ARGS(cp))));
