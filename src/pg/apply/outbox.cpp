@@ -221,17 +221,20 @@ CountReturnedTargets(uint64_t n, std::map<Oid, Counters> &counters)
 }
 
 /*
- * Runs `plain` (an INSERT into cdc.outbox_rows without ON CONFLICT) in a
- * subtransaction; if it meets an idempotency key that is there already (or
- * being inserted by a concurrent transaction, which it waits for), the
- * subtransaction is rolled back and `on_conflict` (the same INSERT with ON
- * CONFLICT (ikey) DO NOTHING) runs instead.  Same result as always running
+ * Inserts the rows of `p` with `plain` (an INSERT into cdc.outbox_rows
+ * without ON CONFLICT and without RETURNING) in a subtransaction; if it
+ * meets an idempotency key that is there already (or being inserted by a
+ * concurrent transaction, which it waits for), the subtransaction is rolled
+ * back and `on_conflict` (the same INSERT with ON CONFLICT (ikey) DO
+ * NOTHING RETURNING target) runs instead.  Same result as always running
  * `on_conflict` -- a change never adds a second row and never aborts the
  * caller's transaction -- but in the usual case (no key there yet) without
- * speculative insertion: no pre-check probe of the unique index and no
- * confirmation WAL record per row.  Returns SPI_processed.
+ * speculative insertion (no pre-check probe of the unique index, no
+ * confirmation WAL record per row) and without returning rows.  Returns
+ * nullopt when `plain` inserted every row, else the rows `on_conflict`
+ * returned (in SPI_tuptable).
  */
-uint64_t
+std::optional<uint64_t>
 InsertOnce(const std::string &plain, const std::string &on_conflict, Params &p)
 {
 	struct Saved {
@@ -245,13 +248,13 @@ InsertOnce(const std::string &plain, const std::string &on_conflict, Params &p)
 		return s;
 	});
 	try {
-		uint64_t n = Execute(plain, p, true);
+		Execute(plain, p, true);
 		PgCall([&]() {
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(saved.context);
 			CurrentResourceOwner = saved.owner;
 		});
-		return n;
+		return std::nullopt;
 	} catch (const PgError &e) {
 		PgCall([&]() {
 			RollbackAndReleaseCurrentSubTransaction();
@@ -446,8 +449,11 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		"pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), "
 		"pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), "
 		"pg_catalog.unnest($12), pg_catalog.unnest($13) ";
-	uint64_t n = InsertOnce(insert + "RETURNING target", insert + "ON CONFLICT (ikey) DO NOTHING RETURNING target", p);
-	CountReturnedTargets(n, counters);
+	if (std::optional<uint64_t> n = InsertOnce(insert, insert + "ON CONFLICT (ikey) DO NOTHING RETURNING target", p))
+		CountReturnedTargets(*n, counters);
+	else
+		for (const OutboxRow &r : q.rows)
+			counters[r.target].outbox_rows++;
 	q.rows.clear();
 }
 
