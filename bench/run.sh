@@ -15,6 +15,9 @@
 #   3a  cdc_apply(), one call per change
 #   3b  cdc_apply_batch(), one call per batch
 #   3c  cdc_apply_batch() on a mapping without outbox (state only)
+#   3m  cdc_apply_batch() with the outbox as logical decoding messages
+#       (outbox_via => 'message'); opt-in: it sets wal_level = logical on the
+#       destination, which the other methods then share
 #   4   PostgreSQL's native logical replication catching up the backlog
 #   5   the cdc_apply background worker catching up the same backlog
 #
@@ -30,12 +33,12 @@
 # docs/benchmarks.md explains the set-up and the figures.
 #
 # Usage: bash bench/run.sh [--sizes 20000,200000] [--txn 1000] [--outbox on|off]
-#                          [--methods 1,1b,2a,2b,3a,3b,3c,4,5] [--per-change-max N]
+#                          [--methods 1,1b,2a,2b,3a,3b,3c,3m,4,5] [--per-change-max N]
 #                          [--port-base P] [--dest-conf SETTINGS] [--no-build] [--keep]
 #                          [--dump-outbox DIR]
 #   --sizes           changes per run, comma-separated (keys = changes / 4)
 #   --txn             changes per source transaction (and per batch)
-#   --outbox          whether methods 3a, 3b and 5 write outbox rows (default on; 2 always does)
+#   --outbox          whether methods 3a, 3b, 3m and 5 write outbox rows or messages (default on; 2 always does)
 #   --per-change-max  skip methods 1b, 2a and 3a above this size (default 200000)
 #   --port-base       source on P, destination on P+1 (default $BENCH_PORT_BASE or 55460)
 #   --dest-conf       extra postgresql.conf lines for the destination (e.g. to load
@@ -169,6 +172,7 @@ cdc.naptime = 1
 max_worker_processes = 16
 max_logical_replication_workers = 4
 max_replication_slots = 10
+$(has_method 3m && echo "wal_level = logical")
 $DEST_CONF"
 
 	# The workload, generated once; every method reads this file.
@@ -244,19 +248,26 @@ SQL
 
 	# Destination databases, one per method, all with the same orders table.
 	local m
-	for m in 1 1b 2a 2b 3a 3b 3c 4 5; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5; do
 		has_method "$m" || continue
 		dpsql postgres -c "CREATE DATABASE m_$m"
 		dpsql "m_$m" -f "$WORK/schema.sql"
 	done
 	for m in 1 1b; do has_method $m && dpsql "m_$m" -f "$WORK/plain.sql"; done
 	for m in 2a 2b; do has_method $m && dpsql "m_$m" -f "$WORK/plpgsql_reference.sql"; done
-	for m in 3a 3b 3c 5; do
+	for m in 3a 3b 3c 3m 5; do
 		has_method $m || continue
-		local ob=$OUTBOX_SQL
+		local ob=$OUTBOX_SQL via=table
 		[ $m = 3c ] && ob=false
-		dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench')" >/dev/null
+		[ $m = 3m ] && via=message
+		dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench', outbox_via => '$via')" >/dev/null
 	done
+	# 3m: a slot to count the messages afterwards (test_decoding, if installed)
+	local msg_slot=0
+	if has_method 3m && [ -f "$($PG_CONFIG --pkglibdir)/test_decoding.so" ]; then
+		dval m_3m -c "SELECT 1 FROM pg_create_logical_replication_slot('bench_msgs', 'test_decoding')" >/dev/null
+		msg_slot=1
+	fi
 	for m in 4 5; do
 		has_method $m || continue
 		dpsql "m_$m" <<'SQL'
@@ -287,6 +298,7 @@ SQL
 		[1]="plain upsert, batch (ceiling)" [1b]="plain upsert, per statement"
 		[2a]="PL/pgSQL reference, per change" [2b]="PL/pgSQL reference, batch"
 		[3a]="cdc_apply(), per change" [3b]="cdc_apply_batch()" [3c]="cdc_apply_batch(), no outbox"
+		[3m]="cdc_apply_batch(), message outbox"
 		[4]="native logical replication" [5]="cdc_apply worker")
 	declare -A PREPARE=(
 		[1]="PREPARE apply_batch(jsonb) AS SELECT plain_upsert_batch(\$1);"
@@ -295,20 +307,21 @@ SQL
 		[2b]="PREPARE apply_batch(jsonb) AS SELECT ref.apply_batch(\$1);"
 		[3a]="PREPARE apply_one(jsonb) AS SELECT cdc_apply(\$1);"
 		[3b]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);"
-		[3c]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);")
+		[3c]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);"
+		[3m]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);")
 	local have_batch=f
-	for m in 3b 3c; do
+	for m in 3b 3c 3m; do
 		has_method $m && have_batch=$(dval "m_$m" -c "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'cdc_apply_batch')")
 	done
 
-	for m in 1 1b 2a 2b 3a 3b 3c; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3m; do
 		has_method $m || continue
 		local script="$D/per_batch.sql"
 		case $m in 1b | 2a | 3a)
 			if [ "$N" -gt "$PER_CHANGE_MAX" ]; then echo "method $m skipped above --per-change-max $PER_CHANGE_MAX"; continue; fi ;;
 		esac
 		case $m in 2a | 3a) script="$D/per_change.sql" ;; esac
-		if [[ $m == 3[bc] ]] && [ "$have_batch" != t ]; then echo "method $m skipped: cdc_apply_batch() is not installed"; continue; fi
+		if [[ $m == 3[bcm] ]] && [ "$have_batch" != t ]; then echo "method $m skipped: cdc_apply_batch() is not installed"; continue; fi
 		# The session's backend notes its own CPU time before and after the
 		# work (/proc/self/stat of the backend: utime + stime, in clock ticks).
 		{
@@ -381,23 +394,35 @@ SQL
 	local failed=0 got
 	echo
 	echo "verification against the source ($expected):"
-	for m in 1 1b 2a 2b 3a 3b 3c 4 5; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5; do
 		[ -n "${SECS[$m]:-}" ] || continue
 		got=$(dval "m_$m" -c "SELECT count(*) || ' ' || md5(coalesce(string_agg(o::text, E'\n' ORDER BY id), '')) FROM orders o")
 		local extra=""
 		case $m in
 		2a | 2b) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM ref.ledger"), outbox $(dval "m_$m" -c "SELECT count(*) FROM ref.outbox")"
 			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; } ;;
-		3a | 3b | 3c | 5) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
+		3a | 3b | 3c | 3m | 5) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
 			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; }
 			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; }
 			# exactly one outbox row per applied change (none without outbox),
 			# idempotency keys distinct, and counted as written
 			local ob_want=0 ob_got
 			[ "$OUTBOX" = on ] && [ "$m" != 3c ] && ob_want=$N
-			ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || count(DISTINCT idempotency_key) || ' ' || (SELECT coalesce(sum(outbox_rows), 0) FROM cdc.stats) FROM cdc.outbox")
-			[ "$ob_got" = "$ob_want $ob_want $ob_want" ] || { extra="$extra (outbox should have $ob_want rows, distinct keys, counted: rows, keys, counted = $ob_got)"; failed=1; }
-			if [ -n "$DUMP_OUTBOX" ] && [ "$m" != 3c ]; then
+			if [ "$m" = 3m ]; then
+				# messages instead of rows: none in cdc.outbox, N counted, N decoded
+				ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || (SELECT coalesce(sum(outbox_rows), 0) FROM cdc.stats) FROM cdc.outbox")
+				[ "$ob_got" = "0 $ob_want" ] || { extra="$extra (no outbox rows and $ob_want messages counted expected: $ob_got)"; failed=1; }
+				if [ "$msg_slot" = 1 ]; then
+					ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || count(DISTINCT substring(data FROM '\"idempotency_key\": \"([0-9a-f]*)\"')) FROM pg_logical_slot_get_changes('bench_msgs', NULL, NULL, 'skip-empty-xacts', '1') WHERE data LIKE 'message: transactional: 1 prefix: cdc_outbox,%'")
+					dval "m_$m" -c "SELECT pg_drop_replication_slot('bench_msgs')" >/dev/null
+					extra="$extra, messages decoded $ob_got"
+					[ "$ob_got" = "$ob_want $ob_want" ] || { extra="$extra (should be $ob_want messages with distinct keys)"; failed=1; }
+				fi
+			else
+				ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || count(DISTINCT idempotency_key) || ' ' || (SELECT coalesce(sum(outbox_rows), 0) FROM cdc.stats) FROM cdc.outbox")
+				[ "$ob_got" = "$ob_want $ob_want $ob_want" ] || { extra="$extra (outbox should have $ob_want rows, distinct keys, counted: rows, keys, counted = $ob_got)"; failed=1; }
+			fi
+			if [ -n "$DUMP_OUTBOX" ] && [ "$m" != 3c ] && [ "$m" != 3m ]; then
 				mkdir -p "$DUMP_OUTBOX"
 				if [ "$m" = 5 ]; then
 					# The worker's source identity holds the source's system
@@ -453,7 +478,7 @@ SQL
 		local base1="" base4="" cbase1="" cbase4=""
 		[ -n "${SECS[1]:-}" ] && base1=$(fdiv "$N" "${SECS[1]}") && cbase1=$(fdiv "$N" "${CPU[1]}")
 		[ -n "${SECS[4]:-}" ] && base4=$(fdiv "$N" "${SECS[4]}") && cbase4=$(fdiv "$N" "${CPU[4]}")
-		for m in 1 1b 2a 2b 3a 3b 3c 4 5; do
+		for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5; do
 			[ -n "${SECS[$m]:-}" ] || continue
 			local rate crate
 			rate=$(fdiv "$N" "${SECS[$m]}")

@@ -28,6 +28,7 @@ CREATE TABLE cdc.mapping (
   mode                    text NOT NULL DEFAULT 'state' CHECK (mode IN ('state', 'history', 'handler')),
   handler                 regprocedure,
   expired_policy          text NOT NULL DEFAULT 'refuse' CHECK (expired_policy IN ('refuse', 'apply', 'dead_letter')),
+  outbox_via              text NOT NULL DEFAULT 'table' CHECK (outbox_via IN ('table', 'message')),
   created_at              timestamptz NOT NULL DEFAULT now(),
   CHECK ((mode = 'handler') = (handler IS NOT NULL))
 );
@@ -50,6 +51,7 @@ COMMENT ON COLUMN cdc.mapping.conflict_policy IS '''record'': equal-version conf
 COMMENT ON COLUMN cdc.mapping.mode IS '''state'': the target mirrors the source row; ''history'': the target is a history table getting one row per source change, unique on (cdc_key, cdc_version); ''handler'': as state, and the handler function is called for every applied change.';
 COMMENT ON COLUMN cdc.mapping.handler IS 'Handler function of mode ''handler'': handler(op text, old T, new T, meta jsonb) with T the target''s row type or jsonb; called only when a change is applied, in the same transaction.';
 COMMENT ON COLUMN cdc.mapping.expired_policy IS 'What happens to a change that has no entity record and is not newer than the prune watermark (its records may have been pruned, so it can be proven neither new nor old): ''refuse'' (outcome expired, nothing applied), ''dead_letter'' (outcome expired, the event is kept in cdc.dead_letter) or ''apply'' (applied as new). Counted in cdc.stats.expired either way.';
+COMMENT ON COLUMN cdc.mapping.outbox_via IS 'Where outbox entries go: ''table'' (rows of cdc.outbox) or ''message'' (one transactional logical decoding message per applied change, prefix cdc_outbox, for relays that read the destination''s WAL; needs wal_level = logical).';
 COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or last changed.';
 
 -- ---------------------------------------------------------------------------
@@ -584,7 +586,8 @@ CREATE FUNCTION cdc.register_mapping(
   conflict_policy         text    DEFAULT 'record',
   mode                    text    DEFAULT 'state',
   handler                 regprocedure DEFAULT NULL,
-  expired_policy          text    DEFAULT 'refuse')
+  expired_policy          text    DEFAULT 'refuse',
+  outbox_via              text    DEFAULT 'table')
 RETURNS cdc.mapping
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -635,6 +638,15 @@ BEGIN
     RAISE EXCEPTION 'expired_policy must be ''refuse'', ''apply'' or ''dead_letter'', not %',
                     coalesce(quote_literal(expired_policy), 'NULL')
       USING ERRCODE = '22023';
+  END IF;
+  IF outbox_via IS NULL OR outbox_via NOT IN ('table', 'message') THEN
+    RAISE EXCEPTION 'outbox_via must be ''table'' or ''message'', not %', coalesce(quote_literal(outbox_via), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF coalesce(outbox, false) AND outbox_via = 'message' AND current_setting('wal_level') <> 'logical' THEN
+    RAISE EXCEPTION 'outbox_via ''message'' needs wal_level = logical on this server (it is %)', current_setting('wal_level')
+      USING ERRCODE = '55000',
+            HINT = 'Set wal_level = logical and restart, or use outbox_via => ''table''.';
   END IF;
   IF mode IS NULL OR mode NOT IN ('state', 'history', 'handler') THEN
     RAISE EXCEPTION 'mode must be ''state'', ''history'' or ''handler'', not %', coalesce(quote_literal(mode), 'NULL')
@@ -731,10 +743,10 @@ BEGIN
 
   INSERT INTO cdc.mapping AS m (target, source_name, source_schema, source_table, key_columns, version_column,
                                 source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
-                                temporal_unit, conflict_policy, mode, handler, expired_policy)
+                                temporal_unit, conflict_policy, mode, handler, expired_policy, outbox_via)
   VALUES (target, source_name, coalesce(source_schema, rel_schema), coalesce(source_table, rel_name), key_columns,
           version_column, source_epoch, coalesce(outbox, false), outbox_topic, truncate_policy,
-          unavailable_placeholder, temporal_unit, conflict_policy, mode, handler, expired_policy)
+          unavailable_placeholder, temporal_unit, conflict_policy, mode, handler, expired_policy, outbox_via)
   ON CONFLICT ON CONSTRAINT mapping_pkey DO UPDATE
      SET source_name = EXCLUDED.source_name, source_schema = EXCLUDED.source_schema,
          source_table = EXCLUDED.source_table, key_columns = EXCLUDED.key_columns,
@@ -743,13 +755,13 @@ BEGIN
          truncate_policy = EXCLUDED.truncate_policy, unavailable_placeholder = EXCLUDED.unavailable_placeholder,
          temporal_unit = EXCLUDED.temporal_unit, conflict_policy = EXCLUDED.conflict_policy,
          mode = EXCLUDED.mode, handler = EXCLUDED.handler, expired_policy = EXCLUDED.expired_policy,
-         created_at = now()
+         outbox_via = EXCLUDED.outbox_via, created_at = now()
   RETURNING * INTO result;
   RETURN result;
 END
 $fn$;
-COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
+COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
 
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
@@ -1160,7 +1172,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
 GRANT USAGE ON SCHEMA cdc TO PUBLIC;
 GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.mapping, cdc.source, cdc.horizon_status TO PUBLIC;
 REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_target_state() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;

@@ -16,14 +16,18 @@
 extern "C" {
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/md5.h"
 #include "funcapi.h"
 #include "executor/spi.h"
 #include "nodes/makefuncs.h"
+#include "replication/message.h"
 #include "storage/lmgr.h"
+#include "utils/datetime.h"
 #include "utils/fmgroids.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -267,6 +271,82 @@ InsertOnce(const std::string &plain, const std::string &on_conflict, Params &p)
 	return Execute(on_conflict, p, true);
 }
 
+// The text of a jsonb Datum (jsonb_out's form, as the view shows it).
+std::string
+JsonbText(Datum j)
+{
+	const char *text = PgCall([&]() { return JsonbToCString(NULL, &DatumGetJsonbP(j)->root, VARSIZE(DatumGetPointer(j))); });
+	return std::string(text);
+}
+
+/*
+ * The logical decoding message of an outbox entry (outbox_via 'message'):
+ * a JSON object with the columns of a cdc.outbox row except id and
+ * published_at (a relay's cursor is the message's LSN): idempotency_key,
+ * topic, target (schema.table), entity_key, op, payload, source (keys in
+ * the order the view's jsonb shows them), version and created_at (the
+ * transaction's start, ISO 8601 like to_json(timestamptz)).
+ */
+std::string
+OutboxMessage(const Target &t, const SourceInfo &src, const std::string &topic, const OutboxRow &r, const Version &v)
+{
+	static const char hex[] = "0123456789abcdef";
+	std::string key;
+	for (unsigned char b : r.ikey) {
+		key.push_back(hex[b >> 4]);
+		key.push_back(hex[b & 15]);
+	}
+	std::string version = "[";
+	for (size_t i = 0; i < v.parts.size(); i++)
+		version += (i ? ", " : "") + std::to_string(v.parts[i]);
+	version += "]";
+	auto number = [](const std::optional<int64_t> &x) { return x ? std::to_string(*x) : std::string("null"); };
+	char created[MAXDATELEN + 1];
+	PgCall([&]() {
+		JsonEncodeDateTime(created, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()), TIMESTAMPTZOID, NULL);
+	});
+	std::string m = "{\"idempotency_key\": \"" + key + "\", \"topic\": ";
+	AppendJsonString(m, topic);
+	m += ", \"target\": ";
+	AppendJsonString(m, t.display);
+	m += ", \"entity_key\": " + (r.entity_key ? JsonbText(*r.entity_key) : std::string("null"));
+	m += ", \"op\": \"" + std::string(1, r.op) + "\"";
+	m += ", \"payload\": " + (r.payload ? JsonbText(*r.payload) : std::string("null"));
+	m += ", \"source\": {\"db\": ";
+	AppendJsonString(m, src.db);
+	m += ", \"lsn\": " + number(src.lsn) + ", \"name\": ";
+	AppendJsonString(m, src.name);
+	m += ", \"txId\": " + number(src.tx_id) + ", \"table\": ";
+	AppendJsonString(m, src.table);
+	m += ", \"schema\": ";
+	AppendJsonString(m, src.schema);
+	m += ", \"version\": " + version + ", \"commit_lsn\": " + number(src.commit_lsn) + "}";
+	m += ", \"version\": " + version + ", \"created_at\": \"" + created + "\"}";
+	return m;
+}
+
+/*
+ * Writes the message of an outbox entry: a transactional logical decoding
+ * message with prefix cdc_outbox (LogLogicalMessage, what
+ * pg_logical_emit_message(true, ...) writes), decoded only if the
+ * transaction commits.  Error 55000 unless wal_level is logical.
+ */
+void
+EmitOutboxMessage(Oid relid, const std::string &message)
+{
+	bool logical = PgCall([]() { return XLogLogicalInfoActive(); });
+	if (!logical) {
+		std::string name = PgCall([&]() {
+			char *n = get_rel_name(relid);
+			return n ? n : (char *) "?";
+		});
+		Fail("55000", "the outbox of table " + name + " is written as logical decoding messages (outbox_via 'message'), "
+		              "which needs wal_level = logical",
+		     {}, "Set wal_level = logical and restart, or register the mapping with outbox_via => 'table'.");
+	}
+	PgCall([&]() { LogLogicalMessage("cdc_outbox", message.data(), message.size(), true); });
+}
+
 } // namespace
 
 bool
@@ -330,7 +410,9 @@ MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v,
 	r.position = position;
 	r.target = t.relid;
 	r.ikey = IdempotencyKey(t, src, op, v, entity_key);
-	r.src = OutboxSourceId(t.mapping.topic ? *t.mapping.topic : t.display, src);
+	const std::string &topic = t.mapping.topic ? *t.mapping.topic : t.display;
+	if (!t.mapping.outbox_message)
+		r.src = OutboxSourceId(topic, src);
 	r.op = op;
 	r.v0 = int32_t(v.parts[0]);
 	r.v1 = v.parts[1];
@@ -345,6 +427,8 @@ MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v,
 	else if (!entity_key.empty())
 		r.entity_key = JsonbFromText(entity_key);
 	r.payload = payload;
+	if (t.mapping.outbox_message)
+		r.message = OutboxMessage(t, src, topic, r, v);
 	return r;
 }
 
@@ -364,6 +448,10 @@ WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, c
 	if (deferred_outbox != nullptr) {
 		deferred_outbox->rows.push_back(std::move(r));
 		return false;
+	}
+	if (!r.message.empty()) {
+		EmitOutboxMessage(r.target, r.message);
+		return true;
 	}
 	auto int8_or_null = [](Params &p, const std::optional<int64_t> &x) {
 		p.Add(INT8OID, x ? Int64GetDatum(*x) : (Datum) 0, !x);
@@ -403,6 +491,19 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		return;
 	std::stable_sort(q.rows.begin(), q.rows.end(),
 	                 [](const OutboxRow &a, const OutboxRow &b) { return a.position < b.position; });
+	/* Entries of outbox_via 'message' mappings: one message each, in input order. */
+	size_t table_rows = 0;
+	for (const OutboxRow &r : q.rows)
+		if (r.message.empty()) {
+			table_rows++;
+		} else {
+			EmitOutboxMessage(r.target, r.message);
+			counters[r.target].outbox_rows++;
+		}
+	if (table_rows == 0) {
+		q.rows.clear();
+		return;
+	}
 	ArrayParam ikeys(UUIDOID, 16, false, TYPALIGN_CHAR);
 	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
 	ArrayParam srcs(INT4OID, sizeof(int32), true, TYPALIGN_INT), v0(INT4OID, sizeof(int32), true, TYPALIGN_INT);
@@ -415,6 +516,8 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		a.Add(x ? Int64GetDatum(*x) : (Datum) 0, !x);
 	};
 	for (const OutboxRow &r : q.rows) {
+		if (!r.message.empty())
+			continue;
 		ikeys.Add(PointerGetDatum(r.ikey.data()), false);
 		targets.Add(ObjectIdGetDatum(r.target), false);
 		srcs.Add(Int32GetDatum(r.src), false);
@@ -453,7 +556,8 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		CountReturnedTargets(*n, counters);
 	else
 		for (const OutboxRow &r : q.rows)
-			counters[r.target].outbox_rows++;
+			if (r.message.empty())
+				counters[r.target].outbox_rows++;
 	q.rows.clear();
 }
 

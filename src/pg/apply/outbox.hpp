@@ -7,7 +7,9 @@
 // and the payload as jsonb Datums (the row after the change, or the removed
 // row).  Change by change a row is inserted at once (WriteOutbox); inside a
 // batch segment rows are queued in deferred_outbox and inserted in input
-// order by one statement (FlushOutbox).
+// order by one statement (FlushOutbox).  A mapping with outbox_via =>
+// 'message' gets, instead of each row, one transactional logical decoding
+// message (prefix cdc_outbox) with the same content as JSON.
 //
 // Internal to src/pg/apply/.  C++ regime.  deferred_outbox and
 // outbox_source_ids are plain pointers (no C++ global with a destructor),
@@ -45,6 +47,9 @@ struct OutboxRow {
 	std::optional<int64_t> v3; // nullopt: a 3-component version
 	std::optional<int64_t> lsn, commit_lsn, tx_id;
 	std::optional<Datum> entity_key, payload; // jsonb; nullopt: NULL
+	// Non-empty when the mapping's outbox_via is 'message': the JSON text of
+	// the logical decoding message that replaces the row (OutboxMessage).
+	std::string message;
 };
 struct DeferredOutbox {
 	std::vector<OutboxRow> rows;

@@ -238,7 +238,7 @@ ReadMapping(Oid relid, Mapping &m)
 	Params p;
 	p.AddOid(relid);
 	uint64_t n = Execute("SELECT array_to_string(key_columns, chr(1)), version_column, source_epoch, outbox, "
-	                     "outbox_topic, truncate_policy, unavailable_placeholder, temporal_unit, conflict_policy "
+	                     "outbox_topic, truncate_policy, unavailable_placeholder, temporal_unit, conflict_policy, outbox_via "
 	                     "FROM cdc.mapping WHERE target = $1",
 	                     p, true);
 	if (n == 0)
@@ -266,6 +266,7 @@ ReadMapping(Oid relid, Mapping &m)
 	                             : unit == "nano"  ? TemporalUnit::Nano
 	                                               : TemporalUnit::Unset;
 	m.conflict_error = ResultText(0, 9).value_or("record") == "error";
+	m.outbox_message = ResultText(0, 10).value_or("table") == "message";
 }
 
 void

@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(146);
+SELECT plan(147);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -143,18 +143,18 @@ SELECT is((SELECT array_agg(p.pronargdefaults ORDER BY p.oid::regprocedure::text
             WHERE p.proname = 'cdc_apply' AND p.pronamespace = 'public'::regnamespace),
           ARRAY[2::int2, 2::int2], 'cdc_apply: target and delivery_key default to NULL');
 SELECT has_function('cdc', 'register_mapping',
-                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text', 'text'],
                     'cdc.register_mapping(...) exists with the documented signature');
 SELECT function_returns('cdc', 'register_mapping',
-                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
+                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text', 'text'],
                         'cdc.mapping', 'cdc.register_mapping returns the cdc.mapping row');
 SELECT isnt_definer('cdc', 'register_mapping',
-                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text', 'text'],
                     'cdc.register_mapping is not SECURITY DEFINER');
-SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text,text,regprocedure,text)'::regprocedure),
+SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text,text,regprocedure,text,text)'::regprocedure),
           ARRAY['target', 'source_schema', 'source_table', 'key_columns', 'version_column', 'outbox', 'outbox_topic',
                 'truncate_policy', 'unavailable_placeholder', 'temporal_unit', 'source_epoch', 'source_name', 'conflict_policy',
-                'mode', 'handler', 'expired_policy'],
+                'mode', 'handler', 'expired_policy', 'outbox_via'],
           'cdc.register_mapping argument names (callable with named arguments)');
 SELECT col_type_is('cdc', 'mapping', 'mode', 'text', 'cdc.mapping.mode is text');
 SELECT col_default_is('cdc', 'mapping', 'mode', 'state', 'cdc.mapping.mode defaults to state');
@@ -183,6 +183,7 @@ SELECT function_privs_are('cdc', 'prune', ARRAY['integer', 'interval'], 'public'
 SELECT has_function('cdc', 'replay_horizon', ARRAY[]::text[], 'cdc.replay_horizon() exists');
 SELECT is(cdc.replay_horizon(), interval '7 days', 'the replay horizon defaults to 7 days');
 SELECT col_default_is('cdc', 'mapping', 'expired_policy', 'refuse', 'cdc.mapping.expired_policy defaults to refuse');
+SELECT col_default_is('cdc', 'mapping', 'outbox_via', 'table', 'cdc.mapping.outbox_via defaults to table');
 SELECT columns_are('cdc', 'horizon_status', ARRAY['horizon', 'cutoff', 'oldest_ledger_entry', 'ledger_rows', 'ledger_bytes',
                    'oldest_tombstone', 'tombstones', 'live_entities', 'entity_state_bytes', 'outbox_unpublished',
                    'outbox_published', 'outbox_bytes', 'watermarks', 'expired_changes', 'last_prune_at', 'last_full_sweep_at'],
@@ -211,7 +212,7 @@ SELECT is_empty($$
 SELECT function_privs_are('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'public', ARRAY['EXECUTE'],
                           'PUBLIC may execute cdc_apply(jsonb, ...)');
 SELECT function_privs_are('cdc', 'register_mapping',
-                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
+                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text', 'text'],
                           'public', ARRAY[]::text[], 'PUBLIC may not execute cdc.register_mapping');
 SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.ledger');
 SELECT table_privs_are('cdc', 'outbox', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox');
