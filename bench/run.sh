@@ -257,10 +257,10 @@ SQL
 	for m in 2a 2b; do has_method $m && dpsql "m_$m" -f "$WORK/plpgsql_reference.sql"; done
 	for m in 3a 3b 3c 3m 5; do
 		has_method $m || continue
-		local ob=$OUTBOX_SQL via=table
+		local ob=$OUTBOX_SQL via=""
 		[ $m = 3c ] && ob=false
-		[ $m = 3m ] && via=message
-		dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench', outbox_via => '$via')" >/dev/null
+		[ $m = 3m ] && via=", outbox_via => 'message'"
+		dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench'$via)" >/dev/null
 	done
 	# 3m: a slot to count the messages afterwards (test_decoding, if installed)
 	local msg_slot=0
