@@ -19,10 +19,10 @@ DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql
 
 # pg_regress suites (sql/*.sql -> expected/*.out); run against a server that
 # has the extension installed (make installcheck).
-REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox retention subscriptions batch metadata_cache drop_target security target_features rekey subscription_control stream_ordering
+REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox outbox_message retention subscriptions batch metadata_cache drop_target security target_features rekey subscription_control stream_ordering
 REGRESS_OPTS = --inputdir=.
 
-ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions security_prune_lock security_lock_queue
+ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions security_prune_lock security_lock_queue outbox_concurrent
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output
 
 PG_CONFIG ?= pg_config

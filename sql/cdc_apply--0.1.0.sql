@@ -38,6 +38,7 @@ CREATE TABLE cdc.mapping (
   handler                 regprocedure,
   expired_policy          text NOT NULL DEFAULT 'refuse' CHECK (expired_policy IN ('refuse', 'apply', 'dead_letter')),
   ordering                text NOT NULL DEFAULT 'entity' CHECK (ordering IN ('entity', 'stream')),
+  outbox_via              text NOT NULL DEFAULT 'table' CHECK (outbox_via IN ('table', 'message')),
   created_at              timestamptz NOT NULL DEFAULT now(),
   CHECK ((mode = 'handler') = (handler IS NOT NULL))
 );
@@ -61,6 +62,7 @@ COMMENT ON COLUMN cdc.mapping.mode IS '''state'': the target mirrors the source 
 COMMENT ON COLUMN cdc.mapping.handler IS 'Handler function of mode ''handler'': handler(op text, old T, new T, meta jsonb) with T the target''s row type or jsonb; called only when a change is applied, in the same transaction.';
 COMMENT ON COLUMN cdc.mapping.expired_policy IS 'What happens to a change that has no entity record and is not newer than the prune watermark (its records may have been pruned, so it can be proven neither new nor old): ''refuse'' (outcome expired, nothing applied), ''dead_letter'' (outcome expired, the event is kept in cdc.dead_letter) or ''apply'' (applied as new). Counted in cdc.stats.expired either way.';
 COMMENT ON COLUMN cdc.mapping.ordering IS '''entity'' (default): per-entity version records, ledger claims and tombstones decide every change (any input, any order); ''stream'': the target is written only by one ordered stream (a subscription''s worker), and a per-(target, source) high-water mark in cdc.stream_mark decides: a change at or below it is a duplicate. Changed with cdc.set_ordering() (docs/semantics.md, "Stream ordering").';
+COMMENT ON COLUMN cdc.mapping.outbox_via IS 'Where outbox entries go: ''table'' (rows of cdc.outbox) or ''message'' (one transactional logical decoding message per applied change, prefix cdc_outbox, for relays that read the destination''s WAL; needs wal_level = logical).';
 COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or last changed.';
 -- Mappings are readable by everyone.  Writing them is the extension owner's
 -- (a superuser's) business; a role it grants INSERT, UPDATE or DELETE on
@@ -164,24 +166,96 @@ COMMENT ON TRIGGER invalidate_targets ON cdc.table_barrier IS 'Empties every bac
 -- ---------------------------------------------------------------------------
 -- Outbox and conflicts
 -- ---------------------------------------------------------------------------
-CREATE TABLE cdc.outbox (
-  id              bigserial PRIMARY KEY,
-  idempotency_key text NOT NULL,
-  topic           text,
-  target          regclass NOT NULL,
-  entity_key      jsonb,
-  op              text NOT NULL CHECK (op IN ('c', 'u', 'd', 't')),
-  payload         jsonb,
-  source          jsonb NOT NULL,
-  version         bigint[] NOT NULL,
-  created_at      timestamptz NOT NULL DEFAULT now(),
-  published_at    timestamptz,
+-- The outbox is stored compactly (docs/semantics.md, "Outbox"): one row per
+-- applied change in cdc.outbox_rows, keyed by the binary idempotency key, the
+-- constant part of the source identity and the topic in the dictionary
+-- cdc.outbox_source, the version and the varying source positions as
+-- columns.  The view cdc.outbox shows the documented row shape.
+CREATE TABLE cdc.outbox_source (
+  id            integer PRIMARY KEY,
+  topic         text NOT NULL,
+  source_name   text NOT NULL,
+  source_db     text NOT NULL,
+  source_schema text NOT NULL,
+  source_table  text NOT NULL,
+  CONSTRAINT outbox_source_key UNIQUE (topic, source_name, source_db, source_schema, source_table)
+);
+COMMENT ON TABLE cdc.outbox_source IS
+  'Dictionary of the constant part of outbox rows: topic and source identity (name, db, schema, table) as they were when the row was written, so that cdc.outbox_rows holds a 4-byte id. Ids are allocated as max + 1 under a lock, so rolled-back calls never use one up; entries are never removed.';
+COMMENT ON COLUMN cdc.outbox_source.id IS 'Id used in cdc.outbox_rows.src.';
+COMMENT ON COLUMN cdc.outbox_source.topic IS 'The mapping''s outbox_topic, or the target''s schema.table, when the row was written.';
+COMMENT ON COLUMN cdc.outbox_source.source_name IS 'source.name (Debezium topic prefix; pg:<system identifier> on the worker path).';
+COMMENT ON COLUMN cdc.outbox_source.source_db IS 'source.db.';
+COMMENT ON COLUMN cdc.outbox_source.source_schema IS 'source.schema.';
+COMMENT ON COLUMN cdc.outbox_source.source_table IS 'source.table.';
+COMMENT ON INDEX cdc.outbox_source_pkey IS 'Looks an id up (cdc.outbox).';
+COMMENT ON INDEX cdc.outbox_source_key IS 'Finds the id of a topic and source identity (the engine, before it writes a row).';
+
+CREATE TABLE cdc.outbox_rows (
+  id           bigserial,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  v1           bigint NOT NULL,
+  v2           bigint NOT NULL,
+  v3           bigint,
+  lsn          bigint,
+  commit_lsn   bigint,
+  tx_id        bigint,
+  published_at timestamptz,
+  ikey         uuid NOT NULL,
+  target       regclass NOT NULL,
+  src          integer NOT NULL,
+  v0           integer NOT NULL,
+  op           "char" NOT NULL CHECK (op IN ('c', 'u', 'd', 't')),
+  entity_key   jsonb,
+  payload      jsonb,
   -- per target: a role writing its own target cannot take (and so drop)
   -- another target's row by sending the same source identity
-  UNIQUE (idempotency_key, target)
+  PRIMARY KEY (ikey, target)
 );
-COMMENT ON TABLE cdc.outbox IS
-  'Outbox: one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction. idempotency_key is stable across replays and re-published topics, and unique per target.';
+COMMENT ON TABLE cdc.outbox_rows IS
+  'Storage of the outbox (read it through cdc.outbox): one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction, unique on the binary idempotency key per target. Columns ordered for alignment.';
+COMMENT ON COLUMN cdc.outbox_rows.id IS 'Insertion order (cdc.outbox.id).';
+COMMENT ON COLUMN cdc.outbox_rows.created_at IS 'Transaction start time of the apply.';
+COMMENT ON COLUMN cdc.outbox_rows.v1 IS 'Version component 2 (commit LSN, LSN or version column value).';
+COMMENT ON COLUMN cdc.outbox_rows.v2 IS 'Version component 3.';
+COMMENT ON COLUMN cdc.outbox_rows.v3 IS 'Version component 4; NULL for a 3-component version (mappings ordered by a version column).';
+COMMENT ON COLUMN cdc.outbox_rows.lsn IS 'source.lsn of the change, if known.';
+COMMENT ON COLUMN cdc.outbox_rows.commit_lsn IS 'source.commit_lsn of the change, if known.';
+COMMENT ON COLUMN cdc.outbox_rows.tx_id IS 'source.txId of the change, if known.';
+COMMENT ON COLUMN cdc.outbox_rows.published_at IS 'Set by a relay once the row is published; NULL until then.';
+COMMENT ON COLUMN cdc.outbox_rows.ikey IS 'The idempotency key: the 16 bytes of md5(source name, source table, op, version, entity key) (cdc.outbox.idempotency_key is its hex form).';
+COMMENT ON COLUMN cdc.outbox_rows.target IS 'Destination table of the change.';
+COMMENT ON COLUMN cdc.outbox_rows.src IS 'cdc.outbox_source id: topic, source name, db, schema and table.';
+COMMENT ON COLUMN cdc.outbox_rows.v0 IS 'Version component 1 (the source epoch).';
+COMMENT ON COLUMN cdc.outbox_rows.op IS 'c (insert), u (update), d (delete) or t (truncate).';
+COMMENT ON COLUMN cdc.outbox_rows.entity_key IS 'Entity key; NULL for a truncate.';
+COMMENT ON COLUMN cdc.outbox_rows.payload IS 'Destination row after the change (for d: the removed row, or the event''s before-image); NULL for t.';
+COMMENT ON SEQUENCE cdc.outbox_rows_id_seq IS 'Ids of outbox rows, in insertion order.';
+COMMENT ON INDEX cdc.outbox_rows_pkey IS 'The one unique index, (idempotency key, target): a change whose key is there already for its target adds no second row (ON CONFLICT DO NOTHING); per target, so that a writer of one table cannot take another table''s key (docs/security.md).';
+CREATE INDEX outbox_unpublished_idx ON cdc.outbox_rows (id) WHERE published_at IS NULL;
+COMMENT ON INDEX cdc.outbox_unpublished_idx IS 'The relay''s work queue: unpublished rows in insertion order (also used by cdc.outbox_mark_published).';
+
+CREATE VIEW cdc.outbox AS
+  SELECT o.id,
+         pg_catalog.replace(o.ikey::pg_catalog.text, '-', '') AS idempotency_key,
+         (SELECT s.topic FROM cdc.outbox_source s WHERE s.id OPERATOR(pg_catalog.=) o.src) AS topic,
+         o.target,
+         o.entity_key,
+         o.op::pg_catalog.text AS op,
+         o.payload,
+         (SELECT pg_catalog.jsonb_build_object('name', s.source_name, 'db', s.source_db, 'schema', s.source_schema,
+                                               'table', s.source_table, 'lsn', o.lsn, 'commit_lsn', o.commit_lsn,
+                                               'txId', o.tx_id, 'version',
+                                               CASE WHEN o.v3 IS NULL THEN ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2]
+                                                    ELSE ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2, o.v3] END)
+            FROM cdc.outbox_source s WHERE s.id OPERATOR(pg_catalog.=) o.src) AS source,
+         CASE WHEN o.v3 IS NULL THEN ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2]
+              ELSE ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2, o.v3] END AS version,
+         o.created_at,
+         o.published_at
+    FROM cdc.outbox_rows o;
+COMMENT ON VIEW cdc.outbox IS
+  'Outbox: one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction. idempotency_key is stable across replays and re-published topics, and unique per target. A view of cdc.outbox_rows (and cdc.outbox_source) that a relay reads, locks (FOR UPDATE SKIP LOCKED), marks (published_at; cdc.outbox_mark_published) and deletes from like a table; WHERE published_at IS NULL ORDER BY id uses outbox_unpublished_idx.';
 COMMENT ON COLUMN cdc.outbox.id IS 'Insertion order.';
 COMMENT ON COLUMN cdc.outbox.idempotency_key IS 'md5(source name, source table, op, version, entity key): identical for every delivery of the same source change.';
 COMMENT ON COLUMN cdc.outbox.topic IS 'The mapping''s outbox_topic, or the target''s qualified name.';
@@ -193,8 +267,6 @@ COMMENT ON COLUMN cdc.outbox.source IS 'Source identity: name, db, schema, table
 COMMENT ON COLUMN cdc.outbox.version IS 'Source version of the change.';
 COMMENT ON COLUMN cdc.outbox.created_at IS 'Transaction start time of the apply.';
 COMMENT ON COLUMN cdc.outbox.published_at IS 'Set by a relay once the row is published (cdc.outbox_mark_published); NULL until then. cdc.prune() removes published rows older than the replay horizon.';
-CREATE INDEX outbox_unpublished_idx ON cdc.outbox (id) WHERE published_at IS NULL;
-COMMENT ON INDEX cdc.outbox_unpublished_idx IS 'The relay''s work queue: unpublished rows in insertion order.';
 
 CREATE FUNCTION cdc.outbox_mark_published(ids bigint[]) RETURNS bigint
 LANGUAGE sql
@@ -207,7 +279,7 @@ AS $$
   SELECT count(*) FROM marked
 $$;
 COMMENT ON FUNCTION cdc.outbox_mark_published(bigint[]) IS
-  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). Runs with the caller''s rights: the relay role needs EXECUTE and SELECT, UPDATE on cdc.outbox.';
+  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). Updates through the view cdc.outbox, so it runs with the caller''s rights: the relay role needs EXECUTE and SELECT, UPDATE on cdc.outbox (not on cdc.outbox_rows).';
 
 CREATE TABLE cdc.conflicts (
   id             bigserial PRIMARY KEY,
@@ -516,7 +588,9 @@ BEGIN
   -- second s is older than the horizon when s < cutoff_s (never one within)
   cutoff_s := floor(extract(epoch FROM cutoff) - 946684800)::integer;
   FOR st IN SELECT * FROM cdc.prune_state ORDER BY 1 FOR UPDATE LOOP
-    nblocks := pg_relation_size(('cdc.' || st.relation)::regclass) / current_setting('block_size')::bigint;
+    -- the outbox is stored in cdc.outbox_rows (cdc.outbox is its view)
+    nblocks := pg_relation_size(CASE WHEN st.relation = 'outbox' THEN 'cdc.outbox_rows'::regclass
+                                     ELSE ('cdc.' || st.relation)::regclass END) / current_setting('block_size')::bigint;
     IF st.next_block >= nblocks THEN
       st.next_block := 0;
     END IF;
@@ -546,7 +620,7 @@ BEGIN
          WHERE (w.v0, w.v1, w.v2, w.v3) < (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3))
       SELECT count(*) INTO n FROM gone;
     ELSE
-      DELETE FROM cdc.outbox o
+      DELETE FROM cdc.outbox_rows o
        WHERE o.ctid >= format('(%s,0)', st.next_block)::tid AND o.ctid < format('(%s,0)', upto)::tid
          AND o.published_at IS NOT NULL AND o.created_at < cutoff;
       GET DIAGNOSTICS n = ROW_COUNT;
@@ -578,9 +652,9 @@ CREATE VIEW cdc.horizon_status AS
          (SELECT count(*) FROM cdc.entity_state e WHERE e.deleted) AS tombstones,
          (SELECT count(*) FROM cdc.entity_state e WHERE NOT e.deleted) AS live_entities,
          pg_total_relation_size('cdc.entity_state') AS entity_state_bytes,
-         (SELECT count(*) FROM cdc.outbox o WHERE o.published_at IS NULL) AS outbox_unpublished,
-         (SELECT count(*) FROM cdc.outbox o WHERE o.published_at IS NOT NULL) AS outbox_published,
-         pg_total_relation_size('cdc.outbox') AS outbox_bytes,
+         (SELECT count(*) FROM cdc.outbox_rows o WHERE o.published_at IS NULL) AS outbox_unpublished,
+         (SELECT count(*) FROM cdc.outbox_rows o WHERE o.published_at IS NOT NULL) AS outbox_published,
+         pg_total_relation_size('cdc.outbox_rows') + pg_total_relation_size('cdc.outbox_source') AS outbox_bytes,
          (SELECT count(*) FROM cdc.prune_watermark) AS watermarks,
          (SELECT coalesce(sum(c.expired), 0) FROM cdc.counters c)::bigint AS expired_changes,
          (SELECT max(p.last_run_at) FROM cdc.prune_state p) AS last_prune_at,
@@ -743,7 +817,8 @@ CREATE FUNCTION cdc.register_mapping(
   conflict_policy         text    DEFAULT 'record',
   mode                    text    DEFAULT 'state',
   handler                 regprocedure DEFAULT NULL,
-  expired_policy          text    DEFAULT 'refuse')
+  expired_policy          text    DEFAULT 'refuse',
+  outbox_via              text    DEFAULT 'table')
 RETURNS cdc.mapping
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -794,6 +869,15 @@ BEGIN
     RAISE EXCEPTION 'expired_policy must be ''refuse'', ''apply'' or ''dead_letter'', not %',
                     coalesce(quote_literal(expired_policy), 'NULL')
       USING ERRCODE = '22023';
+  END IF;
+  IF outbox_via IS NULL OR outbox_via NOT IN ('table', 'message') THEN
+    RAISE EXCEPTION 'outbox_via must be ''table'' or ''message'', not %', coalesce(quote_literal(outbox_via), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF coalesce(outbox, false) AND outbox_via = 'message' AND current_setting('wal_level') <> 'logical' THEN
+    RAISE EXCEPTION 'outbox_via ''message'' needs wal_level = logical on this server (it is %)', current_setting('wal_level')
+      USING ERRCODE = '55000',
+            HINT = 'Set wal_level = logical and restart, or use outbox_via => ''table''.';
   END IF;
   IF mode IS NULL OR mode NOT IN ('state', 'history', 'handler') THEN
     RAISE EXCEPTION 'mode must be ''state'', ''history'' or ''handler'', not %', coalesce(quote_literal(mode), 'NULL')
@@ -891,10 +975,10 @@ BEGIN
   PERFORM cdc._rekey_if_needed(target, key_columns, mode);
   INSERT INTO cdc.mapping AS m (target, source_name, source_schema, source_table, key_columns, version_column,
                                 source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
-                                temporal_unit, conflict_policy, mode, handler, expired_policy)
+                                temporal_unit, conflict_policy, mode, handler, expired_policy, outbox_via)
   VALUES (target, source_name, coalesce(source_schema, rel_schema), coalesce(source_table, rel_name), key_columns,
           version_column, source_epoch, coalesce(outbox, false), outbox_topic, truncate_policy,
-          unavailable_placeholder, temporal_unit, conflict_policy, mode, handler, expired_policy)
+          unavailable_placeholder, temporal_unit, conflict_policy, mode, handler, expired_policy, outbox_via)
   ON CONFLICT ON CONSTRAINT mapping_pkey DO UPDATE
      SET source_name = EXCLUDED.source_name, source_schema = EXCLUDED.source_schema,
          source_table = EXCLUDED.source_table, key_columns = EXCLUDED.key_columns,
@@ -903,13 +987,13 @@ BEGIN
          truncate_policy = EXCLUDED.truncate_policy, unavailable_placeholder = EXCLUDED.unavailable_placeholder,
          temporal_unit = EXCLUDED.temporal_unit, conflict_policy = EXCLUDED.conflict_policy,
          mode = EXCLUDED.mode, handler = EXCLUDED.handler, expired_policy = EXCLUDED.expired_policy,
-         created_at = now()
+         outbox_via = EXCLUDED.outbox_via, created_at = now()
   RETURNING * INTO result;
   RETURN result;
 END
 $fn$;
-COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). Errors: 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
+COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,
@@ -1912,7 +1996,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
 GRANT USAGE ON SCHEMA cdc TO PUBLIC;
 GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.stream_marks, cdc.mapping, cdc.source, cdc.horizon_status, cdc.ledger, cdc.stream_mark TO PUBLIC;
 REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.set_ordering(regclass, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cdc._fold_into_stream_mark(regclass) TO PUBLIC;

@@ -98,7 +98,7 @@ SELECT target FROM cdc.register_mapping('priv_items', outbox => false);
 SELECT cdc.unregister_mapping('priv_items');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text)
+GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text)
   TO regress_cdc_writer;
 SET ROLE regress_cdc_writer;
 \set SHOW_CONTEXT never
@@ -106,7 +106,7 @@ SELECT target FROM cdc.register_mapping('priv_items', outbox => false);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set SHOW_CONTEXT errors
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text)
+REVOKE EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text)
   FROM regress_cdc_writer;
 -- The mapping is unchanged (outbox still on).
 SELECT target, outbox FROM cdc.mapping WHERE target = 'priv_items'::regclass;

@@ -430,7 +430,7 @@ SELECT cdc.drop_subscription('sec_sub2');
 -- otherwise attach its handler or an outbox to it.
 CREATE TABLE sec_shared.alice_t (id int PRIMARY KEY, v text);
 ALTER TABLE sec_shared.alice_t OWNER TO regress_sec_alice;
-GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text),
+GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text),
                           cdc.unregister_mapping(regclass)
   TO regress_sec_alice;
 GRANT INSERT, UPDATE, DELETE ON cdc.mapping TO regress_sec_alice;
@@ -463,7 +463,7 @@ DELETE FROM cdc.counters WHERE target = 'sec_shared.alice_t'::regclass;
 DELETE FROM sec_shared.alice_t;
 DROP INDEX sec_shared.alice_t_id_v;
 REVOKE ALL ON cdc.mapping FROM regress_sec_alice;
-REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text),
+REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text),
                        cdc.unregister_mapping(regclass)
   FROM regress_sec_alice;
 SELECT target, outbox, mode FROM cdc.mapping WHERE target::text LIKE 'sec_shared.%' ORDER BY target::text;

@@ -22,8 +22,10 @@
 
 extern "C" {
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 }
 
 #include <algorithm>
@@ -94,16 +96,23 @@ SetBasedAllowed(const Target &t)
 /*
  * May several changes of one entity inside a batch be merged into the
  * newest one, writing only the final entity record and row?  Set-based
- * targets whose mapping writes no outbox rows (each applied change owes its
- * own, with the row image of that moment; those targets are written round
- * by round instead).  NOT NULL is checked per image (ViolatesNotNull), and
- * a merged change must carry all columns (FullImage), so no column default
- * is evaluated either way.
+ * targets, and for a mapping with outbox rows only when each applied
+ * change's payload is known without reading the row back: the row an
+ * upsert leaves is its image (PayloadFromImageAllowed: no generated
+ * columns; set-based: no triggers or rules; merged chains carry full
+ * images, so no default is evaluated), and the row a delete removes is the
+ * previous applied image of its chain, or the row before the batch (read
+ * once), or none.  Such targets' outbox rows still get one row per applied
+ * change (WriteMergedWithOutbox).  NOT NULL is checked per image
+ * (ViolatesNotNull), and a merged change must carry all columns
+ * (FullImage), so no column default is evaluated either way.  Outbox
+ * targets with generated columns are written round by round, each payload
+ * read back with RETURNING.
  */
 bool
 CollapseAllowed(const Target &t)
 {
-	return SetBasedAllowed(t) && !t.mapping.outbox;
+	return SetBasedAllowed(t) && (!t.mapping.outbox || PayloadFromImageAllowed(t));
 }
 
 // Does an upsert image carry every column the destination does not compute
@@ -350,18 +359,96 @@ UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 	}
 }
 
+// Which rows a WriteRows statement returns (as jsonb, for outbox payloads).
+enum class Returning { None, Deletes, All };
+
+// Reads column `col` (1-based) of every result row as a jsonb Datum copied
+// into the caller's memory context (the next statement frees SPI's result);
+// nullopt for NULL.
+std::vector<std::optional<Datum>>
+ResultJsonb(uint64_t n, int col)
+{
+	std::vector<std::optional<Datum>> out(n);
+	PgCall([&]() {
+		for (uint64_t i = 0; i < n; i++) {
+			bool isnull;
+			Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col, &isnull);
+			if (!isnull)
+				out[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
+		}
+	});
+	return out;
+}
+
+// The (bigint) ordinal in column `col` of every result row.
+std::vector<int64_t>
+ResultOrdinals(uint64_t n, int col)
+{
+	std::vector<int64_t> out(n);
+	PgCall([&]() {
+		for (uint64_t i = 0; i < n; i++) {
+			bool isnull;
+			out[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col, &isnull));
+		}
+	});
+	return out;
+}
+
+// The key columns of `keys` as array parameters, with "k1, k2, ..." for
+// the unnest alias and the predicate "t.c1 = x.k1 AND ..." (the types'
+// schema-qualified equality operators).
+void
+KeyArrays(const Target &t, const std::vector<const Image *> &keys, Params &p, std::string &names, std::string &where)
+{
+	for (size_t i = 0; i < t.key.size(); i++) {
+		const Column &col = t.columns[size_t(t.key[i])];
+		ArrayParam a(col.type, col.typlen, col.typbyval, col.typalign);
+		for (const Image *img : keys)
+			a.Add(img->cells[size_t(t.key[i])].value, false);
+		a.AddTo(p, col.array_type);
+		names += "k" + std::to_string(i + 1) + ", ";
+		where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " x.k" +
+		         std::to_string(i + 1);
+	}
+}
+
+// "ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), ...)" over
+// every parameter of `p`: the rows of the array parameters side by side,
+// like a multi-argument unnest, with the function schema-qualified.
+// "pg_catalog.unnest($1), pg_catalog.unnest($2), ...": the same rows as a
+// select list, where (unlike in FROM) an array of a composite type yields
+// one column of that type instead of the type's fields.
+std::string
+UnnestColumns(const Params &p)
+{
+	std::string s;
+	for (int i = 1; i <= p.Count(); i++)
+		s += (i > 1 ? ", pg_catalog.unnest($" : "pg_catalog.unnest($") + std::to_string(i) + ")";
+	return s;
+}
+
+std::string
+UnnestAll(const Params &p)
+{
+	std::string s = "ROWS FROM (";
+	for (int i = 1; i <= p.Count(); i++)
+		s += (i > 1 ? ", pg_catalog.unnest($" : "pg_catalog.unnest($") + std::to_string(i) + ")";
+	return s + ")";
+}
+
 /*
  * Writes one image per entity to the target with one upsert and one delete
  * statement: writes[i] = (segment index of the change, chain).  Each entity
  * appears at most once, so no statement touches a row twice.  Returns the
- * resulting (upsert) or removed (delete) row of each write as JSON when
- * `returning` (for outbox payloads; nullopt: a delete found no row).
+ * resulting (upsert) or removed (delete) row of each write as jsonb where
+ * `returning` asks for it (for outbox payloads; nullopt: not asked, or a
+ * delete found no row).
  */
-std::vector<std::optional<std::string>>
+std::vector<std::optional<Datum>>
 WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &writes,
-          const std::vector<PreparedChange> &prep, bool returning, const RunAs &as)
+          const std::vector<PreparedChange> &prep, Returning returning, const RunAs &as)
 {
-	std::vector<std::optional<std::string>> rows(writes.size());
+	std::vector<std::optional<Datum>> rows(writes.size());
 	std::vector<size_t> upserts, deletes;
 	for (size_t i = 0; i < writes.size(); i++)
 		(prep[writes[i].first].is_delete ? deletes : upserts).push_back(i);
@@ -387,60 +474,150 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		}
 		for (size_t i = 0; i < t.key.size(); i++)
 			conflict += (i ? ", " : "") + QuoteIdent(t.columns[size_t(t.key[i])].name);
-		std::string args;
-		for (int i = 1; i <= p.Count(); i++)
-			args += (i > 1 ? ", pg_catalog.unnest($" : "pg_catalog.unnest($") + std::to_string(i) + ")";
+		const bool back = returning == Returning::All;
 		/*
 		 * OVERRIDING SYSTEM VALUE: a GENERATED ALWAYS identity key takes the
 		 * source's value, as PostgreSQL's own apply writes it (B31).
 		 */
 		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ")" +
-		                         (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") + " SELECT * FROM ROWS FROM (" +
-		                         args +
-		                         ") ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
-		                         (returning ? " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text" : ""),
+		                         (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") + " SELECT " + UnnestColumns(p) +
+		                         " ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
+		                         (back ? " RETURNING pg_catalog.to_jsonb(t)" : ""),
 		                     p, as);
-		if (returning)
+		if (back) {
+			std::vector<std::optional<Datum>> j = ResultJsonb(n, 1);
 			for (uint64_t r = 0; r < n && r < upserts.size(); r++)
-				rows[upserts[r]] = ResultText(r, 1);
+				rows[upserts[r]] = j[r];
+		}
 	}
 	if (!deletes.empty()) {
 		Params p;
 		std::string names, where;
-		for (size_t i = 0; i < t.key.size(); i++) {
-			const Column &col = t.columns[size_t(t.key[i])];
-			ArrayParam a(col.type, col.typlen, col.typbyval, col.typalign);
-			for (size_t d : deletes)
-				a.Add(prep[writes[d].first].before->cells[size_t(t.key[i])].value, false);
-			a.AddTo(p, col.array_type);
-			names += "k" + std::to_string(i + 1) + ", ";
-			where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " x.k" +
-			         std::to_string(i + 1);
-		}
-		std::string args;
-		for (int i = 1; i <= p.Count(); i++)
-			args += (i > 1 ? ", pg_catalog.unnest($" : "pg_catalog.unnest($") + std::to_string(i) + ")";
+		std::vector<const Image *> keys;
+		for (size_t d : deletes)
+			keys.push_back(&*prep[writes[d].first].before);
+		KeyArrays(t, keys, p, names, where);
+		const bool back = returning != Returning::None;
 		/*
 		 * The rows are found by one index probe per key (a LATERAL subquery
 		 * with OFFSET 0 is never flattened into a join) and deleted by ctid,
 		 * so the cost follows the batch, not the table, whatever the
 		 * statistics the cached plan was made with.
 		 */
-		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM ROWS FROM (" + args +
-		                         ") WITH ORDINALITY AS x(" + names + "ord), LATERAL (SELECT t.ctid AS c FROM " +
+		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM " + UnnestAll(p) +
+		                         " WITH ORDINALITY AS x(" + names + "ord), LATERAL (SELECT t.ctid AS c FROM " +
 		                         t.qualified + " AS t WHERE " + where + " OFFSET 0) l) DELETE FROM " + t.qualified +
-		                         " AS t USING d WHERE t.ctid OPERATOR(pg_catalog.=) d.c "
-		                         "AND t.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c FROM d))" +
-		                         (returning ? " RETURNING d.ord, pg_catalog.to_jsonb(t)::pg_catalog.text" : ""),
+		                         " AS t USING d WHERE t.ctid OPERATOR(pg_catalog.=) d.c AND t.ctid OPERATOR(pg_catalog.=) "
+		                         "ANY (ARRAY(SELECT c FROM d))" +
+		                         (back ? " RETURNING d.ord, pg_catalog.to_jsonb(t)" : ""),
 		                     p, as);
-		if (returning)
-			for (uint64_t r = 0; r < n; r++) {
-				size_t ord = std::stoul(ResultText(r, 1).value_or("0"));
-				if (ord >= 1 && ord <= deletes.size())
-					rows[deletes[ord - 1]] = ResultText(r, 2);
-			}
+		if (back) {
+			std::vector<int64_t> ord = ResultOrdinals(n, 1);
+			std::vector<std::optional<Datum>> j = ResultJsonb(n, 2);
+			for (uint64_t r = 0; r < n; r++)
+				if (ord[r] >= 1 && size_t(ord[r]) <= deletes.size())
+					rows[deletes[size_t(ord[r]) - 1]] = j[r];
+		}
 	}
 	return rows;
+}
+
+// The current rows (as jsonb) of the keys of `keys`, one index probe each
+// in one statement: nullopt where there is none.
+std::vector<std::optional<Datum>>
+ReadRows(const Target &t, const std::vector<const Image *> &keys, const RunAs &as)
+{
+	std::vector<std::optional<Datum>> rows(keys.size());
+	Params p;
+	std::string names, where;
+	KeyArrays(t, keys, p, names, where);
+	uint64_t n = Execute("SELECT x.ord, l.j FROM " + UnnestAll(p) + " WITH ORDINALITY AS x(" + names +
+	                         "ord), LATERAL (SELECT pg_catalog.to_jsonb(t) AS j FROM " + t.qualified + " AS t WHERE " +
+	                         where + " OFFSET 0) l",
+	                     p, as);
+	std::vector<int64_t> ord = ResultOrdinals(n, 1);
+	std::vector<std::optional<Datum>> j = ResultJsonb(n, 2);
+	for (uint64_t r = 0; r < n; r++)
+		if (ord[r] >= 1 && size_t(ord[r]) <= keys.size())
+			rows[size_t(ord[r]) - 1] = j[r];
+	return rows;
+}
+
+/*
+ * The rows of a merged outbox target (CollapseAllowed with outbox): only
+ * the final image of each entity is written (one upsert and one delete
+ * statement), and every applied non-snapshot change still gets its own
+ * outbox row with the payload one by one would give it, found by replaying
+ * the chain's row in memory: an upsert leaves its image (PayloadFromImage,
+ * built once from the Datums), a delete removes the row the previous
+ * applied change of the chain left, or, for a chain whose first applied
+ * change is a delete, the row before the batch: that is what the merged
+ * delete removes and returns when the chain also ends with a delete, and it
+ * is read first (ReadRows) when the chain ends with an upsert.  A delete
+ * that finds no row publishes the event's before-image, as one by one.
+ * The rows are queued with their input positions (FlushOutbox sorts them).
+ */
+void
+WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, const std::vector<PreparedChange> &prep,
+                      const ChangeRequest *reqs, DeferredOutbox &queue, const RunAs &as)
+{
+	std::vector<std::pair<size_t, const Chain *>> writes;
+	std::vector<const Chain *> read_first;
+	std::vector<const Image *> read_keys;
+	for (const Chain *c : list) {
+		writes.emplace_back(c->applied.back(), c);
+		if (prep[c->applied.front()].is_delete && !prep[c->applied.back()].is_delete) {
+			read_first.push_back(c);
+			read_keys.push_back(&*prep[c->applied.front()].before);
+		}
+	}
+	std::map<const Chain *, std::optional<Datum>> before_batch;
+	if (!read_first.empty()) {
+		std::vector<std::optional<Datum>> rows = ReadRows(t, read_keys, as);
+		for (size_t i = 0; i < read_first.size(); i++)
+			before_batch[read_first[i]] = rows[i];
+	}
+	std::vector<std::optional<Datum>> removed = WriteRows(t, writes, prep, Returning::Deletes, as);
+	for (size_t i = 0; i < writes.size(); i++) {
+		const Chain *c = writes[i].second;
+		if (prep[c->applied.front()].is_delete && prep[c->applied.back()].is_delete)
+			before_batch[c] = removed[i];
+	}
+
+	for (const Chain *c : list) {
+		/* The entity's row as one by one would leave it: absent, a row read as jsonb, or an applied image. */
+		std::optional<Datum> row_json;
+		const Image *row_image = nullptr;
+		if (prep[c->applied.front()].is_delete)
+			row_json = before_batch[c];
+		for (size_t k : c->applied) {
+			const ChangeRequest &req = reqs[k];
+			const PreparedChange &pc = prep[k];
+			std::optional<Datum> payload;
+			if (pc.is_delete) {
+				if (row_image)
+					payload = PayloadFromImage(t, *row_image, as);
+				else if (row_json)
+					payload = row_json;
+				else
+					payload = JsonbFromText(*pc.Main().json); /* the destination never had the row */
+				row_image = nullptr;
+				row_json.reset();
+			} else {
+				row_image = &*pc.after;
+				row_json.reset();
+				if (req.op != Op::Read) {
+					row_json = PayloadFromImage(t, *row_image, as); /* reused if a delete follows */
+					row_image = nullptr;
+					payload = row_json;
+				}
+			}
+			if (req.op == Op::Read)
+				continue; /* snapshot rows set state only */
+			queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], pc.version, pc.entity_key,
+			                                   EntityKeyJsonb(t, pc.Main()), payload, k));
+		}
+	}
 }
 
 } // namespace
@@ -687,6 +864,11 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		const Target &t = *list.front()->t;
 		stage("writing their rows", &t);
 		const bool collapse = CollapseAllowed(t);
+		const bool outbox = t.mapping.outbox;
+		if (collapse && outbox) {
+			WriteMergedWithOutbox(t, list, prep, &reqs[begin], queue, Authorize(t));
+			continue;
+		}
 		for (size_t round = 0;; round++) {
 			std::vector<std::pair<size_t, const Chain *>> writes;
 			for (const Chain *c : list)
@@ -694,8 +876,8 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 					writes.emplace_back(*k, c);
 			if (writes.empty())
 				break;
-			const bool outbox = t.mapping.outbox;
-			std::vector<std::optional<std::string>> rows = WriteRows(t, writes, prep, outbox, Authorize(t));
+			std::vector<std::optional<Datum>> rows =
+				WriteRows(t, writes, prep, outbox ? Returning::All : Returning::None, Authorize(t));
 			if (!outbox)
 				continue;
 			for (size_t i = 0; i < writes.size(); i++) {
@@ -703,11 +885,11 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 				const ChangeRequest &req = reqs[begin + k];
 				if (req.op == Op::Read)
 					continue; /* snapshot rows set state only */
-				std::optional<std::string> row = rows[i];
+				std::optional<Datum> row = rows[i];
 				if (prep[k].is_delete && !row)
-					row = *prep[k].Main().json; /* the destination never had the row: publish the before-image */
+					row = JsonbFromText(*prep[k].Main().json); /* the destination never had the row: publish the before-image */
 				queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], prep[k].version,
-				                                   prep[k].entity_key, row, k));
+				                                   prep[k].entity_key, EntityKeyJsonb(t, prep[k].Main()), row, k));
 			}
 		}
 	}

@@ -247,7 +247,7 @@ ReadMapping(Oid relid, Mapping &m)
 	p.AddOid(relid);
 	uint64_t n = Execute("SELECT pg_catalog.array_to_string(key_columns, pg_catalog.chr(1)), version_column, "
 	                     "source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder, temporal_unit, "
-	                     "conflict_policy, source_name, ordering "
+	                     "conflict_policy, source_name, ordering, outbox_via "
 	                     "FROM cdc.mapping WHERE target OPERATOR(pg_catalog.=) $1",
 	                     p, true);
 	if (n == 0)
@@ -277,6 +277,7 @@ ReadMapping(Oid relid, Mapping &m)
 	m.conflict_error = ResultText(0, 9).value_or("record") == "error";
 	m.source_name = ResultText(0, 10);
 	m.stream_ordered = ResultText(0, 11).value_or("entity") == "stream";
+	m.outbox_message = ResultText(0, 12).value_or("table") == "message";
 }
 
 void

@@ -59,6 +59,7 @@ struct Mapping {
 	std::string version_column;
 	int64_t epoch = 0;
 	bool outbox = false;
+	bool outbox_message = false; // outbox_via 'message': logical decoding messages instead of cdc.outbox rows
 	std::optional<std::string> topic;
 	bool truncate_ignore = false;
 	bool conflict_error = false;
