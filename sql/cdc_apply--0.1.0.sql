@@ -1067,11 +1067,13 @@ BEGIN
   END IF;
   UPDATE cdc.source SET name = new_name WHERE id = old_id;
   UPDATE cdc.table_barrier SET source_name = new_name WHERE source_name = old_name;
+  -- a mapping restricted to the old name accepts only its events: it follows
+  UPDATE cdc.mapping SET source_name = new_name WHERE source_name = old_name;
   INSERT INTO cdc.source_renames (old_name, new_name, merged) VALUES (old_name, new_name, new_id IS NOT NULL);
 END
 $fn$;
 COMMENT ON FUNCTION cdc.rename_source(text, text) IS
-  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks and truncate barriers of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names or a worker source (pg:...).';
+  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks, truncate barriers and the source_name of mappings of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names or a worker source (pg:...).';
 
 -- Folds a stream-ordered target's entity records into its stream mark.
 -- Runs as the extension owner (the records and marks are its tables), but
@@ -1649,6 +1651,22 @@ AS 'MODULE_PATHNAME', 'cdc_note_subscription_database';
 COMMENT ON FUNCTION cdc._note_subscription_database() IS
   'Internal: tells the server (shared memory, when cdc_apply is preloaded) at once that this database has subscriptions, so that DROP DATABASE of it is refused before the launcher''s next look (docs/worker.md, "Dropping").';
 
+-- Stopping a subscription's worker: the launcher starts a new one, which
+-- reads the subscription again.
+CREATE FUNCTION cdc._stop_worker(subid integer, timeout_ms bigint DEFAULT 0) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  worker integer;
+BEGIN
+  SELECT st.worker_pid INTO worker FROM cdc.subscription_state st WHERE st.subid = _stop_worker.subid;
+  -- only that worker: the pid of one that exited may belong to another backend now
+  IF worker IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = worker AND a.backend_type = 'cdc_apply worker') THEN
+    PERFORM pg_terminate_backend(worker, timeout_ms);
+  END IF;
+END $fn$;
+COMMENT ON FUNCTION cdc._stop_worker(integer, bigint) IS
+  'Internal: stops the running apply worker of a subscription (SIGTERM; timeout_ms > 0 waits that long for it to exit, as pg_terminate_backend does); the launcher starts a new one, which reads the subscription again. Callers hold the subscription''s row lock, so the new worker only starts once their change is committed.';
+
 CREATE FUNCTION cdc.create_subscription(
   name         text,
   conninfo     text,
@@ -1744,7 +1762,6 @@ RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   sub cdc.subscription;
-  running_pid integer;
 BEGIN
   PERFORM cdc._require_superuser('alter a subscription');
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = alter_subscription.name FOR UPDATE;
@@ -1773,11 +1790,7 @@ BEGIN
    WHERE s.subid = sub.subid;
   PERFORM cdc._force_sync_commit();
   -- the worker reads its settings when it starts: stop it, the launcher starts a new one
-  SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
-  IF running_pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = running_pid
-                                            AND a.backend_type = 'cdc_apply worker') THEN
-    PERFORM pg_terminate_backend(running_pid);
-  END IF;
+  PERFORM cdc._stop_worker(sub.subid);
 END $fn$;
 COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) IS
   'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 empty publications, a lower source_epoch or another origin.';
@@ -1804,7 +1817,6 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   sub cdc.subscription;
   req bigint;
-  running_pid integer;
 BEGIN
   PERFORM cdc._require_superuser('accept a gap');
   IF reason IS NULL OR btrim(reason) = '' THEN
@@ -1828,11 +1840,7 @@ BEGIN
   -- the worker acts on the request when it connects: restart a running one
   -- now (the launcher starts a new one), so that no request stays open to
   -- accept a later gap nobody has seen
-  SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
-  IF running_pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = running_pid
-                                    AND a.backend_type = 'cdc_apply worker') THEN
-    PERFORM pg_terminate_backend(running_pid);
-  END IF;
+  PERFORM cdc._stop_worker(sub.subid);
   RETURN req;
 END $fn$;
 COMMENT ON FUNCTION cdc.accept_gap(text, text) IS
@@ -1842,7 +1850,6 @@ CREATE FUNCTION cdc.drop_subscription(name text, drop_slot boolean DEFAULT false
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   sub cdc.subscription;
-  running_pid integer;
 BEGIN
   PERFORM cdc._require_superuser('drop a subscription');
   -- dropping the slot on the source cannot roll back with this transaction
@@ -1851,12 +1858,8 @@ BEGIN
   END IF;
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = drop_subscription.name FOR UPDATE;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
-  SELECT worker_pid INTO running_pid FROM cdc.subscription_state WHERE subid = sub.subid;
-  -- only that worker: the pid of one that exited may belong to another backend now
-  IF running_pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = running_pid
-                                    AND a.backend_type = 'cdc_apply worker') THEN
-    PERFORM pg_terminate_backend(running_pid, 10000);
-  END IF;
+  -- waits (10 s at most) for the worker to exit: it must not hold the slot when it is dropped
+  PERFORM cdc._stop_worker(sub.subid, 10000);
   DELETE FROM cdc.subscription s WHERE s.subid = sub.subid;
   IF EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = cdc._origin_name(sub.subid)) THEN
     PERFORM pg_replication_origin_drop(cdc._origin_name(sub.subid));
@@ -1912,19 +1915,6 @@ AS $fn$
 $fn$;
 COMMENT ON FUNCTION cdc._reconcile_tables(integer, text[], text[], boolean) IS
   'Internal: makes the subscription''s tables (cdc.subscription_rel) the given published tables: new ones are added as init (copy_data: the worker copies them) or ready (no copy), tables no longer published are removed. Returns each added or removed table.';
-
-CREATE FUNCTION cdc._stop_worker(subid integer) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  worker integer;
-BEGIN
-  SELECT st.worker_pid INTO worker FROM cdc.subscription_state st WHERE st.subid = _stop_worker.subid;
-  IF worker IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = worker AND a.backend_type = 'cdc_apply worker') THEN
-    PERFORM pg_terminate_backend(worker);
-  END IF;
-END $fn$;
-COMMENT ON FUNCTION cdc._stop_worker(integer) IS
-  'Internal: stops the running apply worker of a subscription (SIGTERM); the launcher starts a new one, which reads the subscription again. Callers hold the subscription''s row lock, so the new worker only starts once their change is committed.';
 
 CREATE FUNCTION cdc.refresh_subscription(name text, copy_data boolean DEFAULT true)
 RETURNS TABLE (schema_name text, table_name text, action text)
@@ -2009,7 +1999,7 @@ REVOKE ALL ON FUNCTION cdc.refresh_subscription(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.resync_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._publication_tables(text, text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._reconcile_tables(integer, text[], text[], boolean) FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc._stop_worker(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._stop_worker(integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;

@@ -152,8 +152,9 @@ SELECT cdc.register_mapping('hs_hist', source_schema => 'public', source_table =
                             mode => 'history', source_name => 'hs');
 CREATE TABLE hd (id int PRIMARY KEY, v int);
 CREATE TABLE hd_calls (n bigserial PRIMARY KEY, op text, id int, v int);
+-- the worker runs handlers with search_path = pg_catalog, pg_temp (docs/handlers.md): qualified
 CREATE FUNCTION hd_handler(op text, old hd, new hd, meta jsonb) RETURNS void LANGUAGE sql AS $$
-  INSERT INTO hd_calls (op, id, v) VALUES (op, coalesce(new.id, old.id), new.v)
+  INSERT INTO public.hd_calls (op, id, v) VALUES (op, coalesce(new.id, old.id), new.v)
 $$;
 SELECT cdc.register_mapping('hd', mode => 'handler', handler => 'hd_handler(text, hd, hd, jsonb)', source_name => 'hs');
 });
