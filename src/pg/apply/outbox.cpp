@@ -588,7 +588,7 @@ WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, c
 	uint64_t n = Execute("INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, "
 	                     "entity_key, payload) "
 	                     "VALUES ($1, $2::pg_catalog.regclass, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
-	                     "ON CONFLICT (ikey, target) DO NOTHING",
+	                     "ON CONFLICT (target, v1, v2, ikey) DO NOTHING",
 	                     p, true);
 	return n == 1;
 }
@@ -691,9 +691,9 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		 */
 		counters[only].outbox_rows += int64_t(Execute(insert, p, true));
 	} else if (one_target) {
-		counters[only].outbox_rows += int64_t(Execute(insert + "ON CONFLICT (ikey, target) DO NOTHING", p, true));
+		counters[only].outbox_rows += int64_t(Execute(insert + "ON CONFLICT (target, v1, v2, ikey) DO NOTHING", p, true));
 	} else {
-		uint64_t n = Execute(insert + "ON CONFLICT (ikey, target) DO NOTHING RETURNING target", p, true);
+		uint64_t n = Execute(insert + "ON CONFLICT (target, v1, v2, ikey) DO NOTHING RETURNING target", p, true);
 		CountReturnedTargets(n, counters);
 	}
 	q.rows.clear();
