@@ -674,8 +674,14 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n)
 
 	int chunk = int(std::min<size_t>(n, size_t(kOutboxChunk)));
 	TupleTableSlot **slots = (TupleTableSlot **) palloc(sizeof(TupleTableSlot *) * chunk);
+	/*
+	 * The slots share an unpinned copy of the row type: a slot made on the
+	 * relation's own descriptor pins it in the resource owner, whose
+	 * forgetting is linear in the pins held (quadratic for a chunk).
+	 */
+	TupleDesc slot_desc = CreateTupleDescCopy(desc);
 	for (int j = 0; j < chunk; j++)
-		slots[j] = table_slot_create(rel, &estate->es_tupleTable);
+		slots[j] = MakeSingleTupleTableSlot(slot_desc, table_slot_callbacks(rel));
 	ExprContext *econtext = GetPerTupleExprContext(estate);
 	auto set = [&](TupleTableSlot *s, int c, Datum d, bool isnull) {
 		s->tts_values[attno[c] - 1] = d;
@@ -718,8 +724,9 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n)
 		ResetPerTupleExprContext(estate);
 	}
 	MemoryContextSwitchTo(old);
+	for (int j = 0; j < chunk; j++)
+		ExecDropSingleTupleTableSlot(slots[j]);
 	ExecCloseIndices(rri);
-	ExecResetTupleTable(estate->es_tupleTable, false);
 	FreeExecutorState(estate);
 	table_close(rel, NoLock);
 	CommandCounterIncrement();
