@@ -6,6 +6,7 @@
 // is applied (and so owes a row), and which row image is its payload, is
 // decided by single.cpp and segment.cpp.
 #include "pg/apply/outbox.hpp"
+#include "pg/apply/table_write.hpp"
 
 #include "core/errors.hpp"
 #include "core/layout.hpp"
@@ -621,7 +622,8 @@ constexpr int kOutboxChunk = 1000; /* rows per table_multi_insert, as COPY buffe
  * differently: the current user lacks USAGE on schema cdc or INSERT on the
  * table (the statement reports the error), or the table has triggers,
  * rules, row-level security or generated columns (someone added them; the
- * statement honours them).  PostgreSQL regime: call through PgCall.
+ * statement honours them).  PostgreSQL regime: call through PgCallAs, as
+ * the owner of the extension's tables (RunAs::ExtensionOwner).
  */
 static int64
 InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n)
@@ -645,19 +647,10 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n)
 		return -1;
 	}
 
-	EState *estate = CreateExecutorState();
-	MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
-	RangeTblEntry *rte = makeNode(RangeTblEntry);
-	rte->rtekind = RTE_RELATION;
-	rte->relid = relid;
-	rte->relkind = rel->rd_rel->relkind;
-	rte->rellockmode = RowExclusiveLock;
-	rte->requiredPerms = ACL_INSERT;
-	ExecInitRangeTable(estate, list_make1(rte));
-	ResultRelInfo *rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(rri, rel, 1, NULL, 0);
-	ExecOpenIndices(rri, false);
-	estate->es_output_cid = GetCurrentCommandId(true);
+	ExecWrite w;
+	BeginExecWritePg(rel, ACL_INSERT, &w);
+	EState *estate = w.estate;
+	ResultRelInfo *rri = w.rri;
 
 	/* Defaults of the columns the engine does not fill. */
 	bool *filled = (bool *) palloc0(sizeof(bool) * desc->natts);
@@ -723,13 +716,10 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n)
 				ExecInsertIndexTuples(rri, slots[j], estate, false, false, NULL, NIL);
 		ResetPerTupleExprContext(estate);
 	}
-	MemoryContextSwitchTo(old);
 	for (int j = 0; j < chunk; j++)
 		ExecDropSingleTupleTableSlot(slots[j]);
-	ExecCloseIndices(rri);
-	FreeExecutorState(estate);
+	EndExecWritePg(&w);
 	table_close(rel, NoLock);
-	CommandCounterIncrement();
 	return int64(n);
 }
 
@@ -780,7 +770,8 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		for (const OutboxRow &r : q.rows)
 			if (r.message.empty())
 				table.push_back(&r);
-		int64 n = PgCall([&]() { return InsertOutboxRowsDirectPg(table.data(), table.size()); });
+		/* as the INSERT statement runs: as the owner of the extension's tables */
+		int64 n = PgCallAs(RunAs::ExtensionOwner(), [&]() { return InsertOutboxRowsDirectPg(table.data(), table.size()); });
 		if (n >= 0) {
 			counters[only].outbox_rows += int64_t(n);
 			q.rows.clear();

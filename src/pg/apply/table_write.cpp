@@ -4,6 +4,8 @@
 // through PgCallAs); UpsertRowsDirect lays the images out for it.
 #include "pg/apply/table_write.hpp"
 
+#include "pg/apply/target.hpp"
+
 #include <memory>
 
 extern "C" {
@@ -27,40 +29,6 @@ namespace cdc::pg {
 namespace {
 
 /*
- * The unique index whose key columns are exactly `key` (in any order), as
- * ON CONFLICT (key) infers it; InvalidOid when there is none, or when it is
- * partial, on expressions or not yet valid.
- */
-Oid
-KeyIndexPg(Relation rel, const AttrNumber *key, int nkey)
-{
-	Oid found = InvalidOid;
-	List *indexes = RelationGetIndexList(rel);
-	ListCell *lc;
-	foreach (lc, indexes) {
-		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
-		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
-		bool ok = idx->indisunique && idx->indisvalid && idx->indimmediate && idx->indnkeyatts == nkey &&
-		          heap_attisnull(tup, Anum_pg_index_indexprs, NULL) && heap_attisnull(tup, Anum_pg_index_indpred, NULL);
-		for (int i = 0; ok && i < nkey; i++) {
-			bool in = false;
-			for (int j = 0; j < nkey; j++)
-				in = in || idx->indkey.values[i] == key[j];
-			ok = in;
-		}
-		ReleaseSysCache(tup);
-		if (ok) {
-			found = lfirst_oid(lc);
-			break;
-		}
-	}
-	list_free(indexes);
-	return found;
-}
-
-/*
  * rows x ncols Datums (row-major) of the columns attnums[0..ncols): every
  * column but the stored generated ones, which the executor computes.
  */
@@ -79,26 +47,17 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 	             !rel->rd_rel->relrowsecurity &&
 	             (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL || OidIsValid(RelationGetReplicaIndex(rel)));
 	if (plain)
-		index = KeyIndexPg(rel, key, nkey);
+		index = UniqueIndexOnPg(rel, key, nkey);
 	if (!OidIsValid(index)) {
 		table_close(rel, NoLock);
 		return false;
 	}
 
 	PushActiveSnapshot(GetTransactionSnapshot());
-	EState *estate = CreateExecutorState();
-	MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
-	RangeTblEntry *rte = makeNode(RangeTblEntry);
-	rte->rtekind = RTE_RELATION;
-	rte->relid = relid;
-	rte->relkind = rel->rd_rel->relkind;
-	rte->rellockmode = RowExclusiveLock;
-	rte->requiredPerms = need;
-	ExecInitRangeTable(estate, list_make1(rte));
-	ResultRelInfo *rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(rri, rel, 1, NULL, 0);
-	ExecOpenIndices(rri, false);
-	estate->es_output_cid = GetCurrentCommandId(true);
+	ExecWrite w;
+	BeginExecWritePg(rel, need, &w);
+	EState *estate = w.estate;
+	ResultRelInfo *rri = w.rri;
 	estate->es_snapshot = GetActiveSnapshot();
 	EPQState epq;
 	EvalPlanQualInit(&epq, estate, NULL, NIL, -1);
@@ -125,18 +84,43 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 		EvalPlanQualSetSlot(&epq, NULL);
 		ResetPerTupleExprContext(estate);
 	}
-	MemoryContextSwitchTo(old);
 	EvalPlanQualEnd(&epq);
-	ExecCloseIndices(rri);
 	ExecResetTupleTable(estate->es_tupleTable, false);
-	FreeExecutorState(estate);
+	EndExecWritePg(&w);
 	PopActiveSnapshot();
 	table_close(rel, NoLock);
-	CommandCounterIncrement();
 	return true;
 }
 
 } // namespace
+
+void
+BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w)
+{
+	w->estate = CreateExecutorState();
+	w->caller_cxt = MemoryContextSwitchTo(w->estate->es_query_cxt);
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	rte->requiredPerms = perms;
+	ExecInitRangeTable(w->estate, list_make1(rte));
+	w->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->rri, rel, 1, NULL, 0);
+	ExecOpenIndices(w->rri, false);
+	w->estate->es_output_cid = GetCurrentCommandId(true);
+}
+
+void
+EndExecWritePg(ExecWrite *w)
+{
+	ExecCloseIndices(w->rri);
+	MemoryContextSwitchTo(w->caller_cxt);
+	FreeExecutorState(w->estate);
+	w->estate = nullptr;
+	CommandCounterIncrement();
+}
 
 bool
 UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as)

@@ -17,7 +17,26 @@
 
 #include <vector>
 
+extern "C" {
+#include "nodes/execnodes.h"
+}
+
 namespace cdc::pg {
+
+// What an executor write without a plan needs (PostgreSQL regime): an
+// EState with a one-entry range table for `rel` (requiredPerms `perms`,
+// for error reports), its ResultRelInfo with the indexes open, and the
+// output command id.  BeginExecWritePg switches to the EState's memory
+// context; EndExecWritePg closes the indexes, frees the EState, switches
+// back and makes the writes visible to later commands
+// (CommandCounterIncrement).  The relation stays open (the caller's).
+struct ExecWrite {
+	EState *estate = nullptr;
+	ResultRelInfo *rri = nullptr;
+	MemoryContext caller_cxt = nullptr;
+};
+void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w);
+void EndExecWritePg(ExecWrite *w);
 
 // Upserts the full after-images `images` (one per key, no key twice) into
 // `t` as `as`: each row is looked up by the target's unique key index

@@ -44,6 +44,41 @@ extern "C" {
 
 namespace cdc::pg {
 
+/*
+ * The valid, immediate, non-partial unique index without expressions whose
+ * key columns are exactly `cols` (in any order), as ON CONFLICT (cols)
+ * infers it; InvalidOid if there is none.  PostgreSQL regime.
+ */
+Oid
+UniqueIndexOnPg(Relation rel, const AttrNumber *cols, int ncols)
+{
+	List *indexes = RelationGetIndexList(rel);
+	Oid found = InvalidOid;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
+		bool ok = idx->indisunique && idx->indimmediate && idx->indisvalid && idx->indnkeyatts == ncols &&
+		          heap_attisnull(tup, Anum_pg_index_indpred, NULL) && heap_attisnull(tup, Anum_pg_index_indexprs, NULL);
+		for (int i = 0; ok && i < ncols; i++) {
+			bool in = false;
+			for (int j = 0; j < ncols; j++)
+				if (idx->indkey.values[j] == cols[i])
+					in = true;
+			ok = in;
+		}
+		ReleaseSysCache(tup);
+		if (ok) {
+			found = lfirst_oid(lc);
+			break;
+		}
+	}
+	list_free(indexes);
+	return found;
+}
+
 namespace {
 
 /* What the PostgreSQL regime reads about a relation (plain C data). */
@@ -90,34 +125,12 @@ ReadRelationPg(Oid relid)
 	return info;
 }
 
-/* Is there a valid, immediate, non-partial unique index on exactly these columns? */
+/* Is there such a unique index on exactly these columns? */
 bool
 HasUniqueIndexPg(Oid relid, const AttrNumber *cols, int ncols)
 {
 	Relation rel = table_open(relid, NoLock);
-	List *indexes = RelationGetIndexList(rel);
-	bool found = false;
-	ListCell *lc;
-	foreach (lc, indexes) {
-		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
-		if (!HeapTupleIsValid(tup))
-			continue;
-		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
-		bool ok = idx->indisunique && idx->indimmediate && idx->indisvalid && idx->indnkeyatts == ncols &&
-		          heap_attisnull(tup, Anum_pg_index_indpred, NULL) && heap_attisnull(tup, Anum_pg_index_indexprs, NULL);
-		for (int i = 0; ok && i < ncols; i++) {
-			bool in = false;
-			for (int j = 0; j < ncols; j++)
-				if (idx->indkey.values[j] == cols[i])
-					in = true;
-			ok = in;
-		}
-		ReleaseSysCache(tup);
-		if (ok) {
-			found = true;
-			break;
-		}
-	}
+	bool found = OidIsValid(UniqueIndexOnPg(rel, cols, ncols));
 	table_close(rel, NoLock);
 	return found;
 }

@@ -22,6 +22,7 @@
 
 extern "C" {
 #include "access/attnum.h"
+#include "utils/relcache.h"
 }
 
 namespace cdc::pg {
@@ -103,5 +104,10 @@ struct Target {
 // `worker`: the message names the role (the worker's error record keeps no
 // detail).
 void CheckPrivileges(Oid relid, const std::string &display, Oid role, bool worker);
+
+// The valid, immediate unique index, neither partial nor on expressions,
+// whose key columns are exactly `cols` (any order): the index ON CONFLICT
+// (cols) infers.  InvalidOid if none.  PostgreSQL regime.
+Oid UniqueIndexOnPg(Relation rel, const AttrNumber *cols, int ncols);
 
 } // namespace cdc::pg
