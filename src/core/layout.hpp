@@ -32,6 +32,9 @@ int32_t Int32FromMd5Hex(std::string_view hex);
 // quoted exactly like PostgreSQL's array_out ({1,"a b"}), so that SQL can
 // rebuild it as ARRAY[format('%s', a), ...]::text and parse it as ::text[].
 std::string CompactEntityKey(const std::vector<std::string> &values);
+// One element of such a literal: the text itself, or double-quoted with
+// backslash escapes when array_in would read it otherwise.
+std::string ArrayElementText(const std::string &value);
 
 // A version in cdc.entity_state's fixed-width columns:
 //   v0 integer (source epoch), v1 bigint, v2 bigint, v3 integer.
