@@ -12,7 +12,9 @@ PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/p
           src/pg/apply/horizon.cpp \
           src/pg/worker/launcher.cpp src/pg/worker/apply_worker.cpp src/pg/worker/source_conn.cpp \
           src/pg/worker/pgoutput.cpp src/pg/worker/transactions.cpp src/pg/worker/progress.cpp \
-          src/pg/worker/stream_spool.cpp src/pg/worker/table_copy.cpp src/pg/worker/status.cpp
+          src/pg/worker/stream_spool.cpp src/pg/worker/table_copy.cpp src/pg/worker/status.cpp \
+          src/pg/audit/source.cpp src/pg/audit/session.cpp src/pg/audit/tables.cpp src/pg/audit/common.cpp \
+          src/pg/audit/audit.cpp src/pg/audit/resync.cpp
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql

@@ -1,12 +1,68 @@
 #include "core/cpp_only.hpp" // first: this file is pure C++
 #include "core/audit_diff.hpp"
 
+#include "core/errors.hpp"
+#include "core/json.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
 
 namespace cdc::audit {
+
+std::string
+KeyToJson(const std::vector<std::string> &names, const Key &key)
+{
+	std::string out = "{";
+	for (size_t i = 0; i < names.size() && i < key.size(); i++) {
+		if (i)
+			out += ", ";
+		AppendJsonString(out, names[i]);
+		out += ": ";
+		AppendJsonString(out, key[i]);
+	}
+	return out + "}";
+}
+
+Key
+KeyFromJson(const Json &j, const std::vector<std::string> &names, const std::string &what)
+{
+	auto scalar = [&](const Json &v, const std::string &column) {
+		if (v.IsString() || v.IsNumber())
+			return v.Scalar();
+		if (v.IsBool())
+			return std::string(v.AsBool() ? "true" : "false");
+		throw InputError(sqlstate::kInvalidParameterValue,
+		                 what + ": key column \"" + column + "\" must be a string or a number, not " + v.KindName());
+	};
+	if (!j.IsObject()) {
+		if (names.size() == 1 && !j.IsArray() && !j.IsNull())
+			return Key{scalar(j, names[0])};
+		std::string list;
+		for (size_t i = 0; i < names.size(); i++)
+			list += (i ? ", " : "") + names[i];
+		throw InputError(sqlstate::kInvalidParameterValue,
+		                 what + " must be a JSON object naming the key columns (" + list + "), not " + j.KindName());
+	}
+	Key key(names.size());
+	std::vector<bool> seen(names.size(), false);
+	for (const auto &[field, value] : j.Members()) {
+		size_t i = 0;
+		while (i < names.size() && names[i] != field)
+			i++;
+		if (i == names.size())
+			throw InputError(sqlstate::kInvalidParameterValue, what + ": \"" + field + "\" is not a key column");
+		if (seen[i])
+			throw InputError(sqlstate::kInvalidParameterValue, what + ": key column \"" + field + "\" appears twice");
+		seen[i] = true;
+		key[i] = scalar(value, field);
+	}
+	for (size_t i = 0; i < names.size(); i++)
+		if (!seen[i])
+			throw InputError(sqlstate::kInvalidParameterValue, what + ": key column \"" + names[i] + "\" is missing");
+	return key;
+}
 
 __int128
 ParseSum(std::string_view text)
@@ -102,8 +158,8 @@ BisectAt(Side &src, Side &dst, const Range &r, RangeHash src_hash, RangeHash dst
 	 * its rows, so the rows of the two sides together shrink at every level.
 	 */
 	Key mid = (src_larger ? src : dst).KeyAt(r, (larger - 1) / 2);
-	Range left{r.after, mid};
-	Range right{mid, r.up_to};
+	Range left{r.after, mid, r.after_inclusive};
+	Range right{mid, r.up_to, false};
 	for (const Range *half : {&left, &right}) {
 		RangeHash s = src.Hash(*half);
 		RangeHash d = dst.Hash(*half);
@@ -125,17 +181,19 @@ Bisect(Side &src, Side &dst, const Range &r, RangeHash src_hash, RangeHash dst_h
 }
 
 void
-Walk(Side &src, Side &dst, int64_t page_rows, int64_t leaf_rows, const std::function<void(Candidate)> &emit,
+Walk(Side &src, Side &dst, const Range &bounds, int64_t page_rows, int64_t leaf_rows,
+     const std::function<void(Candidate)> &emit,
      const std::function<bool(const WalkStats &, const std::optional<Key> &)> &page_done, WalkStats &stats)
 {
 	if (page_rows < 1)
 		throw std::invalid_argument("page_rows must be at least 1");
-	std::optional<Key> after;
+	std::optional<Key> after = bounds.after;
+	bool inclusive = bounds.after_inclusive;
 	for (;;) {
-		Page page = src.PageAfter(after, page_rows);
+		Page page = src.PageOf(Range{after, bounds.up_to, inclusive}, page_rows);
 		/* a short page is the last: it reaches to the end, where the destination may hold more */
 		const bool last = page.hash.rows < page_rows || !page.last;
-		Range r{after, last ? std::nullopt : page.last};
+		Range r{after, last ? bounds.up_to : page.last, inclusive};
 		RangeHash d = dst.Hash(r);
 		stats.pages++;
 		stats.ranges++;
@@ -145,6 +203,7 @@ Walk(Side &src, Side &dst, int64_t page_rows, int64_t leaf_rows, const std::func
 		if (!page_done(stats, r.up_to) || last)
 			return;
 		after = page.last;
+		inclusive = false;
 	}
 }
 

@@ -16,10 +16,21 @@
 #include <string_view>
 #include <vector>
 
+namespace cdc {
+class Json;
+}
+
 namespace cdc::audit {
 
 // A key: the output text of each key column, in key order.
 using Key = std::vector<std::string>;
+
+// A key as JSON, {"id": "7"} (the form of entity keys, cdc.entities).
+std::string KeyToJson(const std::vector<std::string> &names, const Key &key);
+// A key from JSON: an object naming every key column exactly once (string
+// or number values), or, for a one-column key, a bare string or number.
+// Throws InputError 22023 naming `what` and what is wrong.
+Key KeyFromJson(const Json &j, const std::vector<std::string> &names, const std::string &what);
 
 // The hash of a set of rows: how many, and the sum of their digests (the
 // first 64 bits of each row's md5 as a signed integer).  A sum is
@@ -38,10 +49,12 @@ struct RangeHash {
 __int128 ParseSum(std::string_view text);
 std::string SumText(__int128 sum);
 
-// A key range (after, up_to]; nullopt is unbounded on that side.
+// A key range (after, up_to], or [after, up_to] with after_inclusive;
+// nullopt is unbounded on that side.
 struct Range {
 	std::optional<Key> after;
 	std::optional<Key> up_to;
+	bool after_inclusive = false;
 };
 
 // One row: its key and its digest (md5 hex of the canonical text).
@@ -67,8 +80,9 @@ class Side {
 	// The key at 0-based `offset` of the range in key order (offset < rows).
 	virtual Key KeyAt(const Range &r, int64_t offset) = 0;
 	virtual std::vector<RowDigest> Rows(const Range &r) = 0;
-	// The first `limit` rows after `after` (the walk; only the source's is used).
-	virtual Page PageAfter(const std::optional<Key> &after, int64_t limit) = 0;
+	// The first `limit` rows of the range in key order (the walk; only the
+	// source's is used).
+	virtual Page PageOf(const Range &r, int64_t limit) = 0;
 };
 
 enum class Kind { Missing, Extra, Different };
@@ -101,13 +115,15 @@ std::vector<Candidate> DiffRows(const std::vector<RowDigest> &src, const std::ve
 void Bisect(Side &src, Side &dst, const Range &r, RangeHash src_hash, RangeHash dst_hash, int64_t leaf_rows,
             const std::function<void(Candidate)> &emit, WalkStats &stats);
 
-// Walks the whole key space in pages of `page_rows` source rows in key
-// order, from after `start` (nullopt: the first key): each page (after,
-// last] is hashed on both sides, the last one reaching to the end of the
-// key space; pages whose hashes differ are bisected.  After each page
-// `page_done(stats, last key)` is called (the place to commit and report
-// progress); it returns false to stop the walk there.
-void Walk(Side &src, Side &dst, int64_t page_rows, int64_t leaf_rows, const std::function<void(Candidate)> &emit,
+// Walks range `bounds` (all keys: Range{}) in pages of `page_rows` source
+// rows in key order: each page (after, last] is hashed on both sides, the
+// first one starting where `bounds` starts, the last one reaching to where
+// it ends (where the destination may hold more rows); pages whose hashes
+// differ are bisected.  After each page `page_done(stats, last key)` is
+// called (the place to commit and report progress); it returns false to
+// stop the walk there.
+void Walk(Side &src, Side &dst, const Range &bounds, int64_t page_rows, int64_t leaf_rows,
+          const std::function<void(Candidate)> &emit,
           const std::function<bool(const WalkStats &, const std::optional<Key> &)> &page_done, WalkStats &stats);
 
 // A key as the re-check sees it on each side.

@@ -79,7 +79,7 @@ RangeHashSql(const HashedTable &t, const RangeExprs &r, bool with_order_check)
 	std::string sql = "SELECT pg_catalog.count(*), pg_catalog.sum(" + Md5Int64Sql(RowMd5Sql(t)) + "::pg_catalog.numeric)";
 	if (with_order_check) {
 		if (!r.lower.empty() && !r.upper.empty())
-			sql += ", ROW(" + Join(r.lower, "", ", ") + ") OPERATOR(pg_catalog.<) ROW(" + Join(r.upper, "", ", ") + ")";
+			sql += ", ROW(" + Join(r.lower, "", ", ") + ") OPERATOR(pg_catalog.<=) ROW(" + Join(r.upper, "", ", ") + ")";
 		else
 			sql += ", true";
 	}
@@ -89,7 +89,6 @@ RangeHashSql(const HashedTable &t, const RangeExprs &r, bool with_order_check)
 std::string
 PageSql(const HashedTable &t, const RangeExprs &r, const std::string &limit_expr)
 {
-	RangeExprs lower_only{r.lower, r.lower_inclusive, {}};
 	std::vector<std::string> aliases, picked, desc;
 	std::string select;
 	for (size_t i = 0; i < t.key.size(); i++) {
@@ -100,7 +99,7 @@ PageSql(const HashedTable &t, const RangeExprs &r, const std::string &limit_expr
 		aliases.push_back("l." + a);
 	}
 	return "WITH cdc_page AS (SELECT " + select + Md5Int64Sql(RowMd5Sql(t)) + " AS cdc_d" + FromSql(t) + " WHERE " +
-	       RangeWhereSql(t, lower_only) + OrderBySql(t) + " LIMIT " + limit_expr + ") " +
+	       RangeWhereSql(t, r) + OrderBySql(t) + " LIMIT " + limit_expr + ") " +
 	       "SELECT (SELECT pg_catalog.count(*) FROM cdc_page), " +
 	       "(SELECT pg_catalog.sum(p.cdc_d::pg_catalog.numeric) FROM cdc_page AS p), " + Join(aliases, "", ", ") +
 	       " FROM (VALUES (1)) AS cdc_one LEFT JOIN LATERAL (SELECT " + Join(picked, "", ", ") +
@@ -124,7 +123,7 @@ RangeRowsSql(const HashedTable &t, const RangeExprs &r)
 std::string
 RowsByKeysSql(const HashedTable &t, const std::vector<std::string> &key_arrays, bool with_scope, bool with_values)
 {
-	std::string sql = "SELECT " + Join(t.key, "t.", ", ") + ", " + RowMd5Sql(t);
+	std::string sql = "SELECT cdc_keys.cdc_ord, " + Join(t.key, "t.", ", ") + ", " + RowMd5Sql(t);
 	if (with_scope)
 		sql += ", " + (t.filter.empty() ? std::string("true") : "COALESCE((" + t.filter + "), false)");
 	if (with_values)
@@ -135,8 +134,9 @@ RowsByKeysSql(const HashedTable &t, const std::vector<std::string> &key_arrays, 
 		aliases.push_back(a);
 		join.push_back("t." + t.key[i] + " OPERATOR(pg_catalog.=) cdc_keys." + a);
 	}
-	return sql + FromSql(t) + " JOIN pg_catalog.unnest(" + Join(key_arrays, "", ", ") + ") AS cdc_keys(" +
-	       Join(aliases, "", ", ") + ") ON " + Join(join, "", " AND ") + OrderBySql(t);
+	/* ROWS FROM: the multi-argument unnest shorthand exists only for an unqualified unnest */
+	return sql + FromSql(t) + " JOIN ROWS FROM (" + Join(key_arrays, "pg_catalog.unnest(", "), ") + ")) WITH ORDINALITY AS cdc_keys(" +
+	       Join(aliases, "", ", ") + ", cdc_ord) ON " + Join(join, "", " AND ") + " ORDER BY cdc_keys.cdc_ord";
 }
 
 std::string

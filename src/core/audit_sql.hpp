@@ -54,21 +54,23 @@ std::string RangeWhereSql(const HashedTable &t, const RangeExprs &r);
 
 // SELECT count(*), sum(digest) [, ordered] FROM the range: the range hash.
 // with_order_check adds a third column, true unless both bounds are given
-// and lower is not below upper in this side's key order (a collation that
-// orders keys differently from the other side).
+// and lower is above upper in this side's key order: a collation that
+// orders keys differently from the other side's.  (An empty range, lower =
+// upper, is in order.)
 std::string RangeHashSql(const HashedTable &t, const RangeExprs &r, bool with_order_check);
-// The page after `r.lower` (upper ignored): its first `limit_expr` rows in
-// key order.  Columns: count, sum of digests, then the page's last key (one
-// column per key column; NULL when the page is empty).
+// The page of range `r`: its first `limit_expr` rows in key order.
+// Columns: count, sum of digests, then the page's last key (one column per
+// key column; NULL when the page is empty).
 std::string PageSql(const HashedTable &t, const RangeExprs &r, const std::string &limit_expr);
 // The key at 0-based position `offset_expr` of the range in key order.
 std::string KeyAtSql(const HashedTable &t, const RangeExprs &r, const std::string &offset_expr);
 // Every row of the range: the key columns, then the row digest (md5 hex).
 std::string RangeRowsSql(const HashedTable &t, const RangeExprs &r);
 // The rows with the given keys: one array expression per key column
-// (arrays of equal length, unnested side by side).  Columns: the key
-// columns, the row digest, then (with_scope) whether the row filter admits
-// the row, then (with_values) every hashed column.  Rows outside the filter
+// (arrays of equal length, unnested side by side).  Columns: the 1-based
+// position of the key in the arrays, the key columns, the row digest, then
+// (with_scope) whether the row filter admits the row, then (with_values)
+// every hashed column; in the order of the arrays.  Rows outside the filter
 // are returned too: with_scope tells them apart.
 std::string RowsByKeysSql(const HashedTable &t, const std::vector<std::string> &key_arrays, bool with_scope,
                           bool with_values);

@@ -39,6 +39,9 @@ extern bool cdc_streaming;
 extern int cdc_apply_batch_changes;
 extern const struct config_enum_entry cdc_synchronous_commit_options[];
 
+/* audit and resync (docs/audit.md) */
+extern int cdc_audit_max_rows_per_second;
+
 /* the replay horizon (docs/retention.md) */
 extern int cdc_replay_horizon;
 extern int cdc_prune_interval;

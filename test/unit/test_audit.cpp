@@ -4,6 +4,8 @@
 // (core/audit_diff).
 #include "core/audit_diff.hpp"
 #include "core/audit_sql.hpp"
+#include "core/errors.hpp"
+#include "core/json.hpp"
 #include "core/layout.hpp"
 
 #include <gtest/gtest.h>
@@ -48,7 +50,7 @@ TEST(AuditSql, RangeHash)
 	t.only = false;
 	EXPECT_EQ(RangeHashSql(t, r, true),
 	          "SELECT pg_catalog.count(*), pg_catalog.sum(" + Md5Int64Sql(RowMd5Sql(t)) +
-	              "::pg_catalog.numeric), ROW('10') OPERATOR(pg_catalog.<) ROW('20') FROM public.orders AS t WHERE "
+	              "::pg_catalog.numeric), ROW('10') OPERATOR(pg_catalog.<=) ROW('20') FROM public.orders AS t WHERE "
 	              "ROW(t.id) OPERATOR(pg_catalog.>) ROW('10') AND ROW(t.id) OPERATOR(pg_catalog.<=) ROW('20') AND "
 	              "((amount > 0))");
 	RangeExprs from{{"$1", "$2"}, true, {}};
@@ -56,6 +58,8 @@ TEST(AuditSql, RangeHash)
 	t.filter.clear();
 	EXPECT_NE(RangeHashSql(t, from, true).find(", true FROM public.orders AS t WHERE ROW(t.a, t.b) OPERATOR(pg_catalog.>=) ROW($1, $2)"),
 	          std::string::npos);
+	RangeExprs closed{{"$1", "$2"}, true, {"$3", "$4"}};
+	EXPECT_NE(RangeHashSql(t, closed, true).find(", ROW($1, $2) OPERATOR(pg_catalog.<=) ROW($3, $4) FROM"), std::string::npos);
 }
 
 TEST(AuditSql, PageKeyAtRowsAndKeys)
@@ -65,9 +69,9 @@ TEST(AuditSql, PageKeyAtRowsAndKeys)
 	RangeExprs r{{"$1", "$2"}, false, {"$3", "$4"}};
 	std::string page = PageSql(t, r, "$5");
 	EXPECT_NE(page.find("WITH cdc_page AS (SELECT t.id AS cdc_k1, t.\"Note\" AS cdc_k2, "), std::string::npos);
-	EXPECT_NE(page.find("WHERE ROW(t.id, t.\"Note\") OPERATOR(pg_catalog.>) ROW($1, $2) ORDER BY t.id, t.\"Note\" LIMIT $5)"),
-	          std::string::npos);
-	EXPECT_EQ(page.find("$3"), std::string::npos) << "the page ignores the upper bound";
+	EXPECT_NE(page.find("WHERE ROW(t.id, t.\"Note\") OPERATOR(pg_catalog.>) ROW($1, $2) AND "), std::string::npos);
+	EXPECT_NE(page.find(" ORDER BY t.id, t.\"Note\" LIMIT $5)"), std::string::npos);
+	EXPECT_NE(page.find("AND ROW(t.id, t.\"Note\") OPERATOR(pg_catalog.<=) ROW($3, $4) ORDER BY"), std::string::npos);
 	EXPECT_NE(page.find("ORDER BY p.cdc_k1 DESC, p.cdc_k2 DESC LIMIT 1) AS l ON true"), std::string::npos);
 	EXPECT_EQ(KeyAtSql(t, r, "$5"),
 	          "SELECT t.id, t.\"Note\" FROM ONLY public.orders AS t WHERE ROW(t.id, t.\"Note\") OPERATOR(pg_catalog.>) "
@@ -77,11 +81,11 @@ TEST(AuditSql, PageKeyAtRowsAndKeys)
 	          "SELECT t.id, t.\"Note\", " + RowMd5Sql(t) + " FROM ONLY public.orders AS t WHERE true ORDER BY t.id, t.\"Note\"");
 	t.filter = "(amount > 0)";
 	EXPECT_EQ(RowsByKeysSql(t, {"$1::pg_catalog.int4[]", "$2::pg_catalog.text[]"}, true, true),
-	          "SELECT t.id, t.\"Note\", " + RowMd5Sql(t) +
+	          "SELECT cdc_keys.cdc_ord, t.id, t.\"Note\", " + RowMd5Sql(t) +
 	              ", COALESCE(((amount > 0)), false), t.id, t.\"Note\", t.amount FROM ONLY public.orders AS t JOIN "
-	              "pg_catalog.unnest($1::pg_catalog.int4[], $2::pg_catalog.text[]) AS cdc_keys(cdc_k1, cdc_k2) ON t.id "
-	              "OPERATOR(pg_catalog.=) cdc_keys.cdc_k1 AND t.\"Note\" OPERATOR(pg_catalog.=) cdc_keys.cdc_k2 ORDER BY t.id, "
-	              "t.\"Note\"");
+	              "ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]), pg_catalog.unnest($2::pg_catalog.text[])) WITH ORDINALITY AS cdc_keys(cdc_k1, cdc_k2, "
+	              "cdc_ord) ON t.id OPERATOR(pg_catalog.=) cdc_keys.cdc_k1 AND t.\"Note\" OPERATOR(pg_catalog.=) "
+	              "cdc_keys.cdc_k2 ORDER BY cdc_keys.cdc_ord");
 }
 
 TEST(AuditSql, Literals)
@@ -159,12 +163,12 @@ class MemSide : public Side {
 				out.push_back({k, md5});
 		return out;
 	}
-	Page PageAfter(const std::optional<Key> &after, int64_t limit) override
+	Page PageOf(const Range &r, int64_t limit) override
 	{
 		queries++;
 		Page p;
 		for (auto &[k, md5] : rows) {
-			if (after && !(k > *after))
+			if (!In(r, k))
 				continue;
 			if (p.hash.rows == limit)
 				break;
@@ -176,11 +180,14 @@ class MemSide : public Side {
 	}
 
   private:
-	static bool In(const Range &r, const Key &k) { return (!r.after || k > *r.after) && (!r.up_to || k <= *r.up_to); }
+	static bool In(const Range &r, const Key &k)
+	{
+		return (!r.after || k > *r.after || (r.after_inclusive && k == *r.after)) && (!r.up_to || k <= *r.up_to);
+	}
 	void Check(const Range &r)
 	{
-		if (ordered_check && r.after && r.up_to && !(*r.after < *r.up_to))
-			throw std::runtime_error("bounds out of order");
+		if (ordered_check && r.after && r.up_to && *r.up_to < *r.after)
+			throw std::runtime_error("bounds out of order: " + (*r.after)[0] + " " + (*r.up_to)[0] + (r.after_inclusive ? " incl" : ""));
 	}
 };
 
@@ -202,12 +209,12 @@ K(int n)
 }
 
 std::set<std::pair<Key, Kind>>
-RunWalk(MemSide &src, MemSide &dst, int64_t page, int64_t leaf, WalkStats *out = nullptr)
+RunWalk(MemSide &src, MemSide &dst, int64_t page, int64_t leaf, WalkStats *out = nullptr, Range bounds = {})
 {
 	std::set<std::pair<Key, Kind>> found;
 	WalkStats stats;
 	int64_t pages_seen = 0;
-	Walk(src, dst, page, leaf, [&](Candidate c) { EXPECT_TRUE(found.insert({c.key, c.kind}).second) << "emitted twice"; },
+	Walk(src, dst, bounds, page, leaf, [&](Candidate c) { EXPECT_TRUE(found.insert({c.key, c.kind}).second) << "emitted twice"; },
 	     [&](const WalkStats &s, const std::optional<Key> &) {
 		     pages_seen++;
 		     EXPECT_EQ(s.pages, pages_seen);
@@ -323,7 +330,7 @@ TEST(AuditDiff, OrderMismatchSurfaces)
 	class OtherOrder : public MemSide {
 	  public:
 		int calls = 0;
-		Page PageAfter(const std::optional<Key> &, int64_t limit) override
+		Page PageOf(const Range &, int64_t limit) override
 		{
 			Page p;
 			p.hash.rows = limit;
@@ -365,4 +372,47 @@ TEST(AuditDiff, ProgressAndThrottle)
 	EXPECT_DOUBLE_EQ(ThrottleSeconds(1000, 0.5, 1000), 0.5);
 	EXPECT_DOUBLE_EQ(ThrottleSeconds(1000, 2.0, 1000), 0);
 	EXPECT_DOUBLE_EQ(ThrottleSeconds(1000, 0.1, 0), 0);
+}
+
+TEST(AuditDiff, KeysAsJson)
+{
+	EXPECT_EQ(KeyToJson({"id"}, {"7"}), "{\"id\": \"7\"}");
+	EXPECT_EQ(KeyToJson({"a", "b\""}, {"1", "x y"}), "{\"a\": \"1\", \"b\\\"\": \"x y\"}");
+	std::vector<std::string> two = {"a", "b"};
+	EXPECT_EQ(KeyFromJson(cdc::Json::Parse(R"({"b": "x", "a": 5})"), two, "keys[1]"), (Key{"5", "x"}));
+	EXPECT_EQ(KeyFromJson(cdc::Json::Parse("17"), {"id"}, "k"), Key{"17"});
+	EXPECT_EQ(KeyFromJson(cdc::Json::Parse("\"x\""), {"id"}, "k"), Key{"x"});
+	auto fails = [&](const char *json, const std::vector<std::string> &names, const char *text) {
+		try {
+			KeyFromJson(cdc::Json::Parse(json), names, "from_key");
+			ADD_FAILURE() << json;
+		} catch (const cdc::InputError &e) {
+			EXPECT_STREQ(e.sqlstate(), "22023");
+			EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+		}
+	};
+	fails("5", two, "must be a JSON object naming the key columns (a, b), not number");
+	fails(R"({"a": 1})", two, "key column \"b\" is missing");
+	fails(R"({"a": 1, "b": 2, "c": 3})", two, "\"c\" is not a key column");
+	fails(R"({"a": [1], "b": 2})", two, "must be a string or a number, not array");
+	fails("null", {"id"}, "not null");
+}
+
+TEST(AuditDiff, BoundedWalk)
+{
+	MemSide src, dst;
+	for (int i = 0; i < 100; i++)
+		src.rows[K(i)] = dst.rows[K(i)] = Md5Of(i, 0);
+	for (int k : {5, 10, 20, 30, 31, 50})
+		dst.rows[K(k)] = Md5Of(k, 1);
+	dst.rows[K(200)] = Md5Of(200, 0);
+	/* [10, 30]: both ends inside, the first page inclusive */
+	auto found = RunWalk(src, dst, 4, 2, nullptr, Range{K(10), K(30), true});
+	EXPECT_EQ(found, (std::set<std::pair<Key, Kind>>{{K(10), Kind::Different}, {K(20), Kind::Different}, {K(30), Kind::Different}}));
+	/* (10, 30] leaves 10 out */
+	found = RunWalk(src, dst, 4, 2, nullptr, Range{K(10), K(30), false});
+	EXPECT_EQ(found.size(), 2u);
+	/* from 31 to the end: the destination's extra row after the source's last key */
+	found = RunWalk(src, dst, 7, 3, nullptr, Range{K(31), std::nullopt, true});
+	EXPECT_EQ(found, (std::set<std::pair<Key, Kind>>{{K(31), Kind::Different}, {K(50), Kind::Different}, {K(200), Kind::Extra}}));
 }

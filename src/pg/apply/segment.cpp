@@ -497,7 +497,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		sim[k].content_hash = prep[k].is_delete ? std::string("0") : ContentHash32(ImageHash(t, prep[k].Main()));
 		sim[k].version = prep[k].version;
 		sim[k].is_delete = prep[k].is_delete;
-		sim[k].is_snapshot = reqs[begin + k].op == Op::Read;
+		sim[k].is_snapshot = reqs[begin + k].IsSnapshot();
 		sim[k].violates_not_null = !prep[k].is_delete && ViolatesNotNull(t, *prep[k].after);
 		src[k] = SourceId(sim[k].source, source_ids_);
 	}
@@ -607,7 +607,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			for (size_t i = 0; i < writes.size(); i++) {
 				const size_t k = writes[i].first;
 				const ChangeRequest &req = reqs[begin + k];
-				if (req.op == Op::Read)
+				if (req.IsSnapshot())
 					continue; /* snapshot rows set state only */
 				std::optional<std::string> row = rows[i];
 				if (prep[k].is_delete && !row)

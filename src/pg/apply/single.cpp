@@ -566,7 +566,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	EntityChange c;
 	c.t = &t;
 	c.source_info = &req.source;
-	c.is_snapshot = req.op == Op::Read;
+	c.is_snapshot = req.IsSnapshot();
 	c.is_delete = is_delete;
 	c.key_img = image;
 	c.image = image;
