@@ -21,7 +21,7 @@ DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql
 
 # pg_regress suites (sql/*.sql -> expected/*.out); run against a server that
 # has the extension installed (make installcheck).
-REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox retention subscriptions batch metadata_cache drop_target
+REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox retention subscriptions batch metadata_cache drop_target audit
 REGRESS_OPTS = --inputdir=.
 
 ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions

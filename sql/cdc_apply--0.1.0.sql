@@ -1193,7 +1193,7 @@ COMMENT ON COLUMN cdc.audit_findings.repair_outcome IS 'What the resync did: app
 COMMENT ON COLUMN cdc.audit_findings.repair_lsn IS 'The source position the resync read the key at.';
 
 CREATE VIEW cdc.audit_status AS
-  SELECT r.id, r.kind, r.subscription, r.target, r.current_target,
+  SELECT r.id, r.kind, r.subscription, r.target, r.of_audit, r.current_target,
          -- running: its backend still runs the statement that started it
          CASE WHEN r.finished_at IS NOT NULL THEN 'done'
               WHEN a.pid IS NOT NULL AND a.state IS NULL THEN 'unknown'
@@ -1217,7 +1217,7 @@ CREATE VIEW cdc.audit_status AS
     LEFT JOIN pg_catalog.pg_stat_activity a
       ON a.pid OPERATOR(pg_catalog.=) r.pid AND a.backend_start OPERATOR(pg_catalog.<=) r.started_at;
 COMMENT ON VIEW cdc.audit_status IS
-  'Progress of cdc.audit and cdc.resync calls: state (running; done; failed when it stopped without finishing: an error, a cancel, its backend gone; unknown for a role that may not see the backend''s state in pg_stat_activity), the table being compared and the source position, tables and source rows done of the estimate, percent, rows per second so far, time left at that rate, key ranges hashed, findings, unsettled keys, keys repaired or left alone. Readable by every role (no row data).';
+  'Progress of cdc.audit and cdc.resync calls (of_audit: the audit whose findings a resync repairs): state (running; done; failed when it stopped without finishing: an error, a cancel, its backend gone; unknown for a role that may not see the backend''s state in pg_stat_activity), the table being compared and the source position, tables and source rows done of the estimate, percent, rows per second so far, time left at that rate, key ranges hashed, findings, unsettled keys, keys repaired or left alone. Readable by every role (no row data).';
 
 CREATE FUNCTION cdc.range_hash_sql(schema_name text, table_name text, columns text[], key_columns text[],
                                    after text[] DEFAULT NULL, up_to text[] DEFAULT NULL, row_filter text DEFAULT NULL,

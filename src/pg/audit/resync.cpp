@@ -50,6 +50,8 @@ struct Job {
 	std::vector<std::string> key_json; // by_keys: the keys as JSON
 	std::vector<int64_t> finding_ids;  // the findings they come from (resync of an audit), else empty
 	std::optional<std::string> from_json, to_json;
+	std::vector<Key> keys;             // by_keys: parsed
+	cdc::audit::Range bounds;          // else: [from, to]
 };
 
 struct TableResync {
@@ -269,7 +271,7 @@ CDC_PG_FUNCTION(cdc_resync)
 		jobs.push_back(std::move(j));
 	}
 
-	Source source(sub.conninfo, sub.name);
+	/* the tables and the keys, every argument checked before the source is touched */
 	std::vector<DestTable> dts;
 	for (Job &j : jobs) {
 		dts.push_back(LoadDestTable(j.ref.target));
@@ -282,7 +284,16 @@ CDC_PG_FUNCTION(cdc_resync)
 		auto [schema, table] = SourceNameOf(sub, dt);
 		j.ref.schema = schema;
 		j.ref.name = table;
+		for (size_t i = 0; i < j.key_json.size(); i++)
+			j.keys.push_back(KeyFromJson(dt, j.key_json[i], audit_id ? "the key of finding " + std::to_string(j.finding_ids[i])
+			                                                         : "keys[" + std::to_string(i + 1) + "]"));
+		j.bounds.after_inclusive = true;
+		if (j.from_json)
+			j.bounds.after = KeyFromJson(dt, *j.from_json, "from_key");
+		if (j.to_json)
+			j.bounds.up_to = KeyFromJson(dt, *j.to_json, "to_key");
 	}
+	Source source(sub.conninfo, sub.name);
 	Run run(dest, "resync", sub, target, audit_id);
 	run.counters.tables_total = int(jobs.size());
 	std::optional<int32_t> source_id = SourceIdOf("pg:" + source.SystemId());
@@ -299,10 +310,7 @@ CDC_PG_FUNCTION(cdc_resync)
 	for (size_t t = 0; t < jobs.size(); t++) {
 		const Job &j = jobs[t];
 		DestTable &dt = dts[t];
-		std::vector<Key> keys;
-		for (size_t i = 0; i < j.key_json.size(); i++)
-			keys.push_back(KeyFromJson(dt, j.key_json[i], (audit_id ? "the key of finding " + std::to_string(j.finding_ids[i])
-			                                                          : "keys[" + std::to_string(i + 1) + "]")));
+		const std::vector<Key> &keys = j.keys;
 		SourceConn q = source.Connect();
 		uint64_t cp = source.OpenSnapshot(q);
 		SourceTable st = LoadSourceTable(q, sub, j.ref.schema, j.ref.name, dt);
@@ -324,12 +332,7 @@ CDC_PG_FUNCTION(cdc_resync)
 				run.Progress();
 			}
 		} else {
-			cdc::audit::Range bounds;
-			bounds.after_inclusive = true;
-			if (j.from_json)
-				bounds.after = KeyFromJson(dt, *j.from_json, "from_key");
-			if (j.to_json)
-				bounds.up_to = KeyFromJson(dt, *j.to_json, "to_key");
+			const cdc::audit::Range &bounds = j.bounds;
 			SourceSide src(q, st);
 			DestSide dst(dest, dt);
 			std::vector<Key> pending;

@@ -144,10 +144,19 @@ SourceConn::SourceConn(const std::string &conninfo, bool replication, const std:
 	conn_ = conn;
 	if (replication)
 		return;
-	/* as the worker's sessions: nothing the statements name depends on the role's search_path */
+	/*
+	 * As the worker's sessions: nothing the statements name depends on the
+	 * role's search_path.  The settings are set again here: libpq sends
+	 * PGDATESTYLE, PGTZ and PGOPTIONS of the server's environment as startup
+	 * parameters of their own, which win over the options' -c switches.
+	 */
 	std::string check = "SELECT pg_catalog.set_config('search_path', '', false)";
 	for (const auto &[name, value] : PinnedSettings())
-		check += ", pg_catalog.current_setting(" + std::string("'") + name + "')";
+		check += ", pg_catalog.set_config(" + cdc::audit::QuoteLiteral(name) + ", " + cdc::audit::QuoteLiteral(value) + ", false)";
+	Simple(check, PGRES_TUPLES_OK);
+	check = "SELECT NULL";
+	for (const auto &[name, value] : PinnedSettings())
+		check += ", pg_catalog.current_setting(" + cdc::audit::QuoteLiteral(name) + ")";
 	check += ", pg_catalog.current_setting('client_encoding')";
 	Result res = Simple(check, PGRES_TUPLES_OK);
 	int col = 1;
