@@ -113,7 +113,7 @@ UPDATE cdc.subscription_state SET flushed_lsn = 'FFFFFFFF/0', state = 'streaming
 ANALYZE src;
 
 -- equal: no findings; every published row compared, pages of 300 rows
-CALL cdc.audit('loop', page_rows => 300);
+CALL cdc.audit('loop', page_rows => 300, leaf_rows => 16);
 SELECT kind, subscription, target, current_target, state, source_lsn IS NOT NULL AS at_a_position, tables_done, tables_total,
        rows_done, rows_estimate, ranges_done, findings, unsettled, finished_at IS NOT NULL AS finished
   FROM cdc.audit_status WHERE id = (SELECT max(id) FROM cdc.audit_runs);
@@ -124,7 +124,7 @@ UPDATE dst SET local = 'not published' WHERE id = 6;
 DELETE FROM dst WHERE id IN (1, 1998);
 INSERT INTO dst (id, region, note) VALUES (0, 'eu', 'never on the source'), (5000, 'eu', 'after the last key');
 INSERT INTO dst (id, region, note) VALUES (8, 'us', 'n8');   -- the source has it, outside the row filter
-CALL cdc.audit('loop', page_rows => 300);
+CALL cdc.audit('loop', page_rows => 300, leaf_rows => 16);
 SELECT f.target, f.key, f.kind, f.source_hash IS NOT NULL AS src_hash, f.dest_hash IS NOT NULL AS dst_hash,
        f.source_hash = md5(convert_to(ROW(s.id, s.region, s.note)::text, 'UTF8')) AS src_hash_is_the_row_hash,
        f.detail, f.source_lsn IS NOT NULL AS at_a_position, f.repaired_at
@@ -154,7 +154,7 @@ SELECT kind, state, of_audit = :audit_id AS of_that_audit, rows_done, rows_estim
 -- a second resync of the same audit has nothing left to do
 CALL cdc.resync('loop', audit => :audit_id);
 -- and a new audit finds nothing
-CALL cdc.audit('loop', 'dst', page_rows => 300);
+CALL cdc.audit('loop', 'dst', page_rows => 300, leaf_rows => 16);
 SELECT findings FROM cdc.audit_status WHERE id = (SELECT max(id) FROM cdc.audit_runs);
 
 -- resync by keys and by key range: only what differs is written
@@ -165,7 +165,7 @@ CALL cdc.resync('loop', 'dst', keys => '[10, {"id": "13"}, 14]');
 SELECT op, id, is_snapshot FROM handler_log ORDER BY id;
 SELECT id, note FROM dst WHERE id IN (10, 11, 13, 14, 50) ORDER BY id;
 TRUNCATE handler_log;
-CALL cdc.resync('loop', 'dst', from_key => '{"id": 11}', to_key => '50', page_rows => 7);
+CALL cdc.resync('loop', 'dst', from_key => '{"id": 11}', to_key => '50', page_rows => 7, leaf_rows => 2);
 SELECT op, id, is_snapshot FROM handler_log ORDER BY id;
 SELECT rows_done, repaired, unchanged FROM cdc.audit_status WHERE id = (SELECT max(id) FROM cdc.audit_runs);
 -- a key the source does not publish and the destination lacks: nothing to do
@@ -177,6 +177,8 @@ CALL cdc.resync('loop', 'dst');
 CALL cdc.audit(NULL);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 CALL cdc.audit('loop', page_rows => 0);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+CALL cdc.audit('loop', leaf_rows => 0);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 CALL cdc.audit('loop', wait_timeout => '-1 s');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
@@ -217,7 +219,7 @@ CALL cdc.audit('loop');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- a role that is not a superuser, even with EXECUTE
 CREATE ROLE audit_role;
-GRANT EXECUTE ON PROCEDURE cdc.audit(text, regclass, integer, interval, bigint, bigint) TO audit_role;
+GRANT EXECUTE ON PROCEDURE cdc.audit(text, regclass, integer, integer, interval, bigint, bigint) TO audit_role;
 SET ROLE audit_role;
 CALL cdc.audit('loop');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
@@ -249,5 +251,5 @@ DROP PUBLICATION loop_pub;
 SELECT cdc.unregister_mapping('dst');
 DROP FUNCTION log_change(text, dst, dst, jsonb);
 DROP TABLE hashed, keyless, src, dst, handler_log;
-REVOKE EXECUTE ON PROCEDURE cdc.audit(text, regclass, integer, interval, bigint, bigint) FROM audit_role;
+REVOKE EXECUTE ON PROCEDURE cdc.audit(text, regclass, integer, integer, interval, bigint, bigint) FROM audit_role;
 DROP ROLE audit_role;

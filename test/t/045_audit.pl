@@ -82,7 +82,7 @@ INSERT INTO pair VALUES (500, 'y', '{}');
 
 # --- the audit while the stream runs: exactly the damage
 my ($stdout, $stderr);
-$dest->psql('postgres', q{CALL cdc.audit('sub', page_rows => 1000)}, stdout => \$stdout, stderr => \$stderr);
+$dest->psql('postgres', q{CALL cdc.audit('sub', page_rows => 1000, leaf_rows => 64)}, stdout => \$stdout, stderr => \$stderr);
 my ($audit_id, $found) = split /\|/, $stdout;
 is($found, 9, 'audit: 9 findings') or diag($stderr);
 is($dest->safe_psql('postgres', qq{SELECT string_agg(target::text || ' ' || key::text || ' ' || kind, E'\\n' ORDER BY target::text, key::text)

@@ -1,4 +1,4 @@
-// CALL cdc.audit(subscription, target, page_rows, wait_timeout) (docs/audit.md):
+// CALL cdc.audit(subscription, target, page_rows, leaf_rows, wait_timeout) (docs/audit.md):
 // for each table of the subscription (or `target`), a snapshot of the
 // source at a temporary slot's consistent point S; the destination waits
 // until its worker has applied the stream up to S; the table is walked in
@@ -37,7 +37,6 @@ namespace cdc::pg::audit {
 
 namespace {
 
-constexpr int64_t kLeafRows = 256;       // bisection stops at ranges of this many rows of both sides together
 constexpr size_t kRecheckBatch = 10000;  // candidates re-checked at once
 constexpr int kRecheckRounds = 3;        // rounds for keys the stream keeps changing
 
@@ -108,7 +107,7 @@ struct TableAudit {
 		}
 	}
 
-	void Compare(int64_t page_rows, int64_t rows_before, int64_t ranges_before)
+	void Compare(int64_t page_rows, int64_t leaf_rows, int64_t rows_before, int64_t ranges_before)
 	{
 		SourceConn walk = source.Connect();
 		uint64_t cp = source.OpenSnapshot(walk);
@@ -124,7 +123,7 @@ struct TableAudit {
 		std::map<Key, bool> seen;
 		cdc::audit::WalkStats stats;
 		cdc::audit::Walk(
-		    src, dst, cdc::audit::Range{}, page_rows, kLeafRows,
+		    src, dst, cdc::audit::Range{}, page_rows, leaf_rows,
 		    [&](cdc::audit::Candidate c) {
 			    if (seen.emplace(c.key, true).second)
 				    pending.push_back(std::move(c.key));
@@ -155,13 +154,14 @@ using namespace cdc::pg::audit;
 
 /*
  * CALL cdc.audit(subscription text, target regclass DEFAULT NULL,
- *                page_rows integer DEFAULT 10000, wait_timeout interval DEFAULT '5 min',
+ *                page_rows integer DEFAULT 10000, leaf_rows integer DEFAULT 16384,
+ *                wait_timeout interval DEFAULT '5 min',
  *                INOUT audit_id bigint DEFAULT NULL, INOUT findings bigint DEFAULT NULL)
  *
  * Compares the destination tables of a subscription (or only `target`)
  * with the source, records every key that differs in cdc.audit_findings
  * and returns the run's id and the number of findings.  Errors: 22004
- * subscription NULL, 22023 page_rows < 1 or a negative wait_timeout, 25001
+ * subscription NULL, 22023 page_rows or leaf_rows < 1 or a negative wait_timeout, 25001
  * inside a transaction block, 42501 not a superuser, 42704 unknown
  * subscription, 55000 initial copy not finished / subscription disabled /
  * the worker did not reach the source's snapshot in wait_timeout / table
@@ -178,7 +178,10 @@ CDC_PG_FUNCTION(cdc_audit)
 	int64_t page_rows = PG_ARGISNULL(2) ? 10000 : PG_GETARG_INT32(2);
 	if (page_rows < 1)
 		throw cdc::InputError("22023", "page_rows must be at least 1, not " + std::to_string(page_rows));
-	int64_t timeout_ms = PG_ARGISNULL(3) ? 300000 : IntervalMillis(PG_GETARG_DATUM(3));
+	int64_t leaf_rows = PG_ARGISNULL(3) ? 16384 : PG_GETARG_INT32(3);
+	if (leaf_rows < 1)
+		throw cdc::InputError("22023", "leaf_rows must be at least 1, not " + std::to_string(leaf_rows));
+	int64_t timeout_ms = PG_ARGISNULL(4) ? 300000 : IntervalMillis(PG_GETARG_DATUM(4));
 	if (timeout_ms < 0)
 		throw cdc::InputError("22023", "wait_timeout must not be negative");
 
@@ -204,7 +207,7 @@ CDC_PG_FUNCTION(cdc_audit)
 		st.schema = tables[i].schema;
 		st.name = tables[i].name;
 		TableAudit audit{dest, source, sub, run, dts[i], st, source_id, timeout_ms, std::nullopt};
-		audit.Compare(page_rows, run.counters.rows_done, run.counters.ranges_done);
+		audit.Compare(page_rows, leaf_rows, run.counters.rows_done, run.counters.ranges_done);
 		run.counters.tables_done++;
 		run.Progress();
 	}

@@ -35,7 +35,6 @@ namespace cdc::pg::audit {
 namespace {
 
 constexpr size_t kBatch = 500;          // keys compared and applied per local transaction
-constexpr int64_t kLeafRows = 256;
 
 std::string
 JsonbText(Datum d)
@@ -169,7 +168,8 @@ using namespace cdc::pg::audit;
  * CALL cdc.resync(subscription text, target regclass DEFAULT NULL,
  *                 keys jsonb DEFAULT NULL, from_key jsonb DEFAULT NULL,
  *                 to_key jsonb DEFAULT NULL, audit bigint DEFAULT NULL,
- *                 page_rows integer DEFAULT 10000, wait_timeout interval DEFAULT '5 min',
+ *                 page_rows integer DEFAULT 10000, leaf_rows integer DEFAULT 16384,
+ *                 wait_timeout interval DEFAULT '5 min',
  *                 INOUT resync_id bigint DEFAULT NULL, INOUT repaired bigint DEFAULT NULL)
  *
  * Repairs the keys of target that differ from the source: `keys` (a JSON
@@ -179,7 +179,7 @@ using namespace cdc::pg::audit;
  * repaired yet (of target only, when given).  Returns the run's id and the
  * number of keys written.  Errors: 22004 subscription NULL or target NULL
  * without audit, 22023 conflicting arguments / a malformed key / page_rows
- * < 1, 42704 unknown subscription or audit, 0A000 a history table or a
+ * or leaf_rows < 1, 42704 unknown subscription or audit, 0A000 a history table or a
  * mapping ordered by a version column, and those of cdc.audit.
  */
 CDC_PG_FUNCTION(cdc_resync)
@@ -199,9 +199,12 @@ CDC_PG_FUNCTION(cdc_resync)
 	if (!PG_ARGISNULL(5))
 		audit_id = PG_GETARG_INT64(5);
 	int64_t page_rows = PG_ARGISNULL(6) ? 10000 : PG_GETARG_INT32(6);
-	int64_t timeout_ms = PG_ARGISNULL(7) ? 300000 : IntervalMillis(PG_GETARG_DATUM(7));
+	int64_t leaf_rows = PG_ARGISNULL(7) ? 16384 : PG_GETARG_INT32(7);
+	int64_t timeout_ms = PG_ARGISNULL(8) ? 300000 : IntervalMillis(PG_GETARG_DATUM(8));
 	if (page_rows < 1)
 		throw cdc::InputError("22023", "page_rows must be at least 1, not " + std::to_string(page_rows));
+	if (leaf_rows < 1)
+		throw cdc::InputError("22023", "leaf_rows must be at least 1, not " + std::to_string(leaf_rows));
 	if (timeout_ms < 0)
 		throw cdc::InputError("22023", "wait_timeout must not be negative");
 	if (audit_id && (keys_json || from_json || to_json))
@@ -340,7 +343,7 @@ CDC_PG_FUNCTION(cdc_resync)
 			cdc::audit::WalkStats stats;
 			const int64_t rows_before = run.counters.rows_done;
 			cdc::audit::Walk(
-			    src, dst, bounds, page_rows, kLeafRows,
+			    src, dst, bounds, page_rows, leaf_rows,
 			    [&](cdc::audit::Candidate c) {
 				    if (seen.emplace(c.key, true).second)
 					    pending.push_back(std::move(c.key));
