@@ -85,7 +85,7 @@ INSERT INTO dst (id, region, note) SELECT id, region, note FROM src WHERE region
 CREATE PUBLICATION loop_pub FOR TABLE src (id, region, note) WHERE (region = 'eu');
 -- a handler mapping: the resync's calls are visible
 CREATE TABLE handler_log (op text, id int, is_snapshot boolean);
-CREATE FUNCTION log_change(op text, old dst, new dst, meta jsonb) RETURNS void LANGUAGE sql AS
+CREATE FUNCTION log_change(op text, old dst, new dst, meta jsonb) RETURNS void LANGUAGE sql SET search_path = public, pg_temp AS
   $$ INSERT INTO handler_log VALUES (op, coalesce(new.id, old.id), (meta->>'is_snapshot')::boolean) $$;
 SELECT target, source_table, outbox, mode
   FROM cdc.register_mapping('dst', source_schema => 'public', source_table => 'src', source_name => 'loop', outbox => true,
@@ -172,6 +172,25 @@ SELECT rows_done, repaired, unchanged FROM cdc.audit_status WHERE id = (SELECT m
 CALL cdc.resync('loop', 'dst', keys => '[4, 99999]');
 -- the whole table: nothing differs
 CALL cdc.resync('loop', 'dst');
+
+-- neither depends on the caller's search_path: functions and operators
+-- planted ahead of pg_catalog change nothing
+CREATE SCHEMA trap;
+CREATE FUNCTION trap.md5(text) RETURNS text LANGUAGE sql AS $$ SELECT 'trapped' $$;
+CREATE FUNCTION trap.format(text, text) RETURNS text LANGUAGE sql AS $$ SELECT 'trapped' $$;
+CREATE FUNCTION trap.eq(int, int) RETURNS boolean LANGUAGE sql AS $$ SELECT false $$;
+CREATE OPERATOR trap.= (LEFTARG = int, RIGHTARG = int, FUNCTION = trap.eq);
+CREATE FUNCTION trap.gt(int, int) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+CREATE OPERATOR trap.> (LEFTARG = int, RIGHTARG = int, FUNCTION = trap.gt);
+UPDATE dst SET note = 'trap' WHERE id = 17;
+SET search_path = trap, public, pg_catalog;
+CALL cdc.audit('loop', 'dst', page_rows => 300, leaf_rows => 16);
+SELECT max(id) AS trap_audit FROM cdc.audit_runs \gset
+SELECT key, kind FROM cdc.audit_findings WHERE audit_id = :trap_audit;
+CALL cdc.resync('loop', audit => :trap_audit);
+RESET search_path;
+SELECT id, note FROM dst WHERE id = 17;
+DROP SCHEMA trap CASCADE;
 
 -- argument errors, each with its SQLSTATE
 CALL cdc.audit(NULL);

@@ -13,6 +13,7 @@ extern "C" {
 #include "nodes/parsenodes.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
@@ -86,6 +87,13 @@ DestSession::Commit()
 	PgCall([]() {
 		MemoryContext caller = CurrentMemoryContext;
 		SPI_commit();
+		/*
+		 * What a function's SET search_path clause gives the engine's and our
+		 * statements (a procedure that commits cannot have one), for each
+		 * transaction: set_config(..., true) ends with it.
+		 */
+		(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
+		                         false);
 		MemoryContextSwitchTo(caller);
 	});
 	pinned_ = false; /* set_config(..., true) ends with the transaction */
