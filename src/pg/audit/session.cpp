@@ -14,6 +14,7 @@ extern "C" {
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
@@ -66,11 +67,14 @@ DestSession::DestSession(FunctionCallInfo fcinfo, const char *what)
 		throw InputError("42501", std::string("permission denied for ") + what,
 		                 "It reads the subscription's connection string and compares or writes any table.",
 		                 "Only superusers may run it.");
-	PgCall([]() {
+	PgCall([&]() {
 		MemoryContext caller = CurrentMemoryContext;
 		if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 			elog(ERROR, "cdc_apply: SPI_connect_ext failed");
-		MemoryContextSwitchTo(caller);
+		/* the call's context lives across the commits (the portal's); the page's is a child of it */
+		entry_context_ = caller;
+		page_context_ = AllocSetContextCreate(caller, "cdc_apply audit page", ALLOCSET_DEFAULT_SIZES);
+		MemoryContextSwitchTo(page_context_);
 	});
 	/* the session's own values, to restore them after statements that pin them */
 	for (const auto &[name, value] : PinnedSettings()) {
@@ -100,12 +104,25 @@ DestSession::Commit()
 }
 
 void
+DestSession::ResetPage()
+{
+	PgCall([&]() {
+		if (CurrentMemoryContext != page_context_)
+			elog(ERROR, "cdc_apply: the audit's memory context is not current");
+		MemoryContextReset(page_context_);
+	});
+}
+
+void
 DestSession::Finish()
 {
 	if (finished_)
 		return;
 	finished_ = true;
-	PgCall([]() { SPI_finish(); });
+	PgCall([&]() {
+		SPI_finish();
+		MemoryContextSwitchTo(entry_context_);
+	});
 }
 
 void
@@ -266,6 +283,7 @@ Run::Progress()
 {
 	Write(false);
 	dest_.Commit();
+	dest_.ResetPage();
 	const int64_t now = NowMicros();
 	const double elapsed = double(now - started_us_) / 1e6;
 	if (now - last_notice_us_ >= 5 * 1000000) {

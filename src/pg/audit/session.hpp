@@ -31,7 +31,13 @@ class DestSession {
 	DestSession &operator=(const DestSession &) = delete;
 	// Commits the current transaction and starts the next one (SPI_commit).
 	void Commit();
-	// Closes the SPI connection after success (on error the abort does it).
+	// Frees what the last page allocated in the PostgreSQL regime (converted
+	// values, result texts): the procedure runs in a memory context of its
+	// own, reset after every page, so that a long walk does not accumulate
+	// them.  Nothing outside the C++ objects may outlive a page.
+	void ResetPage();
+	// Closes the SPI connection after success (on error the abort does it)
+	// and returns to the caller's memory context.
 	void Finish();
 	// Pinned: the settings of PinnedSettings() for the rest of the
 	// transaction, for statements that compute row texts; Unpinned: the
@@ -42,6 +48,8 @@ class DestSession {
 
   private:
 	std::vector<std::pair<std::string, std::string>> saved_;
+	MemoryContext entry_context_ = nullptr;
+	MemoryContext page_context_ = nullptr;
 	bool pinned_ = false;
 	bool finished_ = false;
 };
