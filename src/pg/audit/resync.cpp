@@ -352,6 +352,7 @@ CDC_PG_FUNCTION(cdc_resync)
 				    for (size_t begin = 0; begin < pending.size(); begin += kBatch) {
 					    size_t end = std::min(pending.size(), begin + kBatch);
 					    fix.Fix(std::vector<Key>(pending.begin() + long(begin), pending.begin() + long(end)), {});
+					    run.Progress(); /* each batch commits */
 				    }
 				    pending.clear();
 				    seen.clear();
