@@ -13,6 +13,7 @@ PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/p
           src/pg/worker/launcher.cpp src/pg/worker/apply_worker.cpp src/pg/worker/source_conn.cpp \
           src/pg/worker/pgoutput.cpp src/pg/worker/transactions.cpp src/pg/worker/progress.cpp \
           src/pg/worker/stream_spool.cpp src/pg/worker/table_copy.cpp src/pg/worker/status.cpp \
+          src/pg/worker/lifecycle.cpp src/pg/worker/continuity.cpp \
           src/pg/audit/source.cpp src/pg/audit/session.cpp src/pg/audit/tables.cpp src/pg/audit/common.cpp \
           src/pg/audit/audit.cpp src/pg/audit/resync.cpp
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
@@ -21,10 +22,10 @@ DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql
 
 # pg_regress suites (sql/*.sql -> expected/*.out); run against a server that
 # has the extension installed (make installcheck).
-REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox retention subscriptions batch metadata_cache drop_target audit
+REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox outbox_message retention subscriptions batch metadata_cache drop_target security target_features rekey subscription_control stream_ordering audit
 REGRESS_OPTS = --inputdir=.
 
-ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions
+ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions security_prune_lock security_lock_queue outbox_concurrent
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output
 
 PG_CONFIG ?= pg_config

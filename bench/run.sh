@@ -15,32 +15,47 @@
 #   3a  cdc_apply(), one call per change
 #   3b  cdc_apply_batch(), one call per batch
 #   3c  cdc_apply_batch() on a mapping without outbox (state only)
+#   3m  cdc_apply_batch() with the outbox as logical decoding messages
+#       (outbox_via => 'message'); opt-in: it sets wal_level = logical on the
+#       destination, which the other methods then share
 #   4   PostgreSQL's native logical replication catching up the backlog
 #   5   the cdc_apply background worker catching up the same backlog
+#       (entity ordering: a ledger row and an entity record per change)
+#   5s  the same worker with the target stream-ordered (cdc.set_ordering:
+#       a high-water mark per target instead; docs/semantics.md)
+#   5sn 5s on a mapping without outbox (state only)
 #
 # Methods 1-3 receive the changes as Debezium envelopes (bare payload) sent
 # by a client (psql) as prepared-statement parameters: per change, or as a
 # JSON array per source transaction; every source transaction is one
 # destination transaction.  Methods 4 and 5 consume two logical replication
-# slots created on the source before the backlog was written.  Every method
-# must end with exactly the source's rows (count and md5 of the ordered
-# rows) and the guarantee methods with one ledger row per change; otherwise
-# the run fails.  Rates are printed on wall-clock time and on the CPU time
+# slots created on the source before the backlog was written (each worker
+# method in turn: the launcher serves one database, cdc.database, so the
+# destination restarts between them).  Every method must end with exactly
+# the source's rows (count and md5 of the ordered rows), every change
+# applied, one ledger row per change for entity ordering and none for
+# stream ordering, and exactly one outbox row (or message) per change where
+# it writes them;
+# otherwise the run fails.  Rates are printed on wall-clock time and on the CPU time
 # of the applying backend or worker (steadier on a shared machine).
 # docs/benchmarks.md explains the set-up and the figures.
 #
 # Usage: bash bench/run.sh [--sizes 20000,200000] [--txn 1000] [--outbox on|off]
-#                          [--methods 1,1b,2a,2b,3a,3b,3c,4,5] [--per-change-max N]
+#                          [--methods 1,1b,2a,2b,3a,3b,3c,3m,4,5,5s,5sn] [--per-change-max N]
 #                          [--port-base P] [--dest-conf SETTINGS] [--no-build] [--keep]
+#                          [--dump-outbox DIR]
 #   --sizes           changes per run, comma-separated (keys = changes / 4)
 #   --txn             changes per source transaction (and per batch)
-#   --outbox          whether methods 3a, 3b and 5 write outbox rows (default on; 2 always does)
+#   --outbox          whether methods 3a, 3b, 3m, 5 and 5s write outbox rows or messages (default on; 2 always does)
 #   --per-change-max  skip methods 1b, 2a and 3a above this size (default 200000)
 #   --port-base       source on P, destination on P+1 (default $BENCH_PORT_BASE or 55460)
 #   --dest-conf       extra postgresql.conf lines for the destination (e.g. to load
 #                     pg_stat_statements for a per-statement profile); changes the figures
 #   --no-build        do not build and install the extension first
 #   --keep            leave the last size's clusters running and the work directory in place
+#   --dump-outbox DIR write the cdc.outbox view of methods 3a, 3b and 5 (every column
+#                     but created_at, in id order) to DIR/outbox_<method>_<size>.txt, for
+#                     comparing the outbox of two builds byte for byte
 # PG_CONFIG selects the PostgreSQL installation.  As root the servers run as
 # user postgres.
 set -euo pipefail
@@ -50,12 +65,13 @@ ROOT=$(pwd)
 SIZES=20000,200000
 TXN=1000
 OUTBOX=on
-METHODS=1,1b,2a,2b,3a,3b,3c,4,5
+METHODS=1,1b,2a,2b,3a,3b,3c,4,5,5s,5sn
 PER_CHANGE_MAX=200000
 PORT_BASE=${BENCH_PORT_BASE:-55460}
 BUILD=1
 KEEP=0
 DEST_CONF=
+DUMP_OUTBOX=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--sizes) SIZES=$2; shift 2 ;;
@@ -67,6 +83,7 @@ while [ $# -gt 0 ]; do
 	--dest-conf) DEST_CONF=$2; shift 2 ;;
 	--no-build) BUILD=0; shift ;;
 	--keep) KEEP=1; shift ;;
+	--dump-outbox) DUMP_OUTBOX=$(realpath -m "$2"); shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
@@ -163,6 +180,7 @@ cdc.naptime = 1
 max_worker_processes = 16
 max_logical_replication_workers = 4
 max_replication_slots = 10
+$(has_method 3m && echo "wal_level = logical")
 $DEST_CONF"
 
 	# The workload, generated once; every method reads this file.
@@ -197,7 +215,9 @@ CREATE INDEX ON bench_events (txn, seq);
 CREATE TABLE bench_marker (lsn pg_lsn);
 CREATE PUBLICATION bench_pub FOR TABLE orders;
 SELECT 1 FROM pg_create_logical_replication_slot('native_slot', 'pgoutput');
-SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot', 'pgoutput');
+SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5', 'pgoutput');
+SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5s', 'pgoutput');
+SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5sn', 'pgoutput');
 -- Replays the workload as source transactions of $TXN changes; the last one
 -- records an LSN before its commit record, so a subscriber's replication
 -- origin passing it means the whole backlog is applied.
@@ -238,20 +258,28 @@ SQL
 
 	# Destination databases, one per method, all with the same orders table.
 	local m
-	for m in 1 1b 2a 2b 3a 3b 3c 4 5; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn; do
 		has_method "$m" || continue
 		dpsql postgres -c "CREATE DATABASE m_$m"
 		dpsql "m_$m" -f "$WORK/schema.sql"
 	done
 	for m in 1 1b; do has_method $m && dpsql "m_$m" -f "$WORK/plain.sql"; done
 	for m in 2a 2b; do has_method $m && dpsql "m_$m" -f "$WORK/plpgsql_reference.sql"; done
-	for m in 3a 3b 3c 5; do
+	for m in 3a 3b 3c 3m 5 5s 5sn; do
 		has_method $m || continue
-		local ob=$OUTBOX_SQL
-		[ $m = 3c ] && ob=false
-		dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench')" >/dev/null
+		local ob=$OUTBOX_SQL via=""
+		[[ $m == 3c || $m == 5sn ]] && ob=false
+		[ $m = 3m ] && via=", outbox_via => 'message'"
+		dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench'$via)" >/dev/null
+		[[ $m == 5s* ]] && dpsql "m_$m" -c "SELECT 1 FROM cdc.set_ordering('orders', 'stream')" >/dev/null
 	done
-	for m in 4 5; do
+	# 3m: a slot to count the messages afterwards (test_decoding, if installed)
+	local msg_slot=0
+	if has_method 3m && [ -f "$($PG_CONFIG --pkglibdir)/test_decoding.so" ]; then
+		dval m_3m -c "SELECT 1 FROM pg_create_logical_replication_slot('bench_msgs', 'test_decoding')" >/dev/null
+		msg_slot=1
+	fi
+	for m in 4 5 5s 5sn; do
 		has_method $m || continue
 		dpsql "m_$m" <<'SQL'
 -- Waits until a replication origin has passed an LSN (the backlog's end).
@@ -281,7 +309,9 @@ SQL
 		[1]="plain upsert, batch (ceiling)" [1b]="plain upsert, per statement"
 		[2a]="PL/pgSQL reference, per change" [2b]="PL/pgSQL reference, batch"
 		[3a]="cdc_apply(), per change" [3b]="cdc_apply_batch()" [3c]="cdc_apply_batch(), no outbox"
-		[4]="native logical replication" [5]="cdc_apply worker")
+		[3m]="cdc_apply_batch(), message outbox"
+		[4]="native logical replication" [5]="cdc_apply worker" [5s]="worker, stream ordering"
+		[5sn]="worker, stream ordering, no outbox")
 	declare -A PREPARE=(
 		[1]="PREPARE apply_batch(jsonb) AS SELECT plain_upsert_batch(\$1);"
 		[1b]="PREPARE apply_batch(jsonb) AS SELECT plain_upsert_each(\$1);"
@@ -289,20 +319,21 @@ SQL
 		[2b]="PREPARE apply_batch(jsonb) AS SELECT ref.apply_batch(\$1);"
 		[3a]="PREPARE apply_one(jsonb) AS SELECT cdc_apply(\$1);"
 		[3b]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);"
-		[3c]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);")
+		[3c]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);"
+		[3m]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);")
 	local have_batch=f
-	for m in 3b 3c; do
+	for m in 3b 3c 3m; do
 		has_method $m && have_batch=$(dval "m_$m" -c "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'cdc_apply_batch')")
 	done
 
-	for m in 1 1b 2a 2b 3a 3b 3c; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3m; do
 		has_method $m || continue
 		local script="$D/per_batch.sql"
 		case $m in 1b | 2a | 3a)
 			if [ "$N" -gt "$PER_CHANGE_MAX" ]; then echo "method $m skipped above --per-change-max $PER_CHANGE_MAX"; continue; fi ;;
 		esac
 		case $m in 2a | 3a) script="$D/per_change.sql" ;; esac
-		if [[ $m == 3[bc] ]] && [ "$have_batch" != t ]; then echo "method $m skipped: cdc_apply_batch() is not installed"; continue; fi
+		if [[ $m == 3[bcm] ]] && [ "$have_batch" != t ]; then echo "method $m skipped: cdc_apply_batch() is not installed"; continue; fi
 		# The session's backend notes its own CPU time before and after the
 		# work (/proc/self/stat of the backend: utime + stime, in clock ticks).
 		{
@@ -343,67 +374,123 @@ SQL
 		dpsql m_4 -c "ALTER SUBSCRIPTION native_sub DISABLE"
 		echo "method 4 (${LABEL[4]}): ${SECS[4]} s, apply worker CPU ${CPU[4]} s"
 	fi
-	if has_method 5; then
-		dpsql m_5 -c "CHECKPOINT"
-		# The launcher started with the server, before m_5 existed, so it has
-		# been exiting and restarting (every 5 s, bgw_restart_time); wait
-		# until it serves m_5, so that its restart delay is not timed.
+	for m in 5 5s 5sn; do
+		has_method $m || continue
+		# The launcher serves one database (cdc.database): point it at this
+		# method's database and restart the destination, then wait until the
+		# launcher serves it, so that its start-up is not timed.
+		dpsql postgres -c "ALTER SYSTEM SET cdc.database = 'm_$m'" >/dev/null
+		run "$BINDIR/pg_ctl" -D "$DST_DATA" -l "$DST_DATA.log" -w restart >/dev/null
+		dpsql "m_$m" -c "CHECKPOINT"
 		for _ in $(seq 1 300); do
-			[ "$(dval m_5 -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'cdc_apply launcher' AND datname = 'm_5'")" = 1 ] && break
+			[ "$(dval "m_$m" -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'cdc_apply launcher' AND datname = 'm_$m'")" = 1 ] && break
 			sleep 0.1
 		done
 		# The subscription is created after the backlog, on the slot that was
 		# created before it; pg_reload_conf() wakes the launcher at once.
-		out=$(dval m_5 <<SQL
+		out=$(dval "m_$m" <<SQL
 SELECT clock_timestamp() AS t0, pg_current_wal_lsn() AS w0 \gset
-SELECT cdc.create_subscription('bench', '$conninfo', ARRAY['bench_pub'], slot_name => 'cdc_slot',
+SELECT cdc.create_subscription('bench', '$conninfo', ARRAY['bench_pub'], slot_name => 'cdc_slot_$m',
                                create_slot => false, copy_data => false) AS subid \gset
 SELECT pg_reload_conf() \gset
-CALL bench_wait_origin('cdc_' || :subid, '$marker', 3600);
+CALL bench_wait_origin(cdc._origin_name(:subid), '$marker', 3600);
 SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_lsn() - :'w0'::pg_lsn)
        || ' ' || (SELECT $(proc_cpu_of "worker_pid") FROM cdc.subscription_status WHERE name = 'bench');
 SQL
-		) || { dpsql m_5 -c "SELECT * FROM cdc.subscription_status"; false; }
-		read -r SECS[5] WAL[5] cpu <<<"$out"
-		CPU[5]=$(awk -v t="$cpu" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
-		dpsql m_5 -c "SELECT cdc.disable_subscription('bench')" >/dev/null
-		echo "method 5 (${LABEL[5]}): ${SECS[5]} s, apply worker CPU ${CPU[5]} s"
-	fi
+		) || { dpsql "m_$m" -c "SELECT * FROM cdc.subscription_status"; false; }
+		read -r SECS[$m] WAL[$m] cpu <<<"$out"
+		CPU[$m]=$(awk -v t="$cpu" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
+		dpsql "m_$m" -c "SELECT cdc.disable_subscription('bench')" >/dev/null
+		echo "method $m (${LABEL[$m]}): ${SECS[$m]} s, apply worker CPU ${CPU[$m]} s"
+	done
 
+	# One outbox row (or message) per applied change, none without outbox,
+	# idempotency keys distinct, and counted as written; method $m, appends
+	# to $extra and sets failed (the caller's variables).
+	check_outbox() {
+		local ob_want=0 ob_got
+		[ "$OUTBOX" = on ] && [ "$m" != 3c ] && [ "$m" != 5sn ] && ob_want=$N
+		if [ "$m" = 3m ]; then
+			# messages instead of rows: none in cdc.outbox, N counted, N decoded
+			ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || (SELECT coalesce(sum(outbox_rows), 0) FROM cdc.stats) FROM cdc.outbox")
+			[ "$ob_got" = "0 $ob_want" ] || { extra="$extra (no outbox rows and $ob_want messages counted expected: $ob_got)"; failed=1; }
+			if [ "$msg_slot" = 1 ]; then
+				ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || count(DISTINCT substring(data FROM '\"idempotency_key\": \"([0-9a-f]*)\"')) FROM pg_logical_slot_get_changes('bench_msgs', NULL, NULL, 'skip-empty-xacts', '1') WHERE data LIKE 'message: transactional: 1 prefix: cdc_outbox,%'")
+				dval "m_$m" -c "SELECT pg_drop_replication_slot('bench_msgs')" >/dev/null
+				extra="$extra, messages decoded $ob_got"
+				[ "$ob_got" = "$ob_want $ob_want" ] || { extra="$extra (should be $ob_want messages with distinct keys)"; failed=1; }
+			fi
+		else
+			ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || count(DISTINCT idempotency_key) || ' ' || (SELECT coalesce(sum(outbox_rows), 0) FROM cdc.stats) FROM cdc.outbox")
+			[ "$ob_got" = "$ob_want $ob_want $ob_want" ] || { extra="$extra (outbox should have $ob_want rows, distinct keys, counted: rows, keys, counted = $ob_got)"; failed=1; }
+		fi
+		if [ -n "$DUMP_OUTBOX" ] && [ "$m" != 3c ] && [ "$m" != 3m ] && [ "$m" != 5sn ]; then
+			mkdir -p "$DUMP_OUTBOX"
+			if [[ $m == 5* ]]; then
+				# The worker's source identity holds the source's system
+				# identifier, LSNs and xids, which differ between runs: they
+				# are replaced by their ranks, and the idempotency key by
+				# whether it follows the rule (docs/semantics.md, "Outbox").
+				dval "m_$m" -c "SELECT id, idempotency_key = md5(concat_ws(E'\n', source->>'name', (source->>'schema') || '.' || (source->>'table'),
+				                                  op, version::text, entity_key::text)) AS key_follows_the_rule,
+				                  topic, target, entity_key, op, payload,
+				                  source || jsonb_build_object('name', 'source', 'lsn', lsn_r, 'commit_lsn', clsn_r, 'txId', tx_r,
+				                                               'version', to_jsonb(ARRAY[version[1], clsn_r] || version[3:])) AS source,
+				                  ARRAY[version[1], clsn_r] || version[3:] AS version, published_at
+				             FROM (SELECT o.*, dense_rank() OVER (ORDER BY (source->>'lsn')::bigint) AS lsn_r,
+				                          dense_rank() OVER (ORDER BY (source->>'commit_lsn')::bigint) AS clsn_r,
+				                          dense_rank() OVER (ORDER BY (source->>'txId')::bigint) AS tx_r FROM cdc.outbox o) x
+				            ORDER BY id" >"$DUMP_OUTBOX/outbox_${m}_$N.txt"
+			else
+				dval "m_$m" -c "SELECT id, idempotency_key, topic, target, entity_key, op, payload, source, version, published_at
+				                  FROM cdc.outbox ORDER BY id" >"$DUMP_OUTBOX/outbox_${m}_$N.txt"
+			fi
+		fi
+	}
 	# Correctness: every method ends with the source's rows; methods with
 	# guarantees have one ledger row per change.
 	local failed=0 got
 	echo
 	echo "verification against the source ($expected):"
-	for m in 1 1b 2a 2b 3a 3b 3c 4 5; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn; do
 		[ -n "${SECS[$m]:-}" ] || continue
 		got=$(dval "m_$m" -c "SELECT count(*) || ' ' || md5(coalesce(string_agg(o::text, E'\n' ORDER BY id), '')) FROM orders o")
 		local extra=""
 		case $m in
 		2a | 2b) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM ref.ledger"), outbox $(dval "m_$m" -c "SELECT count(*) FROM ref.outbox")"
 			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; } ;;
-		3a | 3b | 3c | 5) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
+		3a | 3b | 3c | 3m | 5) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
 			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; }
-			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; } ;;
+			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; }
+			check_outbox ;;
+		5s | 5sn) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), entity records $(dval "m_$m" -c "SELECT count(*) FROM cdc.entity_state"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
+			[[ $extra == "ledger 0, entity records 0,"* ]] || { extra="$extra (stream ordering keeps no ledger rows or entity records)"; failed=1; }
+			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; }
+			check_outbox ;;
 		esac
 		if [ "$got" = "$expected" ]; then
-			printf '  %-3s %-32s rows identical  %s\n' "$m" "${LABEL[$m]}" "$extra"
+			printf '  %-4s %-36s rows identical  %s\n' "$m" "${LABEL[$m]}" "$extra"
 		else
-			printf '  %-3s %-32s ROWS DIFFER: %s  %s\n' "$m" "${LABEL[$m]}" "$got" "$extra"
+			printf '  %-4s %-36s ROWS DIFFER: %s  %s\n' "$m" "${LABEL[$m]}" "$got" "$extra"
 			failed=1
 		fi
 	done
 
-	# Space: ledger bytes per entry and version-state bytes per entity, heap
-	# and indexes after VACUUM, from the database itself.
+	# Space: ledger bytes per entry, version-state bytes per entity and
+	# outbox bytes per row, heap and indexes after VACUUM, from the database
+	# itself.
 	local space=""
-	for m in 2b 3b 3c 5; do
+	for m in 2b 3b 3c 5 5s 5sn; do
 		[ -n "${SECS[$m]:-}" ] || continue
 		case $m in
-		2b) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-3s %-32s ledger %s B/entry, version state %s B/entity', '$m', '${LABEL[$m]}',
+		2b) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s ledger %s B/entry, version state %s B/entity', '$m', '${LABEL[$m]}',
 			pg_total_relation_size('ref.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('ref.entity_version') / greatest(count(*), 1) FROM ref.entity_version)) FROM ref.ledger")"$'\n' ;;
-		*) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-3s %-32s ledger %s B/entry, version state %s B/entity', '$m', '${LABEL[$m]}',
-			pg_total_relation_size('cdc.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('cdc.entity_state') / greatest(count(*), 1) FROM cdc.entity_state)) FROM cdc.ledger")"$'\n' ;;
+		5s | 5sn) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s no ledger rows or entity records; %s stream mark(s), %s B in all', '$m', '${LABEL[$m]}',
+			count(*), pg_total_relation_size('cdc.stream_mark')) FROM cdc.stream_mark")"$'\n' ;;
+		*) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s ledger %s B/entry, version state %s B/entity%s', '$m', '${LABEL[$m]}',
+			pg_total_relation_size('cdc.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('cdc.entity_state') / greatest(count(*), 1) FROM cdc.entity_state),
+			(SELECT ', outbox ' || (pg_total_relation_size(coalesce(to_regclass('cdc.outbox_rows'), 'cdc.outbox')) / count(*)) || ' B/row'
+			   FROM cdc.outbox HAVING count(*) > 0)) FROM cdc.ledger")"$'\n' ;;
 		esac
 	done
 
@@ -411,17 +498,17 @@ SQL
 		echo
 		echo "== results: $N changes over $K keys, $TXN changes per source transaction ($ops)"
 		echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (wall-clock rates suffer from other load; CPU rates much less)"
-		printf '%-3s %-32s %8s %10s %6s %6s %7s %10s %6s %6s %10s\n' "" method seconds changes/s "vs 1" "vs 4" \
+		printf '%-4s %-36s %8s %10s %6s %6s %7s %10s %6s %6s %10s\n' "" method seconds changes/s "vs 1" "vs 4" \
 			"CPU s" "chg/CPU-s" "vs 1" "vs 4" "WAL B/chg"
 		local base1="" base4="" cbase1="" cbase4=""
 		[ -n "${SECS[1]:-}" ] && base1=$(fdiv "$N" "${SECS[1]}") && cbase1=$(fdiv "$N" "${CPU[1]}")
 		[ -n "${SECS[4]:-}" ] && base4=$(fdiv "$N" "${SECS[4]}") && cbase4=$(fdiv "$N" "${CPU[4]}")
-		for m in 1 1b 2a 2b 3a 3b 3c 4 5; do
+		for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn; do
 			[ -n "${SECS[$m]:-}" ] || continue
 			local rate crate
 			rate=$(fdiv "$N" "${SECS[$m]}")
 			crate=$(fdiv "$N" "${CPU[$m]}")
-			printf '%-3s %-32s %8s %10s %6s %6s %7s %10s %6s %6s %10s\n' "$m" "${LABEL[$m]}" "${SECS[$m]}" "$rate" \
+			printf '%-4s %-36s %8s %10s %6s %6s %7s %10s %6s %6s %10s\n' "$m" "${LABEL[$m]}" "${SECS[$m]}" "$rate" \
 				"$(ratio "$rate" "$base1")" "$(ratio "$rate" "$base4")" "${CPU[$m]}" "$crate" "$(ratio "$crate" "$cbase1")" \
 				"$(ratio "$crate" "$cbase4")" "$(fdiv "${WAL[$m]}" "$N")"
 		done

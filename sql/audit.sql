@@ -98,6 +98,14 @@ SELECT cdc.create_subscription('loop', :'conninfo', ARRAY['loop_pub'], create_sl
 CALL cdc.audit('loop');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 UPDATE cdc.subscription SET slot_ready = true WHERE name = 'loop';
+-- its tables, as the worker records them (cdc.subscription_rel): none yet,
+-- then one waiting for its copy, then copied
+CALL cdc.audit('loop');
+INSERT INTO cdc.subscription_rel (subid, schema_name, table_name, state)
+SELECT subid, 'public', 'src', 'init' FROM cdc.subscription WHERE name = 'loop';
+CALL cdc.audit('loop', 'dst');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+UPDATE cdc.subscription_rel SET state = 'ready', sync_lsn = '0/1' WHERE table_name = 'src';
 -- disabled: its worker cannot catch up (the messages name source positions)
 \set VERBOSITY sqlstate
 CALL cdc.audit('loop');

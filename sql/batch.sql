@@ -206,9 +206,10 @@ SELECT events, applied FROM cdc_apply_batch(jsonb_build_array(
 -- b. The seed fixture (insert, update, update, delete, re-creation of one
 --    key) in every one of its 120 orders, as one batch, on three tables:
 --    bat_state_only (state mapping, rows independent: changes of a key are
---    merged into the newest), bat_outbox (outbox rows: written set-based
---    round by round, never merged) and bat_trig (a trigger: change by
---    change).  Every order must equal one-by-one application exactly.
+--    merged into the newest), bat_outbox (outbox rows and full images:
+--    merged too, every applied change keeping its own outbox row and
+--    payload) and bat_trig (a trigger: change by change).  Every order must
+--    equal one-by-one application exactly.
 -- ===========================================================================
 CREATE TABLE bat_state_only (id int PRIMARY KEY, name text NOT NULL);
 SELECT target FROM cdc.register_mapping('bat_state_only');
@@ -282,6 +283,120 @@ SELECT tbl, cuts, x AS difference
        LATERAL bat_compare(tbl::regclass,
                  ARRAY(SELECT bat_seed(tbl, 1, n) FROM generate_series(1, 5) n) ||
                  ARRAY(SELECT bat_seed(tbl, 1, n) FROM generate_series(5, 1, -1) n), cuts) x;
+
+-- ===========================================================================
+-- b2. Outbox mappings with full images are merged (docs/semantics.md,
+--     "Batches"): one row write per entity, one outbox row per applied
+--     change, each with the payload one by one gives it: an upsert's image,
+--     for a delete the row it removed (the chain's previous image, the row
+--     before the batch, or the event's before-image when there was none).
+-- ===========================================================================
+-- c -> u -> d -> c of one key in one batch: four outbox rows equal to one by
+-- one, in order, and a single row write.
+SELECT x AS difference FROM bat_compare('bat_outbox',
+  ARRAY(SELECT bat_seed('bat_outbox', 1, n) FROM generate_series(1, 5) n WHERE n <> 3)) x;
+SELECT bat_reset('bat_outbox');
+SELECT pg_stat_force_next_flush();
+BEGIN;
+SELECT outcomes FROM cdc_apply_batch(ARRAY(SELECT bat_seed('bat_outbox', 1, n) FROM generate_series(1, 5) n WHERE n <> 3),
+                                     with_outcomes => true);
+SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables WHERE relid = 'bat_outbox'::regclass;
+COMMIT;
+SELECT op, entity_key, payload, version FROM cdc.outbox WHERE target = 'bat_outbox'::regclass ORDER BY id;
+SELECT * FROM bat_outbox;
+
+-- A row that exists before the batch (applied by an earlier call): a chain
+-- that starts with its delete takes the removed row as payload, whether the
+-- chain ends with an upsert (the row is read first) or with a delete (the
+-- merged delete returns it); a delete of a key the destination never had
+-- publishes the event's before-image; snapshot rows set the row a later
+-- delete publishes but get no outbox row of their own.
+SELECT chain, x AS difference
+  FROM (VALUES ('d c', ARRAY[bat_seed('bat_outbox', 1, 4), bat_seed('bat_outbox', 1, 5)]),
+               ('d c d', ARRAY[bat_seed('bat_outbox', 1, 4), bat_seed('bat_outbox', 1, 5),
+                               dbz('d', 'bat_outbox', NULL, '0/1500', 105, before => '{"id": 1}')]),
+               ('d', ARRAY[bat_seed('bat_outbox', 1, 4)]),
+               ('u d c u', ARRAY[bat_seed('bat_outbox', 1, 3), bat_seed('bat_outbox', 1, 4), bat_seed('bat_outbox', 1, 5),
+                                 dbz('u', 'bat_outbox', '{"id": 1, "name": "v6"}', '0/1500', 105)]),
+               ('d of a missing key, d d', ARRAY[dbz('d', 'bat_outbox', NULL, '0/1300', 103, before => '{"id": 5, "name": "gone"}'),
+                                                 bat_seed('bat_outbox', 1, 4),
+                                                 dbz('d', 'bat_outbox', NULL, '0/1500', 105, before => '{"id": 1}')]),
+               ('r d, r u', ARRAY[dbz('r', 'bat_outbox', '{"id": 1, "name": "snap"}', '0/1250', NULL), bat_seed('bat_outbox', 1, 4),
+                                  dbz('r', 'bat_outbox', '{"id": 6, "name": "snap"}', '0/1250', NULL),
+                                  dbz('u', 'bat_outbox', '{"id": 6, "name": "s2"}', '0/1260', 102)])) AS c(chain, evs),
+       LATERAL bat_compare('bat_outbox', evs,
+                           setup => $$SELECT cdc_apply(dbz('c', 'bat_outbox', '{"id": 1, "name": "before"}', '0/1200', 99))$$) x;
+SELECT bat_reset('bat_outbox');
+SELECT cdc_apply(dbz('c', 'bat_outbox', '{"id": 1, "name": "before"}', '0/1200', 99));
+SELECT applied FROM cdc_apply_batch(ARRAY[bat_seed('bat_outbox', 1, 4), bat_seed('bat_outbox', 1, 5),
+                                          dbz('d', 'bat_outbox', NULL, '0/1500', 105, before => '{"id": 1}'),
+                                          dbz('d', 'bat_outbox', NULL, '0/1600', 106, before => '{"id": 7, "name": "never"}')]);
+SELECT op, entity_key, payload FROM cdc.outbox WHERE target = 'bat_outbox'::regclass ORDER BY id;
+
+-- Payloads built from the image equal to_jsonb() of the written row for
+-- every kind of column (numeric typmods, times, json, bytea, NaN, a domain,
+-- a composite, a dropped column), and entity keys of several columns (in
+-- jsonb key order) with quotes and backslashes.  (A table with an array
+-- column is never set-based: there is no array of an array type to send
+-- its column in.)
+CREATE DOMAIN bat_pos AS int CHECK (VALUE > 0);
+CREATE TYPE bat_pair AS (a int, b text);
+CREATE TABLE bat_types (k2 text, k1 int, gone int, n numeric(8,2), f float8, ts timestamptz, d date, j json,
+                        jb jsonb, by bytea, b boolean, dom bat_pos, pair bat_pair, vc varchar(4), ch char(3),
+                        PRIMARY KEY (k2, k1));
+ALTER TABLE bat_types DROP COLUMN gone;
+SELECT target FROM cdc.register_mapping('bat_types', outbox => true);
+SELECT x AS difference FROM bat_compare('bat_types', ARRAY[
+  dbz('c', 'bat_types', '{"k2": "a\"b\\c", "k1": 1, "n": 1.005, "f": "NaN", "ts": "2024-01-02T03:04:05.123456Z", "d": 19000,
+                          "j": "{\"z\": 1,  \"a\": [1, 2]}", "jb": "{\"z\": 1, \"a\": [1.50, 2]}", "by": "3q0=",
+                          "b": true, "dom": 5, "pair": "(1,\"x y\")", "vc": "abcd", "ch": "x"}', '0/1000', 100),
+  dbz('u', 'bat_types', '{"k2": "a\"b\\c", "k1": 1, "n": -3, "f": 1e300, "ts": null, "d": null, "j": "[]",
+                          "jb": null, "by": "", "b": false, "dom": 7, "pair": null, "vc": "é", "ch": "é"}', '0/1100', 101),
+  dbz('c', 'bat_types', '{"k2": "ü", "k1": 2, "n": 0, "f": "-Infinity", "ts": "infinity", "d": 0, 
+                          "j": "null", "jb": "\"s\"", "by": null, "b": null, "dom": 1, "pair": "(,)", "vc": null, "ch": null}', '0/1200', 102),
+  dbz('d', 'bat_types', NULL, '0/1300', 103, before => '{"k2": "a\"b\\c", "k1": 1}')]) x;
+SELECT entity_key, payload FROM cdc.outbox WHERE target = 'bat_types'::regclass ORDER BY id;
+-- (merged: one row write for key 1's three changes)
+SELECT bat_reset('bat_types');
+SELECT pg_stat_force_next_flush();
+BEGIN;
+SELECT applied FROM cdc_apply_batch(ARRAY[
+  dbz('c', 'bat_types', '{"k2": "x", "k1": 1, "n": 1, "f": 1, "ts": null, "d": null, "j": null, "jb": null,
+                          "by": null, "b": null, "dom": 1, "pair": "(1,a)", "vc": null, "ch": null}', '0/1000', 100),
+  dbz('u', 'bat_types', '{"k2": "x", "k1": 1, "n": 2, "f": 2, "ts": null, "d": null, "j": null, "jb": null,
+                          "by": null, "b": null, "dom": 2, "pair": "(2,b)", "vc": null, "ch": null}', '0/1100', 101),
+  dbz('d', 'bat_types', NULL, '0/1300', 103, before => '{"k2": "x", "k1": 1}')]);
+SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables WHERE relid = 'bat_types'::regclass;
+COMMIT;
+SELECT op, payload->'n' AS n, payload->'pair' AS pair FROM cdc.outbox WHERE target = 'bat_types'::regclass ORDER BY id;
+
+-- A composite column travels as one column of the batch's upsert (before,
+-- its array's unnest in FROM split it into its fields and the batch failed),
+-- with or without outbox.
+CREATE TABLE bat_comp (id int PRIMARY KEY, pair bat_pair);
+SELECT target FROM cdc.register_mapping('bat_comp');
+SELECT x AS difference FROM bat_compare('bat_comp', ARRAY[
+  dbz('c', 'bat_comp', '{"id": 1, "pair": "(1,a)"}', '0/1000', 100),
+  dbz('c', 'bat_comp', '{"id": 2, "pair": null}', '0/1010', 100),
+  dbz('u', 'bat_comp', '{"id": 1, "pair": "(2,\"b c\")"}', '0/1100', 101)]) x;
+SELECT * FROM bat_comp ORDER BY id;
+
+-- A generated column is computed by the destination: such an outbox
+-- target is written round by round and each payload read back (never
+-- merged), still equal to one by one in every order of the seed fixture.
+CREATE TABLE bat_outbox_gen (id int PRIMARY KEY, name text NOT NULL, len int GENERATED ALWAYS AS (length(name)) STORED);
+SELECT target FROM cdc.register_mapping('bat_outbox_gen', outbox => true);
+SELECT count(*) AS orders_compared, count(*) FILTER (WHERE d IS NOT NULL) AS orders_with_differences, min(d) AS first_difference
+  FROM bat_perms,
+       LATERAL (SELECT min(x) AS d FROM bat_compare('bat_outbox_gen',
+                  ARRAY(SELECT bat_seed('bat_outbox_gen', 1, perm[i]) FROM generate_series(1, 5) i ORDER BY i)) x) c;
+SELECT bat_reset('bat_outbox_gen');
+SELECT pg_stat_force_next_flush();
+BEGIN;
+SELECT applied FROM cdc_apply_batch(ARRAY(SELECT bat_seed('bat_outbox_gen', 1, n) FROM generate_series(1, 5) n));
+SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables WHERE relid = 'bat_outbox_gen'::regclass;
+COMMIT;
+SELECT op, payload FROM cdc.outbox WHERE target = 'bat_outbox_gen'::regclass ORDER BY id;
 
 -- ===========================================================================
 -- c. Merged chains that cannot stay merged: a conflict in the middle (the
@@ -432,7 +547,7 @@ CREATE TABLE bat_exp_events AS SELECT ARRAY[
   dbz('d', 'bat_exp', NULL, '0/1800', 18, before => '{"id": 3}'),
   dbz('c', 'bat_exp', '{"id": 1, "name": "old"}', '0/1000', 10)] AS evs;
 CREATE TABLE bat_exp_setup AS SELECT $$
-  INSERT INTO cdc.source (name) VALUES ('srv') ON CONFLICT (name) DO NOTHING;
+  INSERT INTO cdc.source (id, name) VALUES (('x' || substr(md5('srv'), 1, 8))::bit(32)::int & 2147483647, 'srv') ON CONFLICT DO NOTHING;
   INSERT INTO cdc.prune_watermark (target, src, v0, v1, v2, v3)
   SELECT 'bat_exp', id, 0, 8192, 8192, 0 FROM cdc.source WHERE name = 'srv'$$ AS setup;
 SELECT policy, cuts, x AS difference

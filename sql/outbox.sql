@@ -3,15 +3,23 @@
 -- produces the idempotency key, the same key for a change re-published
 -- under a new delivery key (a rebuilt topic, a new generation) and no second
 -- row, a relay marking rows published, and published rows removed without
--- weakening dedup.  Tables of this suite are called ob_*.
+-- weakening dedup; the storage behind the view (cdc.outbox_rows and the
+-- dictionary cdc.outbox_source) and what a relay does through the view.
+-- Tables of this suite are called ob_*.
 --
 CREATE TABLE ob_orders (id int PRIMARY KEY, status text NOT NULL, amount numeric(12,2));
 SELECT target, outbox, outbox_topic
   FROM cdc.register_mapping('ob_orders', source_table => 'ob_orders', outbox => true, outbox_topic => 'shop.orders.v1');
 
--- The row shape.
+-- The row shape (cdc.outbox is a view: no column is NOT NULL there; the
+-- base table's are).
 SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull
   FROM pg_attribute a WHERE a.attrelid = 'cdc.outbox'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum;
+SELECT relkind FROM pg_class WHERE oid = 'cdc.outbox'::regclass;
+SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull
+  FROM pg_attribute a WHERE a.attrelid = 'cdc.outbox_rows'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum;
+SELECT indexrelid::regclass AS index, indisunique, pg_get_indexdef(indexrelid) AS definition
+  FROM pg_index WHERE indrelid = 'cdc.outbox_rows'::regclass ORDER BY 1::text;
 
 -- Three changes delivered from generation 1 of the topic.
 CREATE TABLE ob_ev (n int PRIMARY KEY, ev jsonb NOT NULL);
@@ -29,6 +37,14 @@ SELECT o.op, o.idempotency_key = md5(concat_ws(E'\n', o.source->>'name', (o.sour
                                               o.op, o.version::text, o.entity_key::text)) AS key_follows_the_rule
   FROM cdc.outbox o WHERE o.target = 'ob_orders'::regclass ORDER BY o.id;
 CREATE TABLE ob_keys AS SELECT op, idempotency_key FROM cdc.outbox WHERE target = 'ob_orders'::regclass;
+
+-- The view renders the stored binary key as the md5's 32 hex digits, and
+-- the source identity from the dictionary and the row's own columns.
+SELECT o.idempotency_key = replace(r.ikey::text, '-', '') AS key_is_the_stored_bytes,
+       length(o.idempotency_key) AS key_length, s.topic, s.source_name, s.source_db, s.source_schema, s.source_table,
+       r.lsn, r.commit_lsn, r.tx_id, ARRAY[r.v0, r.v1, r.v2, r.v3] AS v, r.op
+  FROM cdc.outbox o JOIN cdc.outbox_rows r USING (id) JOIN cdc.outbox_source s ON s.id = r.src
+ WHERE o.target = 'ob_orders'::regclass ORDER BY o.id;
 
 -- A rebuilt topic: the same changes, generation 2, new offsets.  Nothing new.
 SELECT n, cdc_apply(ev, NULL, 'shop.orders:gen2:3:' || (n + 500)) FROM ob_ev ORDER BY n;
@@ -86,6 +102,94 @@ SELECT n, cdc_apply(ev, NULL, 'shop.orders:gen3:0:' || n) AS same_keys,
 SELECT count(*) AS outbox_rows, count(*) FILTER (WHERE published_at IS NULL) AS unpublished
   FROM cdc.outbox WHERE target = 'ob_orders'::regclass;
 SELECT * FROM ob_orders;
+
+-- ===========================================================================
+-- Relays through the view: FOR UPDATE SKIP LOCKED locks the rows of
+-- cdc.outbox_rows (isolation spec outbox_concurrent has two relays), the
+-- work-queue index serves the relay's queries, and a relay may delete what
+-- it published.  The relay role needs no privilege on the base table.
+-- ===========================================================================
+INSERT INTO ob_ev VALUES
+  (6, dbz('c', 'ob_orders', '{"id": 3, "status": "new", "amount": 7}', '0/2200', 202)),
+  (7, dbz('c', 'ob_orders', '{"id": 4, "status": "new", "amount": 8}', '0/2300', 203));
+SELECT n, cdc_apply(ev, NULL, 'shop.orders:gen3:0:' || n) FROM ob_ev WHERE n >= 6 ORDER BY n;
+SET ROLE regress_cdc_relay;
+SELECT has_table_privilege('cdc.outbox_rows', 'SELECT') AS relay_reads_base_table;
+BEGIN;
+SELECT op, entity_key FROM cdc.outbox WHERE published_at IS NULL AND target = 'ob_orders'::regclass
+ ORDER BY id LIMIT 2 FOR UPDATE SKIP LOCKED;
+RESET ROLE;
+SELECT r.entity_key, r.xmax = pg_current_xact_id()::xid AS locked_by_the_relay
+  FROM cdc.outbox_rows r WHERE r.target = 'ob_orders'::regclass AND r.published_at IS NULL ORDER BY r.id;
+SET ROLE regress_cdc_relay;
+SELECT cdc.outbox_mark_published(ARRAY(SELECT id FROM cdc.outbox WHERE published_at IS NULL AND target = 'ob_orders'::regclass
+                                          ORDER BY id LIMIT 2)) AS marked;
+COMMIT;
+RESET ROLE;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT id, idempotency_key, topic, entity_key, op, payload FROM cdc.outbox
+ WHERE published_at IS NULL ORDER BY id LIMIT 500;
+EXPLAIN (COSTS OFF) UPDATE cdc.outbox SET published_at = now() WHERE id = ANY ('{1,2}') AND published_at IS NULL;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+-- A relay that deletes what it published instead of marking it (needs
+-- DELETE on the view): the rows go from the base table.
+GRANT DELETE ON cdc.outbox TO regress_cdc_relay;
+SET ROLE regress_cdc_relay;
+DELETE FROM cdc.outbox WHERE target = 'ob_orders'::regclass AND entity_key = '{"id": "3"}' AND published_at IS NOT NULL
+RETURNING op, entity_key, payload;
+RESET ROLE;
+SELECT count(*) AS rows_of_key_3 FROM cdc.outbox_rows WHERE target = 'ob_orders'::regclass AND entity_key = '{"id": "3"}';
+
+SELECT op, entity_key, published_at IS NOT NULL AS published FROM cdc.outbox WHERE target = 'ob_orders'::regclass ORDER BY id;
+
+-- ===========================================================================
+-- The dictionary cdc.outbox_source keeps the topic and the source identity
+-- a row was written with: a later topic, a renamed target or a rolled-back
+-- first use change nothing of earlier rows, and ids are max + 1 (a
+-- rolled-back call uses none up).
+-- ===========================================================================
+CREATE TABLE ob_plain (id int PRIMARY KEY, v text);
+SELECT target, outbox_topic FROM cdc.register_mapping('ob_plain', outbox => true);
+SELECT cdc_apply(dbz('c', 'ob_plain', '{"id": 1, "v": "a"}', '0/3000', 300));
+SELECT max(id) AS dict_max FROM cdc.outbox_source \gset
+BEGIN;
+SELECT cdc_apply(dbz('c', 'ob_plain', '{"id": 2, "v": "b"}', '0/3100', 301, src => 'rolled_back'));
+SELECT max(id) - :dict_max AS new_ids_in_transaction FROM cdc.outbox_source;
+ROLLBACK;
+SELECT count(*) AS rolled_back_entries FROM cdc.outbox_source WHERE source_name = 'rolled_back';
+SELECT target, outbox_topic FROM cdc.register_mapping('ob_plain', outbox => true, outbox_topic => 'plain.v2');
+SELECT cdc_apply(dbz('u', 'ob_plain', '{"id": 1, "v": "b"}', '0/3200', 302));
+ALTER TABLE ob_plain RENAME TO ob_plain_renamed;
+SELECT target, outbox_topic FROM cdc.register_mapping('ob_plain_renamed', source_table => 'ob_plain', outbox => true);
+SELECT cdc_apply(dbz('u', 'ob_plain', '{"id": 1, "v": "c"}', '0/3300', 303));
+SELECT cdc_apply(dbz('u', 'ob_plain', '{"id": 1, "v": "d"}', '0/3400', 304));
+SELECT target, op, topic, payload FROM cdc.outbox WHERE target = 'ob_plain_renamed'::regclass ORDER BY id;
+SELECT s.id - :dict_max AS id_after_before, s.topic FROM cdc.outbox_source s WHERE s.id > :dict_max ORDER BY s.id;
+-- rows of a dropped target stay for the relay, with their topic
+DROP TABLE ob_plain_renamed;
+SELECT target::text ~ '^[0-9]+$' AS target_shown_as_its_oid, op, topic, payload FROM cdc.outbox
+ WHERE topic IN ('public.ob_plain', 'plain.v2', 'public.ob_plain_renamed') ORDER BY id;
+
+-- ===========================================================================
+-- A batch whose outbox insert meets keys that are there already (state
+-- forgotten, outbox kept, as above): the insert is redone with ON CONFLICT
+-- DO NOTHING (docs/semantics.md, "Outbox"), so the batch's new change gets
+-- its row, counted once, and the others none.
+-- ===========================================================================
+CREATE TABLE ob_dup (id int PRIMARY KEY, v text);
+SELECT target FROM cdc.register_mapping('ob_dup', outbox => true);
+SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup', '{"id": 1, "v": "a"}', '0/4000', 400),
+                                          dbz('u', 'ob_dup', '{"id": 1, "v": "b"}', '0/4100', 401)]);
+DELETE FROM cdc.ledger WHERE target = 'ob_dup'::regclass;
+DELETE FROM cdc.entity_state WHERE target = 'ob_dup'::regclass;
+SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup', '{"id": 1, "v": "a"}', '0/4000', 400),
+                                          dbz('c', 'ob_dup', '{"id": 2, "v": "x"}', '0/4050', 400),
+                                          dbz('u', 'ob_dup', '{"id": 1, "v": "b"}', '0/4100', 401)]);
+SELECT op, entity_key, payload FROM cdc.outbox WHERE target = 'ob_dup'::regclass ORDER BY id;
+SELECT applied, outbox_rows FROM cdc.stats WHERE target = 'ob_dup'::regclass;
+SELECT * FROM ob_dup ORDER BY id;
 
 DROP TABLE ob_batch;
 DROP ROLE regress_cdc_nobody;

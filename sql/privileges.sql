@@ -6,11 +6,14 @@
 --   * with the grants: applied;
 --   * cdc.register_mapping() is not for non-owners;
 --   * cdc.ledger (and the other state tables) cannot be written by a plain
---     role; cdc.stats is readable;
+--     role; cdc.stats is readable, and so are the ledger entries of targets
+--     the role may read (the policy of cdc.ledger, sql/security.sql);
 --   * every function of the extension pins search_path; none is SECURITY
 --     DEFINER except the sql_drop clean-up cdc._drop_target_state() (any
 --     table owner may drop a mapped table; it only deletes the state of the
---     dropped tables), which PUBLIC cannot call directly.
+--     dropped tables), which PUBLIC cannot call directly, and
+--     cdc._subscription_progress() (the replication origins' LSNs for
+--     cdc.subscription_status; docs/security.md).
 --
 CREATE ROLE regress_cdc_reader;   -- SELECT only
 CREATE ROLE regress_cdc_partial;  -- SELECT, INSERT, UPDATE (no DELETE)
@@ -95,7 +98,7 @@ SELECT target FROM cdc.register_mapping('priv_items', outbox => false);
 SELECT cdc.unregister_mapping('priv_items');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text)
+GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text)
   TO regress_cdc_writer;
 SET ROLE regress_cdc_writer;
 \set SHOW_CONTEXT never
@@ -103,7 +106,7 @@ SELECT target FROM cdc.register_mapping('priv_items', outbox => false);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set SHOW_CONTEXT errors
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text)
+REVOKE EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text)
   FROM regress_cdc_writer;
 -- The mapping is unchanged (outbox still on).
 SELECT target, outbox FROM cdc.mapping WHERE target = 'priv_items'::regclass;
@@ -121,8 +124,8 @@ DELETE FROM cdc.ledger WHERE digest = cdc.delivery_digest('priv_items', 'priv-1'
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 TRUNCATE cdc.ledger;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- Readable row by row: the entries of priv_items, which the role may read.
 SELECT count(*) FROM cdc.ledger;
-\echo SQLSTATE :LAST_ERROR_SQLSTATE
 DELETE FROM cdc.entity_state;
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 INSERT INTO cdc.mapping (target, source_schema, source_table) VALUES ('priv_items', 'x', 'y');
@@ -135,7 +138,7 @@ UPDATE cdc.counters SET applied = 0;
 SELECT applied, duplicate, stale, conflict, ignored, outbox_rows FROM cdc.stats WHERE target = 'priv_items'::regclass;
 RESET ROLE;
 -- Table privileges of PUBLIC on the extension's relations: only SELECT on
--- the views and on cdc.mapping.
+-- the views, cdc.mapping, cdc.source and cdc.ledger (row by row).
 SELECT c.oid::regclass AS relation,
        has_table_privilege('regress_cdc_reader', c.oid, 'SELECT') AS sel,
        has_table_privilege('regress_cdc_reader', c.oid, 'INSERT') AS ins,
@@ -151,7 +154,8 @@ SELECT * FROM priv_state();
 SELECT count(*) AS ledger_rows_for_priv FROM cdc.ledger WHERE target = 'priv_items'::regclass;
 
 -- ---------------------------------------------------------------------------
--- 5. Functions: search_path pinned, no SECURITY DEFINER but cdc._drop_target_state().
+-- 5. Functions: search_path pinned, no SECURITY DEFINER but cdc._drop_target_state()
+--    and cdc._subscription_progress().
 -- ---------------------------------------------------------------------------
 SELECT p.oid::regprocedure AS function, p.proconfig, p.prosecdef
   FROM pg_proc p

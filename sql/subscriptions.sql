@@ -8,14 +8,14 @@
 \set SHOW_CONTEXT never
 
 -- create: the slot defaults to the subscription's name; a replication origin
--- cdc_<subid> is created with it; copy_data needs create_slot.
+-- cdc_<database oid>_<subid> is created with it; copy_data needs create_slot.
 SELECT cdc.create_subscription('shop', 'host=/nonexistent dbname=shop', ARRAY['shop_pub'], enabled => false) > 0 AS created;
 SELECT cdc.create_subscription('other', 'host=/nonexistent dbname=x', ARRAY['a', 'b'], slot_name => 'other_slot',
                                create_slot => false, copy_data => true, source_epoch => 2) > 0 AS created;
 SELECT name, slot_name, publications, create_slot, copy_data, enabled, source_epoch, slot_ready, skip_lsn
   FROM cdc.subscription ORDER BY subid;
-SELECT s.name, o.roname = 'cdc_' || s.subid AS origin_named_after_subid
-  FROM cdc.subscription s JOIN pg_replication_origin o ON o.roname = 'cdc_' || s.subid ORDER BY s.subid;
+SELECT s.name, o.roname = 'cdc_' || (SELECT oid FROM pg_database WHERE datname = current_database()) || '_' || s.subid AS origin_named_after_subid
+  FROM cdc.subscription s JOIN pg_replication_origin o ON o.roname = cdc._origin_name(s.subid) ORDER BY s.subid;
 SELECT name, state, received_lsn, applied_lsn, flushed_lsn, lag_bytes, retry_count, last_error, worker_pid,
        applied_xacts, apply_commits
   FROM cdc.subscription_status ORDER BY name;
@@ -34,7 +34,7 @@ SELECT count(*) AS subscriptions FROM cdc.subscription;
 SELECT cdc.alter_subscription('shop', conninfo => 'host=/elsewhere dbname=shop');
 SELECT cdc.alter_subscription('shop', publications => ARRAY['shop_pub', 'more_pub']);
 SELECT cdc.alter_subscription('shop', source_epoch => 3);
-SELECT name, conninfo, publications, source_epoch FROM cdc.subscription WHERE name = 'shop';
+SELECT name, conninfo, publications, source_epoch, origin, refresh_pending FROM cdc.subscription WHERE name = 'shop';
 SELECT cdc.alter_subscription('shop', source_epoch => 2);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.alter_subscription('shop', publications => ARRAY[]::text[]);
@@ -42,6 +42,65 @@ SELECT cdc.alter_subscription('shop', publications => ARRAY[]::text[]);
 SELECT cdc.alter_subscription('nosuch', conninfo => 'x');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT name, conninfo, publications, source_epoch FROM cdc.subscription WHERE name = 'shop';
+
+-- origin: 'any' by default, 'none' drops source transactions that carry a
+-- replication origin; nothing else is accepted.
+SELECT name, origin FROM cdc.subscription ORDER BY subid;
+SELECT cdc.alter_subscription('shop', origin => 'none');
+SELECT cdc.alter_subscription('shop', origin => 'local');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'x', ARRAY['p'], origin => 'all');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'x', ARRAY['p'], origin => NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT name, origin FROM cdc.subscription ORDER BY subid;
+-- the same publications again do not ask for a refresh
+UPDATE cdc.subscription SET refresh_pending = false WHERE name = 'shop';
+SELECT cdc.alter_subscription('shop', publications => ARRAY['shop_pub', 'more_pub']);
+SELECT name, refresh_pending FROM cdc.subscription WHERE name = 'shop';
+
+-- The subscription's tables (cdc.subscription_rel, shown by
+-- cdc.subscription_tables): cdc._reconcile_tables makes them a published
+-- table list, as cdc.refresh_subscription does with the list it reads from
+-- the source; copy_data decides whether an added table is copied (init) or
+-- only streamed (ready).
+SELECT * FROM cdc._reconcile_tables((SELECT subid FROM cdc.subscription WHERE name = 'shop'),
+                                    ARRAY['public', 'public', 'public'], ARRAY['sub_a', 'sub_b', 'sub_a'], true);
+SELECT subscription, schema_name, table_name, state, sync_lsn FROM cdc.subscription_tables ORDER BY 1, 2, 3;
+SELECT * FROM cdc._reconcile_tables((SELECT subid FROM cdc.subscription WHERE name = 'shop'),
+                                    ARRAY['public', 'shop'], ARRAY['sub_b', 'sub_c'], false);
+SELECT subscription, schema_name, table_name, state, sync_lsn FROM cdc.subscription_tables ORDER BY 1, 2, 3;
+SELECT * FROM cdc._reconcile_tables((SELECT subid FROM cdc.subscription WHERE name = 'shop'),
+                                    ARRAY['public', 'shop'], ARRAY['sub_b', 'sub_c'], true);
+-- A dropped destination table leaves the subscription: fed by the source
+-- table of its name, or per its mapping.
+CREATE TABLE sub_b (id int PRIMARY KEY);
+CREATE TABLE sub_mapped (id int PRIMARY KEY);
+SELECT target FROM cdc.register_mapping('sub_mapped', source_schema => 'shop', source_table => 'sub_c', source_name => 'shop');
+CREATE TABLE sub_other (id int PRIMARY KEY);
+DROP TABLE sub_other;
+SELECT subscription, schema_name, table_name, state FROM cdc.subscription_tables ORDER BY 1, 2, 3;
+DROP TABLE sub_b;
+SELECT subscription, schema_name, table_name, state FROM cdc.subscription_tables ORDER BY 1, 2, 3;
+DROP TABLE sub_mapped;
+SELECT subscription, schema_name, table_name, state FROM cdc.subscription_tables ORDER BY 1, 2, 3;
+-- refresh and resync: errors before the source is asked; an unreachable
+-- source is 08001
+SELECT * FROM cdc.refresh_subscription('nosuch');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc.refresh_subscription('shop', copy_data => NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.resync_table('nosuch', 'pg_class');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.resync_table('shop', NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+DO $$
+BEGIN
+  PERFORM cdc.refresh_subscription('shop');
+EXCEPTION WHEN OTHERS THEN
+  RAISE NOTICE 'refresh with an unreachable source: SQLSTATE %', SQLSTATE;
+END $$;
+SELECT count(*) AS rows_after_failed_refresh FROM cdc.subscription_tables;
 
 -- enable / disable: the status view shows disabled for a disabled subscription.
 SELECT cdc.enable_subscription('shop');
@@ -62,12 +121,16 @@ SELECT cdc.skip_transaction('shop', '0/1A2B3C4', ' ');
 SELECT cdc.skip_transaction('nosuch', '0/1', 'x');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 
--- drop: the row, its state and its replication origin go; the skip record stays.
+-- drop: the row, its state, its tables and its replication origin go; the
+-- skip record stays.
+SELECT count(*) AS tables_before_drop
+  FROM cdc._reconcile_tables((SELECT subid FROM cdc.subscription WHERE name = 'shop'), ARRAY['public'], ARRAY['kept'], true);
 SELECT cdc.drop_subscription('shop');
 SELECT cdc.drop_subscription('other');
 SELECT count(*) AS subscriptions, (SELECT count(*) FROM cdc.subscription_state) AS states,
        (SELECT count(*) FROM pg_replication_origin WHERE roname LIKE 'cdc\_%') AS origins,
-       (SELECT count(*) FROM cdc.skipped_transactions) AS skip_records
+       (SELECT count(*) FROM cdc.skipped_transactions) AS skip_records,
+       (SELECT count(*) FROM cdc.subscription_rel) AS tables
   FROM cdc.subscription;
 SELECT cdc.drop_subscription('shop');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
@@ -75,8 +138,8 @@ DELETE FROM cdc.skipped_transactions;
 
 -- A replication origin left behind by a dropped extension (origins are
 -- cluster-wide) under the next subscription's name is replaced, not a 23505.
-SELECT pg_replication_origin_create('cdc_' || (SELECT last_value + 1 FROM cdc.subscription_subid_seq)) > 0 AS leftover_origin;
+SELECT pg_replication_origin_create(cdc._origin_name((SELECT last_value + 1 FROM cdc.subscription_subid_seq)::int)) > 0 AS leftover_origin;
 SELECT cdc.create_subscription('again', 'host=/nonexistent dbname=x', ARRAY['p'], enabled => false) > 0 AS created;
-SELECT count(*) AS origins FROM pg_replication_origin o JOIN cdc.subscription s ON o.roname = 'cdc_' || s.subid;
+SELECT count(*) AS origins FROM pg_replication_origin o JOIN cdc.subscription s ON o.roname = cdc._origin_name(s.subid);
 SELECT cdc.drop_subscription('again');
 \set SHOW_CONTEXT errors

@@ -43,8 +43,10 @@ Simulate(Chain &c, const std::vector<SimInput> &sim, const std::optional<Barrier
 		in.stored = record;
 		if (barrier && barrier->source == in.source)
 			in.barrier = barrier->version;
-		if (!record)
+		if (!record) {
 			in.watermark = p.watermark;
+			in.stream_mark = p.stream_mark;
+		}
 		Decision d = Decide(in);
 		if (!p.claimed) {
 			if (d.outcome == Outcome::Applied)

@@ -52,6 +52,7 @@ struct SimInput {
 	std::string source;
 	std::string content_hash;
 	std::optional<Version> watermark;
+	std::optional<Version> stream_mark; // the target's stream mark of this source, if any (DecisionInput)
 	Version version;
 	bool is_delete = false;
 	bool is_snapshot = false;

@@ -51,6 +51,12 @@ Decide(const DecisionInput &in)
 			return d;
 		}
 	}
+	if (!in.stored && in.stream_mark && Version::Compare(in.version, *in.stream_mark) <= 0) {
+		d.outcome = Outcome::Duplicate;
+		d.reason = "no record of the entity and not newer than the stream mark " + in.stream_mark->ToArrayLiteral() +
+		           ": processed while the target was stream-ordered";
+		return d;
+	}
 	if (!in.stored && in.watermark && Version::Compare(in.version, *in.watermark) <= 0) {
 		d.outcome = Outcome::Expired;
 		d.reason = "no record of the entity and not newer than the prune watermark " + in.watermark->ToArrayLiteral() +
@@ -64,6 +70,13 @@ Decide(const DecisionInput &in)
 	}
 	d.outcome = Outcome::Applied;
 	return d;
+}
+
+bool
+StreamProcessed(const Version &v, bool is_snapshot, const Version &mark)
+{
+	int c = Version::Compare(v, mark);
+	return is_snapshot ? c < 0 : c <= 0;
 }
 
 } // namespace cdc

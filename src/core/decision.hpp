@@ -37,6 +37,11 @@ struct DecisionInput {
 	// greatest version of a tombstone removed by cdc.prune().  Only read
 	// when there is no stored record.
 	std::optional<Version> watermark;
+	// Stream mark of the target and the event's source (cdc.stream_mark) when
+	// the target was stream-ordered before (docs/semantics.md, "Stream
+	// ordering"): the implicit record of every key without one.  Only read
+	// when there is no stored record.
+	std::optional<Version> stream_mark;
 };
 
 struct Decision {
@@ -52,10 +57,18 @@ struct Decision {
 //                                                     and the event is not a delete)
 //  4. version == stored version, same content     -> duplicate
 //     version == stored version, other content    -> conflict
+//  5a. no stored record, version <= stream mark   -> duplicate (processed while the target was stream-ordered)
 //  5. no stored record, version <= watermark      -> expired (the entity's records may have been pruned:
 //                                                     neither new nor old can be proven; SPEC §3, fourth answer)
 //  6. not a delete, unavailable columns, no row   -> conflict ("unavailable values for a row the destination does not have")
 //  7. otherwise                                   -> applied
 Decision Decide(const DecisionInput &in);
+
+// Stream ordering (docs/semantics.md, "Stream ordering"): has one ordered
+// stream already delivered a change of version `v`, given the target's
+// high-water mark of that stream?  A change at or below the mark was
+// processed; snapshot rows of one copy share the version of its snapshot
+// point, so a snapshot row is processed only when strictly below it.
+bool StreamProcessed(const Version &v, bool is_snapshot, const Version &mark);
 
 } // namespace cdc

@@ -60,6 +60,17 @@ Image(const Json *j, const char *name)
 	return *j;
 }
 
+// The same for an image moved out of the event (no copy).
+std::optional<Json>
+TakenImage(Json j, const char *name)
+{
+	if (j.IsNull())
+		return std::nullopt;
+	if (!j.IsObject())
+		Bad(std::string("field \"") + name + "\" must be an object, got " + j.KindName());
+	return std::optional<Json>(std::move(j));
+}
+
 bool
 IsHeartbeat(const Json &p)
 {
@@ -87,8 +98,13 @@ OpName(Op op)
 	return "?";
 }
 
+namespace {
+
+// `owned`: the same tree as `root`, handed over by the caller, so that the
+// images are moved out of it instead of copied (an image can hold most of a
+// large event); nullptr: they are copied.
 ChangeEvent
-ParseDebeziumEnvelope(const Json &root)
+ParseEnvelope(const Json &root, Json *owned)
 {
 	ChangeEvent ev;
 	const Json *payload = &root;
@@ -125,7 +141,7 @@ ParseDebeziumEnvelope(const Json &root)
 	}
 	if (!op->IsString())
 		Bad(std::string("field \"op\" must be a string, got ") + op->KindName());
-	const std::string &o = op->Scalar();
+	const std::string o = op->Scalar(); /* a copy: the images may be moved out of the tree below */
 	if (o == "m") {
 		ev.ignored = true;
 		ev.ignored_reason = "logical decoding message";
@@ -165,23 +181,6 @@ ParseDebeziumEnvelope(const Json &root)
 		ev.total_order = OptInt(tx->Find("total_order"), "transaction.total_order");
 	}
 
-	ev.before = Image(payload->Find("before"), "before");
-	ev.after = Image(payload->Find("after"), "after");
-	switch (ev.op) {
-	case Op::Create:
-	case Op::Update:
-	case Op::Read:
-		if (!ev.after)
-			Bad(std::string("field \"after\" is missing: op \"") + o + "\" needs the after-image");
-		break;
-	case Op::Delete:
-		if (!ev.before)
-			Bad("field \"before\" is missing: op \"d\" needs the before-image (at least the key columns)");
-		break;
-	case Op::Truncate:
-		break;
-	}
-
 	if (schema) {
 		const Json *fields = schema->FindNonNull("fields");
 		if (fields && fields->IsArray()) {
@@ -196,7 +195,49 @@ ParseDebeziumEnvelope(const Json &root)
 			}
 		}
 	}
+
+	if (owned) {
+		Json taken_payload;
+		Json *images = owned;
+		if (payload != &root) {
+			taken_payload = owned->TakeMember("payload");
+			images = &taken_payload;
+		}
+		ev.before = TakenImage(images->TakeMember("before"), "before");
+		ev.after = TakenImage(images->TakeMember("after"), "after");
+	} else {
+		ev.before = Image(payload->Find("before"), "before");
+		ev.after = Image(payload->Find("after"), "after");
+	}
+	switch (ev.op) {
+	case Op::Create:
+	case Op::Update:
+	case Op::Read:
+		if (!ev.after)
+			Bad(std::string("field \"after\" is missing: op \"") + o + "\" needs the after-image");
+		break;
+	case Op::Delete:
+		if (!ev.before)
+			Bad("field \"before\" is missing: op \"d\" needs the before-image (at least the key columns)");
+		break;
+	case Op::Truncate:
+		break;
+	}
 	return ev;
+}
+
+} // namespace
+
+ChangeEvent
+ParseDebeziumEnvelope(const Json &root)
+{
+	return ParseEnvelope(root, nullptr);
+}
+
+ChangeEvent
+ParseDebeziumEnvelope(Json &&root)
+{
+	return ParseEnvelope(root, &root);
 }
 
 Version

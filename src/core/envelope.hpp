@@ -52,6 +52,9 @@ struct ChangeEvent {
 // missing `after` on c/u/r, missing `before` on d, a non-object image,
 // malformed `source` fields (lsn not an integer, ...).
 ChangeEvent ParseDebeziumEnvelope(const Json &root);
+// The same, taking the tree over: the images are moved out of it, not
+// copied (the tree is left without them).
+ChangeEvent ParseDebeziumEnvelope(Json &&root);
 
 const char *OpName(Op op); // "c", "u", ...
 

@@ -101,6 +101,17 @@ Json::Find(std::string_view name) const
 	return nullptr;
 }
 
+Json
+Json::TakeMember(std::string_view name)
+{
+	if (kind_ != Kind::Object)
+		return Json();
+	for (auto &m : members_)
+		if (m.first == name)
+			return std::exchange(m.second, Json());
+	return Json();
+}
+
 const Json *
 Json::FindNonNull(std::string_view name) const
 {
@@ -210,6 +221,67 @@ Json::KindName() const
 	case Kind::Object: return "object";
 	}
 	return "?";
+}
+
+std::optional<JsonElementSpan>
+OversizeTopLevelElement(std::string_view text, std::size_t max_bytes)
+{
+	auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+	std::size_t i = 0, n = text.size();
+	while (i < n && space(text[i]))
+		i++;
+	if (i == n || text[i] != '[') {
+		std::size_t end = n;
+		while (end > i && space(text[end - 1]))
+			end--;
+		if (end - i > max_bytes)
+			return JsonElementSpan{0, end - i};
+		return std::nullopt;
+	}
+	std::size_t index = 0;
+	std::size_t depth = 0;         /* containers open inside the current element */
+	std::size_t start = n;         /* first byte of the current element; n: none yet */
+	std::size_t last = 0;          /* last non-space byte of the current element */
+	bool in_string = false, escaped = false;
+	for (i++; i < n; i++) {
+		char c = text[i];
+		if (in_string) {
+			if (escaped)
+				escaped = false;
+			else if (c == '\\')
+				escaped = true;
+			else if (c == '"')
+				in_string = false;
+			last = i;
+			continue;
+		}
+		if (space(c))
+			continue;
+		if (depth == 0 && (c == ',' || c == ']')) {
+			if (start != n) {
+				if (last + 1 - start > max_bytes)
+					return JsonElementSpan{index, last + 1 - start};
+				index++;
+			}
+			start = n;
+			if (c == ']')
+				break;
+			continue;
+		}
+		if (start == n)
+			start = i;
+		last = i;
+		if (c == '"')
+			in_string = true;
+		else if (c == '[' || c == '{')
+			depth++;
+		else if ((c == ']' || c == '}') && depth > 0)
+			depth--;
+	}
+	/* an element still open at the end of the text (not JSON: the parser says so) */
+	if (start != n && last + 1 - start > max_bytes)
+		return JsonElementSpan{index, last + 1 - start};
+	return std::nullopt;
 }
 
 } // namespace cdc

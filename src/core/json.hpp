@@ -63,6 +63,12 @@ class Json {
 
 	// Object member lookup (first match); nullptr when absent or not an object.
 	const Json *Find(std::string_view name) const;
+	// Moves the value of member `name` (first match) out of the object,
+	// leaving JSON null in its place; JSON null when absent or not an
+	// object.  Lets a consumer keep a large image without copying it.
+	Json TakeMember(std::string_view name);
+	// Moves the items out of an array (empty for anything else).
+	std::vector<Json> TakeItems() { return kind_ == Kind::Array ? std::exchange(items_, {}) : std::vector<Json>(); }
 	// Like Find, but a JSON null member counts as absent.
 	const Json *FindNonNull(std::string_view name) const;
 
@@ -85,5 +91,20 @@ class Json {
 
 // Appends s to out as a JSON string literal (with quotes and escapes).
 void AppendJsonString(std::string &out, std::string_view s);
+
+// An element of the top-level array of a JSON text: its 0-based position
+// and its length in bytes (from its first to its last character).
+struct JsonElementSpan {
+	std::size_t index = 0;
+	std::size_t bytes = 0;
+};
+
+// The first element of the top-level JSON array in `text` that is longer
+// than `max_bytes` (or the whole text, as element 0, when it is not an
+// array and is longer); nullopt when there is none.  One pass over the
+// bytes, no allocation, no validation (Json::Parse validates afterwards):
+// it lets the event-size limit (cdc.max_event_size, docs/security.md) refuse
+// an oversize event of a batch before its tree is built.
+std::optional<JsonElementSpan> OversizeTopLevelElement(std::string_view text, std::size_t max_bytes);
 
 } // namespace cdc

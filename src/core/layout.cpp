@@ -68,6 +68,13 @@ Int32FromMd5Hex(std::string_view hex)
 	return int32_t(uint32_t(HexPrefix(hex, 8)));
 }
 
+int32_t
+SourceIdCandidate(std::string_view name_md5_hex, uint32_t collisions)
+{
+	uint32_t first = uint32_t(HexPrefix(name_md5_hex, 8)) & 0x7fffffffu;
+	return int32_t((first + collisions) & 0x7fffffffu);
+}
+
 std::string
 CompactEntityKey(const std::vector<std::string> &values)
 {

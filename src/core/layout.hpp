@@ -27,6 +27,13 @@ std::string LedgerDigestInput(uint32_t target_oid, std::string_view delivery_key
 int64_t Int64FromMd5Hex(std::string_view hex);
 int32_t Int32FromMd5Hex(std::string_view hex);
 
+// The id of a source name in cdc.source (docs/security.md, "Shared state"):
+// the first 31 bits of md5(name) (`name_md5_hex`), or on the n-th collision
+// with another name the n-th id after it (wrapping within 0 .. 2^31-1).  No
+// sequence is involved, so a rolled-back call leaves nothing behind, and
+// 2^31 ids are never exhausted by committed use.
+int32_t SourceIdCandidate(std::string_view name_md5_hex, uint32_t collisions);
+
 // The compact entity key stored in cdc.entity_state.key: for one key
 // column its output text; for several, a text[] literal of the output texts
 // quoted exactly like PostgreSQL's array_out ({1,"a b"}), so that SQL can

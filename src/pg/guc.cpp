@@ -31,6 +31,7 @@ int cdc_group_max_delay = 200;        /* cdc.group_max_delay, ms a group stays o
 int cdc_synchronous_commit = SYNCHRONOUS_COMMIT_OFF; /* cdc.synchronous_commit of the worker's transactions */
 bool cdc_streaming = false;           /* cdc.streaming: protocol version 2, in-progress transactions */
 int cdc_apply_batch_changes = 1000;   /* cdc.apply_batch_changes: changes applied set-based at once */
+int cdc_max_event_size = 16 * 1024;   /* cdc.max_event_size, kB: one event (or worker change) at most */
 
 const struct config_enum_entry cdc_synchronous_commit_options[] = {
 	{"local", SYNCHRONOUS_COMMIT_LOCAL_FLUSH, false},
@@ -103,7 +104,9 @@ DefineWorkerSettings(bool preloaded)
 	                           "after_commit: exit after the local commit, before feedback to the source; "
 	                           "after_change:N: exit after the N-th change applied in the open local transaction, uncommitted; "
 	                           "request_from_slot: ask the source to stream from the slot's confirmed position "
-	                           "instead of the replication origin's progress.",
+	                           "instead of the replication origin's progress; "
+	                           "source_settings_unpinned: connect to the source without the pinned session settings "
+	                           "(as through a pooler that drops them), so that their check fails.",
 	                           &cdc_debug_fault, "", PGC_SIGHUP, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomIntVariable("cdc.group_max_transactions",
 	                        "Most source transactions the apply worker commits in one local transaction (1: no grouping).",
@@ -133,6 +136,12 @@ DefineWorkerSettings(bool preloaded)
 	                         "off is safe: the worker reports to the source as flushed only what is durable here.",
 	                         &cdc_synchronous_commit, SYNCHRONOUS_COMMIT_OFF, cdc_synchronous_commit_options, PGC_SIGHUP, 0,
 	                         NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.max_event_size",
+	                        "Largest event cdc_apply() and cdc_apply_batch() accept, and largest change the apply worker "
+	                        "receives.",
+	                        "A larger one raises 54000 before it is parsed, so that no caller can make a backend allocate "
+	                        "memory without bound (docs/security.md). Superusers may change it, for a role or a database too.",
+	                        &cdc_max_event_size, 16 * 1024, 1, 1024 * 1024, PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("cdc");
 }
 

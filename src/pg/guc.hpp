@@ -42,6 +42,9 @@ extern const struct config_enum_entry cdc_synchronous_commit_options[];
 /* audit and resync (docs/audit.md) */
 extern int cdc_audit_max_rows_per_second;
 
+/* both paths (docs/security.md, "Event size") */
+extern int cdc_max_event_size; /* kB */
+
 /* the replay horizon (docs/retention.md) */
 extern int cdc_replay_horizon;
 extern int cdc_prune_interval;

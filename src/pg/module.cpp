@@ -1,7 +1,8 @@
 // The module: PG_MODULE_MAGIC and _PG_init, which initializes each
 // subsystem in order: the cdc.* settings (pg/guc.hpp), then, when the
 // library is loaded through shared_preload_libraries, the launcher of the
-// background-worker path (pg/worker/worker.hpp).  The SQL path
+// background-worker path (pg/worker/worker.hpp) and the lifecycle hooks
+// (DROP DATABASE refusal, pg/worker/lifecycle.hpp).  The SQL path
 // (cdc_apply(), sql_api.cpp) needs no preloading.
 //
 // PostgreSQL regime, run once per process that loads the library.  Must
@@ -9,6 +10,7 @@
 // definitions and registrations.
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
+#include "pg/worker/lifecycle.hpp"
 #include "pg/worker/worker.hpp"
 
 extern "C" {
@@ -29,4 +31,5 @@ _PG_init(void)
 {
 	cdc::pg::InitGUC(process_shared_preload_libraries_in_progress);
 	cdc::pg::InitLauncher(process_shared_preload_libraries_in_progress);
+	cdc::pg::InstallLifecycleHooks(process_shared_preload_libraries_in_progress && !IsBinaryUpgrade);
 }

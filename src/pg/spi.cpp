@@ -11,6 +11,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -139,7 +140,7 @@ ExtensionTablesOwner()
 
 uint64
 ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs, Oid *types, Datum *values,
-          const char *nulls, bool as_owner)
+          const char *nulls, const RunAs &as)
 {
 	MemoryContext caller_context = CurrentMemoryContext; /* see below */
 	SPIPlanPtr plan = LookupOrPrepare(sql, sql_len, key, key_len, nargs, types);
@@ -155,13 +156,8 @@ ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs,
 		SPI_freetuptable(SPI_tuptable);
 		SPI_tuptable = NULL;
 	}
-	Oid save_userid = InvalidOid;
-	int save_sec = 0;
-	if (as_owner) {
-		Oid owner = ExtensionTablesOwner();
-		GetUserIdAndSecContext(&save_userid, &save_sec);
-		SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	}
+	UserSwitch sw;
+	BeginUserSwitch(as, &sw);
 	volatile int rc = 0;
 	/*
 	 * SPI leaves the procedure context (SPI Proc) current after every
@@ -179,10 +175,10 @@ ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs,
 	}
 	PG_FINALLY();
 	{
-		if (as_owner)
-			SetUserIdAndSecContext(save_userid, save_sec);
+		RestoreUser(&sw);
 	}
 	PG_END_TRY();
+	EndGucNest(&sw);
 	if (rc < 0)
 		elog(ERROR, "cdc_apply: SPI_execute_plan failed (%s) for \"%s\"", SPI_result_code_string(rc), sql);
 	return SPI_processed;
@@ -190,8 +186,44 @@ ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs,
 
 } // namespace
 
+void
+BeginUserSwitch(const RunAs &as, UserSwitch *sw)
+{
+	GetUserIdAndSecContext(&sw->save_userid, &sw->save_sec_context);
+	sw->guc_nest_level = 0;
+	switch (as.kind) {
+	case RunAs::Kind::Caller: return;
+	case RunAs::Kind::ExtensionOwner:
+		SetUserIdAndSecContext(ExtensionTablesOwner(), sw->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		return;
+	case RunAs::Kind::Role:
+		if (as.restricted) {
+			SetUserIdAndSecContext(as.role, sw->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+			                                    SECURITY_RESTRICTED_OPERATION);
+			sw->guc_nest_level = NewGUCNestLevel();
+		} else {
+			SetUserIdAndSecContext(as.role, sw->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		}
+		return;
+	}
+}
+
+void
+RestoreUser(const UserSwitch *sw)
+{
+	SetUserIdAndSecContext(sw->save_userid, sw->save_sec_context);
+}
+
+void
+EndGucNest(const UserSwitch *sw)
+{
+	/* isCommit = false: whatever the code changed (even without LOCAL) is undone */
+	if (sw->guc_nest_level > 0)
+		AtEOXact_GUC(false, sw->guc_nest_level);
+}
+
 uint64_t
-Execute(const std::string &sql, Params &params, bool as_owner)
+Execute(const std::string &sql, Params &params, const RunAs &as)
 {
 	/* Cache key: statement text, then the parameter type OIDs. */
 	std::string key = sql;
@@ -199,7 +231,7 @@ Execute(const std::string &sql, Params &params, bool as_owner)
 	key.append(reinterpret_cast<const char *>(params.Types()), sizeof(Oid) * size_t(params.Count()));
 	return PgCall([&]() {
 		return ExecutePg(sql.c_str(), int(sql.size()), key.data(), int(key.size()), params.Count(), params.Types(),
-		                 params.Values(), params.Nulls(), as_owner);
+		                 params.Values(), params.Nulls(), as);
 	});
 }
 
@@ -209,7 +241,9 @@ ResultText(uint64_t row, int col)
 	char *v = PgCall([&]() { return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col); });
 	if (v == nullptr)
 		return std::nullopt;
-	return std::string(v);
+	std::string s(v);
+	PgCall([&]() { pfree(v); }); /* a row image can be as large as the event: one copy, not two */
+	return s;
 }
 
 bool

@@ -1,6 +1,7 @@
 // SQL execution for the apply engine: SPI with prepared plans cached per
-// backend, typed parameters, and a switch to the extension owner for the
-// engine's own bookkeeping tables (schema cdc).
+// backend, typed parameters, and the switch of user (RunAs): to the
+// extension owner for the engine's own bookkeeping tables (schema cdc), to
+// a subscription's or a table's owner on the worker path.
 //
 // Every function here is called from the C++ regime and converts PostgreSQL
 // errors into PgError (see guard.hpp).
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace cdc::pg {
@@ -36,11 +38,92 @@ class Params {
 	std::vector<char> nulls_; // 'n' = NULL, ' ' = not null (SPI convention)
 };
 
+// Who a statement (or other code that may run user-defined functions, such
+// as a domain's input) runs as (docs/security.md, "The worker's identity").
+struct RunAs {
+	enum class Kind : uint8_t {
+		Caller,         // the current user, unchanged (target DML of cdc_apply())
+		ExtensionOwner, // the owner of the extension's tables (bookkeeping)
+		Role,           // `role` (the worker: the subscription or the table owner)
+	};
+	Kind kind = Kind::Caller;
+	Oid role = InvalidOid;
+	// Kind::Role: inside a security-restricted operation
+	// (SECURITY_RESTRICTED_OPERATION), with a GUC nest level that undoes
+	// every setting the code run changes, as PostgreSQL 16's
+	// SwitchToUntrustedUser does for a table owner's code.
+	bool restricted = false;
+
+	static RunAs Caller() { return RunAs{}; }
+	static RunAs ExtensionOwner() { return RunAs{Kind::ExtensionOwner, InvalidOid, false}; }
+	static RunAs Role(Oid role, bool restricted) { return RunAs{Kind::Role, role, restricted}; }
+};
+
 // Runs `sql` (prepared once per backend and parameter types, then reused)
-// with `params`.  Returns SPI_processed; rows are in SPI_tuptable.
-// as_owner: run as the owner of the extension's tables (bookkeeping), not
-// as the calling user (target DML).
-uint64_t Execute(const std::string &sql, Params &params, bool as_owner);
+// with `params` as `as`.  Returns SPI_processed; rows are in SPI_tuptable.
+// Errors: the statement's, as PgError.
+uint64_t Execute(const std::string &sql, Params &params, const RunAs &as);
+// as_owner: RunAs::ExtensionOwner() (bookkeeping), else RunAs::Caller().
+inline uint64_t
+Execute(const std::string &sql, Params &params, bool as_owner)
+{
+	return Execute(sql, params, as_owner ? RunAs::ExtensionOwner() : RunAs::Caller());
+}
+
+// The user switch behind RunAs, for PostgreSQL-regime code (plain data).
+struct UserSwitch {
+	Oid save_userid;
+	int save_sec_context;
+	int guc_nest_level; // 0: none opened
+};
+// Switches to `as` (no-op for RunAs::Caller).  PostgreSQL regime.
+void BeginUserSwitch(const RunAs &as, UserSwitch *sw);
+// Restores the user and security context (also on the error path, from
+// PG_FINALLY).  PostgreSQL regime, cannot fail.
+void RestoreUser(const UserSwitch *sw);
+// After success: undoes the settings changed inside a restricted switch.
+// On error the transaction's abort does it.  PostgreSQL regime.
+void EndGucNest(const UserSwitch *sw);
+
+// Runs `f` (PostgreSQL regime, as for PgCall) as `as`; an ERROR becomes a
+// PgError as with PgCall.
+template <typename F>
+auto
+PgCallAs(const RunAs &as, F &&f) -> decltype(f())
+{
+	using R = decltype(f());
+	if (as.kind == RunAs::Kind::Caller)
+		return PgCall(std::forward<F>(f));
+	return PgCall([&]() -> R {
+		UserSwitch sw;
+		BeginUserSwitch(as, &sw);
+		if constexpr (std::is_void_v<R>) {
+			PG_TRY();
+			{
+				f();
+			}
+			PG_FINALLY();
+			{
+				RestoreUser(&sw);
+			}
+			PG_END_TRY();
+			EndGucNest(&sw);
+		} else {
+			R result{};
+			PG_TRY();
+			{
+				result = f();
+			}
+			PG_FINALLY();
+			{
+				RestoreUser(&sw);
+			}
+			PG_END_TRY();
+			EndGucNest(&sw);
+			return result;
+		}
+	});
+}
 
 // Text of column `col` (1-based) of result row `row`, nullopt for NULL.
 std::optional<std::string> ResultText(uint64_t row, int col);

@@ -10,12 +10,14 @@
 // must not apply anything itself: that is the engine's (src/pg/apply/).
 #include "pg/apply/engine.hpp"
 #include "pg/guard.hpp"
+#include "pg/guc.hpp"
 #include "pg/worker/worker.hpp"
 
 #include "core/errors.hpp"
 #include "core/json.hpp"
 
 extern "C" {
+#include "access/detoast.h"
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -51,6 +53,53 @@ OptOidArg(FunctionCallInfo fcinfo, int n)
 	if (PG_NARGS() <= n || PG_ARGISNULL(n))
 		return InvalidOid;
 	return PG_GETARG_OID(n);
+}
+
+/*
+ * The event-size limit (cdc.max_event_size, docs/security.md): an event of
+ * `bytes` bytes (its text, or its jsonb form) that is larger raises 54000,
+ * before it is parsed or converted.  `which`: "the event" or "event N of the
+ * batch".
+ */
+void
+CheckEventSize(size_t bytes, const std::string &which)
+{
+	const size_t limit = size_t(cdc_max_event_size) * 1024;
+	if (bytes > limit)
+		throw cdc::InputError("54000",
+		                      which + " is " + std::to_string(bytes) + " bytes, more than cdc.max_event_size (" +
+		                          std::to_string(cdc_max_event_size) + " kB)",
+		                      {}, "Send smaller events, or have a superuser raise cdc.max_event_size.");
+}
+
+// The size of a varlena argument without detoasting it.
+size_t
+RawSize(Datum d)
+{
+	return PgCall([&]() { return toast_raw_datum_size(d); }) - VARHDRSZ;
+}
+
+// Checks each element of a jsonb batch against cdc.max_event_size by its
+// size in the jsonb container (the elements are not converted).
+void
+CheckJsonbBatchSizes(Datum d)
+{
+	JsonbIterator *it = PgCall([&]() { return JsonbIteratorInit(&DatumGetJsonbP(d)->root); });
+	JsonbValue v;
+	size_t index = 0;
+	for (;;) {
+		/* skipNested: the top-level elements come as binary containers with their size */
+		JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, true); });
+		if (tok == WJB_DONE)
+			return;
+		if (tok != WJB_ELEM)
+			continue;
+		index++;
+		size_t bytes = v.type == jbvBinary ? size_t(v.val.binary.len)
+		               : v.type == jbvString ? size_t(v.val.string.len)
+		                                     : 0;
+		CheckEventSize(bytes, "event " + std::to_string(index) + " of the batch");
+	}
 }
 
 // A jsonb scalar as a Json value.
@@ -148,12 +197,22 @@ OutcomeText(cdc::Outcome o)
 	return PgCall([&]() { return PointerGetDatum(cstring_to_text(name)); });
 }
 
-// Applies one event with a fresh engine; the event is already parsed.
+// Frees the detoasted copy of argument `arg` once it is converted (an event
+// can be large: the conversion holds what is needed).
+void
+FreeDetoasted(const void *detoasted, Datum arg)
+{
+	if (detoasted != DatumGetPointer(arg))
+		PgCall([&]() { pfree(const_cast<void *>(detoasted)); });
+}
+
+// Applies one event with a fresh engine; the event is already parsed (and
+// handed over: the engine moves its images out).
 Datum
-ApplyOne(FunctionCallInfo fcinfo, const Json &event)
+ApplyOne(FunctionCallInfo fcinfo, Json &&event)
 {
 	cdc::pg::ApplyEngine engine;
-	cdc::Outcome o = engine.ApplyDebezium(event, OptOidArg(fcinfo, 1), OptTextArg(fcinfo, 2));
+	cdc::Outcome o = engine.ApplyDebezium(std::move(event), OptOidArg(fcinfo, 1), OptTextArg(fcinfo, 2));
 	engine.Finish();
 	return OutcomeText(o);
 }
@@ -171,9 +230,13 @@ ApplyOne(FunctionCallInfo fcinfo, const Json &event)
 CDC_PG_FUNCTION(cdc_apply_jsonb)
 {
 	Json event;
-	if (!PG_ARGISNULL(0))
-		event = JsonbDatumToJson(PG_GETARG_DATUM(0));
-	return ApplyOne(fcinfo, event);
+	if (!PG_ARGISNULL(0)) {
+		CheckEventSize(RawSize(PG_GETARG_DATUM(0)), "the event");
+		Jsonb *jb = PgCall([&]() { return DatumGetJsonbP(PG_GETARG_DATUM(0)); });
+		event = JsonbDatumToJson(PointerGetDatum(jb));
+		FreeDetoasted(jb, PG_GETARG_DATUM(0));
+	}
+	return ApplyOne(fcinfo, std::move(event));
 }
 
 /*
@@ -184,10 +247,12 @@ CDC_PG_FUNCTION(cdc_apply_text)
 {
 	Json event;
 	if (!PG_ARGISNULL(0)) {
-		char *raw = PgCall([&]() { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
-		event = Json::Parse(raw);
+		CheckEventSize(RawSize(PG_GETARG_DATUM(0)), "the event");
+		text *raw = PgCall([&]() { return PG_GETARG_TEXT_PP(0); });
+		event = Json::Parse(std::string_view(VARDATA_ANY(raw), VARSIZE_ANY_EXHDR(raw)));
+		FreeDetoasted(raw, PG_GETARG_DATUM(0));
 	}
-	return ApplyOne(fcinfo, event);
+	return ApplyOne(fcinfo, std::move(event));
 }
 
 namespace {
@@ -223,7 +288,7 @@ ArrayArg(FunctionCallInfo fcinfo, int n, Oid elemtype)
 // events, applied, duplicate, stale, conflict, ignored, expired, outcomes
 // (text[] in input order, only when with_outcomes).
 Datum
-ApplyBatch(FunctionCallInfo fcinfo, const std::vector<Json> &events)
+ApplyBatch(FunctionCallInfo fcinfo, std::vector<Json> &&events)
 {
 	std::vector<std::optional<std::string>> delivery_keys;
 	ArrayElements dks = ArrayArg(fcinfo, 2, TEXTOID);
@@ -244,7 +309,8 @@ ApplyBatch(FunctionCallInfo fcinfo, const std::vector<Json> &events)
 	bool with_outcomes = PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
 
 	cdc::pg::ApplyEngine engine;
-	std::vector<cdc::Outcome> outcomes = engine.ApplyDebeziumBatch(events, OptOidArg(fcinfo, 1), delivery_keys);
+	std::vector<cdc::Outcome> outcomes =
+		engine.ApplyDebeziumBatch(std::move(events), OptOidArg(fcinfo, 1), delivery_keys);
 	engine.Finish();
 
 	int64 counts[int(cdc::Outcome::Expired) + 1] = {};
@@ -300,10 +366,14 @@ RequireEvents(FunctionCallInfo fcinfo)
 CDC_PG_FUNCTION(cdc_apply_batch_jsonb)
 {
 	RequireEvents(fcinfo);
-	Json arr = JsonbDatumToJson(PG_GETARG_DATUM(0));
+	/* detoasted once, for the size check and the conversion */
+	Datum events = PgCall([&]() { return PointerGetDatum(PG_DETOAST_DATUM(PG_GETARG_DATUM(0))); });
+	CheckJsonbBatchSizes(events);
+	Json arr = JsonbDatumToJson(events);
+	FreeDetoasted(DatumGetPointer(events), PG_GETARG_DATUM(0));
 	if (!arr.IsArray())
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
-	return ApplyBatch(fcinfo, arr.Items());
+	return ApplyBatch(fcinfo, arr.TakeItems());
 }
 
 /*
@@ -317,8 +387,11 @@ CDC_PG_FUNCTION(cdc_apply_batch_array)
 	std::vector<Json> events;
 	events.reserve(size_t(a.count));
 	for (int i = 0; i < a.count; i++)
+		if (!a.nulls[i])
+			CheckEventSize(RawSize(a.values[i]), "event " + std::to_string(i + 1) + " of the batch");
+	for (int i = 0; i < a.count; i++)
 		events.push_back(a.nulls[i] ? Json() : JsonbDatumToJson(a.values[i]));
-	return ApplyBatch(fcinfo, events);
+	return ApplyBatch(fcinfo, std::move(events));
 }
 
 /*
@@ -328,11 +401,15 @@ CDC_PG_FUNCTION(cdc_apply_batch_array)
 CDC_PG_FUNCTION(cdc_apply_batch_text)
 {
 	RequireEvents(fcinfo);
-	char *raw = PgCall([&]() { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
-	Json arr = Json::Parse(raw);
+	text *raw = PgCall([&]() { return PG_GETARG_TEXT_PP(0); });
+	std::string_view events(VARDATA_ANY(raw), VARSIZE_ANY_EXHDR(raw));
+	if (auto big = cdc::OversizeTopLevelElement(events, size_t(cdc_max_event_size) * 1024))
+		CheckEventSize(big->bytes, "event " + std::to_string(big->index + 1) + " of the batch");
+	Json arr = Json::Parse(events);
+	FreeDetoasted(raw, PG_GETARG_DATUM(0));
 	if (!arr.IsArray())
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
-	return ApplyBatch(fcinfo, arr.Items());
+	return ApplyBatch(fcinfo, arr.TakeItems());
 }
 
 /*
@@ -385,4 +462,19 @@ CDC_PG_FUNCTION(cdc_drop_source_slot)
 {
 	cdc::pg::PgCall([&]() { drop_source_slot_pg(PG_GETARG_TEXT_PP(0), PG_GETARG_NAME(1)); });
 	PG_RETURN_VOID();
+}
+
+/*
+ * cdc._publication_tables(conninfo text, publications text[])
+ * RETURNS TABLE (schema_name text, table_name text)
+ * The tables the publications publish on the source, as pgoutput names
+ * them (for cdc.refresh_subscription and cdc.resync_table).  Errors: 08001
+ * when the source cannot be reached, 42704 for a publication the source
+ * does not have, 55000 when the source session does not take the worker's
+ * settings, the source's error otherwise.
+ */
+CDC_PG_FUNCTION(cdc_publication_tables)
+{
+	cdc::pg::PgCall([&]() { publication_tables_pg(fcinfo); });
+	return (Datum) 0;
 }

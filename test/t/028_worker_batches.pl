@@ -167,6 +167,7 @@ ALTER PUBLICATION pub ADD TABLE flip;
 $dest->safe_psql('postgres', q{
 CREATE TABLE flip (id int PRIMARY KEY, v text, big text);
 SELECT cdc.register_mapping('flip', outbox => true, source_name => 'bat');
+SELECT count(*) FROM cdc.refresh_subscription('bat', copy_data => false);
 });
 my $outbox_before = $dest->safe_psql('postgres', 'SELECT count(*) FROM cdc.outbox');
 disable_and_wait($source, $dest, 'bat');

@@ -11,7 +11,8 @@ use Exporter 'import';
 
 our @EXPORT = qw(create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
   compare_table outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
-  enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num);
+  enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num
+  freeze_walwriter crash_frozen wait_for_log);
 
 sub new_source
 {
@@ -26,12 +27,15 @@ sub new_source
 # The destination: preloads cdc_apply, short naptime and backoff.  $extra
 # and the environment variable CDC_TEST_DEST_CONF add settings (for example
 # CDC_TEST_DEST_CONF='cdc.group_max_transactions = 1' runs every worker test
-# without grouping).
+# without grouping).  %init goes to PostgreSQL::Test::Cluster->init (for
+# example extra => ['--encoding=LATIN1', '--locale=C'], or allows_streaming
+# => 'logical' for a destination that also publishes).
 sub new_dest
 {
-	my ($name, $extra) = @_;
+	my ($name, $extra, %init) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name // 'dest');
-	$node->init;
+	$node->init(%init);
+	$node->append_conf('postgresql.conf', "max_wal_senders = 10\nmax_replication_slots = 10\n") if $init{allows_streaming};
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'cdc_apply'
 cdc.naptime = 1
@@ -151,7 +155,8 @@ sub probe_drop
 # The source transactions of publication $pub seen by probe slot $probe, in
 # stream (commit) order: a list of { xid, first_lsn, commit_lsn, end_lsn,
 # changes => [ [ kind (I, U, D, T), change LSN, old tuple kind of an update
-# (K: the key changed, O: full old row, N: none) ], ... ] }, LSNs as text.
+# (K: the key changed, O: full old row, N: none), source relation OID (I,
+# U, D) ], ... ] }, LSNs as text.
 sub probe_read
 {
 	my ($source, $probe, $pub) = @_;
@@ -161,11 +166,12 @@ sub probe_read
 SELECT chr(get_byte(data, 0)), lsn,
        CASE chr(get_byte(data, 0)) WHEN 'B' THEN @{[ $be->(18, 4) ]}::int::text WHEN 'C' THEN @{[ $lsn->(3, 8) ]} END,
        CASE chr(get_byte(data, 0)) WHEN 'B' THEN @{[ $lsn->(2, 8) ]} WHEN 'C' THEN @{[ $lsn->(11, 8) ]}
-                                   WHEN 'U' THEN chr(get_byte(data, 5)) END
+                                   WHEN 'U' THEN chr(get_byte(data, 5)) END,
+       CASE WHEN chr(get_byte(data, 0)) IN ('I', 'U', 'D') THEN @{[ $be->(2, 4) ]}::bigint::text END
   FROM pg_logical_slot_peek_binary_changes('$probe', NULL, NULL, 'proto_version', '1', 'publication_names', '$pub')});
 	my (@txns, $cur);
 	for my $line (split /\n/, $out) {
-		my ($kind, $at, $a, $b) = split /\|/, $line;
+		my ($kind, $at, $a, $b, $rel) = split /\|/, $line;
 		if ($kind eq 'B') {
 			$cur = { xid => $a, first_lsn => $at, final_lsn => $b, changes => [] };
 		} elsif ($kind eq 'C') {
@@ -173,7 +179,7 @@ SELECT chr(get_byte(data, 0)), lsn,
 			$cur->{end_lsn} = $b;
 			push @txns, $cur;
 		} elsif ($kind =~ /^[IUDT]$/) {
-			push @{ $cur->{changes} }, [ $kind, $at, $b ];
+			push @{ $cur->{changes} }, [ $kind, $at, $b, $rel ];
 		}
 	}
 	return \@txns;
@@ -225,7 +231,7 @@ sub slot_restore
 sub origin_rewind
 {
 	my ($dest, $sub, $lsn) = @_;
-	$dest->safe_psql('postgres', qq{SELECT pg_replication_origin_advance('cdc_' || subid, '$lsn') FROM cdc.subscription WHERE name = '$sub'});
+	$dest->safe_psql('postgres', qq{SELECT pg_replication_origin_advance(cdc._origin_name(subid), '$lsn') FROM cdc.subscription WHERE name = '$sub'});
 }
 
 # Waits until applied_lsn (the replication origin's progress) equals $lsn.
@@ -243,6 +249,52 @@ sub lsn_num
 	my ($lsn) = @_;
 	my ($hi, $lo) = split m{/}, $lsn;
 	return hex($hi) * 4294967296 + hex($lo);
+}
+
+# Stops (SIGSTOP) the WAL writer of $node and returns its pid: from then on
+# an asynchronous commit stays in the WAL buffers, unwritten, until a
+# synchronous commit, an explicit flush or a full buffer writes it, so
+# crash_frozen() loses it for sure.  Use with a destination that has
+# autovacuum, the bgwriter's writes, checkpoints by time and the launcher's
+# pruning off (nothing else flushes WAL meanwhile).
+sub freeze_walwriter
+{
+	my ($node) = @_;
+	my $pid = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'});
+	die "no walwriter" unless $pid;
+	kill 'STOP', $pid;
+	return $pid;
+}
+
+# Crashes $node (an immediate shutdown: SIGQUIT to the postmaster, which
+# SIGQUITs every child; nothing writes WAL on the way down), lets the frozen
+# WAL writer $wpid receive its SIGQUIT, and waits until the postmaster is
+# gone.  $crashed: the server is already going down (a PANIC).
+sub crash_frozen
+{
+	my ($node, $wpid, $crashed) = @_;
+	my $pidfile = $node->data_dir . '/postmaster.pid';
+	kill 'QUIT', $node->{_pid} unless $crashed;
+	kill 'CONT', $wpid;
+	my $waited = 0;
+	while (-f $pidfile && $waited < 300 * 10) {
+		select(undef, undef, undef, 0.1);
+		$waited++;
+	}
+	die "postmaster of " . $node->name . " did not exit" if -f $pidfile;
+	$node->_update_pid(0);
+}
+
+# Waits until the server log of $node, from byte $offset on, matches $re.
+sub wait_for_log
+{
+	my ($node, $re, $offset) = @_;
+	for (my $i = 0; $i < 180 * 10; $i++) {
+		return 1 if slurp_file($node->logfile, $offset) =~ $re;
+		select(undef, undef, undef, 0.1);
+	}
+	diag("log never matched $re");
+	return 0;
 }
 
 sub cdc_root

@@ -299,3 +299,16 @@ TEST(BatchPlan, AddCountsAddsEveryCount)
 	EXPECT_EQ(to.snapshot_rows, 88);
 	EXPECT_EQ(to.expired, 99);
 }
+
+TEST(BatchPlan, AStreamMarkIsTheRecordOfAnEntityWithoutOne)
+{
+	/* the target was stream-ordered up to version 5: a replay of 3 is a duplicate, 6 applies and is then the record */
+	std::vector<SimInput> sim = {Upsert(3, "a"), Upsert(6, "b"), Upsert(5, "c")};
+	for (SimInput &s : sim)
+		s.stream_mark = Version{{1, 5}};
+	Chain c = ChainOver(sim.size());
+	ASSERT_TRUE(Simulate(c, sim, std::nullopt));
+	EXPECT_EQ(c.outcomes, (std::vector<Outcome>{Outcome::Duplicate, Outcome::Applied, Outcome::Stale}));
+	EXPECT_EQ(c.applied, (std::vector<size_t>{1}));
+	EXPECT_EQ(c.final_record->version, (Version{{1, 6}}));
+}

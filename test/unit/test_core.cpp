@@ -71,6 +71,78 @@ TEST(Json, SyntaxErrorsNameTheOffset)
 // A deeply nested document is refused before the tree gets deep enough for
 // its recursive destructor or serializer to exhaust the stack (a 400,000-level
 // event crashed the server before the limit existed).
+TEST(Json, OversizeTopLevelElementFindsTheFirstElementOverTheLimit)
+{
+	// Not an array: the whole document, without surrounding white space.
+	EXPECT_FALSE(OversizeTopLevelElement("  {\"op\": \"c\"}  ", 11));
+	auto whole = OversizeTopLevelElement("  {\"op\": \"c\"}  ", 10);
+	ASSERT_TRUE(whole);
+	EXPECT_EQ(whole->index, 0u);
+	EXPECT_EQ(whole->bytes, 11u);
+	// Elements are measured from their first to their last character; commas,
+	// brackets and braces inside strings and nested containers do not split them.
+	const std::string batch = R"([ {"a": "x,]}"} , null, {"b": [1, 2, {"c": "\"],"}]} ,"s"])";
+	EXPECT_FALSE(OversizeTopLevelElement(batch, 28));
+	auto big = OversizeTopLevelElement(batch, 27);
+	ASSERT_TRUE(big);
+	EXPECT_EQ(big->index, 2u);
+	EXPECT_EQ(big->bytes, 28u);
+	auto first = OversizeTopLevelElement(batch, 3);
+	ASSERT_TRUE(first);
+	EXPECT_EQ(first->index, 0u);
+	EXPECT_EQ(first->bytes, 13u);
+	EXPECT_FALSE(OversizeTopLevelElement("[]", 0));
+	EXPECT_FALSE(OversizeTopLevelElement(" [ ] ", 0));
+	// An unterminated element (not JSON; the parser reports it) is measured to the end.
+	auto open = OversizeTopLevelElement("[1, \"abcdef", 5);
+	ASSERT_TRUE(open);
+	EXPECT_EQ(open->index, 1u);
+	EXPECT_EQ(open->bytes, 7u);
+	// Large: one element of 1 MB among small ones.
+	std::string large = "[1," + std::string("\"") + std::string(1 << 20, 'x') + "\",2]";
+	auto l = OversizeTopLevelElement(large, 1 << 20);
+	ASSERT_TRUE(l);
+	EXPECT_EQ(l->index, 1u);
+	EXPECT_EQ(l->bytes, (1u << 20) + 2);
+}
+
+TEST(Json, TakeMemberMovesTheValueOut)
+{
+	Json j = Json::Parse(R"({"a": {"x": "big"}, "b": 1})");
+	Json a = j.TakeMember("a");
+	EXPECT_EQ(a.Serialize(), R"({"x":"big"})");
+	EXPECT_EQ(j.Serialize(), R"({"a":null,"b":1})");
+	EXPECT_TRUE(j.TakeMember("missing").IsNull());
+	EXPECT_TRUE(Json::MakeString("s").TakeMember("a").IsNull());
+}
+
+TEST(Envelope, TakingTheTreeOverGivesTheSameEvent)
+{
+	// wrapped (schema + payload) and bare payloads: images moved out, nothing else differs
+	for (const char *name : {"pg-create-with-schema.json", "pg-create.payload-only.json",
+	                         "pg-delete-replica-identity-default-with-schema.json"}) {
+		const std::string text = ReadFixture(name);
+		const Json kept = Json::Parse(text);
+		ChangeEvent copied = ParseDebeziumEnvelope(kept);
+		ChangeEvent moved = ParseDebeziumEnvelope(Json::Parse(text));
+		EXPECT_EQ(copied.op, moved.op) << name;
+		ASSERT_EQ(copied.after.has_value(), moved.after.has_value()) << name;
+		if (copied.after)
+			EXPECT_EQ(copied.after->Serialize(), moved.after->Serialize()) << name;
+		ASSERT_EQ(copied.before.has_value(), moved.before.has_value()) << name;
+		if (copied.before)
+			EXPECT_EQ(copied.before->Serialize(), moved.before->Serialize()) << name;
+		EXPECT_EQ(copied.after_schema.has_value(), moved.after_schema.has_value()) << name;
+		EXPECT_EQ(copied.source.name, moved.source.name) << name;
+	}
+	Json bare = Json::Parse(R"({"op": "u", "before": {"id": 1}, "after": {"id": 1, "v": "x"}, "source": {"lsn": 5}})");
+	ChangeEvent ev = ParseDebeziumEnvelope(std::move(bare));
+	EXPECT_EQ(ev.after->Serialize(), R"({"id":1,"v":"x"})");
+	EXPECT_EQ(ev.before->Serialize(), R"({"id":1})");
+	EXPECT_EQ(SqlStateOf([] { ParseDebeziumEnvelope(Json::Parse(R"({"op": "c", "after": 3})")); }), "22023");
+	EXPECT_EQ(SqlStateOf([] { ParseDebeziumEnvelope(Json::Parse(R"({"op": "d", "after": {"id": 1}})")); }), "22023");
+}
+
 TEST(Json, NestingDeeperThanTheLimitIsRefused)
 {
 	std::string ok = std::string(Json::kMaxDepth, '[') + std::string(Json::kMaxDepth, ']');
@@ -369,4 +441,42 @@ TEST(Decision, OutcomeNames)
 	EXPECT_STREQ(OutcomeName(Outcome::Conflict), "conflict");
 	EXPECT_STREQ(OutcomeName(Outcome::Ignored), "ignored");
 	EXPECT_STREQ(OutcomeName(Outcome::Expired), "expired");
+}
+
+// Stream ordering (docs/semantics.md, "Stream ordering").
+TEST(StreamOrdering, AtOrBelowTheMarkWasProcessed)
+{
+	const Version mark{{0, 500, 3, 0}};
+	EXPECT_TRUE(StreamProcessed(Version{{0, 400, 9, 0}}, false, mark));
+	EXPECT_TRUE(StreamProcessed(Version{{0, 500, 3, 0}}, false, mark)) << "the mark itself was applied";
+	EXPECT_FALSE(StreamProcessed(Version{{0, 500, 4, 0}}, false, mark));
+	EXPECT_FALSE(StreamProcessed(Version{{1, 1, 1, 0}}, false, mark)) << "a bumped epoch is always newer";
+}
+
+TEST(StreamOrdering, SnapshotRowsShareTheirCopyPoint)
+{
+	// every row of one copy has version {epoch, copy point, 0, 0}: after the
+	// first one moved the mark there, the others are still new
+	const Version point{{0, 700, 0, 0}};
+	EXPECT_FALSE(StreamProcessed(point, true, point));
+	EXPECT_TRUE(StreamProcessed(Version{{0, 600, 0, 0}}, true, point)) << "an older copy is processed";
+	EXPECT_TRUE(StreamProcessed(point, false, point)) << "a streamed change at the mark is not";
+}
+
+TEST(StreamOrdering, TheMarkIsTheImplicitRecordOfKeysWithoutOne)
+{
+	auto in = Input(Version{{0, 10}});
+	in.stream_mark = Version{{0, 20}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Duplicate);
+	in.version = Version{{0, 20}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Duplicate);
+	in.version = Version{{0, 21}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
+	// a stored record wins over the mark, and the mark comes before the watermark
+	in.version = Version{{0, 15}};
+	in.stored = Stored(Version{{0, 12}});
+	EXPECT_EQ(Decide(in).outcome, Outcome::Applied);
+	in.stored.reset();
+	in.watermark = Version{{0, 30}};
+	EXPECT_EQ(Decide(in).outcome, Outcome::Duplicate);
 }

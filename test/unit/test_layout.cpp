@@ -28,6 +28,18 @@ TEST(Layout, DigestsAreTwosComplementPrefixes)
 	EXPECT_THROW(Int32FromMd5Hex("zzzzzzzz"), std::invalid_argument);
 }
 
+TEST(Layout, SourceIdsComeFromTheNameHashAndProbeOnCollisions)
+{
+	// The first 31 bits of the name's md5, then the ids after it.
+	EXPECT_EQ(SourceIdCandidate("c0fd7a8ad0a1c2ef0b2a3d26f5e3e4b7", 0), 0x40fd7a8a);
+	EXPECT_EQ(SourceIdCandidate("c0fd7a8ad0a1c2ef0b2a3d26f5e3e4b7", 1), 0x40fd7a8b);
+	// Never negative; wraps at 2^31.
+	EXPECT_EQ(SourceIdCandidate("7fffffff000000000000000000000000", 0), 0x7fffffff);
+	EXPECT_EQ(SourceIdCandidate("7fffffff000000000000000000000000", 1), 0);
+	EXPECT_EQ(SourceIdCandidate("ffffffff000000000000000000000000", 2), 1);
+	EXPECT_EQ(SourceIdCandidate("00000000000000000000000000000000", 0), 0);
+}
+
 TEST(Layout, CompactKeyOfOneColumnIsItsText)
 {
 	EXPECT_EQ(CompactEntityKey({"7"}), "7");

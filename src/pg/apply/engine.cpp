@@ -22,6 +22,7 @@
 #include "pg/spi.hpp"
 #include "pg/apply/image.hpp"
 #include "pg/apply/outbox.hpp"
+#include "pg/apply/state_store.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -35,23 +36,34 @@ ApplyEngine::ApplyEngine()
 {
 	deferred_outbox = nullptr; /* a failed batch of an earlier call may have left it set */
 	Connect();
+	/* last: a constructor that throws runs no destructor to restore it */
+	outbox_source_ids_before_ = outbox_source_ids;
+	outbox_source_ids = &outbox_source_ids_;
 }
 
-ApplyEngine::~ApplyEngine() = default;
+ApplyEngine::~ApplyEngine()
+{
+	outbox_source_ids = outbox_source_ids_before_;
+}
 
 Outcome
-ApplyEngine::ApplyDebezium(const Json &event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
+ApplyEngine::ApplyDebezium(Json event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
 {
 	SetContext(nullptr, delivery_key_arg.value_or(""));
-	ChangeEvent ev = ParseDebeziumEnvelope(event);
-	if (ev.ignored) {
-		counters_[target_arg].ignored++;
-		return Outcome::Ignored;
-	}
-	Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
-	if (ev.op == Op::Truncate)
-		LockForTruncate(target);
-	return ApplyChange(DebeziumRequest(ev, target, delivery_key_arg));
+	ChangeRequest req;
+	{
+		ChangeEvent ev = ParseDebeziumEnvelope(std::move(event));
+		if (ev.ignored) {
+			counters_[target_arg].ignored++;
+			return Outcome::Ignored;
+		}
+		Oid target =
+			OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+		if (ev.op == Op::Truncate)
+			LockForTruncate(target);
+		req = DebeziumRequest(ev, target, delivery_key_arg);
+	} /* the envelope's images go: the request holds what was decoded from them */
+	return ApplyChange(req);
 }
 
 ChangeRequest
@@ -94,6 +106,7 @@ ApplyEngine::Finish()
 	if (finished_)
 		return;
 	ApplyQueued();
+	WriteMarks();
 	finished_ = true;
 	int backend = PgCall([]() { return int(MyBackendId); });
 	for (const auto &[relid, c] : counters_) {
@@ -106,19 +119,53 @@ ApplyEngine::Finish()
 		Execute("INSERT INTO cdc.counters AS c (target, backend_id, applied, duplicate, stale, conflict, ignored, "
 		        "blocked_resurrections, outbox_rows, snapshot_rows, expired) "
 		        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-		        "ON CONFLICT (target, backend_id) DO UPDATE SET applied = c.applied + EXCLUDED.applied, "
-		        "duplicate = c.duplicate + EXCLUDED.duplicate, stale = c.stale + EXCLUDED.stale, "
-		        "conflict = c.conflict + EXCLUDED.conflict, ignored = c.ignored + EXCLUDED.ignored, "
-		        "blocked_resurrections = c.blocked_resurrections + EXCLUDED.blocked_resurrections, "
-		        "outbox_rows = c.outbox_rows + EXCLUDED.outbox_rows, "
-		        "snapshot_rows = c.snapshot_rows + EXCLUDED.snapshot_rows, expired = c.expired + EXCLUDED.expired",
+		        "ON CONFLICT (target, backend_id) DO UPDATE SET applied = c.applied OPERATOR(pg_catalog.+) EXCLUDED.applied, "
+		        "duplicate = c.duplicate OPERATOR(pg_catalog.+) EXCLUDED.duplicate, "
+		        "stale = c.stale OPERATOR(pg_catalog.+) EXCLUDED.stale, "
+		        "conflict = c.conflict OPERATOR(pg_catalog.+) EXCLUDED.conflict, "
+		        "ignored = c.ignored OPERATOR(pg_catalog.+) EXCLUDED.ignored, "
+		        "blocked_resurrections = c.blocked_resurrections OPERATOR(pg_catalog.+) EXCLUDED.blocked_resurrections, "
+		        "outbox_rows = c.outbox_rows OPERATOR(pg_catalog.+) EXCLUDED.outbox_rows, "
+		        "snapshot_rows = c.snapshot_rows OPERATOR(pg_catalog.+) EXCLUDED.snapshot_rows, "
+		        "expired = c.expired OPERATOR(pg_catalog.+) EXCLUDED.expired",
 		        p, true);
 	}
 	cdc::pg::Finish();
 }
 
+void
+ApplyEngine::RequireStreamIntake(const Target &t) const
+{
+	if (!stream_intake_)
+		Fail("55000", "table " + t.display + " is stream-ordered: only its subscription's worker may apply changes to it",
+		     "A stream-ordered target is written by one ordered stream, whose high-water mark replaces the per-entity "
+		     "records (docs/semantics.md, \"Stream ordering\").",
+		     "Switch it to entity ordering with cdc.set_ordering(target, 'entity') to apply events through cdc_apply().");
+}
+
+ApplyEngine::StreamMark &
+ApplyEngine::Mark(const Target &t, const std::string &source)
+{
+	const int32_t src = SourceId(source, source_ids_);
+	auto key = std::make_pair(t.relid, src);
+	auto it = marks_.find(key);
+	if (it == marks_.end())
+		it = marks_.emplace(key, StreamMark{LockStreamMark(t.relid, src, t.display, source), false}).first;
+	return it->second;
+}
+
+void
+ApplyEngine::WriteMarks()
+{
+	for (auto &[key, m] : marks_)
+		if (m.dirty) {
+			WriteStreamMark(key.first, key.second, m.running, TransactionSeconds());
+			m.dirty = false;
+		}
+}
+
 std::vector<Outcome>
-ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
+ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
                                 const std::vector<std::optional<std::string>> &delivery_keys)
 {
 	auto dk_of = [&](size_t i) {
@@ -134,7 +181,7 @@ ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
 	for (size_t i = 0; i < events.size(); i++) {
 		SetEventLabel(PositionLabel(i + 1));
 		SetContext(nullptr, dk_of(i).value_or(""));
-		ChangeEvent ev = ParseDebeziumEnvelope(events[i]);
+		ChangeEvent ev = ParseDebeziumEnvelope(std::move(events[i]));
 		if (ev.ignored) {
 			counters_[target_arg].ignored++;
 			continue;
@@ -150,10 +197,12 @@ ApplyEngine::ApplyDebeziumBatch(const std::vector<Json> &events, Oid target_arg,
 		}
 	std::vector<ChangeRequest> reqs;
 	std::vector<size_t> positions;
-	for (const Parsed &p : parsed) {
+	for (Parsed &p : parsed) {
 		SetEventLabel(PositionLabel(p.index + 1));
 		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));
 		positions.push_back(p.index + 1);
+		p.ev.before.reset(); /* decoded into the request: not held twice */
+		p.ev.after.reset();
 	}
 	std::vector<Outcome> applied = ApplyChanges(reqs, positions);
 	for (size_t j = 0; j < applied.size(); j++)

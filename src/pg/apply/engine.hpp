@@ -11,6 +11,7 @@
 #include "core/envelope.hpp"
 #include "core/json.hpp"
 #include "pg/guard.hpp"
+#include "pg/spi.hpp"
 
 #include <map>
 #include <memory>
@@ -62,7 +63,9 @@ class ApplyEngine {
 	// source identity (envelope.hpp, DeriveDeliveryKey).
 	// Errors: see docs/sql-reference.md (22P02, 22023, 42P01, 42P10, 42501,
 	// 42703, the column type's own input errors).
-	Outcome ApplyDebezium(const Json &event, Oid target, const std::optional<std::string> &delivery_key);
+	// The event is handed over: its images are moved out, and released once
+	// decoded, so that a large event is not held twice.
+	Outcome ApplyDebezium(Json event, Oid target, const std::optional<std::string> &delivery_key);
 
 	// Applies one change in any input format: the engine behind every path.
 	// Errors as for ApplyDebezium; field paths are "after.<column>" and
@@ -84,7 +87,7 @@ class ApplyEngine {
 	// (docs/semantics.md, "Batches").  Errors as for ApplyDebezium, with
 	// "event N of the batch" in the error context; the caller's transaction
 	// rolls back whole.
-	std::vector<Outcome> ApplyDebeziumBatch(const std::vector<Json> &events, Oid target,
+	std::vector<Outcome> ApplyDebeziumBatch(std::vector<Json> events, Oid target,
 	                                        const std::vector<std::optional<std::string>> &delivery_keys);
 
 	// The batch engine behind it, for any input path: applies `reqs` in order
@@ -116,8 +119,30 @@ class ApplyEngine {
 	// aborts and nothing needs flushing.
 	void Finish();
 
+	// The worker's identity (docs/security.md, "The worker's identity"):
+	// changes are applied for subscription `subscription` owned by `owner`.
+	// run_as_owner: every statement on a target runs as `owner`; otherwise
+	// as the target's owner in a security-restricted operation (when the
+	// owner is a member of it; refused with 42501 when it is not), unless
+	// the target's owner is also a member of `owner` (then as `owner`).
+	// Without a call (the SQL path) everything runs as the calling user.
+	// The mappings' source_name is compared with `subscription`.
+	void SetWorkerIdentity(Oid owner, bool run_as_owner, std::string subscription)
+	{
+		worker_identity_ = true;
+		owner_ = owner;
+		run_as_owner_ = run_as_owner;
+		subscription_ = std::move(subscription);
+	}
+
 	// Label used in error context ("event 3 of the batch").
 	void SetEventLabel(std::string label) { event_label_ = std::move(label); }
+
+	// Marks this engine as the intake of one complete ordered stream (the
+	// worker's pgoutput stream): only such an engine may apply changes to
+	// stream-ordered targets (docs/semantics.md, "Stream ordering"); any
+	// other caller gets 55000 for them.
+	void SetStreamIntake(bool on) { stream_intake_ = on; }
 
 	// How error contexts name a position in ApplyChanges (default "event",
 	// "of the batch": "event 3 of the batch"; the worker: "change 3 of the
@@ -138,14 +163,42 @@ class ApplyEngine {
 	                  size_t end, std::vector<Outcome> &out);
 	Target &LoadTarget(Oid relid);
 	void LockForTruncate(Oid relid);
+	// Before the first lock on a target the SQL path checks the caller's
+	// privileges on it, so a role cannot make others queue behind a lock on a
+	// table it may not write (42501; 42P01 when it does not exist).
+	void CheckBeforeLock(Oid relid);
+	// Once per target per call: who the target's statements run as, after
+	// checking that role's privileges and that row-level security does not
+	// apply to it (42501 otherwise; docs/security.md).
+	const RunAs &Authorize(const Target &t);
+	// A mapping with source_name accepts only that source's changes (42501).
+	void CheckSource(const Target &t, const ChangeRequest &req) const;
 	Oid ResolveTarget(const std::string &source_name, const std::string &schema, const std::string &table);
 	Oid ResolveUncached(const std::string &source_name, const std::string &schema, const std::string &table,
 	                    bool same_name_fallback);
 	void SetContext(const Target *t, const std::string &delivery_key);
+	// Stream ordering: 55000 unless this engine is a stream intake.
+	void RequireStreamIntake(const Target &t) const;
+	// The high-water mark of (target, source) for this transaction: locked
+	// and read on first use (LockStreamMark), then kept here; `running` moves
+	// with every applied change and is written back by Finish().
+	struct StreamMark {
+		Version running;
+		bool dirty = false;
+	};
+	StreamMark &Mark(const Target &t, const std::string &source);
+	void WriteMarks();
 
 	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, target.cpp)
 	std::map<Oid, Counters> counters_;
-	std::map<std::string, int16_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
+	std::map<std::string, int32_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
+	std::map<Oid, RunAs> access_;               // Authorize() of this call's targets
+	bool worker_identity_ = false;              // SetWorkerIdentity
+	Oid owner_ = InvalidOid;
+	bool run_as_owner_ = false;
+	std::string subscription_;
+	std::map<std::string, int32_t> outbox_source_ids_; // cdc.outbox_source ids used by this call (pg/apply/outbox.hpp)
+	std::map<std::string, int32_t> *outbox_source_ids_before_ = nullptr; // restored by the destructor (nested engines)
 	std::string PositionLabel(size_t position) const
 	{
 		return position_unit_ + " " + std::to_string(position) + " " + position_scope_;
@@ -158,6 +211,11 @@ class ApplyEngine {
 	std::vector<size_t> queued_positions_;
 	size_t queued_bytes_ = 0;
 	std::optional<bool> pending_claim_;
+	bool stream_intake_ = false;
+	std::map<std::pair<Oid, int32_t>, StreamMark> marks_;
+	// A segment's stream decision for a change it hands to ApplyChange (the
+	// mark has moved past the change meanwhile): applied.
+	bool pending_stream_apply_ = false;
 	bool finished_ = false;
 };
 

@@ -40,10 +40,10 @@ LauncherPruneIfDue()
 			elog(ERROR, "cdc_apply launcher: SPI_connect failed");
 		pgstat_report_activity(STATE_RUNNING, "cdc.prune()");
 		bool isnull = false;
-		if (SPI_execute("SELECT to_regprocedure('cdc.prune(integer,interval)') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
+		if (SPI_execute("SELECT pg_catalog.to_regprocedure('cdc.prune(integer,interval)') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
 		    DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))) {
 			char sql[128];
-			snprintf(sql, sizeof sql, "SELECT count(*) FROM cdc.prune(%d)", cdc_prune_max_pages);
+			snprintf(sql, sizeof sql, "SELECT pg_catalog.count(*) FROM cdc.prune(%d)", cdc_prune_max_pages);
 			if (SPI_execute(sql, false, 0) != SPI_OK_SELECT)
 				elog(ERROR, "cdc_apply launcher: cdc.prune() failed");
 		}

@@ -13,6 +13,8 @@
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
 
+#include <algorithm>
+
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -49,11 +51,11 @@ DecodeJsonImage(const Target &t, const Json &obj, const FieldSchema *schema, con
 // Converts a RawImage into Datums of the target's column types (the types'
 // input functions, with typmod); errors name the field and the column.
 Image
-ConvertImage(const Target &t, const RawImage &raw, const char *which)
+ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunAs &as)
 {
 	Image img;
 	img.cells.resize(t.columns.size());
-	img.json = raw.json;
+	img.json = &raw.json; /* not copied: an image can be as large as the event */
 	for (const auto &[name, dv] : raw.values) {
 		std::string path = std::string(which) + "." + name;
 		auto f = t.by_name.find(name);
@@ -72,8 +74,16 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which)
 		if (dv.kind == DecodedValue::Kind::Null)
 			continue;
 		try {
-			cell.value = PgCall([&]() { return InputFunctionCall(col.in_fn, const_cast<char *>(dv.text.c_str()), col.ioparam, col.typmod); });
-			cell.text = PgCall([&]() { return OutputFunctionCall(col.out_fn, cell.value); });
+			/* a user type's input (a domain's CHECK) may run code: as the role the target's statements run as */
+			cell.value = PgCallAs(col.user_type ? as : RunAs::Caller(), [&]() {
+				return InputFunctionCall(col.in_fn, const_cast<char *>(dv.text.c_str()), col.ioparam, col.typmod);
+			});
+			/* the canonical text of key columns (entity keys); the others' only for ImageHash, not kept */
+			if (std::find(t.key.begin(), t.key.end(), f->second) != t.key.end()) {
+				char *out = PgCall([&]() { return OutputFunctionCall(col.out_fn, cell.value); });
+				cell.text = out;
+				PgCall([&]() { pfree(out); });
+			}
 		} catch (const PgError &e) {
 			/* Name the field and column in the primary message; keep SQLSTATE, detail, hint. */
 			ErrorData *ed = e.edata();
@@ -86,7 +96,8 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which)
 	return img;
 }
 
-// Canonical hash of an image: column names and output texts in column order.
+// Canonical hash of an image: column names and output texts in column order
+// (the texts of non-key columns are made here, one at a time).
 std::string
 ImageHash(const Target &t, const Image &img)
 {
@@ -98,7 +109,13 @@ ImageHash(const Target &t, const Image &img)
 		AppendJsonString(s, t.columns[i].name);
 		s += c.isnull ? "=null;" : "=";
 		if (!c.isnull) {
-			AppendJsonString(s, c.text);
+			if (std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end()) {
+				AppendJsonString(s, c.text);
+			} else {
+				char *out = PgCall([&]() { return OutputFunctionCall(t.columns[i].out_fn, c.value); });
+				AppendJsonString(s, out);
+				PgCall([&]() { pfree(out); });
+			}
 			s += ';';
 		}
 	}
@@ -149,11 +166,11 @@ std::string
 CompactKeySql(const Target &t)
 {
 	if (t.key.size() == 1)
-		return "format('%s', t." + QuoteIdent(t.columns[size_t(t.key[0])].name) + ")";
+		return "pg_catalog.format('%s', t." + QuoteIdent(t.columns[size_t(t.key[0])].name) + ")";
 	std::string e = "ARRAY[";
 	for (size_t i = 0; i < t.key.size(); i++)
-		e += (i ? ", " : "") + std::string("format('%s', t.") + QuoteIdent(t.columns[size_t(t.key[i])].name) + ")";
-	return e + "]::text";
+		e += (i ? ", " : "") + std::string("pg_catalog.format('%s', t.") + QuoteIdent(t.columns[size_t(t.key[i])].name) + ")";
+	return e + "]::pg_catalog.text";
 }
 
 // Content hash of an image as stored in cdc.entity_state.chash ("0" for deletes).
@@ -216,11 +233,12 @@ KeyPredicate(const Target &t, const Image &img, Params &p)
 }
 
 std::optional<std::string>
-SelectRowImage(const Target &t, const Image &key_img)
+SelectRowImage(const Target &t, const Image &key_img, const RunAs &as)
 {
 	Params p;
 	std::string where = KeyPredicate(t, key_img, p);
-	uint64_t n = Execute("SELECT to_jsonb(t)::text FROM " + t.qualified + " AS t WHERE " + where, p, false);
+	uint64_t n = Execute("SELECT pg_catalog.to_jsonb(t)::pg_catalog.text FROM " + t.qualified + " AS t WHERE " + where,
+	                     p, as);
 	if (n == 0)
 		return std::nullopt;
 	return ResultText(0, 1);
@@ -231,7 +249,7 @@ SelectRowImage(const Target &t, const Image &key_img)
 // delivery key.  Errors name the event field (22023, 22004, 42703, the
 // column types' input errors).
 PreparedChange
-PrepareChange(const Target &t, const ChangeRequest &req)
+PrepareChange(const Target &t, const ChangeRequest &req, const RunAs &as)
 {
 	PreparedChange p;
 	const bool is_delete = p.is_delete = req.op == Op::Delete;
@@ -240,9 +258,9 @@ PrepareChange(const Target &t, const ChangeRequest &req)
 	if (!is_delete && !req.after)
 		Fail("22023", std::string("field \"after\" is missing: op \"") + OpName(req.op) + "\" needs the after-image");
 	if (req.after)
-		p.after = ConvertImage(t, *req.after, "after");
+		p.after = ConvertImage(t, *req.after, "after", as);
 	if (req.before)
-		p.before = ConvertImage(t, *req.before, "before");
+		p.before = ConvertImage(t, *req.before, "before", as);
 	const Image &main = p.Main();
 	p.entity_key = EntityKey(t, main, is_delete ? "before" : "after");
 

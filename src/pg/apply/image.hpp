@@ -27,13 +27,14 @@ struct Cell {
 	bool unavailable = false;
 	bool isnull = true;
 	Datum value = (Datum) 0;
-	std::string text; // output-function text (canonical), when present and not null
+	std::string text; // output-function text (canonical) of a key column, when present and not null
+	                  // (other columns' texts are made only for the content hash, and dropped)
 };
 
 struct Image {
 	std::vector<Cell> cells; // one per target column
 	bool has_unavailable = false;
-	std::string json;        // the event's JSON object, for conflicts and outbox
+	const std::string *json = nullptr; // the event's JSON object (RawImage::json), for conflicts and outbox
 };
 
 // One change converted to the target's column types and identified: what
@@ -52,8 +53,10 @@ struct PreparedChange {
 // Errors 42602, 42703 and the decoder's (docs/debezium-types.md).
 RawImage DecodeJsonImage(const Target &t, const Json &obj, const FieldSchema *schema, const char *which);
 // Converts a RawImage into Datums of the target's column types; errors name
-// the field and the column, with the type's SQLSTATE.
-Image ConvertImage(const Target &t, const RawImage &raw, const char *which);
+// the field and the column, with the type's SQLSTATE.  The image refers to
+// `raw` (its JSON), which must outlive it.  The input functions
+// of user-defined types (a domain's CHECK can run user code) run as `as`.
+Image ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunAs &as);
 // Canonical hash (md5 hex) of an image: column names and output texts.
 std::string ImageHash(const Target &t, const Image &img);
 // The entity key as JSON ({"id": "7"}); 22023/22004 for a missing,
@@ -69,10 +72,12 @@ std::string ContentHash32(const std::string &md5_hex);
 bool SameKey(const Target &t, const Image &a, const Image &b);
 // Adds the key columns of `img` to `p`; returns "t.k1 = $n AND ...".
 std::string KeyPredicate(const Target &t, const Image &img, Params &p);
-// The target's row with the key of `key_img` as JSON text, if there is one.
-std::optional<std::string> SelectRowImage(const Target &t, const Image &key_img);
-// Converts the images of `req` (not a truncate) and derives the entity key,
-// the version and the delivery key (22023, 22004, 42703, input errors).
-PreparedChange PrepareChange(const Target &t, const ChangeRequest &req);
+// The target's row with the key of `key_img` as JSON text, if there is one
+// (the statement runs as `as`).
+std::optional<std::string> SelectRowImage(const Target &t, const Image &key_img, const RunAs &as);
+// Converts the images of `req` (not a truncate; input functions of user
+// types as `as`) and derives the entity key, the version and the delivery
+// key (22023, 22004, 42703, input errors).
+PreparedChange PrepareChange(const Target &t, const ChangeRequest &req, const RunAs &as);
 
 } // namespace cdc::pg

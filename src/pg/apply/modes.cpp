@@ -34,19 +34,22 @@ LoadModeConfig(Oid relid, const std::string &qualified)
 	ModeConfig cfg;
 	Params p;
 	p.AddOid(relid);
+	/* Every function, operator and type schema-qualified (docs/security.md, "search_path"). */
 	uint64_t n = Execute(
-	    "SELECT m.mode, m.handler::oid::text, m.handler::text, "
-	    "       quote_ident(n.nspname) || '.' || quote_ident(pr.proname), "
-	    "       pr.proargtypes[1] = 'jsonb'::regtype, "
-	    "       (SELECT string_agg(a.attname::text, ',') FROM pg_attribute a "
-	    "         WHERE a.attrelid = m.target AND a.attnum > 0 AND NOT a.attisdropped "
-	    "           AND a.attname IN ('cdc_key', 'cdc_version', 'cdc_op', 'cdc_snapshot', 'cdc_source_ts', "
-	    "                             'cdc_source', 'cdc_delivery_key')), "
+	    "SELECT m.mode, m.handler::pg_catalog.oid::pg_catalog.text, m.handler::pg_catalog.text, "
+	    "       pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.' "
+	    "         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(pr.proname), "
+	    "       pr.proargtypes[1] OPERATOR(pg_catalog.=) 'pg_catalog.jsonb'::pg_catalog.regtype, "
+	    "       (SELECT pg_catalog.string_agg(a.attname::pg_catalog.text, ',') FROM pg_catalog.pg_attribute a "
+	    "         WHERE a.attrelid OPERATOR(pg_catalog.=) m.target AND a.attnum OPERATOR(pg_catalog.>) 0 "
+	    "           AND NOT a.attisdropped "
+	    "           AND a.attname OPERATOR(pg_catalog.=) ANY ('{cdc_key,cdc_version,cdc_op,cdc_snapshot,cdc_source_ts,"
+	    "cdc_source,cdc_delivery_key}'::pg_catalog.name[])), "
 	    "       m.expired_policy "
 	    "  FROM cdc.mapping m "
-	    "  LEFT JOIN pg_proc pr ON pr.oid = m.handler "
-	    "  LEFT JOIN pg_namespace n ON n.oid = pr.pronamespace "
-	    " WHERE m.target = $1",
+	    "  LEFT JOIN pg_catalog.pg_proc pr ON pr.oid OPERATOR(pg_catalog.=) m.handler "
+	    "  LEFT JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) pr.pronamespace "
+	    " WHERE m.target OPERATOR(pg_catalog.=) $1",
 	    p, true);
 	if (n == 0)
 		return cfg;
@@ -63,14 +66,15 @@ LoadModeConfig(Oid relid, const std::string &qualified)
 			     {}, "Register the mapping again with an existing handler, or with mode => 'state'.");
 		cfg.handler_name = ResultText(0, 3).value_or(*fn);
 		bool jsonb_images = ResultBool(0, 5);
-		std::string image = jsonb_images ? std::string("$%d::jsonb")
-		                                 : "jsonb_populate_record(NULL::" + qualified + ", $%d::jsonb)";
+		std::string image = jsonb_images ? std::string("$%d::pg_catalog.jsonb")
+		                                 : "pg_catalog.jsonb_populate_record(NULL::" + qualified + ", $%d::pg_catalog.jsonb)";
 		auto arg = [&](int i) {
 			std::string s = image;
 			s.replace(s.find("%d"), 2, std::to_string(i));
 			return s;
 		};
-		cfg.handler_sql = "SELECT " + *fn + "($1::text, " + arg(2) + ", " + arg(3) + ", $4::jsonb)";
+		/* the handler's schema-qualified name with its exact argument types: only it can match */
+		cfg.handler_sql = "SELECT " + *fn + "($1::pg_catalog.text, " + arg(2) + ", " + arg(3) + ", $4::pg_catalog.jsonb)";
 	}
 	if (cfg.mode == Mode::History) {
 		std::string cols = "," + ResultText(0, 6).value_or("") + ",";
@@ -90,12 +94,13 @@ LoadModeConfig(Oid relid, const std::string &qualified)
 
 HistoryResult
 AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::vector<ModeValue> &values,
-              const ChangeIdentity &id, std::optional<std::string> *row)
+              const ChangeIdentity &id, std::optional<std::string> *row, const RunAs &as)
 {
 	Params p;
 	p.AddText(id.entity_key);              // $1
 	p.AddText(id.version.ToArrayLiteral()); // $2
-	const std::string key_pred = "p.cdc_key = $1::jsonb AND p.cdc_version < $2::bigint[]";
+	const std::string key_pred = "p.cdc_key OPERATOR(pg_catalog.=) $1::pg_catalog.jsonb "
+	                             "AND p.cdc_version OPERATOR(pg_catalog.<) $2::pg_catalog.int8[]";
 
 	bool has_unavailable = false;
 	for (const ModeValue &v : values)
@@ -105,9 +110,10 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::ve
 		Params q;
 		q.AddText(id.entity_key);
 		q.AddText(id.version.ToArrayLiteral());
-		if (Execute("SELECT 1 FROM " + qualified + " AS p WHERE " + key_pred + " LIMIT 1", q, false) == 0) {
-			if (Execute("SELECT 1 FROM " + qualified + " AS p WHERE p.cdc_key = $1::jsonb AND p.cdc_version = $2::bigint[]",
-			            q, false) > 0)
+		if (Execute("SELECT 1 FROM " + qualified + " AS p WHERE " + key_pred + " LIMIT 1", q, as) == 0) {
+			if (Execute("SELECT 1 FROM " + qualified + " AS p WHERE p.cdc_key OPERATOR(pg_catalog.=) $1::pg_catalog.jsonb "
+			            "AND p.cdc_version OPERATOR(pg_catalog.=) $2::pg_catalog.int8[]",
+			            q, as) > 0)
 				return HistoryResult::Exists;
 			return HistoryResult::NoEarlierRow;
 		}
@@ -132,8 +138,8 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::ve
 		p.Add(v.type, v.value, v.isnull);
 		add(v.column, "$" + std::to_string(p.Count()));
 	}
-	add(history_column::kKey, "$1::jsonb");
-	add(history_column::kVersion, "$2::bigint[]");
+	add(history_column::kKey, "$1::pg_catalog.jsonb");
+	add(history_column::kVersion, "$2::pg_catalog.int8[]");
 	p.AddText(std::string(1, id.op));
 	add(history_column::kOp, "$" + std::to_string(p.Count()));
 	if (cfg.has_snapshot) {
@@ -149,15 +155,15 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::ve
 	}
 	if (cfg.has_source) {
 		p.AddText(id.source_json);
-		add(history_column::kSource, "$" + std::to_string(p.Count()) + "::jsonb");
+		add(history_column::kSource, "$" + std::to_string(p.Count()) + "::pg_catalog.jsonb");
 	}
 	if (cfg.has_delivery_key) {
 		p.AddText(id.delivery_key);
 		add(history_column::kDeliveryKey, "$" + std::to_string(p.Count()));
 	}
 	std::string sql = "INSERT INTO " + qualified + " AS h (" + cols + ") VALUES (" + vals +
-	                  ") ON CONFLICT (cdc_key, cdc_version) DO NOTHING RETURNING to_jsonb(h)::text";
-	if (Execute(sql, p, false) == 0)
+	                  ") ON CONFLICT (cdc_key, cdc_version) DO NOTHING RETURNING pg_catalog.to_jsonb(h)::pg_catalog.text";
+	if (Execute(sql, p, as) == 0)
 		return HistoryResult::Exists;
 	if (row)
 		*row = ResultText(0, 1);
@@ -166,7 +172,7 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::ve
 
 void
 CallHandler(const ModeConfig &cfg, const std::string &target_display, const ChangeIdentity &id,
-            const std::optional<std::string> &old_row, const std::optional<std::string> &new_row)
+            const std::optional<std::string> &old_row, const std::optional<std::string> &new_row, const RunAs &as)
 {
 	HandlerMeta meta;
 	meta.target = target_display;
@@ -184,7 +190,7 @@ CallHandler(const ModeConfig &cfg, const std::string &target_display, const Chan
 	p.AddTextOrNull(new_row);
 	p.AddText(HandlerMetaJson(meta));
 	try {
-		Execute(cfg.handler_sql, p, false);
+		Execute(cfg.handler_sql, p, as);
 	} catch (const PgError &e) {
 		/* Keep the handler's SQLSTATE and message; say which change it was handling. */
 		ErrorData *ed = e.edata();

@@ -9,6 +9,7 @@
 #include "core/modes.hpp"
 #include "core/version.hpp"
 #include "pg/guard.hpp"
+#include "pg/spi.hpp"
 
 #include <optional>
 #include <string>
@@ -67,12 +68,13 @@ enum class HistoryResult {
 // columns, then cdc_key, cdc_version, cdc_op and the optional metadata
 // columns, with ON CONFLICT (cdc_key, cdc_version) DO NOTHING.  Unavailable
 // columns take their value from the key's latest earlier row (by version).
-// Runs as the calling user.  Errors: the history table's own (constraints,
-// triggers, types).
+// Runs as `as` (the caller on the SQL path; docs/security.md for the
+// worker).  Errors: the history table's own (constraints, triggers, types).
 HistoryResult AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::vector<ModeValue> &values,
-                            const ChangeIdentity &id, std::optional<std::string> *row);
+                            const ChangeIdentity &id, std::optional<std::string> *row, const RunAs &as);
 
-// Calls the mapping's handler (handler mode) as the calling user:
+// Calls the mapping's handler (handler mode) as `as` (the calling user on
+// the SQL path, the table's owner or the subscription's on the worker):
 // handler(op, old, new, meta) where old/new are the destination row before
 // and after the change (JSON text, nullopt for none), passed as the
 // target's row type or as jsonb (whichever the function takes), and meta is
@@ -80,6 +82,6 @@ HistoryResult AppendHistory(const ModeConfig &cfg, const std::string &qualified,
 // message; a CONTEXT line names the handler, op, entity key, version and
 // delivery key.
 void CallHandler(const ModeConfig &cfg, const std::string &target_display, const ChangeIdentity &id,
-                 const std::optional<std::string> &old_row, const std::optional<std::string> &new_row);
+                 const std::optional<std::string> &old_row, const std::optional<std::string> &new_row, const RunAs &as);
 
 } // namespace cdc::pg

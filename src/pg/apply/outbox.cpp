@@ -1,21 +1,46 @@
-// Outbox rows: see outbox.hpp and docs/outbox.md.
+// Outbox rows: see outbox.hpp and docs/semantics.md, "Outbox".
 //
 // Glue, C++ regime: statements through SPI (pg/spi.hpp) in the caller's
-// transaction.  Must not decide anything: whether a change is applied (and
-// so owes a row) is decided by single.cpp and segment.cpp.
+// transaction; the *Pg functions are PostgreSQL regime (plain C data,
+// called only through PgCall).  Must not decide anything: whether a change
+// is applied (and so owes a row), and which row image is its payload, is
+// decided by single.cpp and segment.cpp.
 #include "pg/apply/outbox.hpp"
 
-#include "core/layout.hpp"
 #include "core/errors.hpp"
+#include "core/layout.hpp"
 #include "pg/apply/internal.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "common/md5.h"
+#include "funcapi.h"
+#include "executor/spi.h"
+#include "nodes/makefuncs.h"
+#include "replication/message.h"
+#include "storage/lmgr.h"
+#include "utils/datetime.h"
+#include "utils/fmgroids.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/resowner.h"
 }
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <stdexcept>
 
 namespace cdc::pg {
 
@@ -40,70 +65,380 @@ SourceJson(const SourceInfo &src, const Version &v)
 	return s;
 }
 
+DeferredOutbox *deferred_outbox = nullptr;
+OutboxSourceIds *outbox_source_ids = nullptr;
+
 namespace {
+
+/* to_jsonb(anyelement), called with a record argument: set up once per backend. */
+FmgrInfo *to_jsonb_record = nullptr;
+
+/*
+ * to_jsonb() of the target's row type formed from `values`: the row a
+ * statement writing these values produces (no defaults, no generated
+ * columns, no triggers: the caller's conditions), converted by PostgreSQL's
+ * own to_jsonb (composite_to_jsonb), exactly as to_jsonb(t) of that row.
+ * The relation is locked by the caller (LoadTarget).
+ */
+Datum
+ImageJsonbPg(Oid relid, int n, const AttrNumber *attnums, const Datum *values, const bool *nulls)
+{
+	if (to_jsonb_record == nullptr) {
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		FmgrInfo *f = (FmgrInfo *) palloc0(sizeof(FmgrInfo));
+		fmgr_info_cxt(F_TO_JSONB, f, TopMemoryContext);
+		/* to_jsonb reads its argument's type from the call expression: a record, typed by the datum itself */
+		f->fn_expr = (Node *) makeFuncExpr(F_TO_JSONB, JSONBOID, list_make1(makeNullConst(RECORDOID, -1, InvalidOid)),
+		                                   InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+		MemoryContextSwitchTo(old);
+		to_jsonb_record = f;
+	}
+	Relation rel = RelationIdGetRelation(relid);
+	if (!RelationIsValid(rel))
+		elog(ERROR, "could not open relation with OID %u", relid);
+	TupleDesc desc = RelationGetDescr(rel);
+	Datum *v = (Datum *) palloc0(sizeof(Datum) * desc->natts);
+	bool *isnull = (bool *) palloc(sizeof(bool) * desc->natts);
+	memset(isnull, true, sizeof(bool) * desc->natts);
+	for (int i = 0; i < n; i++) {
+		v[attnums[i] - 1] = values[i];
+		isnull[attnums[i] - 1] = nulls[i];
+	}
+	/* heap_form_tuple stamps the row type (tdtypeid) into the header: a composite Datum */
+	HeapTuple tup = heap_form_tuple(desc, v, isnull);
+	RelationClose(rel);
+	Datum j = FunctionCall1(to_jsonb_record, HeapTupleGetDatum(tup));
+	heap_freetuple(tup);
+	pfree(v);
+	pfree(isnull);
+	return j;
+}
+
+/* Builds {"k1": "text1", ...} (keys sorted and unique as jsonb keeps them). */
+Datum
+EntityKeyJsonbPg(int n, const char *const *names, const int *name_lens, const char *const *texts, const int *text_lens)
+{
+	JsonbParseState *state = NULL;
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	for (int i = 0; i < n; i++) {
+		JsonbValue k, v;
+		k.type = jbvString;
+		k.val.string.val = const_cast<char *>(names[i]);
+		k.val.string.len = name_lens[i];
+		pushJsonbValue(&state, WJB_KEY, &k);
+		v.type = jbvString;
+		v.val.string.val = const_cast<char *>(texts[i]);
+		v.val.string.len = text_lens[i];
+		pushJsonbValue(&state, WJB_VALUE, &v);
+	}
+	JsonbValue *res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbPGetDatum(JsonbValueToJsonb(res));
+}
 
 // The outbox idempotency key: md5 of the source identity of the change
 // (source id, source table, op, version, entity key) — never of the
-// delivery key, so a re-published change gets the same key (docs/outbox.md).
-std::string
+// delivery key, so a re-published change gets the same key.  The view
+// renders these 16 bytes as the 32 hex digits of md5() (docs/semantics.md).
+std::array<unsigned char, 16>
 IdempotencyKey(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key)
 {
 	std::string table = src.table.empty() ? t.display : src.schema + "." + src.table;
 	std::string s = src.name + "\n" + table + "\n" + std::string(1, op) + "\n" + v.ToArrayLiteral() + "\n" + entity_key;
-	return Md5Hex(s);
+	std::array<unsigned char, 16> out{};
+	bool ok = PgCall([&]() {
+		const char *errstr = NULL;
+		return pg_md5_binary(s.data(), s.size(), out.data(), &errstr);
+	});
+	if (!ok)
+		throw std::runtime_error("could not compute MD5 hash");
+	return out;
+}
+
+/*
+ * The cdc.outbox_source id of a topic and source identity, created on
+ * first use.  Ids are max + 1 under a SHARE ROW EXCLUSIVE lock of the
+ * dictionary (self-conflicting; readers are not blocked), taken only when
+ * the entry is missing: a rolled-back call leaves no gap, so the ids cannot
+ * be used up, and two sessions never compute the same id.  After the lock
+ * the entry is looked up again (a new statement sees what the lock waited
+ * for).  Under REPEATABLE READ a concurrent creation the snapshot cannot
+ * see makes ON CONFLICT DO NOTHING raise 40001 (retry the transaction).
+ */
+int32_t
+OutboxSourceId(const std::string &topic, const SourceInfo &src)
+{
+	std::string key = topic;
+	for (const std::string *part : {&src.name, &src.db, &src.schema, &src.table}) {
+		key.push_back('\0');
+		key += *part;
+	}
+	if (outbox_source_ids != nullptr) {
+		auto it = outbox_source_ids->find(key);
+		if (it != outbox_source_ids->end())
+			return it->second;
+	}
+	Params p;
+	p.AddText(topic);
+	p.AddText(src.name);
+	p.AddText(src.db);
+	p.AddText(src.schema);
+	p.AddText(src.table);
+	const char *select = "SELECT id FROM cdc.outbox_source WHERE topic OPERATOR(pg_catalog.=) $1 "
+	                     "AND source_name OPERATOR(pg_catalog.=) $2 AND source_db OPERATOR(pg_catalog.=) $3 "
+	                     "AND source_schema OPERATOR(pg_catalog.=) $4 AND source_table OPERATOR(pg_catalog.=) $5";
+	uint64_t n = Execute(select, p, true);
+	if (n == 0) {
+		PgCall([]() {
+			Oid relid = get_relname_relid("outbox_source", get_namespace_oid("cdc", false));
+			if (!OidIsValid(relid))
+				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("table cdc.outbox_source does not exist")));
+			LockRelationOid(relid, ShareRowExclusiveLock);
+		});
+		n = Execute(select, p, true);
+	}
+	if (n == 0)
+		n = Execute("INSERT INTO cdc.outbox_source (id, topic, source_name, source_db, source_schema, source_table) "
+		            "SELECT COALESCE(pg_catalog.max(s.id), 0) OPERATOR(pg_catalog.+) 1, $1, $2, $3, $4, $5 "
+		            "FROM cdc.outbox_source s ON CONFLICT DO NOTHING RETURNING id",
+		            p, true);
+	if (n == 0)
+		throw std::runtime_error("the source identity of an outbox row could not be recorded in cdc.outbox_source");
+	int32_t id = int32_t(std::stol(ResultText(0, 1).value_or("0")));
+	if (outbox_source_ids != nullptr)
+		(*outbox_source_ids)[key] = id;
+	return id;
+}
+
+// Counts the rows a RETURNING target statement returned, per target.
+void
+CountReturnedTargets(uint64_t n, std::map<Oid, Counters> &counters)
+{
+	std::vector<Oid> targets(n);
+	PgCall([&]() {
+		for (uint64_t i = 0; i < n; i++) {
+			bool isnull;
+			targets[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		}
+	});
+	for (Oid relid : targets)
+		counters[relid].outbox_rows++;
+}
+
+// The text of a jsonb Datum (jsonb_out's form, as the view shows it).
+std::string
+JsonbText(Datum j)
+{
+	const char *text = PgCall([&]() { return JsonbToCString(NULL, &DatumGetJsonbP(j)->root, VARSIZE(DatumGetPointer(j))); });
+	return std::string(text);
+}
+
+/*
+ * The logical decoding message of an outbox entry (outbox_via 'message'):
+ * a JSON object with the columns of a cdc.outbox row except id and
+ * published_at (a relay's cursor is the message's LSN): idempotency_key,
+ * topic, target (schema.table), entity_key, op, payload, source (keys in
+ * the order the view's jsonb shows them), version and created_at (the
+ * transaction's start, ISO 8601 like to_json(timestamptz)).
+ */
+std::string
+OutboxMessage(const Target &t, const SourceInfo &src, const std::string &topic, const OutboxRow &r, const Version &v)
+{
+	static const char hex[] = "0123456789abcdef";
+	std::string key;
+	for (unsigned char b : r.ikey) {
+		key.push_back(hex[b >> 4]);
+		key.push_back(hex[b & 15]);
+	}
+	std::string version = "[";
+	for (size_t i = 0; i < v.parts.size(); i++)
+		version += (i ? ", " : "") + std::to_string(v.parts[i]);
+	version += "]";
+	auto number = [](const std::optional<int64_t> &x) { return x ? std::to_string(*x) : std::string("null"); };
+	char created[MAXDATELEN + 1];
+	PgCall([&]() {
+		JsonEncodeDateTime(created, TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()), TIMESTAMPTZOID, NULL);
+	});
+	std::string m = "{\"idempotency_key\": \"" + key + "\", \"topic\": ";
+	AppendJsonString(m, topic);
+	m += ", \"target\": ";
+	AppendJsonString(m, t.display);
+	m += ", \"entity_key\": " + (r.entity_key ? JsonbText(*r.entity_key) : std::string("null"));
+	m += ", \"op\": \"" + std::string(1, r.op) + "\"";
+	m += ", \"payload\": " + (r.payload ? JsonbText(*r.payload) : std::string("null"));
+	m += ", \"source\": {\"db\": ";
+	AppendJsonString(m, src.db);
+	m += ", \"lsn\": " + number(src.lsn) + ", \"name\": ";
+	AppendJsonString(m, src.name);
+	m += ", \"txId\": " + number(src.tx_id) + ", \"table\": ";
+	AppendJsonString(m, src.table);
+	m += ", \"schema\": ";
+	AppendJsonString(m, src.schema);
+	m += ", \"version\": " + version + ", \"commit_lsn\": " + number(src.commit_lsn) + "}";
+	m += ", \"version\": " + version + ", \"created_at\": \"" + created + "\"}";
+	return m;
+}
+
+/*
+ * Writes the message of an outbox entry: a transactional logical decoding
+ * message with prefix cdc_outbox (LogLogicalMessage, what
+ * pg_logical_emit_message(true, ...) writes), decoded only if the
+ * transaction commits.  Error 55000 unless wal_level is logical.
+ */
+void
+EmitOutboxMessage(Oid relid, const std::string &message)
+{
+	bool logical = PgCall([]() { return XLogLogicalInfoActive(); });
+	if (!logical) {
+		std::string name = PgCall([&]() {
+			char *n = get_rel_name(relid);
+			return n ? n : (char *) "?";
+		});
+		Fail("55000", "the outbox of table " + name + " is written as logical decoding messages (outbox_via 'message'), "
+		              "which needs wal_level = logical",
+		     {}, "Set wal_level = logical and restart, or register the mapping with outbox_via => 'table'.");
+	}
+	PgCall([&]() { LogLogicalMessage("cdc_outbox", message.data(), message.size(), true); });
 }
 
 } // namespace
 
-DeferredOutbox *deferred_outbox = nullptr;
+bool
+PayloadFromImageAllowed(const Target &t)
+{
+	for (const Column &c : t.columns)
+		if (c.generated)
+			return false;
+	return true;
+}
+
+Datum
+PayloadFromImage(const Target &t, const Image &img, const RunAs &as)
+{
+	const size_t n = t.columns.size();
+	std::vector<AttrNumber> attnums(n);
+	std::vector<Datum> values(n);
+	std::unique_ptr<bool[]> nulls(new bool[n]);
+	for (size_t i = 0; i < n; i++) {
+		attnums[i] = t.columns[i].attnum;
+		values[i] = img.cells[i].value;
+		nulls[i] = img.cells[i].isnull;
+	}
+	/* as whom the target's statements run: to_jsonb may call a cast to json the type's owner created */
+	return PgCallAs(as, [&]() { return ImageJsonbPg(t.relid, int(n), attnums.data(), values.data(), nulls.get()); });
+}
+
+Datum
+JsonbFromText(const std::string &json)
+{
+	return PgCall([&]() { return DirectFunctionCall1(jsonb_in, CStringGetDatum(json.c_str())); });
+}
+
+Datum
+EntityKeyJsonb(const Target &t, const Image &img)
+{
+	const size_t n = t.key.size();
+	std::vector<const char *> names(n), texts(n);
+	std::vector<int> name_lens(n), text_lens(n);
+	for (size_t i = 0; i < n; i++) {
+		const Column &col = t.columns[size_t(t.key[i])];
+		const Cell &c = img.cells[size_t(t.key[i])];
+		names[i] = col.name.c_str();
+		name_lens[i] = int(col.name.size());
+		texts[i] = c.text.c_str();
+		text_lens[i] = int(c.text.size());
+	}
+	return PgCall([&]() { return EntityKeyJsonbPg(int(n), names.data(), name_lens.data(), texts.data(), text_lens.data()); });
+}
 
 OutboxRow
 MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
-              const std::optional<std::string> &payload, size_t position)
+              std::optional<Datum> entity_key_jsonb, std::optional<Datum> payload, size_t position)
 {
+	if (v.parts.size() != 3 && v.parts.size() != 4)
+		throw InputError(sqlstate::kFeatureNotSupported,
+		                 "a version must have 3 or 4 components, not " + std::to_string(v.parts.size()));
+	if (v.parts[0] < std::numeric_limits<int32_t>::min() || v.parts[0] > std::numeric_limits<int32_t>::max())
+		throw InputError(sqlstate::kNumericOutOfRange, "source epoch " + std::to_string(v.parts[0]) + " of version " +
+		                                                   v.ToArrayLiteral() + " is out of range (at most 2147483647)");
 	OutboxRow r;
 	r.position = position;
 	r.target = t.relid;
-	r.idempotency_key = IdempotencyKey(t, src, op, v, entity_key);
-	r.topic = t.mapping.topic ? t.mapping.topic : std::optional<std::string>(t.display);
-	r.entity_key = entity_key.empty() ? std::nullopt : std::optional<std::string>(entity_key);
-	r.op = std::string(1, op);
+	r.ikey = IdempotencyKey(t, src, op, v, entity_key);
+	const std::string &topic = t.mapping.topic ? *t.mapping.topic : t.display;
+	if (!t.mapping.outbox_message)
+		r.src = OutboxSourceId(topic, src);
+	r.op = op;
+	r.v0 = int32_t(v.parts[0]);
+	r.v1 = v.parts[1];
+	r.v2 = v.parts[2];
+	if (v.parts.size() == 4)
+		r.v3 = v.parts[3];
+	r.lsn = src.lsn;
+	r.commit_lsn = src.commit_lsn;
+	r.tx_id = src.tx_id;
+	if (entity_key_jsonb)
+		r.entity_key = entity_key_jsonb;
+	else if (!entity_key.empty())
+		r.entity_key = JsonbFromText(entity_key);
 	r.payload = payload;
-	r.source = SourceJson(src, v);
-	r.version = v.ToArrayLiteral();
+	if (t.mapping.outbox_message)
+		r.message = OutboxMessage(t, src, topic, r, v);
 	return r;
 }
 
 // Writes the outbox row of an applied change (ON CONFLICT DO NOTHING: a
-// replay never adds a second one).  Returns whether a row was inserted.
+// replay never adds a second one; the key is unique per target, so no other
+// target's writer can take it, docs/security.md).  Returns whether a row was inserted.
 // Inside a batch the row is queued instead (and counted when the batch
 // inserts it): false.
 bool
 WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
             const std::optional<std::string> &payload)
 {
+	std::optional<Datum> jpayload;
+	if (payload)
+		jpayload = JsonbFromText(*payload);
+	size_t position = deferred_outbox != nullptr ? deferred_outbox->position : 0;
+	OutboxRow r = MakeOutboxRow(t, src, op, v, entity_key, std::nullopt, jpayload, position);
 	if (deferred_outbox != nullptr) {
-		deferred_outbox->rows.push_back(MakeOutboxRow(t, src, op, v, entity_key, payload, deferred_outbox->position));
+		deferred_outbox->rows.push_back(std::move(r));
 		return false;
 	}
+	if (!r.message.empty()) {
+		EmitOutboxMessage(r.target, r.message);
+		return true;
+	}
+	auto int8_or_null = [](Params &p, const std::optional<int64_t> &x) {
+		p.Add(INT8OID, x ? Int64GetDatum(*x) : (Datum) 0, !x);
+	};
 	Params p;
-	p.AddText(IdempotencyKey(t, src, op, v, entity_key));
-	p.AddTextOrNull(t.mapping.topic ? t.mapping.topic : std::optional<std::string>(t.display));
-	p.AddOid(t.relid);
-	p.AddTextOrNull(entity_key.empty() ? std::nullopt : std::optional<std::string>(entity_key));
-	p.AddText(std::string(1, op));
-	p.AddTextOrNull(payload);
-	p.AddText(SourceJson(src, v));
-	p.AddText(v.ToArrayLiteral());
-	uint64_t n = Execute("INSERT INTO cdc.outbox (idempotency_key, topic, target, entity_key, op, payload, source, version) "
-	                     "VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb, $8::bigint[]) "
-	                     "ON CONFLICT (idempotency_key) DO NOTHING",
+	p.Add(UUIDOID, PointerGetDatum(r.ikey.data()), false);
+	p.AddOid(r.target);
+	p.Add(INT4OID, Int32GetDatum(r.src), false);
+	p.Add(CHAROID, CharGetDatum(r.op), false);
+	p.Add(INT4OID, Int32GetDatum(r.v0), false);
+	p.AddInt8(r.v1);
+	p.AddInt8(r.v2);
+	int8_or_null(p, r.v3);
+	int8_or_null(p, r.lsn);
+	int8_or_null(p, r.commit_lsn);
+	int8_or_null(p, r.tx_id);
+	p.Add(JSONBOID, r.entity_key.value_or((Datum) 0), !r.entity_key);
+	p.Add(JSONBOID, r.payload.value_or((Datum) 0), !r.payload);
+	uint64_t n = Execute("INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, "
+	                     "entity_key, payload) "
+	                     "VALUES ($1, $2::pg_catalog.regclass, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
+	                     "ON CONFLICT (ikey, target) DO NOTHING",
 	                     p, true);
 	return n == 1;
 }
 
-// Inserts the queued outbox rows in input order (one statement) and counts
-// the inserted ones per target.
+// Inserts the queued outbox rows in input order (one statement, every
+// column a typed array: no text is parsed) and counts the inserted ones per
+// target.  The arrays are unnested in the select list (ProjectSet), which
+// yields their elements side by side in array order without materializing
+// them, so the ids (nextval, evaluated per row as it is inserted) follow the
+// input.
 void
 FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 {
@@ -111,36 +446,86 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		return;
 	std::stable_sort(q.rows.begin(), q.rows.end(),
 	                 [](const OutboxRow &a, const OutboxRow &b) { return a.position < b.position; });
-	ArrayParam ikeys = ArrayParam::Text(), topics = ArrayParam::Text(), ekeys = ArrayParam::Text(),
-	           ops = ArrayParam::Text(), payloads = ArrayParam::Text(), sources = ArrayParam::Text(),
-	           versions = ArrayParam::Text();
+	/* Entries of outbox_via 'message' mappings: one message each, in input order. */
+	size_t table_rows = 0;
+	for (const OutboxRow &r : q.rows)
+		if (r.message.empty()) {
+			table_rows++;
+		} else {
+			EmitOutboxMessage(r.target, r.message);
+			counters[r.target].outbox_rows++;
+		}
+	if (table_rows == 0) {
+		q.rows.clear();
+		return;
+	}
+	ArrayParam ikeys(UUIDOID, 16, false, TYPALIGN_CHAR);
 	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
+	ArrayParam srcs(INT4OID, sizeof(int32), true, TYPALIGN_INT), v0(INT4OID, sizeof(int32), true, TYPALIGN_INT);
+	ArrayParam ops(CHAROID, 1, true, TYPALIGN_CHAR);
+	auto int8_array = []() { return ArrayParam(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE); };
+	ArrayParam v1 = int8_array(), v2 = int8_array(), v3 = int8_array(), lsn = int8_array(), commit_lsn = int8_array(),
+	           tx_id = int8_array();
+	ArrayParam ekeys(JSONBOID, -1, false, TYPALIGN_INT), payloads(JSONBOID, -1, false, TYPALIGN_INT);
+	auto add_int8 = [](ArrayParam &a, const std::optional<int64_t> &x) {
+		a.Add(x ? Int64GetDatum(*x) : (Datum) 0, !x);
+	};
 	for (const OutboxRow &r : q.rows) {
-		ikeys.AddText(r.idempotency_key);
-		topics.AddTextOrNull(r.topic);
+		if (!r.message.empty())
+			continue;
+		ikeys.Add(PointerGetDatum(r.ikey.data()), false);
 		targets.Add(ObjectIdGetDatum(r.target), false);
-		ekeys.AddTextOrNull(r.entity_key);
-		ops.AddText(r.op);
-		payloads.AddTextOrNull(r.payload);
-		sources.AddText(r.source);
-		versions.AddText(r.version);
+		srcs.Add(Int32GetDatum(r.src), false);
+		ops.Add(CharGetDatum(r.op), false);
+		v0.Add(Int32GetDatum(r.v0), false);
+		v1.Add(Int64GetDatum(r.v1), false);
+		v2.Add(Int64GetDatum(r.v2), false);
+		add_int8(v3, r.v3);
+		add_int8(lsn, r.lsn);
+		add_int8(commit_lsn, r.commit_lsn);
+		add_int8(tx_id, r.tx_id);
+		ekeys.Add(r.entity_key.value_or((Datum) 0), !r.entity_key);
+		payloads.Add(r.payload.value_or((Datum) 0), !r.payload);
 	}
 	Params p;
-	ikeys.AddTo(p, TEXTARRAYOID);
-	topics.AddTo(p, TEXTARRAYOID);
+	ikeys.AddTo(p, UUIDARRAYOID);
 	targets.AddTo(p, OIDARRAYOID);
-	ekeys.AddTo(p, TEXTARRAYOID);
-	ops.AddTo(p, TEXTARRAYOID);
-	payloads.AddTo(p, TEXTARRAYOID);
-	sources.AddTo(p, TEXTARRAYOID);
-	versions.AddTo(p, TEXTARRAYOID);
-	uint64_t n = Execute("INSERT INTO cdc.outbox (idempotency_key, topic, target, entity_key, op, payload, source, version) "
-	                     "SELECT x.i, x.tp, x.t::regclass, x.e::jsonb, x.o, x.p::jsonb, x.s::jsonb, x.v::bigint[] "
-	                     "FROM unnest($1, $2, $3, $4, $5, $6, $7, $8) WITH ORDINALITY AS x(i, tp, t, e, o, p, s, v, ord) "
-	                     "ORDER BY x.ord ON CONFLICT (idempotency_key) DO NOTHING RETURNING target::oid",
-	                     p, true);
-	for (uint64_t i = 0; i < n; i++)
-		counters[Oid(std::stoul(ResultText(i, 1).value_or("0")))].outbox_rows++;
+	srcs.AddTo(p, INT4ARRAYOID);
+	ops.AddTo(p, CHARARRAYOID);
+	v0.AddTo(p, INT4ARRAYOID);
+	v1.AddTo(p, INT8ARRAYOID);
+	v2.AddTo(p, INT8ARRAYOID);
+	v3.AddTo(p, INT8ARRAYOID);
+	lsn.AddTo(p, INT8ARRAYOID);
+	commit_lsn.AddTo(p, INT8ARRAYOID);
+	tx_id.AddTo(p, INT8ARRAYOID);
+	ekeys.AddTo(p, JSONBARRAYOID);
+	payloads.AddTo(p, JSONBARRAYOID);
+	const std::string insert =
+		"INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, entity_key, payload) "
+		"SELECT pg_catalog.unnest($1), pg_catalog.unnest($2)::pg_catalog.regclass, pg_catalog.unnest($3), "
+		"pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), "
+		"pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), "
+		"pg_catalog.unnest($12), pg_catalog.unnest($13) ";
+	/*
+	 * ON CONFLICT: an applied change whose row is there already (a change
+	 * applied again under expired_policy 'apply' after its records were
+	 * pruned) adds none.  Rows of one target are counted from the number
+	 * inserted; only a flush over several targets needs them returned.
+	 */
+	Oid only = InvalidOid;
+	bool one_target = true;
+	for (const OutboxRow &r : q.rows)
+		if (r.message.empty()) {
+			one_target = one_target && (only == InvalidOid || only == r.target);
+			only = r.target;
+		}
+	if (one_target) {
+		counters[only].outbox_rows += int64_t(Execute(insert + "ON CONFLICT (ikey, target) DO NOTHING", p, true));
+	} else {
+		uint64_t n = Execute(insert + "ON CONFLICT (ikey, target) DO NOTHING RETURNING target", p, true);
+		CountReturnedTargets(n, counters);
+	}
 	q.rows.clear();
 }
 

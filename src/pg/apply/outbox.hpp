@@ -1,20 +1,28 @@
-// Outbox rows (docs/outbox.md): one row in cdc.outbox per applied change of
-// a target whose mapping has outbox => true, with its idempotency key (from
-// the change's source identity, never the delivery key), topic, entity key,
-// payload (the row after the change, or the removed row) and source JSON.
-// Change by change a row is inserted at once (WriteOutbox); inside a batch
-// segment rows are queued in deferred_outbox and inserted in input order by
-// one statement (FlushOutbox).
+// Outbox rows (docs/semantics.md, "Outbox"): one row per applied change of
+// a target whose mapping has outbox => true, stored compactly in
+// cdc.outbox_rows (the view cdc.outbox shows the documented shape): the
+// binary idempotency key (from the change's source identity, never the
+// delivery key), the version and source positions as columns, the topic and
+// the constant source identity as a cdc.outbox_source id, the entity key
+// and the payload as jsonb Datums (the row after the change, or the removed
+// row).  Change by change a row is inserted at once (WriteOutbox); inside a
+// batch segment rows are queued in deferred_outbox and inserted in input
+// order by one statement (FlushOutbox).  A mapping with outbox_via =>
+// 'message' gets, instead of each row, one transactional logical decoding
+// message (prefix cdc_outbox) with the same content as JSON.
 //
-// Internal to src/pg/apply/.  C++ regime.  deferred_outbox is a plain
-// pointer (no C++ global with a destructor), set only while a segment runs.
+// Internal to src/pg/apply/.  C++ regime.  deferred_outbox and
+// outbox_source_ids are plain pointers (no C++ global with a destructor),
+// set only while a segment or an engine runs.
 #pragma once
 
 #include "core/envelope.hpp"
 #include "core/version.hpp"
 #include "pg/apply/engine.hpp"
+#include "pg/apply/image.hpp"
 #include "pg/apply/target.hpp"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,17 +30,26 @@
 
 namespace cdc::pg {
 
-// The "source" JSON of outbox rows, history rows and handler metadata.
+// The "source" JSON of history rows, handler metadata and dead letters (the
+// outbox renders the same document in its view).
 std::string SourceJson(const SourceInfo &src, const Version &v);
 
-// An outbox row held back by a batch, inserted with the batch's other outbox
-// rows in input order (FlushOutbox).
+// An outbox row as cdc.outbox_rows stores it.  The jsonb Datums live in the
+// memory context that was current when the row was made (the call's).
 struct OutboxRow {
-	size_t position; // input position of the event: rows are inserted in this order
-	Oid target;
-	std::string idempotency_key;
-	std::optional<std::string> topic, entity_key, payload;
-	std::string op, source, version;
+	size_t position = 0; // input position of the event: rows are inserted in this order
+	Oid target = InvalidOid;
+	std::array<unsigned char, 16> ikey{}; // md5 of the source identity (IdempotencyKey)
+	int32_t src = 0;                      // cdc.outbox_source id
+	char op = 'c';
+	int32_t v0 = 0;
+	int64_t v1 = 0, v2 = 0;
+	std::optional<int64_t> v3; // nullopt: a 3-component version
+	std::optional<int64_t> lsn, commit_lsn, tx_id;
+	std::optional<Datum> entity_key, payload; // jsonb; nullopt: NULL
+	// Non-empty when the mapping's outbox_via is 'message': the JSON text of
+	// the logical decoding message that replaces the row (OutboxMessage).
+	std::string message;
 };
 struct DeferredOutbox {
 	std::vector<OutboxRow> rows;
@@ -42,14 +59,42 @@ struct DeferredOutbox {
 // destructor); reset by every ApplyEngine.
 extern DeferredOutbox *deferred_outbox;
 
-// The outbox row of an applied change, for the batch's queue.
+// The cdc.outbox_source ids this engine has looked up or created, by topic
+// and source identity.  Owned by the ApplyEngine (an id created by a
+// transaction that rolls back must not outlive it); the engine sets the
+// pointer for its lifetime and restores the previous one.
+using OutboxSourceIds = std::map<std::string, int32_t>;
+extern OutboxSourceIds *outbox_source_ids;
+
+// May the payload of an applied upsert be built from its image
+// (PayloadFromImage) instead of being read back from the table?  When the
+// resulting row equals the image: full images (the caller checks), no
+// triggers or rules (set-based targets), and no generated columns, which
+// the destination computes.
+bool PayloadFromImageAllowed(const Target &t);
+// The payload of an upsert whose resulting row is exactly `img` (a full
+// after-image): to_jsonb() of the target's row type formed from the image's
+// Datums, i.e. PostgreSQL's own conversion, equal to to_jsonb(t) of the
+// written row.
+Datum PayloadFromImage(const Target &t, const Image &img, const RunAs &as);
+// A JSON text as a jsonb Datum (jsonb_in: 22P02 for bad JSON).
+Datum JsonbFromText(const std::string &json);
+// The entity key of `img` as jsonb ({"id": "7"}), equal to
+// EntityKey(t, img, ...)::jsonb, built without a parse.
+Datum EntityKeyJsonb(const Target &t, const Image &img);
+
+// The outbox row of an applied change.  entity_key: JSON text ("" for a
+// truncate); entity_key_jsonb: the same as jsonb when the caller has it
+// (else parsed from the text); payload: jsonb or nullopt (a truncate).
 OutboxRow MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v,
-                        const std::string &entity_key, const std::optional<std::string> &payload, size_t position);
-// Writes (or, inside a segment, queues) the outbox row of an applied change;
-// true when a row was inserted.
+                        const std::string &entity_key, std::optional<Datum> entity_key_jsonb,
+                        std::optional<Datum> payload, size_t position);
+// Writes (or, inside a segment, queues) the outbox row of an applied change
+// whose payload was read back as JSON text; true when a row was inserted.
 bool WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
                  const std::optional<std::string> &payload);
-// Inserts the queued rows in input order and counts them per target.
+// Inserts the queued rows in input order (one statement; ON CONFLICT (ikey,
+// target) DO NOTHING) and counts the inserted ones per target.
 void FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters);
 
 } // namespace cdc::pg

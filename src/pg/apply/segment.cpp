@@ -22,8 +22,10 @@
 
 extern "C" {
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 }
 
 #include <algorithm>
@@ -45,7 +47,9 @@ namespace {
  * key), every column has an array type (the rows travel as one array per
  * column), and the key's text form identifies a row (types whose equality
  * is equality of their output text, so two entity keys never name one row;
- * text keys only under a deterministic collation).
+ * text keys only under a deterministic collation).  A GENERATED ALWAYS
+ * identity column that is not the key is left to MutateTarget, which checks
+ * that an update does not change it.
  * Only state mappings: in history mode every change is a row, in handler
  * mode a call that sees the row of that moment (docs/semantics.md, "Modes").
  * The expired policy and the prune watermark need no exclusion here:
@@ -55,11 +59,16 @@ namespace {
 bool
 SetBasedAllowed(const Target &t)
 {
-	if (t.modes.mode != Mode::State || !t.independent_rows)
+	if (t.modes.mode != Mode::State || !t.independent_rows || t.has_nonkey_identity_always)
 		return false;
-	for (const Column &c : t.columns)
+	bool assignable = false; /* some column an upsert's DO UPDATE SET can write */
+	for (const Column &c : t.columns) {
 		if (!c.generated && !OidIsValid(c.array_type))
 			return false;
+		assignable = assignable || (!c.generated && !c.identity_always);
+	}
+	if (!assignable)
+		return false;
 	for (int k : t.key) {
 		const Column &c = t.columns[size_t(k)];
 		switch (c.type) {
@@ -87,16 +96,23 @@ SetBasedAllowed(const Target &t)
 /*
  * May several changes of one entity inside a batch be merged into the
  * newest one, writing only the final entity record and row?  Set-based
- * targets whose mapping writes no outbox rows (each applied change owes its
- * own, with the row image of that moment; those targets are written round
- * by round instead).  NOT NULL is checked per image (ViolatesNotNull), and
- * a merged change must carry all columns (FullImage), so no column default
- * is evaluated either way.
+ * targets, and for a mapping with outbox rows only when each applied
+ * change's payload is known without reading the row back: the row an
+ * upsert leaves is its image (PayloadFromImageAllowed: no generated
+ * columns; set-based: no triggers or rules; merged chains carry full
+ * images, so no default is evaluated), and the row a delete removes is the
+ * previous applied image of its chain, or the row before the batch (read
+ * once), or none.  Such targets' outbox rows still get one row per applied
+ * change (WriteMergedWithOutbox).  NOT NULL is checked per image
+ * (ViolatesNotNull), and a merged change must carry all columns
+ * (FullImage), so no column default is evaluated either way.  Outbox
+ * targets with generated columns are written round by round, each payload
+ * read back with RETURNING.
  */
 bool
 CollapseAllowed(const Target &t)
 {
-	return SetBasedAllowed(t) && !t.mapping.outbox;
+	return SetBasedAllowed(t) && (!t.mapping.outbox || PayloadFromImageAllowed(t));
 }
 
 // Does an upsert image carry every column the destination does not compute
@@ -152,7 +168,8 @@ ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> 
 	targets.AddTo(p, OIDARRAYOID);
 	p.Add(INT4OID, Int32GetDatum(now_s), false);
 	uint64_t n = Execute("INSERT INTO cdc.ledger (digest, target, claimed_s) "
-	                     "SELECT x.d, x.t::regclass, $3 FROM unnest($1, $2) WITH ORDINALITY AS x(d, t, ord) "
+	                     "SELECT x.d, x.t::pg_catalog.regclass, $3 "
+	                     "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS x(d, t, ord) "
 	                     "ORDER BY x.ord ON CONFLICT (digest) DO NOTHING RETURNING digest",
 	                     p, true);
 	std::multiset<int64_t> inserted;
@@ -192,10 +209,11 @@ LockRecords(std::vector<Chain *> &chains)
 		keys.AddTo(p, TEXTARRAYOID);
 		/* A LATERAL subquery with FOR UPDATE is never flattened: one index probe per key, whatever the statistics. */
 		uint64_t n = Execute("SELECT x.ord, s.name, s.v0, s.v1, s.v2, s.v3, s.deleted, s.chash "
-		                     "FROM unnest($2) WITH ORDINALITY AS x(k, ord), "
+		                     "FROM pg_catalog.unnest($2) WITH ORDINALITY AS x(k, ord), "
 		                     "LATERAL (SELECT c.name, e.v0, e.v1, e.v2, e.v3, e.deleted, e.chash "
-		                     "FROM cdc.entity_state e JOIN cdc.source c ON c.id = e.src "
-		                     "WHERE e.target = $1 AND e.key = x.k FOR UPDATE OF e) s",
+		                     "FROM cdc.entity_state e JOIN cdc.source c ON c.id OPERATOR(pg_catalog.=) e.src "
+		                     "WHERE e.target OPERATOR(pg_catalog.=) $1 AND e.key OPERATOR(pg_catalog.=) x.k "
+		                     "FOR UPDATE OF e) s",
 		                     p, true);
 		const size_t arity = list.front()->t->version_col >= 0 ? 3 : 4;
 		for (uint64_t i = 0; i < n; i++) {
@@ -219,20 +237,21 @@ LockRecords(std::vector<Chain *> &chains)
 // version.  Read after the entity locks in a statement of its own, so that
 // it sees a concurrent cdc.prune() that removed a tombstone the locks waited
 // for (docs/retention.md, "Concurrency").
-std::map<std::pair<Oid, int16_t>, Version>
+std::map<std::pair<Oid, int32_t>, Version>
 ReadWatermarks(const std::vector<Chain *> &chains)
 {
 	std::map<Oid, size_t> arity;
 	for (const Chain *c : chains)
 		arity[c->t->relid] = c->t->version_col >= 0 ? 3 : 4;
-	std::map<std::pair<Oid, int16_t>, Version> out;
+	std::map<std::pair<Oid, int32_t>, Version> out;
 	for (const auto &[relid, n_parts] : arity) {
 		Params p;
 		p.AddOid(relid);
-		uint64_t n = Execute("SELECT src, v0, v1, v2, v3 FROM cdc.prune_watermark WHERE target = $1", p, true);
+		uint64_t n = Execute("SELECT src, v0, v1, v2, v3 FROM cdc.prune_watermark WHERE target OPERATOR(pg_catalog.=) $1",
+		                     p, true);
 		for (uint64_t i = 0; i < n; i++) {
 			StoredVersion sv;
-			int16_t src = int16_t(std::stoi(ResultText(i, 1).value_or("0")));
+			int32_t src = int32_t(std::stol(ResultText(i, 1).value_or("0")));
 			sv.v0 = std::stoi(ResultText(i, 2).value_or("0"));
 			sv.v1 = std::stoll(ResultText(i, 3).value_or("0"));
 			sv.v2 = std::stoll(ResultText(i, 4).value_or("0"));
@@ -243,14 +262,20 @@ ReadWatermarks(const std::vector<Chain *> &chains)
 	return out;
 }
 
+// The rows of the arrays of AddRecordArrays, for a FROM clause.
+constexpr const char *kRecordArrays =
+	"FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), "
+	"pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9)) "
+	"AS x(k, s, v0, v1, v2, v3, d, h) ";
+
 // The final records of chains as arrays of cdc.entity_state's columns:
 // $2 key, $3 src, $4 v0, $5 v1, $6 v2, $7 v3, $8 deleted, $9 chash ($1 is
 // the target, $10 the write time).
 void
-AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std::string, int16_t> &source_ids)
+AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std::string, int32_t> &source_ids)
 {
 	ArrayParam keys = ArrayParam::Text();
-	ArrayParam srcs(INT2OID, sizeof(int16), true, TYPALIGN_SHORT);
+	ArrayParam srcs(INT4OID, sizeof(int32), true, TYPALIGN_INT);
 	ArrayParam v0(INT4OID, sizeof(int32), true, TYPALIGN_INT), v3(INT4OID, sizeof(int32), true, TYPALIGN_INT),
 	    chash(INT4OID, sizeof(int32), true, TYPALIGN_INT);
 	ArrayParam v1(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE),
@@ -260,7 +285,7 @@ AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std:
 		const EntityRecord &r = *c->final_record;
 		StoredVersion sv = ToStoredVersion(r.version);
 		keys.AddText(c->compact_key);
-		srcs.Add(Int16GetDatum(source_ids.at(r.source)), false);
+		srcs.Add(Int32GetDatum(source_ids.at(r.source)), false);
 		v0.Add(Int32GetDatum(sv.v0), false);
 		v1.Add(Int64GetDatum(sv.v1), false);
 		v2.Add(Int64GetDatum(sv.v2), false);
@@ -269,7 +294,7 @@ AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std:
 		chash.Add(Int32GetDatum(int32_t(std::stol(r.content_hash))), false);
 	}
 	keys.AddTo(p, TEXTARRAYOID);
-	srcs.AddTo(p, INT2ARRAYOID);
+	srcs.AddTo(p, INT4ARRAYOID);
 	v0.AddTo(p, INT4ARRAYOID);
 	v1.AddTo(p, INT8ARRAYOID);
 	v2.AddTo(p, INT8ARRAYOID);
@@ -285,7 +310,7 @@ AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std:
  * nothing for them).
  */
 std::vector<Chain *>
-InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, int16_t> &source_ids, int32_t now_s)
+InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, int32_t> &source_ids, int32_t now_s)
 {
 	std::map<Oid, std::vector<Chain *>> by_target;
 	for (Chain *c : chains)
@@ -297,9 +322,8 @@ InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 		AddRecordArrays(p, list, source_ids);
 		p.Add(INT4OID, Int32GetDatum(now_s), false);
 		uint64_t n = Execute("INSERT INTO cdc.entity_state (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
-		                     "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 "
-		                     "FROM unnest($2, $3, $4, $5, $6, $7, $8, $9) AS x(k, s, v0, v1, v2, v3, d, h) "
-		                     "ON CONFLICT (target, key) DO NOTHING RETURNING key",
+		                     "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 " +
+		                         std::string(kRecordArrays) + "ON CONFLICT (target, key) DO NOTHING RETURNING key",
 		                     p, true);
 		if (n == list.size())
 			continue;
@@ -316,7 +340,7 @@ InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 // Writes the final records of entities that had one, locked by LockRecords
 // (one statement per target; ON CONFLICT finds each through the key index).
 void
-UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, int16_t> &source_ids, int32_t now_s)
+UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, int32_t> &source_ids, int32_t now_s)
 {
 	std::map<Oid, std::vector<Chain *>> by_target;
 	for (Chain *c : chains)
@@ -327,27 +351,104 @@ UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 		AddRecordArrays(p, list, source_ids);
 		p.Add(INT4OID, Int32GetDatum(now_s), false);
 		Execute("INSERT INTO cdc.entity_state AS e (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
-		        "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 "
-		        "FROM unnest($2, $3, $4, $5, $6, $7, $8, $9) AS x(k, s, v0, v1, v2, v3, d, h) "
-		        "ON CONFLICT (target, key) DO UPDATE SET src = EXCLUDED.src, v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, "
+		        "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 " +
+		            std::string(kRecordArrays) + "ON CONFLICT (target, key) DO UPDATE SET src = EXCLUDED.src, v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, "
 		        "v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, deleted = EXCLUDED.deleted, chash = EXCLUDED.chash, "
 		        "touched_s = EXCLUDED.touched_s",
 		        p, true);
 	}
 }
 
+// Which rows a WriteRows statement returns (as jsonb, for outbox payloads).
+enum class Returning { None, Deletes, All };
+
+// Reads column `col` (1-based) of every result row as a jsonb Datum copied
+// into the caller's memory context (the next statement frees SPI's result);
+// nullopt for NULL.
+std::vector<std::optional<Datum>>
+ResultJsonb(uint64_t n, int col)
+{
+	std::vector<std::optional<Datum>> out(n);
+	PgCall([&]() {
+		for (uint64_t i = 0; i < n; i++) {
+			bool isnull;
+			Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col, &isnull);
+			if (!isnull)
+				out[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
+		}
+	});
+	return out;
+}
+
+// The (bigint) ordinal in column `col` of every result row.
+std::vector<int64_t>
+ResultOrdinals(uint64_t n, int col)
+{
+	std::vector<int64_t> out(n);
+	PgCall([&]() {
+		for (uint64_t i = 0; i < n; i++) {
+			bool isnull;
+			out[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col, &isnull));
+		}
+	});
+	return out;
+}
+
+// The key columns of `keys` as array parameters, with "k1, k2, ..." for
+// the unnest alias and the predicate "t.c1 = x.k1 AND ..." (the types'
+// schema-qualified equality operators).
+void
+KeyArrays(const Target &t, const std::vector<const Image *> &keys, Params &p, std::string &names, std::string &where)
+{
+	for (size_t i = 0; i < t.key.size(); i++) {
+		const Column &col = t.columns[size_t(t.key[i])];
+		ArrayParam a(col.type, col.typlen, col.typbyval, col.typalign);
+		for (const Image *img : keys)
+			a.Add(img->cells[size_t(t.key[i])].value, false);
+		a.AddTo(p, col.array_type);
+		names += "k" + std::to_string(i + 1) + ", ";
+		where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " x.k" +
+		         std::to_string(i + 1);
+	}
+}
+
+// "ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), ...)" over
+// every parameter of `p`: the rows of the array parameters side by side,
+// like a multi-argument unnest, with the function schema-qualified.
+// "pg_catalog.unnest($1), pg_catalog.unnest($2), ...": the same rows as a
+// select list, where (unlike in FROM) an array of a composite type yields
+// one column of that type instead of the type's fields.
+std::string
+UnnestColumns(const Params &p)
+{
+	std::string s;
+	for (int i = 1; i <= p.Count(); i++)
+		s += (i > 1 ? ", pg_catalog.unnest($" : "pg_catalog.unnest($") + std::to_string(i) + ")";
+	return s;
+}
+
+std::string
+UnnestAll(const Params &p)
+{
+	std::string s = "ROWS FROM (";
+	for (int i = 1; i <= p.Count(); i++)
+		s += (i > 1 ? ", pg_catalog.unnest($" : "pg_catalog.unnest($") + std::to_string(i) + ")";
+	return s + ")";
+}
+
 /*
  * Writes one image per entity to the target with one upsert and one delete
  * statement: writes[i] = (segment index of the change, chain).  Each entity
  * appears at most once, so no statement touches a row twice.  Returns the
- * resulting (upsert) or removed (delete) row of each write as JSON when
- * `returning` (for outbox payloads; nullopt: a delete found no row).
+ * resulting (upsert) or removed (delete) row of each write as jsonb where
+ * `returning` asks for it (for outbox payloads; nullopt: not asked, or a
+ * delete found no row).
  */
-std::vector<std::optional<std::string>>
+std::vector<std::optional<Datum>>
 WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &writes,
-          const std::vector<PreparedChange> &prep, bool returning)
+          const std::vector<PreparedChange> &prep, Returning returning, const RunAs &as)
 {
-	std::vector<std::optional<std::string>> rows(writes.size());
+	std::vector<std::optional<Datum>> rows(writes.size());
 	std::vector<size_t> upserts, deletes;
 	for (size_t i = 0; i < writes.size(); i++)
 		(prep[writes[i].first].is_delete ? deletes : upserts).push_back(i);
@@ -367,57 +468,156 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 			a.AddTo(p, col.array_type);
 			std::string q = QuoteIdent(col.name);
 			cols += (cols.empty() ? "" : ", ") + q;
-			set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
+			/* an identity key column here (SetBasedAllowed): equal to the conflicting row's, never assigned */
+			if (!col.identity_always)
+				set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
 		}
 		for (size_t i = 0; i < t.key.size(); i++)
 			conflict += (i ? ", " : "") + QuoteIdent(t.columns[size_t(t.key[i])].name);
-		std::string args;
-		for (int i = 1; i <= p.Count(); i++)
-			args += (i > 1 ? ", $" : "$") + std::to_string(i);
-		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ") SELECT * FROM unnest(" + args +
-		                         ") ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
-		                         (returning ? " RETURNING to_jsonb(t)::text" : ""),
-		                     p, false);
-		if (returning)
+		const bool back = returning == Returning::All;
+		/*
+		 * OVERRIDING SYSTEM VALUE: a GENERATED ALWAYS identity key takes the
+		 * source's value, as PostgreSQL's own apply writes it (B31).
+		 */
+		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ")" +
+		                         (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") + " SELECT " + UnnestColumns(p) +
+		                         " ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
+		                         (back ? " RETURNING pg_catalog.to_jsonb(t)" : ""),
+		                     p, as);
+		if (back) {
+			std::vector<std::optional<Datum>> j = ResultJsonb(n, 1);
 			for (uint64_t r = 0; r < n && r < upserts.size(); r++)
-				rows[upserts[r]] = ResultText(r, 1);
+				rows[upserts[r]] = j[r];
+		}
 	}
 	if (!deletes.empty()) {
 		Params p;
 		std::string names, where;
-		for (size_t i = 0; i < t.key.size(); i++) {
-			const Column &col = t.columns[size_t(t.key[i])];
-			ArrayParam a(col.type, col.typlen, col.typbyval, col.typalign);
-			for (size_t d : deletes)
-				a.Add(prep[writes[d].first].before->cells[size_t(t.key[i])].value, false);
-			a.AddTo(p, col.array_type);
-			names += "k" + std::to_string(i + 1) + ", ";
-			where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " x.k" +
-			         std::to_string(i + 1);
-		}
-		std::string args;
-		for (int i = 1; i <= p.Count(); i++)
-			args += (i > 1 ? ", $" : "$") + std::to_string(i);
+		std::vector<const Image *> keys;
+		for (size_t d : deletes)
+			keys.push_back(&*prep[writes[d].first].before);
+		KeyArrays(t, keys, p, names, where);
+		const bool back = returning != Returning::None;
 		/*
 		 * The rows are found by one index probe per key (a LATERAL subquery
 		 * with OFFSET 0 is never flattened into a join) and deleted by ctid,
 		 * so the cost follows the batch, not the table, whatever the
 		 * statistics the cached plan was made with.
 		 */
-		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM unnest(" + args + ") WITH ORDINALITY AS x(" +
-		                         names + "ord), LATERAL (SELECT t.ctid AS c FROM " + t.qualified + " AS t WHERE " + where +
-		                         " OFFSET 0) l) DELETE FROM " + t.qualified +
-		                         " AS t USING d WHERE t.ctid = d.c AND t.ctid = ANY (ARRAY(SELECT c FROM d))" +
-		                         (returning ? " RETURNING d.ord, to_jsonb(t)::text" : ""),
-		                     p, false);
-		if (returning)
-			for (uint64_t r = 0; r < n; r++) {
-				size_t ord = std::stoul(ResultText(r, 1).value_or("0"));
-				if (ord >= 1 && ord <= deletes.size())
-					rows[deletes[ord - 1]] = ResultText(r, 2);
-			}
+		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM " + UnnestAll(p) +
+		                         " WITH ORDINALITY AS x(" + names + "ord), LATERAL (SELECT t.ctid AS c FROM " +
+		                         t.qualified + " AS t WHERE " + where + " OFFSET 0) l) DELETE FROM " + t.qualified +
+		                         " AS t USING d WHERE t.ctid OPERATOR(pg_catalog.=) d.c AND t.ctid OPERATOR(pg_catalog.=) "
+		                         "ANY (ARRAY(SELECT c FROM d))" +
+		                         (back ? " RETURNING d.ord, pg_catalog.to_jsonb(t)" : ""),
+		                     p, as);
+		if (back) {
+			std::vector<int64_t> ord = ResultOrdinals(n, 1);
+			std::vector<std::optional<Datum>> j = ResultJsonb(n, 2);
+			for (uint64_t r = 0; r < n; r++)
+				if (ord[r] >= 1 && size_t(ord[r]) <= deletes.size())
+					rows[deletes[size_t(ord[r]) - 1]] = j[r];
+		}
 	}
 	return rows;
+}
+
+// The current rows (as jsonb) of the keys of `keys`, one index probe each
+// in one statement: nullopt where there is none.
+std::vector<std::optional<Datum>>
+ReadRows(const Target &t, const std::vector<const Image *> &keys, const RunAs &as)
+{
+	std::vector<std::optional<Datum>> rows(keys.size());
+	Params p;
+	std::string names, where;
+	KeyArrays(t, keys, p, names, where);
+	uint64_t n = Execute("SELECT x.ord, l.j FROM " + UnnestAll(p) + " WITH ORDINALITY AS x(" + names +
+	                         "ord), LATERAL (SELECT pg_catalog.to_jsonb(t) AS j FROM " + t.qualified + " AS t WHERE " +
+	                         where + " OFFSET 0) l",
+	                     p, as);
+	std::vector<int64_t> ord = ResultOrdinals(n, 1);
+	std::vector<std::optional<Datum>> j = ResultJsonb(n, 2);
+	for (uint64_t r = 0; r < n; r++)
+		if (ord[r] >= 1 && size_t(ord[r]) <= keys.size())
+			rows[size_t(ord[r]) - 1] = j[r];
+	return rows;
+}
+
+/*
+ * The rows of a merged outbox target (CollapseAllowed with outbox): only
+ * the final image of each entity is written (one upsert and one delete
+ * statement), and every applied non-snapshot change still gets its own
+ * outbox row with the payload one by one would give it, found by replaying
+ * the chain's row in memory: an upsert leaves its image (PayloadFromImage,
+ * built once from the Datums), a delete removes the row the previous
+ * applied change of the chain left, or, for a chain whose first applied
+ * change is a delete, the row before the batch: that is what the merged
+ * delete removes and returns when the chain also ends with a delete, and it
+ * is read first (ReadRows) when the chain ends with an upsert.  A delete
+ * that finds no row publishes the event's before-image, as one by one.
+ * The rows are queued with their input positions (FlushOutbox sorts them).
+ */
+void
+WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, const std::vector<PreparedChange> &prep,
+                      const ChangeRequest *reqs, DeferredOutbox &queue, const RunAs &as)
+{
+	std::vector<std::pair<size_t, const Chain *>> writes;
+	std::vector<const Chain *> read_first;
+	std::vector<const Image *> read_keys;
+	for (const Chain *c : list) {
+		writes.emplace_back(c->applied.back(), c);
+		if (prep[c->applied.front()].is_delete && !prep[c->applied.back()].is_delete) {
+			read_first.push_back(c);
+			read_keys.push_back(&*prep[c->applied.front()].before);
+		}
+	}
+	std::map<const Chain *, std::optional<Datum>> before_batch;
+	if (!read_first.empty()) {
+		std::vector<std::optional<Datum>> rows = ReadRows(t, read_keys, as);
+		for (size_t i = 0; i < read_first.size(); i++)
+			before_batch[read_first[i]] = rows[i];
+	}
+	std::vector<std::optional<Datum>> removed = WriteRows(t, writes, prep, Returning::Deletes, as);
+	for (size_t i = 0; i < writes.size(); i++) {
+		const Chain *c = writes[i].second;
+		if (prep[c->applied.front()].is_delete && prep[c->applied.back()].is_delete)
+			before_batch[c] = removed[i];
+	}
+
+	for (const Chain *c : list) {
+		/* The entity's row as one by one would leave it: absent, a row read as jsonb, or an applied image. */
+		std::optional<Datum> row_json;
+		const Image *row_image = nullptr;
+		if (prep[c->applied.front()].is_delete)
+			row_json = before_batch[c];
+		for (size_t k : c->applied) {
+			const ChangeRequest &req = reqs[k];
+			const PreparedChange &pc = prep[k];
+			std::optional<Datum> payload;
+			if (pc.is_delete) {
+				if (row_image)
+					payload = PayloadFromImage(t, *row_image, as);
+				else if (row_json)
+					payload = row_json;
+				else
+					payload = JsonbFromText(*pc.Main().json); /* the destination never had the row */
+				row_image = nullptr;
+				row_json.reset();
+			} else {
+				row_image = &*pc.after;
+				row_json.reset();
+				if (req.op != Op::Read) {
+					row_json = PayloadFromImage(t, *row_image, as); /* reused if a delete follows */
+					row_image = nullptr;
+					payload = row_json;
+				}
+			}
+			if (req.IsSnapshot())
+				continue; /* snapshot rows set state only */
+			queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], pc.version, pc.entity_key,
+			                                   EntityKeyJsonb(t, pc.Main()), payload, k));
+		}
+	}
 }
 
 } // namespace
@@ -453,10 +653,29 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		SetEventLabel(PositionLabel(positions[begin + k]));
 		Target &t = LoadTarget(req.target);
 		SetContext(&t, req.delivery_key.value_or(""));
-		CheckPrivileges(t);
-		prep[k] = PrepareChange(t, req);
+		const RunAs &as = Authorize(t);
+		CheckSource(t, req);
+		if (t.mapping.stream_ordered)
+			RequireStreamIntake(t);
+		prep[k] = PrepareChange(t, req, as);
 		target[k] = &t;
 		set_based = set_based && SetBasedAllowed(t);
+	}
+	/*
+	 * Stream-ordered targets are decided by their marks, the others by claims
+	 * and entity records; a segment with both kinds goes change by change, in
+	 * input order, each change in its own target's way.
+	 */
+	size_t n_stream = 0;
+	for (size_t k = 0; k < n; k++)
+		n_stream += target[k]->mapping.stream_ordered ? 1 : 0;
+	const bool stream = n_stream == n;
+	if (n_stream > 0 && !stream) {
+		for (size_t k = 0; k < n; k++) {
+			SetEventLabel(PositionLabel(positions[begin + k]));
+			out[begin + k] = ApplyChange(reqs[begin + k]);
+		}
+		return;
 	}
 
 	auto stage = [&](const std::string &what, const Target *t) {
@@ -464,22 +683,50 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		              std::to_string(positions[end - 1]) + " " + position_scope_ + " (" + what + ")");
 		SetContext(t, "");
 	};
-	stage("claiming their delivery keys", nullptr);
 	const int32_t now_s = TransactionSeconds();
-	std::vector<char> claimed = ClaimAll(target, prep, now_s);
+	std::vector<char> claimed(n, 1);
+	/*
+	 * Stream ordering: in input order, a change at or below its target's mark
+	 * is a duplicate, any other moves the mark (docs/semantics.md, "Stream
+	 * ordering").  No claims, no entity records, no content hashes.
+	 */
+	std::vector<char> fresh_change(n, 1);
+	if (stream) {
+		stage("deciding them by the stream marks", nullptr);
+		for (size_t k = 0; k < n; k++) {
+			StreamMark &m = Mark(*target[k], reqs[begin + k].source.name);
+			if (StreamProcessed(prep[k].version, reqs[begin + k].IsSnapshot(), m.running)) {
+				fresh_change[k] = 0;
+				out[begin + k] = Outcome::Duplicate;
+				counters_[target[k]->relid].duplicate++;
+				continue;
+			}
+			if (m.running < prep[k].version)
+				m.running = prep[k].version;
+			m.dirty = true;
+		}
+	} else {
+		stage("claiming their delivery keys", nullptr);
+		claimed = ClaimAll(target, prep, now_s);
+	}
 
-	/* Change by change, with the batch's claim (ApplyChange -> TakeClaim). */
+	/* Change by change, with the batch's claim or stream decision (ApplyChange -> TakeClaim). */
 	auto apply_one = [&](size_t k) {
 		SetEventLabel(PositionLabel(positions[begin + k]));
 		if (deferred_outbox)
 			deferred_outbox->position = k;
-		pending_claim_ = claimed[k] != 0;
+		if (stream)
+			pending_stream_apply_ = true;
+		else
+			pending_claim_ = claimed[k] != 0;
 		out[begin + k] = ApplyChange(reqs[begin + k]);
 		pending_claim_.reset();
+		pending_stream_apply_ = false;
 	};
 	if (!set_based) {
 		for (size_t k = 0; k < n; k++)
-			apply_one(k);
+			if (fresh_change[k])
+				apply_one(k);
 		return;
 	}
 
@@ -489,8 +736,8 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	 * first use).
 	 */
 	std::vector<SimInput> sim(n);
-	std::vector<int16_t> src(n);
-	for (size_t k = 0; k < n; k++) {
+	std::vector<int32_t> src(n);
+	for (size_t k = 0; k < n && !stream; k++) {
 		const Target &t = *target[k];
 		sim[k].claimed = claimed[k] != 0;
 		sim[k].source = t.version_col >= 0 ? std::string() : reqs[begin + k].source.name;
@@ -518,6 +765,8 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		return it->second;
 	};
 	for (size_t k = 0; k < n; k++) {
+		if (!fresh_change[k])
+			continue;
 		Target &t = *target[k];
 		const ChangeRequest &req = reqs[begin + k];
 		size_t c = chain_for(&t, prep[k].Main(), prep[k].is_delete ? "before" : "after");
@@ -530,22 +779,44 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			chains[c].set_based = false;
 	}
 
-	/* Lock and read the records, decide in memory. */
-	stage("locking their entities", nullptr);
-	std::vector<Chain *> decided;
-	for (Chain &c : chains)
-		if (c.set_based && !c.events.empty())
-			decided.push_back(&c);
-	LockRecords(decided);
-	/* The watermarks only after the locks (ReadWatermarks); only entities without a record consult them. */
-	std::map<std::pair<Oid, int16_t>, Version> watermarks = ReadWatermarks(decided);
-	for (size_t k = 0; k < n; k++) {
-		auto w = watermarks.find({target[k]->relid, src[k]});
-		if (w != watermarks.end())
-			sim[k].watermark = w->second;
+	if (stream) {
+		/* Every change of a chain is new (applied); a NOT NULL violation raises at its change, one by one. */
+		for (Chain &c : chains) {
+			if (!c.set_based || c.events.empty())
+				continue;
+			for (size_t k : c.events)
+				if (!prep[k].is_delete && ViolatesNotNull(*c.t, *prep[k].after))
+					c.set_based = false;
+			if (!c.set_based)
+				continue;
+			c.applied = c.events;
+			c.outcomes.assign(c.events.size(), Outcome::Applied);
+			c.counts.applied = int64_t(c.events.size());
+			for (size_t k : c.events)
+				if (reqs[begin + k].IsSnapshot())
+					c.counts.snapshot_rows++;
+		}
+	} else {
+		/* Lock and read the records, decide in memory. */
+		stage("locking their entities", nullptr);
+		std::vector<Chain *> decided;
+		for (Chain &c : chains)
+			if (c.set_based && !c.events.empty())
+				decided.push_back(&c);
+		LockRecords(decided);
+		/* The watermarks only after the locks (ReadWatermarks); only entities without a record consult them. */
+		std::map<std::pair<Oid, int32_t>, Version> watermarks = ReadWatermarks(decided);
+		for (size_t k = 0; k < n; k++) {
+			auto w = watermarks.find({target[k]->relid, src[k]});
+			if (w != watermarks.end())
+				sim[k].watermark = w->second;
+			auto m = target[k]->stream_marks.find(src[k]);
+			if (m != target[k]->stream_marks.end())
+				sim[k].stream_mark = m->second;
+		}
+		for (Chain *c : decided)
+			c->set_based = Simulate(*c, sim, c->t->barrier);
 	}
-	for (Chain *c : decided)
-		c->set_based = Simulate(*c, sim, c->t->barrier);
 
 	DeferredOutbox queue;
 	deferred_outbox = &queue;
@@ -555,7 +826,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 
 	/* Change by change: entities the batch could not decide in memory. */
 	for (size_t k = 0; k < n; k++)
-		if (!chains[chain_of[k]].set_based)
+		if (fresh_change[k] && !chains[chain_of[k]].set_based)
 			apply_one(k);
 
 	/* Entity records: new ones first; one created concurrently meanwhile is decided again. */
@@ -593,6 +864,11 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		const Target &t = *list.front()->t;
 		stage("writing their rows", &t);
 		const bool collapse = CollapseAllowed(t);
+		const bool outbox = t.mapping.outbox;
+		if (collapse && outbox) {
+			WriteMergedWithOutbox(t, list, prep, &reqs[begin], queue, Authorize(t));
+			continue;
+		}
 		for (size_t round = 0;; round++) {
 			std::vector<std::pair<size_t, const Chain *>> writes;
 			for (const Chain *c : list)
@@ -600,8 +876,8 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 					writes.emplace_back(*k, c);
 			if (writes.empty())
 				break;
-			const bool outbox = t.mapping.outbox;
-			std::vector<std::optional<std::string>> rows = WriteRows(t, writes, prep, outbox);
+			std::vector<std::optional<Datum>> rows =
+				WriteRows(t, writes, prep, outbox ? Returning::All : Returning::None, Authorize(t));
 			if (!outbox)
 				continue;
 			for (size_t i = 0; i < writes.size(); i++) {
@@ -609,11 +885,11 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 				const ChangeRequest &req = reqs[begin + k];
 				if (req.IsSnapshot())
 					continue; /* snapshot rows set state only */
-				std::optional<std::string> row = rows[i];
+				std::optional<Datum> row = rows[i];
 				if (prep[k].is_delete && !row)
-					row = prep[k].Main().json; /* the destination never had the row: publish the before-image */
+					row = JsonbFromText(*prep[k].Main().json); /* the destination never had the row: publish the before-image */
 				queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], prep[k].version,
-				                                   prep[k].entity_key, row, k));
+				                                   prep[k].entity_key, EntityKeyJsonb(t, prep[k].Main()), row, k));
 			}
 		}
 	}

@@ -25,6 +25,7 @@ extern "C" {
 #include "utils/builtins.h"
 }
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace cdc::pg {
@@ -42,30 +43,34 @@ struct EntityChange {
 	std::string compact_key;  // cdc.entity_state.key (core/layout.hpp)
 	Version version;
 	std::string source;     // source id for version comparison ("" for column versions)
-	int16_t src = 0;        // its id in cdc.source
+	int32_t src = 0;        // its id in cdc.source
 	int32_t now_s = 0;      // transaction start, seconds since 2000 (TransactionSeconds)
 	bool claimed_before = false; // the ledger already had the delivery: only the version records can make it applied
 	std::string content_hash;
 	std::string delivery_key;
 	char op;                // outbox op: 'c', 'u', 'd', 'r'
+	// Stream ordering: the change is already decided by the target's stream
+	// mark (applied); no claim, no entity record (docs/semantics.md).
+	bool stream = false;
 	// Deletes only: when set, the removed row's values of these columns are
 	// read (as output-function text, NULL as nullopt) just before the row is
 	// deleted, under the entity lock.  Used by key-changing updates to move
 	// unsent columns to the new key (SPEC §4.4).
 	const std::vector<int> *capture_cols = nullptr;
 	std::optional<std::vector<std::optional<std::string>>> *captured = nullptr;
+	RunAs as; // who the statements on the target run as (ApplyEngine::Authorize)
 };
 
 // Reads columns `cols` of the row with the key of `key_img` as text.
 std::optional<std::vector<std::optional<std::string>>>
-SelectColumnsText(const Target &t, const Image &key_img, const std::vector<int> &cols)
+SelectColumnsText(const Target &t, const Image &key_img, const std::vector<int> &cols, const RunAs &as)
 {
 	Params p;
 	std::string where = KeyPredicate(t, key_img, p);
 	std::string list;
 	for (size_t i = 0; i < cols.size(); i++)
-		list += (i ? ", t." : "t.") + QuoteIdent(t.columns[size_t(cols[i])].name) + "::text";
-	uint64_t n = Execute("SELECT " + list + " FROM " + t.qualified + " AS t WHERE " + where, p, false);
+		list += (i ? ", t." : "t.") + QuoteIdent(t.columns[size_t(cols[i])].name) + "::pg_catalog.text";
+	uint64_t n = Execute("SELECT " + list + " FROM " + t.qualified + " AS t WHERE " + where, p, as);
 	if (n == 0)
 		return std::nullopt;
 	std::vector<std::optional<std::string>> out;
@@ -88,17 +93,46 @@ WriteEntity(const EntityChange &c, bool existed)
 	return WriteEntityRecord(c.t->relid, c.compact_key, c.src, c.version, c.is_delete, c.content_hash, c.now_s, existed);
 }
 
+// One term of MutateTarget's check that a GENERATED ALWAYS identity column
+// already holds the change's value (parameter $param): "t.col = $param IS
+// TRUE" with the column type's qualified equality (search_path-immune; an
+// identity column is NOT NULL, so a NULL in the change fails the check as
+// IS NOT DISTINCT FROM would).  `so_far`: the terms before it.
+std::string
+SameIdentity(const Column &col, const std::string &so_far, int param)
+{
+	return std::string(so_far.empty() ? "" : " AND ") + "(t." + QuoteIdent(col.name) + " " + col.eq_op + " $" +
+	       std::to_string(param) + ") IS TRUE";
+}
+
+// What MutateTarget's statement returns: the row as JSON text when
+// `returning` (else NULL), then the identity check when there is one; empty
+// when nothing is needed.
+std::string
+ReturningList(bool returning, const std::string &same_identity)
+{
+	if (!returning && same_identity.empty())
+		return "";
+	return std::string(returning ? "pg_catalog.to_jsonb(t)::pg_catalog.text" : "NULL::pg_catalog.text") +
+	       (same_identity.empty() ? "" : ", " + same_identity);
+}
+
 // Mutates the target table; returns the resulting row (upsert) or the removed
-// row (delete) as JSON text, if any.
+// row (delete) as JSON text, if any, when `returning` (outbox payloads and
+// handlers need it; a row as large as the event is not made otherwise).
 std::optional<std::string>
-MutateTarget(const EntityChange &c)
+MutateTarget(const EntityChange &c, bool returning)
 {
 	const Target &t = *c.t;
 	Params p;
 	std::string sql;
+	/* non-key GENERATED ALWAYS identity columns: "the stored value is the change's", as a boolean expression */
+	std::string same_identity;
+	bool nothing_to_set = false;
 	if (c.is_delete) {
 		std::string where = KeyPredicate(t, *c.key_img, p);
-		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where + " RETURNING to_jsonb(t)::text";
+		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where +
+		      (returning ? " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text" : "");
 	} else if (c.image->has_unavailable) {
 		/* The row exists (Decide checked): set only the columns the source sent. */
 		std::string set;
@@ -107,12 +141,24 @@ MutateTarget(const EntityChange &c)
 			if (!cell.present || cell.unavailable)
 				continue;
 			p.Add(t.columns[i].type, cell.value, cell.isnull);
+			if (t.columns[i].identity_always) {
+				/* never assigned (PostgreSQL refuses it): the stored value must be the change's */
+				same_identity += SameIdentity(t.columns[i], same_identity, p.Count());
+				continue;
+			}
 			if (!set.empty())
 				set += ", ";
 			set += QuoteIdent(t.columns[i].name) + " = $" + std::to_string(p.Count());
 		}
 		std::string where = KeyPredicate(t, *c.key_img, p);
-		sql = "UPDATE " + t.qualified + " AS t SET " + set + " WHERE " + where + " RETURNING to_jsonb(t)::text";
+		const std::string list = ReturningList(returning, same_identity);
+		if (set.empty()) { /* only the key and unchanged columns: the row stays as it is */
+			if (list.empty())
+				return std::nullopt;
+			sql = "SELECT " + list + " FROM " + t.qualified + " AS t WHERE " + where;
+		} else {
+			sql = "UPDATE " + t.qualified + " AS t SET " + set + " WHERE " + where + (list.empty() ? "" : " RETURNING " + list);
+		}
 	} else {
 		std::string cols, vals, set, conflict;
 		for (size_t i = 0; i < t.columns.size(); i++) {
@@ -124,22 +170,52 @@ MutateTarget(const EntityChange &c)
 			if (!cols.empty()) {
 				cols += ", ";
 				vals += ", ";
-				set += ", ";
 			}
 			cols += q;
 			vals += "$" + std::to_string(p.Count());
-			set += q + " = EXCLUDED." + q;
+			if (t.columns[i].identity_always) {
+				/*
+				 * A GENERATED ALWAYS identity column takes the change's value
+				 * on insert (OVERRIDING SYSTEM VALUE) and is never assigned on
+				 * update, where PostgreSQL allows only DEFAULT: a key column
+				 * equals the conflicting row's; any other must already hold
+				 * the change's value.
+				 */
+				if (std::find(t.key.begin(), t.key.end(), int(i)) == t.key.end())
+					same_identity += SameIdentity(t.columns[i], same_identity, p.Count());
+				continue;
+			}
+			set += (set.empty() ? "" : ", ") + q + " = EXCLUDED." + q;
 		}
 		for (size_t i = 0; i < t.key.size(); i++) {
 			if (i)
 				conflict += ", ";
 			conflict += QuoteIdent(t.columns[size_t(t.key[i])].name);
 		}
-		sql = "INSERT INTO " + t.qualified + " AS t (" + cols + ") VALUES (" + vals + ") ON CONFLICT (" + conflict +
-		      ") DO UPDATE SET " + set + " RETURNING to_jsonb(t)::text";
+		const std::string list = ReturningList(returning, same_identity);
+		sql = "INSERT INTO " + t.qualified + " AS t (" + cols + ")" + (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") +
+		      " VALUES (" + vals + ") ON CONFLICT (" + conflict + ") DO " +
+		      (set.empty() ? std::string("NOTHING") : "UPDATE SET " + set) + (list.empty() ? "" : " RETURNING " + list);
+		nothing_to_set = set.empty();
 	}
-	uint64_t n = Execute(sql, p, false);
+	uint64_t n = Execute(sql, p, c.as);
+	if (n == 0 && nothing_to_set && returning) /* DO NOTHING: the row is there and has nothing the change could set */
+		return SelectRowImage(t, *c.key_img, c.as);
 	if (n == 0)
+		return std::nullopt;
+	if (!same_identity.empty() && ResultText(0, 2) != std::optional<std::string>("t")) {
+		std::string names;
+		for (const Column &col : t.columns)
+			if (col.identity_always && std::find(t.key.begin(), t.key.end(), int(&col - t.columns.data())) == t.key.end())
+				names += (names.empty() ? "\"" : ", \"") + col.name + "\"";
+		Fail("428C9", "column " + names + " of table " + t.display +
+		                  " is GENERATED ALWAYS AS IDENTITY: the change would give the existing row another value, which "
+		                  "PostgreSQL allows no UPDATE to write",
+		     "Entity key " + c.entity_key + ".",
+		     "Make the column GENERATED BY DEFAULT AS IDENTITY (ALTER TABLE ... ALTER COLUMN ... SET GENERATED BY DEFAULT) "
+		     "to take the source's values.");
+	}
+	if (!returning)
 		return std::nullopt;
 	return ResultText(0, 1);
 }
@@ -147,7 +223,7 @@ MutateTarget(const EntityChange &c)
 void
 RecordConflict(const EntityChange &c, const Decision &d, const std::optional<EntityRecord> &stored)
 {
-	std::optional<std::string> stored_image = SelectRowImage(*c.t, *c.key_img);
+	std::optional<std::string> stored_image = SelectRowImage(*c.t, *c.key_img, c.as);
 	Params p;
 	p.AddOid(c.t->relid);
 	p.AddText(c.entity_key);
@@ -156,11 +232,12 @@ RecordConflict(const EntityChange &c, const Decision &d, const std::optional<Ent
 	p.AddTextOrNull(stored ? std::optional<std::string>(stored->version.ToArrayLiteral()) : std::nullopt);
 	p.AddText(c.version.ToArrayLiteral());
 	p.AddTextOrNull(stored_image);
-	p.AddText(c.image->json);
+	p.AddText(*c.image->json);
 	p.AddText(std::string(1, c.op));
 	Execute("INSERT INTO cdc.conflicts (target, entity_key, delivery_key, reason, stored_version, event_version, "
 	        "stored_image, event_image, op) "
-	        "VALUES ($1, $2::jsonb, $3, $4, $5::bigint[], $6::bigint[], $7::jsonb, $8::jsonb, $9)",
+	        "VALUES ($1, $2::pg_catalog.jsonb, $3, $4, $5::pg_catalog.int8[], $6::pg_catalog.int8[], "
+	        "$7::pg_catalog.jsonb, $8::pg_catalog.jsonb, $9)",
 	        p, true);
 	if (c.t->mapping.conflict_error)
 		Fail("23000", "conflicting change for key " + c.entity_key + " of table " + c.t->display + ": " + d.reason, {},
@@ -212,7 +289,7 @@ ApplyHistory(const EntityChange &c, Counters &cnt)
 		values.push_back(std::move(v));
 	}
 	std::optional<std::string> row;
-	switch (AppendHistory(t.modes, t.qualified, values, IdentityOf(c), &row)) {
+	switch (AppendHistory(t.modes, t.qualified, values, IdentityOf(c), &row, c.as)) {
 	case HistoryResult::Exists:
 		cnt.duplicate++;
 		return Outcome::Duplicate;
@@ -244,7 +321,7 @@ std::string QuoteLiteralText(const std::string &s);
 // History mode, truncate: one history row with op t and key {} (no data
 // columns); a replay finds it taken.
 Outcome
-ApplyHistoryTruncate(const Target &t, const ChangeRequest &req, const std::string &dk, Counters &cnt)
+ApplyHistoryTruncate(const Target &t, const ChangeRequest &req, const std::string &dk, Counters &cnt, const RunAs &as)
 {
 	ChangeIdentity id;
 	id.op = 't';
@@ -254,7 +331,7 @@ ApplyHistoryTruncate(const Target &t, const ChangeRequest &req, const std::strin
 	id.source_json = SourceJson(req.source, req.version);
 	id.source_ts_ms = req.source.ts_ms;
 	std::optional<std::string> row;
-	if (AppendHistory(t.modes, t.qualified, {}, id, &row) == HistoryResult::Exists) {
+	if (AppendHistory(t.modes, t.qualified, {}, id, &row, as) == HistoryResult::Exists) {
 		cnt.duplicate++;
 		return Outcome::Duplicate;
 	}
@@ -269,19 +346,21 @@ ApplyHistoryTruncate(const Target &t, const ChangeRequest &req, const std::strin
 // aggregates stay exact.  `keep`: jsonb[] literal of the entity keys that
 // survive (their entity moved past the truncate), as compact keys.
 void
-TruncateWithHandler(const Target &t, const std::string &keep, const ChangeRequest &req, const std::string &dk)
+TruncateWithHandler(const Target &t, const std::string &keep, const ChangeRequest &req, const std::string &dk,
+                    const RunAs &as)
 {
-	std::string key = "jsonb_build_object(";
+	std::string key = "pg_catalog.jsonb_build_object(";
 	for (size_t i = 0; i < t.key.size(); i++) {
 		const std::string &name = t.columns[size_t(t.key[i])].name;
-		key += (i ? ", " : "") + QuoteLiteralText(name) + ", t." + QuoteIdent(name) + "::text";
+		key += (i ? ", " : "") + QuoteLiteralText(name) + "::pg_catalog.text, t." + QuoteIdent(name) + "::pg_catalog.text";
 	}
 	key += ")";
 	Params del;
 	del.AddText(keep);
-	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) + " <> ALL ($1::text[]) " +
-	                         "RETURNING to_jsonb(t)::text, " + key + "::text",
-	                     del, false);
+	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
+	                         " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[]) " +
+	                         "RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text, " + key + "::pg_catalog.text",
+	                     del, as);
 	std::vector<std::pair<std::string, std::string>> removed; /* (row, entity key): SPI results are overwritten by the calls */
 	for (uint64_t i = 0; i < n; i++)
 		removed.emplace_back(ResultText(i, 1).value_or("null"), ResultText(i, 2).value_or("{}"));
@@ -293,8 +372,47 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 	id.source_ts_ms = req.source.ts_ms;
 	for (const auto &[row, entity_key] : removed) {
 		id.entity_key = entity_key;
-		CallHandler(t.modes, t.display, id, row, std::nullopt);
+		CallHandler(t.modes, t.display, id, row, std::nullopt, as);
 	}
+}
+
+// The applied change's writes: the target row (with the handler call of
+// handler mode), then the outbox row; counts it.  Stream ordering only: an
+// update with unavailable values that finds no row is recorded as a
+// conflict instead (entity ordering decided that before, Decide rule 6).
+Outcome
+ApplyDecided(const EntityChange &c, Counters &cnt)
+{
+	const Target &t = *c.t;
+	if (c.is_delete && c.capture_cols && c.captured)
+		*c.captured = SelectColumnsText(t, *c.key_img, *c.capture_cols, c.as);
+	const bool handler = t.modes.mode == Mode::Handler;
+	std::optional<std::string> old_row;
+	if (handler && !c.is_delete)
+		old_row = SelectRowImage(t, *c.key_img, c.as);
+	const bool outbox_row = t.mapping.outbox && !c.is_snapshot;
+	/* stream ordering: whether a partial update found its row */
+	const bool partial_stream = c.stream && !c.is_delete && c.image->has_unavailable;
+	std::optional<std::string> row = MutateTarget(c, handler || outbox_row || partial_stream);
+	if (partial_stream && !row) {
+		Decision d;
+		d.outcome = Outcome::Conflict;
+		d.reason = "the event has unavailable (unchanged TOAST) values for a row the destination does not have";
+		RecordConflict(c, d, std::nullopt);
+		cnt.conflict++;
+		return Outcome::Conflict;
+	}
+	if (handler) /* a delete's RETURNING row is the removed (old) row */
+		CallHandler(t.modes, t.display, IdentityOf(c), c.is_delete ? row : old_row, c.is_delete ? std::nullopt : row,
+		            c.as);
+	if (c.is_delete && !row && outbox_row)
+		row = *c.image->json; /* the destination never had the row: publish the before-image */
+	cnt.applied++;
+	if (c.is_snapshot)
+		cnt.snapshot_rows++;
+	else if (t.mapping.outbox && WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row))
+		cnt.outbox_rows++;
+	return Outcome::Applied;
 }
 
 Outcome
@@ -303,6 +421,8 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 	const Target &t = *c.t;
 	if (t.modes.mode == Mode::History)
 		return ApplyHistory(c, cnt);
+	if (c.stream)
+		return ApplyDecided(c, cnt);
 	for (int attempt = 0;; attempt++) {
 		std::optional<EntityRecord> stored = LockEntity(c);
 		DecisionInput in;
@@ -314,10 +434,14 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		in.stored = stored;
 		if (t.barrier && t.barrier->source == c.source)
 			in.barrier = t.barrier->version;
-		if (!stored) /* records may have been pruned: the watermark tells what can be proven */
+		if (!stored) { /* records may have been pruned: the watermark tells what can be proven */
 			in.watermark = ReadWatermark(t.relid, c.src, t.version_col >= 0 ? 3 : 4);
+			auto mark = t.stream_marks.find(c.src);
+			if (mark != t.stream_marks.end())
+				in.stream_mark = mark->second;
+		}
 		if (in.has_unavailable)
-			in.row_exists = SelectRowImage(t, *c.key_img).has_value();
+			in.row_exists = SelectRowImage(t, *c.key_img, c.as).has_value();
 		Decision d = Decide(in);
 		if (c.claimed_before &&
 		    (d.outcome != Outcome::Applied || DeliveryHadConflict(t.relid, c.delivery_key))) {
@@ -350,7 +474,7 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 			/* cannot be proven new or old (docs/retention.md): the mapping's expired_policy decides */
 			cnt.expired++;
 			if (t.modes.expired_policy == ModeConfig::ExpiredPolicy::DeadLetter)
-				RecordDeadLetter(t.relid, c.entity_key, c.delivery_key, c.op, c.version, *in.watermark, c.image->json,
+				RecordDeadLetter(t.relid, c.entity_key, c.delivery_key, c.op, c.version, *in.watermark, *c.image->json,
 				                 SourceJson(*c.source_info, c.version));
 			if (t.modes.expired_policy != ModeConfig::ExpiredPolicy::Apply)
 				return d.outcome;
@@ -363,24 +487,7 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 				throw std::runtime_error("entity record for " + c.entity_key + " keeps changing concurrently");
 			continue; /* created concurrently: lock it and decide again */
 		}
-		if (c.is_delete && c.capture_cols && c.captured)
-			*c.captured = SelectColumnsText(t, *c.key_img, *c.capture_cols);
-		const bool handler = t.modes.mode == Mode::Handler;
-		std::optional<std::string> old_row;
-		if (handler && !c.is_delete)
-			old_row = SelectRowImage(t, *c.key_img);
-		std::optional<std::string> row = MutateTarget(c);
-		if (handler) /* a delete's RETURNING row is the removed (old) row */
-			CallHandler(t.modes, t.display, IdentityOf(c), c.is_delete ? row : old_row,
-			            c.is_delete ? std::nullopt : row);
-		if (c.is_delete && !row)
-			row = c.image->json; /* the destination never had the row: publish the before-image */
-		cnt.applied++;
-		if (c.is_snapshot)
-			cnt.snapshot_rows++;
-		else if (t.mapping.outbox && WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row))
-			cnt.outbox_rows++;
-		return Outcome::Applied;
+		return ApplyDecided(c, cnt);
 	}
 }
 
@@ -417,10 +524,34 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	Oid relid = req.target;
 	Target &t = LoadTarget(relid);
 	SetContext(&t, req.delivery_key.value_or(""));
-	CheckPrivileges(t);
+	const RunAs &as = Authorize(t);
+	CheckSource(t, req);
 	Counters &cnt = counters_[relid];
 	bool column_version = t.version_col >= 0;
 	std::string source = column_version ? std::string() : req.source.name;
+	/*
+	 * Stream ordering (docs/semantics.md, "Stream ordering"): the target's
+	 * mark of this source decides, no claim and no entity record.  A change
+	 * a segment already decided (and moved the mark past) comes with
+	 * pending_stream_apply_.
+	 */
+	const bool stream = t.mapping.stream_ordered;
+	if (stream)
+		RequireStreamIntake(t);
+	auto stream_new = [&](const Version &v, bool is_snapshot) {
+		StreamMark &m = Mark(t, source);
+		if (pending_stream_apply_) {
+			pending_stream_apply_ = false;
+			return true;
+		}
+		return !StreamProcessed(v, is_snapshot, m.running);
+	};
+	auto stream_advance = [&](const Version &v) {
+		StreamMark &m = Mark(t, source);
+		if (m.running < v)
+			m.running = v;
+		m.dirty = true;
+	};
 
 	if (req.op == Op::Truncate) {
 		LockForTruncate(relid);
@@ -435,9 +566,29 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		const Version &v = req.version;
 		std::string dk = req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, "");
 		SetContext(&t, dk);
+		if (stream) {
+			/* in stream order nothing older can come after it: a plain truncate, no barrier */
+			if (!stream_new(v, false)) {
+				cnt.duplicate++;
+				return Outcome::Duplicate;
+			}
+			stream_advance(v);
+			if (t.modes.mode == Mode::History)
+				return ApplyHistoryTruncate(t, req, dk, cnt, as);
+			if (t.modes.mode == Mode::Handler) {
+				TruncateWithHandler(t, "{}", req, dk, as);
+			} else {
+				Params none;
+				Execute("TRUNCATE " + t.qualified, none, as);
+			}
+			cnt.applied++;
+			if (t.mapping.outbox && WriteOutbox(t, req.source, 't', v, "", std::nullopt))
+				cnt.outbox_rows++;
+			return Outcome::Applied;
+		}
 		const bool claimed = TakeClaim(dk, relid, TransactionSeconds());
 		if (t.modes.mode == Mode::History)
-			return ApplyHistoryTruncate(t, req, dk, cnt);
+			return ApplyHistoryTruncate(t, req, dk, cnt, as);
 		if (t.barrier && t.barrier->source == source && Version::Compare(v, t.barrier->version) <= 0) {
 			/* a processed delivery (claim taken) or an older truncate */
 			if (!claimed) {
@@ -447,7 +598,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 			cnt.stale++;
 			return Outcome::Stale;
 		}
-		const int16_t src = SourceId(source, source_ids_);
+		const int32_t src = SourceId(source, source_ids_);
 		/*
 		 * Rows whose entity moved past the truncate's version (a newer change
 		 * applied before this late truncate arrived) survive it; everything
@@ -455,22 +606,24 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		 */
 		std::string keep = LiveKeysNewerThan(relid, src, v);
 		if (t.modes.mode == Mode::Handler) {
-			TruncateWithHandler(t, keep, req, dk);
+			TruncateWithHandler(t, keep, req, dk, as);
 		} else if (keep == "{}") {
 			Params none;
-			Execute("TRUNCATE " + t.qualified, none, false);
+			Execute("TRUNCATE " + t.qualified, none, as);
 		} else {
 			Params del;
 			del.AddText(keep);
-			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) + " <> ALL ($1::text[])", del, false);
+			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
+			            " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[])",
+			        del, as);
 		}
 		Params p;
 		p.AddOid(relid);
 		p.AddText(source);
 		p.AddText(v.ToArrayLiteral());
-		Execute("INSERT INTO cdc.table_barrier AS b (target, source_name, version) VALUES ($1, $2, $3::bigint[]) "
+		Execute("INSERT INTO cdc.table_barrier AS b (target, source_name, version) VALUES ($1, $2, $3::pg_catalog.int8[]) "
 		        "ON CONFLICT (target) DO UPDATE SET source_name = EXCLUDED.source_name, version = EXCLUDED.version, "
-		        "truncated_at = now()",
+		        "truncated_at = pg_catalog.now()",
 		        p, true);
 		DropEntityRecordsUpTo(relid, src, v);
 		t.barrier = Barrier{source, v};
@@ -480,7 +633,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		return Outcome::Applied;
 	}
 
-	PreparedChange prep = PrepareChange(t, req);
+	PreparedChange prep = PrepareChange(t, req, as);
 	const bool is_delete = prep.is_delete;
 	std::optional<Image> &after = prep.after, &before = prep.before;
 	const Image &main = prep.Main();
@@ -495,11 +648,19 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	 * ledger hit was a digest collision.  Anything else is a duplicate.
 	 */
 	const int32_t now_s = TransactionSeconds();
-	const bool claimed_before = !TakeClaim(dk, relid, now_s);
-	const int16_t src = SourceId(source, source_ids_);
+	if (stream) {
+		if (!stream_new(v, req.IsSnapshot())) {
+			cnt.duplicate++;
+			return Outcome::Duplicate;
+		}
+		stream_advance(v);
+	}
+	const bool claimed_before = !stream && !TakeClaim(dk, relid, now_s);
+	const int32_t src = SourceId(source, source_ids_);
 
 	/* The hash covers what the event sent, so a replay compares equal. */
-	const std::string content_hash = is_delete ? std::string("0") : ContentHash32(ImageHash(t, main));
+	const std::string content_hash =
+		is_delete || stream ? std::string("0") : ContentHash32(ImageHash(t, main));
 	const Image *image = &main;
 	Image moved; /* the after-image with unsent columns taken from the row under the old key */
 
@@ -527,6 +688,8 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		old.content_hash = "0";
 		old.delivery_key = dk;
 		old.op = 'd';
+		old.stream = stream;
+		old.as = as;
 		if (!unsent.empty()) {
 			old.capture_cols = &unsent;
 			old.captured = &captured;
@@ -553,7 +716,9 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 					cell.isnull = true;
 					continue;
 				}
-				cell.value = PgCall([&]() { return InputFunctionCall(col.in_fn, const_cast<char *>(text->c_str()), col.ioparam, col.typmod); });
+				cell.value = PgCallAs(col.user_type ? as : RunAs::Caller(), [&]() {
+					return InputFunctionCall(col.in_fn, const_cast<char *>(text->c_str()), col.ioparam, col.typmod);
+				});
 				cell.text = *text;
 				cell.isnull = false;
 			}
@@ -580,6 +745,8 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	c.content_hash = content_hash;
 	c.delivery_key = dk;
 	c.op = OpName(req.op)[0];
+	c.stream = stream;
+	c.as = as;
 	return ApplyEntity(c, cnt);
 }
 

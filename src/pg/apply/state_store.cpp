@@ -1,7 +1,9 @@
 // Compact bookkeeping tables: see state_store.hpp.
 #include "pg/apply/state_store.hpp"
 
+#include "core/errors.hpp"
 #include "core/layout.hpp"
+#include "core/errors.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
@@ -34,29 +36,44 @@ TransactionSeconds()
 	return CoarseSeconds(int64_t(ts));
 }
 
-int16_t
-SourceId(const std::string &name, std::map<std::string, int16_t> &cache)
+int32_t
+SourceId(const std::string &name, std::map<std::string, int32_t> &cache)
 {
 	auto it = cache.find(name);
 	if (it != cache.end())
 		return it->second;
 	Params p;
 	p.AddText(name);
+	uint64_t n = Execute("SELECT id FROM cdc.source WHERE name OPERATOR(pg_catalog.=) $1", p, true);
+	if (n > 0) {
+		int32_t id = int32_t(std::stol(ResultText(0, 1).value_or("0")));
+		cache[name] = id;
+		return id;
+	}
 	/*
-	 * Look up, else insert; if a concurrent transaction inserted the name
-	 * first, the insert does nothing and a new statement (a new snapshot)
-	 * sees its row.
+	 * Insert (id, name) with the id the name's hash gives.  Nothing happens
+	 * when either is taken: the name by a concurrent transaction (a new
+	 * statement, a new snapshot, then sees its row), the id by another name
+	 * (then the next id).  A concurrent uncommitted insert of the same id or
+	 * name makes the insert wait for its end.  No sequence: a rolled-back
+	 * call leaves no trace.
 	 */
-	uint64_t n = Execute("SELECT id FROM cdc.source WHERE name = $1", p, true);
-	if (n == 0)
-		n = Execute("INSERT INTO cdc.source (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id", p, true);
-	if (n == 0)
-		n = Execute("SELECT id FROM cdc.source WHERE name = $1", p, true);
-	if (n == 0)
-		throw std::runtime_error("source name \"" + name + "\" could not be recorded in cdc.source");
-	int16_t id = int16_t(std::stoi(ResultText(0, 1).value_or("0")));
-	cache[name] = id;
-	return id;
+	const std::string hex = Md5Hex(name);
+	for (uint32_t collisions = 0; collisions < 1000; collisions++) {
+		Params q;
+		q.Add(INT4OID, Int32GetDatum(SourceIdCandidate(hex, collisions)), false);
+		q.AddText(name);
+		n = Execute("INSERT INTO cdc.source (id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING id", q, true);
+		if (n == 0)
+			n = Execute("SELECT id FROM cdc.source WHERE name OPERATOR(pg_catalog.=) $1", p, true);
+		if (n > 0) {
+			int32_t id = int32_t(std::stol(ResultText(0, 1).value_or("0")));
+			cache[name] = id;
+			return id;
+		}
+	}
+	throw InputError("54000", "no free id for source name \"" + name + "\" in cdc.source", {},
+	                 "1,000 ids after its hash are taken by other names.");
 }
 
 bool
@@ -79,7 +96,8 @@ DeliveryHadConflict(Oid target, const std::string &delivery_key)
 	Params p;
 	p.AddOid(target);
 	p.AddText(delivery_key);
-	return Execute("SELECT 1 FROM cdc.conflicts WHERE target = $1 AND delivery_key = $2 LIMIT 1", p, true) > 0;
+	return Execute("SELECT 1 FROM cdc.conflicts WHERE target OPERATOR(pg_catalog.=) $1 "
+	               "AND delivery_key OPERATOR(pg_catalog.=) $2 LIMIT 1", p, true) > 0;
 }
 
 std::optional<EntityRecord>
@@ -89,8 +107,8 @@ LockEntityRecord(Oid target, const std::string &key, size_t arity)
 	p.AddOid(target);
 	p.AddText(key);
 	uint64_t n = Execute("SELECT s.name, e.v0, e.v1, e.v2, e.v3, e.deleted, e.chash "
-	                     "FROM cdc.entity_state e JOIN cdc.source s ON s.id = e.src "
-	                     "WHERE e.target = $1 AND e.key = $2 FOR UPDATE OF e",
+	                     "FROM cdc.entity_state e JOIN cdc.source s ON s.id OPERATOR(pg_catalog.=) e.src "
+	                     "WHERE e.target OPERATOR(pg_catalog.=) $1 AND e.key OPERATOR(pg_catalog.=) $2 FOR UPDATE OF e",
 	                     p, true);
 	if (n == 0)
 		return std::nullopt;
@@ -108,20 +126,20 @@ LockEntityRecord(Oid target, const std::string &key, size_t arity)
 }
 
 bool
-WriteEntityRecord(Oid target, const std::string &key, int16_t src, const Version &v, bool deleted,
+WriteEntityRecord(Oid target, const std::string &key, int32_t src, const Version &v, bool deleted,
                   const std::string &content_hash, int32_t now_s, bool existed)
 {
 	Params p;
 	p.AddOid(target);
 	p.AddText(key);
-	p.Add(INT2OID, Int16GetDatum(src), false);
+	p.Add(INT4OID, Int32GetDatum(src), false);
 	AddVersion(p, v);
 	p.AddBool(deleted);
 	p.Add(INT4OID, Int32GetDatum(int32_t(std::stol(content_hash))), false);
 	p.Add(INT4OID, Int32GetDatum(now_s), false);
 	if (existed) {
 		Execute("UPDATE cdc.entity_state SET src = $3, v0 = $4, v1 = $5, v2 = $6, v3 = $7, deleted = $8, "
-		        "chash = $9, touched_s = $10 WHERE target = $1 AND key = $2",
+		        "chash = $9, touched_s = $10 WHERE target OPERATOR(pg_catalog.=) $1 AND key OPERATOR(pg_catalog.=) $2",
 		        p, true);
 		return true;
 	}
@@ -132,12 +150,13 @@ WriteEntityRecord(Oid target, const std::string &key, int16_t src, const Version
 }
 
 std::optional<Version>
-ReadWatermark(Oid target, int16_t src, size_t arity)
+ReadWatermark(Oid target, int32_t src, size_t arity)
 {
 	Params p;
 	p.AddOid(target);
-	p.Add(INT2OID, Int16GetDatum(src), false);
-	uint64_t n = Execute("SELECT v0, v1, v2, v3 FROM cdc.prune_watermark WHERE target = $1 AND src = $2", p, true);
+	p.Add(INT4OID, Int32GetDatum(src), false);
+	uint64_t n = Execute("SELECT v0, v1, v2, v3 FROM cdc.prune_watermark "
+	                     "WHERE target OPERATOR(pg_catalog.=) $1 AND src OPERATOR(pg_catalog.=) $2", p, true);
 	if (n == 0)
 		return std::nullopt;
 	StoredVersion s;
@@ -163,32 +182,111 @@ RecordDeadLetter(Oid target, const std::string &entity_key, const std::string &d
 	p.AddText(image_json);
 	p.AddText(source_json);
 	Execute("INSERT INTO cdc.dead_letter (target, entity_key, delivery_key, op, version, watermark, event_image, source) "
-	        "VALUES ($1, $2::jsonb, $3, $4, $5::bigint[], $6::bigint[], $7::jsonb, $8::jsonb)",
+	        "VALUES ($1, $2::pg_catalog.jsonb, $3, $4, $5::pg_catalog.int8[], $6::pg_catalog.int8[], $7::pg_catalog.jsonb, "
+	        "$8::pg_catalog.jsonb)",
 	        p, true);
 }
 
 std::string
-LiveKeysNewerThan(Oid target, int16_t src, const Version &v)
+LiveKeysNewerThan(Oid target, int32_t src, const Version &v)
 {
 	Params p;
 	p.AddOid(target);
-	p.Add(INT2OID, Int16GetDatum(src), false);
+	p.Add(INT4OID, Int32GetDatum(src), false);
 	AddVersion(p, v);
-	uint64_t n = Execute("SELECT coalesce(array_agg(key), '{}')::text FROM cdc.entity_state "
-	                     "WHERE target = $1 AND src = $2 AND (v0, v1, v2, v3) > ($3, $4, $5, $6) AND NOT deleted",
+	uint64_t n = Execute("SELECT coalesce(pg_catalog.array_agg(key), '{}')::pg_catalog.text FROM cdc.entity_state "
+	                     "WHERE target OPERATOR(pg_catalog.=) $1 AND src OPERATOR(pg_catalog.=) $2 "
+	                     "AND (v0, v1, v2, v3) OPERATOR(pg_catalog.>) ($3, $4, $5, $6) AND NOT deleted",
 	                     p, true);
 	return n ? ResultText(0, 1).value_or("{}") : "{}";
 }
 
 void
-DropEntityRecordsUpTo(Oid target, int16_t src, const Version &v)
+DropEntityRecordsUpTo(Oid target, int32_t src, const Version &v)
 {
 	Params p;
 	p.AddOid(target);
-	p.Add(INT2OID, Int16GetDatum(src), false);
+	p.Add(INT4OID, Int32GetDatum(src), false);
 	AddVersion(p, v);
-	Execute("DELETE FROM cdc.entity_state WHERE target = $1 AND src = $2 AND (v0, v1, v2, v3) <= ($3, $4, $5, $6)", p,
-	        true);
+	Execute("DELETE FROM cdc.entity_state WHERE target OPERATOR(pg_catalog.=) $1 AND src OPERATOR(pg_catalog.=) $2 "
+	        "AND (v0, v1, v2, v3) OPERATOR(pg_catalog.<=) ($3, $4, $5, $6)",
+	        p, true);
+}
+
+namespace {
+
+Version
+ResultVersion(uint64_t row, int first_col)
+{
+	StoredVersion sv;
+	sv.v0 = std::stoi(ResultText(row, first_col).value_or("0"));
+	sv.v1 = std::stoll(ResultText(row, first_col + 1).value_or("0"));
+	sv.v2 = std::stoll(ResultText(row, first_col + 2).value_or("0"));
+	sv.v3 = std::stoi(ResultText(row, first_col + 3).value_or("0"));
+	return FromStoredVersion(sv, 4);
+}
+
+} // namespace
+
+Version
+LockStreamMark(Oid target, int32_t src, const std::string &display, const std::string &source)
+{
+	Params p;
+	p.AddOid(target);
+	p.Add(INT4OID, Int32GetDatum(src), false);
+	uint64_t other = Execute("SELECT s.name FROM cdc.stream_mark m JOIN cdc.source s ON s.id OPERATOR(pg_catalog.=) m.src "
+	                         "WHERE m.target OPERATOR(pg_catalog.=) $1 AND m.src OPERATOR(pg_catalog.<>) $2 LIMIT 1",
+	                         p, true);
+	if (other > 0)
+		throw InputError("55000",
+		                 "table " + display + " is stream-ordered and fed by source \"" + ResultText(0, 1).value_or("") +
+		                     "\": a change of source \"" + source + "\" is refused",
+		                 "A stream-ordered target is written by one ordered stream only (docs/semantics.md, \"Stream "
+		                 "ordering\").",
+		                 "Switch the target to entity ordering with cdc.set_ordering(target, 'entity') to let several "
+		                 "sources write it; a new source cluster needs a fresh copy of the table.");
+	const std::string lock = "SELECT v0, v1, v2, v3 FROM cdc.stream_mark "
+	                         "WHERE target OPERATOR(pg_catalog.=) $1 AND src OPERATOR(pg_catalog.=) $2 FOR UPDATE";
+	uint64_t n = Execute(lock, p, true);
+	if (n == 0) {
+		Params q;
+		q.AddOid(target);
+		q.Add(INT4OID, Int32GetDatum(src), false);
+		q.Add(INT4OID, Int32GetDatum(TransactionSeconds()), false);
+		/* a concurrent creator wins: ON CONFLICT waits for it, and the lock below (a new snapshot) finds its row */
+		Execute("INSERT INTO cdc.stream_mark (target, src, v0, v1, v2, v3, updated_s) VALUES ($1, $2, 0, 0, 0, 0, $3) "
+		        "ON CONFLICT (target, src) DO NOTHING",
+		        q, true);
+		n = Execute(lock, p, true);
+		if (n == 0)
+			throw std::runtime_error("the stream mark of table " + display + " could not be created");
+	}
+	return ResultVersion(0, 1);
+}
+
+void
+WriteStreamMark(Oid target, int32_t src, const Version &v, int32_t now_s)
+{
+	Params p;
+	p.AddOid(target);
+	p.Add(INT4OID, Int32GetDatum(src), false);
+	AddVersion(p, v);
+	p.Add(INT4OID, Int32GetDatum(now_s), false);
+	Execute("UPDATE cdc.stream_mark SET v0 = $3, v1 = $4, v2 = $5, v3 = $6, updated_s = $7 "
+	        "WHERE target OPERATOR(pg_catalog.=) $1 AND src OPERATOR(pg_catalog.=) $2",
+	        p, true);
+}
+
+std::map<int32_t, Version>
+ReadStreamMarks(Oid target)
+{
+	Params p;
+	p.AddOid(target);
+	uint64_t n = Execute("SELECT src, v0, v1, v2, v3 FROM cdc.stream_mark WHERE target OPERATOR(pg_catalog.=) $1", p, true);
+	std::map<int32_t, Version> out;
+	for (uint64_t i = 0; i < n; i++)
+		out[int32_t(std::stoi(ResultText(i, 1).value_or("0")))] = ResultVersion(i, 2);
+	return out;
 }
 
 } // namespace cdc::pg

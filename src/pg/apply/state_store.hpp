@@ -22,10 +22,13 @@ namespace cdc::pg {
 // claim time of ledger entries and the write time of entity records.
 int32_t TransactionSeconds();
 
-// Id of a source name in cdc.source, created on first use.  `cache` lives
-// for one engine call (an id created by a transaction that later rolls back
-// must not outlive it).
-int16_t SourceId(const std::string &name, std::map<std::string, int16_t> &cache);
+// Id of a source name in cdc.source, created on first use: the name's hash
+// (core/layout.hpp, SourceIdCandidate), probing on a collision with another
+// name; no sequence, so a rolled-back call leaves nothing behind.  `cache`
+// lives for one engine call (an id created by a transaction that later
+// rolls back must not outlive it).  Errors: 54000 if 1,000 ids in a row are
+// taken by other names (2^31 ids: not by any real use).
+int32_t SourceId(const std::string &name, std::map<std::string, int32_t> &cache);
 
 // Inserts the ledger entry of (target, delivery key).  Returns false when
 // the digest is already there: the delivery was processed before (or, with
@@ -48,14 +51,14 @@ std::optional<EntityRecord> LockEntityRecord(Oid target, const std::string &key,
 // Writes an entity record: UPDATE when `existed`, else INSERT ... ON
 // CONFLICT DO NOTHING, returning false when a concurrent transaction created
 // it first.  content_hash: decimal text of a 32-bit hash ("0" for deletes).
-bool WriteEntityRecord(Oid target, const std::string &key, int16_t src, const Version &v, bool deleted,
+bool WriteEntityRecord(Oid target, const std::string &key, int32_t src, const Version &v, bool deleted,
                        const std::string &content_hash, int32_t now_s, bool existed);
 
 // The prune watermark of (target, source id): the greatest version of a
 // tombstone cdc.prune() removed; nullopt when none was.  Read it after the
 // entity lock found no record (a new statement sees a concurrent prune that
 // committed meanwhile).
-std::optional<Version> ReadWatermark(Oid target, int16_t src, size_t arity);
+std::optional<Version> ReadWatermark(Oid target, int32_t src, size_t arity);
 
 // Keeps a change refused as expired in cdc.dead_letter.
 void RecordDeadLetter(Oid target, const std::string &entity_key, const std::string &delivery_key, char op,
@@ -65,10 +68,25 @@ void RecordDeadLetter(Oid target, const std::string &entity_key, const std::stri
 // The compact keys (as a text[] literal) of live entities of `target` from
 // source `src` whose version is newer than `v`: the rows a late truncate
 // keeps.
-std::string LiveKeysNewerThan(Oid target, int16_t src, const Version &v);
+std::string LiveKeysNewerThan(Oid target, int32_t src, const Version &v);
 
 // Deletes the entity records of `target` from source `src` with versions at
 // or below `v` (a truncate barrier covers them).
-void DropEntityRecordsUpTo(Oid target, int16_t src, const Version &v);
+void DropEntityRecordsUpTo(Oid target, int32_t src, const Version &v);
+
+// Stream ordering (docs/semantics.md, "Stream ordering"): locks (FOR UPDATE)
+// the high-water mark of (target, source id), creating it at version
+// {0,0,0,0} (below every change) when there is none, and returns it.  The
+// row lock serialises two subscriptions of one source.  Errors 55000 when
+// the target has a mark of another source (a stream-ordered target is
+// written by one source only); `display` and `source` name them.
+Version LockStreamMark(Oid target, int32_t src, const std::string &display, const std::string &source);
+
+// Moves the mark of (target, source id), locked by LockStreamMark, to `v`.
+void WriteStreamMark(Oid target, int32_t src, const Version &v, int32_t now_s);
+
+// Every stream mark of `target` (source id -> version), without locking:
+// the implicit records of a target that was stream-ordered before.
+std::map<int32_t, Version> ReadStreamMarks(Oid target);
 
 } // namespace cdc::pg

@@ -9,18 +9,23 @@
 // through PgCall); everything else is C++ regime.  Must not write anything:
 // writes belong to single.cpp, segment.cpp and outbox.cpp.
 #include "pg/apply/target.hpp"
+#include "pg/apply/state_store.hpp"
 
 #include "core/errors.hpp"
 #include "pg/apply/internal.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
 
+#include <algorithm>
+
 extern "C" {
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/transam.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_operator.h"
@@ -29,6 +34,7 @@ extern "C" {
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/rls.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -43,6 +49,7 @@ namespace {
 /* What the PostgreSQL regime reads about a relation (plain C data). */
 struct RelInfoPg {
 	char relkind;
+	Oid relowner;
 	char *nspname;
 	char *relname;
 	int natts;
@@ -59,6 +66,7 @@ ReadRelationPg(Oid relid)
 	TupleDesc desc = RelationGetDescr(rel);
 
 	info->relkind = rel->rd_rel->relkind;
+	info->relowner = rel->rd_rel->relowner;
 	info->nspname = get_namespace_name(RelationGetNamespace(rel));
 	info->relname = pstrdup(RelationGetRelationName(rel));
 	info->natts = desc->natts;
@@ -237,9 +245,10 @@ ReadMapping(Oid relid, Mapping &m)
 {
 	Params p;
 	p.AddOid(relid);
-	uint64_t n = Execute("SELECT array_to_string(key_columns, chr(1)), version_column, source_epoch, outbox, "
-	                     "outbox_topic, truncate_policy, unavailable_placeholder, temporal_unit, conflict_policy "
-	                     "FROM cdc.mapping WHERE target = $1",
+	uint64_t n = Execute("SELECT pg_catalog.array_to_string(key_columns, pg_catalog.chr(1)), version_column, "
+	                     "source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder, temporal_unit, "
+	                     "conflict_policy, source_name, ordering, outbox_via "
+	                     "FROM cdc.mapping WHERE target OPERATOR(pg_catalog.=) $1",
 	                     p, true);
 	if (n == 0)
 		return;
@@ -266,6 +275,9 @@ ReadMapping(Oid relid, Mapping &m)
 	                             : unit == "nano"  ? TemporalUnit::Nano
 	                                               : TemporalUnit::Unset;
 	m.conflict_error = ResultText(0, 9).value_or("record") == "error";
+	m.source_name = ResultText(0, 10);
+	m.stream_ordered = ResultText(0, 11).value_or("entity") == "stream";
+	m.outbox_message = ResultText(0, 12).value_or("table") == "message";
 }
 
 void
@@ -273,7 +285,9 @@ ReadBarrier(Target &t)
 {
 	Params p;
 	p.AddOid(t.relid);
-	uint64_t n = Execute("SELECT source_name, version::text FROM cdc.table_barrier WHERE target = $1", p, true);
+	uint64_t n = Execute("SELECT source_name, version::pg_catalog.text FROM cdc.table_barrier "
+	                     "WHERE target OPERATOR(pg_catalog.=) $1",
+	                     p, true);
 	if (n == 0)
 		return;
 	auto v = Version::FromArrayLiteral(ResultText(0, 2).value_or(""));
@@ -372,6 +386,7 @@ Cache()
 void
 ApplyEngine::LockForTruncate(Oid relid)
 {
+	CheckBeforeLock(relid);
 	PgCall([&]() { LockRelationOid(relid, AccessExclusiveLock); });
 }
 
@@ -383,6 +398,7 @@ ApplyEngine::LoadTarget(Oid relid)
 		return *it->second;
 
 	/* The lock first: taking it delivers pending invalidations to the cache. */
+	CheckBeforeLock(relid);
 	PgCall([&]() { LockRelationOid(relid, RowExclusiveLock); });
 	bool exists = PgCall([&]() { return SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)); });
 	if (!exists)
@@ -405,6 +421,7 @@ ApplyEngine::LoadTarget(Oid relid)
 	RelInfoPg *info = PgCall([&]() { return ReadRelationPg(relid); });
 	t->display = std::string(info->nspname) + "." + info->relname;
 	t->qualified = QuoteIdent(info->nspname) + "." + QuoteIdent(info->relname);
+	t->owner = info->relowner;
 	if (info->relkind != RELKIND_RELATION && info->relkind != RELKIND_PARTITIONED_TABLE)
 		Fail("42809", "target \"" + t->display + "\" is not a table");
 
@@ -418,8 +435,10 @@ ApplyEngine::LoadTarget(Oid relid)
 		c.type = a->atttypid;
 		c.typmod = a->atttypmod;
 		c.generated = a->attgenerated != '\0';
+		c.identity_always = a->attidentity == ATTRIBUTE_IDENTITY_ALWAYS;
 		c.not_null = a->attnotnull;
 		c.ctype = MakeColumnType(c.name, c.type, c.typmod);
+		c.user_type = c.type >= FirstNormalObjectId;
 		PgCall([&]() {
 			Oid infunc, outfunc;
 			bool varlena;
@@ -478,14 +497,32 @@ ApplyEngine::LoadTarget(Oid relid)
 			key_attrs.push_back(t->columns[size_t(k)].attnum);
 		t->independent_rows = PgCall([&]() { return IndependentRowsPg(relid, key_attrs.data(), int(key_attrs.size())); });
 	}
+	for (size_t c = 0; c < t->columns.size(); c++) {
+		if (!t->columns[c].identity_always)
+			continue;
+		t->has_identity_always = true;
+		if (std::find(t->key.begin(), t->key.end(), int(c)) == t->key.end()) {
+			t->has_nonkey_identity_always = true;
+			/* MutateTarget compares it with the change's value (single.cpp, SameIdentity) */
+			Column &ic = t->columns[c];
+			ic.eq_op = PgCall([&]() { return EqualityOperatorPg(ic.type); });
+		}
+	}
 	if (!t->mapping.version_column.empty()) {
 		auto f = t->by_name.find(t->mapping.version_column);
 		if (f == t->by_name.end())
 			Fail("42703", "version column \"" + t->mapping.version_column + "\" does not exist in table " +
 			                  t->display);
 		t->version_col = f->second;
+		if (t->mapping.stream_ordered)
+			Fail("55000", "table " + t->display + " is stream-ordered but its mapping orders changes by version_column",
+			     "Stream ordering compares source positions (docs/semantics.md, \"Stream ordering\").",
+			     "Switch it to entity ordering with cdc.set_ordering(target, 'entity'), or register the mapping "
+			     "without version_column.");
 	}
 	ReadBarrier(*t);
+	if (t->mapping.registered && !t->mapping.stream_ordered)
+		t->stream_marks = ReadStreamMarks(relid);
 
 	targets_[relid] = t;
 	if (cache.invalidations == invalidations_before)
@@ -526,15 +563,17 @@ ApplyEngine::ResolveUncached(const std::string &source_name, const std::string &
 	p.AddText(schema);
 	p.AddText(table);
 	p.AddText(source_name);
-	uint64_t n = Execute("SELECT target::oid FROM cdc.mapping WHERE source_schema = $1 AND source_table = $2 "
-	                     "AND (source_name IS NULL OR source_name = $3) ORDER BY source_name IS NULL LIMIT 1",
+	uint64_t n = Execute("SELECT target::pg_catalog.oid FROM cdc.mapping "
+	                     "WHERE source_schema OPERATOR(pg_catalog.=) $1 AND source_table OPERATOR(pg_catalog.=) $2 "
+	                     "AND (source_name IS NULL OR source_name OPERATOR(pg_catalog.=) $3) "
+	                     "ORDER BY source_name IS NULL LIMIT 1",
 	                     p, true);
 	if (n > 0)
 		return Oid(std::stoul(*ResultText(0, 1)));
 	if (same_name_fallback) {
 		Params q;
 		q.AddText(QuoteIdent(schema) + "." + QuoteIdent(table));
-		n = Execute("SELECT to_regclass($1)::oid", q, true);
+		n = Execute("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid", q, true);
 		if (n > 0 && ResultText(0, 1))
 			return Oid(std::stoul(*ResultText(0, 1)));
 		Fail("42P01", "published table \"" + schema + "." + table + "\" has no destination table", {},
@@ -546,16 +585,110 @@ ApplyEngine::ResolveUncached(const std::string &source_name, const std::string &
 }
 
 void
-CheckPrivileges(const Target &t)
+CheckPrivileges(Oid relid, const std::string &display, Oid role, bool worker)
 {
-	/* INSERT ... ON CONFLICT DO UPDATE ... RETURNING needs SELECT as well. */
 	AclMode needed = ACL_SELECT | ACL_INSERT | ACL_UPDATE | ACL_DELETE;
-	AclMode have = PgCall([&]() { return pg_class_aclmask(t.relid, GetUserId(), needed, ACLMASK_ALL); });
-	if ((have & needed) != needed) {
-		std::string user = PgCall([&]() { return GetUserNameFromId(GetUserId(), false); });
-		Fail("42501", "permission denied for table " + t.display,
-		     "cdc_apply() needs SELECT, INSERT, UPDATE and DELETE on the target; role \"" + user + "\" lacks some of them.");
+	AclMode have = PgCall([&]() { return pg_class_aclmask(relid, role, needed, ACLMASK_ALL); });
+	if ((have & needed) == needed)
+		return;
+	std::string user = PgCall([&]() { return GetUserNameFromId(role, false); });
+	if (worker)
+		Fail("42501", "permission denied for table " + display + ": role \"" + user +
+		                  "\" lacks SELECT, INSERT, UPDATE or DELETE on it",
+		     {}, "Grant them to that role, or let the subscription apply as the table's owner (run_as_owner => false).");
+	Fail("42501", "permission denied for table " + display,
+	     "cdc_apply() needs SELECT, INSERT, UPDATE and DELETE on the target; role \"" + user + "\" lacks some of them.");
+}
+
+namespace {
+
+/* "schema.table" of a relation without locking it; NULL if it does not exist. */
+char *
+RelationDisplayPg(Oid relid)
+{
+	char *rel = get_rel_name(relid);
+	if (rel == NULL)
+		return NULL;
+	char *nsp = get_namespace_name(get_rel_namespace(relid));
+	return psprintf("%s.%s", nsp ? nsp : "?", rel);
+}
+
+} // namespace
+
+void
+ApplyEngine::CheckBeforeLock(Oid relid)
+{
+	/* The worker applies to the tables its superuser-made subscription names. */
+	if (worker_identity_)
+		return;
+	const char *display = PgCall([&]() { return RelationDisplayPg(relid); });
+	if (display == nullptr)
+		Fail("42P01", "target relation with OID " + std::to_string(relid) + " does not exist");
+	Oid user = PgCall([]() { return GetUserId(); });
+	CheckPrivileges(relid, display, user, false);
+}
+
+const RunAs &
+ApplyEngine::Authorize(const Target &t)
+{
+	auto known = access_.find(t.relid);
+	if (known != access_.end())
+		return known->second;
+	RunAs as = RunAs::Caller();
+	Oid applier = PgCall([]() { return GetUserId(); });
+	if (worker_identity_) {
+		const bool exists = PgCall([&]() { return SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner_)); });
+		if (!exists)
+			Fail("42704", "the owner (role OID " + std::to_string(owner_) + ") of subscription \"" + subscription_ +
+			                  "\" no longer exists",
+			     {}, "Give the subscription an existing owner with cdc.alter_subscription(..., owner => ...).");
+		if (run_as_owner_ || t.owner == owner_ || PgCall([&]() { return is_member_of_role(t.owner, owner_); })) {
+			/* run_as_owner, or the table's owner could act as the subscription owner anyway */
+			applier = owner_;
+			as = RunAs::Role(owner_, false);
+		} else if (PgCall([&]() { return is_member_of_role(owner_, t.owner); })) {
+			/* the table owner's code runs as the table owner, in a security-restricted operation */
+			applier = t.owner;
+			as = RunAs::Role(t.owner, true);
+		} else {
+			std::string sub_owner = PgCall([&]() { return GetUserNameFromId(owner_, false); });
+			std::string table_owner = PgCall([&]() { return GetUserNameFromId(t.owner, false); });
+			Fail("42501", "subscription owner \"" + sub_owner + "\" cannot apply changes to table " + t.display +
+			                  " owned by \"" + table_owner + "\"",
+			     "The worker applies a table's changes as the table's owner; the subscription owner must be a member of it.",
+			     "GRANT \"" + table_owner + "\" TO \"" + sub_owner +
+			         "\", or set run_as_owner => true and grant the subscription owner the table's privileges.");
+		}
 	}
+	CheckPrivileges(t.relid, t.display, applier, worker_identity_);
+	/*
+	 * Row-level security: PostgreSQL 15 refuses it for its own apply too.
+	 * Applying under a policy, a change whose row the policy hides would
+	 * leave a version or tombstone behind although it changed nothing.
+	 */
+	const int rls = PgCall([&]() { return check_enable_rls(t.relid, applier, true); });
+	if (rls == RLS_ENABLED) {
+		std::string user = PgCall([&]() { return GetUserNameFromId(applier, false); });
+		Fail("42501", "role \"" + user + "\" cannot apply changes to table " + t.display +
+		                  ": row-level security applies to it there",
+		     {}, "cdc_apply never applies under row-level security policies. Apply as the table's owner or a role "
+		         "with BYPASSRLS, or disable row-level security on the table (or FORCE, for its owner).");
+	}
+	return access_.emplace(t.relid, as).first->second;
+}
+
+void
+ApplyEngine::CheckSource(const Target &t, const ChangeRequest &req) const
+{
+	if (!t.mapping.source_name)
+		return;
+	const std::string &source = worker_identity_ ? subscription_ : req.source.name;
+	if (source != *t.mapping.source_name)
+		Fail("42501", "table " + t.display + " accepts changes only from source \"" + *t.mapping.source_name +
+		                  "\", not from \"" + source + "\"",
+		     worker_identity_ ? "The mapping's source_name names another subscription."
+		                      : "The mapping's source_name restricts which source.name may write the table.",
+		     "Register the mapping with the right source_name, or without one to accept any source.");
 }
 
 } // namespace cdc::pg

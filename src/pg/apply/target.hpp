@@ -32,14 +32,22 @@ struct Column {
 	Oid type = InvalidOid;
 	int32 typmod = -1;
 	bool generated = false;
+	// GENERATED ALWAYS AS IDENTITY: inserts name it with OVERRIDING SYSTEM
+	// VALUE, updates never assign it (PostgreSQL refuses any value but
+	// DEFAULT there); PostgreSQL's own apply writes it without the rewriter
+	bool identity_always = false;
 	bool not_null = false;
 	ColumnType ctype;
 	FmgrInfo *in_fn = nullptr; // palloc'd in the call's memory context
 	Oid ioparam = InvalidOid;
 	FmgrInfo *out_fn = nullptr;
-	std::string eq_op; // "OPERATOR(schema.=)": the type's default equality, schema-qualified
+	std::string eq_op; // "OPERATOR(schema.=)": the type's default equality, schema-qualified (key and non-key identity columns)
 	Oid array_type = InvalidOid; // for set-based batch writes (unnest of one array per column)
 	bool deterministic = true;   // its collation (if any) is deterministic: equal means equal text
+	// Not a built-in type (a domain, a composite, an extension's type): its
+	// input may run user code (a domain's CHECK), so on the worker path it
+	// runs as the role the target's statements run as (image.cpp).
+	bool user_type = false;
 	int16 typlen = 0;
 	bool typbyval = false;
 	char typalign = 'i';
@@ -51,9 +59,17 @@ struct Mapping {
 	std::string version_column;
 	int64_t epoch = 0;
 	bool outbox = false;
+	bool outbox_message = false; // outbox_via 'message': logical decoding messages instead of cdc.outbox rows
 	std::optional<std::string> topic;
 	bool truncate_ignore = false;
 	bool conflict_error = false;
+	// ordering = 'stream': written only by one ordered stream, decided by
+	// the target's high-water mark (docs/semantics.md, "Stream ordering")
+	bool stream_ordered = false;
+	// source_name: the only source whose events may write the target
+	// (nullopt: any), also when the caller names the target explicitly
+	// (docs/security.md, "What granting a target means").
+	std::optional<std::string> source_name;
 	DecodeOptions decode;
 };
 
@@ -61,18 +77,28 @@ struct Target {
 	Oid relid = InvalidOid;
 	std::string qualified; // quoted schema.table, for SQL text
 	std::string display;   // schema.table, for messages and outbox
+	Oid owner = InvalidOid; // relowner: the role the worker applies as (docs/security.md)
 	std::vector<Column> columns;
 	std::map<std::string, int> by_name;
 	std::vector<int> key; // indexes into columns
 	int version_col = -1;
 	bool independent_rows = false; // nothing relates one row to another (IndependentRowsPg)
+	bool has_identity_always = false;        // some column is GENERATED ALWAYS AS IDENTITY
+	bool has_nonkey_identity_always = false; // and one of them is not a key column
 	Mapping mapping;
 	ModeConfig modes; // state, history or handler (pg/modes.hpp)
 	std::optional<Barrier> barrier;
+	// Entity ordering only: the stream marks left by an earlier stream
+	// ordering (cdc.stream_mark, source id -> version), the implicit record
+	// of every key without one.  Empty for most targets.
+	std::map<int32_t, Version> stream_marks;
 };
 
-// Raises 42501 unless the current user may SELECT, INSERT, UPDATE and DELETE
-// on the target (what the engine's statements need).
-void CheckPrivileges(const Target &t);
+// Raises 42501 unless `role` may SELECT, INSERT, UPDATE and DELETE on table
+// `relid` (what the engine's statements need; INSERT ... ON CONFLICT DO
+// UPDATE ... RETURNING needs SELECT too).  `display` names the table;
+// `worker`: the message names the role (the worker's error record keeps no
+// detail).
+void CheckPrivileges(Oid relid, const std::string &display, Oid role, bool worker);
 
 } // namespace cdc::pg

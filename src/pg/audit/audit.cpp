@@ -190,8 +190,8 @@ CDC_PG_FUNCTION(cdc_audit)
 	if (!sub.slot_ready)
 		throw cdc::InputError("55000", "subscription \"" + name + "\" has not finished its initial copy",
 		                      "There is no stream to compare with yet.", "Audit it once cdc.subscription_status shows it streaming.");
+	std::vector<TableRef> tables = SubscriptionTables(dest, sub, target);
 	Source source(sub.conninfo, sub.name);
-	std::vector<TableRef> tables = SubscriptionTables(dest, source, sub, target);
 	Run run(dest, "audit", sub, target, std::nullopt);
 	run.counters.tables_total = int(tables.size());
 	std::optional<int32_t> source_id = SourceIdOf("pg:" + source.SystemId());

@@ -2,6 +2,7 @@
 #include "pg/audit/common.hpp"
 
 #include "core/audit_sql.hpp"
+#include "core/errors.hpp"
 #include "pg/apply/engine.hpp"
 #include "pg/audit/tables.hpp"
 
@@ -17,24 +18,50 @@ extern "C" {
 namespace cdc::pg::audit {
 
 std::vector<TableRef>
-SubscriptionTables(DestSession &dest, Source &source, const Subscription &sub, Oid target)
+SubscriptionTables(DestSession &dest, const Subscription &sub, Oid target)
 {
+	/* the subscription's tables (cdc.subscription_rel, as the worker applies them) */
+	Params p;
+	p.Add(INT4OID, Int32GetDatum(sub.subid), false);
+	uint64_t n = Execute("SELECT r.schema_name, r.table_name, r.state FROM cdc.subscription_rel r "
+	                     "WHERE r.subid OPERATOR(pg_catalog.=) $1 ORDER BY 1, 2",
+	                     p, false);
+	struct Rel {
+		std::string schema, name, state;
+	};
+	std::vector<Rel> rels;
+	for (uint64_t i = 0; i < n; i++)
+		rels.push_back(Rel{*ResultText(i, 1), *ResultText(i, 2), *ResultText(i, 3)});
 	std::vector<TableRef> out;
 	if (OidIsValid(target)) {
 		DestTable dt = LoadDestTable(target);
 		auto [schema, name] = SourceNameOf(sub, dt);
-		out.push_back(TableRef{target, schema, name});
-		return out;
+		for (const Rel &r : rels)
+			if (r.schema == schema && r.name == name) {
+				if (r.state != "ready")
+					throw InputError("55000", "table " + schema + "." + name + " of subscription \"" + sub.name +
+					                              "\" has not been copied yet",
+					                 "The worker copies it before it applies its changes.",
+					                 "Compare it once cdc.subscription_tables shows it ready.");
+				out.push_back(TableRef{target, schema, name});
+				return out;
+			}
+		throw InputError("55000", "table " + schema + "." + name + " (feeding " + dt.display +
+		                              ") is not part of subscription \"" + sub.name + "\"",
+		                 "cdc.subscription_tables lists the tables the subscription applies.",
+		                 "cdc.refresh_subscription adds the tables its publications publish.");
 	}
-	/* every table its publications publish, each to the destination table the worker applies it to */
-	SourceConn q = source.Connect();
-	Result res = q.Exec("SELECT DISTINCT t.schemaname::pg_catalog.text, t.tablename::pg_catalog.text "
-	                    "FROM pg_catalog.pg_publication_tables t WHERE t.pubname OPERATOR(pg_catalog.=) ANY (" +
-	                    sub.PublicationsSql() + ") ORDER BY 1, 2");
+	/* each to the destination table the worker applies it to; tables waiting for their copy are left out */
 	ApplyEngine engine;
-	for (int i = 0; i < res.Rows(); i++)
-		out.push_back(TableRef{engine.ResolveSourceTable(sub.name, res.Text(i, 0), res.Text(i, 1), true), res.Text(i, 0),
-		                       res.Text(i, 1)});
+	for (const Rel &r : rels) {
+		if (r.state != "ready") {
+			std::string msg = "cdc.audit: table " + r.schema + "." + r.name + " of subscription \"" + sub.name +
+			                  "\" is not compared: it has not been copied yet";
+			PgCall([&]() { ereport(NOTICE, (errmsg("%s", msg.c_str()))); });
+			continue;
+		}
+		out.push_back(TableRef{engine.ResolveSourceTable(sub.name, r.schema, r.name, true), r.schema, r.name});
+	}
 	engine.Finish();
 	dest.Commit();
 	return out;

@@ -22,10 +22,11 @@ struct TableRef {
 };
 
 // `target` with its source table (its mapping for the subscription, else
-// the same name); with InvalidOid every table the subscription's
-// publications publish, each with the destination table the worker applies
-// it to (cdc.mapping or the same name; 42P01 when there is none).
-std::vector<TableRef> SubscriptionTables(DestSession &dest, Source &source, const Subscription &sub, Oid target);
+// the same name; 55000 unless cdc.subscription_rel has it ready); with
+// InvalidOid every ready table of the subscription, each with the
+// destination table the worker applies it to (cdc.mapping or the same name;
+// 42P01 when there is none), and a NOTICE for each table waiting for its copy.
+std::vector<TableRef> SubscriptionTables(DestSession &dest, const Subscription &sub, Oid target);
 
 // The source's row estimates (pg_class.reltuples) of these tables, summed.
 int64_t EstimateRows(Source &source, const std::vector<TableRef> &tables);

@@ -134,6 +134,15 @@ struct TableResync {
 			Params none;
 			Execute("SELECT pg_catalog.set_config('session_replication_role', 'replica', true)", none, false);
 			ApplyEngine engine;
+			/*
+			 * As the worker applies: as the subscription's owner or the
+			 * table's (docs/security.md), and, for a stream-ordered table, as
+			 * an intake of its stream: the snapshot is not older than anything
+			 * the stream applied before it (the wait above), so the mark stays
+			 * exact (docs/audit.md, "Stream-ordered tables").
+			 */
+			engine.SetWorkerIdentity(sub.owner, sub.run_as_owner, sub.name);
+			engine.SetStreamIntake(dt.stream_ordered);
 			engine.SetPositionNames("key", "of the resync");
 			std::vector<cdc::Outcome> out = engine.ApplyChanges(reqs, positions);
 			engine.Finish();
@@ -284,9 +293,9 @@ CDC_PG_FUNCTION(cdc_resync)
 			                      "A resync writes snapshot rows versioned at a source position, which cannot be ordered "
 			                      "against a column's values.",
 			                      "Repair such a table with cdc.resync_table (a new copy).");
-		auto [schema, table] = SourceNameOf(sub, dt);
-		j.ref.schema = schema;
-		j.ref.name = table;
+		TableRef ref = SubscriptionTables(dest, sub, j.ref.target).front(); /* 55000 unless the subscription has it ready */
+		j.ref.schema = ref.schema;
+		j.ref.name = ref.name;
 		for (size_t i = 0; i < j.key_json.size(); i++)
 			j.keys.push_back(KeyFromJson(dt, j.key_json[i], audit_id ? "the key of finding " + std::to_string(j.finding_ids[i])
 			                                                         : "keys[" + std::to_string(i + 1) + "]"));

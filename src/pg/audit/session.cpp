@@ -148,12 +148,18 @@ DestSession::Unpin()
 /* ------------------------------------------------------------------------ */
 
 std::string
-Subscription::PublicationsSql() const
+Subscription::PublicationLiterals() const
 {
-	std::string out = "ARRAY[";
+	std::string out;
 	for (size_t i = 0; i < publications.size(); i++)
 		out += (i ? ", " : "") + cdc::audit::QuoteLiteral(publications[i]);
-	return out + "]::pg_catalog.text[]";
+	return out;
+}
+
+std::string
+Subscription::PublicationsSql() const
+{
+	return "ARRAY[" + PublicationLiterals() + "]::pg_catalog.text[]";
 }
 
 Subscription
@@ -161,8 +167,8 @@ ReadSubscription(const std::string &name)
 {
 	Params p;
 	p.AddText(name);
-	uint64_t n = Execute("SELECT s.subid, s.conninfo, s.publications::pg_catalog.text, s.source_epoch, s.enabled, s.slot_ready "
-	                     "FROM cdc.subscription s WHERE s.name OPERATOR(pg_catalog.=) $1",
+	uint64_t n = Execute("SELECT s.subid, s.conninfo, s.publications::pg_catalog.text, s.source_epoch, s.enabled, s.slot_ready, "
+	                     "s.owner::pg_catalog.oid, s.run_as_owner FROM cdc.subscription s WHERE s.name OPERATOR(pg_catalog.=) $1",
 	                     p, false);
 	if (n == 0)
 		throw InputError("42704", "subscription \"" + name + "\" does not exist");
@@ -173,6 +179,8 @@ ReadSubscription(const std::string &name)
 	s.epoch = std::stoll(*ResultText(0, 4));
 	s.enabled = ResultBool(0, 5);
 	s.slot_ready = ResultBool(0, 6);
+	s.owner = Oid(std::stoul(*ResultText(0, 7)));
+	s.run_as_owner = ResultBool(0, 8);
 	/* text[] of lower-case publication names: parse with PostgreSQL's own array input */
 	Params q;
 	q.AddText(*ResultText(0, 3));

@@ -63,8 +63,13 @@ struct Subscription {
 	int64_t epoch = 0;
 	bool enabled = false;
 	bool slot_ready = false;
+	Oid owner = InvalidOid;    // the role the worker acts as (docs/security.md)
+	bool run_as_owner = false;
 	// The publications as a SQL array literal for statements on the source.
 	std::string PublicationsSql() const;
+	// The publications as comma-separated SQL literals (the worker's
+	// publications_sql, for read_table_scope).
+	std::string PublicationLiterals() const;
 };
 // Reads it (42704 when there is none).
 Subscription ReadSubscription(const std::string &name);

@@ -2,6 +2,7 @@
 #include "pg/audit/source.hpp"
 
 #include "core/audit_sql.hpp"
+#include "pg/worker/worker.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -83,16 +84,17 @@ const std::vector<std::pair<std::string, std::string>> &
 PinnedSettings()
 {
 	/* a function-local static of trivial lifetime: never destroyed (no exit-time destructor) */
-	static auto *settings = new std::vector<std::pair<std::string, std::string>>{
-		/* the worker's (docs/worker.md, "Source session settings") */
-		{"DateStyle", "ISO"},
-		{"IntervalStyle", "postgres"},
-		{"extra_float_digits", "3"},
+	static std::vector<std::pair<std::string, std::string>> *settings = nullptr;
+	if (!settings) {
+		settings = new std::vector<std::pair<std::string, std::string>>;
+		/* the worker's (src/pg/worker/source_conn.cpp): values read as the worker reads them */
+		for (int i = 0; i < cdc_source_settings_count; i++)
+			settings->emplace_back(cdc_source_settings[i].name, cdc_source_settings[i].value);
 		/* the text of timestamptz, bytea and money values, whatever the session's defaults */
-		{"TimeZone", "UTC"},
-		{"bytea_output", "hex"},
-		{"lc_monetary", "C"},
-	};
+		settings->emplace_back("TimeZone", "UTC");
+		settings->emplace_back("bytea_output", "hex");
+		settings->emplace_back("lc_monetary", "C");
+	}
 	return *settings;
 }
 

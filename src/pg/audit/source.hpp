@@ -41,9 +41,9 @@ class Result {
 };
 
 // The settings of every audit session on either side: the worker's pinned
-// settings (so values read as the worker reads them) and those that make a
-// value's text independent of the session (docs/audit.md, "The row hash").
-// Pairs of (name, value), applied in this order.
+// settings (cdc_source_settings, so values read as the worker reads them)
+// and those that make a value's text independent of the session
+// (docs/audit.md, "The row hash").  Pairs of (name, value), in this order.
 const std::vector<std::pair<std::string, std::string>> &PinnedSettings();
 
 class SourceConn {
@@ -69,6 +69,9 @@ class SourceConn {
 	// commands, BEGIN, SET TRANSACTION SNAPSHOT).
 	Result Simple(const std::string &sql, ExecStatusType expected);
 	int ServerVersion() const;
+	// The libpq connection, for the worker's readers of the source
+	// (read_table_scope, PostgreSQL regime: through PgCall).
+	PGconn *Raw() const { return conn_; }
 
   private:
 	PGconn *conn_ = nullptr;

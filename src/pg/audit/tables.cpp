@@ -3,6 +3,7 @@
 
 #include "core/errors.hpp"
 #include "core/json.hpp"
+#include "pg/worker/worker.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -116,13 +117,15 @@ LoadDestTable(Oid relid)
 		t.columns[*ResultText(i, 1)] = ResultBool(i, 2);
 
 	std::vector<std::string> key;
-	n = Execute("SELECT m.key_columns::pg_catalog.text, m.mode, m.version_column IS NOT NULL FROM cdc.mapping m "
+	n = Execute("SELECT m.key_columns::pg_catalog.text, m.mode, m.version_column IS NOT NULL, "
+	            "m.ordering OPERATOR(pg_catalog.=) 'stream' FROM cdc.mapping m "
 	            "WHERE m.target OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
 	            p, false);
 	if (n > 0) {
 		std::optional<std::string> cols = ResultText(0, 1);
 		std::string mode = *ResultText(0, 2);
 		t.version_column = ResultBool(0, 3);
+		t.stream_ordered = ResultBool(0, 4);
 		if (mode == "history")
 			Fail("0A000", "table " + t.display + " is a history table",
 			     "A history table holds one row per source change, not a mirror of the source table's rows.");
@@ -197,52 +200,39 @@ LoadSourceTable(SourceConn &q, const Subscription &sub, const std::string &schem
 	t.schema = schema;
 	t.name = name;
 	const std::string display = schema + "." + name;
-	Result rel = q.Exec("SELECT c.oid, c.relkind, greatest(c.reltuples, 0)::pg_catalog.int8 FROM pg_catalog.pg_class c "
+	Result rel = q.Exec("SELECT c.oid, greatest(c.reltuples, 0)::pg_catalog.int8 FROM pg_catalog.pg_class c "
 	                    "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
 	                    "WHERE n.nspname OPERATOR(pg_catalog.=) $1 AND c.relname OPERATOR(pg_catalog.=) $2",
 	                    {schema, name});
 	if (rel.Rows() != 1)
 		Fail("42P01", "table " + display + " does not exist on the source of subscription \"" + sub.name + "\"");
 	const std::string relid = rel.Text(0, 0);
-	t.estimate = std::stoll(rel.Text(0, 2));
+	t.estimate = std::stoll(rel.Text(0, 1));
 	t.hashed.relation = QuoteIdent(schema) + "." + QuoteIdent(name);
-	t.hashed.only = rel.Text(0, 1) == "r";
 
-	/*
-	 * What the publications publish (PostgreSQL 15's pg_publication_tables,
-	 * as its table synchronisation reads it): one column list for all of
-	 * them, and the row filters OR-ed, none if one of them has none.
-	 */
-	Result pub = q.Exec("SELECT p.attnames::pg_catalog.text, p.rowfilter FROM pg_catalog.pg_publication_tables p "
-	                    "WHERE p.pubname OPERATOR(pg_catalog.=) ANY (" + sub.PublicationsSql() + ") "
-	                    "AND p.schemaname OPERATOR(pg_catalog.=) $1 AND p.tablename OPERATOR(pg_catalog.=) $2",
+	Result pub = q.Exec("SELECT 1 FROM pg_catalog.pg_publication_tables p WHERE p.pubname OPERATOR(pg_catalog.=) ANY (" +
+	                        sub.PublicationsSql() + ") AND p.schemaname OPERATOR(pg_catalog.=) $1 "
+	                        "AND p.tablename OPERATOR(pg_catalog.=) $2",
 	                    {schema, name});
 	if (pub.Rows() == 0)
 		Fail("55000", "table " + display + " is not published by subscription \"" + sub.name + "\"");
-	std::set<std::string> lists;
-	std::string filter;
-	bool all_rows = false;
-	for (int i = 0; i < pub.Rows(); i++) {
-		lists.insert(pub.Text(i, 0));
-		if (pub.IsNull(i, 1))
-			all_rows = true;
-		else
-			filter += (filter.empty() ? "" : " OR ") + std::string("(") + pub.Text(i, 1) + ")";
-	}
-	if (lists.size() > 1)
-		Fail("0A000", "table " + display + " is published with different column lists by the publications of subscription \"" +
-		                  sub.name + "\"");
-	if (!all_rows)
-		t.hashed.filter = filter;
+	/*
+	 * What the publications publish, read by the worker's own reader (the
+	 * one its copies use): the column list, the row filters OR-ed, a
+	 * partitioned root.
+	 */
+	const std::string literals = sub.PublicationLiterals();
+	TableScope *scope = PgCall([&]() {
+		TableScope *sc = (TableScope *) palloc0(sizeof(TableScope));
+		read_table_scope(q.Raw(), literals.c_str(), schema.c_str(), name.c_str(), sc);
+		return sc;
+	});
+	std::vector<std::string> published(scope->cols, scope->cols + scope->ncols);
+	t.hashed.only = scope->relkind == 'r';
+	if (scope->filter)
+		t.hashed.filter = scope->filter;
 
-	/* generated columns are never published; the destination computes its own */
-	Result cols = q.Exec("SELECT a.attname::pg_catalog.text FROM pg_catalog.pg_attribute a WHERE a.attrelid OPERATOR(pg_catalog.=) $1 "
-	                     "AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped "
-	                     "AND a.attgenerated OPERATOR(pg_catalog.=) '' AND a.attname OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.name[]) "
-	                     "ORDER BY a.attnum",
-	                     {relid, *lists.begin()});
-	for (int i = 0; i < cols.Rows(); i++) {
-		std::string c = cols.Text(i, 0);
+	for (const std::string &c : published) {
 		auto d = dest.columns.find(c);
 		if (d == dest.columns.end())
 			Fail("42703", "column \"" + c + "\" published by the source is missing in table " + dest.display);
@@ -498,6 +488,22 @@ DestRowsByKeys(DestSession &dest, const DestTable &t, const std::vector<Key> &ke
 		}
 		if (!source_id || t.version_column)
 			continue;
+		if (t.stream_ordered) {
+			/* read after the rows: a mark newer than the snapshot means the stream changed the table since */
+			Params m;
+			m.AddOid(t.relid);
+			m.Add(INT4OID, Int32GetDatum(*source_id), false);
+			m.AddInt8(epoch);
+			m.AddInt8(int64_t(lsn));
+			if (Execute("SELECT 1 FROM cdc.stream_mark s WHERE s.target OPERATOR(pg_catalog.=) $1::pg_catalog.regclass "
+			            "AND s.src::pg_catalog.int4 OPERATOR(pg_catalog.=) $2 "
+			            "AND ROW(s.v0::pg_catalog.int8, s.v1, s.v2, s.v3::pg_catalog.int8) OPERATOR(pg_catalog.>) "
+			            "ROW($3, $4, 0::pg_catalog.int8, 0::pg_catalog.int8)",
+			            m, true) > 0)
+				for (size_t i = begin; i < end; i++)
+					out[i].newer = true;
+			continue;
+		}
 		/*
 		 * The entity records, by the compact key the engine stores
 		 * (core/layout.hpp): the key columns' output texts in this session's

@@ -53,6 +53,7 @@ struct DestTable {
 	std::vector<KeyColumn> key;
 	std::map<std::string, bool> columns; // name -> generated
 	bool version_column = false;      // its mapping orders changes by a column
+	bool stream_ordered = false;      // its mapping's ordering is 'stream' (no entity records: a mark per source)
 };
 
 // The destination table `relid` with its entity key (the mapping's
@@ -121,7 +122,10 @@ std::vector<SourceKeyRow> SourceRowsByKeys(SourceConn &q, const SourceTable &t, 
 // digest and whether the entity record (live or tombstone) of source
 // `source_id` is newer than the snapshot {epoch, lsn, 0, 0}: a change the
 // stream applied after the snapshot (never for mappings ordered by a
-// version column, whose versions are not positions).
+// version column, whose versions are not positions).  A stream-ordered
+// target has no entity records: when its stream mark is newer than the
+// snapshot once the rows are read, the stream changed the table since, and
+// every key counts as newer.
 std::vector<cdc::audit::DestRow> DestRowsByKeys(DestSession &dest, const DestTable &t, const std::vector<Key> &keys,
                                                 std::optional<int32_t> source_id, int64_t epoch, uint64_t lsn);
 

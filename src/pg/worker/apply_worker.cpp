@@ -17,6 +17,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
@@ -59,6 +60,29 @@ fault_after_change(int nchanges)
 	return atoi(cdc_debug_fault + sizeof(prefix) - 1) == nchanges;
 }
 
+/*
+ * Fault point pause_after:<transition> (tests of durable control state,
+ * test/t/040_worker_control_durability.pl): right after the transition
+ * (copy_done, skip, commit, accept_gap) has committed, the worker logs it and
+ * waits until it is terminated, so the test can crash the server exactly
+ * there.
+ */
+void
+fault_pause(const char *transition)
+{
+	static const char prefix[] = "pause_after:";
+	if (cdc_debug_fault == NULL || strncmp(cdc_debug_fault, prefix, sizeof(prefix) - 1) != 0 ||
+	    strcmp(cdc_debug_fault + sizeof(prefix) - 1, transition) != 0)
+		return;
+	ereport(LOG, (errmsg("cdc_apply: fault point pause_after:%s reached, pausing", transition)));
+	pgstat_report_activity(STATE_IDLE, "paused at a fault point");
+	for (;;) {
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
 static void
 worker_error_context(void *arg)
 {
@@ -90,11 +114,17 @@ load_subscription(int subid)
 	SPI_connect();
 	const char *args[1] = {psprintf("%d", subid)};
 	spi_exec("SELECT name, conninfo, slot_name, "
-	         "  (SELECT string_agg(quote_ident(p), ',') FROM unnest(publications) p), "
-	         "  (SELECT string_agg(quote_literal(p), ',') FROM unnest(publications) p), "
-	         "  create_slot, copy_data, slot_ready, source_epoch, skip_lsn::text, "
-	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid = s.subid) "
-	         "FROM cdc.subscription s WHERE subid = $1::int AND enabled "
+	         "  (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(p), ',') FROM pg_catalog.unnest(publications) p), "
+	         "  (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(p), ',') FROM pg_catalog.unnest(publications) p), "
+	         "  create_slot, copy_data, slot_ready, source_epoch, skip_lsn::pg_catalog.text, "
+	         "  (SELECT retry_count FROM cdc.subscription_state st WHERE st.subid OPERATOR(pg_catalog.=) s.subid), "
+	         "  owner::pg_catalog.oid, run_as_owner, origin, refresh_pending, "
+	         "  slot_system_id, slot_timeline, "
+	         "  (SELECT confirmed_lsn::pg_catalog.text FROM cdc.subscription_state st "
+	         "    WHERE st.subid OPERATOR(pg_catalog.=) s.subid), "
+	         "  (SELECT pg_catalog.max(g.id) FROM cdc.accepted_gaps g "
+	         "    WHERE g.subid OPERATOR(pg_catalog.=) s.subid AND g.accepted_at IS NULL) "
+	         "FROM cdc.subscription s WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND enabled "
 	         /* a row locked by cdc.drop_subscription() reads as gone: the drop owns the slot now */
 	         "FOR SHARE SKIP LOCKED",
 	         1, args);
@@ -122,10 +152,28 @@ load_subscription(int subid)
 	W->skip_lsn = skip ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(skip))) : InvalidXLogRecPtr;
 	char *retries = SPI_getvalue(tup, desc, 11);
 	W->retry_count = retries ? atoi(retries) : 0;
+	W->owner = (Oid) strtoul(SPI_getvalue(tup, desc, 12), NULL, 10);
+	W->run_as_owner = strcmp(SPI_getvalue(tup, desc, 13), "t") == 0;
+	W->origin_none = strcmp(SPI_getvalue(tup, desc, 14), "none") == 0;
+	W->refresh_pending = strcmp(SPI_getvalue(tup, desc, 15), "t") == 0;
+	W->slot_system_id = SPI_getvalue(tup, desc, 16);
+	char *tli = SPI_getvalue(tup, desc, 17);
+	W->slot_timeline = tli ? (uint32) strtoul(tli, NULL, 10) : 0;
+	char *confirmed = SPI_getvalue(tup, desc, 18);
+	W->confirmed_lsn = confirmed ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(confirmed))) : InvalidXLogRecPtr;
+	char *request = SPI_getvalue(tup, desc, 19);
+	W->gap_request = request ? pg_strtoint64(request) : 0;
 	MemoryContextSwitchTo(old);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	/*
+	 * The worker acts on this control state (a skip, an accepted gap, the
+	 * settings): make sure no crash can take it back.  The control
+	 * functions commit synchronously; this covers a state committed any
+	 * other way.
+	 */
+	XLogFlush(GetXLogInsertRecPtr());
 }
 
 /* ------------------------------------------------------------------------
@@ -180,6 +228,7 @@ stream(void)
 	 * never send it again.
 	 */
 	W->received = W->progress;
+	W->keepalive_seen = false;
 	write_status("streaming", false);
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": streaming from %X/%X", W->name, CDC_LSN_ARGS(W->progress))));
 
@@ -217,8 +266,15 @@ stream(void)
 			if (!W->in_xact && !W->in_stream) {
 				/* ask for a keepalive too: its WAL end lets an idle stream confirm progress */
 				send_feedback(false, true);
+				/*
+				 * Caught up: idle, and everything the source had written when
+				 * this connection began was received (a keepalive says how
+				 * far the source has decoded): the subscription streams again.
+				 */
+				if (!W->healthy && W->keepalive_seen && W->received >= W->source_wal_at_connect)
+					mark_healthy();
 				if (TimestampDifferenceExceeds(W->last_status, GetCurrentTimestamp(), cdc_status_interval))
-					write_status("streaming", true);
+					write_status("streaming", false);
 			}
 			int rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 			                           PQsocket(W->conn), cdc_status_interval, PG_WAIT_EXTENSION);
@@ -229,11 +285,29 @@ stream(void)
 				                errmsg("cdc_apply: lost the connection to the source: %s", PQerrorMessage(W->conn))));
 			continue;
 		}
-		if (len == -1)
-			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("cdc_apply: the source ended the stream")));
+		if (len == -1) {
+			/* the source's error, with its SQLSTATE (a character the destination encoding cannot hold: 22P05) */
+			PGresult *res = PQgetResult(W->conn);
+			char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+			int code = sqlstate && strlen(sqlstate) == 5
+			               ? MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4])
+			               : ERRCODE_CONNECTION_FAILURE;
+			char *msg = pstrdup(res && PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res) : "no error given");
+			PQclear(res);
+			ereport(ERROR, (errcode(code), errmsg("cdc_apply: the source ended the stream: %s", msg)));
+		}
 		if (len < 0)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 			                errmsg("cdc_apply: could not read from the source: %s", PQerrorMessage(W->conn))));
+		/* one pgoutput message is at most one change: cdc.max_event_size bounds it (docs/security.md) */
+		if ((int64) len > (int64) cdc_max_event_size * 1024) {
+			PQfreemem(buf);
+			ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			                errmsg("cdc_apply: a change of %d bytes is more than cdc.max_event_size (%d kB)", len,
+			                       cdc_max_event_size),
+			                errhint("Raise cdc.max_event_size (a superuser, then reload), or skip the source "
+			                        "transaction with cdc.skip_transaction().")));
+		}
 
 		StringInfoData s;
 		s.data = (char *) palloc(len + 1);
@@ -251,6 +325,7 @@ stream(void)
 			XLogRecPtr end = pq_getmsgint64(&s);
 			(void) pq_getmsgint64(&s);
 			bool reply = pq_getmsgbyte(&s);
+			W->keepalive_seen = true;
 			if (end > W->source_end)
 				W->source_end = end;
 			if (end > W->received)
@@ -287,6 +362,14 @@ cdc_apply_worker_main(Datum arg)
 
 	/* the worker applies like PostgreSQL's own: triggers and rules of the target fire only when enabled ALWAYS/REPLICA */
 	SetConfigOption("session_replication_role", "replica", PGC_SUSET, PGC_S_OVERRIDE);
+	/*
+	 * Every statement of this session resolves names in pg_catalog only,
+	 * whatever a database or role setting says: code of the tables' owners
+	 * must not capture a name through a schema they may create objects in
+	 * (docs/security.md, "search_path").  The statements run as the
+	 * subscription's or the tables' owners (ApplyEngine::Authorize).
+	 */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 	apply_session_settings();
 
 	/*
@@ -316,7 +399,8 @@ cdc_apply_worker_main(Datum arg)
 
 				/* replication origin: created with the subscription */
 				StartTransactionCommand();
-				W->origin = replorigin_by_name(psprintf("cdc_%d", subid), false);
+				/* cdc_<database oid>_<subid>: origins are cluster-wide (cdc._origin_name) */
+				W->origin = replorigin_by_name(psprintf("cdc_%u_%d", MyDatabaseId, subid), false);
 				W->setting_up_origin = true;
 				replorigin_session_setup(W->origin);
 				W->setting_up_origin = false;
@@ -339,6 +423,11 @@ cdc_apply_worker_main(Datum arg)
 			connect_source();
 			if (!W->slot_ready)
 				prepare_slot();
+			else
+				verify_continuity(); /* before any copy: the stream the copies join must be the subscription's */
+			/* tables added since (refresh, resync): copied at a temporary slot's snapshot, never through prepare_slot */
+			sync_tables();
+			load_table_states();
 			stream();
 		}
 		PG_CATCH();

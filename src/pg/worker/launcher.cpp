@@ -10,10 +10,13 @@
 // It holds no worker state: that is the apply worker's (worker_state.hpp).
 #include "pg/apply/horizon.hpp"
 #include "pg/guc.hpp"
+#include "pg/worker/lifecycle.hpp"
 #include "pg/worker/worker.hpp"
 
 extern "C" {
+#include "utils/guc.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -22,6 +25,7 @@ extern "C" {
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 }
@@ -53,7 +57,7 @@ typedef struct LauncherSlot {
 	BackgroundWorkerHandle *handle;
 } LauncherSlot;
 
-static void
+static bool
 start_apply_worker(LauncherSlot *slot, int subid)
 {
 	BackgroundWorker bgw;
@@ -76,12 +80,30 @@ start_apply_worker(LauncherSlot *slot, int subid)
 	bool ok = RegisterDynamicBackgroundWorker(&bgw, &slot->handle);
 	MemoryContextSwitchTo(old);
 	if (!ok) {
-		ereport(WARNING, (errmsg("cdc_apply launcher: could not start a worker for subscription %d", subid),
-		                  errhint("Raise max_worker_processes.")));
 		slot->handle = NULL;
-		return;
+		return false;
 	}
 	slot->subid = subid;
+	return true;
+}
+
+/*
+ * A subscription that has no worker because no worker slot is free says so
+ * (state waiting, last_error naming the limit); written and logged only
+ * when it changes.  Inside the launcher's transaction.
+ */
+static void
+mark_waiting(int subid, const char *why)
+{
+	Oid types[2] = {INT4OID, TEXTOID};
+	Datum values[2] = {Int32GetDatum(subid), CStringGetTextDatum(why)};
+	int rc = SPI_execute_with_args("UPDATE cdc.subscription_state SET state = 'waiting', last_error = $2, worker_pid = NULL, "
+	                               "updated_at = pg_catalog.now() "
+	                               "WHERE subid OPERATOR(pg_catalog.=) $1 AND (state OPERATOR(pg_catalog.<>) 'waiting' "
+	                               "OR (last_error OPERATOR(pg_catalog.=) $2) IS NOT TRUE)",
+	                               2, types, values, NULL, false, 0);
+	if (rc == SPI_OK_UPDATE && SPI_processed > 0)
+		ereport(LOG, (errmsg("cdc_apply launcher: subscription %d waits: %s", subid, why)));
 }
 
 static bool
@@ -104,6 +126,8 @@ cdc_launcher_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(cdc_database, NULL, 0);
 	pgstat_report_appname("cdc_apply launcher");
+	/* every statement of this session (and cdc.prune()) resolves names in pg_catalog only (docs/security.md) */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 
 	slots = (LauncherSlot *) MemoryContextAllocZero(TopMemoryContext, sizeof(LauncherSlot) * cdc_max_workers);
 
@@ -124,14 +148,15 @@ cdc_launcher_main(Datum arg)
 		SPI_connect();
 		pgstat_report_activity(STATE_RUNNING, "reading cdc.subscription");
 		bool isnull = false;
-		if (SPI_execute("SELECT to_regclass('cdc.subscription') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
+		if (SPI_execute("SELECT pg_catalog.to_regclass('cdc.subscription') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
 		    DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))) {
 			/*
 			 * alive: a worker for the subscription runs although this launcher
 			 * did not start it (a previous launcher did, before it restarted).
 			 */
 			if (SPI_execute("SELECT s.subid, s.enabled, EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a "
-			                "  WHERE a.backend_type = 'cdc_apply worker' AND a.application_name = 'cdc_apply ' || s.name) "
+			                "  WHERE a.backend_type OPERATOR(pg_catalog.=) 'cdc_apply worker' "
+			                "    AND a.application_name OPERATOR(pg_catalog.=) ('cdc_apply ' OPERATOR(pg_catalog.||) s.name)) "
 			                "FROM cdc.subscription s ORDER BY s.subid",
 			                true, 0) == SPI_OK_SELECT) {
 				nsubs = (int) SPI_processed;
@@ -174,12 +199,14 @@ cdc_launcher_main(Datum arg)
 			}
 			if (!running && alive[i])
 				continue; /* started by an earlier launcher; the worker itself guards its origin */
-			if (!running && free_slot >= 0)
-				start_apply_worker(&slots[free_slot], subids[i]);
-			else if (!running)
-				ereport(LOG, (errmsg("cdc_apply launcher: cdc.max_workers (%d) reached; subscription %d waits",
-				                     cdc_max_workers, subids[i])));
+			if (!running && free_slot >= 0) {
+				if (!start_apply_worker(&slots[free_slot], subids[i]))
+					mark_waiting(subids[i], psprintf("no free background worker slot (max_worker_processes = %d)",
+					                                 max_worker_processes));
+			} else if (!running)
+				mark_waiting(subids[i], psprintf("no free worker slot (cdc.max_workers = %d)", cdc_max_workers));
 		}
+		cdc::pg::ReportSubscriptionCount(nsubs); /* DROP DATABASE of this database is refused while it has any */
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();

@@ -209,6 +209,33 @@ lookup_relation(LogicalRepRelId relid)
 	return e;
 }
 
+/*
+ * Does the change of this relation in the current source transaction stay
+ * unapplied?  As PostgreSQL's apply worker decides it
+ * (should_apply_changes_for_rel): a table that is not part of the
+ * subscription (cdc.subscription_rel) is not applied — a warning says so
+ * once per table and worker, cdc.refresh_subscription adds it — and a
+ * copied table's changes in source transactions committed before its copy
+ * point are in the copy (table_copy.cpp, sync_tables).
+ */
+static bool
+relation_skipped(RelEntry *e)
+{
+	if (e->table_state == TABLE_READY)
+		return W->final_lsn < e->sync_lsn;
+	if (!e->warned) {
+		e->warned = true;
+		ereport(WARNING, (errmsg("cdc_apply subscription \"%s\": changes of %s.%s are not applied: the table is not part of "
+		                         "subscription \"%s\"%s",
+		                         W->name, e->rel->nspname, e->rel->relname, W->name,
+		                         e->table_state == TABLE_INIT ? " yet (it waits for its copy)" : ""),
+		                  errhint("cdc.refresh_subscription('%s') adds the tables its publications publish, copying their rows; "
+		                          "cdc.resync_table copies one table again.",
+		                          W->name)));
+	}
+	return true;
+}
+
 void
 handle_relation(StringInfo s)
 {
@@ -217,7 +244,32 @@ handle_relation(StringInfo s)
 	bool found;
 	RelEntry *e = (RelEntry *) hash_search(W->relations, &rel->remoteid, HASH_ENTER, &found);
 	e->rel = rel; /* the previous copy stays in CdcWorkerContext: relation messages are rare */
+	if (!found)
+		e->warned = false;
+	lookup_table_state(rel->nspname, rel->relname, &e->table_state, &e->sync_lsn);
 	MemoryContextSwitchTo(old);
+}
+
+/*
+ * An Origin message: the source transaction that follows BEGIN was
+ * replicated into the source from elsewhere (its commit carries a
+ * replication origin).  With origin = none (PostgreSQL 16's meaning) its
+ * changes are not applied; the transaction still completes, so the
+ * progress moves past it.
+ */
+static void
+handle_origin(StringInfo s)
+{
+	XLogRecPtr origin_lsn;
+	char *origin = logicalrep_read_origin(s, &origin_lsn);
+	if (!W->in_xact)
+		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION), errmsg("cdc_apply: origin message outside a transaction")));
+	if (W->origin_none && !W->already_applied && !W->skipping) {
+		W->foreign_origin = true;
+		ereport(DEBUG1, (errmsg("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X comes from origin "
+		                        "\"%s\"; not applied (origin = none)",
+		                        W->name, W->xid, CDC_LSN_ARGS(W->final_lsn), origin)));
+	}
 }
 
 void
@@ -232,9 +284,11 @@ handle_change(char action, StringInfo s)
 	switch (action) {
 	case 'I': {
 		relid = logicalrep_read_insert(s, &newtup);
-		if (W->already_applied || W->skipping)
+		if (W->already_applied || W->skipping || W->foreign_origin)
 			return;
 		RelEntry *e = lookup_relation(relid);
+		if (relation_skipped(e))
+			return;
 		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Create, NULL, 0, &newtup); });
 		break;
 	}
@@ -242,30 +296,35 @@ handle_change(char action, StringInfo s)
 		/* the old tuple kind ('K' key, 'O' full) is the byte after the relid */
 		char kind = s->len > s->cursor + 4 ? s->data[s->cursor + 4] : 'N';
 		relid = logicalrep_read_update(s, &has_old, &oldtup, &newtup);
-		if (W->already_applied || W->skipping)
+		if (W->already_applied || W->skipping || W->foreign_origin)
 			return;
 		RelEntry *e = lookup_relation(relid);
+		if (relation_skipped(e))
+			return;
 		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Update, has_old ? &oldtup : NULL, kind, &newtup); });
 		break;
 	}
 	case 'D': {
 		char kind = s->len > s->cursor + 4 ? s->data[s->cursor + 4] : 'K';
 		relid = logicalrep_read_delete(s, &oldtup);
-		if (W->already_applied || W->skipping)
+		if (W->already_applied || W->skipping || W->foreign_origin)
 			return;
 		RelEntry *e = lookup_relation(relid);
+		if (relation_skipped(e))
+			return;
 		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Delete, &oldtup, kind, NULL); });
 		break;
 	}
 	case 'T': {
 		bool cascade, restart_seqs;
 		List *relids = logicalrep_read_truncate(s, &cascade, &restart_seqs);
-		if (W->already_applied || W->skipping)
+		if (W->already_applied || W->skipping || W->foreign_origin)
 			return;
 		ListCell *lc;
 		foreach (lc, relids) {
 			RelEntry *e = lookup_relation(lfirst_oid(lc));
-			cdc::pg::RunCpp([&]() { ApplyTruncate(e->rel); });
+			if (!relation_skipped(e))
+				cdc::pg::RunCpp([&]() { ApplyTruncate(e->rel); });
 		}
 		break;
 	}
@@ -297,6 +356,7 @@ handle_xlogdata(StringInfo s)
 		/* inside a chunk of a streamed transaction: spool, apply at its commit */
 		switch (action) {
 		case 'E': handle_stream_stop(); return;
+		case 'O': stream_origin(s); return; /* in the first chunk, after STREAM START; no xid */
 		case 'R':
 		case 'Y':
 		case 'I':
@@ -327,7 +387,7 @@ handle_xlogdata(StringInfo s)
 	case 'U':
 	case 'D':
 	case 'T': handle_change(action, s); break;
-	case 'O': /* origin of a transaction replicated into the source: applied like any other */
+	case 'O': handle_origin(s); break;
 	case 'Y': /* type: values arrive as text and go through the destination types' input functions */
 	case 'M': /* logical decoding message: not a change */
 		break;

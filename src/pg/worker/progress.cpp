@@ -28,6 +28,18 @@ extern "C" {
 void
 commit_with_progress(XLogRecPtr remote_end, TimestampTz remote_time)
 {
+	/*
+	 * A transaction that wrote nothing (every change of its source
+	 * transactions was skipped: a table not in the subscription, origin =
+	 * none) has no xid, and PostgreSQL writes no commit record for it, so
+	 * the origin would not move although the caller reports remote_end to
+	 * the source as flushed.  The slot's confirmed position would then pass
+	 * the durable progress, which the next worker cannot tell from a slot
+	 * advanced by someone else (continuity.cpp).  An xid makes the commit
+	 * record, and with it the progress, durable like any other.
+	 */
+	if (remote_end != InvalidXLogRecPtr)
+		(void) GetTopTransactionId();
 	replorigin_session_origin_lsn = remote_end;
 	replorigin_session_origin_timestamp = remote_time;
 	CommitTransactionCommand();

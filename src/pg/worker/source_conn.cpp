@@ -13,9 +13,14 @@
 
 extern "C" {
 #include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
 #include "libpq/pqformat.h"
+#include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 }
 
@@ -26,7 +31,14 @@ extern "C" {
 PGresult *
 source_exec(const char *sql, ExecStatusType expected)
 {
-	PGresult *res = PQexec(W->conn, sql);
+	return conn_exec(W->conn, sql, expected);
+}
+
+/* Runs a command on a source connection; an error keeps the source's SQLSTATE. */
+PGresult *
+conn_exec(PGconn *conn, const char *sql, ExecStatusType expected)
+{
+	PGresult *res = PQexec(conn, sql);
 	if (PQresultStatus(res) != expected) {
 		char *msg = pstrdup(PQresultErrorMessage(res));
 		char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
@@ -39,22 +51,126 @@ source_exec(const char *sql, ExecStatusType expected)
 	return res;
 }
 
+/*
+ * The session settings that make the text of every value unambiguous and
+ * exact, whatever the source database or role is configured to (issue 12,
+ * item 1; scenario B25): the options PostgreSQL's own subscriber sends
+ * (libpqrcv_connect), and pg_dump's.  client_encoding is the destination
+ * database's encoding, so the source converts every value (and fails with
+ * its own clear error for a character the destination cannot hold, never
+ * substituting it).  pinned_options is cdc_source_settings as -c switches.
+ */
+const SourceSetting cdc_source_settings[] = {{"DateStyle", "ISO"}, {"IntervalStyle", "postgres"}, {"extra_float_digits", "3"}};
+const int cdc_source_settings_count = 3;
+static const char pinned_options[] = "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3";
+
+/*
+ * Opens a libpq connection to a source with the pinned settings:
+ * `conninfo` as the user wrote it (its own options come first, ours after
+ * them, so ours win), `replication` adds replication=database.  The
+ * search_path of the session is emptied, as PostgreSQL's subscriber does,
+ * so that the worker's own queries and the publications' row filters
+ * (pg_get_expr qualifies what is not in pg_catalog) mean the same whatever
+ * the source's search_path is.  Then the settings are checked: a connection
+ * that did not get them (a pooler that drops startup options) would deliver
+ * values that read differently here.  Returns NULL with *err set when the
+ * connection fails; ereports 55000 when a setting did not take.
+ */
+PGconn *
+connect_pinned(const char *conninfo, bool replication, const char *appname, char **err)
+{
+	const char *keys[10];
+	const char *vals[10];
+	int n = 0;
+	char *user_options = NULL;
+
+	/* the options of the conninfo, if it sets any (libpqrcv_get_option_from_conninfo) */
+	PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+	if (opts != NULL) {
+		for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+			if (strcmp(o->keyword, "options") == 0 && o->val != NULL && o->val[0] != '\0')
+				user_options = pstrdup(o->val);
+		PQconninfoFree(opts);
+	}
+	keys[n] = "dbname";
+	vals[n++] = conninfo;
+	if (replication) {
+		keys[n] = "replication";
+		vals[n++] = "database";
+	}
+	keys[n] = "application_name";
+	vals[n++] = appname;
+	keys[n] = "fallback_application_name";
+	vals[n++] = "cdc_apply";
+	keys[n] = "connect_timeout";
+	vals[n++] = "10";
+	/* test-only: a connection that does not get the settings, as through a pooler that drops them */
+	if (!fault("source_settings_unpinned")) {
+		keys[n] = "client_encoding";
+		vals[n++] = GetDatabaseEncodingName();
+		keys[n] = "options";
+		vals[n++] = user_options ? psprintf("%s %s", user_options, pinned_options) : pinned_options;
+	}
+	keys[n] = NULL;
+	vals[n] = NULL;
+	PGconn *conn = PQconnectdbParams(keys, vals, /* expand_dbname */ 1);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		*err = pstrdup(PQerrorMessage(conn));
+		PQfinish(conn);
+		return NULL;
+	}
+	PGresult *res = PQexec(conn, "SELECT pg_catalog.set_config('search_path', '', false), "
+	                             "pg_catalog.current_setting('DateStyle'), pg_catalog.current_setting('IntervalStyle'), "
+	                             "pg_catalog.current_setting('extra_float_digits'), pg_catalog.current_setting('client_encoding')");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		*err = psprintf("could not set up the session: %s", PQresultErrorMessage(res));
+		PQclear(res);
+		PQfinish(conn);
+		return NULL;
+	}
+	struct {
+		const char *name, *want, *got;
+		bool ok;
+	} check[] = {
+		/* ISO is the output format; the order part (MDY, DMY) only concerns input */
+		{"DateStyle", "ISO", PQgetvalue(res, 0, 1), strncmp(PQgetvalue(res, 0, 1), "ISO", 3) == 0},
+		{"IntervalStyle", "postgres", PQgetvalue(res, 0, 2), strcmp(PQgetvalue(res, 0, 2), "postgres") == 0},
+		{"extra_float_digits", "3", PQgetvalue(res, 0, 3), strcmp(PQgetvalue(res, 0, 3), "3") == 0},
+		{"client_encoding", GetDatabaseEncodingName(), PQgetvalue(res, 0, 4),
+		 strcmp(PQgetvalue(res, 0, 4), GetDatabaseEncodingName()) == 0},
+	};
+	for (const auto &c : check) {
+		if (c.ok)
+			continue;
+		char *name = pstrdup(c.name), *want = pstrdup(c.want), *got = pstrdup(c.got);
+		PQclear(res);
+		PQfinish(conn);
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("cdc_apply: the source session runs with %s = \"%s\", not %s", name, got, want),
+		                errdetail("Values would arrive in a text form the destination reads differently, or rounded."),
+		                errhint("The worker sets %s in the connection's startup options (options, client_encoding); something "
+		                        "between it and the source, such as a connection pooler, dropped them.", name)));
+	}
+	PQclear(res);
+	return conn;
+}
+
 void
 connect_source(void)
 {
-	char *conninfo = psprintf("%s replication=database application_name=cdc_apply_%s connect_timeout=10 fallback_application_name=cdc_apply",
-	                          W->conninfo, W->name);
-	PGconn *conn = PQconnectdb(conninfo);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		char *msg = pstrdup(PQerrorMessage(conn));
-		PQfinish(conn);
+	char *err = NULL;
+	PGconn *conn = connect_pinned(W->conninfo, true, psprintf("cdc_apply_%s", W->name), &err);
+	if (conn == NULL)
 		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
-		                errmsg("cdc_apply: could not connect to the source of subscription \"%s\": %s", W->name, msg)));
-	}
+		                errmsg("cdc_apply: could not connect to the source of subscription \"%s\": %s", W->name, err)));
+	/* the session's search_path is empty (connect_pinned): no statement on the source depends on the role's */
 	W->conn = conn;
 	PGresult *res = source_exec("IDENTIFY_SYSTEM", PGRES_TUPLES_OK);
 	MemoryContext old = MemoryContextSwitchTo(CdcWorkerContext);
 	W->source_id = psprintf("pg:%s", PQgetvalue(res, 0, 0));
+	W->system_id = pstrdup(PQgetvalue(res, 0, 0));
+	W->timeline = (uint32) strtoul(PQgetvalue(res, 0, 1), NULL, 10);
+	W->source_wal_at_connect = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 2))));
 	W->source_db = pstrdup(PQgetisnull(res, 0, 3) ? "" : PQgetvalue(res, 0, 3));
 	MemoryContextSwitchTo(old);
 	PQclear(res);
@@ -77,6 +193,9 @@ send_feedback(bool force, bool request_reply)
 		}
 	}
 	W->nflushes = keep;
+	if (!force && !TimestampDifferenceExceeds(W->last_status, now, cdc_status_interval))
+		return;
+
 	if (W->nflushes == 0 && !W->in_xact && !W->group_open && !W->in_stream) {
 		/*
 		 * Nothing of ours is waiting for a local flush and no source
@@ -84,16 +203,19 @@ send_feedback(bool force, bool request_reply)
 		 * and durable or carried no change for us.  Reporting it lets the
 		 * source release WAL and lets its shutdown complete (its walsenders
 		 * wait for the subscriber to confirm the end of WAL), as PostgreSQL's
-		 * own apply worker does.
+		 * own apply worker does.  Unlike it, the position is recorded
+		 * durably first (confirm_idle_position): the slot's confirmed
+		 * position must never pass what this destination can prove it has,
+		 * or a slot advanced by someone else could not be told from it
+		 * (docs/worker.md, "Continuity").
 		 */
-		if (W->received > W->reported_flush)
-			W->reported_flush = W->received;
-		if (W->progress > W->reported_flush)
-			W->reported_flush = W->progress;
+		XLogRecPtr idle = Max(W->received, W->progress);
+		if (idle > W->reported_flush) {
+			if (idle > W->progress && idle > W->confirmed_lsn)
+				confirm_idle_position(idle);
+			W->reported_flush = idle;
+		}
 	}
-
-	if (!force && !TimestampDifferenceExceeds(W->last_status, now, cdc_status_interval))
-		return;
 
 	StringInfoData buf;
 	initStringInfo(&buf);
@@ -107,6 +229,98 @@ send_feedback(bool force, bool request_reply)
 		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 		                errmsg("cdc_apply: could not send feedback to the source: %s", PQerrorMessage(W->conn))));
 	pfree(buf.data);
+}
+
+/*
+ * The tables the publications (`publications_sql`: their names as SQL
+ * literals, comma-separated) publish, as pgoutput names them: the leaf
+ * partitions of a partitioned table, or its root with
+ * publish_via_partition_root (pg_publication_tables, PostgreSQL 10 and
+ * later).  Sorted, each once.  A publication the source does not have is an
+ * error (42704), as for PostgreSQL's own subscriber: without it a typo
+ * would be a subscription with no tables.  Arrays palloc'd in the current
+ * memory context; returns their length.
+ */
+int
+source_published_tables(PGconn *conn, const char *publications_sql, char ***schemas, char ***tables)
+{
+	PGresult *res = conn_exec(conn,
+	                          psprintf("SELECT p.name FROM pg_catalog.unnest(ARRAY[%s]::pg_catalog.text[]) AS p(name) "
+	                                   "WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication x WHERE x.pubname OPERATOR(pg_catalog.=) p.name)",
+	                                   publications_sql),
+	                          PGRES_TUPLES_OK);
+	if (PQntuples(res) > 0) {
+		char *missing = pstrdup(PQgetvalue(res, 0, 0));
+		PQclear(res);
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cdc_apply: publication \"%s\" does not exist on the source", missing)));
+	}
+	PQclear(res);
+	res = conn_exec(conn,
+	                psprintf("SELECT DISTINCT t.schemaname::pg_catalog.text, t.tablename::pg_catalog.text "
+	                         "FROM pg_catalog.pg_publication_tables t WHERE t.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[]) "
+	                         "ORDER BY 1, 2",
+	                         publications_sql),
+	                PGRES_TUPLES_OK);
+	int n = PQntuples(res);
+	*schemas = (char **) palloc(sizeof(char *) * (n + 1));
+	*tables = (char **) palloc(sizeof(char *) * (n + 1));
+	for (int i = 0; i < n; i++) {
+		(*schemas)[i] = pstrdup(PQgetvalue(res, i, 0));
+		(*tables)[i] = pstrdup(PQgetvalue(res, i, 1));
+	}
+	PQclear(res);
+	return n;
+}
+
+/*
+ * cdc._publication_tables(conninfo, publications): the same list for
+ * cdc.refresh_subscription and cdc.resync_table, over a connection of its
+ * own (not a replication connection) with the worker's settings.  Fills
+ * the call's tuplestore (materialize mode).  Errors: 08001 when the source
+ * cannot be reached, 42704 for a publication the source does not have, the
+ * source's error otherwise.
+ */
+void
+publication_tables_pg(FunctionCallInfo fcinfo)
+{
+	char *conninfo = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	ArrayType *pubs = PG_GETARG_ARRAYTYPE_P(1);
+	Datum *elems;
+	bool *nulls;
+	int npubs;
+	deconstruct_array(pubs, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &npubs);
+	StringInfoData list;
+	initStringInfo(&list);
+	for (int i = 0; i < npubs; i++) {
+		if (nulls[i])
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("a publication name is NULL")));
+		appendStringInfo(&list, "%s%s", i ? ", " : "", quote_literal_cstr(TextDatumGetCString(elems[i])));
+	}
+	if (npubs == 0)
+		appendStringInfoString(&list, "NULL");
+
+	InitMaterializedSRF(fcinfo, 0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char *err = NULL;
+	PGconn *volatile conn = connect_pinned(conninfo, false, "cdc_apply", &err);
+	if (conn == NULL)
+		ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+		                errmsg("could not connect to the source: %s", err)));
+	PG_TRY();
+	{
+		char **schemas, **tables;
+		int n = source_published_tables(conn, list.data, &schemas, &tables);
+		for (int i = 0; i < n; i++) {
+			Datum values[2] = {CStringGetTextDatum(schemas[i]), CStringGetTextDatum(tables[i])};
+			bool isnull[2] = {false, false};
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
+		}
+	}
+	PG_FINALLY();
+	{
+		PQfinish(conn);
+	}
+	PG_END_TRY();
 }
 
 /* ------------------------------------------------------------------------
@@ -126,6 +340,14 @@ drop_source_slot_pg(text *conninfo_text, Name slot_name)
 		                errmsg("could not connect to the source to drop slot \"%s\": %s", slot, msg)));
 	}
 	PGresult *res = PQexec(conn, psprintf("DROP_REPLICATION_SLOT %s WAIT", quote_identifier(slot)));
+	const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && sqlstate != NULL && strcmp(sqlstate, "42704") == 0) {
+		/* never created (the worker had not started), or already gone: nothing holds WAL */
+		PQclear(res);
+		PQfinish(conn);
+		ereport(NOTICE, (errmsg("slot \"%s\" does not exist on the source, skipping", slot)));
+		return;
+	}
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		char *msg = pstrdup(PQresultErrorMessage(res));
 		PQclear(res);

@@ -82,13 +82,15 @@ write_status(const char *state, bool reset_retries)
 	                        reset_retries ? "t" : "f",
 	                        psprintf(INT64_FORMAT, W->stat_xacts),
 	                        psprintf(INT64_FORMAT, W->stat_commits)};
-	exec_in_own_xact("UPDATE cdc.subscription_state SET state = $2, received_lsn = $3::pg_lsn, "
-	                 "flushed_lsn = $4::pg_lsn, source_end_lsn = $5::pg_lsn, last_commit_at = $6::timestamptz, "
-	                 "last_msg_at = now(), worker_pid = $7::int, "
-	                 "retry_count = CASE WHEN $8::bool THEN 0 ELSE retry_count END, "
-	                 "applied_xacts = applied_xacts + $9::bigint, apply_commits = apply_commits + $10::bigint, "
-	                 "updated_at = now() "
-	                 "WHERE subid = $1::int",
+	exec_in_own_xact("UPDATE cdc.subscription_state SET state = $2, received_lsn = $3::pg_catalog.pg_lsn, "
+	                 "flushed_lsn = $4::pg_catalog.pg_lsn, source_end_lsn = $5::pg_catalog.pg_lsn, "
+	                 "last_commit_at = $6::pg_catalog.timestamptz, "
+	                 "last_msg_at = pg_catalog.now(), worker_pid = $7::pg_catalog.int4, "
+	                 "retry_count = CASE WHEN $8::pg_catalog.bool THEN 0 ELSE retry_count END, "
+	                 "applied_xacts = applied_xacts OPERATOR(pg_catalog.+) $9::bigint, "
+	                 "apply_commits = apply_commits OPERATOR(pg_catalog.+) $10::bigint, "
+	                 "updated_at = pg_catalog.now() "
+	                 "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
 	                 10, args);
 	W->stat_xacts = 0;
 	W->stat_commits = 0;
@@ -99,21 +101,41 @@ void
 record_error_and_exit(ErrorData *edata)
 {
 	int delay_ms;
-	const char *args[4];
+	const char *args[7];
 
 	W->retry_count++;
 	args[0] = psprintf("%d", W->subid);
-	args[1] = psprintf("%s%s%s", edata->message ? edata->message : "unknown error", edata->context ? "\nCONTEXT: " : "",
-	                   edata->context ? edata->context : "");
+	/* the whole error: message, DETAIL, HINT (what to do) and CONTEXT (where) */
+	args[1] = psprintf("%s%s%s%s%s%s%s", edata->message ? edata->message : "unknown error",
+	                   edata->detail ? "\nDETAIL: " : "", edata->detail ? edata->detail : "",
+	                   edata->hint ? "\nHINT: " : "", edata->hint ? edata->hint : "",
+	                   edata->context ? "\nCONTEXT: " : "", edata->context ? edata->context : "");
 	/* the failing source transaction: the one being applied, or the only one of a group whose commit failed */
 	args[2] = W->in_xact ? lsn_text(W->final_lsn)
 	          : (W->committing_group && W->group_xacts == 1) ? lsn_text(W->group_last_final)
 	                                                          : NULL;
 	args[3] = psprintf("%d", MyProcPid);
-	exec_in_own_xact("UPDATE cdc.subscription_state SET state = 'error', last_error = $2, "
-	                 "last_error_lsn = $3::pg_lsn, last_error_at = now(), retry_count = retry_count + 1, "
-	                 "worker_pid = $4::int, updated_at = now() WHERE subid = $1::int",
-	                 4, args);
+	args[4] = W->source_end ? lsn_text(W->source_end) : NULL;
+	args[5] = W->received ? lsn_text(W->received) : NULL;
+	args[6] = W->name;
+	/*
+	 * The current error in cdc.subscription_state (what cdc.subscription_status
+	 * shows, with where the source is, so lag shows how far behind it is
+	 * stuck), and the history in cdc.subscription_errors, the last 100 kept.
+	 */
+	exec_in_own_xact("WITH st AS ("
+	                 "  UPDATE cdc.subscription_state SET state = 'error', last_error = $2, "
+	                 "    last_error_lsn = $3::pg_catalog.pg_lsn, last_error_at = pg_catalog.now(), "
+	                 "    retry_count = retry_count OPERATOR(pg_catalog.+) 1, worker_pid = $4::pg_catalog.int4, "
+	                 "    source_end_lsn = COALESCE($5::pg_catalog.pg_lsn, source_end_lsn), "
+	                 "    received_lsn = COALESCE($6::pg_catalog.pg_lsn, received_lsn), updated_at = pg_catalog.now() "
+	                 "  WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 RETURNING retry_count), "
+	                 "ins AS (INSERT INTO cdc.subscription_errors (subid, name, error, error_lsn, retry) "
+	                 "  SELECT $1::pg_catalog.int4, $7, $2, $3::pg_catalog.pg_lsn, st.retry_count FROM st) "
+	                 "DELETE FROM cdc.subscription_errors e WHERE e.subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
+	                 "  AND e.id OPERATOR(pg_catalog.<=) (SELECT x.id FROM cdc.subscription_errors x "
+	                 "    WHERE x.subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 ORDER BY x.id DESC OFFSET 99 LIMIT 1)",
+	                 7, args);
 
 	/* back off: cdc.retry_backoff doubled per consecutive failure, at most cdc.retry_backoff_max */
 	double d = (double) cdc_retry_backoff;

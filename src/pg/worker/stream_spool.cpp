@@ -30,6 +30,7 @@ typedef struct StreamSubxact {
 /* A transaction the source streams while it is in progress. */
 typedef struct StreamXact {
 	TransactionId xid; /* hash key */
+	bool foreign_origin; /* an Origin message came with its first chunk */
 	int nsubxacts;
 	int maxsubxacts;
 	StreamSubxact *subxacts; /* in CdcWorkerContext, in the order they were first seen */
@@ -100,6 +101,7 @@ handle_stream_start(StringInfo s)
 	if (first_segment || !found) {
 		/* the first chunk (again, after a restart of the stream): start an empty file */
 		x->nsubxacts = 0;
+		x->foreign_origin = false;
 		if (!found) {
 			x->maxsubxacts = 0;
 			x->subxacts = NULL;
@@ -126,11 +128,30 @@ handle_stream_stop(void)
 	MemoryContextReset(CdcStreamContext);
 }
 
+/*
+ * The Origin message of a streamed transaction (in its first chunk, right
+ * after STREAM START): it was replicated into the source from elsewhere.
+ * With origin = none its changes are neither spooled nor applied.
+ */
+void
+stream_origin(StringInfo s)
+{
+	XLogRecPtr origin_lsn;
+	(void) logicalrep_read_origin(s, &origin_lsn);
+	StreamXact *x = (StreamXact *) hash_search(W->streams, &W->stream_xid, HASH_FIND, NULL);
+	x->foreign_origin = true;
+}
+
 /* Appends one change of the open chunk (its xid already read) to the spool file. */
 void
 stream_spool(char action, TransactionId xid, StringInfo s)
 {
 	StreamXact *x = (StreamXact *) hash_search(W->streams, &W->stream_xid, HASH_FIND, NULL);
+	if (x->foreign_origin && W->origin_none && action != 'R') {
+		/* not applied (origin = none): nothing to keep but its relation messages */
+		s->cursor = s->len;
+		return;
+	}
 	if (xid != W->stream_xid) {
 		bool seen = false;
 		for (int i = 0; i < x->nsubxacts && !seen; i++)
@@ -201,12 +222,13 @@ handle_stream_commit(StringInfo s)
 	TransactionId xid = logicalrep_read_stream_commit(s, &commit);
 	stream_setup();
 	bool found;
-	(void) hash_search(W->streams, &xid, HASH_FIND, &found);
+	StreamXact *x = (StreamXact *) hash_search(W->streams, &xid, HASH_FIND, &found);
 	if (!found)
 		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION),
 		                errmsg("cdc_apply: STREAM COMMIT of transaction %u, which was never streamed to this worker", xid)));
 
 	begin_source_xact(commit.commit_lsn, xid, commit.committime);
+	W->foreign_origin = x->foreign_origin && W->origin_none && !W->already_applied && !W->skipping;
 	with_transaction([&]() {
 		if (!W->already_applied && !W->skipping) {
 			/* apply the spooled changes in the group's transaction, in the order they were streamed */

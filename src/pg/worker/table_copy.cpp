@@ -1,13 +1,23 @@
-// Slot creation and initial copy (the counterpart of PostgreSQL's
-// tablesync.c, done inside the worker before it streams): CREATE_REPLICATION_SLOT
-// with an exported snapshot, COPY of every published table in one
-// REPEATABLE READ source transaction, each table applied as snapshot rows
-// (op r at the slot's consistent point) in one local transaction, then
-// slot_ready committed with the origin's progress set to that point.
+// Slot creation, the subscription's tables and their copies (the
+// counterpart of PostgreSQL's tablesync.c, done inside the worker before it
+// streams).  The first time: CREATE_REPLICATION_SLOT with its snapshot, the
+// publications' tables recorded in cdc.subscription_rel, and COPY of each
+// in that REPEATABLE READ source transaction, applied as snapshot rows (op
+// r at the slot's consistent point), one local transaction per table; then
+// slot_ready committed with the origin's progress set to that point.  Later
+// (cdc.refresh_subscription, cdc.resync_table, alter_subscription): the
+// tables waiting for a copy are copied at the snapshot of a temporary slot,
+// and the stream skips their changes committed before its point
+// (pgoutput.cpp).  Every copy reads exactly what the publications publish
+// (fetch_remote_table_info in tablesync.c): the column list, the row
+// filters (OR-ed, none if one publication has none), the partitioned root
+// through a SELECT.
 //
 // PostgreSQL-regime code (it may ereport): it owns no C++ objects with
 // destructors in its frames, and enters C++ only through RunCpp().
 // The C++ half (ApplyCopyRow) runs only inside RunCpp.
+#include "pg/guc.hpp"
+#include "pg/worker/worker.hpp"
 #include "pg/worker/worker_state.hpp"
 
 #include "core/copy_text.hpp"
@@ -16,7 +26,10 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -63,29 +76,160 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
 
 } // namespace
 
-static void
-copy_table(const char *schema, const char *table, XLogRecPtr cp)
+/*
+ * What the publications publish of one source table, read as PostgreSQL
+ * 15's tablesync does (fetch_remote_table_info): the columns (without
+ * generated ones, and only those of the column list if there is one) and
+ * the row filter (the publications' filters OR-ed, none if one of them has
+ * none).  Different column lists in two publications are refused, as
+ * PostgreSQL 15 refuses them.  Allocated in the current memory context.
+ * Declared in worker.hpp: cdc.audit reads the scope of a table the same way
+ * (src/pg/audit/tables.cpp).
+ */
+static char *
+literal(PGconn *conn, const char *s)
 {
-	char *qual = psprintf("%s.%s", quote_identifier(schema), quote_identifier(table));
-	char *lit = PQescapeLiteral(W->conn, qual, strlen(qual));
-	PGresult *res = source_exec(psprintf("SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass "
-	                                     "AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum",
-	                                     lit),
-	                            PGRES_TUPLES_OK);
-	PQfreemem(lit);
-	int ncols = PQntuples(res);
-	char **cols = (char **) palloc(sizeof(char *) * (ncols + 1));
-	StringInfoData collist;
-	initStringInfo(&collist);
-	for (int i = 0; i < ncols; i++) {
-		cols[i] = pstrdup(PQgetvalue(res, i, 0));
-		appendStringInfo(&collist, "%s%s", i ? ", " : "", quote_identifier(cols[i]));
+	char *q = PQescapeLiteral(conn, s, strlen(s));
+	char *r = pstrdup(q);
+	PQfreemem(q);
+	return r;
+}
+
+void
+read_table_scope(PGconn *conn, const char *publications_sql, const char *schema, const char *table, TableScope *scope)
+{
+	PGresult *res = conn_exec(conn,
+	                          psprintf("SELECT c.oid, c.relkind FROM pg_catalog.pg_class c "
+	                                   "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
+	                                   "WHERE n.nspname OPERATOR(pg_catalog.=) %s AND c.relname OPERATOR(pg_catalog.=) %s",
+	                                   literal(conn, schema), literal(conn, table)),
+	                          PGRES_TUPLES_OK);
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("cdc_apply: table %s.%s not found on the source", schema, table)));
+	}
+	char *relid = pstrdup(PQgetvalue(res, 0, 0));
+	scope->relkind = PQgetvalue(res, 0, 1)[0];
+	PQclear(res);
+	bool pg15 = PQserverVersion(conn) >= 150000;
+
+	/* the column list: one for all publications, or none (NULL) */
+	char *attrs = NULL;
+	if (pg15) {
+		res = conn_exec(conn, psprintf("SELECT DISTINCT (CASE WHEN pg_catalog.array_length(gpt.attrs, 1) OPERATOR(pg_catalog.=) c.relnatts "
+		                           "THEN NULL ELSE gpt.attrs END)::pg_catalog.text "
+		                           "FROM pg_catalog.pg_publication p, "
+		                           "LATERAL pg_catalog.pg_get_publication_tables(p.pubname::pg_catalog.text) gpt, pg_catalog.pg_class c "
+		                           "WHERE gpt.relid OPERATOR(pg_catalog.=) %s AND c.oid OPERATOR(pg_catalog.=) gpt.relid "
+		                           "AND p.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[])",
+		                           relid, publications_sql),
+		                  PGRES_TUPLES_OK);
+		if (PQntuples(res) > 1) {
+			PQclear(res);
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("cdc_apply: cannot use different column lists for table \"%s.%s\" in publications %s", schema,
+			                       table, publications_sql),
+			                errhint("Publish the table with one column list (or none) in all of the subscription's publications.")));
+		}
+		if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+			attrs = psprintf(" %s ", PQgetvalue(res, 0, 0)); /* int2vector: "1 2 4" */
+		PQclear(res);
+	}
+
+	/* the columns, in attribute order */
+	res = conn_exec(conn, psprintf("SELECT a.attnum, a.attname FROM pg_catalog.pg_attribute a "
+	                           "WHERE a.attrelid OPERATOR(pg_catalog.=) %s AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 "
+	                           "AND NOT a.attisdropped%s ORDER BY a.attnum",
+	                           relid, PQserverVersion(conn) >= 120000 ? " AND a.attgenerated OPERATOR(pg_catalog.=) ''" : ""),
+	                  PGRES_TUPLES_OK);
+	int n = PQntuples(res);
+	scope->cols = (char **) palloc(sizeof(char *) * (n + 1));
+	scope->ncols = 0;
+	for (int i = 0; i < n; i++) {
+		if (attrs != NULL && strstr(attrs, psprintf(" %s ", PQgetvalue(res, i, 0))) == NULL)
+			continue; /* not published: never read */
+		scope->cols[scope->ncols++] = pstrdup(PQgetvalue(res, i, 1));
 	}
 	PQclear(res);
 
-	res = source_exec(psprintf("COPY %s (%s) TO STDOUT", qual, collist.data), PGRES_COPY_OUT);
+	/* the row filters: OR-ed; one publication without a filter means none */
+	scope->filter = NULL;
+	if (pg15) {
+		res = conn_exec(conn, psprintf("SELECT DISTINCT pg_catalog.pg_get_expr(gpt.qual, gpt.relid) "
+		                           "FROM pg_catalog.pg_publication p, "
+		                           "LATERAL pg_catalog.pg_get_publication_tables(p.pubname::pg_catalog.text) gpt "
+		                           "WHERE gpt.relid OPERATOR(pg_catalog.=) %s "
+		                           "AND p.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[])",
+		                           relid, publications_sql),
+		                  PGRES_TUPLES_OK);
+		StringInfoData where;
+		initStringInfo(&where);
+		bool all_rows = PQntuples(res) == 0;
+		for (int i = 0; i < PQntuples(res) && !all_rows; i++) {
+			if (PQgetisnull(res, i, 0))
+				all_rows = true;
+			else
+				appendStringInfo(&where, "%s(%s)", i ? " OR " : "", PQgetvalue(res, i, 0));
+		}
+		PQclear(res);
+		if (!all_rows)
+			scope->filter = where.data;
+	}
+}
+
+static void
+fetch_table_scope(const char *schema, const char *table, TableScope *scope)
+{
+	read_table_scope(W->conn, W->publications_sql, schema, table, scope);
+}
+
+/*
+ * Marks a copied table ready in cdc.subscription_rel, in the copy's local
+ * transaction: its changes committed before `cp` are in the copy.
+ */
+static void
+mark_table_ready(const char *schema, const char *table, XLogRecPtr cp, long rows)
+{
+	const char *args[5] = {psprintf("%d", W->subid), schema, table, lsn_text(cp), psprintf("%ld", rows)};
+	SPI_connect();
+	spi_exec("UPDATE cdc.subscription_rel SET state = 'ready', sync_lsn = $4::pg_catalog.pg_lsn, "
+	         "copied_rows = $5::pg_catalog.int8, updated_at = pg_catalog.now() "
+	         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND schema_name OPERATOR(pg_catalog.=) $2 "
+	         "AND table_name OPERATOR(pg_catalog.=) $3",
+	         5, args);
+	SPI_finish();
+}
+
+/*
+ * Copies one published table, inside the source's REPEATABLE READ
+ * transaction whose snapshot is that of the slot with consistent point
+ * `cp`: snapshot rows at version {epoch, cp, 0, 0}, in one local
+ * transaction that also marks the table ready at cp.  The COPY reads only
+ * what the publications publish (TableScope): the plain form for a table
+ * without row filter, else COPY (SELECT <published columns> FROM [ONLY]
+ * <table> WHERE <filters>), which a partitioned root needs anyway (B29).
+ */
+static void
+copy_table(const char *schema, const char *table, XLogRecPtr cp)
+{
+	TableScope scope;
+	fetch_table_scope(schema, table, &scope);
+	char *qual = psprintf("%s.%s", quote_identifier(schema), quote_identifier(table));
+	StringInfoData collist;
+	initStringInfo(&collist);
+	for (int i = 0; i < scope.ncols; i++)
+		appendStringInfo(&collist, "%s%s", i ? ", " : "", quote_identifier(scope.cols[i]));
+	char *cmd;
+	if (scope.relkind == 'r' && scope.filter == NULL)
+		cmd = scope.ncols > 0 ? psprintf("COPY %s (%s) TO STDOUT", qual, collist.data) : psprintf("COPY %s TO STDOUT", qual);
+	else
+		cmd = psprintf("COPY (SELECT %s FROM %s%s%s%s) TO STDOUT", collist.data, scope.relkind == 'r' ? "ONLY " : "", qual,
+		               scope.filter ? " WHERE " : "", scope.filter ? scope.filter : "");
+	PGresult *res = source_exec(cmd, PGRES_COPY_OUT);
 	PQclear(res);
 	snprintf(W->cur_table, sizeof(W->cur_table), "%s.%s", schema, table);
+	char **cols = scope.cols;
+	int ncols = scope.ncols;
 	begin_local_xact();
 	cdc::pg::RunCpp([&]() { W->engine->SetPositionNames("row", "of the initial copy"); });
 	/* per row (and per queue applied with a row): the copy is one local transaction */
@@ -102,14 +246,27 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 			                errmsg("cdc_apply: initial copy of %s failed: %s", qual, PQerrorMessage(W->conn))));
 		rows++;
+		if ((int64) len > (int64) cdc_max_event_size * 1024) {
+			PQfreemem(buf);
+			ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			                errmsg("cdc_apply: row %ld of the initial copy of %s is %d bytes, more than cdc.max_event_size "
+			                       "(%d kB)",
+			                       rows, qual, len, cdc_max_event_size),
+			                errhint("Raise cdc.max_event_size (a superuser, then reload).")));
+		}
 		cdc::pg::RunCpp([&]() { ApplyCopyRow(schema, table, cols, ncols, buf, len, cp, rows); });
 		PQfreemem(buf);
 		CHECK_FOR_INTERRUPTS();
 	}
 	res = PQgetResult(W->conn);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
-		                errmsg("cdc_apply: initial copy of %s failed: %s", qual, PQresultErrorMessage(res))));
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		/* the source's error (a character the destination encoding cannot hold: 22P05) */
+		char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		int code = sqlstate && strlen(sqlstate) == 5
+		               ? MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4])
+		               : ERRCODE_CONNECTION_FAILURE;
+		ereport(ERROR, (errcode(code), errmsg("cdc_apply: initial copy of %s failed: %s", qual, PQresultErrorMessage(res))));
+	}
 	PQclear(res);
 	MemoryContextReset(row_context);
 	cdc::pg::RunCpp([&]() {
@@ -119,18 +276,104 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	MemoryContextSwitchTo(copy_context);
 	MemoryContextDelete(row_context);
 	W->engine = NULL;
+	mark_table_ready(schema, table, cp, rows);
+	PopActiveSnapshot();
+	/*
+	 * A control transition, durable now although the worker commits
+	 * asynchronously (cdc.synchronous_commit): a copy lost in a crash of the
+	 * destination would be redone from a new snapshot, in vain.
+	 */
+	commit_control_transition();
+	W->cur_table[0] = '\0';
+	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": copied %ld rows of %s.%s at %X/%X", W->name, rows, schema, table,
+	                     CDC_LSN_ARGS(cp))));
+}
+
+/* A text[] Datum of `n` C strings. */
+static Datum
+text_array(char **items, int n)
+{
+	Datum *d = (Datum *) palloc(sizeof(Datum) * (n + 1));
+	for (int i = 0; i < n; i++)
+		d[i] = CStringGetTextDatum(items[i]);
+	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/*
+ * Makes the subscription's tables (cdc.subscription_rel) the tables its
+ * publications publish now, in a local transaction of its own
+ * (cdc._reconcile_tables): added tables wait for their copy (copy_data) or
+ * are ready at once; tables no longer published leave.  `from_scratch`
+ * (a new slot) forgets every earlier row first.  Clears refresh_pending.
+ */
+static void
+refresh_tables(bool copy_data, bool from_scratch)
+{
+	char **schemas, **tables;
+	int n = source_published_tables(W->conn, W->publications_sql, &schemas, &tables);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	Oid types[4] = {INT4OID, TEXTARRAYOID, TEXTARRAYOID, BOOLOID};
+	Datum values[4] = {Int32GetDatum(W->subid), text_array(schemas, n), text_array(tables, n), BoolGetDatum(copy_data)};
+	if (from_scratch && SPI_execute_with_args("DELETE FROM cdc.subscription_rel WHERE subid OPERATOR(pg_catalog.=) $1", 1, types, values, NULL,
+	                                          false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "cdc_apply worker: could not reset the subscription's tables");
+	if (SPI_execute_with_args("SELECT pg_catalog.count(*) FROM cdc._reconcile_tables($1, $2, $3, $4)", 4, types, values, NULL, false, 0) !=
+	        SPI_OK_SELECT ||
+	    SPI_execute_with_args("UPDATE cdc.subscription SET refresh_pending = false WHERE subid OPERATOR(pg_catalog.=) $1", 1, types, values, NULL,
+	                          false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "cdc_apply worker: could not record the subscription's tables");
+	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	W->cur_table[0] = '\0';
-	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": copied %ld rows of %s.%s", W->name, rows, schema, table)));
+	W->refresh_pending = false;
+	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": its publications publish %d tables", W->name, n)));
+}
+
+/* The subscription's tables that wait for a copy, as (schema, table) arrays; returns their number. */
+static int
+tables_to_copy(char ***schemas, char ***tables)
+{
+	const char *args[1] = {psprintf("%d", W->subid)};
+	MemoryContext caller = CurrentMemoryContext;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	spi_exec("SELECT schema_name, table_name FROM cdc.subscription_rel "
+	         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND state OPERATOR(pg_catalog.=) 'init' ORDER BY 1, 2",
+	         1, args);
+	int n = (int) SPI_processed;
+	*schemas = (char **) MemoryContextAlloc(caller, sizeof(char *) * (n + 1));
+	*tables = (char **) MemoryContextAlloc(caller, sizeof(char *) * (n + 1));
+	for (int i = 0; i < n; i++) {
+		(*schemas)[i] = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+		(*tables)[i] = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return n;
 }
 
 void
 prepare_slot(void)
 {
+	/*
+	 * Never a new slot once the subscription has progress: the new slot
+	 * would start after transactions the old one still had to send
+	 * (docs/worker.md, "Continuity").
+	 */
+	if (W->progress != InvalidXLogRecPtr)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("cdc_apply subscription \"%s\": will not create slot \"%s\": the subscription has progress %X/%X",
+		                       W->name, W->slot_name, CDC_LSN_ARGS(W->progress)),
+		                errhint("Use cdc.accept_gap to continue from a new slot.")));
 	char *slot = pstrdup(quote_identifier(W->slot_name));
 	char *slot_lit = PQescapeLiteral(W->conn, W->slot_name, strlen(W->slot_name));
-	PGresult *res = source_exec(psprintf("SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", slot_lit),
+	PGresult *res = source_exec(psprintf("SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name OPERATOR(pg_catalog.=) %s",
+	                                     slot_lit),
 	                            PGRES_TUPLES_OK);
 	bool exists = PQntuples(res) > 0;
 	PQclear(res);
@@ -148,18 +391,10 @@ prepare_slot(void)
 		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'use')", slot), PGRES_TUPLES_OK);
 		cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
 		PQclear(res);
-		res = source_exec(psprintf("SELECT DISTINCT schemaname, tablename FROM pg_catalog.pg_publication_tables "
-		                           "WHERE pubname IN (%s) ORDER BY 1, 2",
-		                           W->publications_sql),
-		                  PGRES_TUPLES_OK);
-		int ntables = PQntuples(res);
-		char **schemas = (char **) palloc(sizeof(char *) * (ntables + 1));
-		char **tables = (char **) palloc(sizeof(char *) * (ntables + 1));
-		for (int i = 0; i < ntables; i++) {
-			schemas[i] = pstrdup(PQgetvalue(res, i, 0));
-			tables[i] = pstrdup(PQgetvalue(res, i, 1));
-		}
-		PQclear(res);
+		/* the publications' tables in the slot's snapshot; each is copied and marked ready at cp */
+		refresh_tables(true, true);
+		char **schemas, **tables;
+		int ntables = tables_to_copy(&schemas, &tables);
 		for (int i = 0; i < ntables; i++)
 			copy_table(schemas[i], tables[i], cp);
 		PQclear(source_exec("COMMIT", PGRES_COMMAND_OK));
@@ -167,6 +402,7 @@ prepare_slot(void)
 		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", slot), PGRES_TUPLES_OK);
 		cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
 		PQclear(res);
+		refresh_tables(false, true);
 	}
 
 	/* the slot is ready: progress = its start point, committed with the flag */
@@ -175,11 +411,127 @@ prepare_slot(void)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
-	spi_exec("UPDATE cdc.subscription SET slot_ready = true WHERE subid = $1::int", 1, args);
+	spi_exec("UPDATE cdc.subscription SET slot_ready = true WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4", 1,
+	         args);
+	record_slot_identity(cp);
 	SPI_finish();
 	PopActiveSnapshot();
 	commit_with_progress(cp, GetCurrentTimestamp());
+	/*
+	 * A control transition (docs/worker.md, "Control state is durable"):
+	 * streaming starts on it.  Lost in a crash of the destination (the
+	 * worker commits asynchronously), the next worker would drop the slot
+	 * and copy everything again at a later snapshot, and what was committed
+	 * on the source in between would arrive as snapshot rows, without its
+	 * outbox rows (TAP 023, B20; TAP 040 crashes right here).
+	 */
+	XLogFlush(XactLastCommitEnd);
 	W->progress = cp;
 	W->slot_ready = true;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s ready at %X/%X", W->name, W->slot_name, CDC_LSN_ARGS(cp))));
+	fault_pause("copy_done");
+}
+
+/*
+ * Before streaming: the tables added since the slot was created (by
+ * cdc.refresh_subscription, cdc.resync_table, or alter_subscription, whose
+ * new publications are read here first, with the subscription's copy_data)
+ * are copied at the snapshot of a
+ * temporary slot created now, with consistent point L, in one REPEATABLE
+ * READ source transaction: tablesync.c's handshake, without a second
+ * worker.  The worker's progress P is below L (L is newer than anything
+ * the source has sent it), so it then streams from P; for each copied
+ * table the changes of source transactions committed before L are in the
+ * copy and skipped (pgoutput.cpp), the later ones applied as usual.
+ * Snapshot rows carry version {epoch, L, 0, 0}, so a streamed change newer
+ * than the copy wins over it in the engine as well.  The other tables are
+ * not copied again.
+ */
+void
+sync_tables(void)
+{
+	/* new publications, or a subscription created on an existing slot: read their tables first */
+	if (W->refresh_pending)
+		refresh_tables(W->copy_data, false);
+	char **schemas, **tables;
+	int ntables = tables_to_copy(&schemas, &tables);
+	if (ntables == 0)
+		return;
+	write_status("copying", false);
+	char *tmp = psprintf("cdc_%llu_%d_%d", (unsigned long long) GetSystemIdentifier(), W->subid, MyProcPid);
+	PQclear(source_exec("BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ", PGRES_COMMAND_OK));
+	PGresult *res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput (SNAPSHOT 'use')", tmp),
+	                            PGRES_TUPLES_OK);
+	XLogRecPtr cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
+	PQclear(res);
+	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": copying %d added tables at %X/%X (temporary slot %s); the stream "
+	                     "joins them there",
+	                     W->name, ntables, CDC_LSN_ARGS(cp), tmp)));
+	for (int i = 0; i < ntables; i++)
+		copy_table(schemas[i], tables[i], cp);
+	PQclear(source_exec("COMMIT", PGRES_COMMAND_OK));
+	PQclear(source_exec(psprintf("DROP_REPLICATION_SLOT %s", tmp), PGRES_COMMAND_OK));
+}
+
+/*
+ * The subscription's tables as the stream needs them: read from
+ * cdc.subscription_rel when the worker (re)connects, after sync_tables.
+ * cdc.refresh_subscription, cdc.resync_table and the drop of a destination
+ * table change them and restart the worker, so they are never read again
+ * while it streams.  Key: quote_identifier(schema) "." quote_identifier(table).
+ */
+typedef struct TableState {
+	char key[2 * 4 * NAMEDATALEN + 8];
+	char state;
+	XLogRecPtr sync_lsn;
+} TableState;
+
+static void
+table_key(char *key, const char *schema, const char *table)
+{
+	snprintf(key, sizeof(((TableState *) 0)->key), "%s.%s", quote_identifier(schema), quote_identifier(table));
+}
+
+void
+load_table_states(void)
+{
+	if (W->tables != NULL)
+		hash_destroy(W->tables);
+	HASHCTL ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(((TableState *) 0)->key);
+	ctl.entrysize = sizeof(TableState);
+	ctl.hcxt = CdcWorkerContext;
+	W->tables = hash_create("cdc_apply subscription tables", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	const char *args[1] = {psprintf("%d", W->subid)};
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	spi_exec("SELECT schema_name, table_name, state, sync_lsn::pg_catalog.text FROM cdc.subscription_rel "
+	         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
+	         1, args);
+	for (uint64 i = 0; i < SPI_processed; i++) {
+		HeapTuple tup = SPI_tuptable->vals[i];
+		TupleDesc desc = SPI_tuptable->tupdesc;
+		char key[sizeof(((TableState *) 0)->key)];
+		table_key(key, SPI_getvalue(tup, desc, 1), SPI_getvalue(tup, desc, 2));
+		TableState *t = (TableState *) hash_search(W->tables, key, HASH_ENTER, NULL);
+		t->state = strcmp(SPI_getvalue(tup, desc, 3), "ready") == 0 ? TABLE_READY : TABLE_INIT;
+		char *lsn = SPI_getvalue(tup, desc, 4);
+		t->sync_lsn = lsn ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(lsn))) : InvalidXLogRecPtr;
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/* The state of a published table in the subscription (TABLE_UNKNOWN when it is not part of it). */
+void
+lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn)
+{
+	char key[sizeof(((TableState *) 0)->key)];
+	table_key(key, schema, table);
+	TableState *t = W->tables ? (TableState *) hash_search(W->tables, key, HASH_FIND, NULL) : NULL;
+	*state = t ? t->state : TABLE_UNKNOWN;
+	*sync_lsn = t ? t->sync_lsn : InvalidXLogRecPtr;
 }

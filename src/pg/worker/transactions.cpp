@@ -14,6 +14,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
@@ -35,6 +36,9 @@ begin_local_xact(void)
 	cdc::pg::RunCpp([&]() {
 		W->engine = new cdc::pg::ApplyEngine();
 		W->engine->SetPositionNames("change", "of the source transaction");
+		W->engine->SetWorkerIdentity(W->owner, W->run_as_owner, W->name);
+		/* one complete ordered stream: may write stream-ordered targets (docs/semantics.md) */
+		W->engine->SetStreamIntake(true);
 	});
 	W->queue_spans = false;
 	W->batch_limit = cdc_apply_batch_changes;
@@ -108,6 +112,8 @@ close_group(void)
 		ereport(LOG, (errmsg("cdc_apply: fault point after_commit reached, exiting")));
 		proc_exit(1);
 	}
+	fault_pause("commit");
+	mark_healthy(); /* a source transaction committed: the subscription streams again */
 }
 
 /*
@@ -119,6 +125,13 @@ begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committim
 {
 	bool already_applied = final_lsn < W->progress;
 	bool skipping = !already_applied && W->skip_lsn != InvalidXLogRecPtr && final_lsn == W->skip_lsn;
+	/*
+	 * The source's WAL reaches at least this transaction's commit (the data
+	 * messages of a logical stream do not always carry their position): a
+	 * subscription stuck on it shows that lag.
+	 */
+	if (final_lsn > W->source_end)
+		W->source_end = final_lsn;
 	/* an explicit skip commits on its own: close the group before it */
 	if (skipping && W->group_open)
 		close_group();
@@ -130,6 +143,7 @@ begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committim
 	W->cur_table[0] = '\0';
 	W->already_applied = already_applied;
 	W->skipping = skipping;
+	W->foreign_origin = false; /* set by an Origin message with origin = none */
 	if (W->already_applied) {
 		/* B16: the source went backwards (or was asked from an earlier point) and re-sends what we have */
 		if (W->replays_discarded++ == 0)
@@ -172,19 +186,25 @@ end_source_xact(const LogicalRepCommitData &commit)
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		SPI_connect();
-		spi_exec("UPDATE cdc.skipped_transactions SET skipped_at = now(), xid = $3::bigint "
-		         "WHERE subid = $1::int AND commit_lsn = $2::pg_lsn AND skipped_at IS NULL",
+		spi_exec("UPDATE cdc.skipped_transactions SET skipped_at = pg_catalog.now(), xid = $3::bigint "
+		         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
+		         "AND commit_lsn OPERATOR(pg_catalog.=) $2::pg_catalog.pg_lsn AND skipped_at IS NULL",
 		         3, args);
-		spi_exec("UPDATE cdc.subscription SET skip_lsn = NULL WHERE subid = $1::int", 1, args);
+		spi_exec("UPDATE cdc.subscription SET skip_lsn = NULL WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4", 1,
+		         args);
 		SPI_finish();
 		PopActiveSnapshot();
 		commit_with_progress(commit.end_lsn, commit.committime);
+		/* a control transition: durable before anything later is applied or confirmed */
+		XLogFlush(XactLastCommitEnd);
 		W->skip_lsn = InvalidXLogRecPtr;
 		W->skipping = false;
 		remember_flush(XactLastCommitEnd, commit.end_lsn);
 		W->progress = commit.end_lsn;
 		W->last_commit_time = commit.committime;
 		pgstat_report_activity(STATE_IDLE, NULL);
+		fault_pause("skip");
+		mark_healthy();
 		return;
 	}
 
@@ -194,7 +214,9 @@ end_source_xact(const LogicalRepCommitData &commit)
 	W->group_last_final = W->final_lsn;
 	W->group_last_xid = W->xid;
 	W->group_commit_time = commit.committime;
-	W->stat_xacts++;
+	if (!W->foreign_origin)
+		W->stat_xacts++; /* one of another origin that origin = none dropped is not counted as applied */
+	W->foreign_origin = false;
 	bool alone = W->one_by_one_until != InvalidXLogRecPtr;
 	if (alone && W->final_lsn >= W->one_by_one_until) {
 		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": applied one by one up to %X/%X; grouping again",

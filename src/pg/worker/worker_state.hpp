@@ -29,9 +29,17 @@ extern "C" {
 /* LSN_FORMAT_ARGS uses a C-only type check; the same for C++. */
 #define CDC_LSN_ARGS(lsn) (uint32) ((lsn) >> 32), (uint32) (lsn)
 
+/* A table's state in the subscription (cdc.subscription_rel.state) */
+#define TABLE_UNKNOWN 'u' /* published, but not part of the subscription: not applied */
+#define TABLE_INIT 'i'    /* waits for its copy: not applied */
+#define TABLE_READY 'r'   /* applied, except what its copy holds (sync_lsn) */
+
 typedef struct RelEntry {
 	LogicalRepRelId remoteid; /* hash key */
 	LogicalRepRelation *rel;  /* copied into CdcWorkerContext */
+	char table_state;         /* TABLE_*, read at its RELATION message */
+	XLogRecPtr sync_lsn;      /* TABLE_READY: changes committed before it are in its copy */
+	bool warned;              /* the warning about its unapplied changes was logged */
 } RelEntry;
 
 typedef struct FlushPosition {
@@ -52,6 +60,11 @@ typedef struct WorkerState {
 	int64 epoch;
 	XLogRecPtr skip_lsn;
 	int retry_count;
+	Oid owner;         /* the subscription's owner: the worker never applies with more rights */
+	bool run_as_owner; /* apply as the owner, not as each table's owner (docs/security.md) */
+	bool origin_none;     /* origin = none: source transactions with an Origin message are not applied */
+	bool refresh_pending; /* read the publications' tables before streaming (alter_subscription) */
+	HTAB *tables;         /* the subscription's tables: "schema"."table" -> TableState (table_copy.cpp) */
 
 	RepOriginId origin;
 	bool setting_up_origin;
@@ -59,6 +72,24 @@ typedef struct WorkerState {
 	char *source_id; /* "pg:<system identifier>" */
 	char *source_db;
 	HTAB *relations;
+
+	/*
+	 * Continuity of the stream (continuity.cpp, docs/worker.md
+	 * "Continuity"): the source as IDENTIFY_SYSTEM reports it on this
+	 * connection, the slot's identity recorded in cdc.subscription (NULL
+	 * system id: none recorded yet), the position confirmed to the source
+	 * while idle (durable before it was reported), and a pending
+	 * cdc.accept_gap request (0: none).
+	 */
+	char *system_id;
+	uint32 timeline;
+	char *slot_system_id;
+	uint32 slot_timeline;
+	XLogRecPtr confirmed_lsn;
+	int64 gap_request;
+	bool healthy;             /* streams again since the last error: last_error and retry_count were cleared */
+	XLogRecPtr source_wal_at_connect; /* the source's WAL position when this connection began (IDENTIFY_SYSTEM) */
+	bool keepalive_seen;      /* a keepalive arrived on this connection */
 
 	XLogRecPtr progress;      /* origin progress: end LSN of the last applied source transaction */
 	XLogRecPtr received;      /* highest LSN received */
@@ -73,6 +104,7 @@ typedef struct WorkerState {
 	/* the source transaction being applied */
 	bool in_xact;
 	bool skipping;        /* explicit operator skip */
+	bool foreign_origin;  /* it carries a replication origin and origin = none: its changes are not applied */
 	bool already_applied; /* commit before our progress: replayed by the source (B16) */
 	XLogRecPtr final_lsn;
 	TransactionId xid;
@@ -122,6 +154,7 @@ extern MemoryContext CdcStreamContext; /* the open chunk's file handle; reset at
 /* apply_worker.cpp: test-only fault points (cdc.debug_fault) */
 bool fault(const char *point);
 bool fault_after_change(int nchanges);
+void fault_pause(const char *transition);
 
 /* status.cpp: the worker's own statements, cdc.subscription_state, errors */
 int spi_exec(const char *sql, int nargs, const char **args);
@@ -131,7 +164,10 @@ void write_status(const char *state, bool reset_retries);
 void record_error_and_exit(ErrorData *edata);
 
 /* source_conn.cpp: the replication connection */
+PGconn *connect_pinned(const char *conninfo, bool replication, const char *appname, char **err);
+PGresult *conn_exec(PGconn *conn, const char *sql, ExecStatusType expected);
 PGresult *source_exec(const char *sql, ExecStatusType expected);
+int source_published_tables(PGconn *conn, const char *publications_sql, char ***schemas, char ***tables);
 void connect_source(void);
 void send_feedback(bool force, bool request_reply);
 
@@ -158,8 +194,19 @@ void end_source_xact(const LogicalRepCommitData &commit);
 void handle_stream_start(StringInfo s);
 void handle_stream_stop(void);
 void stream_spool(char action, TransactionId xid, StringInfo s);
+void stream_origin(StringInfo s);
 void handle_stream_abort(StringInfo s);
 void handle_stream_commit(StringInfo s);
 
-/* table_copy.cpp: slot creation and initial copy */
+/* table_copy.cpp: slot creation, the subscription's tables and their copies */
 void prepare_slot(void);
+void sync_tables(void);
+void load_table_states(void);
+void lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn);
+
+/* continuity.cpp: proof that the slot continues after our progress; control transitions */
+void verify_continuity(void);
+void record_slot_identity(XLogRecPtr start_lsn);
+void commit_control_transition(void);
+void confirm_idle_position(XLogRecPtr lsn);
+void mark_healthy(void);

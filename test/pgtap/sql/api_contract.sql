@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(141);
+SELECT plan(173);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -24,16 +24,19 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'), false, 'extension is not relocatable');
 
 -- Tables and views.
-SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox', 'conflicts', 'counters',
-                         'subscription', 'subscription_state', 'skipped_transactions', 'dead_letter', 'prune_watermark',
-                         'prune_state', 'audit_runs', 'audit_findings'],
+SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox_rows', 'outbox_source',
+                         'conflicts', 'counters', 'subscription', 'subscription_state', 'subscription_rel', 'skipped_transactions',
+                         'dead_letter', 'prune_watermark', 'prune_state', 'subscription_errors', 'accepted_gaps', 'source_renames',
+                         'stream_mark', 'audit_runs', 'audit_findings'],
                   'schema cdc has exactly the state tables');
-SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'horizon_status', 'audit_status'], 'schema cdc has exactly the views');
+SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'subscription_tables', 'horizon_status',
+                        'outbox', 'stream_marks', 'audit_status'],
+                 'schema cdc has exactly the views');
 SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
 SELECT has_table('cdc', 'ledger', 'cdc.ledger exists');
 SELECT has_table('cdc', 'entity_state', 'cdc.entity_state exists');
 SELECT has_table('cdc', 'table_barrier', 'cdc.table_barrier exists');
-SELECT has_table('cdc', 'outbox', 'cdc.outbox exists');
+SELECT has_view('cdc', 'outbox', 'cdc.outbox exists (a view of cdc.outbox_rows)');
 SELECT has_table('cdc', 'conflicts', 'cdc.conflicts exists');
 SELECT has_table('cdc', 'counters', 'cdc.counters exists');
 SELECT has_view('cdc', 'stats', 'cdc.stats exists');
@@ -51,9 +54,19 @@ SELECT col_not_null('cdc', 'ledger', 'claimed_s', 'cdc.ledger.claimed_s is NOT N
 SELECT is(cdc.delivery_digest('cdc.mapping', 'k'), ('x' || substr(md5('cdc.mapping'::regclass::oid::text || E'\n' || 'k'), 1, 16))::bit(64)::bigint,
           'cdc.delivery_digest is the first 64 bits of md5(target oid, newline, delivery key)');
 
-SELECT col_is_pk('cdc', 'outbox', 'id', 'cdc.outbox: id is the primary key');
-SELECT col_is_unique('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is unique');
-SELECT col_not_null('cdc', 'outbox', 'idempotency_key', 'cdc.outbox.idempotency_key is NOT NULL');
+-- The outbox: compact rows keyed by the binary idempotency key, shown by the view cdc.outbox.
+SELECT col_is_pk('cdc', 'outbox_rows', ARRAY['ikey', 'target'], 'cdc.outbox_rows: the binary idempotency key is the primary key, per target (docs/security.md)');
+SELECT col_type_is('cdc', 'outbox_rows', 'ikey', 'uuid', 'cdc.outbox_rows.ikey is uuid (the 16 bytes of the md5)');
+SELECT indexes_are('cdc', 'outbox_rows', ARRAY['outbox_rows_pkey', 'outbox_unpublished_idx'],
+                   'cdc.outbox_rows has one unique index and the relay''s work queue');
+SELECT col_is_pk('cdc', 'outbox_source', 'id', 'cdc.outbox_source: id is the primary key');
+SELECT is((SELECT is_updatable || is_insertable_into FROM information_schema.views
+            WHERE table_schema = 'cdc' AND table_name = 'outbox'), 'YESYES',
+          'cdc.outbox is an automatically updatable view (relays update and delete through it)');
+SELECT is(ARRAY(SELECT column_name::text FROM information_schema.columns
+                 WHERE table_schema = 'cdc' AND table_name = 'outbox' AND is_updatable = 'YES' ORDER BY ordinal_position),
+          ARRAY['id', 'target', 'entity_key', 'payload', 'created_at', 'published_at'],
+          'cdc.outbox: the stored columns are updatable through the view');
 SELECT col_type_is('cdc', 'outbox', 'idempotency_key', 'text', 'cdc.outbox.idempotency_key is text');
 SELECT col_type_is('cdc', 'outbox', 'op', 'text', 'cdc.outbox.op is text');
 SELECT col_type_is('cdc', 'outbox', 'payload', 'jsonb', 'cdc.outbox.payload is jsonb');
@@ -76,7 +89,7 @@ SELECT columns_are('cdc', 'entity_state', ARRAY['v1', 'v2', 'target', 'v0', 'v3'
                    'cdc.entity_state has exactly the compact columns');
 SELECT is((SELECT array_agg(format_type(atttypid, atttypmod) ORDER BY attnum) FROM pg_attribute
             WHERE attrelid = 'cdc.entity_state'::regclass AND attnum > 0 AND NOT attisdropped),
-          ARRAY['bigint', 'bigint', 'regclass', 'integer', 'integer', 'integer', 'integer', 'smallint', 'boolean', 'text'],
+          ARRAY['bigint', 'bigint', 'regclass', 'integer', 'integer', 'integer', 'integer', 'integer', 'boolean', 'text'],
           'cdc.entity_state columns are fixed-width, 8-byte ones first, the key last');
 SELECT col_is_pk('cdc', 'source', 'id', 'cdc.source: id is the primary key');
 SELECT col_is_unique('cdc', 'source', 'name', 'cdc.source.name is unique');
@@ -133,18 +146,18 @@ SELECT is((SELECT array_agg(p.pronargdefaults ORDER BY p.oid::regprocedure::text
             WHERE p.proname = 'cdc_apply' AND p.pronamespace = 'public'::regnamespace),
           ARRAY[2::int2, 2::int2], 'cdc_apply: target and delivery_key default to NULL');
 SELECT has_function('cdc', 'register_mapping',
-                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text', 'text'],
                     'cdc.register_mapping(...) exists with the documented signature');
 SELECT function_returns('cdc', 'register_mapping',
-                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
+                        ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text', 'text'],
                         'cdc.mapping', 'cdc.register_mapping returns the cdc.mapping row');
 SELECT isnt_definer('cdc', 'register_mapping',
-                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
+                    ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text', 'text'],
                     'cdc.register_mapping is not SECURITY DEFINER');
-SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text,text,regprocedure,text)'::regprocedure),
+SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.register_mapping(regclass,text,text,name[],name,boolean,text,text,text,text,bigint,text,text,text,regprocedure,text,text)'::regprocedure),
           ARRAY['target', 'source_schema', 'source_table', 'key_columns', 'version_column', 'outbox', 'outbox_topic',
                 'truncate_policy', 'unavailable_placeholder', 'temporal_unit', 'source_epoch', 'source_name', 'conflict_policy',
-                'mode', 'handler', 'expired_policy'],
+                'mode', 'handler', 'expired_policy', 'outbox_via'],
           'cdc.register_mapping argument names (callable with named arguments)');
 SELECT col_type_is('cdc', 'mapping', 'mode', 'text', 'cdc.mapping.mode is text');
 SELECT col_default_is('cdc', 'mapping', 'mode', 'state', 'cdc.mapping.mode defaults to state');
@@ -162,7 +175,7 @@ SELECT function_privs_are('cdc', 'outbox_mark_published', ARRAY['bigint[]'], 'pu
 SELECT columns_are('cdc', 'outbox', ARRAY['id', 'idempotency_key', 'topic', 'target', 'entity_key', 'op', 'payload', 'source',
                                          'version', 'created_at', 'published_at'],
                    'cdc.outbox has exactly the documented columns');
-SELECT has_index('cdc', 'outbox', 'outbox_unpublished_idx', 'cdc.outbox has the relay''s index of unpublished rows');
+SELECT has_index('cdc', 'outbox_rows', 'outbox_unpublished_idx', 'cdc.outbox_rows has the relay''s index of unpublished rows');
 -- The replay horizon.
 SELECT has_function('cdc', 'prune', ARRAY['integer', 'interval'], 'cdc.prune(integer, interval) exists');
 SELECT is((SELECT p.proargnames FROM pg_proc p WHERE p.oid = 'cdc.prune(integer,interval)'::regprocedure),
@@ -173,6 +186,7 @@ SELECT function_privs_are('cdc', 'prune', ARRAY['integer', 'interval'], 'public'
 SELECT has_function('cdc', 'replay_horizon', ARRAY[]::text[], 'cdc.replay_horizon() exists');
 SELECT is(cdc.replay_horizon(), interval '7 days', 'the replay horizon defaults to 7 days');
 SELECT col_default_is('cdc', 'mapping', 'expired_policy', 'refuse', 'cdc.mapping.expired_policy defaults to refuse');
+SELECT col_default_is('cdc', 'mapping', 'outbox_via', 'table', 'cdc.mapping.outbox_via defaults to table');
 SELECT columns_are('cdc', 'horizon_status', ARRAY['horizon', 'cutoff', 'oldest_ledger_entry', 'ledger_rows', 'ledger_bytes',
                    'oldest_tombstone', 'tombstones', 'live_entities', 'entity_state_bytes', 'outbox_unpublished',
                    'outbox_published', 'outbox_bytes', 'watermarks', 'expired_changes', 'last_prune_at', 'last_full_sweep_at'],
@@ -182,9 +196,10 @@ SELECT col_is_pk('cdc', 'prune_watermark', ARRAY['target', 'src'], 'cdc.prune_wa
 SELECT has_function('cdc', 'unregister_mapping', ARRAY['regclass'], 'cdc.unregister_mapping(regclass) exists');
 SELECT function_returns('cdc', 'unregister_mapping', ARRAY['regclass'], 'boolean', 'cdc.unregister_mapping returns boolean');
 
--- Every function of the extension pins search_path and none is SECURITY DEFINER.
--- (Procedures that commit cannot have a SET clause: cdc.audit and cdc.resync
--- set it for each of their transactions, audit_contract.sql.)
+-- Every function of the extension pins search_path; only two are SECURITY
+-- DEFINER (docs/security.md).  (Procedures that commit cannot have a SET
+-- clause: cdc.audit and cdc.resync set it for each of their transactions,
+-- audit_contract.sql.)
 SELECT is_empty($$
   SELECT p.oid::regprocedure::text FROM pg_proc p
     JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
@@ -195,18 +210,31 @@ SELECT is_empty($$
   SELECT p.oid::regprocedure::text FROM pg_proc p
     JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
     JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
-   WHERE p.prosecdef AND p.oid <> 'cdc._drop_target_state()'::regprocedure$$,
-  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table)');
+   WHERE p.prosecdef AND p.oid NOT IN ('cdc._drop_target_state()'::regprocedure, 'cdc._subscription_progress()'::regprocedure,
+                                       'cdc._fold_into_stream_mark(regclass)'::regprocedure)$$,
+  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table), the origin progress of cdc.subscription_status and the fold of a target''s records into its stream mark (only for targets already switched)');
+SELECT is_definer('cdc', '_subscription_progress', ARRAY[]::text[],
+                  'cdc._subscription_progress reads the replication origins as the extension owner');
+SELECT function_privs_are('cdc', '_subscription_progress', ARRAY[]::text[], 'public', ARRAY['EXECUTE'],
+                          'PUBLIC may execute cdc._subscription_progress (it returns subids and LSNs only)');
 
 -- Privileges: PUBLIC may execute cdc_apply, read the views and cdc.mapping,
 -- and nothing else.
 SELECT function_privs_are('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'public', ARRAY['EXECUTE'],
                           'PUBLIC may execute cdc_apply(jsonb, ...)');
 SELECT function_privs_are('cdc', 'register_mapping',
-                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text'],
+                          ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text', 'text'],
                           'public', ARRAY[]::text[], 'PUBLIC may not execute cdc.register_mapping');
-SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.ledger');
+SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.ledger (row by row: policy readable_targets)');
+SELECT ok((SELECT relrowsecurity AND NOT relforcerowsecurity FROM pg_class WHERE oid = 'cdc.ledger'::regclass),
+          'cdc.ledger has row-level security (the extension owner, who writes it, is not subject to it)');
+SELECT policies_are('cdc', 'ledger', ARRAY['readable_targets'], 'cdc.ledger has exactly the policy readable_targets');
+SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'cdc.mapping'::regclass),
+          'cdc.mapping has row-level security (delegated writers write only their own tables'' mappings)');
+SELECT policies_are('cdc', 'mapping', ARRAY['readable', 'own_targets'], 'cdc.mapping has exactly the policies readable and own_targets');
 SELECT table_privs_are('cdc', 'outbox', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox');
+SELECT table_privs_are('cdc', 'outbox_rows', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox_rows');
+SELECT table_privs_are('cdc', 'outbox_source', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.outbox_source');
 SELECT table_privs_are('cdc', 'entity_state', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on cdc.entity_state');
 SELECT table_privs_are('cdc', 'stats', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.stats');
 SELECT table_privs_are('cdc', 'tombstones', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.tombstones');
@@ -275,10 +303,46 @@ SELECT columns_are('cdc', 'subscription_status', ARRAY['name', 'state', 'receive
                      'source_end_lsn', 'lag_bytes', 'lag_seconds', 'retry_count', 'last_error', 'last_error_lsn',
                      'last_error_at', 'worker_pid', 'slot_name', 'publications', 'applied_xacts', 'apply_commits'],
                    'cdc.subscription_status has exactly the documented columns');
-SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'],
-                    'cdc.alter_subscription(name, conninfo, publications, source_epoch) exists');
-SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint'], 'public', ARRAY[]::text[],
+SELECT has_function('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint', 'regrole', 'boolean', 'text'],
+                    'cdc.alter_subscription(name, conninfo, publications, source_epoch, owner, run_as_owner, origin) exists');
+SELECT function_privs_are('cdc', 'alter_subscription', ARRAY['text', 'text', 'text[]', 'bigint', 'regrole', 'boolean', 'text'], 'public', ARRAY[]::text[],
                           'PUBLIC may not execute cdc.alter_subscription');
+SELECT has_function('cdc', 'create_subscription', ARRAY['text', 'text', 'text[]', 'name', 'boolean', 'boolean', 'boolean', 'bigint', 'regrole', 'boolean', 'text'],
+                    'cdc.create_subscription(..., owner, run_as_owner, origin) exists');
+SELECT col_type_is('cdc', 'subscription', 'owner', 'regrole', 'cdc.subscription.owner is the role the worker acts as');
+SELECT col_not_null('cdc', 'subscription', 'owner', 'cdc.subscription.owner is NOT NULL');
+SELECT col_type_is('cdc', 'subscription', 'run_as_owner', 'boolean', 'cdc.subscription.run_as_owner is boolean');
+SELECT trigger_is('cdc', 'subscription', 'subscription_guard', 'cdc', '_subscription_guard',
+                  'cdc.subscription refuses writes by non-superusers (trigger subscription_guard)');
+SELECT col_default_is('cdc', 'subscription', 'origin', 'any'::text, 'a subscription applies transactions of any origin by default');
+
+-- The tables of a subscription, and refreshing them (issue 12, item 8).
+SELECT columns_are('cdc', 'subscription_tables', ARRAY['subscription', 'schema_name', 'table_name', 'state', 'sync_lsn',
+                     'copied_rows', 'updated_at'],
+                   'cdc.subscription_tables has exactly the documented columns');
+SELECT table_privs_are('cdc', 'subscription_tables', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.subscription_tables');
+SELECT table_privs_are('cdc', 'subscription_rel', 'public', ARRAY[]::text[], 'PUBLIC may not read cdc.subscription_rel');
+SELECT function_returns('cdc', 'refresh_subscription', ARRAY['text', 'boolean'], 'setof record',
+                        'cdc.refresh_subscription(name, copy_data) returns the added and removed tables');
+SELECT function_privs_are('cdc', 'refresh_subscription', ARRAY['text', 'boolean'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.refresh_subscription');
+SELECT function_returns('cdc', 'resync_table', ARRAY['text', 'regclass'], 'void', 'cdc.resync_table(name, target) exists');
+SELECT function_privs_are('cdc', 'resync_table', ARRAY['text', 'regclass'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.resync_table');
+SELECT function_privs_are('cdc', '_publication_tables', ARRAY['text', 'text[]'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc._publication_tables');
+
+-- Continuity, durable control state, status history, re-keying (issue 12, items 5-7, 9, 10).
+SELECT function_returns('cdc', 'accept_gap', ARRAY['text', 'text'], 'bigint', 'cdc.accept_gap(name, reason) returns the request id');
+SELECT function_privs_are('cdc', 'accept_gap', ARRAY['text', 'text'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.accept_gap');
+SELECT function_privs_are('cdc', 'rename_source', ARRAY['text', 'text'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.rename_source');
+SELECT col_type_is('cdc', 'subscription_state', 'confirmed_lsn', 'pg_lsn',
+                   'cdc.subscription_state.confirmed_lsn is the durable idle confirmation');
+SELECT table_privs_are('cdc', 'subscription_errors', 'pg_read_all_stats', ARRAY['SELECT'],
+                       'pg_read_all_stats may read cdc.subscription_errors (error texts, as last_error)');
+SELECT table_privs_are('cdc', 'subscription_errors', 'public', ARRAY[]::text[], 'PUBLIC may not read cdc.subscription_errors');
 
 -- A dropped target takes its mapping and state with it (event trigger, sql/drop_target.sql).
 SELECT has_function('cdc', '_drop_target_state', ARRAY[]::text[], 'cdc._drop_target_state() exists');

@@ -1,0 +1,55 @@
+--
+-- subscription_control: the SQL side of issue 12 items 5-7 (docs/worker.md,
+-- "Continuity", "Control state is durable", "Dropping"): cdc.accept_gap and
+-- its errors, drop_subscription(drop_slot => true) refused inside a
+-- transaction block, the status view's lag rules.  No worker runs here
+-- (cdc_apply is not preloaded).
+--
+\set SHOW_CONTEXT never
+SET client_min_messages = error;  -- the "launcher serves another database" warning
+SELECT cdc.create_subscription('ctl', 'host=/nonexistent dbname=x', ARRAY['p'], enabled => false) > 0 AS created;
+RESET client_min_messages;
+
+-- accept_gap: needs a reason, a subscription, and a finished initial copy
+SELECT cdc.accept_gap('ctl', '');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.accept_gap('nope', 'why');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.accept_gap('ctl', 'why');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+UPDATE cdc.subscription SET slot_ready = true WHERE name = 'ctl';
+SELECT cdc.accept_gap('ctl', 'slot dropped by mistake') > 0 AS requested;
+-- a second call while the first is open replaces its reason: one open request
+SELECT cdc.accept_gap('ctl', 'slot dropped by mistake; table re-copied') > 0 AS requested;
+SELECT name, reason, requested_by = current_user AS by_me, from_lsn, to_lsn, accepted_at FROM cdc.accepted_gaps;
+
+-- drop_subscription(drop_slot => true) cannot run inside a transaction block
+BEGIN;
+SELECT cdc.drop_subscription('ctl', drop_slot => true);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT count(*) AS still_there FROM cdc.subscription WHERE name = 'ctl';
+-- without drop_slot it can (and rolls back with the block)
+BEGIN;
+SELECT cdc.drop_subscription('ctl');
+ROLLBACK;
+SELECT count(*) AS still_there FROM cdc.subscription WHERE name = 'ctl';
+
+-- lag: the source's end beyond what is applied or confirmed; zero when caught up
+SELECT pg_replication_origin_advance(cdc._origin_name(subid), '0/2000') FROM cdc.subscription WHERE name = 'ctl';
+UPDATE cdc.subscription_state SET source_end_lsn = '0/3000', flushed_lsn = '0/1000',
+       last_msg_at = '2026-01-01 00:00:10+00', last_commit_at = '2026-01-01 00:00:00+00'
+ WHERE subid = (SELECT subid FROM cdc.subscription WHERE name = 'ctl');
+UPDATE cdc.subscription SET enabled = true WHERE name = 'ctl';
+SELECT lag_bytes, lag_seconds FROM cdc.subscription_status WHERE name = 'ctl';
+UPDATE cdc.subscription_state SET flushed_lsn = '0/3000'
+ WHERE subid = (SELECT subid FROM cdc.subscription WHERE name = 'ctl');
+SELECT lag_bytes, lag_seconds FROM cdc.subscription_status WHERE name = 'ctl';
+-- the state waiting is allowed
+UPDATE cdc.subscription_state SET state = 'waiting', last_error = 'no free worker slot (cdc.max_workers = 1)'
+ WHERE subid = (SELECT subid FROM cdc.subscription WHERE name = 'ctl');
+SELECT state, last_error FROM cdc.subscription_status WHERE name = 'ctl';
+
+-- the slot is not there (the source is unreachable here, so only without drop_slot)
+SELECT cdc.drop_subscription('ctl');
+SELECT count(*) AS gone FROM cdc.subscription WHERE name = 'ctl';
