@@ -154,7 +154,7 @@ SELECT (e.entity_key->>'id')::int AS id, e.is_tombstone, e.version[1] AS epoch, 
        e.source_name LIKE 'pg:%' AS worker_source
   FROM cdc.entities e WHERE e.target = 'dst'::regclass ORDER BY 1;
 -- no outbox rows; the handler saw snapshot changes: r for the rows written, d for the removed ones
-SELECT count(*) AS outbox_rows FROM cdc.outbox;
+SELECT count(*) AS outbox_rows FROM cdc.outbox WHERE target = 'dst'::regclass;
 SELECT op, id, is_snapshot FROM handler_log ORDER BY id;
 SELECT applied, snapshot_rows, outbox_rows, stale, duplicate FROM cdc.stats WHERE target = 'dst'::regclass;
 SELECT kind, state, of_audit = :audit_id AS of_that_audit, rows_done, rows_estimate, repaired, unchanged

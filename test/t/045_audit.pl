@@ -161,6 +161,24 @@ is($dest->safe_psql('postgres', q{SELECT state || ' ' || rows_done || ' ' || fin
 	'done 10000 0', 'the capped audit finished');
 
 is(status_row($dest, 'sub', q{state || '|' || retry_count || '|' || coalesce(last_error, '')}), 'streaming|0|', 'no worker error all along');
+
+# --- errors raised after pages of work name what was running: with the
+# subscription disabled, the wait for the destination fails (55000) with a
+# CONTEXT line of the audit or resync (the text lives in the call's memory,
+# not in a page's, which earlier pages' resets have freed)
+disable_and_wait($source, $dest, 'sub');
+$source->safe_psql('postgres', q{UPDATE acc SET note = 'while disabled' WHERE id = 20});
+$dest->psql('postgres', q{CALL cdc.audit('sub')}, stdout => \$stdout, stderr => \$stderr);
+like($stderr, qr/ERROR:  subscription "sub" is disabled: it cannot apply the source's stream up to [0-9A-F]+\/[0-9A-F]+, where the comparison is made\n.*CONTEXT:  cdc\.audit of subscription "sub", table public\.acc$/s,
+	'an audit of a disabled subscription: 55000 with the CONTEXT of the audit');
+$dest->psql('postgres', q{CALL cdc.resync('sub', 'pair', keys => '[{"a": 1, "b": "y"}]')}, stdout => \$stdout, stderr => \$stderr);
+like($stderr, qr/ERROR:  subscription "sub" is disabled.*CONTEXT:  cdc\.resync of subscription "sub", table public\.pair at source position [0-9A-F]+\/[0-9A-F]+$/s,
+	'a resync of a disabled subscription: 55000 with the CONTEXT of the resync');
+is($dest->safe_psql('postgres', q{SELECT string_agg(kind || ' ' || state, ', ' ORDER BY id) FROM (SELECT * FROM cdc.audit_status ORDER BY id DESC LIMIT 2) r}),
+	'audit failed, resync failed', 'both runs are shown as failed');
+enable_subscription($dest, 'sub');
+ok(wait_caught_up($source, $dest, 'sub'), 'enabled again, the change made meanwhile streams');
+is($dest->safe_psql('postgres', 'SELECT note FROM acc WHERE id = 20'), 'while disabled', 'and is applied');
 $dest->stop;
 $source->stop;
 done_testing();

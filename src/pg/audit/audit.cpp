@@ -114,6 +114,7 @@ struct TableAudit {
 		st = LoadSourceTable(walk, sub, st.schema, st.name, dt);
 		run.counters.current_target = dt.relid;
 		run.counters.source_lsn = cp;
+		dest.SetContext("cdc.audit of subscription \"" + sub.name + "\", table " + dt.display);
 		run.Progress();
 		WaitApplied(dest, sub, cp, timeout_ms);
 

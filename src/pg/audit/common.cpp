@@ -63,6 +63,7 @@ SubscriptionTables(DestSession &dest, const Subscription &sub, Oid target)
 		out.push_back(TableRef{engine.ResolveSourceTable(sub.name, r.schema, r.name, true), r.schema, r.name});
 	}
 	engine.Finish();
+	dest.ResetContext();
 	dest.Commit();
 	return out;
 }

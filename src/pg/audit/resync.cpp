@@ -146,6 +146,7 @@ struct TableResync {
 			engine.SetPositionNames("key", "of the resync");
 			std::vector<cdc::Outcome> out = engine.ApplyChanges(reqs, positions);
 			engine.Finish();
+			dest.ResetContext(); /* the engine's context text lives in the page's memory */
 			for (size_t j = 0; j < out.size(); j++) {
 				outcome[which[j]] = cdc::OutcomeName(out[j]);
 				if (out[j] == cdc::Outcome::Applied)
@@ -328,6 +329,7 @@ CDC_PG_FUNCTION(cdc_resync)
 		SourceTable st = LoadSourceTable(q, sub, j.ref.schema, j.ref.name, dt);
 		run.counters.current_target = dt.relid;
 		run.counters.source_lsn = cp;
+		dest.SetContext("cdc.resync of subscription \"" + name + "\", table " + dt.display + " at source position " + LsnText(cp));
 		run.Progress();
 		/* every change the stream committed before S is applied first, with its outbox rows and handler calls */
 		WaitApplied(dest, sub, cp, timeout_ms);

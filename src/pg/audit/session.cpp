@@ -106,11 +106,21 @@ DestSession::Commit()
 void
 DestSession::ResetPage()
 {
+	/* the engine's error context text of the last batch lives in the page's context: back to ours */
+	ResetContext();
 	PgCall([&]() {
 		if (CurrentMemoryContext != page_context_)
 			elog(ERROR, "cdc_apply: the audit's memory context is not current");
 		MemoryContextReset(page_context_);
 	});
+}
+
+void
+DestSession::SetContext(const std::string &text)
+{
+	/* in the call's context: the ERROR that reports it is raised after the C++ frames are gone */
+	context_ = PgCall([&]() { return MemoryContextStrdup(entry_context_, text.c_str()); });
+	SetErrorContext(context_);
 }
 
 void

@@ -36,6 +36,11 @@ class DestSession {
 	// own, reset after every page, so that a long walk does not accumulate
 	// them.  Nothing outside the C++ objects may outlive a page.
 	void ResetPage();
+	// The CONTEXT line of errors from here on ("cdc.audit of subscription
+	// "x", table public.t"), as the engine's SetErrorContext.
+	void SetContext(const std::string &text);
+	// Back to that text after the engine set its own.
+	void ResetContext() { SetErrorContext(context_); }
 	// Closes the SPI connection after success (on error the abort does it)
 	// and returns to the caller's memory context.
 	void Finish();
@@ -50,6 +55,7 @@ class DestSession {
 	std::vector<std::pair<std::string, std::string>> saved_;
 	MemoryContext entry_context_ = nullptr;
 	MemoryContext page_context_ = nullptr;
+	const char *context_ = nullptr; // SetContext's text, in entry_context_
 	bool pinned_ = false;
 	bool finished_ = false;
 };
