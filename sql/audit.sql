@@ -5,7 +5,7 @@
 -- is this very database (a publication of table src, mapped to target
 -- dst), and the status row says the worker applied everything, so the
 -- audit's wait for the destination returns at once.  The worker path
--- (audits while the stream runs) is test/t/045_audit.pl.
+-- (audits while the stream runs) is test/t/051_audit.pl.
 --
 \set SHOW_CONTEXT never
 
