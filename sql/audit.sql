@@ -219,6 +219,16 @@ CALL cdc.audit('loop', 'keyless');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 CALL cdc.audit('loop', 'hashed');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- a history table (one row per source change) is no mirror: neither audited nor resynced
+SELECT cdc.create_history_table('src_log', 'src');
+SELECT target, mode FROM cdc.register_mapping('src_log', source_table => 'src_history', key_columns => '{id}', mode => 'history');
+CALL cdc.audit('loop', 'src_log');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+CALL cdc.resync('loop', 'src_log', keys => '[1]');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) AS history_rows FROM src_log;
+SELECT cdc.unregister_mapping('src_log');
+DROP TABLE src_log;
 CALL cdc.resync(NULL);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 CALL cdc.resync('loop');
