@@ -1,27 +1,39 @@
 #!/usr/bin/env bash
 # The main job on a real example, from a fresh machine:
 #   installs the build dependencies, builds and installs cdc_apply, starts a
-#   throwaway SOURCE and DESTINATION PostgreSQL 15, and
-#     0. streams a pgbench workload from the source to the destination through
-#        the background worker (initial copy, then pgoutput streaming), and
-#        compares both sides table by table; then feeds the destination
-#     1. the Debezium documentation events shipped in test/fixtures/debezium/
-#        (create with schema, its redelivery, update, delete, Kafka
-#        tombstone, transaction metadata, message, truncate), and
-#     2. a generated order stream delivered the way an at-least-once
-#        pipeline delivers it: duplicated, reordered, then replayed whole,
-#   through cdc_apply(), printing every outcome, the resulting rows,
-#   tombstones, outbox rows and cdc.stats.
-# Usage: bash demo/run.sh [--keep]   (--keep leaves the server running)
+#   throwaway SOURCE and DESTINATION PostgreSQL 15, and prints, step by step:
+#     1-5. a pgbench workload streamed from the source to the destination
+#          through the background worker (initial copy, then pgoutput
+#          streaming), both sides compared table by table, and what the
+#          worker counted;
+#     6.   the Debezium documentation events shipped in test/fixtures/debezium/
+#          (create with schema, its redelivery, update, delete, Kafka
+#          tombstone, transaction metadata, message) through cdc_apply();
+#     7.   a generated order stream delivered the way an at-least-once
+#          pipeline delivers it: duplicated, reordered, then replayed whole;
+#     8.   every row of cdc.stats, read out;
+#     9.   cdc.audit of the worker's mirror against the source: no finding.
+# Usage: bash demo/run.sh [--keep]   (--keep leaves the servers running)
+# PG_CONFIG selects the PostgreSQL 15 installation (default: Debian's
+# /usr/lib/postgresql/15/bin/pg_config, else the pg_config on PATH).  Both
+# servers listen only on a Unix socket in a private temporary directory, so
+# their ports (DEMO_PORT, DEMO_SOURCE_PORT) cannot collide with any other
+# server on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 KEEP=${1:-}
 bash scripts/install-deps.sh
-PG_CONFIG=${PG_CONFIG:-pg_config}
+if [ -z "${PG_CONFIG:-}" ]; then
+	if [ -x /usr/lib/postgresql/15/bin/pg_config ]; then PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config; else PG_CONFIG=pg_config; fi
+fi
+case "$($PG_CONFIG --version)" in
+"PostgreSQL 15"*) ;;
+*) echo "demo/run.sh needs PostgreSQL 15; $PG_CONFIG is $($PG_CONFIG --version) (set PG_CONFIG)" >&2; exit 1 ;;
+esac
 BINDIR=$($PG_CONFIG --bindir)
-make -s >/dev/null
-if [ -w "$($PG_CONFIG --pkglibdir)" ]; then make -s install >/dev/null; else sudo make -s install >/dev/null; fi
+make -s PG_CONFIG="$PG_CONFIG" >/dev/null
+if [ -w "$($PG_CONFIG --pkglibdir)" ]; then make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; else sudo make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; fi
 
 WORK=$(mktemp -d /tmp/cdc_apply_demo.XXXXXX)
 chmod 755 "$WORK"
@@ -52,7 +64,11 @@ PSQL=(run "$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -U postg
 SPSQL=(run "$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$SRC_PORT" -U postgres)
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE destination" >/dev/null
 
-echo "== 0. Source cluster -> cdc_apply background worker -> destination (pgbench workload)"
+echo "== 1. Two throwaway PostgreSQL 15 clusters ($($PG_CONFIG --version)), sockets in $WORK"
+echo "source:      port $SRC_PORT, wal_level = logical"
+echo "destination: port $PORT, shared_preload_libraries = 'cdc_apply', its worker serves database \"destination\""
+echo
+echo "== 2. The source publishes pgbench's tables and demo_orders; the destination subscribes"
 # Source: pgbench tables (10,000 accounts) and an orders table, published.
 run "$BINDIR/pgbench" -q -i -s 1 -h "$WORK" -p "$SRC_PORT" -U postgres postgres >/dev/null 2>&1
 "${SPSQL[@]}" -d postgres <<'SQL'
@@ -69,6 +85,11 @@ CREATE TABLE demo_orders (id int PRIMARY KEY, aid int NOT NULL, amount numeric(1
 SELECT 1 FROM cdc.register_mapping('demo_orders', outbox => true, source_name => 'demo');
 SELECT 1 FROM cdc.create_subscription('demo', 'host=$WORK port=$SRC_PORT dbname=postgres user=postgres', ARRAY['demo_pub']);
 SQL
+echo "source:      10,000 pgbench accounts, 10 tellers, 1 branch, 500 demo_orders; publication demo_pub of those four tables"
+echo "destination: the same tables, empty; demo_orders mapped with an outbox (cdc.register_mapping);"
+echo "             subscription demo on demo_pub (cdc.create_subscription): the worker copies the tables, then streams"
+echo
+echo "== 3. The source changes while the worker copies, then while it streams"
 cat > "$WORK/workload.sql" <<'PGB'
 \set aid random(1, 10000)
 \set tid random(1, 10)
@@ -98,8 +119,11 @@ for i in $(seq 1 120); do
 	[ "$done_" = "t" ] && break
 	sleep 1
 done
+echo
+echo "== 4. The destination equals the source"
+echo "subscription status (cdc.subscription_status): streaming, nothing left to apply, no error:"
 "${PSQL[@]}" -d destination -c "SELECT name, state, applied_lsn, flushed_lsn, lag_bytes, retry_count, last_error FROM cdc.subscription_status"
-echo "table-by-table comparison (row count and md5 of the ordered rows):"
+echo "table by table (row count | md5 of the ordered rows):"
 for t in pgbench_accounts pgbench_branches pgbench_tellers demo_orders; do
 	q="SELECT count(*), md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) FROM $t x"
 	s_=$("${SPSQL[@]}" -d postgres -Atc "$q")
@@ -107,7 +131,13 @@ for t in pgbench_accounts pgbench_branches pgbench_tellers demo_orders; do
 	if [ "$s_" = "$d_" ]; then verdict=equal; else verdict=DIFFERENT; fi
 	printf '  %-18s source %-45s destination %-45s %s\n' "$t" "$s_" "$d_" "$verdict"
 done
-"${PSQL[@]}" -d destination -c "SELECT target, applied, duplicate, stale, snapshot_rows, outbox_rows FROM cdc.stats ORDER BY 1::text"
+echo
+echo "== 5. What the worker counted (cdc.stats of its four tables)"
+echo "applied = the rows of the initial copy (snapshot_rows) + the changes streamed after it; a streamed change of"
+echo "demo_orders also wrote one outbox row (the copy writes none); nothing was delivered twice here, so no"
+echo "duplicate or stale outcome:"
+"${PSQL[@]}" -d destination -c "SELECT target, applied, snapshot_rows, applied - snapshot_rows AS streamed, outbox_rows, duplicate, stale
+  FROM cdc.stats WHERE target::text IN ('pgbench_accounts', 'pgbench_branches', 'pgbench_tellers', 'demo_orders') ORDER BY 1::text"
 
 # Fixture files are read by the client and passed as literals.
 FX="$ROOT/test/fixtures/debezium"
@@ -116,10 +146,11 @@ lit() { sed "s/'/''/g" "$1" | tr '\n' ' '; }
 {
 cat <<'SQL'
 \pset footer off
+\echo '== 6. Debezium documentation events (test/fixtures/debezium) through cdc_apply()'
 CREATE TABLE customers (id int PRIMARY KEY, first_name text NOT NULL, last_name text NOT NULL, email text NOT NULL);
-SELECT target, source_schema, source_table, outbox FROM cdc.register_mapping('customers', 'public', 'customers', outbox => true, outbox_topic => 'customers.events');
-\echo
-\echo '== 1. Debezium documentation events (test/fixtures/debezium) through cdc_apply()'
+\echo 'mapping (cdc.register_mapping): the events of source table public.customers go to table customers, with outbox rows:'
+SELECT target, source_schema, source_table, outbox, outbox_topic FROM cdc.register_mapping('customers', 'public', 'customers', outbox => true, outbox_topic => 'customers.events');
+\echo 'the outcome of each file, in delivery order:'
 CREATE TEMP TABLE run (step int, fixture text, outcome text);
 SQL
 step=0
@@ -134,18 +165,21 @@ done
 cat <<'SQL'
 SELECT step, fixture, outcome FROM run ORDER BY step;
 \echo 'The update example carries the create example''s source.lsn (24023128) with other content:'
-\echo 'equal version, different payload -> conflict, recorded with both images:'
+\echo 'equal version, different payload -> conflict, recorded in cdc.conflicts with both images:'
 SELECT reason, stored_image->>'first_name' AS stored_first_name, event_image->>'first_name' AS event_first_name FROM cdc.conflicts;
-\echo 'Rows, tombstones and outbox of customers:'
+\echo 'table customers after the delete (no row):'
 SELECT * FROM customers ORDER BY id;
+\echo 'the delete left a tombstone at its version (cdc.tombstones), so an older create can never bring the row back:'
 SELECT entity_key, version FROM cdc.tombstones WHERE target = 'customers'::regclass;
+\echo 'cdc.outbox: one row per applied change (create and delete), none for the duplicates and the conflict:'
 SELECT topic, op, entity_key, payload->>'email' AS email FROM cdc.outbox WHERE target = 'customers'::regclass ORDER BY id;
 
 \echo
-\echo '== 2. An at-least-once order stream: 400 changes over 50 keys, delivered with duplicates, reordered, then replayed'
+\echo '== 7. An at-least-once order stream: 400 changes over 50 keys, delivered with duplicates, reordered, then replayed'
 CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL,
                      amount numeric(12,2) NOT NULL, note text, updated_at timestamptz NOT NULL);
-SELECT target, source_schema, source_table FROM cdc.register_mapping('orders', 'shop', 'orders', outbox => true);
+\echo 'mapping: the events of source table shop.orders go to table orders, with outbox rows:'
+SELECT target, source_schema, source_table, outbox FROM cdc.register_mapping('orders', 'shop', 'orders', outbox => true);
 -- The source history: per key an insert, several updates, a delete and a re-creation;
 -- LSNs grow in commit order.  updated_at travels as Debezium's ZonedTimestamp string.
 CREATE TEMP TABLE history AS
@@ -165,26 +199,69 @@ SELECT n, id,
   FROM steps;
 -- Delivery: every event, 30% of them twice, shuffled (a change may overtake older changes of its own key) ...
 CREATE TEMP TABLE delivered (seq serial, outcome text);
-SELECT setseed(0.42);
+SELECT setseed(0.42) AS seeded \gset
 INSERT INTO delivered (outcome)
 SELECT cdc_apply(event) FROM (
   SELECT event, n, random() AS r FROM history
   UNION ALL SELECT event, n, random() FROM history WHERE n % 10 < 3) d
 ORDER BY n + (r * 150)::int, n;
+\echo 'first delivery: all 400 changes, 120 of them twice, shuffled; stale = an older change that arrived after a newer one of its key:'
 SELECT 'first delivery' AS pass, outcome, count(*) FROM delivered GROUP BY outcome ORDER BY outcome;
 -- ... then the consumer group rebalances and the whole topic is replayed from offset 0.
+\echo 'then the consumer group rebalances and the whole topic is replayed from offset 0: every change is a duplicate:'
 SELECT 'full replay' AS pass, cdc_apply(event) AS outcome, count(*) FROM history GROUP BY 2 ORDER BY 2;
-\echo 'The destination equals the source history''s final state (re-created rows), whatever the delivery:'
+\echo 'The destination equals the source history''s final state (every key deleted and re-created), whatever the delivery:'
 SELECT count(*) AS rows, count(*) FILTER (WHERE status = 'again') AS recreated,
        sum(amount) AS total_amount FROM orders;
+\echo 'one outbox row per applied change, each with its own idempotency key; one ledger row per distinct delivery:'
 SELECT (SELECT count(*) FROM cdc.outbox WHERE target = 'orders'::regclass) AS outbox_rows,
        (SELECT count(DISTINCT idempotency_key) FROM cdc.outbox WHERE target = 'orders'::regclass) AS distinct_keys,
        (SELECT count(*) FROM cdc.ledger WHERE target = 'orders'::regclass) AS ledger_rows;
+\echo 'the first three orders:'
 SELECT * FROM orders ORDER BY id LIMIT 3;
 
 \echo
-\echo '== cdc.stats'
-SELECT * FROM cdc.stats WHERE target::text NOT LIKE 'pgbench%' ORDER BY target::text;
+\echo '== 8. cdc.stats: one row per destination table, and one (target -) for events that name no table'
+SELECT * FROM cdc.stats ORDER BY target::text;
+\echo 'Read row by row:'
+\pset tuples_only on
+\pset format unaligned
+\pset fieldsep ': '
+SELECT '  ' || s.target::text,
+       CASE
+       WHEN s.target::oid = 0 THEN
+         format('ignored %s: the records of step 6 that are not changes of a table: the transaction BEGIN and END '
+                'markers, the Kafka tombstone (null value) and the logical decoding message. They resolve no target, '
+                'write nothing and are counted under target 0, shown as -', s.ignored)
+       WHEN s.target = 'customers'::regclass THEN
+         format('step 6: applied %s (the create and the delete), duplicate %s (the create''s redelivery and the '
+                'payload-only copies of the create and the delete, at the same source positions), conflict %s (the '
+                'update example, same version as the create with other content), outbox_rows %s (one per applied change)',
+                s.applied, s.duplicate, s.conflict, s.outbox_rows)
+       WHEN s.target = 'orders'::regclass THEN
+         format('step 7: applied %s + stale %s = %s, each of the 400 changes decided once; duplicate %s = %s second '
+                'copies in the first delivery + %s in the full replay; of the stale, %s (blocked_resurrections) were '
+                'inserts or updates of a key whose newer delete was already kept as a tombstone; outbox_rows %s '
+                '(one per applied change)',
+                s.applied, s.stale, s.applied + s.stale, s.duplicate,
+                (SELECT count(*) FROM delivered WHERE outcome = 'duplicate'), s.duplicate - (SELECT count(*) FROM delivered WHERE outcome = 'duplicate'),
+                s.blocked_resurrections, s.outbox_rows)
+       ELSE
+         format('steps 2-3, the worker: applied %s = snapshot_rows %s (the initial copy) + %s changes streamed '
+                'after it; outbox_rows %s', s.applied, s.snapshot_rows, s.applied - s.snapshot_rows, s.outbox_rows)
+         || CASE WHEN s.outbox_rows > 0 THEN ' (one per streamed change; the copy writes none)' ELSE ' (no outbox for this table)' END
+       END AS reading
+  FROM cdc.stats s ORDER BY s.target::text;
+\pset tuples_only off
+\pset format aligned
+
+\echo
+\echo '== 9. cdc.audit: the worker''s mirror (steps 2-4) compared with the source, at one source snapshot'
+\echo 'hashes over key ranges on both sides, differing ranges bisected down to keys (docs/audit.md); no finding:'
+CALL cdc.audit('demo');
+SELECT tables_done, rows_done AS source_rows_compared, ranges_done, findings, state FROM cdc.audit_status
+ WHERE id = (SELECT max(id) FROM cdc.audit_runs);
+SELECT count(*) AS rows_in_audit_findings FROM cdc.audit_findings;
 SQL
 } > "$WORK/demo.sql"
 chmod 644 "$WORK/demo.sql"

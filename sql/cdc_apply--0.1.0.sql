@@ -2021,3 +2021,212 @@ GRANT SELECT ON cdc.subscription_status TO PUBLIC;
 -- the error history quotes what last_error quotes: for the readers of other sessions' query texts
 GRANT SELECT ON cdc.subscription_errors TO pg_read_all_stats;
 GRANT SELECT ON cdc.subscription_tables TO PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Audit and repair (SPEC §8; docs/audit.md): cdc.audit compares a
+-- subscription's destination tables with the source by hashes over key
+-- ranges at a known source position; cdc.resync repairs the keys that
+-- differ through the apply engine.  Both are procedures that commit after
+-- every page, so neither holds a long transaction on the destination.
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.audit_runs (
+  id             bigserial PRIMARY KEY,
+  kind           text NOT NULL CHECK (kind IN ('audit', 'resync')),
+  subscription   text NOT NULL,
+  target         regclass,
+  of_audit       bigint,
+  current_target regclass,
+  source_lsn     pg_lsn,
+  pid            integer NOT NULL DEFAULT pg_catalog.pg_backend_pid(),
+  requested_by   name NOT NULL DEFAULT CURRENT_USER,
+  started_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  updated_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  finished_at    timestamptz,
+  tables_total   integer NOT NULL DEFAULT 0,
+  tables_done    integer NOT NULL DEFAULT 0,
+  rows_estimate  bigint NOT NULL DEFAULT 0,
+  rows_done      bigint NOT NULL DEFAULT 0,
+  ranges_done    bigint NOT NULL DEFAULT 0,
+  findings       bigint NOT NULL DEFAULT 0,
+  unsettled      bigint NOT NULL DEFAULT 0,
+  repaired       bigint NOT NULL DEFAULT 0,
+  unchanged      bigint NOT NULL DEFAULT 0
+);
+COMMENT ON TABLE cdc.audit_runs IS
+  'One row per cdc.audit or cdc.resync call, updated after every page (committed, so other sessions see the progress); read it through cdc.audit_status.';
+COMMENT ON COLUMN cdc.audit_runs.id IS 'Run id: the audit_id of cdc.audit_findings, the audit argument of cdc.resync.';
+COMMENT ON COLUMN cdc.audit_runs.kind IS 'audit or resync.';
+COMMENT ON COLUMN cdc.audit_runs.subscription IS 'The subscription whose tables are compared or repaired.';
+COMMENT ON COLUMN cdc.audit_runs.target IS 'The table asked for; NULL: every table of the subscription (or of the audit''s findings).';
+COMMENT ON COLUMN cdc.audit_runs.of_audit IS 'A resync of the findings of this audit run.';
+COMMENT ON COLUMN cdc.audit_runs.current_target IS 'The table being worked on.';
+COMMENT ON COLUMN cdc.audit_runs.source_lsn IS 'The source position the current comparison is made at: the consistent point of the temporary slot whose snapshot is read.';
+COMMENT ON COLUMN cdc.audit_runs.pid IS 'The backend running it.';
+COMMENT ON COLUMN cdc.audit_runs.requested_by IS 'The role that called it.';
+COMMENT ON COLUMN cdc.audit_runs.started_at IS 'When it started.';
+COMMENT ON COLUMN cdc.audit_runs.updated_at IS 'When it last wrote its progress.';
+COMMENT ON COLUMN cdc.audit_runs.finished_at IS 'When it finished; NULL while it runs (or after it failed: cdc.audit_status tells).';
+COMMENT ON COLUMN cdc.audit_runs.tables_total IS 'Tables to compare.';
+COMMENT ON COLUMN cdc.audit_runs.tables_done IS 'Tables compared.';
+COMMENT ON COLUMN cdc.audit_runs.rows_estimate IS 'Source rows to compare, estimated (the tables'' pg_class.reltuples on the source; for a resync of keys, their number).';
+COMMENT ON COLUMN cdc.audit_runs.rows_done IS 'Source rows compared so far (keys, for a resync of keys).';
+COMMENT ON COLUMN cdc.audit_runs.ranges_done IS 'Key ranges hashed on both sides so far: pages and the halves of bisected ranges.';
+COMMENT ON COLUMN cdc.audit_runs.findings IS 'Keys found to differ and recorded in cdc.audit_findings.';
+COMMENT ON COLUMN cdc.audit_runs.unsettled IS 'Keys that differed but that the stream kept changing through every re-check: not reported.';
+COMMENT ON COLUMN cdc.audit_runs.repaired IS 'Resync: keys written through the engine (outcome applied).';
+COMMENT ON COLUMN cdc.audit_runs.unchanged IS 'Resync: keys left as they were (equal to the source, or changed by the stream after the snapshot, or not applied by the engine: stale, duplicate, conflict).';
+
+CREATE TABLE cdc.audit_findings (
+  id             bigserial PRIMARY KEY,
+  audit_id       bigint NOT NULL REFERENCES cdc.audit_runs ON DELETE CASCADE,
+  subscription   text NOT NULL,
+  target         regclass NOT NULL,
+  key            jsonb NOT NULL,
+  kind           text NOT NULL CHECK (kind IN ('missing', 'extra', 'different')),
+  source_hash    text,
+  dest_hash      text,
+  source_lsn     pg_lsn NOT NULL,
+  detail         text,
+  found_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  repaired_at    timestamptz,
+  repair_outcome text,
+  repair_lsn     pg_lsn
+);
+CREATE INDEX audit_findings_audit_idx ON cdc.audit_findings (audit_id, target);
+COMMENT ON INDEX cdc.audit_findings_audit_idx IS 'The findings of an audit, per table (cdc.resync(..., audit => id)).';
+COMMENT ON TABLE cdc.audit_findings IS
+  'Keys where a subscription''s destination table differs from the source, as cdc.audit found and re-checked them: each still differed at a source snapshot taken after the destination had applied the stream up to it, and the stream had not changed it since. cdc.resync(..., audit => id) repairs them.';
+COMMENT ON COLUMN cdc.audit_findings.id IS 'Insertion order.';
+COMMENT ON COLUMN cdc.audit_findings.audit_id IS 'The audit run (cdc.audit_runs).';
+COMMENT ON COLUMN cdc.audit_findings.subscription IS 'The subscription.';
+COMMENT ON COLUMN cdc.audit_findings.target IS 'The destination table.';
+COMMENT ON COLUMN cdc.audit_findings.key IS 'The entity key, {"column": "value"} as in cdc.entities.';
+COMMENT ON COLUMN cdc.audit_findings.kind IS 'missing: the source publishes the row, the destination lacks it; extra: the destination has a row the source does not publish (absent there or outside the row filter); different: both have it with other contents.';
+COMMENT ON COLUMN cdc.audit_findings.source_hash IS 'md5 of the source row''s canonical text (docs/audit.md, "The row hash"); NULL when the source has no row with this key.';
+COMMENT ON COLUMN cdc.audit_findings.dest_hash IS 'md5 of the destination row''s canonical text; NULL when it has none.';
+COMMENT ON COLUMN cdc.audit_findings.source_lsn IS 'The source position of the re-check that confirmed the finding.';
+COMMENT ON COLUMN cdc.audit_findings.detail IS 'For extra rows: whether the source has no such row or one outside the publication''s row filter.';
+COMMENT ON COLUMN cdc.audit_findings.found_at IS 'When it was confirmed.';
+COMMENT ON COLUMN cdc.audit_findings.repaired_at IS 'When cdc.resync(..., audit => audit_id) handled it; NULL until then.';
+COMMENT ON COLUMN cdc.audit_findings.repair_outcome IS 'What the resync did: applied (written through the engine), equal (already equal at its snapshot), newer (the stream changed it after that snapshot), or the engine''s outcome when it did not apply (stale, duplicate, conflict, expired).';
+COMMENT ON COLUMN cdc.audit_findings.repair_lsn IS 'The source position the resync read the key at.';
+
+CREATE VIEW cdc.audit_status AS
+  SELECT r.id, r.kind, r.subscription, r.target, r.of_audit, r.current_target,
+         -- running: its backend still runs the statement that started it
+         CASE WHEN r.finished_at IS NOT NULL THEN 'done'
+              WHEN a.pid IS NOT NULL AND a.state IS NULL THEN 'unknown'
+              WHEN a.state OPERATOR(pg_catalog.=) 'active' AND a.query_start OPERATOR(pg_catalog.<=) r.started_at THEN 'running'
+              ELSE 'failed' END AS state,
+         r.source_lsn, r.tables_done, r.tables_total, r.rows_done, r.rows_estimate,
+         CASE WHEN r.rows_estimate OPERATOR(pg_catalog.>) 0
+              THEN pg_catalog.round(least(100::pg_catalog.numeric, 100::pg_catalog.numeric OPERATOR(pg_catalog.*) r.rows_done OPERATOR(pg_catalog./) r.rows_estimate), 1) END AS percent,
+         r.ranges_done,
+         pg_catalog.round((r.rows_done::pg_catalog.float8 OPERATOR(pg_catalog./) greatest(
+             EXTRACT(epoch FROM coalesce(r.finished_at, r.updated_at) OPERATOR(pg_catalog.-) r.started_at)::pg_catalog.float8, 0.001))::pg_catalog.numeric, 1) AS rows_per_second,
+         CASE WHEN r.finished_at IS NULL AND r.rows_done OPERATOR(pg_catalog.>) 0 AND r.rows_estimate OPERATOR(pg_catalog.>) r.rows_done
+              THEN pg_catalog.make_interval(secs => (r.rows_estimate OPERATOR(pg_catalog.-) r.rows_done)::pg_catalog.float8
+                     OPERATOR(pg_catalog.*) EXTRACT(epoch FROM r.updated_at OPERATOR(pg_catalog.-) r.started_at)::pg_catalog.float8
+                     OPERATOR(pg_catalog./) r.rows_done::pg_catalog.float8) END AS time_left,
+         r.findings, r.unsettled, r.repaired, r.unchanged,
+         r.started_at, r.updated_at, r.finished_at,
+         coalesce(r.finished_at, r.updated_at) OPERATOR(pg_catalog.-) r.started_at AS elapsed,
+         r.requested_by
+    FROM cdc.audit_runs r
+    LEFT JOIN pg_catalog.pg_stat_activity a
+      ON a.pid OPERATOR(pg_catalog.=) r.pid AND a.backend_start OPERATOR(pg_catalog.<=) r.started_at;
+COMMENT ON VIEW cdc.audit_status IS
+  'Progress of cdc.audit and cdc.resync calls (of_audit: the audit whose findings a resync repairs): state (running; done; failed when it stopped without finishing: an error, a cancel, its backend gone; unknown for a role that may not see the backend''s state in pg_stat_activity), the table being compared and the source position, tables and source rows done of the estimate, percent, rows per second so far, time left at that rate, key ranges hashed, findings, unsettled keys, keys repaired or left alone. Readable by every role (no row data).';
+
+CREATE FUNCTION cdc.range_hash_sql(schema_name text, table_name text, columns text[], key_columns text[],
+                                   after text[] DEFAULT NULL, up_to text[] DEFAULT NULL, row_filter text DEFAULT NULL,
+                                   only_table boolean DEFAULT true)
+RETURNS text
+LANGUAGE c IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_range_hash_sql';
+COMMENT ON FUNCTION cdc.range_hash_sql(text, text, text[], text[], text[], text[], text, boolean) IS
+  'The statement computing the range hash of table schema_name.table_name: rows and hash (the sum of the first 64 bits of md5(convert_to(ROW(columns)::text, ''UTF8'')) of every row with key_columns in (after, up_to], NULL bounds unbounded, as signed integers), restricted by row_filter, over FROM ONLY unless only_table is false (a partitioned table). It uses only md5, convert_to, substr, textcat, casts, count and sum, qualified: run it on any PostgreSQL source with DateStyle ISO, IntervalStyle postgres, extra_float_digits 3, TimeZone UTC, bytea_output hex and lc_monetary C (docs/audit.md). cdc.audit sends the same statements. Errors: 22004 a NULL name, column or key column, 22023 empty columns or key_columns, or a bound with another number of values than key_columns.';
+
+CREATE FUNCTION cdc.range_hash(target regclass, after text[] DEFAULT NULL, up_to text[] DEFAULT NULL,
+                               columns name[] DEFAULT NULL, key_columns name[] DEFAULT NULL)
+RETURNS TABLE (rows bigint, hash numeric)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET datestyle = 'ISO'
+SET intervalstyle = 'postgres'
+SET extra_float_digits = 3
+SET timezone = 'UTC'
+SET bytea_output = 'hex'
+SET lc_monetary = 'C'
+AS $fn$
+DECLARE
+  rel   record;
+  cols  text[];
+  keys  text[];
+BEGIN
+  IF target IS NULL THEN
+    RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  SELECT n.nspname::text AS nsp, c.relname::text AS name, c.relkind INTO rel
+    FROM pg_class c JOIN pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+   WHERE c.oid OPERATOR(pg_catalog.=) target;
+  IF NOT FOUND OR rel.relkind NOT IN ('r', 'p') THEN
+    RAISE EXCEPTION '% is not a table', target USING ERRCODE = '42809';
+  END IF;
+  -- default: every column the table does not generate, in attribute order
+  cols := coalesce(columns::text[],
+                   (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
+                     WHERE a.attrelid OPERATOR(pg_catalog.=) target AND a.attnum OPERATOR(pg_catalog.>) 0
+                       AND NOT a.attisdropped AND a.attgenerated OPERATOR(pg_catalog.=) ''));
+  -- default: the mapping's key_columns, else the primary key
+  keys := coalesce(key_columns::text[],
+                   (SELECT m.key_columns::text[] FROM cdc.mapping m WHERE m.target OPERATOR(pg_catalog.=) range_hash.target),
+                   (SELECT array_agg(a.attname::text ORDER BY k.n)
+                      FROM pg_index i, unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n), pg_attribute a
+                     WHERE i.indrelid OPERATOR(pg_catalog.=) target AND i.indisprimary
+                       AND a.attrelid OPERATOR(pg_catalog.=) i.indrelid AND a.attnum OPERATOR(pg_catalog.=) k.attnum));
+  IF keys IS NULL THEN
+    RAISE EXCEPTION 'table % has no primary key', target USING ERRCODE = '42P10',
+      HINT = 'Pass key_columns.';
+  END IF;
+  RETURN QUERY EXECUTE cdc.range_hash_sql(rel.nsp, rel.name, cols, keys, after, up_to, NULL, rel.relkind OPERATOR(pg_catalog.=) 'r');
+END
+$fn$;
+COMMENT ON FUNCTION cdc.range_hash(regclass, text[], text[], name[], name[]) IS
+  'The range hash of a destination table (docs/audit.md, "The row hash"): rows and hash of the rows with key in (after, up_to] (key values as text, in key order; NULL: unbounded), over columns (default: every column the table does not generate, in attribute order) and key_columns (default: the mapping''s, else the primary key), computed by the statement cdc.range_hash_sql() returns, under the settings that statement needs. Run that statement on a PostgreSQL source with the same columns to compare. Errors: 22004 NULL target, 42809 not a table, 42P10 no key, and those of cdc.range_hash_sql and of the statement (42703 unknown column).';
+
+CREATE PROCEDURE cdc.audit(
+  subscription  text,
+  target        regclass DEFAULT NULL,
+  page_rows     integer  DEFAULT 10000,
+  leaf_rows     integer  DEFAULT 16384,
+  wait_timeout  interval DEFAULT '5 min',
+  INOUT audit_id bigint  DEFAULT NULL,
+  INOUT findings bigint  DEFAULT NULL)
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'cdc_audit';
+COMMENT ON PROCEDURE cdc.audit(text, regclass, integer, integer, interval, bigint, bigint) IS
+  'Compares the destination tables of a subscription (or only target) with the source, over a connection of its own with the subscription''s conninfo: per table, a snapshot of the source at the consistent point S of a temporary slot; waits (up to wait_timeout) until the worker has applied the stream up to S; hashes pages of page_rows source rows in key order on both sides (only the published columns and rows: column lists, row filters), bisects pages that differ until a range holds at most leaf_rows rows of both sides together, whose keys and row hashes it then compares, and re-checks those keys at a newer snapshot once the destination caught up again, so that only keys that still differ and that the stream did not change since are recorded in cdc.audit_findings. Commits after every page (no long transaction on the destination); cdc.audit_max_rows_per_second caps its rate; progress in cdc.audit_status and a NOTICE every 5 s. CALL it outside a transaction block; superusers only. Returns the run id and the number of findings. Errors: 22004 NULL subscription, 22023 page_rows or leaf_rows < 1 or negative wait_timeout, 25001 in a transaction block, 42501 not a superuser, 42704 unknown subscription, 55000 initial copy not finished, subscription disabled, worker not at S within wait_timeout, or table not published, 0A000 history table, key type without built-in ordering or keys ordered differently on the two sides, 42P10 no key, 42703 a published column the destination lacks, 08001 source unreachable.';
+
+CREATE PROCEDURE cdc.resync(
+  subscription  text,
+  target        regclass DEFAULT NULL,
+  keys          jsonb    DEFAULT NULL,
+  from_key      jsonb    DEFAULT NULL,
+  to_key        jsonb    DEFAULT NULL,
+  audit         bigint   DEFAULT NULL,
+  page_rows     integer  DEFAULT 10000,
+  leaf_rows     integer  DEFAULT 16384,
+  wait_timeout  interval DEFAULT '5 min',
+  INOUT resync_id bigint DEFAULT NULL,
+  INOUT repaired  bigint DEFAULT NULL)
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'cdc_resync';
+COMMENT ON PROCEDURE cdc.resync(text, regclass, jsonb, jsonb, jsonb, bigint, integer, integer, interval, bigint, bigint) IS
+  'Repairs what differs between the source and a destination table of a subscription: keys (a JSON array of keys, {"column": "value"} or bare values for a one-column key), or every key in [from_key, to_key] (NULL: unbounded; the whole table when both are NULL and keys is NULL; compared in pages of page_rows source rows, bisected down to leaf_rows as by cdc.audit), or with audit every finding of that audit not repaired yet (of target only, when given). Reads the keys at one source snapshot S (a temporary slot''s consistent point), once the worker has applied the stream up to S, compares them with the destination, and applies only those that differ through the apply engine: a published row as a snapshot row (op r) versioned {epoch, S, 0, 0}, a key the snapshot does not publish as a delete at S; a newer streamed change still wins, an older re-delivery stays stale. Writes entity records, tombstones, ledger rows and counters (snapshot_rows) as the engine does; no outbox rows; handlers are called with meta.is_snapshot = true. Marks the audit''s findings with the outcome. Commits after every batch of keys; CALL it outside a transaction block; superusers only. Returns the run id and the number of keys written. Errors: 22004 NULL subscription, or NULL target without audit, 22023 conflicting arguments, a malformed key, page_rows or leaf_rows < 1, 42704 unknown subscription or audit, 0A000 a history table or a mapping ordered by a version column, and those of cdc.audit.';
+
+REVOKE ALL ON cdc.audit_runs, cdc.audit_findings FROM PUBLIC;
+GRANT SELECT ON cdc.audit_status TO PUBLIC;
+REVOKE ALL ON PROCEDURE cdc.audit(text, regclass, integer, integer, interval, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE cdc.resync(text, regclass, jsonb, jsonb, jsonb, bigint, integer, integer, interval, bigint, bigint) FROM PUBLIC;

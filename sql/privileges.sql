@@ -162,8 +162,11 @@ SELECT p.oid::regprocedure AS function, p.proconfig, p.prosecdef
   JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
  ORDER BY p.oid::regprocedure::text;
+-- (procedures that commit cannot have a SET clause: cdc.audit and cdc.resync
+-- set search_path for each of their transactions, sql/audit.sql)
 SELECT count(*) AS functions,
        count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%')) AS without_search_path,
+       count(*) FILTER (WHERE p.prokind = 'p') AS procedures,
        count(*) FILTER (WHERE p.prosecdef) AS security_definer
   FROM pg_proc p
   JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'

@@ -84,20 +84,24 @@ CompactEntityKey(const std::vector<std::string> &values)
 	for (size_t i = 0; i < values.size(); i++) {
 		if (i)
 			out += ',';
-		const std::string &v = values[i];
-		if (!ArrayElementNeedsQuotes(v)) {
-			out += v;
-			continue;
-		}
-		out += '"';
-		for (char c : v) {
-			if (c == '"' || c == '\\')
-				out += '\\';
-			out += c;
-		}
-		out += '"';
+		out += ArrayElementText(values[i]);
 	}
 	out += '}';
+	return out;
+}
+
+std::string
+ArrayElementText(const std::string &v)
+{
+	if (!ArrayElementNeedsQuotes(v))
+		return v;
+	std::string out = "\"";
+	for (char c : v) {
+		if (c == '"' || c == '\\')
+			out += '\\';
+		out += c;
+	}
+	out += '"';
 	return out;
 }
 

@@ -39,6 +39,9 @@ int32_t SourceIdCandidate(std::string_view name_md5_hex, uint32_t collisions);
 // quoted exactly like PostgreSQL's array_out ({1,"a b"}), so that SQL can
 // rebuild it as ARRAY[format('%s', a), ...]::text and parse it as ::text[].
 std::string CompactEntityKey(const std::vector<std::string> &values);
+// One element of such a literal: the text itself, or double-quoted with
+// backslash escapes when array_in would read it otherwise.
+std::string ArrayElementText(const std::string &value);
 
 // A version in cdc.entity_state's fixed-width columns:
 //   v0 integer (source epoch), v1 bigint, v2 bigint, v3 integer.

@@ -49,7 +49,23 @@ int cdc_replay_horizon = 7 * 24 * 3600; /* seconds; read by cdc.replay_horizon()
 int cdc_prune_interval = 60;            /* seconds; 0 = the launcher does not prune */
 int cdc_prune_max_pages = 10000;
 
+/* ------------------------------------------------------------------------
+ * Audit and resync (docs/audit.md)
+ * ------------------------------------------------------------------------ */
+
+int cdc_audit_max_rows_per_second = 0; /* cdc.audit_max_rows_per_second: 0 = no cap */
+
 namespace {
+
+void
+DefineAuditSettings()
+{
+	DefineCustomIntVariable("cdc.audit_max_rows_per_second",
+	                        "Most source rows cdc.audit and cdc.resync compare per second (0: no cap).",
+	                        "Between pages the procedure sleeps until the rows compared so far have taken at least "
+	                        "rows / this setting seconds, which bounds the load it puts on the source and the destination.",
+	                        &cdc_audit_max_rows_per_second, 0, 0, INT_MAX, PGC_USERSET, 0, NULL, NULL, NULL);
+}
 
 void
 DefineHorizonSettings()
@@ -132,12 +148,13 @@ DefineWorkerSettings(bool preloaded)
 } // namespace
 
 /*
- * InitGUC: the settings of every subsystem.  The horizon's come before
- * DefineWorkerSettings reserves the cdc prefix.
+ * InitGUC: the settings of every subsystem.  The horizon's and the audit's
+ * come before DefineWorkerSettings reserves the cdc prefix.
  */
 void
 cdc::pg::InitGUC(bool preloaded)
 {
 	DefineHorizonSettings();
+	DefineAuditSettings();
 	DefineWorkerSettings(preloaded);
 }

@@ -39,6 +39,9 @@ extern bool cdc_streaming;
 extern int cdc_apply_batch_changes;
 extern const struct config_enum_entry cdc_synchronous_commit_options[];
 
+/* audit and resync (docs/audit.md) */
+extern int cdc_audit_max_rows_per_second;
+
 /* both paths (docs/security.md, "Event size") */
 extern int cdc_max_event_size; /* kB */
 

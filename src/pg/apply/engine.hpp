@@ -52,6 +52,11 @@ struct ChangeRequest {
 	SourceInfo source;                     // source identity; source.name is the source id
 	std::optional<int64_t> total_order;    // position in the source transaction, if known
 	std::optional<std::string> delivery_key; // nullopt: derived from the source identity
+	// A delete read off a source snapshot (cdc.resync: the key is not in the
+	// source's snapshot): handled like a snapshot row (op r): state only, no
+	// outbox row, handlers see is_snapshot, counted in snapshot_rows.
+	bool snapshot_delete = false;
+	bool IsSnapshot() const { return op == Op::Read || snapshot_delete; }
 };
 
 class ApplyEngine {

@@ -622,7 +622,7 @@ WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, c
 					payload = row_json;
 				}
 			}
-			if (req.op == Op::Read)
+			if (req.IsSnapshot())
 				continue; /* snapshot rows set state only */
 			queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], pc.version, pc.entity_key,
 			                                   EntityKeyJsonb(t, pc.Main()), payload, k));
@@ -705,7 +705,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		stage("deciding them by the stream marks", nullptr);
 		for (size_t k = 0; k < n; k++) {
 			StreamMark &m = Mark(*target[k], reqs[begin + k].source.name);
-			if (StreamProcessed(prep[k].version, reqs[begin + k].op == Op::Read, m.running)) {
+			if (StreamProcessed(prep[k].version, reqs[begin + k].IsSnapshot(), m.running)) {
 				fresh_change[k] = 0;
 				out[begin + k] = Outcome::Duplicate;
 				counters_[target[k]->relid].duplicate++;
@@ -754,7 +754,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		sim[k].content_hash = prep[k].is_delete ? std::string("0") : ContentHash32(ImageHash(t, prep[k].Main()));
 		sim[k].version = prep[k].version;
 		sim[k].is_delete = prep[k].is_delete;
-		sim[k].is_snapshot = reqs[begin + k].op == Op::Read;
+		sim[k].is_snapshot = reqs[begin + k].IsSnapshot();
 		sim[k].violates_not_null = !prep[k].is_delete && ViolatesNotNull(t, *prep[k].after);
 		src[k] = SourceId(sim[k].source, source_ids_);
 	}
@@ -803,7 +803,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			c.outcomes.assign(c.events.size(), Outcome::Applied);
 			c.counts.applied = int64_t(c.events.size());
 			for (size_t k : c.events)
-				if (reqs[begin + k].op == Op::Read)
+				if (reqs[begin + k].IsSnapshot())
 					c.counts.snapshot_rows++;
 		}
 	} else {
@@ -893,7 +893,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			for (size_t i = 0; i < writes.size(); i++) {
 				const size_t k = writes[i].first;
 				const ChangeRequest &req = reqs[begin + k];
-				if (req.op == Op::Read)
+				if (req.IsSnapshot())
 					continue; /* snapshot rows set state only */
 				std::optional<Datum> row = rows[i];
 				if (prep[k].is_delete && !row)

@@ -649,7 +649,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	 */
 	const int32_t now_s = TransactionSeconds();
 	if (stream) {
-		if (!stream_new(v, req.op == Op::Read)) {
+		if (!stream_new(v, req.IsSnapshot())) {
 			cnt.duplicate++;
 			return Outcome::Duplicate;
 		}
@@ -731,7 +731,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	EntityChange c;
 	c.t = &t;
 	c.source_info = &req.source;
-	c.is_snapshot = req.op == Op::Read;
+	c.is_snapshot = req.IsSnapshot();
 	c.is_delete = is_delete;
 	c.key_img = image;
 	c.image = image;

@@ -58,8 +58,10 @@ conn_exec(PGconn *conn, const char *sql, ExecStatusType expected)
  * (libpqrcv_connect), and pg_dump's.  client_encoding is the destination
  * database's encoding, so the source converts every value (and fails with
  * its own clear error for a character the destination cannot hold, never
- * substituting it).
+ * substituting it).  pinned_options is cdc_source_settings as -c switches.
  */
+const SourceSetting cdc_source_settings[] = {{"DateStyle", "ISO"}, {"IntervalStyle", "postgres"}, {"extra_float_digits", "3"}};
+const int cdc_source_settings_count = 3;
 static const char pinned_options[] = "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3";
 
 /*

@@ -17,6 +17,7 @@
 // destructors in its frames, and enters C++ only through RunCpp().
 // The C++ half (ApplyCopyRow) runs only inside RunCpp.
 #include "pg/guc.hpp"
+#include "pg/worker/worker.hpp"
 #include "pg/worker/worker_state.hpp"
 
 #include "core/copy_text.hpp"
@@ -81,31 +82,27 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
  * the row filter (the publications' filters OR-ed, none if one of them has
  * none).  Different column lists in two publications are refused, as
  * PostgreSQL 15 refuses them.  Allocated in the current memory context.
+ * Declared in worker.hpp: cdc.audit reads the scope of a table the same way
+ * (src/pg/audit/tables.cpp).
  */
-typedef struct TableScope {
-	char relkind;  /* 'r' table, 'p' partitioned root (publish_via_partition_root) */
-	int ncols;
-	char **cols;
-	char *filter;  /* WHERE clause text, NULL when every row is published */
-} TableScope;
-
 static char *
-literal(const char *s)
+literal(PGconn *conn, const char *s)
 {
-	char *q = PQescapeLiteral(W->conn, s, strlen(s));
+	char *q = PQescapeLiteral(conn, s, strlen(s));
 	char *r = pstrdup(q);
 	PQfreemem(q);
 	return r;
 }
 
-static void
-fetch_table_scope(const char *schema, const char *table, TableScope *scope)
+void
+read_table_scope(PGconn *conn, const char *publications_sql, const char *schema, const char *table, TableScope *scope)
 {
-	PGresult *res = source_exec(psprintf("SELECT c.oid, c.relkind FROM pg_catalog.pg_class c "
-	                                     "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
-	                                     "WHERE n.nspname OPERATOR(pg_catalog.=) %s AND c.relname OPERATOR(pg_catalog.=) %s",
-	                                     literal(schema), literal(table)),
-	                            PGRES_TUPLES_OK);
+	PGresult *res = conn_exec(conn,
+	                          psprintf("SELECT c.oid, c.relkind FROM pg_catalog.pg_class c "
+	                                   "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
+	                                   "WHERE n.nspname OPERATOR(pg_catalog.=) %s AND c.relname OPERATOR(pg_catalog.=) %s",
+	                                   literal(conn, schema), literal(conn, table)),
+	                          PGRES_TUPLES_OK);
 	if (PQntuples(res) != 1) {
 		PQclear(res);
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("cdc_apply: table %s.%s not found on the source", schema, table)));
@@ -113,24 +110,24 @@ fetch_table_scope(const char *schema, const char *table, TableScope *scope)
 	char *relid = pstrdup(PQgetvalue(res, 0, 0));
 	scope->relkind = PQgetvalue(res, 0, 1)[0];
 	PQclear(res);
-	bool pg15 = PQserverVersion(W->conn) >= 150000;
+	bool pg15 = PQserverVersion(conn) >= 150000;
 
 	/* the column list: one for all publications, or none (NULL) */
 	char *attrs = NULL;
 	if (pg15) {
-		res = source_exec(psprintf("SELECT DISTINCT (CASE WHEN pg_catalog.array_length(gpt.attrs, 1) OPERATOR(pg_catalog.=) c.relnatts "
+		res = conn_exec(conn, psprintf("SELECT DISTINCT (CASE WHEN pg_catalog.array_length(gpt.attrs, 1) OPERATOR(pg_catalog.=) c.relnatts "
 		                           "THEN NULL ELSE gpt.attrs END)::pg_catalog.text "
 		                           "FROM pg_catalog.pg_publication p, "
 		                           "LATERAL pg_catalog.pg_get_publication_tables(p.pubname::pg_catalog.text) gpt, pg_catalog.pg_class c "
 		                           "WHERE gpt.relid OPERATOR(pg_catalog.=) %s AND c.oid OPERATOR(pg_catalog.=) gpt.relid "
 		                           "AND p.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[])",
-		                           relid, W->publications_sql),
+		                           relid, publications_sql),
 		                  PGRES_TUPLES_OK);
 		if (PQntuples(res) > 1) {
 			PQclear(res);
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			                errmsg("cdc_apply: cannot use different column lists for table \"%s.%s\" in publications %s", schema,
-			                       table, W->publications),
+			                       table, publications_sql),
 			                errhint("Publish the table with one column list (or none) in all of the subscription's publications.")));
 		}
 		if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
@@ -139,10 +136,10 @@ fetch_table_scope(const char *schema, const char *table, TableScope *scope)
 	}
 
 	/* the columns, in attribute order */
-	res = source_exec(psprintf("SELECT a.attnum, a.attname FROM pg_catalog.pg_attribute a "
+	res = conn_exec(conn, psprintf("SELECT a.attnum, a.attname FROM pg_catalog.pg_attribute a "
 	                           "WHERE a.attrelid OPERATOR(pg_catalog.=) %s AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 "
 	                           "AND NOT a.attisdropped%s ORDER BY a.attnum",
-	                           relid, PQserverVersion(W->conn) >= 120000 ? " AND a.attgenerated OPERATOR(pg_catalog.=) ''" : ""),
+	                           relid, PQserverVersion(conn) >= 120000 ? " AND a.attgenerated OPERATOR(pg_catalog.=) ''" : ""),
 	                  PGRES_TUPLES_OK);
 	int n = PQntuples(res);
 	scope->cols = (char **) palloc(sizeof(char *) * (n + 1));
@@ -157,12 +154,12 @@ fetch_table_scope(const char *schema, const char *table, TableScope *scope)
 	/* the row filters: OR-ed; one publication without a filter means none */
 	scope->filter = NULL;
 	if (pg15) {
-		res = source_exec(psprintf("SELECT DISTINCT pg_catalog.pg_get_expr(gpt.qual, gpt.relid) "
+		res = conn_exec(conn, psprintf("SELECT DISTINCT pg_catalog.pg_get_expr(gpt.qual, gpt.relid) "
 		                           "FROM pg_catalog.pg_publication p, "
 		                           "LATERAL pg_catalog.pg_get_publication_tables(p.pubname::pg_catalog.text) gpt "
 		                           "WHERE gpt.relid OPERATOR(pg_catalog.=) %s "
 		                           "AND p.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[])",
-		                           relid, W->publications_sql),
+		                           relid, publications_sql),
 		                  PGRES_TUPLES_OK);
 		StringInfoData where;
 		initStringInfo(&where);
@@ -177,6 +174,12 @@ fetch_table_scope(const char *schema, const char *table, TableScope *scope)
 		if (!all_rows)
 			scope->filter = where.data;
 	}
+}
+
+static void
+fetch_table_scope(const char *schema, const char *table, TableScope *scope)
+{
+	read_table_scope(W->conn, W->publications_sql, schema, table, scope);
 }
 
 /*

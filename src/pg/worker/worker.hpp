@@ -7,6 +7,10 @@
 
 #include "pg/guard.hpp"
 
+extern "C" {
+#include "libpq-fe.h"
+}
+
 namespace cdc::pg {
 
 // Registers the launcher when the library is loaded through
@@ -21,6 +25,35 @@ void InitLauncher(bool preloaded);
 // with a NOTICE.  PostgreSQL regime: call it through PgCall.  Errors 08001
 // when the source cannot be reached, 55006 when the slot cannot be dropped.
 void drop_source_slot_pg(text *conninfo_text, Name slot_name);
+
+// The session settings the worker pins on every source connection, so that
+// a value's text is unambiguous and exact whatever the source database or
+// role sets (issue 12 item 1, B25; source_conn.cpp): DateStyle ISO,
+// IntervalStyle postgres, extra_float_digits 3.  cdc.audit pins the same
+// (src/pg/audit/source.cpp) and adds its own.
+struct SourceSetting {
+	const char *name;
+	const char *value;
+};
+extern const SourceSetting cdc_source_settings[];
+extern const int cdc_source_settings_count;
+
+// What the publications (`publications_sql`: their names as SQL literals,
+// comma-separated) publish of one source table, read over `conn` as
+// PostgreSQL 15's table synchronisation does (table_copy.cpp): relkind 'r'
+// or 'p' (a partitioned root published through it), the columns (without
+// generated ones, only those of the column list if there is one), the row
+// filter (the publications' filters OR-ed; NULL when one of them has none).
+// Allocated in the current memory context.  PostgreSQL regime: call it
+// through PgCall.  Errors 42P01 no such table, 0A000 different column lists.
+typedef struct TableScope {
+	char relkind;
+	int ncols;
+	char **cols;
+	char *filter;
+} TableScope;
+void read_table_scope(PGconn *conn, const char *publications_sql, const char *schema, const char *table,
+                      TableScope *scope);
 
 // cdc._publication_tables(conninfo text, publications text[]): the tables
 // the publications publish, read over a connection with the worker's

@@ -27,10 +27,10 @@ SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'),
 SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox_rows', 'outbox_source',
                          'conflicts', 'counters', 'subscription', 'subscription_state', 'subscription_rel', 'skipped_transactions',
                          'dead_letter', 'prune_watermark', 'prune_state', 'subscription_errors', 'accepted_gaps', 'source_renames',
-                         'stream_mark'],
+                         'stream_mark', 'audit_runs', 'audit_findings'],
                   'schema cdc has exactly the state tables');
 SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'subscription_tables', 'horizon_status',
-                        'outbox', 'stream_marks'],
+                        'outbox', 'stream_marks', 'audit_status'],
                  'schema cdc has exactly the views');
 SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
 SELECT has_table('cdc', 'ledger', 'cdc.ledger exists');
@@ -197,12 +197,14 @@ SELECT has_function('cdc', 'unregister_mapping', ARRAY['regclass'], 'cdc.unregis
 SELECT function_returns('cdc', 'unregister_mapping', ARRAY['regclass'], 'boolean', 'cdc.unregister_mapping returns boolean');
 
 -- Every function of the extension pins search_path; only two are SECURITY
--- DEFINER (docs/security.md).
+-- DEFINER (docs/security.md).  (Procedures that commit cannot have a SET
+-- clause: cdc.audit and cdc.resync set it for each of their transactions,
+-- audit_contract.sql.)
 SELECT is_empty($$
   SELECT p.oid::regprocedure::text FROM pg_proc p
     JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
     JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
-   WHERE NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)$$,
+   WHERE p.prokind <> 'p' AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)$$,
   'every extension function sets search_path = pg_catalog, pg_temp');
 SELECT is_empty($$
   SELECT p.oid::regprocedure::text FROM pg_proc p
