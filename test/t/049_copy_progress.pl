@@ -98,7 +98,9 @@ for my $holder (@holders) {
 	my ($state, $copied, $estimate, $percent, $rate, $left) = @$at;
 	is($state, 'copying', "held at key $holder->{key}: copy_progress says copying");
 	cmp_ok($copied, '>', 0, "held at key $holder->{key}: $copied rows copied");
-	cmp_ok($copied, '<=', $holder->{key}, "held at key $holder->{key}: not beyond the key it waits for (updated every 1,000 rows)");
+	# the count is updated every 1,000 rows read, and the rows are applied in queues of
+	# cdc.apply_batch_changes (1,000): the key waited for is among the last 2,000 counted
+	cmp_ok(abs($copied - $holder->{key}), '<=', 2000, "held at key $holder->{key}: the count is at the key it waits for");
 	cmp_ok(abs($estimate - $rows), '<=', $rows / 10, "the total is the source planner's estimate ($estimate)");
 	ok($percent > 0 && $percent < 100, "held at key $holder->{key}: $percent % is strictly between 0 and 100");
 	cmp_ok($rate, '>', 0, "held at key $holder->{key}: a rate ($rate rows/s)");
