@@ -109,18 +109,16 @@ is($cum[-2], $cum[-1], 'none took more than 262 s');
 is(dq(q{SELECT latency_p50_ms <= latency_p99_ms AND latency_sum_seconds > 0 AND latency_avg_ms > 0 FROM cdc.worker_stats WHERE subscription = 'sw'}),
 	't', 'median, 99th percentile, sum and average are filled');
 
-# a failing transaction in a group: the group is retried one by one, then the error is recorded
+# a failing transaction in a group: the group is retried one by one, then the error is recorded.
+# A backlog of 150 source transactions on either side of it, so that it is
+# certainly applied in a group with others (a group closes early only when
+# the socket runs dry: test/t/025_worker_grouping.pl does the same)
 disable_and_wait($source, $dest, 'sw');
-sq(q{
-INSERT INTO w VALUES (1001, 1);
-INSERT INTO w VALUES (1002, 2);
-INSERT INTO w VALUES (1003, 3);
-INSERT INTO w VALUES (1004, -1);
-INSERT INTO w VALUES (1005, 5);
-});
+sq(join('', map { "INSERT INTO w VALUES ($_, 1);\n" } 1001 .. 1150) . "INSERT INTO w VALUES (1151, -1);\n"
+	  . join('', map { "INSERT INTO w VALUES ($_, 1);\n" } 1152 .. 1301));
 enable_subscription($dest, 'sw');
 ok(wait_status($dest, 'sw', q{state = 'error' AND retry_count >= 2}), 'the transaction with v = -1 fails again and again');
-is(dq('SELECT count(*) FROM w WHERE id > 1000'), '3', 'the three before it were applied one by one');
+is(dq('SELECT count(*) || \'|\' || max(id) FROM w WHERE id > 1000'), '150|1150', 'the 150 before it were applied');
 is(dq(q{SELECT errors >= 2 AND group_retries >= 1 AND retries >= 1 FROM cdc.worker_stats WHERE subscription = 'sw'}), 't',
 	'cdc.worker_stats: errors, the group retried one by one, starts after an error');
 is(dq(q{SELECT errors_by_sqlstate ? '23514' AND (errors_by_sqlstate->>'23514')::int = errors FROM cdc.worker_stats WHERE subscription = 'sw'}), 't',
@@ -129,7 +127,7 @@ is(dq(q{SELECT errors = (SELECT errors FROM cdc.worker_stats WHERE subscription 
           FROM cdc.rates WHERE kind = 'subscription' AND name = 'sw'}), 't', 'cdc.rates shows the subscription in error, with lag and its errors');
 dq(q{SELECT cdc.skip_transaction('sw', last_error_lsn, 'negative v') FROM cdc.subscription_status WHERE name = 'sw'});
 ok(wait_caught_up($source, $dest, 'sw'), 'after the skip it streams again');
-is(dq('SELECT string_agg(id::text, \',\' ORDER BY id) FROM w WHERE id > 1000'), '1001,1002,1003,1005', 'all but the skipped one');
+is(dq('SELECT count(*) || \'|\' || bool_and(id <> 1151) FROM w WHERE id > 1000'), '300|true', 'all but the skipped one');
 
 # ---------------------------------------------------------------------------
 # D. the postgres_exporter queries (before C: here with data)
