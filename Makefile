@@ -5,7 +5,7 @@ MODULEDIR = extension
 
 CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/core/decode.cpp src/core/decision.cpp \
             src/core/copy_text.cpp src/core/modes.cpp src/core/layout.cpp src/core/batch_plan.cpp \
-            src/core/audit_sql.cpp src/core/audit_diff.cpp
+            src/core/audit_sql.cpp src/core/audit_diff.cpp src/core/stats_math.cpp
 PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/pg/sql_api.cpp \
           src/pg/apply/engine.cpp src/pg/apply/target.cpp src/pg/apply/image.cpp src/pg/apply/single.cpp \
           src/pg/apply/segment.cpp src/pg/apply/outbox.cpp src/pg/apply/table_write.cpp src/pg/apply/state_store.cpp src/pg/apply/modes.cpp \
@@ -13,9 +13,10 @@ PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/p
           src/pg/worker/launcher.cpp src/pg/worker/apply_worker.cpp src/pg/worker/source_conn.cpp \
           src/pg/worker/pgoutput.cpp src/pg/worker/transactions.cpp src/pg/worker/progress.cpp \
           src/pg/worker/stream_spool.cpp src/pg/worker/table_copy.cpp src/pg/worker/status.cpp \
-          src/pg/worker/lifecycle.cpp src/pg/worker/continuity.cpp \
+          src/pg/worker/lifecycle.cpp src/pg/worker/continuity.cpp src/pg/worker/registry.cpp \
           src/pg/audit/source.cpp src/pg/audit/session.cpp src/pg/audit/tables.cpp src/pg/audit/common.cpp \
-          src/pg/audit/audit.cpp src/pg/audit/resync.cpp
+          src/pg/audit/audit.cpp src/pg/audit/resync.cpp \
+          src/pg/shared_stats.cpp
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql

@@ -1720,17 +1720,22 @@ BEGIN
   PERFORM pg_replication_origin_create(cdc._origin_name(id));
   PERFORM cdc._note_subscription_database();
   PERFORM cdc._force_sync_commit();
-  IF current_setting('cdc.database', true) IS DISTINCT FROM current_database() THEN
-    RAISE WARNING 'subscription "%" will not run: the cdc_apply launcher serves database %, not %', name,
-      coalesce(quote_literal(current_setting('cdc.database', true)), 'none (cdc_apply is not in shared_preload_libraries)'),
-      quote_literal(current_database())
-      USING HINT = 'Set cdc.database to this database and shared_preload_libraries = ''cdc_apply'', then restart.';
+  -- the launcher serves every database with the extension; only a server
+  -- without the launcher, or the deprecated cdc.database naming another
+  -- database, leaves the subscription unserved (docs/worker.md, "Every database")
+  IF current_setting('cdc.max_databases', true) IS NULL THEN
+    RAISE WARNING 'subscription "%" will not run: cdc_apply is not in shared_preload_libraries', name
+      USING HINT = 'Add cdc_apply to shared_preload_libraries and restart the server.';
+  ELSIF coalesce(current_setting('cdc.database', true), '') NOT IN ('', current_database()) THEN
+    RAISE WARNING 'subscription "%" will not run: cdc.database restricts the launcher to database %', name,
+      quote_literal(current_setting('cdc.database', true))
+      USING HINT = 'cdc.database is deprecated: set it to '''' (every database) and restart the server.';
   END IF;
   RETURN id;
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
-  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply, database cdc.database) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 23505 name exists, 22023 missing conninfo/publications or another origin.';
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 23505 name exists, 22023 missing conninfo/publications or another origin.';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2230,3 +2235,232 @@ REVOKE ALL ON cdc.audit_runs, cdc.audit_findings FROM PUBLIC;
 GRANT SELECT ON cdc.audit_status TO PUBLIC;
 REVOKE ALL ON PROCEDURE cdc.audit(text, regclass, integer, integer, interval, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE cdc.resync(text, regclass, jsonb, jsonb, jsonb, bigint, integer, integer, interval, bigint, bigint) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Operations (issue 14, sections 3-5; docs/operations.md): counters in
+-- shared memory that survive rollbacks, the rates operators alert on, the
+-- progress of long copies and of pruning, and the launcher's notice of this
+-- database.  Counts, SQLSTATEs, table names and LSNs only: readable by
+-- every role.  Every expression is qualified (pg_catalog functions and
+-- operators), as the whole script runs with search_path = pg_catalog.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION cdc._notify_launcher() RETURNS void
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_notify_launcher';
+COMMENT ON FUNCTION cdc._notify_launcher() IS
+  'Internal: after the current transaction commits, the cdc_apply launcher looks at this database at once (called at the end of this install script, so that CREATE EXTENSION makes the database served without waiting for cdc.naptime; docs/worker.md, "Every database"). A no-op without shared_preload_libraries.';
+
+CREATE FUNCTION cdc._call_stats()
+RETURNS TABLE (function text, sqlstate text, count bigint, since timestamptz)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_call_stats';
+COMMENT ON FUNCTION cdc._call_stats() IS
+  'Internal: the shared-memory call counters of this database: per entry point (cdc_apply, cdc_apply_batch) a row with sqlstate NULL counting its calls and one per SQLSTATE counting its failed calls, with the time counting began (creation or cdc.reset_shared_stats()). No rows without shared_preload_libraries. Read through cdc.call_stats and cdc.failed_calls.';
+
+CREATE FUNCTION cdc._worker_stats()
+RETURNS TABLE (subid integer, errors bigint, errors_by_sqlstate jsonb, retries bigint, group_retries bigint, xacts bigint,
+               latency_sum_seconds double precision, latency_buckets bigint[], latency_p50_ms double precision,
+               latency_p99_ms double precision, since timestamptz)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_worker_stats';
+COMMENT ON FUNCTION cdc._worker_stats() IS
+  'Internal: the shared-memory counters of the apply workers of this database, per subscription id: errors (and by SQLSTATE), starts after an error, failed groups retried one by one, applied source transactions, the sum of their apply latencies and their histogram (latency_buckets[k] counts latencies of at most 2^(k-1) ms and more than the bucket before, k = 1..19; [20] the rest), the upper bounds of the buckets holding the median and the 99th percentile. No rows without shared_preload_libraries. Read through cdc.worker_stats and cdc.apply_latency.';
+
+CREATE FUNCTION cdc._shared_stats_status()
+RETURNS TABLE (available boolean, call_entries integer, call_capacity integer, subscription_entries integer,
+               subscription_capacity integer, lost bigint)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_shared_stats_status';
+COMMENT ON FUNCTION cdc._shared_stats_status() IS
+  'Internal: whether the shared counters exist (cdc_apply in shared_preload_libraries), how many entries of their tables are used (all databases) and how many counts were lost because a table was full. Read through cdc.shared_stats.';
+
+CREATE FUNCTION cdc._copy_progress()
+RETURNS TABLE (subid integer, worker_pid integer, schema_name text, table_name text, state text, rows_copied bigint,
+               bytes_copied bigint, rows_estimated bigint, percent double precision, rows_per_second double precision,
+               seconds_left double precision, started_at timestamptz, finished_at timestamptz)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_copy_progress';
+COMMENT ON FUNCTION cdc._copy_progress() IS
+  'Internal: the table copy of each apply worker of this database, from shared memory: running (copying) or the last one it finished (done), rows and bytes received so far (updated every 1,000 rows), the source planner''s estimate of the rows (NULL unknown), percent (below 100 until done), rate and seconds left. No rows without shared_preload_libraries. Read through cdc.copy_progress.';
+
+CREATE FUNCTION cdc.reset_shared_stats() RETURNS timestamptz
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_reset_shared_stats';
+COMMENT ON FUNCTION cdc.reset_shared_stats() IS
+  'Zeroes this database''s counters in shared memory (cdc.call_stats, cdc.failed_calls, cdc.worker_stats, cdc.apply_latency) and returns the time of the reset, their new since; the transactional cdc.stats is not touched. NULL without shared_preload_libraries. EXECUTE is revoked from PUBLIC: grant it (to pg_monitor, say) as pg_stat_statements_reset is granted. No errors.';
+
+CREATE VIEW cdc.shared_stats AS
+  SELECT s.available,
+         CASE WHEN NOT s.available
+              THEN 'cdc_apply is not in shared_preload_libraries: calls, failed calls, worker errors, apply latency and copy progress are not counted'
+         END AS note,
+         s.call_entries, s.call_capacity, s.subscription_entries, s.subscription_capacity, s.lost
+    FROM cdc._shared_stats_status() s;
+COMMENT ON VIEW cdc.shared_stats IS
+  'Whether the counters in shared memory are kept (available: cdc_apply is in shared_preload_libraries; note says what is missing otherwise), how full their fixed tables are for all databases (call_entries of call_capacity, subscription_entries of subscription_capacity) and how many counts were lost because a table was full.';
+
+CREATE VIEW cdc.call_stats AS
+  SELECT c.function,
+         pg_catalog.sum(c.count) FILTER (WHERE c.sqlstate IS NULL)::bigint AS calls,
+         coalesce(pg_catalog.sum(c.count) FILTER (WHERE c.sqlstate IS NOT NULL), 0)::bigint AS failed,
+         pg_catalog.min(c.since) AS since
+    FROM cdc._call_stats() c
+   GROUP BY c.function;
+COMMENT ON VIEW cdc.call_stats IS
+  'Calls of cdc_apply() (both forms) and cdc_apply_batch() (all forms) in this database and how many failed, counted in shared memory since since (creation or cdc.reset_shared_stats()): unlike cdc.stats these survive the rollback of the calling transaction. A call that fails before the function runs (an argument that does not cast) or whose transaction fails later (at COMMIT) is not a failed call. Empty without shared_preload_libraries (see cdc.shared_stats).';
+
+CREATE VIEW cdc.failed_calls AS
+  SELECT c.function, c.sqlstate, c.count AS failures, c.since
+    FROM cdc._call_stats() c
+   WHERE c.sqlstate IS NOT NULL;
+COMMENT ON VIEW cdc.failed_calls IS
+  'Failed calls of cdc_apply() and cdc_apply_batch() in this database by SQLSTATE (22P02 malformed input, 22023 bad event, 42501 privileges, 23xxx constraints of the target, 57014 canceled, ...), counted in shared memory in the error path of the call, so they survive the rollback that follows. Empty without shared_preload_libraries.';
+
+CREATE VIEW cdc.worker_stats AS
+  SELECT s.name AS subscription, w.errors, w.errors_by_sqlstate, w.retries, w.group_retries,
+         w.xacts AS applied_xacts, w.latency_sum_seconds,
+         CASE WHEN w.xacts OPERATOR(pg_catalog.>) 0
+              THEN w.latency_sum_seconds OPERATOR(pg_catalog./) w.xacts::double precision
+                   OPERATOR(pg_catalog.*) 1000::double precision END AS latency_avg_ms,
+         w.latency_p50_ms, w.latency_p99_ms, w.since
+    FROM cdc._worker_stats() w
+    JOIN cdc.subscription s ON s.subid OPERATOR(pg_catalog.=) w.subid;
+COMMENT ON VIEW cdc.worker_stats IS
+  'Per subscription, counted in shared memory by its apply worker since since: errors it recorded (each stops the worker, which backs off and restarts; errors_by_sqlstate counts them by SQLSTATE), retries (starts after an error), group_retries (failed groups of source transactions re-applied one by one, docs/worker.md "Grouping"), applied_xacts (source transactions applied, each with its apply latency: local commit time minus the source''s commit time), their sum, average, and the upper bounds of the histogram buckets holding the median and the 99th percentile (powers of two milliseconds; cdc.apply_latency has the histogram). A difference between the source''s and the destination''s clocks shifts the latencies (negative ones count as 0). Empty without shared_preload_libraries.';
+
+CREATE VIEW cdc.apply_latency AS
+  SELECT s.name AS subscription,
+         CASE WHEN b.k OPERATOR(pg_catalog.=) 20 THEN 'Infinity'::double precision
+              ELSE pg_catalog.power(2::double precision, (b.k OPERATOR(pg_catalog.-) 1)::double precision) END AS le_ms,
+         pg_catalog.sum(b.n) OVER (PARTITION BY w.subid ORDER BY b.k)::bigint AS xacts
+    FROM cdc._worker_stats() w
+    JOIN cdc.subscription s ON s.subid OPERATOR(pg_catalog.=) w.subid
+   CROSS JOIN LATERAL pg_catalog.unnest(w.latency_buckets) WITH ORDINALITY AS b(n, k);
+COMMENT ON VIEW cdc.apply_latency IS
+  'The apply-latency histogram of each subscription (source commit to local commit, per applied source transaction), cumulative like a Prometheus histogram: xacts counts the transactions whose latency was at most le_ms milliseconds (1, 2, 4, ... 262144, Infinity). Empty without shared_preload_libraries.';
+
+CREATE VIEW cdc.rates AS
+  -- targets: how the events applied to each (both paths) were decided
+  SELECT 'target'::text AS kind,
+         CASE WHEN st.target::oid OPERATOR(pg_catalog.=) 0::oid THEN '(no target)'
+              ELSE pg_catalog.format('%I.%I', n.nspname, c.relname) END AS name,
+         (st.applied OPERATOR(pg_catalog.+) st.duplicate OPERATOR(pg_catalog.+) st.stale
+            OPERATOR(pg_catalog.+) st.conflict) AS events,
+         st.duplicate::double precision OPERATOR(pg_catalog./)
+           nullif(st.applied OPERATOR(pg_catalog.+) st.duplicate OPERATOR(pg_catalog.+) st.stale
+                               OPERATOR(pg_catalog.+) st.conflict, 0)::double precision AS duplicate_rate,
+         st.stale::double precision OPERATOR(pg_catalog./)
+           nullif(st.applied OPERATOR(pg_catalog.+) st.duplicate OPERATOR(pg_catalog.+) st.stale
+                               OPERATOR(pg_catalog.+) st.conflict, 0)::double precision AS stale_rate,
+         st.conflict::double precision OPERATOR(pg_catalog./)
+           nullif(st.applied OPERATOR(pg_catalog.+) st.duplicate OPERATOR(pg_catalog.+) st.stale
+                               OPERATOR(pg_catalog.+) st.conflict, 0)::double precision AS conflict_rate,
+         st.expired,
+         NULL::bigint AS errors,
+         NULL::double precision AS error_rate,
+         NULL::text AS state,
+         NULL::bigint AS lag_bytes,
+         NULL::double precision AS lag_seconds,
+         NULL::bigint AS retries,
+         NULL::double precision AS latency_p50_ms,
+         NULL::double precision AS latency_p99_ms,
+         NULL::timestamptz AS since
+    FROM cdc.stats st
+    LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) st.target::oid
+    LEFT JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+  UNION ALL
+  -- the SQL entry points: calls and failed calls (shared memory)
+  SELECT 'function', cs.function, cs.calls, NULL, NULL, NULL, NULL,
+         cs.failed,
+         cs.failed::double precision OPERATOR(pg_catalog./) nullif(cs.calls, 0)::double precision,
+         NULL, NULL, NULL, NULL, NULL, NULL, cs.since
+    FROM cdc.call_stats cs
+  UNION ALL
+  -- subscriptions: state, lag, and the worker's errors, retries and latency (shared memory)
+  SELECT 'subscription', ss.name, ws.applied_xacts, NULL, NULL, NULL, NULL,
+         ws.errors, NULL, ss.state, ss.lag_bytes, ss.lag_seconds,
+         ws.retries OPERATOR(pg_catalog.+) ws.group_retries, ws.latency_p50_ms, ws.latency_p99_ms, ws.since
+    FROM cdc.subscription_status ss
+    LEFT JOIN cdc.worker_stats ws ON ws.subscription OPERATOR(pg_catalog.=) ss.name;
+COMMENT ON VIEW cdc.rates IS
+  'What operators alert on, in one view (docs/operations.md, "Alerts"). kind target: per target (cdc.stats; (no target) for events ignored before a target was known) its change events (applied + duplicate + stale + conflict) and the share of each outcome since the extension was created: duplicate_rate (redeliveries), stale_rate (late or reordered changes), conflict_rate (equal versions with other content: data problems), expired. kind function: calls of cdc_apply/cdc_apply_batch, failed calls and their share (shared memory). kind subscription: state, lag_bytes, lag_seconds (cdc.subscription_status), applied source transactions, worker errors, retries and the median and 99th-percentile apply latency (shared memory; NULL without shared_preload_libraries, see cdc.shared_stats). Ratios are since the counters began: for rates over a window use the counters with postgres_exporter (docs/postgres_exporter.yml).';
+
+CREATE VIEW cdc.copy_progress AS
+  SELECT s.name AS subscription, p.schema_name, p.table_name, p.state, p.rows_copied, p.rows_estimated,
+         pg_catalog.round(p.percent::numeric, 1) AS percent,
+         pg_catalog.round(p.rows_per_second::numeric, 0) AS rows_per_second,
+         pg_catalog.make_interval(secs => pg_catalog.round(p.seconds_left::numeric, 0)::double precision) AS time_left,
+         p.bytes_copied, p.started_at, p.finished_at, p.worker_pid
+    FROM cdc._copy_progress() p
+    JOIN cdc.subscription s ON s.subid OPERATOR(pg_catalog.=) p.subid
+  UNION ALL
+  SELECT s.name, r.schema_name, r.table_name, 'waiting', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    FROM cdc.subscription_rel r
+    JOIN cdc.subscription s ON s.subid OPERATOR(pg_catalog.=) r.subid
+   WHERE r.state OPERATOR(pg_catalog.=) 'init'
+     AND NOT EXISTS (SELECT 1 FROM cdc._copy_progress() p
+                      WHERE p.subid OPERATOR(pg_catalog.=) r.subid AND p.state OPERATOR(pg_catalog.=) 'copying'
+                        AND p.schema_name OPERATOR(pg_catalog.=) r.schema_name
+                        AND p.table_name OPERATOR(pg_catalog.=) r.table_name);
+COMMENT ON VIEW cdc.copy_progress IS
+  'Progress of the table copies of the subscriptions (docs/worker.md, "Progress"): per table being copied (state copying) the rows received so far, the source planner''s estimate of the total (row filters included; NULL unknown), percent (stays below 100 until the copy is done, however low the estimate was), rows per second and the time left at that rate; the last table each worker copied (done, 100 %) until its next copy or its exit; and the tables waiting for their copy (waiting). Rows are updated in shared memory every 1,000 rows; without shared_preload_libraries only the waiting tables show.';
+
+CREATE VIEW cdc.prune_progress AS
+  WITH cfg AS (
+    SELECT (SELECT x.available FROM cdc._shared_stats_status() x) AS launcher,
+           (SELECT st.setting::integer FROM pg_catalog.pg_settings st
+             WHERE st.name OPERATOR(pg_catalog.=) 'cdc.prune_interval') AS interval_s,
+           (SELECT st.setting::integer FROM pg_catalog.pg_settings st
+             WHERE st.name OPERATOR(pg_catalog.=) 'cdc.prune_max_pages') AS max_pages,
+           pg_catalog.current_setting('block_size')::bigint AS block_size
+  ), t AS (
+    SELECT p.relation, p.next_block, p.last_run_at, p.last_sweep_done_at,
+           -- the outbox is stored in cdc.outbox_rows (cdc.outbox is its view), as cdc.prune reads it
+           (pg_catalog.pg_relation_size(CASE WHEN p.relation OPERATOR(pg_catalog.=) 'outbox' THEN 'cdc.outbox_rows'::regclass
+                                             ELSE ('cdc.' OPERATOR(pg_catalog.||) p.relation)::regclass END)
+              OPERATOR(pg_catalog./) cfg.block_size) AS blocks,
+           CASE WHEN cfg.launcher AND cfg.interval_s OPERATOR(pg_catalog.>) 0 THEN cfg.max_pages END AS per_call,
+           CASE WHEN cfg.launcher AND cfg.interval_s OPERATOR(pg_catalog.>) 0 THEN cfg.interval_s END AS every_s
+      FROM cdc.prune_state p, cfg
+  )
+  SELECT t.relation,
+         t.blocks AS table_blocks,
+         least(t.next_block, t.blocks) AS pass_position,
+         greatest(t.blocks OPERATOR(pg_catalog.-) t.next_block, 0) AS blocks_left,
+         CASE WHEN t.blocks OPERATOR(pg_catalog.>) 0
+              THEN pg_catalog.round(100 OPERATOR(pg_catalog.*) least(t.next_block, t.blocks)::numeric
+                                    OPERATOR(pg_catalog./) t.blocks, 1) END AS pass_percent,
+         t.per_call AS blocks_per_call,
+         pg_catalog.make_interval(secs => t.every_s::double precision) AS call_interval,
+         pg_catalog.ceil(greatest(t.blocks OPERATOR(pg_catalog.-) t.next_block, 0)::numeric
+                         OPERATOR(pg_catalog./) t.per_call)::bigint AS calls_left,
+         pg_catalog.make_interval(secs => (pg_catalog.ceil(greatest(t.blocks OPERATOR(pg_catalog.-) t.next_block, 0)::numeric
+                         OPERATOR(pg_catalog./) t.per_call) OPERATOR(pg_catalog.*) t.every_s)::double precision) AS pass_time_left,
+         pg_catalog.make_interval(secs => (greatest(pg_catalog.ceil(t.blocks::numeric OPERATOR(pg_catalog./) t.per_call), 1)
+                         OPERATOR(pg_catalog.*) t.every_s)::double precision) AS full_pass_time,
+         t.last_run_at,
+         t.last_sweep_done_at,
+         -- the schedule stalled (three intervals without a call), or a pass takes longer than the horizon
+         (t.every_s IS NOT NULL AND (
+            coalesce(t.last_run_at, '-infinity'::timestamptz) OPERATOR(pg_catalog.<)
+              (pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => (3 OPERATOR(pg_catalog.*) t.every_s)::double precision))
+            OR pg_catalog.make_interval(secs => (greatest(pg_catalog.ceil(t.blocks::numeric OPERATOR(pg_catalog./) t.per_call), 1)
+                                         OPERATOR(pg_catalog.*) t.every_s)::double precision)
+               OPERATOR(pg_catalog.>) cdc.replay_horizon())) AS behind
+    FROM t;
+COMMENT ON VIEW cdc.prune_progress IS
+  'Where the launcher''s scheduled cdc.prune() is in each bookkeeping table (docs/retention.md): the table''s blocks, the position of the current pass, blocks left in it and percent done, the blocks one call scans (cdc.prune_max_pages) and how often it is called (cdc.prune_interval), the calls and time left in the pass, the time a full pass takes (an entry may outlive the replay horizon by up to that much), when it last ran and last completed a pass, and behind: true when no call came for three intervals (the launcher is down or cdc.prune() fails: see the server log) or a full pass takes longer than the replay horizon (raise cdc.prune_max_pages). The schedule columns are NULL when the launcher does not prune (cdc.prune_interval = 0, or cdc_apply not preloaded). Cheap: reads cdc.prune_state and the tables'' sizes, never their rows.';
+
+GRANT SELECT ON cdc.shared_stats, cdc.call_stats, cdc.failed_calls, cdc.worker_stats, cdc.apply_latency, cdc.rates,
+                cdc.copy_progress, cdc.prune_progress TO PUBLIC;
+REVOKE ALL ON FUNCTION cdc.reset_shared_stats() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._notify_launcher() FROM PUBLIC;
+
+-- The launcher serves this database as soon as CREATE EXTENSION commits.
+SELECT cdc._notify_launcher();

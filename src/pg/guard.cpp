@@ -1,5 +1,6 @@
 // The error bridge: see guard.hpp.
 #include "pg/guard.hpp"
+#include "pg/shared_stats.hpp"
 
 #include "core/errors.hpp"
 #include "core/json.hpp"
@@ -122,8 +123,10 @@ RaiseStashedError()
 }
 
 Datum
-InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo) noexcept
+InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo, int counted_as) noexcept
 {
+	if (counted_as != 0)
+		CountCall(counted_as);
 	bool failed = false;
 	Datum result = (Datum) 0;
 	MemoryContext entry_context = CurrentMemoryContext;
@@ -144,6 +147,9 @@ InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo) noexcept
 
 	/* Out of every catch block: now it is safe to longjmp. */
 	MemoryContextSwitchTo(entry_context);
+	/* counted here: the transaction that would record it rolls back (lock-free, no allocation) */
+	if (counted_as != 0)
+		CountFailedCall(counted_as, pending.edata ? pending.edata->sqlerrcode : pending.sqlerrcode);
 	RaiseStashedApplyError(&callback);
 }
 

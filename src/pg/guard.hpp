@@ -125,7 +125,12 @@ RunCpp(F &&f)
 using CppFunction = Datum (*)(FunctionCallInfo);
 
 // Runs a SQL-callable C++ body; see CDC_PG_FUNCTION.  Never throws.
-Datum InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo) noexcept;
+// `counted_as` (a CallKind of pg/shared_stats.hpp, 0 for none): the call
+// is counted in shared memory before the body runs, and a failure is
+// counted by SQLSTATE in the error path, after the catch block and before
+// the ERROR is raised, so that it is counted even though the transaction
+// rolls back (CDC_PG_ENTRY_POINT).
+Datum InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo, int counted_as = 0) noexcept;
 
 // The description of what the engine is working on ("applying event 3 of the
 // batch to table public.orders, delivery key ..."), added as CONTEXT to every
@@ -146,5 +151,19 @@ void SetErrorContext(const char *text) noexcept;
 	extern "C" PGDLLEXPORT Datum name(PG_FUNCTION_ARGS)                                        \
 	{                                                                                           \
 		return cdc::pg::InvokeCpp(name##_cpp, fcinfo);                                          \
+	}                                                                                           \
+	static Datum name##_cpp(FunctionCallInfo fcinfo)
+
+// As CDC_PG_FUNCTION, for the entry points whose calls and failed calls
+// are counted in shared memory (cdc.call_stats): cdc_apply and
+// cdc_apply_batch; `kind` is a CallKind (pg/shared_stats.hpp).
+#define CDC_PG_ENTRY_POINT(name, kind)                                                          \
+	static Datum name##_cpp(FunctionCallInfo fcinfo);                                           \
+	extern "C" {                                                                                \
+	PG_FUNCTION_INFO_V1(name);                                                                  \
+	}                                                                                           \
+	extern "C" PGDLLEXPORT Datum name(PG_FUNCTION_ARGS)                                        \
+	{                                                                                           \
+		return cdc::pg::InvokeCpp(name##_cpp, fcinfo, (kind));                                  \
 	}                                                                                           \
 	static Datum name##_cpp(FunctionCallInfo fcinfo)

@@ -18,7 +18,8 @@ extern "C" {
  * The worker path (docs/worker.md lists them with units)
  * ------------------------------------------------------------------------ */
 
-char *cdc_database = NULL;     /* cdc.database */
+char *cdc_database = NULL;     /* cdc.database (deprecated): '' = every database */
+int cdc_max_databases = 1024;  /* cdc.max_databases */
 int cdc_naptime = 5;           /* cdc.naptime, seconds */
 int cdc_max_workers = 4;       /* cdc.max_workers */
 int cdc_retry_backoff = 1000;  /* cdc.retry_backoff, ms: first retry delay, doubled per failure */
@@ -86,9 +87,16 @@ DefineWorkerSettings(bool preloaded)
 {
 	/* PGC_POSTMASTER settings can only be defined while the server starts */
 	if (preloaded) {
-		DefineCustomStringVariable("cdc.database", "Database whose cdc.subscription the launcher serves.", NULL,
-		                           &cdc_database, "postgres", PGC_POSTMASTER, 0, NULL, NULL, NULL);
-		DefineCustomIntVariable("cdc.max_workers", "Maximum number of apply workers the launcher runs.", NULL,
+		DefineCustomStringVariable("cdc.database",
+		                           "Deprecated: restricts the launcher to this one database (empty: every database).",
+		                           "The launcher serves every database where cdc_apply is installed; a database name here "
+		                           "serves that database only, as before subscriptions ran in every database.",
+		                           &cdc_database, "", PGC_POSTMASTER, 0, NULL, NULL, NULL);
+		DefineCustomIntVariable("cdc.max_databases", "Most databases the launcher keeps track of.",
+		                        "Every database that allows connections takes one entry (a few dozen bytes of shared "
+		                        "memory); databases beyond it are not served.",
+		                        &cdc_max_databases, 1024, 1, 1000000, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+		DefineCustomIntVariable("cdc.max_workers", "Maximum number of apply workers, in all databases together.", NULL,
 		                        &cdc_max_workers, 4, 1, 64, PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	}
 	DefineCustomIntVariable("cdc.naptime", "How often the launcher looks for subscriptions to start or stop.", NULL,

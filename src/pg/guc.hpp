@@ -17,7 +17,8 @@ extern "C" {
 namespace cdc::pg {
 
 // Defines every cdc.* setting and reserves the cdc prefix.  The
-// PGC_POSTMASTER settings (cdc.database, cdc.max_workers) only when the
+// PGC_POSTMASTER settings (cdc.database, cdc.max_workers,
+// cdc.max_databases) only when the
 // library is loaded through shared_preload_libraries (`preloaded`).
 void InitGUC(bool preloaded);
 
@@ -25,6 +26,7 @@ void InitGUC(bool preloaded);
 
 /* the worker path (docs/worker.md) */
 extern char *cdc_database;
+extern int cdc_max_databases;
 extern int cdc_naptime;
 extern int cdc_max_workers;
 extern int cdc_retry_backoff;

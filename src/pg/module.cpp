@@ -10,7 +10,9 @@
 // definitions and registrations.
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
+#include "pg/shared_stats.hpp"
 #include "pg/worker/lifecycle.hpp"
+#include "pg/worker/registry.hpp"
 #include "pg/worker/worker.hpp"
 
 extern "C" {
@@ -31,5 +33,7 @@ _PG_init(void)
 {
 	cdc::pg::InitGUC(process_shared_preload_libraries_in_progress);
 	cdc::pg::InitLauncher(process_shared_preload_libraries_in_progress);
+	cdc::pg::InstallRegistry(process_shared_preload_libraries_in_progress);
+	cdc::pg::InstallSharedStats(process_shared_preload_libraries_in_progress);
 	cdc::pg::InstallLifecycleHooks(process_shared_preload_libraries_in_progress && !IsBinaryUpgrade);
 }

@@ -11,6 +11,7 @@
 #include "pg/apply/engine.hpp"
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
+#include "pg/shared_stats.hpp"
 #include "pg/worker/worker.hpp"
 
 #include "core/errors.hpp"
@@ -227,7 +228,7 @@ ApplyOne(FunctionCallInfo fcinfo, Json &&event)
  * or ignored.  A NULL or JSON-null event is a Kafka tombstone (ignored).
  * Errors and SQLSTATEs: docs/sql-reference.md.
  */
-CDC_PG_FUNCTION(cdc_apply_jsonb)
+CDC_PG_ENTRY_POINT(cdc_apply_jsonb, cdc::pg::kCallApply)
 {
 	Json event;
 	if (!PG_ARGISNULL(0)) {
@@ -243,7 +244,7 @@ CDC_PG_FUNCTION(cdc_apply_jsonb)
  * cdc_apply(event text, ...): the same for raw JSON text (for example a
  * Kafka record value as received).  Malformed JSON: SQLSTATE 22P02.
  */
-CDC_PG_FUNCTION(cdc_apply_text)
+CDC_PG_ENTRY_POINT(cdc_apply_text, cdc::pg::kCallApply)
 {
 	Json event;
 	if (!PG_ARGISNULL(0)) {
@@ -363,7 +364,7 @@ RequireEvents(FunctionCallInfo fcinfo)
  * delivery_keys of another length, and every error of cdc_apply() with
  * "event N of the batch" in the context; nothing of the batch is applied.
  */
-CDC_PG_FUNCTION(cdc_apply_batch_jsonb)
+CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
 {
 	RequireEvents(fcinfo);
 	/* detoasted once, for the size check and the conversion */
@@ -380,7 +381,7 @@ CDC_PG_FUNCTION(cdc_apply_batch_jsonb)
  * cdc_apply_batch(events jsonb[], ...): the same for an array of jsonb values
  * (NULL elements are Kafka tombstones).
  */
-CDC_PG_FUNCTION(cdc_apply_batch_array)
+CDC_PG_ENTRY_POINT(cdc_apply_batch_array, cdc::pg::kCallApplyBatch)
 {
 	RequireEvents(fcinfo);
 	ArrayElements a = ArrayArg(fcinfo, 0, JSONBOID);
@@ -398,7 +399,7 @@ CDC_PG_FUNCTION(cdc_apply_batch_array)
  * cdc_apply_batch(events text, ...): the same for a JSON array as text.
  * Malformed JSON: SQLSTATE 22P02 with the byte offset.
  */
-CDC_PG_FUNCTION(cdc_apply_batch_text)
+CDC_PG_ENTRY_POINT(cdc_apply_batch_text, cdc::pg::kCallApplyBatch)
 {
 	RequireEvents(fcinfo);
 	text *raw = PgCall([&]() { return PG_GETARG_TEXT_PP(0); });

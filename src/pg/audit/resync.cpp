@@ -64,22 +64,13 @@ struct TableResync {
 	uint64_t cp;
 	std::optional<int32_t> source_id;
 
+	// The source row as an image (its JSON, for what keeps it, is built from
+	// the values when needed: RawImage::Json).
 	RawImage Image(const std::vector<std::string> &names, const std::vector<std::optional<std::string>> &values)
 	{
 		RawImage img;
-		img.json = "{";
-		for (size_t i = 0; i < names.size(); i++) {
+		for (size_t i = 0; i < names.size(); i++)
 			img.values.emplace_back(names[i], values[i] ? DecodedValue::Text(*values[i]) : DecodedValue::Null());
-			if (i)
-				img.json += ", ";
-			cdc::AppendJsonString(img.json, names[i]);
-			img.json += ": ";
-			if (values[i])
-				cdc::AppendJsonString(img.json, *values[i]);
-			else
-				img.json += "null";
-		}
-		img.json += "}";
 		return img;
 	}
 

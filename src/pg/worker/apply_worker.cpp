@@ -13,6 +13,8 @@
 // destructors in its frames.  The C++ engine is entered through RunCpp(),
 // which turns exceptions into ERRORs after its catch block.
 #include "pg/guc.hpp"
+#include "pg/shared_stats.hpp"
+#include "pg/worker/registry.hpp"
 #include "pg/worker/worker_state.hpp"
 
 #include <malloc.h>
@@ -348,7 +350,20 @@ cdc_apply_worker_main(Datum arg)
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
-	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+	/*
+	 * The worker slot its database launcher reserved (one of the
+	 * cdc.max_workers of all databases, registry.hpp): attach to it before
+	 * anything else, so that it is released whichever way this process
+	 * exits.  A slot that is not ours any more (the reservation timed out)
+	 * means another worker may run: exit.
+	 */
+	CdcWorkerStart start;
+	memcpy(&start, MyBgworkerEntry->bgw_extra, sizeof(start));
+	dboid = start.dboid;
+	if (!registry_worker_attach(start.slot, start.generation, dboid, subid)) {
+		ereport(LOG, (errmsg("cdc_apply worker: worker slot %d of subscription %d was given up; exiting", start.slot, subid)));
+		proc_exit(0);
+	}
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 
 	CdcWorkerContext = AllocSetContextCreate(TopMemoryContext, "CdcWorkerContext", ALLOCSET_DEFAULT_SIZES);
@@ -403,6 +418,8 @@ cdc_apply_worker_main(Datum arg)
 			if (!started) {
 				load_subscription(subid);
 				pgstat_report_appname(psprintf("cdc_apply %s", W->name));
+				if (W->retry_count > 0)
+					cdc::pg::WorkerCountRetry(subid, false); /* a start after a recorded error */
 
 				HASHCTL ctl;
 				memset(&ctl, 0, sizeof(ctl));
@@ -470,7 +487,9 @@ cdc_apply_worker_main(Datum arg)
 			bool failed_in_group = W->one_by_one_until == InvalidXLogRecPtr &&
 			                       ((W->in_xact && W->group_open && W->group_xacts > 0) ||
 			                        (W->committing_group && W->group_xacts > 1));
+			W->latency_n = 0; /* nothing of the aborted group committed */
 			if (failed_in_group) {
+				cdc::pg::WorkerCountRetry(subid, true);
 				W->one_by_one_until = W->in_xact ? W->final_lsn : W->group_last_final;
 				ereport(LOG, (errmsg("cdc_apply subscription \"%s\": a local transaction of %d source transactions failed; "
 				                     "applying them one by one up to %X/%X",

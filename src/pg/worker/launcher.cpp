@@ -1,21 +1,47 @@
-// The launcher (the counterpart of PostgreSQL's logical/launcher.c): one
-// background worker per server that reads cdc.subscription in cdc.database
-// every cdc.naptime, starts an apply worker for each enabled subscription
-// that has none (at most cdc.max_workers), stops those of disabled or
-// dropped ones, and runs the replay horizon's scheduled cdc.prune()
-// (apply/horizon.hpp).  InitLauncher registers it from _PG_init.
+// The launchers (the counterpart of PostgreSQL's logical/launcher.c; the
+// pattern of TimescaleDB's cluster launcher and per-database schedulers;
+// docs/worker.md, "Every database"):
+//
+//  * the **cluster launcher** (`cdc_apply cluster launcher`, one per server,
+//    registered by InitLauncher from _PG_init) is connected to no database:
+//    it reads pg_database every cdc.naptime (and when woken) and starts a
+//    database launcher in every database that allows connections and is not
+//    a template, two at a time for databases it has not looked at yet;
+//  * a **database launcher** (`cdc_apply launcher`, one per database) looks
+//    whether cdc_apply is installed there.  If not, it says so in the
+//    registry and exits at once, so it never holds a connection to such a
+//    database.  If it is, it stays: every cdc.naptime it reads
+//    cdc.subscription, starts an apply worker for each enabled subscription
+//    that has none (taking one of the cdc.max_workers slots shared by all
+//    databases, registry.hpp), stops those of disabled or dropped ones,
+//    counts the subscriptions for the DROP DATABASE guard (lifecycle.cpp),
+//    and runs the replay horizon's scheduled cdc.prune() (apply/horizon.hpp).
+//    After DROP EXTENSION it stops its workers and exits.
+//
+// Why one launcher per database rather than one process visiting each
+// database in turn: a background worker connects to one database for its
+// life, cdc.subscription and cdc.prune() are per database, and a
+// database's launcher reacts within cdc.naptime without a process start
+// per database per cdc.naptime.  A database launcher costs a
+// max_worker_processes slot per database that has cdc_apply installed.
 //
 // PostgreSQL-regime code (it may ereport): it owns no C++ objects with
 // destructors in its frames, and enters C++ only through RunCpp().
 // It holds no worker state: that is the apply worker's (worker_state.hpp).
 #include "pg/apply/horizon.hpp"
 #include "pg/guc.hpp"
-#include "pg/worker/lifecycle.hpp"
+#include "pg/shared_stats.hpp"
+#include "pg/worker/registry.hpp"
 #include "pg/worker/worker.hpp"
 
 extern "C" {
 #include "utils/guc.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -24,15 +50,24 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 }
 
 extern "C" {
 PGDLLEXPORT void cdc_launcher_main(Datum arg);
+PGDLLEXPORT void cdc_database_launcher_main(Datum arg);
 }
+
+/* databases the cluster launcher looks at, at most, at the same time */
+#define CDC_CONCURRENT_CHECKS 2
+/* a reservation of a worker slot that no worker took for this long is released */
+#define CDC_RESERVATION_TIMEOUT_MS 60000
 
 void
 cdc::pg::InitLauncher(bool preloaded)
@@ -47,18 +82,250 @@ cdc::pg::InitLauncher(bool preloaded)
 	bgw.bgw_restart_time = 5;
 	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "cdc_apply");
 	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "cdc_launcher_main");
-	snprintf(bgw.bgw_name, BGW_MAXLEN, "cdc_apply launcher");
-	snprintf(bgw.bgw_type, BGW_MAXLEN, "cdc_apply launcher");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "cdc_apply cluster launcher");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "cdc_apply cluster launcher");
 	RegisterBackgroundWorker(&bgw);
 }
 
-typedef struct LauncherSlot {
-	int subid;
+/* ------------------------------------------------------------------------
+ * The cluster launcher
+ * ------------------------------------------------------------------------ */
+
+typedef struct DatabaseRow {
+	Oid oid;
+	bool eligible; /* allows connections, not a template, valid, and not excluded by cdc.database */
+} DatabaseRow;
+
+/* A database launcher this process started: its handle (local hash entry). */
+typedef struct LaunchEntry {
+	Oid dboid; /* key */
 	BackgroundWorkerHandle *handle;
-} LauncherSlot;
+} LaunchEntry;
+
+/*
+ * Every database of the cluster, read from the shared catalog pg_database
+ * (as launcher.c reads pg_subscription), into the current memory context.
+ */
+static int
+read_databases(DatabaseRow **rows)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	int n = 0, max = 16;
+	*rows = (DatabaseRow *) palloc(sizeof(DatabaseRow) * max);
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	Relation rel = table_open(DatabaseRelationId, AccessShareLock);
+	TableScanDesc scan = table_beginscan_catalog(rel, 0, NULL);
+	HeapTuple tup;
+	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection))) {
+		Form_pg_database form = (Form_pg_database) GETSTRUCT(tup);
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		if (n == max) {
+			max *= 2;
+			*rows = (DatabaseRow *) repalloc(*rows, sizeof(DatabaseRow) * max);
+		}
+		(*rows)[n].oid = form->oid;
+		(*rows)[n].eligible = form->datallowconn && !form->datistemplate && !database_is_invalid_form(form) &&
+		                      (cdc_database == NULL || cdc_database[0] == '\0' ||
+		                       strcmp(NameStr(form->datname), cdc_database) == 0);
+		n++;
+		MemoryContextSwitchTo(old);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	return n;
+}
 
 static bool
-start_apply_worker(LauncherSlot *slot, int subid)
+start_database_launcher(Oid db, BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker bgw;
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART; /* the cluster launcher restarts it */
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "cdc_apply");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "cdc_database_launcher_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "cdc_apply launcher for database %u", db);
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "cdc_apply launcher");
+	bgw.bgw_main_arg = ObjectIdGetDatum(db);
+	bgw.bgw_notify_pid = MyProcPid;
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	bool ok = RegisterDynamicBackgroundWorker(&bgw, handle);
+	MemoryContextSwitchTo(old);
+	return ok;
+}
+
+static bool
+handle_alive(BackgroundWorkerHandle *handle)
+{
+	pid_t pid;
+	BgwHandleStatus st = GetBackgroundWorkerPid(handle, &pid);
+	return st == BGWH_STARTED || st == BGWH_NOT_YET_STARTED;
+}
+
+/* before_shmem_exit: nobody wakes this process any more */
+static void
+cluster_launcher_exit(int code, Datum arg) noexcept
+{
+	CdcRegistry->cluster_launcher = NULL;
+}
+
+void
+cdc_launcher_main(Datum arg)
+{
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	/* no database: it reads the shared catalog pg_database only */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("cdc_apply cluster launcher");
+	CdcRegistry->cluster_launcher = MyProc;
+	before_shmem_exit(cluster_launcher_exit, (Datum) 0);
+
+	HASHCTL ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(LaunchEntry);
+	HTAB *launched = hash_create("cdc_apply database launchers", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	MemoryContext loop_context = AllocSetContextCreate(TopMemoryContext, "CdcLauncherLoop", ALLOCSET_DEFAULT_SIZES);
+	bool warned_full = false;
+
+	for (;;) {
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending) {
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		MemoryContextReset(loop_context);
+		MemoryContext old = MemoryContextSwitchTo(loop_context);
+
+		DatabaseRow *rows;
+		int nrows = read_databases(&rows);
+		TimestampTz now = GetCurrentTimestamp();
+
+		/* the database launchers this process started that are gone now */
+		Oid *ended = (Oid *) palloc(sizeof(Oid) * (hash_get_num_entries(launched) + 1));
+		int nended = 0;
+		HASH_SEQ_STATUS seq;
+		hash_seq_init(&seq, launched);
+		LaunchEntry *le;
+		while ((le = (LaunchEntry *) hash_seq_search(&seq)) != NULL)
+			if (!handle_alive(le->handle))
+				ended[nended++] = le->dboid;
+		for (int i = 0; i < nended; i++) {
+			le = (LaunchEntry *) hash_search(launched, &ended[i], HASH_FIND, NULL);
+			pfree(le->handle);
+			hash_search(launched, &ended[i], HASH_REMOVE, NULL);
+		}
+
+		Oid *to_start = (Oid *) palloc(sizeof(Oid) * (nrows + 1));
+		int nstart = 0;
+		Oid *forgotten = (Oid *) palloc(sizeof(Oid) * (CdcRegistry->ndatabases + 1));
+		int nforgotten = 0;
+		bool full = false;
+		LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
+		CdcDatabase *dbs = registry_databases();
+		/* databases dropped (or no longer eligible) are forgotten once nobody serves them */
+		for (int i = 0; i < CdcRegistry->ndatabases; i++) {
+			if (dbs[i].state == CDC_DB_FREE)
+				continue;
+			bool eligible = false;
+			for (int r = 0; r < nrows; r++)
+				if (rows[r].oid == dbs[i].dboid)
+					eligible = rows[r].eligible;
+			if (!eligible && dbs[i].launcher_pid == 0) {
+				forgotten[nforgotten++] = dbs[i].dboid;
+				dbs[i].state = CDC_DB_FREE;
+			}
+		}
+		/* a launcher that ended without reporting (it failed): look again after cdc.naptime */
+		for (int i = 0; i < nended; i++) {
+			CdcDatabase *d = registry_find_database(ended[i], false);
+			if (d != NULL && d->launcher_pid == 0 && d->state != CDC_DB_NONE) {
+				if (d->state == CDC_DB_CHECKING)
+					d->state = CDC_DB_UNKNOWN;
+				TimestampTz retry = TimestampTzPlusMilliseconds(now, cdc_naptime * 1000L);
+				if (d->hold_until < retry && !d->urgent)
+					d->hold_until = retry;
+			}
+		}
+		/* every eligible database has an entry */
+		for (int r = 0; r < nrows; r++)
+			if (rows[r].eligible && registry_find_database(rows[r].oid, true) == NULL)
+				full = true;
+		/* start the database launchers that are missing: served ones, then the ones not looked at yet (urgent first) */
+		int checking = 0;
+		for (int i = 0; i < CdcRegistry->ndatabases; i++)
+			if (dbs[i].state == CDC_DB_CHECKING)
+				checking++;
+		for (int pass = 0; pass < 3; pass++) {
+			for (int i = 0; i < CdcRegistry->ndatabases; i++) {
+				CdcDatabase *d = &dbs[i];
+				bool wanted = pass == 0   ? d->state == CDC_DB_SERVED
+				              : pass == 1 ? d->state == CDC_DB_UNKNOWN && d->urgent
+				                          : d->state == CDC_DB_UNKNOWN && !d->urgent;
+				if (!wanted || d->launcher_pid != 0 || hash_search(launched, &d->dboid, HASH_FIND, NULL) != NULL)
+					continue;
+				if (d->hold_until > now && !(pass == 1 && d->state == CDC_DB_UNKNOWN))
+					continue;
+				if (d->state == CDC_DB_UNKNOWN) {
+					if (checking >= CDC_CONCURRENT_CHECKS)
+						continue;
+					checking++;
+					d->state = CDC_DB_CHECKING;
+				}
+				d->started_at = now;
+				to_start[nstart++] = d->dboid;
+			}
+		}
+		LWLockRelease(CdcRegistryLock());
+
+		if (full && !warned_full) {
+			ereport(WARNING, (errmsg("cdc_apply cluster launcher: more databases than cdc.max_databases (%d); the others are "
+			                         "not served",
+			                         cdc_max_databases)));
+			warned_full = true;
+		}
+		for (int i = 0; i < nforgotten; i++)
+			cdc::pg::SharedStatsForgetDatabase(forgotten[i]);
+		for (int i = 0; i < nstart; i++) {
+			BackgroundWorkerHandle *handle = NULL;
+			if (start_database_launcher(to_start[i], &handle)) {
+				le = (LaunchEntry *) hash_search(launched, &to_start[i], HASH_ENTER, NULL);
+				le->handle = handle;
+				continue;
+			}
+			/* no free background worker slot: try again after cdc.naptime */
+			ereport(LOG, (errmsg("cdc_apply cluster launcher: no free background worker slot for the launcher of database %u "
+			                     "(max_worker_processes = %d)",
+			                     to_start[i], max_worker_processes)));
+			LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
+			CdcDatabase *d = registry_find_database(to_start[i], false);
+			if (d != NULL && d->state == CDC_DB_CHECKING && d->launcher_pid == 0)
+				d->state = CDC_DB_UNKNOWN;
+			LWLockRelease(CdcRegistryLock());
+		}
+		MemoryContextSwitchTo(old);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, cdc_naptime * 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * A database launcher
+ * ------------------------------------------------------------------------ */
+
+/* The workers this database launcher started: their handles, by worker slot. */
+typedef struct StartedWorker {
+	BackgroundWorkerHandle *handle; /* NULL: none */
+	uint32 generation;
+} StartedWorker;
+
+static bool
+start_apply_worker(StartedWorker *started, int slot, uint32 generation, int subid)
 {
 	BackgroundWorker bgw;
 	memset(&bgw, 0, sizeof(bgw));
@@ -70,20 +337,21 @@ start_apply_worker(LauncherSlot *slot, int subid)
 	snprintf(bgw.bgw_name, BGW_MAXLEN, "cdc_apply worker for subscription %d", subid);
 	snprintf(bgw.bgw_type, BGW_MAXLEN, "cdc_apply worker");
 	bgw.bgw_main_arg = Int32GetDatum(subid);
-	memcpy(bgw.bgw_extra, &MyDatabaseId, sizeof(Oid));
+	CdcWorkerStart start = {MyDatabaseId, slot, generation};
+	memcpy(bgw.bgw_extra, &start, sizeof(start));
 	bgw.bgw_notify_pid = MyProcPid;
 	/* the handle outlives the launcher's transaction: keep it in TopMemoryContext */
-	if (slot->handle)
-		pfree(slot->handle);
-	slot->handle = NULL;
+	if (started[slot].handle)
+		pfree(started[slot].handle);
+	started[slot].handle = NULL;
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-	bool ok = RegisterDynamicBackgroundWorker(&bgw, &slot->handle);
+	bool ok = RegisterDynamicBackgroundWorker(&bgw, &started[slot].handle);
 	MemoryContextSwitchTo(old);
 	if (!ok) {
-		slot->handle = NULL;
+		started[slot].handle = NULL;
 		return false;
 	}
-	slot->subid = subid;
+	started[slot].generation = generation;
 	return true;
 }
 
@@ -106,36 +374,29 @@ mark_waiting(int subid, const char *why)
 		ereport(LOG, (errmsg("cdc_apply launcher: subscription %d waits: %s", subid, why)));
 }
 
-static bool
-slot_running(LauncherSlot *slot)
-{
-	pid_t pid;
-	if (slot->handle == NULL)
-		return false;
-	BgwHandleStatus st = GetBackgroundWorkerPid(slot->handle, &pid);
-	return st == BGWH_STARTED || st == BGWH_NOT_YET_STARTED;
-}
-
 void
-cdc_launcher_main(Datum arg)
+cdc_database_launcher_main(Datum arg)
 {
-	LauncherSlot *slots;
+	Oid db = DatumGetObjectId(arg);
 
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(cdc_database, NULL, 0);
+	BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
+	if (!registry_attach_database_launcher())
+		proc_exit(0); /* another launcher serves this database */
 	pgstat_report_appname("cdc_apply launcher");
 	/* every statement of this session (and cdc.prune()) resolves names in pg_catalog only (docs/security.md) */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 
-	slots = (LauncherSlot *) MemoryContextAllocZero(TopMemoryContext, sizeof(LauncherSlot) * cdc_max_workers);
+	StartedWorker *started = (StartedWorker *) MemoryContextAllocZero(TopMemoryContext,
+	                                                                  sizeof(StartedWorker) * CdcRegistry->nslots);
+	bool served = false;
 
 	for (;;) {
 		int nsubs = 0;
 		int *subids = NULL;
 		bool *enabled = NULL;
-		bool *alive = NULL;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending) {
@@ -143,70 +404,77 @@ cdc_launcher_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
+		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		SPI_connect();
 		pgstat_report_activity(STATE_RUNNING, "reading cdc.subscription");
 		bool isnull = false;
-		if (SPI_execute("SELECT pg_catalog.to_regclass('cdc.subscription') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
-		    DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))) {
-			/*
-			 * alive: a worker for the subscription runs although this launcher
-			 * did not start it (a previous launcher did, before it restarted).
-			 */
-			if (SPI_execute("SELECT s.subid, s.enabled, EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a "
-			                "  WHERE a.backend_type OPERATOR(pg_catalog.=) 'cdc_apply worker' "
-			                "    AND a.application_name OPERATOR(pg_catalog.=) ('cdc_apply ' OPERATOR(pg_catalog.||) s.name)) "
-			                "FROM cdc.subscription s ORDER BY s.subid",
-			                true, 0) == SPI_OK_SELECT) {
-				nsubs = (int) SPI_processed;
-				subids = (int *) MemoryContextAlloc(TopTransactionContext, sizeof(int) * (nsubs + 1));
-				enabled = (bool *) MemoryContextAlloc(TopTransactionContext, sizeof(bool) * (nsubs + 1));
-				alive = (bool *) MemoryContextAlloc(TopTransactionContext, sizeof(bool) * (nsubs + 1));
-				for (int i = 0; i < nsubs; i++) {
-					bool isnull;
-					subids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-					enabled[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-					alive[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
-				}
+		bool installed = SPI_execute("SELECT pg_catalog.to_regclass('cdc.subscription') IS NOT NULL", true, 1) == SPI_OK_SELECT &&
+		                 DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		if (!installed) {
+			SPI_finish();
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+			/* not installed (or dropped: DROP EXTENSION): stop what still runs, hold no connection here */
+			int stopped = registry_stop_workers(MyDatabaseId, NULL, 0);
+			registry_report_database(false, 0);
+			if (served || stopped > 0)
+				ereport(LOG, (errmsg("cdc_apply launcher: cdc_apply is no longer installed in this database; %d workers "
+				                     "stopped",
+				                     stopped)));
+			proc_exit(0);
+		}
+		if (!served)
+			ereport(DEBUG1, (errmsg("cdc_apply launcher: serving this database")));
+		served = true;
+		if (SPI_execute("SELECT s.subid, s.enabled FROM cdc.subscription s ORDER BY s.subid", true, 0) == SPI_OK_SELECT) {
+			nsubs = (int) SPI_processed;
+			subids = (int *) MemoryContextAlloc(TopTransactionContext, sizeof(int) * (nsubs + 1));
+			enabled = (bool *) MemoryContextAlloc(TopTransactionContext, sizeof(bool) * (nsubs + 1));
+			for (int i = 0; i < nsubs; i++) {
+				subids[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+				enabled[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 			}
 		}
 
 		/* stop workers of disabled or dropped subscriptions */
-		for (int s = 0; s < cdc_max_workers; s++) {
-			if (!slot_running(&slots[s]))
-				continue;
-			bool keep = false;
-			for (int i = 0; i < nsubs; i++)
-				if (subids[i] == slots[s].subid && enabled[i])
-					keep = true;
-			if (!keep)
-				TerminateBackgroundWorker(slots[s].handle);
-		}
-		/* start workers of enabled subscriptions that have none */
-		for (int i = 0; i < nsubs; i++) {
-			if (!enabled[i])
-				continue;
-			bool running = false;
-			int free_slot = -1;
-			for (int s = 0; s < cdc_max_workers; s++) {
-				if (slot_running(&slots[s])) {
-					if (slots[s].subid == subids[i])
-						running = true;
-				} else if (free_slot < 0) {
-					free_slot = s;
-				}
+		int *keep = (int *) MemoryContextAlloc(TopTransactionContext, sizeof(int) * (nsubs + 1));
+		int nkeep = 0;
+		for (int i = 0; i < nsubs; i++)
+			if (enabled[i])
+				keep[nkeep++] = subids[i];
+		(void) registry_stop_workers(MyDatabaseId, keep, nkeep);
+
+		/* reservations whose worker never started (it failed, or an earlier launcher made them) */
+		for (int s = 0; s < CdcRegistry->nslots; s++)
+			if (started[s].handle != NULL && !handle_alive(started[s].handle)) {
+				registry_release_reservation(s, started[s].generation);
+				pfree(started[s].handle);
+				started[s].handle = NULL;
 			}
-			if (!running && alive[i])
-				continue; /* started by an earlier launcher; the worker itself guards its origin */
-			if (!running && free_slot >= 0) {
-				if (!start_apply_worker(&slots[free_slot], subids[i]))
-					mark_waiting(subids[i], psprintf("no free background worker slot (max_worker_processes = %d)",
-					                                 max_worker_processes));
-			} else if (!running)
+		registry_reclaim_stale_reservations(CDC_RESERVATION_TIMEOUT_MS);
+
+		/* start workers of enabled subscriptions that have none: one of the cdc.max_workers slots of all databases */
+		for (int i = 0; i < nsubs; i++) {
+			if (!enabled[i] || registry_subscription_has_worker(MyDatabaseId, subids[i]))
+				continue;
+			int slot;
+			uint32 generation;
+			if (!registry_reserve_slot(subids[i], &slot, &generation)) {
 				mark_waiting(subids[i], psprintf("no free worker slot (cdc.max_workers = %d)", cdc_max_workers));
+				continue;
+			}
+			if (!start_apply_worker(started, slot, generation, subids[i])) {
+				registry_release_reservation(slot, generation);
+				mark_waiting(subids[i], psprintf("no free background worker slot (max_worker_processes = %d)",
+				                                 max_worker_processes));
+			}
 		}
-		cdc::pg::ReportSubscriptionCount(nsubs); /* DROP DATABASE of this database is refused while it has any */
+		/* DROP DATABASE of this database is refused while it has any (lifecycle.cpp) */
+		registry_report_database(true, nsubs);
+		/* the shared counters of dropped subscriptions go (shared_stats.hpp) */
+		cdc::pg::SharedStatsForgetSubscriptions(MyDatabaseId, subids, nsubs);
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();

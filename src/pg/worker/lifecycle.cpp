@@ -8,101 +8,237 @@
 //  * cdc._prevent_transaction_block(command): drop_subscription(...,
 //    drop_slot => true) refuses to run inside a transaction block, as DROP
 //    SUBSCRIPTION does, because the slot's drop on the source cannot roll back;
-//  * a registry in shared memory of the database whose subscriptions run
-//    (cdc.database) and how many it has, kept by the launcher and by
-//    cdc.create_subscription(), and a ProcessUtility hook that refuses DROP
-//    DATABASE of it while it has subscriptions (B37 (a)): their slots on the
-//    sources would otherwise keep WAL for ever.
+//  * the ProcessUtility hook that keeps the launchers' connections out of
+//    the way of commands that need a database without other sessions, and
+//    refuses DROP DATABASE of a database with subscriptions (B37 (a)): their
+//    slots on the sources would otherwise keep WAL for ever.  It reads the
+//    launchers' registry (registry.hpp): every database the launcher serves
+//    is guarded;
+//  * cdc._note_subscription_database() and cdc._notify_launcher(): a new
+//    subscription counts at once, and after CREATE EXTENSION (or a new
+//    subscription) commits the launcher looks at the database at once.
 //
 // PostgreSQL-regime code: no C++ objects with destructors in these frames.
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
 #include "pg/worker/lifecycle.hpp"
+#include "pg/worker/registry.hpp"
+
+#include <csignal>
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/defrem.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
-#include "storage/ipc.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
-#include "storage/shmem.h"
-#include "storage/spin.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
 }
 
 namespace {
 
-// The registry: the launcher's database and its number of subscriptions.
-struct LifecycleShared {
-	slock_t mutex;
-	Oid dboid;  /* InvalidOid: the launcher has not reported yet */
-	int nsubs;  /* subscriptions in dboid (-1: unknown) */
-};
-
-LifecycleShared *shared = NULL;
-shmem_request_hook_type prev_shmem_request_hook = NULL;
-shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 ProcessUtility_hook_type prev_process_utility_hook = NULL;
 
-void
-lifecycle_shmem_request(void) noexcept
-{
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(MAXALIGN(sizeof(LifecycleShared)));
-}
+/* how long a command waits for the launcher to look at a database it has not looked at yet */
+const int kWaitForLauncherMs = 10000;
+/* how long a database launcher stopped for such a command stays away */
+const int kHoldMs = 10000;
 
-void
-lifecycle_shmem_startup(void) noexcept
+/*
+ * Whether the launcher would serve database `db` (named `dbname`): it
+ * allows connections, is not a template, and cdc.database (deprecated)
+ * does not restrict the launcher to another database.
+ */
+bool
+database_eligible(Oid db, const char *dbname)
 {
-	bool found;
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shared = (LifecycleShared *) ShmemInitStruct("cdc_apply lifecycle", sizeof(LifecycleShared), &found);
-	if (!found) {
-		SpinLockInit(&shared->mutex);
-		shared->dboid = InvalidOid;
-		shared->nsubs = -1;
-	}
-	LWLockRelease(AddinShmemInitLock);
+	if (cdc_database != NULL && cdc_database[0] != '\0' && strcmp(cdc_database, dbname) != 0)
+		return false;
+	HeapTuple tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(db));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	Form_pg_database form = (Form_pg_database) GETSTRUCT(tup);
+	bool eligible = form->datallowconn && !form->datistemplate && !database_is_invalid_form(form);
+	ReleaseSysCache(tup);
+	return eligible;
 }
 
 /*
- * DROP DATABASE of the database whose subscriptions run is refused while it
- * has subscriptions (PostgreSQL refuses it for a database with
- * subscriptions for the same reason).  Before the launcher's first report
- * after a server start, the database named by cdc.database is refused too:
- * it may have subscriptions.
+ * A command needs database `dbname` without other sessions (DROP DATABASE,
+ * ALTER DATABASE RENAME or SET TABLESPACE, CREATE DATABASE ... TEMPLATE),
+ * or drops it (`dropping`).  If the launcher has not looked at it yet
+ * (after a server start, or a new database), this waits until it has (at
+ * most kWaitForLauncherMs).  Then:
+ *  - cdc_apply is not installed there: nothing to do;
+ *  - it has subscriptions: DROP DATABASE is refused (their replication
+ *    slots on the sources would keep WAL for ever, B37 (a)); the other
+ *    commands meet the apply workers' sessions as PostgreSQL's own
+ *    subscriptions' workers would be met;
+ *  - it has none: its database launcher is stopped (waiting for it to exit)
+ *    and kept away for kHoldMs, so that the command does not fail with
+ *    "being accessed by other users".
  */
+void
+guard_database_command(const char *dbname, bool dropping)
+{
+	if (CdcRegistry == NULL || dbname == NULL)
+		return;
+	Oid db = get_database_oid(dbname, true);
+	if (!OidIsValid(db) || !database_eligible(db, dbname))
+		return;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kWaitForLauncherMs);
+	for (;;) {
+		LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
+		CdcDatabase *d = registry_find_database(db, true);
+		if (d == NULL) {
+			LWLockRelease(CdcRegistryLock());
+			ereport(WARNING, (errmsg("cdc_apply does not track database \"%s\": whether it has subscriptions was not checked",
+			                         dbname),
+			                  errhint("Raise cdc.max_databases (%d) and restart the server.", cdc_max_databases)));
+			return;
+		}
+		int state = d->state;
+		int nsubs = d->nsubs;
+		int launcher = d->launcher_pid;
+		if (state == CDC_DB_UNKNOWN || state == CDC_DB_CHECKING)
+			d->urgent = true;
+		else if (state == CDC_DB_SERVED && nsubs == 0)
+			d->hold_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kHoldMs);
+		LWLockRelease(CdcRegistryLock());
+
+		if (state == CDC_DB_NONE)
+			return;
+		if (state == CDC_DB_SERVED && nsubs != 0) {
+			if (dropping)
+				ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
+				                errmsg("database \"%s\" has cdc_apply subscriptions", dbname),
+				                errdetail("Their replication slots on the source servers would keep WAL for ever."),
+				                errhint("Drop them first in that database with cdc.drop_subscription(name, drop_slot => true).")));
+			return;
+		}
+		if (state == CDC_DB_SERVED) {
+			/* no subscriptions: only the database launcher is connected; stop it */
+			if (launcher != 0) {
+				kill(launcher, SIGTERM);
+				TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 5000);
+				for (;;) {
+					LWLockAcquire(CdcRegistryLock(), LW_SHARED);
+					CdcDatabase *e = registry_find_database(db, false);
+					bool gone = e == NULL || e->launcher_pid != launcher;
+					LWLockRelease(CdcRegistryLock());
+					if (gone || GetCurrentTimestamp() >= until)
+						break;
+					(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 20L, PG_WAIT_EXTENSION);
+					ResetLatch(MyLatch);
+					CHECK_FOR_INTERRUPTS();
+				}
+			}
+			return;
+		}
+		/* not looked at yet: ask the launcher to look at it first, and wait */
+		registry_wake_cluster_launcher();
+		if (GetCurrentTimestamp() >= deadline)
+			ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
+			                errmsg("cannot tell whether database \"%s\" has cdc_apply subscriptions", dbname),
+			                errdetail("The cdc_apply launcher has not looked at this database since the server started or the "
+			                          "database was created."),
+			                errhint("Try again in a few seconds; the launcher needs a free background worker slot "
+			                        "(max_worker_processes) to look at it.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* The database named by option `name` (e.g. CREATE DATABASE's template) of a utility statement, or NULL. */
+const char *
+database_option(List *options, const char *name)
+{
+	ListCell *lc;
+	foreach (lc, options) {
+		DefElem *opt = (DefElem *) lfirst(lc);
+		if (strcmp(opt->defname, name) == 0 && opt->arg != NULL)
+			return defGetString(opt);
+	}
+	return NULL;
+}
+
 void
 lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, ProcessUtilityContext context,
                           ParamListInfo params, QueryEnvironment *queryEnv, DestReceiver *dest,
                           QueryCompletion *qc) noexcept
 {
-	if (shared != NULL && IsA(pstmt->utilityStmt, DropdbStmt)) {
-		DropdbStmt *stmt = (DropdbStmt *) pstmt->utilityStmt;
-		Oid db = get_database_oid(stmt->dbname, true);
-		SpinLockAcquire(&shared->mutex);
-		Oid served = shared->dboid;
-		int nsubs = shared->nsubs;
-		SpinLockRelease(&shared->mutex);
-		const char *configured = cdc_database;
-		bool unknown = served == InvalidOid && configured != NULL && strcmp(configured, stmt->dbname) == 0;
-		if (OidIsValid(db) && ((db == served && nsubs != 0) || unknown))
-			ereport(ERROR,
-			        (errcode(ERRCODE_OBJECT_IN_USE),
-			         errmsg("database \"%s\" has cdc_apply subscriptions", stmt->dbname),
-			         unknown ? errdetail("The cdc_apply launcher has not reported this database's subscriptions since the server started.")
-			                 : errdetail("Their replication slots on the source servers would keep WAL for ever."),
-			         errhint("Drop them first in that database with cdc.drop_subscription(name, drop_slot => true).")));
+	Node *stmt = pstmt->utilityStmt;
+	switch (nodeTag(stmt)) {
+	case T_DropdbStmt:
+		guard_database_command(((DropdbStmt *) stmt)->dbname, true);
+		break;
+	case T_RenameStmt:
+		if (((RenameStmt *) stmt)->renameType == OBJECT_DATABASE)
+			guard_database_command(((RenameStmt *) stmt)->subname, false);
+		break;
+	case T_AlterDatabaseStmt:
+		if (database_option(((AlterDatabaseStmt *) stmt)->options, "tablespace") != NULL)
+			guard_database_command(((AlterDatabaseStmt *) stmt)->dbname, false);
+		break;
+	case T_CreatedbStmt:
+		guard_database_command(database_option(((CreatedbStmt *) stmt)->options, "template"), false);
+		break;
+	default:
+		break;
 	}
 	if (prev_process_utility_hook)
 		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+}
+
+/*
+ * After a transaction that created the extension or a subscription
+ * commits: the launcher looks at this database again (a database it found
+ * without cdc_apply is looked at anew) and at once.  Set by
+ * cdc._notify_launcher() and cdc._note_subscription_database(); done at
+ * commit, so that the look sees what the transaction committed.
+ */
+bool notify_at_commit = false;
+bool xact_callback_registered = false;
+
+void
+notify_xact_callback(XactEvent event, void *arg) noexcept
+{
+	if (!notify_at_commit)
+		return;
+	if (event == XACT_EVENT_COMMIT && CdcRegistry != NULL) {
+		LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
+		CdcDatabase *d = registry_find_database(MyDatabaseId, true);
+		if (d != NULL && d->state == CDC_DB_NONE)
+			d->state = CDC_DB_UNKNOWN;
+		LWLockRelease(CdcRegistryLock());
+		registry_wake_cluster_launcher();
+	}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_COMMIT ||
+	    event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
+		notify_at_commit = false;
+}
+
+void
+notify_launcher_at_commit(void)
+{
+	if (CdcRegistry == NULL)
+		return;
+	if (!xact_callback_registered) {
+		RegisterXactCallback(notify_xact_callback, NULL);
+		xact_callback_registered = true;
+	}
+	notify_at_commit = true;
 }
 
 } // namespace
@@ -112,23 +248,8 @@ cdc::pg::InstallLifecycleHooks(bool preloaded)
 {
 	if (!preloaded)
 		return;
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = lifecycle_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = lifecycle_shmem_startup;
 	prev_process_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = lifecycle_process_utility;
-}
-
-void
-cdc::pg::ReportSubscriptionCount(int nsubs)
-{
-	if (shared == NULL)
-		return;
-	SpinLockAcquire(&shared->mutex);
-	shared->dboid = MyDatabaseId;
-	shared->nsubs = nsubs;
-	SpinLockRelease(&shared->mutex);
 }
 
 /*
@@ -156,24 +277,38 @@ CDC_PG_FUNCTION(cdc_prevent_transaction_block)
 
 /*
  * cdc._note_subscription_database() RETURNS void: this database has
- * subscriptions from now on (until the launcher counts them again), so
- * DROP DATABASE of it is refused at once.  Only for the database the
- * launcher serves; a no-op without shared_preload_libraries.
+ * subscriptions from now on (until its launcher counts them again), so
+ * DROP DATABASE of it is refused at once; after the transaction commits,
+ * the launcher looks at the database at once.  A no-op without
+ * shared_preload_libraries.
  */
 CDC_PG_FUNCTION(cdc_note_subscription_database)
 {
 	cdc::pg::PgCall([&]() {
-		if (shared == NULL)
+		if (CdcRegistry == NULL)
 			return;
-		const char *configured = cdc_database;
-		char *current = get_database_name(MyDatabaseId);
-		if (configured == NULL || current == NULL || strcmp(configured, current) != 0)
-			return;
-		SpinLockAcquire(&shared->mutex);
-		shared->dboid = MyDatabaseId;
-		if (shared->nsubs < 1)
-			shared->nsubs = 1;
-		SpinLockRelease(&shared->mutex);
+		LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
+		CdcDatabase *d = registry_find_database(MyDatabaseId, true);
+		if (d != NULL) {
+			if (d->state != CDC_DB_CHECKING)
+				d->state = CDC_DB_SERVED;
+			if (d->nsubs < 1)
+				d->nsubs = 1;
+		}
+		LWLockRelease(CdcRegistryLock());
+		notify_launcher_at_commit();
 	});
+	PG_RETURN_VOID();
+}
+
+/*
+ * cdc._notify_launcher() RETURNS void: after the current transaction (the
+ * extension's install script) commits, the launcher looks at this database
+ * at once, even if it found it without cdc_apply before.  A no-op without
+ * shared_preload_libraries.  No errors.
+ */
+CDC_PG_FUNCTION(cdc_notify_launcher)
+{
+	cdc::pg::PgCall([&]() { notify_launcher_at_commit(); });
 	PG_RETURN_VOID();
 }

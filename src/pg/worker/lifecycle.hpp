@@ -1,17 +1,15 @@
 // Lifecycle of subscriptions and their source-side resources (lifecycle.cpp;
-// docs/worker.md, "Control state is durable" and "Dropping").
+// docs/worker.md, "Control state is durable", "Dropping" and "Every
+// database").
 #pragma once
 
 namespace cdc::pg {
 
-// Installs the shared-memory registry of the launcher's database and the
-// ProcessUtility hook that refuses DROP DATABASE of it while it has
-// subscriptions.  Only when preloaded (shared_preload_libraries); called by
-// _PG_init.
+// Installs the ProcessUtility hook that refuses DROP DATABASE of a
+// database with subscriptions and stops the launcher of a database
+// without subscriptions that a command needs without other sessions
+// (docs/worker.md, "Every database").  Only when preloaded
+// (shared_preload_libraries); called by _PG_init after InstallRegistry.
 void InstallLifecycleHooks(bool preloaded);
-
-// PostgreSQL regime, launcher only: this database (MyDatabaseId) has
-// `nsubs` subscriptions (0 when the extension is not installed).
-void ReportSubscriptionCount(int nsubs);
 
 } // namespace cdc::pg

@@ -10,6 +10,7 @@
 // It must not apply anything: every statement here is bookkeeping in a
 // transaction of its own or the caller's.
 #include "pg/guc.hpp"
+#include "pg/shared_stats.hpp"
 #include "pg/worker/worker_state.hpp"
 
 extern "C" {
@@ -104,6 +105,8 @@ record_error_and_exit(ErrorData *edata)
 	const char *args[7];
 
 	W->retry_count++;
+	/* the shared counters keep every error, whatever happens to the rows below (cdc.worker_stats) */
+	cdc::pg::WorkerCountError(W->subid, edata->sqlerrcode);
 	args[0] = psprintf("%d", W->subid);
 	/* the whole error: message, DETAIL, HINT (what to do) and CONTEXT (where) */
 	args[1] = psprintf("%s%s%s%s%s%s%s", edata->message ? edata->message : "unknown error",

@@ -18,6 +18,7 @@
 // The C++ half (ApplyCopyRow) runs only inside RunCpp.
 #include "pg/guc.hpp"
 #include "pg/worker/worker.hpp"
+#include "pg/worker/registry.hpp"
 #include "pg/worker/worker_state.hpp"
 
 #include "core/copy_text.hpp"
@@ -200,6 +201,28 @@ mark_table_ready(const char *schema, const char *table, XLogRecPtr cp, long rows
 }
 
 /*
+ * The source planner's estimate of the rows `select` returns (EXPLAIN):
+ * the total of a copy's progress (docs/worker.md, "Progress").  Unlike
+ * pg_class.reltuples it accounts for the row filters, sums the partitions
+ * of a partitioned root and has a value for a table never analyzed (from
+ * its size).  -1 when the plan does not say.
+ */
+static int64
+estimate_rows(const char *select)
+{
+	PGresult *res = source_exec(psprintf("EXPLAIN (FORMAT JSON) %s", select), PGRES_TUPLES_OK);
+	int64 estimate = -1;
+	if (PQntuples(res) == 1) {
+		const char *plan = PQgetvalue(res, 0, 0);
+		const char *rows = strstr(plan, "\"Plan Rows\":"); /* the first is the top plan node's */
+		if (rows != NULL)
+			estimate = (int64) strtod(rows + strlen("\"Plan Rows\":"), NULL);
+	}
+	PQclear(res);
+	return estimate;
+}
+
+/*
  * Copies one published table, inside the source's REPEATABLE READ
  * transaction whose snapshot is that of the slot with consistent point
  * `cp`: snapshot rows at version {epoch, cp, 0, 0}, in one local
@@ -219,11 +242,14 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	for (int i = 0; i < scope.ncols; i++)
 		appendStringInfo(&collist, "%s%s", i ? ", " : "", quote_identifier(scope.cols[i]));
 	char *cmd;
+	/* what the copy reads, as a query: the source planner estimates its rows (the progress's total) */
+	char *select = psprintf("SELECT %s FROM %s%s%s%s", collist.data, scope.relkind == 'r' ? "ONLY " : "", qual,
+	                        scope.filter ? " WHERE " : "", scope.filter ? scope.filter : "");
 	if (scope.relkind == 'r' && scope.filter == NULL)
 		cmd = scope.ncols > 0 ? psprintf("COPY %s (%s) TO STDOUT", qual, collist.data) : psprintf("COPY %s TO STDOUT", qual);
 	else
-		cmd = psprintf("COPY (SELECT %s FROM %s%s%s%s) TO STDOUT", collist.data, scope.relkind == 'r' ? "ONLY " : "", qual,
-		               scope.filter ? " WHERE " : "", scope.filter ? scope.filter : "");
+		cmd = psprintf("COPY (%s) TO STDOUT", select);
+	registry_copy_start(schema, table, estimate_rows(select));
 	PGresult *res = source_exec(cmd, PGRES_COPY_OUT);
 	PQclear(res);
 	snprintf(W->cur_table, sizeof(W->cur_table), "%s.%s", schema, table);
@@ -235,6 +261,7 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext, "CdcCopyRow", ALLOCSET_DEFAULT_SIZES);
 	MemoryContext copy_context = MemoryContextSwitchTo(row_context);
 	long rows = 0;
+	uint64 bytes = 0;
 	for (;;) {
 		MemoryContextReset(row_context);
 		char *buf = NULL;
@@ -245,6 +272,9 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 			                errmsg("cdc_apply: initial copy of %s failed: %s", qual, PQerrorMessage(W->conn))));
 		rows++;
+		bytes += (uint64) len;
+		if (rows % 1000 == 0)
+			registry_copy_progress((uint64) rows, bytes); /* shared memory, every 1,000 rows (cdc.copy_progress) */
 		if ((int64) len > (int64) cdc_max_event_size * 1024) {
 			PQfreemem(buf);
 			ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -283,6 +313,7 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	 * destination would be redone from a new snapshot, in vain.
 	 */
 	commit_control_transition();
+	registry_copy_done((uint64) rows, bytes);
 	W->cur_table[0] = '\0';
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": copied %ld rows of %s.%s at %X/%X", W->name, rows, schema, table,
 	                     CDC_LSN_ARGS(cp))));
@@ -356,6 +387,48 @@ tables_to_copy(char ***schemas, char ***tables)
 	return n;
 }
 
+/*
+ * The slot this subscription created, recorded (its consistent point, in
+ * cdc.subscription.slot_created_lsn) and flushed before anything is copied:
+ * a later attempt drops an unfinished slot only when it is this one
+ * (prepare_slot).  Subscriptions of several databases may name the same
+ * slot on one source; without the record, a new one would take another's
+ * slot for a leftover of its own.
+ */
+static void
+record_slot_created(XLogRecPtr cp)
+{
+	const char *args[2] = {psprintf("%d", W->subid), lsn_text(cp)};
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	spi_exec("UPDATE cdc.subscription SET slot_created_lsn = $2::pg_catalog.pg_lsn WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
+	         2, args);
+	SPI_finish();
+	PopActiveSnapshot();
+	commit_control_transition();
+}
+
+/* This subscription's record of the slot it created (record_slot_created), or NULL. */
+static char *
+recorded_slot_lsn(void)
+{
+	const char *args[1] = {psprintf("%d", W->subid)};
+	MemoryContext caller = CurrentMemoryContext;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	spi_exec("SELECT slot_created_lsn::pg_catalog.text FROM cdc.subscription WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4", 1,
+	         args);
+	char *lsn = SPI_processed == 1 ? SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) : NULL;
+	lsn = lsn ? MemoryContextStrdup(caller, lsn) : NULL;
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return lsn;
+}
+
 void
 prepare_slot(void)
 {
@@ -371,14 +444,33 @@ prepare_slot(void)
 		                errhint("Use cdc.accept_gap to continue from a new slot.")));
 	char *slot = pstrdup(quote_identifier(W->slot_name));
 	char *slot_lit = PQescapeLiteral(W->conn, W->slot_name, strlen(W->slot_name));
-	PGresult *res = source_exec(psprintf("SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name OPERATOR(pg_catalog.=) %s",
+	PGresult *res = source_exec(psprintf("SELECT confirmed_flush_lsn::pg_catalog.text, active_pid FROM pg_catalog.pg_replication_slots "
+	                                     "WHERE slot_name OPERATOR(pg_catalog.=) %s",
 	                                     slot_lit),
 	                            PGRES_TUPLES_OK);
 	bool exists = PQntuples(res) > 0;
+	char *confirmed = exists && !PQgetisnull(res, 0, 0) ? pstrdup(PQgetvalue(res, 0, 0)) : NULL;
+	bool active = exists && !PQgetisnull(res, 0, 1);
 	PQclear(res);
 	PQfreemem(slot_lit);
 	if (exists) {
-		/* left by an attempt that did not finish its initial copy: start over */
+		/*
+		 * Left by an attempt of ours that did not finish its initial copy
+		 * (the slot we recorded, never consumed: its confirmed position is
+		 * still its consistent point): start over.  Any other slot of that
+		 * name belongs to someone else, for example a subscription of the
+		 * same name in another database of this server.
+		 */
+		char *recorded = recorded_slot_lsn();
+		if (recorded == NULL || confirmed == NULL || strcmp(recorded, confirmed) != 0 || active)
+			ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
+			                errmsg("cdc_apply subscription \"%s\": replication slot \"%s\" exists on the source and was not "
+			                       "created by this subscription",
+			                       W->name, W->slot_name),
+			                errdetail("Another subscription (perhaps one of another database of this server) may use it."),
+			                errhint("Give this subscription a slot of its own (cdc.drop_subscription, then "
+			                        "cdc.create_subscription(..., slot_name => ...)), or drop the slot on the source "
+			                        "(pg_drop_replication_slot) if nobody uses it.")));
 		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": dropping unfinished slot %s", W->name, W->slot_name)));
 		PQclear(source_exec(psprintf("DROP_REPLICATION_SLOT %s WAIT", slot), PGRES_COMMAND_OK));
 	}
@@ -390,6 +482,7 @@ prepare_slot(void)
 		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'use')", slot), PGRES_TUPLES_OK);
 		cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
 		PQclear(res);
+		record_slot_created(cp);
 		/* the publications' tables in the slot's snapshot; each is copied and marked ready at cp */
 		refresh_tables(true, true);
 		char **schemas, **tables;
@@ -401,6 +494,7 @@ prepare_slot(void)
 		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", slot), PGRES_TUPLES_OK);
 		cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
 		PQclear(res);
+		record_slot_created(cp);
 		refresh_tables(false, true);
 	}
 

@@ -10,6 +10,7 @@
 // The engine lives from begin_local_xact to close_group; C++ only via
 // RunCpp.
 #include "pg/guc.hpp"
+#include "pg/shared_stats.hpp"
 #include "pg/worker/worker_state.hpp"
 
 extern "C" {
@@ -18,6 +19,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 }
@@ -82,6 +84,36 @@ group_full(void)
 	       TimestampDifferenceExceeds(W->group_start, GetCurrentTimestamp(), cdc_group_max_delay);
 }
 
+/*
+ * Apply latency (docs/operations.md, "Counters"): the source commit time of
+ * each source transaction applied in the group is kept, and after the
+ * group's local commit the latency of each (local commit minus source
+ * commit) goes to the subscription's histogram in shared memory.
+ */
+static void
+note_latency(TimestampTz source_commit)
+{
+	if (W->latency_n == W->latency_max) {
+		W->latency_max = W->latency_max ? W->latency_max * 2 : 64;
+		W->latency_pending = W->latency_pending
+		                         ? (TimestampTz *) repalloc(W->latency_pending, sizeof(TimestampTz) * W->latency_max)
+		                         : (TimestampTz *) MemoryContextAlloc(CdcWorkerContext, sizeof(TimestampTz) * W->latency_max);
+	}
+	W->latency_pending[W->latency_n++] = source_commit;
+}
+
+static void
+count_latencies(void)
+{
+	if (W->latency_n == 0)
+		return;
+	TimestampTz now = GetCurrentTimestamp();
+	for (int i = 0; i < W->latency_n; i++)
+		W->latency_pending[i] = now - W->latency_pending[i]; /* microseconds */
+	cdc::pg::WorkerCountLatencies(W->subid, W->latency_pending, W->latency_n);
+	W->latency_n = 0;
+}
+
 /* The local commit of the open group: progress = its last source transaction. */
 void
 close_group(void)
@@ -101,6 +133,7 @@ close_group(void)
 		proc_exit(1);
 	}
 	commit_with_progress(W->group_end_lsn, W->group_commit_time);
+	count_latencies();
 	W->committing_group = false;
 	W->group_open = false;
 	remember_flush(XactLastCommitEnd, W->group_end_lsn);
@@ -214,8 +247,10 @@ end_source_xact(const LogicalRepCommitData &commit)
 	W->group_last_final = W->final_lsn;
 	W->group_last_xid = W->xid;
 	W->group_commit_time = commit.committime;
-	if (!W->foreign_origin)
+	if (!W->foreign_origin) {
 		W->stat_xacts++; /* one of another origin that origin = none dropped is not counted as applied */
+		note_latency(commit.committime);
+	}
 	W->foreign_origin = false;
 	bool alone = W->one_by_one_until != InvalidXLogRecPtr;
 	if (alone && W->final_lsn >= W->one_by_one_until) {

@@ -146,6 +146,14 @@ typedef struct WorkerState {
 	BufFile *stream_file;         /* its spool file while the chunk is open */
 	int64 stat_xacts;             /* source transactions applied, not yet added to cdc.subscription_state */
 	int64 stat_commits;           /* local commits of them, likewise */
+	/*
+	 * The source commit times of the applied source transactions of the
+	 * open group: their apply latency (to the local commit) is counted
+	 * after the commit (cdc.apply_latency, pg/shared_stats.hpp).
+	 */
+	TimestampTz *latency_pending;
+	int latency_n;
+	int latency_max;
 } WorkerState;
 
 extern WorkerState *W;

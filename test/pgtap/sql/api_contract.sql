@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(173);
+SELECT plan(192);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -30,7 +30,9 @@ SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 't
                          'stream_mark', 'audit_runs', 'audit_findings'],
                   'schema cdc has exactly the state tables');
 SELECT views_are('cdc', ARRAY['stats', 'entities', 'tombstones', 'subscription_status', 'subscription_tables', 'horizon_status',
-                        'outbox', 'stream_marks', 'audit_status'],
+                        'outbox', 'stream_marks', 'audit_status',
+                        'shared_stats', 'call_stats', 'failed_calls', 'worker_stats', 'apply_latency', 'rates',
+                        'copy_progress', 'prune_progress'],
                  'schema cdc has exactly the views');
 SELECT has_table('cdc', 'mapping', 'cdc.mapping exists');
 SELECT has_table('cdc', 'ledger', 'cdc.ledger exists');
@@ -355,5 +357,35 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = 'cdc_drop_targe
           'event trigger cdc_drop_target_state calls cdc._drop_target_state on sql_drop');
 SELECT isnt(obj_description((SELECT oid FROM pg_event_trigger WHERE evtname = 'cdc_drop_target_state'), 'pg_event_trigger'),
             NULL, 'event trigger cdc_drop_target_state has a comment');
+
+-- Operations (issue 14): counters that survive rollbacks, rates, progress.
+SELECT columns_are('cdc', 'shared_stats', ARRAY['available', 'note', 'call_entries', 'call_capacity', 'subscription_entries',
+                     'subscription_capacity', 'lost'], 'cdc.shared_stats has exactly the documented columns');
+SELECT columns_are('cdc', 'call_stats', ARRAY['function', 'calls', 'failed', 'since'], 'cdc.call_stats has exactly the documented columns');
+SELECT columns_are('cdc', 'failed_calls', ARRAY['function', 'sqlstate', 'failures', 'since'],
+                   'cdc.failed_calls has exactly the documented columns');
+SELECT columns_are('cdc', 'worker_stats', ARRAY['subscription', 'errors', 'errors_by_sqlstate', 'retries', 'group_retries',
+                     'applied_xacts', 'latency_sum_seconds', 'latency_avg_ms', 'latency_p50_ms', 'latency_p99_ms', 'since'],
+                   'cdc.worker_stats has exactly the documented columns');
+SELECT columns_are('cdc', 'apply_latency', ARRAY['subscription', 'le_ms', 'xacts'], 'cdc.apply_latency has exactly the documented columns');
+SELECT columns_are('cdc', 'rates', ARRAY['kind', 'name', 'events', 'duplicate_rate', 'stale_rate', 'conflict_rate', 'expired',
+                     'errors', 'error_rate', 'state', 'lag_bytes', 'lag_seconds', 'retries', 'latency_p50_ms', 'latency_p99_ms', 'since'],
+                   'cdc.rates has exactly the documented columns');
+SELECT columns_are('cdc', 'copy_progress', ARRAY['subscription', 'schema_name', 'table_name', 'state', 'rows_copied', 'rows_estimated',
+                     'percent', 'rows_per_second', 'time_left', 'bytes_copied', 'started_at', 'finished_at', 'worker_pid'],
+                   'cdc.copy_progress has exactly the documented columns');
+SELECT columns_are('cdc', 'prune_progress', ARRAY['relation', 'table_blocks', 'pass_position', 'blocks_left', 'pass_percent',
+                     'blocks_per_call', 'call_interval', 'calls_left', 'pass_time_left', 'full_pass_time', 'last_run_at',
+                     'last_sweep_done_at', 'behind'],
+                   'cdc.prune_progress has exactly the documented columns');
+SELECT table_privs_are('cdc', v, 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.' || v)
+  FROM unnest(ARRAY['shared_stats', 'call_stats', 'failed_calls', 'worker_stats', 'apply_latency', 'rates', 'copy_progress',
+                    'prune_progress']) v;
+SELECT function_returns('cdc', 'reset_shared_stats', ARRAY[]::text[], 'timestamp with time zone',
+                        'cdc.reset_shared_stats() returns the time of the reset');
+SELECT function_privs_are('cdc', 'reset_shared_stats', ARRAY[]::text[], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.reset_shared_stats (grant it, as pg_stat_statements_reset)');
+SELECT function_privs_are('cdc', '_notify_launcher', ARRAY[]::text[], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc._notify_launcher');
 
 SELECT * FROM finish();
