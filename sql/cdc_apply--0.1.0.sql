@@ -326,7 +326,7 @@ CREATE TABLE cdc.counters (
   PRIMARY KEY (target, backend_id)
 );
 COMMENT ON TABLE cdc.counters IS
-  'Outcome counters, one row per (target, backend slot) so that concurrent sessions never wait on each other; read them through cdc.stats. Transactional: a rolled-back call counts nothing.';
+  'Outcome counters, one row per (target, backend slot) so that concurrent sessions never wait on each other; read them through cdc.stats. A transaction''s counts are added once, when it commits (or is prepared); transactional: a rolled-back call or subtransaction counts nothing.';
 COMMENT ON COLUMN cdc.counters.target IS 'Destination table (0 = events ignored before a target was known).';
 COMMENT ON COLUMN cdc.counters.backend_id IS 'Backend slot that wrote the row.';
 COMMENT ON COLUMN cdc.counters.applied IS 'Events applied.';
@@ -339,6 +339,18 @@ COMMENT ON COLUMN cdc.counters.outbox_rows IS 'Outbox rows written.';
 COMMENT ON COLUMN cdc.counters.snapshot_rows IS 'Snapshot rows (op r) applied.';
 COMMENT ON COLUMN cdc.counters.expired IS 'Changes older than the prune watermark of an entity without records (outcome expired, or applied under expired_policy ''apply'').';
 
+-- A transaction's counts are written to cdc.counters when it commits
+-- (docs/internals.md, "Counters"); until then this function returns them,
+-- so that cdc.stats shows a transaction its own counts.
+CREATE FUNCTION cdc._pending_counters()
+RETURNS TABLE (target regclass, applied bigint, duplicate bigint, stale bigint, conflict bigint, ignored bigint,
+               blocked_resurrections bigint, outbox_rows bigint, snapshot_rows bigint, expired bigint)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_pending_counters';
+COMMENT ON FUNCTION cdc._pending_counters() IS
+  'The outcome counts the current session has taken in its open transaction and not yet written to cdc.counters (written when the transaction commits or is prepared; discarded with a rolled-back transaction or subtransaction), one row per target. Used by cdc.stats; returns only the caller''s own uncommitted counts. No error.';
+
 CREATE VIEW cdc.stats AS
   SELECT target,
          sum(applied)::bigint               AS applied,
@@ -350,10 +362,14 @@ CREATE VIEW cdc.stats AS
          sum(outbox_rows)::bigint           AS outbox_rows,
          sum(snapshot_rows)::bigint         AS snapshot_rows,
          sum(expired)::bigint               AS expired
-    FROM cdc.counters
+    FROM (SELECT c.target, c.applied, c.duplicate, c.stale, c.conflict, c.ignored, c.blocked_resurrections,
+                 c.outbox_rows, c.snapshot_rows, c.expired
+            FROM cdc.counters c
+          UNION ALL
+          SELECT * FROM cdc._pending_counters()) c
    GROUP BY target;
 COMMENT ON VIEW cdc.stats IS
-  'Per-target outcome counts (applied, duplicate, stale, conflict, ignored), blocked resurrections, outbox rows, snapshot rows and expired changes, summed over all sessions.';
+  'Per-target outcome counts (applied, duplicate, stale, conflict, ignored), blocked resurrections, outbox rows, snapshot rows and expired changes, summed over all sessions (cdc.counters), plus the current transaction''s own counts, which cdc.counters receives when it commits.';
 
 -- Readable forms of the compact layout.
 CREATE FUNCTION cdc.seconds_to_timestamptz(seconds integer) RETURNS timestamptz
@@ -656,7 +672,7 @@ CREATE VIEW cdc.horizon_status AS
          (SELECT count(*) FROM cdc.outbox_rows o WHERE o.published_at IS NOT NULL) AS outbox_published,
          pg_total_relation_size('cdc.outbox_rows') + pg_total_relation_size('cdc.outbox_source') AS outbox_bytes,
          (SELECT count(*) FROM cdc.prune_watermark) AS watermarks,
-         (SELECT coalesce(sum(c.expired), 0) FROM cdc.counters c)::bigint AS expired_changes,
+         (SELECT coalesce(sum(c.expired), 0) FROM cdc.stats c)::bigint AS expired_changes,
          (SELECT max(p.last_run_at) FROM cdc.prune_state p) AS last_prune_at,
          (SELECT CASE WHEN bool_and(p.last_sweep_done_at IS NOT NULL) THEN min(p.last_sweep_done_at) END
             FROM cdc.prune_state p) AS last_full_sweep_at

@@ -8,6 +8,7 @@
 // Glue, C++ regime: arguments in, one ApplyEngine per call, results out;
 // PostgreSQL calls through PgCall.  Must not hold anything across calls and
 // must not apply anything itself: that is the engine's (src/pg/apply/).
+#include "pg/apply/counters.hpp"
 #include "pg/apply/engine.hpp"
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
@@ -30,6 +31,7 @@ extern "C" {
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 #include "utils/lsyscache.h"
+#include "utils/tuplestore.h"
 #include "miscadmin.h"
 }
 
@@ -476,5 +478,34 @@ CDC_PG_FUNCTION(cdc_drop_source_slot)
 CDC_PG_FUNCTION(cdc_publication_tables)
 {
 	cdc::pg::PgCall([&]() { publication_tables_pg(fcinfo); });
+	return (Datum) 0;
+}
+
+/*
+ * cdc._pending_counters() RETURNS TABLE (target regclass, applied bigint,
+ * duplicate bigint, stale bigint, conflict bigint, ignored bigint,
+ * blocked_resurrections bigint, outbox_rows bigint, snapshot_rows bigint,
+ * expired bigint)
+ *
+ * The outcome counts this session has taken in its open transaction and
+ * not yet written to cdc.counters (they are written when it commits,
+ * apply/counters.hpp), one row per target.  cdc.stats adds them, so a
+ * transaction sees its own counts as it sees its own rows.  No error.
+ */
+CDC_PG_FUNCTION(cdc_pending_counters)
+{
+	std::vector<std::pair<Oid, cdc::Counters>> counts = cdc::pg::PendingTransactionCounts();
+	PgCall([&]() {
+		InitMaterializedSRF(fcinfo, 0);
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+		for (const auto &[target, c] : counts) {
+			Datum values[10] = {ObjectIdGetDatum(target), Int64GetDatum(c.applied), Int64GetDatum(c.duplicate),
+			                    Int64GetDatum(c.stale), Int64GetDatum(c.conflict), Int64GetDatum(c.ignored),
+			                    Int64GetDatum(c.blocked_resurrections), Int64GetDatum(c.outbox_rows),
+			                    Int64GetDatum(c.snapshot_rows), Int64GetDatum(c.expired)};
+			bool nulls[10] = {};
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	});
 	return (Datum) 0;
 }
