@@ -103,6 +103,22 @@ COMMENT ON TABLE cdc.source IS
 COMMENT ON COLUMN cdc.source.id IS 'Id used in cdc.entity_state.src and cdc.prune_watermark.src: the first 31 bits of md5(name), or the next free id after it on a collision; cdc.rename_source() keeps the id under the new name.';
 COMMENT ON COLUMN cdc.source.name IS 'The source id as events carry it.';
 
+-- Every backend caches the ids of cdc.source and cdc.outbox_source
+-- (docs/internals.md, "Dictionary ids"): a change or removal of an entry
+-- (cdc.rename_source) empties those caches.
+CREATE FUNCTION cdc._invalidate_dictionary() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_invalidate_dictionary';
+COMMENT ON FUNCTION cdc._invalidate_dictionary() IS
+  'Internal trigger of cdc.source and cdc.outbox_source: sends a relcache invalidation of the table when entries are updated, deleted or truncated (committed with the change), so every backend forgets the ids it cached. Error 39P01 when not called as a trigger.';
+CREATE TRIGGER invalidate_ids AFTER UPDATE OR DELETE ON cdc.source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids ON cdc.source IS 'Empties every backend''s cache of source ids (cdc.rename_source renames and merges sources).';
+CREATE TRIGGER invalidate_ids_truncate AFTER TRUNCATE ON cdc.source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids_truncate ON cdc.source IS 'Empties every backend''s cache of source ids.';
+
 CREATE TABLE cdc.entity_state (
   v1        bigint NOT NULL,
   v2        bigint NOT NULL,
@@ -190,6 +206,13 @@ COMMENT ON COLUMN cdc.outbox_source.source_schema IS 'source.schema.';
 COMMENT ON COLUMN cdc.outbox_source.source_table IS 'source.table.';
 COMMENT ON INDEX cdc.outbox_source_pkey IS 'Looks an id up (cdc.outbox).';
 COMMENT ON INDEX cdc.outbox_source_key IS 'Finds the id of a topic and source identity (the engine, before it writes a row).';
+
+CREATE TRIGGER invalidate_ids AFTER UPDATE OR DELETE ON cdc.outbox_source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids ON cdc.outbox_source IS 'Empties every backend''s cache of outbox source ids.';
+CREATE TRIGGER invalidate_ids_truncate AFTER TRUNCATE ON cdc.outbox_source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids_truncate ON cdc.outbox_source IS 'Empties every backend''s cache of outbox source ids.';
 
 CREATE TABLE cdc.outbox_rows (
   id           bigserial,
@@ -2028,6 +2051,7 @@ REVOKE ALL ON FUNCTION cdc._note_subscription_database() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.rename_source(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._invalidate_dictionary() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._subscription_guard() FROM PUBLIC;
 GRANT SELECT ON cdc.subscription_status TO PUBLIC;
 -- the error history quotes what last_error quotes: for the readers of other sessions' query texts

@@ -2,14 +2,16 @@
 // subsystem in order: the cdc.* settings (pg/guc.hpp), then, when the
 // library is loaded through shared_preload_libraries, the launcher of the
 // background-worker path (pg/worker/worker.hpp) and the lifecycle hooks
-// (DROP DATABASE refusal, pg/worker/lifecycle.hpp), and the transaction
-// callbacks of the apply engine (pg/apply/counters.hpp).  The SQL path
+// (DROP DATABASE refusal, pg/worker/lifecycle.hpp), and the transaction and
+// invalidation callbacks of the apply engine (pg/apply/counters.hpp,
+// pg/apply/id_cache.hpp).  The SQL path
 // (cdc_apply(), sql_api.cpp) needs no preloading.
 //
 // PostgreSQL regime, run once per process that loads the library.  Must
 // not touch the database, start anything, or create C++ objects: only
 // definitions and registrations.
 #include "pg/apply/counters.hpp"
+#include "pg/apply/id_cache.hpp"
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
 #include "pg/worker/lifecycle.hpp"
@@ -33,6 +35,7 @@ _PG_init(void)
 {
 	cdc::pg::InitGUC(process_shared_preload_libraries_in_progress);
 	cdc::pg::InitTransactionCounts();
+	cdc::pg::InitIdCaches();
 	cdc::pg::InitLauncher(process_shared_preload_libraries_in_progress);
 	cdc::pg::InstallLifecycleHooks(process_shared_preload_libraries_in_progress && !IsBinaryUpgrade);
 }

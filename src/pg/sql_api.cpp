@@ -456,6 +456,26 @@ CDC_PG_FUNCTION(cdc_invalidate_target)
 }
 
 /*
+ * cdc._invalidate_dictionary() RETURNS trigger: AFTER UPDATE, DELETE and
+ * TRUNCATE (for each statement) on cdc.source and cdc.outbox_source.
+ * Sends a relcache invalidation of the table, delivered to every backend
+ * when the change commits (and to this one at its next command), which
+ * empties the backends' caches of that dictionary's ids (apply/id_cache.hpp):
+ * cdc.rename_source() gives an id another name or removes one.
+ */
+CDC_PG_FUNCTION(cdc_invalidate_dictionary)
+{
+	return PgCall([&]() -> Datum {
+		if (!CALLED_AS_TRIGGER(fcinfo))
+			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			                errmsg("cdc._invalidate_dictionary() must be called as a trigger")));
+		TriggerData *td = (TriggerData *) fcinfo->context;
+		CacheInvalidateRelcache(td->tg_relation);
+		return PointerGetDatum(NULL);
+	});
+}
+
+/*
  * cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
  * Used by cdc.drop_subscription(..., drop_slot => true).  Errors: 08001 when
  * the source cannot be reached, 55006 when the slot cannot be dropped.

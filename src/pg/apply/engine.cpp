@@ -37,15 +37,9 @@ ApplyEngine::ApplyEngine()
 {
 	deferred_outbox = nullptr; /* a failed batch of an earlier call may have left it set */
 	Connect();
-	/* last: a constructor that throws runs no destructor to restore it */
-	outbox_source_ids_before_ = outbox_source_ids;
-	outbox_source_ids = &outbox_source_ids_;
 }
 
-ApplyEngine::~ApplyEngine()
-{
-	outbox_source_ids = outbox_source_ids_before_;
-}
+ApplyEngine::~ApplyEngine() = default;
 
 Outcome
 ApplyEngine::ApplyDebezium(Json event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)

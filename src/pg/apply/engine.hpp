@@ -192,8 +192,6 @@ class ApplyEngine {
 	Oid owner_ = InvalidOid;
 	bool run_as_owner_ = false;
 	std::string subscription_;
-	std::map<std::string, int32_t> outbox_source_ids_; // cdc.outbox_source ids used by this call (pg/apply/outbox.hpp)
-	std::map<std::string, int32_t> *outbox_source_ids_before_ = nullptr; // restored by the destructor (nested engines)
 	std::string PositionLabel(size_t position) const
 	{
 		return position_unit_ + " " + std::to_string(position) + " " + position_scope_;

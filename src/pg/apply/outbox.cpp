@@ -9,6 +9,7 @@
 
 #include "core/errors.hpp"
 #include "core/layout.hpp"
+#include "pg/apply/id_cache.hpp"
 #include "pg/apply/internal.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
@@ -66,7 +67,6 @@ SourceJson(const SourceInfo &src, const Version &v)
 }
 
 DeferredOutbox *deferred_outbox = nullptr;
-OutboxSourceIds *outbox_source_ids = nullptr;
 
 namespace {
 
@@ -172,11 +172,8 @@ OutboxSourceId(const std::string &topic, const SourceInfo &src)
 		key.push_back('\0');
 		key += *part;
 	}
-	if (outbox_source_ids != nullptr) {
-		auto it = outbox_source_ids->find(key);
-		if (it != outbox_source_ids->end())
-			return it->second;
-	}
+	if (std::optional<int32_t> id = CachedId(Dictionary::OutboxSource, key))
+		return *id;
 	Params p;
 	p.AddText(topic);
 	p.AddText(src.name);
@@ -204,8 +201,7 @@ OutboxSourceId(const std::string &topic, const SourceInfo &src)
 	if (n == 0)
 		throw std::runtime_error("the source identity of an outbox row could not be recorded in cdc.outbox_source");
 	int32_t id = int32_t(std::stol(ResultText(0, 1).value_or("0")));
-	if (outbox_source_ids != nullptr)
-		(*outbox_source_ids)[key] = id;
+	RememberId(Dictionary::OutboxSource, key, id);
 	return id;
 }
 

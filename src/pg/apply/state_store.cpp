@@ -4,6 +4,7 @@
 #include "core/errors.hpp"
 #include "core/layout.hpp"
 #include "core/errors.hpp"
+#include "pg/apply/id_cache.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
@@ -42,12 +43,17 @@ SourceId(const std::string &name, std::map<std::string, int32_t> &cache)
 	auto it = cache.find(name);
 	if (it != cache.end())
 		return it->second;
+	if (std::optional<int32_t> id = CachedId(Dictionary::Source, name)) {
+		cache[name] = *id;
+		return *id;
+	}
 	Params p;
 	p.AddText(name);
 	uint64_t n = Execute("SELECT id FROM cdc.source WHERE name OPERATOR(pg_catalog.=) $1", p, true);
 	if (n > 0) {
 		int32_t id = int32_t(std::stol(ResultText(0, 1).value_or("0")));
 		cache[name] = id;
+		RememberId(Dictionary::Source, name, id);
 		return id;
 	}
 	/*
@@ -69,6 +75,7 @@ SourceId(const std::string &name, std::map<std::string, int32_t> &cache)
 		if (n > 0) {
 			int32_t id = int32_t(std::stol(ResultText(0, 1).value_or("0")));
 			cache[name] = id;
+			RememberId(Dictionary::Source, name, id);
 			return id;
 		}
 	}

@@ -25,9 +25,12 @@ int32_t TransactionSeconds();
 // Id of a source name in cdc.source, created on first use: the name's hash
 // (core/layout.hpp, SourceIdCandidate), probing on a collision with another
 // name; no sequence, so a rolled-back call leaves nothing behind.  `cache`
-// lives for one engine call (an id created by a transaction that later
-// rolls back must not outlive it).  Errors: 54000 if 1,000 ids in a row are
-// taken by other names (2^31 ids: not by any real use).
+// holds the ids of one engine call; behind it the backend's cache
+// (id_cache.hpp) keeps ids across calls, an id created by a transaction
+// only until that transaction ends and backend-wide once it committed.
+// Errors: 54000 if 1,000 ids in a row are taken by other names (2^31 ids:
+// not by any real use); 40001 under REPEATABLE READ when a concurrent
+// transaction the snapshot cannot see created the name.
 int32_t SourceId(const std::string &name, std::map<std::string, int32_t> &cache);
 
 // Inserts the ledger entry of (target, delivery key).  Returns false when
