@@ -231,9 +231,13 @@ CREATE TABLE cdc.outbox_rows (
   op           "char" NOT NULL CHECK (op IN ('c', 'u', 'd', 't')),
   entity_key   jsonb,
   payload      jsonb,
-  -- per target: a role writing its own target cannot take (and so drop)
-  -- another target's row by sending the same source identity
-  PRIMARY KEY (ikey, target)
+  -- Unique on the idempotency key per target: a role writing its own target
+  -- cannot take (and so drop) another target's row by sending the same
+  -- source identity.  The key's version columns come first (the key covers
+  -- the version, so they add no uniqueness): in a stream the version grows,
+  -- so new entries go to the right edge of each target's part of the index
+  -- instead of a random leaf page.
+  PRIMARY KEY (target, v1, v2, ikey)
 );
 COMMENT ON TABLE cdc.outbox_rows IS
   'Storage of the outbox (read it through cdc.outbox): one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction, unique on the binary idempotency key per target. Columns ordered for alignment.';
@@ -254,7 +258,7 @@ COMMENT ON COLUMN cdc.outbox_rows.op IS 'c (insert), u (update), d (delete) or t
 COMMENT ON COLUMN cdc.outbox_rows.entity_key IS 'Entity key; NULL for a truncate.';
 COMMENT ON COLUMN cdc.outbox_rows.payload IS 'Destination row after the change (for d: the removed row, or the event''s before-image); NULL for t.';
 COMMENT ON SEQUENCE cdc.outbox_rows_id_seq IS 'Ids of outbox rows, in insertion order.';
-COMMENT ON INDEX cdc.outbox_rows_pkey IS 'The one unique index, (idempotency key, target): a change whose key is there already for its target adds no second row (ON CONFLICT DO NOTHING); per target, so that a writer of one table cannot take another table''s key (docs/security.md).';
+COMMENT ON INDEX cdc.outbox_rows_pkey IS 'The one unique index, (target, v1, v2, idempotency key): a change whose key is there already for its target adds no second row (ON CONFLICT DO NOTHING); per target, so that a writer of one table cannot take another table''s key (docs/security.md). The version columns lead so that inserts of a growing stream append to the index instead of landing on random pages (the key covers the version, so uniqueness is that of (target, key)).';
 CREATE INDEX outbox_unpublished_idx ON cdc.outbox_rows (id) WHERE published_at IS NULL;
 COMMENT ON INDEX cdc.outbox_unpublished_idx IS 'The relay''s work queue: unpublished rows in insertion order (also used by cdc.outbox_mark_published).';
 

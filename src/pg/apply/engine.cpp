@@ -190,7 +190,6 @@ ApplyEngine::Enqueue(ChangeRequest req, size_t position)
 {
 	for (const std::optional<RawImage> *img : {&req.before, &req.after})
 		if (*img) {
-			queued_bytes_ += (*img)->json.size();
 			for (const auto &[name, value] : (*img)->values)
 				queued_bytes_ += name.size() + value.text.size();
 		}

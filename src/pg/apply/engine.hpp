@@ -29,7 +29,17 @@ using cdc::Counters; // per-target outcome counts (core/batch_plan.hpp)
 // received, kept for cdc.conflicts and for delete outbox payloads.
 struct RawImage {
 	std::vector<std::pair<std::string, DecodedValue>> values;
-	std::string json;
+	// The image's JSON object as received, for what keeps it (cdc.conflicts,
+	// cdc.dead_letter, the outbox payload of a delete whose row the
+	// destination never had): the Debezium object as serialised when it was
+	// decoded (SetJson: the envelope is freed before the change is applied),
+	// else built from the values on first use (unavailable ones as
+	// "__unchanged_toast__"), not per change.
+	const std::string &Json() const;
+	void SetJson(std::string json) { json_ = std::move(json); }
+
+  private:
+	mutable std::optional<std::string> json_;
 };
 
 // One change, independent of the input format (Debezium envelope, pgoutput).

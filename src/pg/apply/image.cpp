@@ -25,13 +25,37 @@ extern "C" {
 
 namespace cdc::pg {
 
+const std::string &
+RawImage::Json() const
+{
+	if (json_)
+		return *json_;
+	std::string j = "{";
+	for (size_t i = 0; i < values.size(); i++) {
+		if (i)
+			j += ", ";
+		AppendJsonString(j, values[i].first);
+		j += ": ";
+		const DecodedValue &v = values[i].second;
+		if (v.kind == DecodedValue::Kind::Text)
+			AppendJsonString(j, v.text);
+		else if (v.kind == DecodedValue::Kind::Null)
+			j += "null";
+		else
+			j += "\"__unchanged_toast__\"";
+	}
+	j += "}";
+	json_ = std::move(j);
+	return *json_;
+}
+
 // Decodes a Debezium JSON image (`after` or `before`) for target `t`: every
 // field must name a column; values become text input form (decode.hpp).
 RawImage
 DecodeJsonImage(const Target &t, const Json &obj, const FieldSchema *schema, const char *which)
 {
 	RawImage raw;
-	raw.json = obj.Serialize();
+	raw.SetJson(obj.Serialize());
 	for (const auto &member : obj.Members()) {
 		const std::string &field = member.first;
 		std::string path = std::string(which) + "." + field;
@@ -55,7 +79,7 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 {
 	Image img;
 	img.cells.resize(t.columns.size());
-	img.json = &raw.json; /* not copied: an image can be as large as the event */
+	img.raw = &raw; /* its JSON is built only when needed */
 	for (const auto &[name, dv] : raw.values) {
 		std::string path = std::string(which) + "." + name;
 		auto f = t.by_name.find(name);

@@ -34,7 +34,7 @@ struct Cell {
 struct Image {
 	std::vector<Cell> cells; // one per target column
 	bool has_unavailable = false;
-	const std::string *json = nullptr; // the event's JSON object (RawImage::json), for conflicts and outbox
+	const RawImage *raw = nullptr; // what it was converted from: raw->Json() for conflicts and outbox
 };
 
 // One change converted to the target's column types and identified: what

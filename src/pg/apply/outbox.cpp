@@ -27,6 +27,7 @@ extern "C" {
 #include "replication/message.h"
 #include "storage/lmgr.h"
 #include "utils/datetime.h"
+#include "utils/numeric.h"
 #include "utils/fmgroids.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
@@ -112,6 +113,145 @@ ImageJsonbPg(Oid relid, int n, const AttrNumber *attnums, const Datum *values, c
 	pfree(v);
 	pfree(isnull);
 	return j;
+}
+
+/*
+ * The payload of an image without a composite: what to_jsonb() of the row
+ * gives (jsonb.c, composite_to_jsonb and datum_to_jsonb), built straight
+ * from the Datums with each column's output function looked up once
+ * (Column::out_fn) instead of categorising every column's type and looking
+ * its output function up again for every row.  Only for the kinds below,
+ * built-in scalar types whose rendering it reproduces exactly; the caller
+ * uses ImageJsonbPg for any other.
+ */
+enum PayloadKind : int8_t {
+	kPayloadFallback = 0, /* composite, array, json, domain, enum, range, a non-built-in type: to_jsonb() */
+	kPayloadBool,         /* JSON boolean */
+	kPayloadInt2,         /* int2, int4, int8: the number (numeric_in of its output text gives the same numeric) */
+	kPayloadInt4,
+	kPayloadInt8,
+	kPayloadNumeric,      /* numeric: the value itself, NaN and infinities as strings */
+	kPayloadFloat,        /* float4/float8: output text (extra_float_digits applies) as a number unless NaN/Infinity */
+	kPayloadDate,         /* date, timestamp, timestamptz: JsonEncodeDateTime */
+	kPayloadTimestamp,
+	kPayloadTimestampTz,
+	kPayloadText,         /* text, varchar: the string itself */
+	kPayloadOther,        /* any other built-in scalar: its output text as a string */
+};
+
+int8_t
+PayloadKindPg(Oid type)
+{
+	switch (type) {
+	case BOOLOID: return kPayloadBool;
+	case INT2OID: return kPayloadInt2;
+	case INT4OID: return kPayloadInt4;
+	case INT8OID: return kPayloadInt8;
+	case NUMERICOID: return kPayloadNumeric;
+	case FLOAT4OID:
+	case FLOAT8OID: return kPayloadFloat;
+	case DATEOID: return kPayloadDate;
+	case TIMESTAMPOID: return kPayloadTimestamp;
+	case TIMESTAMPTZOID: return kPayloadTimestampTz;
+	case TEXTOID:
+	case VARCHAROID: return kPayloadText;
+	case JSONOID:
+	case JSONBOID: return kPayloadFallback;
+	default:
+		/* what jsonb_categorize_type calls JSONBTYPE_OTHER, without a cast to json to look for */
+		if (type >= FirstNormalObjectId || get_typtype(type) != TYPTYPE_BASE || OidIsValid(get_element_type(type)))
+			return kPayloadFallback;
+		return kPayloadOther;
+	}
+}
+
+/* The string of a jsonb value, as checkStringLen allows it. */
+void
+PayloadString(JsonbValue &jb, const char *s, size_t len)
+{
+	if (len > JENTRY_OFFLENMASK)
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+		                errmsg("string too long to represent as jsonb string"),
+		                errdetail("Due to an implementation restriction, jsonb strings cannot exceed %d bytes.",
+		                          JENTRY_OFFLENMASK)));
+	jb.type = jbvString;
+	jb.val.string.val = const_cast<char *>(s);
+	jb.val.string.len = int(len);
+}
+
+Datum
+ImageJsonbFastPg(int n, const char *const *names, const int8_t *kinds, FmgrInfo *const *outs, const Datum *values,
+                 const bool *nulls)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue *res = pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	for (int i = 0; i < n; i++) {
+		JsonbValue k, v;
+		k.type = jbvString;
+		k.val.string.val = const_cast<char *>(names[i]);
+		k.val.string.len = int(strlen(names[i]));
+		pushJsonbValue(&state, WJB_KEY, &k);
+		Datum d = values[i];
+		if (nulls[i]) {
+			v.type = jbvNull;
+		} else {
+			switch (kinds[i]) {
+			case kPayloadBool:
+				v.type = jbvBool;
+				v.val.boolean = DatumGetBool(d);
+				break;
+			case kPayloadInt2:
+			case kPayloadInt4:
+			case kPayloadInt8:
+				v.type = jbvNumeric;
+				v.val.numeric = int64_to_numeric(kinds[i] == kPayloadInt2   ? int64(DatumGetInt16(d))
+				                                 : kinds[i] == kPayloadInt4 ? int64(DatumGetInt32(d))
+				                                                            : DatumGetInt64(d));
+				break;
+			case kPayloadNumeric:
+				if (numeric_is_nan(DatumGetNumeric(d)) || numeric_is_inf(DatumGetNumeric(d))) {
+					char *s = OutputFunctionCall(outs[i], d);
+					PayloadString(v, s, strlen(s));
+				} else {
+					v.type = jbvNumeric;
+					v.val.numeric = DatumGetNumeric(d);
+				}
+				break;
+			case kPayloadFloat: {
+				char *s = OutputFunctionCall(outs[i], d);
+				if (strchr(s, 'N') != NULL || strchr(s, 'n') != NULL) {
+					PayloadString(v, s, strlen(s));
+				} else {
+					v.type = jbvNumeric;
+					v.val.numeric = DatumGetNumeric(
+						DirectFunctionCall3(numeric_in, CStringGetDatum(s), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+				}
+				break;
+			}
+			case kPayloadDate:
+			case kPayloadTimestamp:
+			case kPayloadTimestampTz: {
+				Oid t = kinds[i] == kPayloadDate ? DATEOID : kinds[i] == kPayloadTimestamp ? TIMESTAMPOID : TIMESTAMPTZOID;
+				char *s = JsonEncodeDateTime(NULL, d, t, NULL);
+				PayloadString(v, s, strlen(s));
+				break;
+			}
+			case kPayloadText: {
+				text *t = DatumGetTextPP(d);
+				PayloadString(v, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+				break;
+			}
+			default: {
+				char *s = OutputFunctionCall(outs[i], d);
+				PayloadString(v, s, strlen(s));
+				break;
+			}
+			}
+		}
+		pushJsonbValue(&state, WJB_VALUE, &v);
+	}
+	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbPGetDatum(JsonbValueToJsonb(res));
 }
 
 /* Builds {"k1": "text1", ...} (keys sorted and unique as jsonb keeps them). */
@@ -319,6 +459,25 @@ PayloadFromImage(const Target &t, const Image &img, const RunAs &as)
 		values[i] = img.cells[i].value;
 		nulls[i] = img.cells[i].isnull;
 	}
+	/* the fast path's kinds, worked out once per cached target */
+	bool fast = true;
+	std::vector<int8_t> kinds(n);
+	std::vector<const char *> names(n);
+	std::vector<FmgrInfo *> outs(n);
+	for (size_t i = 0; i < n; i++) {
+		const Column &c = t.columns[i];
+		if (c.json_kind < 0)
+			c.json_kind = PgCall([&]() { return PayloadKindPg(c.type); });
+		kinds[i] = c.json_kind;
+		names[i] = c.name.c_str();
+		outs[i] = c.out_fn;
+		fast = fast && c.json_kind != kPayloadFallback;
+	}
+	/* built-in types only, their own output functions: no code of the table's owner runs */
+	if (fast)
+		return PgCall([&]() {
+			return ImageJsonbFastPg(int(n), names.data(), kinds.data(), outs.data(), values.data(), nulls.get());
+		});
 	/* as whom the target's statements run: to_jsonb may call a cast to json the type's owner created */
 	return PgCallAs(as, [&]() { return ImageJsonbPg(t.relid, int(n), attnums.data(), values.data(), nulls.get()); });
 }
@@ -364,6 +523,7 @@ MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v,
 	if (!t.mapping.outbox_message)
 		r.src = OutboxSourceId(topic, src);
 	r.op = op;
+	r.new_by_order = t.mapping.stream_ordered;
 	r.v0 = int32_t(v.parts[0]);
 	r.v1 = v.parts[1];
 	r.v2 = v.parts[2];
@@ -424,7 +584,7 @@ WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, c
 	uint64_t n = Execute("INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, "
 	                     "entity_key, payload) "
 	                     "VALUES ($1, $2::pg_catalog.regclass, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
-	                     "ON CONFLICT (ikey, target) DO NOTHING",
+	                     "ON CONFLICT (target, v1, v2, ikey) DO NOTHING",
 	                     p, true);
 	return n == 1;
 }
@@ -510,16 +670,26 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 	 * inserted; only a flush over several targets needs them returned.
 	 */
 	Oid only = InvalidOid;
-	bool one_target = true;
+	bool one_target = true, new_by_order = true;
 	for (const OutboxRow &r : q.rows)
 		if (r.message.empty()) {
 			one_target = one_target && (only == InvalidOid || only == r.target);
 			only = r.target;
+			new_by_order = new_by_order && r.new_by_order;
 		}
-	if (one_target) {
-		counters[only].outbox_rows += int64_t(Execute(insert + "ON CONFLICT (ikey, target) DO NOTHING", p, true));
+	if (one_target && new_by_order) {
+		/*
+		 * Rows of a stream-ordered target cannot meet their key (each change
+		 * is newer than anything applied to the target before): a plain
+		 * INSERT, without speculative insertion's index pre-check and
+		 * confirmation record.  A duplicate would raise 23505 and roll the
+		 * group back, never drop a row.
+		 */
+		counters[only].outbox_rows += int64_t(Execute(insert, p, true));
+	} else if (one_target) {
+		counters[only].outbox_rows += int64_t(Execute(insert + "ON CONFLICT (target, v1, v2, ikey) DO NOTHING", p, true));
 	} else {
-		uint64_t n = Execute(insert + "ON CONFLICT (ikey, target) DO NOTHING RETURNING target", p, true);
+		uint64_t n = Execute(insert + "ON CONFLICT (target, v1, v2, ikey) DO NOTHING RETURNING target", p, true);
 		CountReturnedTargets(n, counters);
 	}
 	q.rows.clear();

@@ -47,6 +47,10 @@ struct OutboxRow {
 	std::optional<int64_t> v3; // nullopt: a 3-component version
 	std::optional<int64_t> lsn, commit_lsn, tx_id;
 	std::optional<Datum> entity_key, payload; // jsonb; nullopt: NULL
+	// Written for a stream-ordered target: newer than every change applied
+	// to it before (docs/semantics.md, "Stream ordering"), so no row of the
+	// target can have its key yet.
+	bool new_by_order = false;
 	// Non-empty when the mapping's outbox_via is 'message': the JSON text of
 	// the logical decoding message that replaces the row (OutboxMessage).
 	std::string message;

@@ -600,7 +600,7 @@ WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, c
 				else if (row_json)
 					payload = row_json;
 				else
-					payload = JsonbFromText(*pc.Main().json); /* the destination never had the row */
+					payload = JsonbFromText(pc.Main().raw->Json()); /* the destination never had the row */
 				row_image = nullptr;
 				row_json.reset();
 			} else {
@@ -887,7 +887,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 					continue; /* snapshot rows set state only */
 				std::optional<Datum> row = rows[i];
 				if (prep[k].is_delete && !row)
-					row = JsonbFromText(*prep[k].Main().json); /* the destination never had the row: publish the before-image */
+					row = JsonbFromText(prep[k].Main().raw->Json()); /* the destination never had the row: publish the before-image */
 				queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], prep[k].version,
 				                                   prep[k].entity_key, EntityKeyJsonb(t, prep[k].Main()), row, k));
 			}

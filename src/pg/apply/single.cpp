@@ -232,7 +232,7 @@ RecordConflict(const EntityChange &c, const Decision &d, const std::optional<Ent
 	p.AddTextOrNull(stored ? std::optional<std::string>(stored->version.ToArrayLiteral()) : std::nullopt);
 	p.AddText(c.version.ToArrayLiteral());
 	p.AddTextOrNull(stored_image);
-	p.AddText(*c.image->json);
+	p.AddText(c.image->raw->Json());
 	p.AddText(std::string(1, c.op));
 	Execute("INSERT INTO cdc.conflicts (target, entity_key, delivery_key, reason, stored_version, event_version, "
 	        "stored_image, event_image, op) "
@@ -406,7 +406,7 @@ ApplyDecided(const EntityChange &c, Counters &cnt)
 		CallHandler(t.modes, t.display, IdentityOf(c), c.is_delete ? row : old_row, c.is_delete ? std::nullopt : row,
 		            c.as);
 	if (c.is_delete && !row && outbox_row)
-		row = *c.image->json; /* the destination never had the row: publish the before-image */
+		row = c.image->raw->Json(); /* the destination never had the row: publish the before-image */
 	cnt.applied++;
 	if (c.is_snapshot)
 		cnt.snapshot_rows++;
@@ -474,7 +474,7 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 			/* cannot be proven new or old (docs/retention.md): the mapping's expired_policy decides */
 			cnt.expired++;
 			if (t.modes.expired_policy == ModeConfig::ExpiredPolicy::DeadLetter)
-				RecordDeadLetter(t.relid, c.entity_key, c.delivery_key, c.op, c.version, *in.watermark, *c.image->json,
+				RecordDeadLetter(t.relid, c.entity_key, c.delivery_key, c.op, c.version, *in.watermark, c.image->raw->Json(),
 				                 SourceJson(*c.source_info, c.version));
 			if (t.modes.expired_policy != ModeConfig::ExpiredPolicy::Apply)
 				return d.outcome;

@@ -51,6 +51,9 @@ struct Column {
 	int16 typlen = 0;
 	bool typbyval = false;
 	char typalign = 'i';
+	// How an outbox payload renders the column as jsonb (outbox.cpp, PayloadJsonKind),
+	// worked out on first use: -1 not yet.
+	mutable int8_t json_kind = -1;
 };
 
 struct Mapping {

@@ -27,29 +27,6 @@ using cdc::pg::ChangeRequest;
 using cdc::pg::RawImage;
 
 
-// The JSON object of an image, for cdc.conflicts and delete outbox payloads.
-void
-AppendImageJson(RawImage &img)
-{
-	std::string j = "{";
-	for (size_t i = 0; i < img.values.size(); i++) {
-		if (i)
-			j += ", ";
-		cdc::AppendJsonString(j, img.values[i].first);
-		j += ": ";
-		const DecodedValue &v = img.values[i].second;
-		if (v.kind == DecodedValue::Kind::Text)
-			cdc::AppendJsonString(j, v.text);
-		else if (v.kind == DecodedValue::Kind::Null)
-			j += "null";
-		else
-			j += "\"__unchanged_toast__\"";
-	}
-	j += "}";
-	img.json = std::move(j);
-}
-
-
 // Hands a change to the engine: applied at once when cdc.apply_batch_changes
 // is 1, else queued for the batch engine.  The queue is applied when it
 // holds cdc.apply_batch_changes changes or cdc.group_max_bytes of images (so
@@ -118,7 +95,6 @@ TupleImage(const LogicalRepRelation *rel, const LogicalRepTupleData *tup, bool k
 			throw cdc::InputError("0A000", std::string("column \"") + name + "\" arrived in binary format, which the worker does not request");
 		}
 	}
-	AppendImageJson(img);
 	return img;
 }
 
@@ -149,8 +125,14 @@ StampNextChange(ChangeRequest &req, const LogicalRepRelation *rel)
 	W->seq++;
 	req.total_order = W->seq;
 	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), W->seq, 0}};
-	req.delivery_key = "pgoutput:" + std::string(W->source_id) + ":" + cdc::FormatLsn(int64_t(W->final_lsn)) + ":" +
-	                   std::to_string(W->seq);
+	if (W->dk_prefix_lsn != W->final_lsn || W->dk_prefix[0] == '\0') {
+		/* once per source transaction, not per change */
+		snprintf(W->dk_prefix, sizeof(W->dk_prefix), "pgoutput:%s:%X/%X:", W->source_id, CDC_LSN_ARGS(W->final_lsn));
+		W->dk_prefix_lsn = W->final_lsn;
+	}
+	std::string dk(W->dk_prefix);
+	dk += std::to_string(W->seq);
+	req.delivery_key = std::move(dk);
 }
 
 // Applies one decoded pgoutput change through the engine.

@@ -60,7 +60,6 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
 	RawImage img;
 	for (int i = 0; i < ncolumns; i++)
 		img.values.emplace_back(columns[i], values[size_t(i)] ? DecodedValue::Text(*values[size_t(i)]) : DecodedValue::Null());
-	AppendImageJson(img);
 	req.after = std::move(img);
 	req.source.connector = "pgoutput";
 	req.source.name = W->source_id;

@@ -6,8 +6,8 @@
 //
 // PostgreSQL-regime code: W and the contexts are plain pointers, defined in
 // apply_worker.cpp, set up by cdc_apply_worker_main and never freed by C++;
-// nothing here owns a C++ object.  The three C++ functions (AppendImageJson,
-// LogQueue, Submit) may throw and are called only inside RunCpp.
+// nothing here owns a C++ object.  The C++ functions (LogQueue,
+// Submit) may throw and are called only inside RunCpp.
 #pragma once
 
 #include "pg/apply/engine.hpp"
@@ -113,6 +113,8 @@ typedef struct WorkerState {
 	XLogRecPtr change_lsn;
 	int64 replays_discarded; /* source transactions re-sent below our progress since the last one applied */
 	char cur_table[2 * NAMEDATALEN + 2]; /* for error context; "" when none */
+	char dk_prefix[128];        /* "pgoutput:<source id>:<commit LSN>:" of the transaction at dk_prefix_lsn */
+	XLogRecPtr dk_prefix_lsn;
 	cdc::pg::ApplyEngine *engine;
 
 	/*
@@ -176,7 +178,6 @@ void commit_with_progress(XLogRecPtr remote_end, TimestampTz remote_time);
 void remember_flush(XLogRecPtr local_end, XLogRecPtr remote_end);
 
 /* pgoutput.cpp: pgoutput messages -> change requests (C++: only inside RunCpp) */
-void AppendImageJson(cdc::pg::RawImage &img);
 void LogQueue(const std::string &when);
 void Submit(cdc::pg::ChangeRequest req, size_t position);
 void handle_relation(StringInfo s);

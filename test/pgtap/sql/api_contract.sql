@@ -55,7 +55,7 @@ SELECT is(cdc.delivery_digest('cdc.mapping', 'k'), ('x' || substr(md5('cdc.mappi
           'cdc.delivery_digest is the first 64 bits of md5(target oid, newline, delivery key)');
 
 -- The outbox: compact rows keyed by the binary idempotency key, shown by the view cdc.outbox.
-SELECT col_is_pk('cdc', 'outbox_rows', ARRAY['ikey', 'target'], 'cdc.outbox_rows: the binary idempotency key is the primary key, per target (docs/security.md)');
+SELECT col_is_pk('cdc', 'outbox_rows', ARRAY['target', 'v1', 'v2', 'ikey'], 'cdc.outbox_rows: the binary idempotency key is the primary key, per target, after the version columns (docs/security.md)');
 SELECT col_type_is('cdc', 'outbox_rows', 'ikey', 'uuid', 'cdc.outbox_rows.ikey is uuid (the 16 bytes of the md5)');
 SELECT indexes_are('cdc', 'outbox_rows', ARRAY['outbox_rows_pkey', 'outbox_unpublished_idx'],
                    'cdc.outbox_rows has one unique index and the relay''s work queue');
