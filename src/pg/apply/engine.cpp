@@ -62,7 +62,7 @@ ApplyEngine::ApplyDebezium(Json event, Oid target_arg, const std::optional<std::
 }
 
 ChangeRequest
-ApplyEngine::DebeziumRequest(const ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key)
+ApplyEngine::DebeziumRequest(ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key)
 {
 	ChangeRequest req;
 	req.target = target;
@@ -72,10 +72,11 @@ ApplyEngine::DebeziumRequest(const ChangeEvent &ev, Oid target, const std::optio
 	req.source = ev.source;
 	req.total_order = ev.total_order;
 	req.delivery_key = delivery_key;
+	/* the images are handed over to the request (RawImage keeps the object for its JSON) */
 	if (ev.after)
-		req.after = DecodeJsonImage(t, *ev.after, ev.after_schema ? &*ev.after_schema : nullptr, "after");
+		req.after = DecodeJsonImage(t, std::move(*ev.after), ev.after_schema ? &*ev.after_schema : nullptr, "after");
 	if (ev.before)
-		req.before = DecodeJsonImage(t, *ev.before, ev.before_schema ? &*ev.before_schema : nullptr, "before");
+		req.before = DecodeJsonImage(t, std::move(*ev.before), ev.before_schema ? &*ev.before_schema : nullptr, "before");
 	if (t.version_col < 0 && !(ev.op == Op::Truncate && t.mapping.truncate_ignore))
 		req.version = DeriveDebeziumVersion(ev, t.mapping.epoch);
 	return req;
