@@ -256,6 +256,28 @@ ResultBool(uint64_t row, int col)
 	});
 }
 
+std::optional<int64_t>
+ResultInt(uint64_t row, int col)
+{
+	bool isnull = false;
+	int64_t v = PgCall([&]() -> int64_t {
+		Datum d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+		if (isnull)
+			return 0;
+		switch (SPI_gettypeid(SPI_tuptable->tupdesc, col)) {
+		case INT2OID: return DatumGetInt16(d);
+		case INT4OID: return DatumGetInt32(d);
+		case INT8OID: return DatumGetInt64(d);
+		case OIDOID: return int64_t(DatumGetObjectId(d));
+		default: elog(ERROR, "cdc_apply: result column %d is not an integer", col);
+		}
+		return 0;
+	});
+	if (isnull)
+		return std::nullopt;
+	return v;
+}
+
 void
 Connect()
 {

@@ -129,6 +129,10 @@ PgCallAs(const RunAs &as, F &&f) -> decltype(f())
 std::optional<std::string> ResultText(uint64_t row, int col);
 // Boolean column of a result row (NULL reads as false).
 bool ResultBool(uint64_t row, int col);
+// Integer column (smallint, integer, bigint or oid) of a result row, read as
+// its Datum (no output function); nullopt for NULL.  Any other type: an
+// internal error.
+std::optional<int64_t> ResultInt(uint64_t row, int col);
 
 // Opens the SPI connection for one entry-point call; Finish closes it.
 void Connect();

@@ -82,7 +82,7 @@ SelectColumnsText(const Target &t, const Image &key_img, const std::vector<int> 
 std::optional<EntityRecord>
 LockEntity(const EntityChange &c)
 {
-	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4);
+	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4, {{c.source, c.src}});
 }
 
 // Writes the entity record.  Returns false when a concurrent transaction

@@ -48,8 +48,20 @@ bool DeliveryHadConflict(Oid target, const std::string &delivery_key);
 
 // Locks (FOR UPDATE) and reads the record of an entity; nullopt when there
 // is none.  `arity`: components of the target's versions (3 for mappings
-// with a version column, 4 otherwise).
-std::optional<EntityRecord> LockEntityRecord(Oid target, const std::string &key, size_t arity);
+// with a version column, 4 otherwise).  `known`: source names and their
+// cdc.source ids that the caller has resolved (the call's sources), which
+// spares the lookup of the record's source name (SourceNameOf).
+std::optional<EntityRecord> LockEntityRecord(Oid target, const std::string &key, size_t arity,
+                                             const std::map<std::string, int32_t> &known);
+
+// The name of cdc.source id `id`: from `known` (name -> id) when it is
+// there, else read from cdc.source; nullopt when no source has the id.
+std::optional<std::string> SourceNameOf(int32_t id, const std::map<std::string, int32_t> &known);
+
+// An entity record from columns first .. first + 5 of result row `row`:
+// v0, v1, v2, v3, deleted, chash (cdc.entity_state), read as Datums; the
+// source name is the caller's.
+EntityRecord EntityRecordFromResult(uint64_t row, int first, size_t arity);
 
 // Writes an entity record: UPDATE when `existed`, else INSERT ... ON
 // CONFLICT DO NOTHING, returning false when a concurrent transaction created
