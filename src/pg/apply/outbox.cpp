@@ -554,6 +554,13 @@ WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, c
 	std::optional<Datum> jpayload;
 	if (payload)
 		jpayload = JsonbFromText(*payload);
+	return WriteOutboxJsonb(t, src, op, v, entity_key, jpayload);
+}
+
+bool
+WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
+                 std::optional<Datum> jpayload)
+{
 	size_t position = deferred_outbox != nullptr ? deferred_outbox->position : 0;
 	OutboxRow r = MakeOutboxRow(t, src, op, v, entity_key, std::nullopt, jpayload, position);
 	if (deferred_outbox != nullptr) {

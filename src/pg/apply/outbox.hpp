@@ -91,6 +91,10 @@ OutboxRow MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const V
 // whose payload was read back as JSON text; true when a row was inserted.
 bool WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
                  const std::optional<std::string> &payload);
+// The same for a payload that is already jsonb (the row's to_jsonb read
+// back as a Datum: no text in between).
+bool WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
+                      std::optional<Datum> payload);
 // Inserts the queued rows in input order (one statement; ON CONFLICT (ikey,
 // target) DO NOTHING) and counts the inserted ones per target.
 void FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters);
