@@ -29,7 +29,9 @@ PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -Isrc -I$(libpq_srcdir)
 PG_CXXFLAGS = -std=c++17 -Wno-register -fvisibility=hidden
 SHLIB_LINK_INTERNAL = $(libpq)
-SHLIB_LINK = -lstdc++
+# -lcrypto: md5 through OpenSSL's EVP interface where PostgreSQL uses
+# OpenSSL (src/pg/spi.cpp, Md5Binary)
+SHLIB_LINK = -lstdc++ $(filter -lcrypto,$(LIBS))
 # PGXS would also build LLVM bitcode with clang++ for JIT inlining; the
 # engine's hot path is not expression evaluation, so skip it.
 override with_llvm = no

@@ -285,12 +285,7 @@ IdempotencyKey(const Target &t, const SourceInfo &src, char op, const Version &v
 	std::string table = src.table.empty() ? t.display : src.schema + "." + src.table;
 	std::string s = src.name + "\n" + table + "\n" + std::string(1, op) + "\n" + v.ToArrayLiteral() + "\n" + entity_key;
 	std::array<unsigned char, 16> out{};
-	bool ok = PgCall([&]() {
-		const char *errstr = NULL;
-		return pg_md5_binary(s.data(), s.size(), out.data(), &errstr);
-	});
-	if (!ok)
-		throw std::runtime_error("could not compute MD5 hash");
+	Md5Binary(s, out.data());
 	return out;
 }
 
