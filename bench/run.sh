@@ -24,6 +24,8 @@
 #   5s  the same worker with the target stream-ordered (cdc.set_ordering:
 #       a high-water mark per target instead; docs/semantics.md)
 #   5sn 5s on a mapping without outbox (state only)
+#   5sm 5s with the outbox as logical decoding messages (outbox_via =>
+#       'message'); opt-in like 3m (wal_level = logical on the destination)
 #
 # Methods 1-3 receive the changes as Debezium envelopes (bare payload) sent
 # by a client (psql) as prepared-statement parameters: per change, or as a
@@ -41,12 +43,12 @@
 # docs/benchmarks.md explains the set-up and the figures.
 #
 # Usage: bash bench/run.sh [--sizes 20000,200000] [--txn 1000] [--outbox on|off]
-#                          [--methods 1,1b,2a,2b,3a,3b,3c,3m,4,5,5s,5sn] [--per-change-max N]
+#                          [--methods 1,1b,2a,2b,3a,3b,3c,3m,4,5,5s,5sn,5sm] [--per-change-max N]
 #                          [--port-base P] [--dest-conf SETTINGS] [--no-build] [--keep]
 #                          [--dump-outbox DIR]
 #   --sizes           changes per run, comma-separated (keys = changes / 4)
 #   --txn             changes per source transaction (and per batch)
-#   --outbox          whether methods 3a, 3b, 3m, 5 and 5s write outbox rows or messages (default on; 2 always does)
+#   --outbox          whether methods 3a, 3b, 3m, 5, 5s and 5sm write outbox rows or messages (default on; 2 always does)
 #   --per-change-max  skip methods 1b, 2a and 3a above this size (default 200000)
 #   --port-base       source on P, destination on P+1 (default $BENCH_PORT_BASE or 55460)
 #   --dest-conf       extra postgresql.conf lines for the destination (e.g. to load
@@ -180,7 +182,7 @@ cdc.naptime = 1
 max_worker_processes = 16
 max_logical_replication_workers = 4
 max_replication_slots = 10
-$(has_method 3m && echo "wal_level = logical")
+$( (has_method 3m || has_method 5sm) && echo "wal_level = logical")
 $DEST_CONF"
 
 	# The workload, generated once; every method reads this file.
@@ -218,6 +220,7 @@ SELECT 1 FROM pg_create_logical_replication_slot('native_slot', 'pgoutput');
 SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5', 'pgoutput');
 SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5s', 'pgoutput');
 SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5sn', 'pgoutput');
+SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5sm', 'pgoutput');
 -- Replays the workload as source transactions of $TXN changes; the last one
 -- records an LSN before its commit record, so a subscriber's replication
 -- origin passing it means the whole backlog is applied.
@@ -258,28 +261,30 @@ SQL
 
 	# Destination databases, one per method, all with the same orders table.
 	local m
-	for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn 5sm; do
 		has_method "$m" || continue
 		dpsql postgres -c "CREATE DATABASE m_$m"
 		dpsql "m_$m" -f "$WORK/schema.sql"
 	done
 	for m in 1 1b; do has_method $m && dpsql "m_$m" -f "$WORK/plain.sql"; done
 	for m in 2a 2b; do has_method $m && dpsql "m_$m" -f "$WORK/plpgsql_reference.sql"; done
-	for m in 3a 3b 3c 3m 5 5s 5sn; do
+	for m in 3a 3b 3c 3m 5 5s 5sn 5sm; do
 		has_method $m || continue
 		local ob=$OUTBOX_SQL via=""
 		[[ $m == 3c || $m == 5sn ]] && ob=false
-		[ $m = 3m ] && via=", outbox_via => 'message'"
+		[[ $m == 3m || $m == 5sm ]] && via=", outbox_via => 'message'"
 		dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench'$via)" >/dev/null
 		[[ $m == 5s* ]] && dpsql "m_$m" -c "SELECT 1 FROM cdc.set_ordering('orders', 'stream')" >/dev/null
 	done
-	# 3m: a slot to count the messages afterwards (test_decoding, if installed)
+	# 3m, 5sm: a slot each to count the messages afterwards (test_decoding, if installed)
 	local msg_slot=0
-	if has_method 3m && [ -f "$($PG_CONFIG --pkglibdir)/test_decoding.so" ]; then
-		dval m_3m -c "SELECT 1 FROM pg_create_logical_replication_slot('bench_msgs', 'test_decoding')" >/dev/null
+	if [ -f "$($PG_CONFIG --pkglibdir)/test_decoding.so" ]; then
 		msg_slot=1
+		for m in 3m 5sm; do
+			has_method $m && dval "m_$m" -c "SELECT 1 FROM pg_create_logical_replication_slot('bench_msgs_$m', 'test_decoding')" >/dev/null
+		done
 	fi
-	for m in 4 5 5s 5sn; do
+	for m in 4 5 5s 5sn 5sm; do
 		has_method $m || continue
 		dpsql "m_$m" <<'SQL'
 -- Waits until a replication origin has passed an LSN (the backlog's end).
@@ -311,7 +316,7 @@ SQL
 		[3a]="cdc_apply(), per change" [3b]="cdc_apply_batch()" [3c]="cdc_apply_batch(), no outbox"
 		[3m]="cdc_apply_batch(), message outbox"
 		[4]="native logical replication" [5]="cdc_apply worker" [5s]="worker, stream ordering"
-		[5sn]="worker, stream ordering, no outbox")
+		[5sn]="worker, stream ordering, no outbox" [5sm]="worker, stream ordering, message outbox")
 	declare -A PREPARE=(
 		[1]="PREPARE apply_batch(jsonb) AS SELECT plain_upsert_batch(\$1);"
 		[1b]="PREPARE apply_batch(jsonb) AS SELECT plain_upsert_each(\$1);"
@@ -374,7 +379,7 @@ SQL
 		dpsql m_4 -c "ALTER SUBSCRIPTION native_sub DISABLE"
 		echo "method 4 (${LABEL[4]}): ${SECS[4]} s, apply worker CPU ${CPU[4]} s"
 	fi
-	for m in 5 5s 5sn; do
+	for m in 5 5s 5sn 5sm; do
 		has_method $m || continue
 		# The launcher serves one database (cdc.database): point it at this
 		# method's database and restart the destination, then wait until the
@@ -410,13 +415,13 @@ SQL
 	check_outbox() {
 		local ob_want=0 ob_got
 		[ "$OUTBOX" = on ] && [ "$m" != 3c ] && [ "$m" != 5sn ] && ob_want=$N
-		if [ "$m" = 3m ]; then
+		if [[ $m == 3m || $m == 5sm ]]; then
 			# messages instead of rows: none in cdc.outbox, N counted, N decoded
 			ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || (SELECT coalesce(sum(outbox_rows), 0) FROM cdc.stats) FROM cdc.outbox")
 			[ "$ob_got" = "0 $ob_want" ] || { extra="$extra (no outbox rows and $ob_want messages counted expected: $ob_got)"; failed=1; }
 			if [ "$msg_slot" = 1 ]; then
-				ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || count(DISTINCT substring(data FROM '\"idempotency_key\": \"([0-9a-f]*)\"')) FROM pg_logical_slot_get_changes('bench_msgs', NULL, NULL, 'skip-empty-xacts', '1') WHERE data LIKE 'message: transactional: 1 prefix: cdc_outbox,%'")
-				dval "m_$m" -c "SELECT pg_drop_replication_slot('bench_msgs')" >/dev/null
+				ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || count(DISTINCT substring(data FROM '\"idempotency_key\": \"([0-9a-f]*)\"')) FROM pg_logical_slot_get_changes('bench_msgs_$m', NULL, NULL, 'skip-empty-xacts', '1') WHERE data LIKE 'message: transactional: 1 prefix: cdc_outbox,%'")
+				dval "m_$m" -c "SELECT pg_drop_replication_slot('bench_msgs_$m')" >/dev/null
 				extra="$extra, messages decoded $ob_got"
 				[ "$ob_got" = "$ob_want $ob_want" ] || { extra="$extra (should be $ob_want messages with distinct keys)"; failed=1; }
 			fi
@@ -424,7 +429,7 @@ SQL
 			ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || count(DISTINCT idempotency_key) || ' ' || (SELECT coalesce(sum(outbox_rows), 0) FROM cdc.stats) FROM cdc.outbox")
 			[ "$ob_got" = "$ob_want $ob_want $ob_want" ] || { extra="$extra (outbox should have $ob_want rows, distinct keys, counted: rows, keys, counted = $ob_got)"; failed=1; }
 		fi
-		if [ -n "$DUMP_OUTBOX" ] && [ "$m" != 3c ] && [ "$m" != 3m ] && [ "$m" != 5sn ]; then
+		if [ -n "$DUMP_OUTBOX" ] && [ "$m" != 3c ] && [ "$m" != 3m ] && [ "$m" != 5sn ] && [ "$m" != 5sm ]; then
 			mkdir -p "$DUMP_OUTBOX"
 			if [[ $m == 5* ]]; then
 				# The worker's source identity holds the source's system
@@ -452,7 +457,7 @@ SQL
 	local failed=0 got
 	echo
 	echo "verification against the source ($expected):"
-	for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn 5sm; do
 		[ -n "${SECS[$m]:-}" ] || continue
 		got=$(dval "m_$m" -c "SELECT count(*) || ' ' || md5(coalesce(string_agg(o::text, E'\n' ORDER BY id), '')) FROM orders o")
 		local extra=""
@@ -463,7 +468,7 @@ SQL
 			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; }
 			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; }
 			check_outbox ;;
-		5s | 5sn) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), entity records $(dval "m_$m" -c "SELECT count(*) FROM cdc.entity_state"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
+		5s | 5sn | 5sm) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), entity records $(dval "m_$m" -c "SELECT count(*) FROM cdc.entity_state"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
 			[[ $extra == "ledger 0, entity records 0,"* ]] || { extra="$extra (stream ordering keeps no ledger rows or entity records)"; failed=1; }
 			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; }
 			check_outbox ;;
@@ -480,12 +485,12 @@ SQL
 	# outbox bytes per row, heap and indexes after VACUUM, from the database
 	# itself.
 	local space=""
-	for m in 2b 3b 3c 5 5s 5sn; do
+	for m in 2b 3b 3c 5 5s 5sn 5sm; do
 		[ -n "${SECS[$m]:-}" ] || continue
 		case $m in
 		2b) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s ledger %s B/entry, version state %s B/entity', '$m', '${LABEL[$m]}',
 			pg_total_relation_size('ref.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('ref.entity_version') / greatest(count(*), 1) FROM ref.entity_version)) FROM ref.ledger")"$'\n' ;;
-		5s | 5sn) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s no ledger rows or entity records; %s stream mark(s), %s B in all', '$m', '${LABEL[$m]}',
+		5s | 5sn | 5sm) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s no ledger rows or entity records; %s stream mark(s), %s B in all', '$m', '${LABEL[$m]}',
 			count(*), pg_total_relation_size('cdc.stream_mark')) FROM cdc.stream_mark")"$'\n' ;;
 		*) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s ledger %s B/entry, version state %s B/entity%s', '$m', '${LABEL[$m]}',
 			pg_total_relation_size('cdc.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('cdc.entity_state') / greatest(count(*), 1) FROM cdc.entity_state),
@@ -503,7 +508,7 @@ SQL
 		local base1="" base4="" cbase1="" cbase4=""
 		[ -n "${SECS[1]:-}" ] && base1=$(fdiv "$N" "${SECS[1]}") && cbase1=$(fdiv "$N" "${CPU[1]}")
 		[ -n "${SECS[4]:-}" ] && base4=$(fdiv "$N" "${SECS[4]}") && cbase4=$(fdiv "$N" "${CPU[4]}")
-		for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn; do
+		for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn 5sm; do
 			[ -n "${SECS[$m]:-}" ] || continue
 			local rate crate
 			rate=$(fdiv "$N" "${SECS[$m]}")

@@ -635,3 +635,39 @@ SELECT outcomes FROM cdc_apply_batch(ARRAY[
   dbz('c', 'bat_ci_keys', '{"id": "A", "v": "first"}', '0/1000', 100),
   dbz('c', 'bat_ci_keys', '{"id": "a", "v": "second"}', '0/1100', 101)], 'bat_ci_keys', NULL, true);
 SELECT * FROM bat_ci_keys;
+
+-- ===========================================================================
+-- Set-based rows are written as PostgreSQL's own apply writes them, without
+-- SQL (src/pg/apply/table_write.cpp), only where a statement would do the
+-- same: a role with every privilege on the table but no USAGE on its schema
+-- gets the statement's error, and nothing is applied; a stored generated
+-- column is computed; a NOT NULL violation in a final image names the column.
+-- ===========================================================================
+CREATE SCHEMA bat_hidden;
+CREATE TABLE bat_hidden.rows (id int PRIMARY KEY, name text NOT NULL, len int GENERATED ALWAYS AS (length(name)) STORED);
+SELECT target FROM cdc.register_mapping('bat_hidden.rows');
+CREATE ROLE bat_writer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON bat_hidden.rows TO bat_writer;
+SET ROLE bat_writer;
+SELECT applied FROM cdc_apply_batch(ARRAY[
+  dbz('c', 'rows', '{"id": 1, "name": "a"}', '0/1000', 100),
+  dbz('u', 'rows', '{"id": 1, "name": "ab"}', '0/1100', 101)], 'bat_hidden.rows');
+RESET ROLE;
+SELECT count(*) AS rows_after_refusal FROM bat_hidden.rows;
+GRANT USAGE ON SCHEMA bat_hidden TO bat_writer;
+SET ROLE bat_writer;
+SELECT applied FROM cdc_apply_batch(ARRAY[
+  dbz('c', 'rows', '{"id": 1, "name": "a"}', '0/1000', 100),
+  dbz('u', 'rows', '{"id": 1, "name": "ab"}', '0/1100', 101),
+  dbz('c', 'rows', '{"id": 2, "name": "xyz"}', '0/1200', 102)], 'bat_hidden.rows');
+SELECT applied FROM cdc_apply_batch(ARRAY[
+  dbz('u', 'rows', '{"id": 2, "name": "wxyz"}', '0/1300', 103)], 'bat_hidden.rows');
+RESET ROLE;
+SELECT * FROM bat_hidden.rows ORDER BY id;
+SELECT cdc_apply_batch(ARRAY[
+  dbz('u', 'rows', '{"id": 1, "name": null}', '0/1400', 104)], 'bat_hidden.rows');
+SELECT * FROM bat_hidden.rows ORDER BY id;
+SELECT cdc.unregister_mapping('bat_hidden.rows');
+DROP SCHEMA bat_hidden CASCADE;
+DROP OWNED BY bat_writer;
+DROP ROLE bat_writer;

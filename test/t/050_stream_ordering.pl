@@ -19,7 +19,11 @@
 #   7. another writer refused: cdc_apply() (55000) and a subscription of
 #      another source cluster (state error, 55000 in last_error);
 #   8. switching the ordering both ways while the source writes: equal rows,
-#      the outbox exactly once, no stale or conflict outcome.
+#      the outbox exactly once, no stale or conflict outcome;
+#   9. how the outbox rows of a stream-ordered target are written (straight
+#      through the table AM): in change order, the column defaults and the
+#      table's constraints evaluated; with a row trigger on cdc.outbox_rows
+#      they go through INSERT and the trigger fires once per row.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -260,5 +264,52 @@ is("$stale1|$conflict1", "$stale0|$conflict0", 'switching under load: no stale a
 is($dest->safe_psql('postgres', q{SELECT ordering FROM cdc.mapping WHERE target = 'orders'::regclass}), 'stream', 'ended stream-ordered');
 is($dest->safe_psql('postgres', q{SELECT count(*) FROM cdc.entity_state WHERE target = 'orders'::regclass}), '0',
 	'back in stream ordering: the entity records were folded into the mark');
+
+# --- 9. how the outbox rows are written --------------------------------------
+# A column a relay added, with a default, and a CHECK constraint on it.
+$dest->safe_psql('postgres', q{
+ALTER TABLE cdc.outbox_rows ADD COLUMN relay_note text DEFAULT 'fresh' CHECK (relay_note <> 'bad')});
+my $max_id = $dest->safe_psql('postgres', q{SELECT max(id) FROM cdc.outbox_rows});
+$source->safe_psql('postgres', q{
+BEGIN;
+UPDATE orders SET status = 'o3' WHERE id = 3;
+UPDATE orders SET status = 'o1' WHERE id = 1;
+UPDATE orders SET status = 'o2' WHERE id = 2;
+COMMIT;});
+ok(wait_caught_up($source, $dest, 'sub1b'), 'outbox writes: caught up');
+is($dest->safe_psql('postgres', qq{
+SELECT string_agg(entity_key->>'id', ',' ORDER BY id) || '|' || count(DISTINCT created_at) || '|' || bool_and(relay_note = 'fresh')::int
+       || '|' || bool_and(created_at <= now())::int
+  FROM cdc.outbox_rows WHERE id > $max_id}), '3,1,2|1|1|1',
+	'outbox rows in change order, one transaction start time, the added column\'s default');
+$dest->safe_psql('postgres', q{ALTER TABLE cdc.outbox_rows ALTER COLUMN relay_note SET DEFAULT 'bad'});
+my $status4 = $dest->safe_psql('postgres', q{SELECT status FROM orders WHERE id = 4});
+$source->safe_psql('postgres', q{UPDATE orders SET status = 'o4' WHERE id = 4});
+ok(wait_status($dest, 'sub1b', q{last_error LIKE '%outbox_rows_relay_note_check%'}),
+	'a row violating a CHECK constraint of cdc.outbox_rows stops the worker');
+is($dest->safe_psql('postgres', q{SELECT status FROM orders WHERE id = 4}), $status4,
+	'the change whose outbox row failed is not applied');
+# The default repaired and a relay's row trigger (ENABLE ALWAYS: the worker
+# applies as a replica, as PostgreSQL's own apply does) added in one transaction:
+# the retried change and the next ones go through INSERT.
+$dest->safe_psql('postgres', q{
+BEGIN;
+ALTER TABLE cdc.outbox_rows ALTER COLUMN relay_note SET DEFAULT 'fresh';
+CREATE TABLE relay_seen (ikey uuid PRIMARY KEY, note text);
+CREATE FUNCTION relay_seen_f() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.relay_seen VALUES (NEW.ikey, NEW.relay_note); RETURN NEW; END $$;
+CREATE TRIGGER relay_seen AFTER INSERT ON cdc.outbox_rows FOR EACH ROW EXECUTE FUNCTION relay_seen_f();
+-- the worker applies with session_replication_role = replica, as native apply does
+ALTER TABLE cdc.outbox_rows ENABLE ALWAYS TRIGGER relay_seen;
+COMMIT;});
+ok(wait_caught_up($source, $dest, 'sub1b'), 'outbox writes: caught up after the constraint error');
+$source->safe_psql('postgres', q{UPDATE orders SET status = 'o5' WHERE id IN (1, 2, 5)});
+ok(wait_caught_up($source, $dest, 'sub1b'), 'outbox writes with a trigger: caught up');
+is($dest->safe_psql('postgres', qq{
+SELECT (SELECT count(*) FROM relay_seen) || '|' || (SELECT count(*) FROM cdc.outbox_rows o JOIN relay_seen r USING (ikey) WHERE o.id > $max_id)}),
+	'4|4', 'a row trigger on cdc.outbox_rows fires once for each row written (the retried change and the three after it)');
+is($dest->safe_psql('postgres', q{SELECT count(*) FROM relay_seen WHERE note = 'fresh'}), '4', 'the trigger saw the rows with their defaults');
+compare_table($source, $dest, $rows_q, 'outbox writes: rows equal the source');
+$dest->safe_psql('postgres', q{DROP TRIGGER relay_seen ON cdc.outbox_rows; ALTER TABLE cdc.outbox_rows DROP COLUMN relay_note});
 
 done_testing();

@@ -16,11 +16,18 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/md5.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "parser/parse_relation.h"
+#include "rewrite/rewriteHandler.h"
+#include "utils/acl.h"
 #include "funcapi.h"
 #include "executor/spi.h"
 #include "nodes/makefuncs.h"
@@ -591,6 +598,139 @@ WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version 
 	return n == 1;
 }
 
+/*
+ * The columns of cdc.outbox_rows the engine fills, by name; the others (id,
+ * created_at, published_at) take their column defaults.
+ */
+static const char *const kOutboxColumns[] = {"ikey", "target", "src", "op",         "v0",         "v1",     "v2",
+                                             "v3",   "lsn",    "tx_id", "commit_lsn", "entity_key", "payload"};
+constexpr int kOutboxColumnCount = int(sizeof(kOutboxColumns) / sizeof(kOutboxColumns[0]));
+constexpr int kOutboxChunk = 1000; /* rows per table_multi_insert, as COPY buffers them */
+
+/*
+ * Inserts *rows[0..n) into cdc.outbox_rows through the table access method
+ * and the executor's index maintenance, as COPY FROM does (copyfrom.c):
+ * table_multi_insert writes the rows of a page with one WAL record, then
+ * ExecInsertIndexTuples adds each row's index entries (a duplicate key
+ * raises 23505 as a plain INSERT does).  Column defaults (id's nextval,
+ * created_at's now()) and CHECK / NOT NULL constraints are evaluated by the
+ * executor, as for an INSERT.  Returns the number of rows inserted, or -1
+ * without writing anything when a plain INSERT statement could behave
+ * differently: the current user lacks USAGE on schema cdc or INSERT on the
+ * table (the statement reports the error), or the table has triggers,
+ * rules, row-level security or generated columns (someone added them; the
+ * statement honours them).  PostgreSQL regime: call through PgCall.
+ */
+static int64
+InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n)
+{
+	Oid nsp = get_namespace_oid("cdc", true);
+	Oid relid = OidIsValid(nsp) ? get_relname_relid("outbox_rows", nsp) : InvalidOid;
+	if (!OidIsValid(relid) || pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK ||
+	    pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+		return -1;
+	Relation rel = table_open(relid, RowExclusiveLock);
+	TupleDesc desc = RelationGetDescr(rel);
+	bool plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
+	             !rel->rd_rel->relrowsecurity && !(desc->constr != NULL && desc->constr->has_generated_stored);
+	int attno[kOutboxColumnCount];
+	for (int c = 0; plain && c < kOutboxColumnCount; c++) {
+		attno[c] = attnameAttNum(rel, kOutboxColumns[c], false);
+		plain = attno[c] > 0;
+	}
+	if (!plain) {
+		table_close(rel, NoLock);
+		return -1;
+	}
+
+	EState *estate = CreateExecutorState();
+	MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = relid;
+	rte->relkind = rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	rte->requiredPerms = ACL_INSERT;
+	ExecInitRangeTable(estate, list_make1(rte));
+	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
+	estate->es_output_cid = GetCurrentCommandId(true);
+
+	/* Defaults of the columns the engine does not fill. */
+	bool *filled = (bool *) palloc0(sizeof(bool) * desc->natts);
+	for (int c = 0; c < kOutboxColumnCount; c++)
+		filled[attno[c] - 1] = true;
+	ExprState **defaults = (ExprState **) palloc0(sizeof(ExprState *) * desc->natts);
+	for (int i = 0; i < desc->natts; i++) {
+		if (filled[i] || TupleDescAttr(desc, i)->attisdropped)
+			continue;
+		Node *e = build_column_default(rel, i + 1);
+		if (e != NULL)
+			defaults[i] = ExecPrepareExpr((Expr *) e, estate);
+	}
+
+	int chunk = int(std::min<size_t>(n, size_t(kOutboxChunk)));
+	TupleTableSlot **slots = (TupleTableSlot **) palloc(sizeof(TupleTableSlot *) * chunk);
+	/*
+	 * The slots share an unpinned copy of the row type: a slot made on the
+	 * relation's own descriptor pins it in the resource owner, whose
+	 * forgetting is linear in the pins held (quadratic for a chunk).
+	 */
+	TupleDesc slot_desc = CreateTupleDescCopy(desc);
+	for (int j = 0; j < chunk; j++)
+		slots[j] = MakeSingleTupleTableSlot(slot_desc, table_slot_callbacks(rel));
+	ExprContext *econtext = GetPerTupleExprContext(estate);
+	auto set = [&](TupleTableSlot *s, int c, Datum d, bool isnull) {
+		s->tts_values[attno[c] - 1] = d;
+		s->tts_isnull[attno[c] - 1] = isnull;
+	};
+	for (size_t from = 0; from < n; from += size_t(chunk)) {
+		int m = int(std::min<size_t>(n - from, size_t(chunk)));
+		MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
+		for (int j = 0; j < m; j++) {
+			const OutboxRow &r = *rows[from + size_t(j)];
+			TupleTableSlot *s = slots[j];
+			ExecClearTuple(s);
+			for (int i = 0; i < desc->natts; i++) {
+				s->tts_isnull[i] = true;
+				s->tts_values[i] = (Datum) 0;
+				if (defaults[i] != NULL)
+					s->tts_values[i] = ExecEvalExpr(defaults[i], econtext, &s->tts_isnull[i]);
+			}
+			set(s, 0, PointerGetDatum(r.ikey.data()), false);
+			set(s, 1, ObjectIdGetDatum(r.target), false);
+			set(s, 2, Int32GetDatum(r.src), false);
+			set(s, 3, CharGetDatum(r.op), false);
+			set(s, 4, Int32GetDatum(r.v0), false);
+			set(s, 5, Int64GetDatum(r.v1), false);
+			set(s, 6, Int64GetDatum(r.v2), false);
+			set(s, 7, r.v3 ? Int64GetDatum(*r.v3) : (Datum) 0, !r.v3);
+			set(s, 8, r.lsn ? Int64GetDatum(*r.lsn) : (Datum) 0, !r.lsn);
+			set(s, 9, r.tx_id ? Int64GetDatum(*r.tx_id) : (Datum) 0, !r.tx_id);
+			set(s, 10, r.commit_lsn ? Int64GetDatum(*r.commit_lsn) : (Datum) 0, !r.commit_lsn);
+			set(s, 11, r.entity_key.value_or((Datum) 0), !r.entity_key);
+			set(s, 12, r.payload.value_or((Datum) 0), !r.payload);
+			ExecStoreVirtualTuple(s);
+			if (desc->constr != NULL)
+				ExecConstraints(rri, s, estate);
+		}
+		table_multi_insert(rel, slots, m, estate->es_output_cid, 0, NULL);
+		for (int j = 0; j < m; j++)
+			if (rri->ri_NumIndices > 0)
+				ExecInsertIndexTuples(rri, slots[j], estate, false, false, NULL, NIL);
+		ResetPerTupleExprContext(estate);
+	}
+	MemoryContextSwitchTo(old);
+	for (int j = 0; j < chunk; j++)
+		ExecDropSingleTupleTableSlot(slots[j]);
+	ExecCloseIndices(rri);
+	FreeExecutorState(estate);
+	table_close(rel, NoLock);
+	CommandCounterIncrement();
+	return int64(n);
+}
+
 // Inserts the queued outbox rows in input order (one statement, every
 // column a typed array: no text is parsed) and counts the inserted ones per
 // target.  The arrays are unnested in the select list (ProjectSet), which
@@ -616,6 +756,34 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 	if (table_rows == 0) {
 		q.rows.clear();
 		return;
+	}
+	Oid only = InvalidOid;
+	bool one_target = true, new_by_order = true;
+	for (const OutboxRow &r : q.rows)
+		if (r.message.empty()) {
+			one_target = one_target && (only == InvalidOid || only == r.target);
+			only = r.target;
+			new_by_order = new_by_order && r.new_by_order;
+		}
+	if (one_target && new_by_order) {
+		/*
+		 * Rows of a stream-ordered target cannot meet their key (each change
+		 * is newer than anything applied to the target before): they need
+		 * no ON CONFLICT, so they go straight to the table as COPY writes
+		 * them (a duplicate would raise 23505 and roll the group back, never
+		 * drop a row).
+		 */
+		std::vector<const OutboxRow *> table;
+		table.reserve(table_rows);
+		for (const OutboxRow &r : q.rows)
+			if (r.message.empty())
+				table.push_back(&r);
+		int64 n = PgCall([&]() { return InsertOutboxRowsDirectPg(table.data(), table.size()); });
+		if (n >= 0) {
+			counters[only].outbox_rows += int64_t(n);
+			q.rows.clear();
+			return;
+		}
 	}
 	ArrayParam ikeys(UUIDOID, 16, false, TYPALIGN_CHAR);
 	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
@@ -671,22 +839,8 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 	 * pruned) adds none.  Rows of one target are counted from the number
 	 * inserted; only a flush over several targets needs them returned.
 	 */
-	Oid only = InvalidOid;
-	bool one_target = true, new_by_order = true;
-	for (const OutboxRow &r : q.rows)
-		if (r.message.empty()) {
-			one_target = one_target && (only == InvalidOid || only == r.target);
-			only = r.target;
-			new_by_order = new_by_order && r.new_by_order;
-		}
 	if (one_target && new_by_order) {
-		/*
-		 * Rows of a stream-ordered target cannot meet their key (each change
-		 * is newer than anything applied to the target before): a plain
-		 * INSERT, without speculative insertion's index pre-check and
-		 * confirmation record.  A duplicate would raise 23505 and roll the
-		 * group back, never drop a row.
-		 */
+		/* The same as a plain INSERT, where the direct path does not apply. */
 		counters[only].outbox_rows += int64_t(Execute(insert, p, true));
 	} else if (one_target) {
 		counters[only].outbox_rows += int64_t(Execute(insert + "ON CONFLICT (target, v1, v2, ikey) DO NOTHING", p, true));

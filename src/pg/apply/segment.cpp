@@ -19,6 +19,7 @@
 #include "pg/apply/image.hpp"
 #include "pg/apply/outbox.hpp"
 #include "pg/apply/state_store.hpp"
+#include "pg/apply/table_write.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -456,7 +457,16 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 	for (size_t i = 0; i < writes.size(); i++)
 		(prep[writes[i].first].is_delete ? deletes : upserts).push_back(i);
 
-	if (!upserts.empty()) {
+	bool upserted = false;
+	if (!upserts.empty() && returning != Returning::All) {
+		/* As PostgreSQL's own apply writes them, without SQL (table_write.hpp). */
+		std::vector<const Image *> images;
+		images.reserve(upserts.size());
+		for (size_t i : upserts)
+			images.push_back(&*prep[writes[i].first].after);
+		upserted = UpsertRowsDirect(t, images, as);
+	}
+	if (!upserts.empty() && !upserted) {
 		Params p;
 		std::string cols, set, conflict;
 		for (size_t c = 0; c < t.columns.size(); c++) {

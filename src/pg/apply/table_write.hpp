@@ -1,0 +1,37 @@
+// Target rows written through the executor and the table access method,
+// as PostgreSQL's own apply worker writes them (worker.c,
+// execReplication.c), instead of an SQL statement: for the set-based
+// writes of a batch segment (segment.cpp), whose targets have independent
+// rows (IndependentRowsPg: a plain table, no triggers, rules, row-level
+// security, CHECK constraints or unique index besides the key's), so an
+// INSERT ... ON CONFLICT DO UPDATE and "find the row by its key index,
+// update it, else insert" give the same rows.  docs/internals.md, "Writes
+// without SQL", says why this is our own code.
+//
+// Internal to src/pg/apply/.  C++ regime.
+#pragma once
+
+#include "pg/apply/image.hpp"
+#include "pg/apply/target.hpp"
+#include "pg/spi.hpp"
+
+#include <vector>
+
+namespace cdc::pg {
+
+// Upserts the full after-images `images` (one per key, no key twice) into
+// `t` as `as`: each row is looked up by the target's unique key index
+// (RelationFindReplTupleByIndex, which locks it) and updated
+// (ExecSimpleRelationUpdate: HOT where possible, stored generated columns
+// computed, NOT NULL checked), else inserted (ExecSimpleRelationInsert).
+// Returns false, having written nothing, where an INSERT statement could
+// behave differently: `as` lacks USAGE on the schema or table-level SELECT,
+// INSERT and UPDATE (the statement reports it, or honours column
+// privileges), the table gained triggers, rules or row-level security, the
+// key index is partial or on expressions, or UPDATE would need a replica
+// identity the table lacks.  Errors: as the statement's (23505 when another
+// transaction inserted the key meanwhile, 23502 for a NULL in a NOT NULL
+// column), as PgError.
+bool UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as);
+
+} // namespace cdc::pg
