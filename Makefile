@@ -9,7 +9,7 @@ CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/cor
 PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/pg/sql_api.cpp \
           src/pg/apply/engine.cpp src/pg/apply/target.cpp src/pg/apply/image.cpp src/pg/apply/single.cpp \
           src/pg/apply/segment.cpp src/pg/apply/outbox.cpp src/pg/apply/table_write.cpp src/pg/apply/state_store.cpp src/pg/apply/modes.cpp \
-          src/pg/apply/horizon.cpp \
+          src/pg/apply/horizon.cpp src/pg/apply/counters.cpp src/pg/apply/id_cache.cpp \
           src/pg/worker/launcher.cpp src/pg/worker/apply_worker.cpp src/pg/worker/source_conn.cpp \
           src/pg/worker/pgoutput.cpp src/pg/worker/transactions.cpp src/pg/worker/progress.cpp \
           src/pg/worker/stream_spool.cpp src/pg/worker/table_copy.cpp src/pg/worker/status.cpp \
@@ -23,7 +23,7 @@ DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql
 
 # pg_regress suites (sql/*.sql -> expected/*.out); run against a server that
 # has the extension installed (make installcheck).
-REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox outbox_message retention subscriptions batch metadata_cache drop_target security target_features rekey subscription_control stream_ordering audit
+REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox outbox_message retention subscriptions batch metadata_cache drop_target security target_features rekey subscription_control stream_ordering audit counters
 REGRESS_OPTS = --inputdir=.
 
 ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions security_prune_lock security_lock_queue outbox_concurrent
@@ -33,7 +33,9 @@ PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -Isrc -I$(libpq_srcdir)
 PG_CXXFLAGS = -std=c++17 -Wno-register -fvisibility=hidden
 SHLIB_LINK_INTERNAL = $(libpq)
-SHLIB_LINK = -lstdc++
+# -lcrypto: md5 through OpenSSL's EVP interface where PostgreSQL uses
+# OpenSSL (src/pg/spi.cpp, Md5Binary)
+SHLIB_LINK = -lstdc++ $(filter -lcrypto,$(LIBS))
 # PGXS would also build LLVM bitcode with clang++ for JIT inlining; the
 # engine's hot path is not expression evaluation, so skip it.
 override with_llvm = no

@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS=(postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libpq-dev
+PKGS=(postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libpq-dev libssl-dev
       g++ make cmake googletest libgtest-dev nlohmann-json3-dev
       libipc-run-perl perl)
 missing=()

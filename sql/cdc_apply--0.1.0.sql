@@ -103,6 +103,22 @@ COMMENT ON TABLE cdc.source IS
 COMMENT ON COLUMN cdc.source.id IS 'Id used in cdc.entity_state.src and cdc.prune_watermark.src: the first 31 bits of md5(name), or the next free id after it on a collision; cdc.rename_source() keeps the id under the new name.';
 COMMENT ON COLUMN cdc.source.name IS 'The source id as events carry it.';
 
+-- Every backend caches the ids of cdc.source and cdc.outbox_source
+-- (docs/internals.md, "Dictionary ids"): a change or removal of an entry
+-- (cdc.rename_source) empties those caches.
+CREATE FUNCTION cdc._invalidate_dictionary() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_invalidate_dictionary';
+COMMENT ON FUNCTION cdc._invalidate_dictionary() IS
+  'Internal trigger of cdc.source and cdc.outbox_source: sends a relcache invalidation of the table when entries are updated, deleted or truncated (committed with the change), so every backend forgets the ids it cached. Error 39P01 when not called as a trigger.';
+CREATE TRIGGER invalidate_ids AFTER UPDATE OR DELETE ON cdc.source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids ON cdc.source IS 'Empties every backend''s cache of source ids (cdc.rename_source renames and merges sources).';
+CREATE TRIGGER invalidate_ids_truncate AFTER TRUNCATE ON cdc.source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids_truncate ON cdc.source IS 'Empties every backend''s cache of source ids.';
+
 CREATE TABLE cdc.entity_state (
   v1        bigint NOT NULL,
   v2        bigint NOT NULL,
@@ -190,6 +206,13 @@ COMMENT ON COLUMN cdc.outbox_source.source_schema IS 'source.schema.';
 COMMENT ON COLUMN cdc.outbox_source.source_table IS 'source.table.';
 COMMENT ON INDEX cdc.outbox_source_pkey IS 'Looks an id up (cdc.outbox).';
 COMMENT ON INDEX cdc.outbox_source_key IS 'Finds the id of a topic and source identity (the engine, before it writes a row).';
+
+CREATE TRIGGER invalidate_ids AFTER UPDATE OR DELETE ON cdc.outbox_source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids ON cdc.outbox_source IS 'Empties every backend''s cache of outbox source ids.';
+CREATE TRIGGER invalidate_ids_truncate AFTER TRUNCATE ON cdc.outbox_source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids_truncate ON cdc.outbox_source IS 'Empties every backend''s cache of outbox source ids.';
 
 CREATE TABLE cdc.outbox_rows (
   id           bigserial,
@@ -330,7 +353,7 @@ CREATE TABLE cdc.counters (
   PRIMARY KEY (target, backend_id)
 );
 COMMENT ON TABLE cdc.counters IS
-  'Outcome counters, one row per (target, backend slot) so that concurrent sessions never wait on each other; read them through cdc.stats. Transactional: a rolled-back call counts nothing.';
+  'Outcome counters, one row per (target, backend slot) so that concurrent sessions never wait on each other; read them through cdc.stats. A transaction''s counts are added once, when it commits (or is prepared); transactional: a rolled-back call or subtransaction counts nothing.';
 COMMENT ON COLUMN cdc.counters.target IS 'Destination table (0 = events ignored before a target was known).';
 COMMENT ON COLUMN cdc.counters.backend_id IS 'Backend slot that wrote the row.';
 COMMENT ON COLUMN cdc.counters.applied IS 'Events applied.';
@@ -343,6 +366,18 @@ COMMENT ON COLUMN cdc.counters.outbox_rows IS 'Outbox rows written.';
 COMMENT ON COLUMN cdc.counters.snapshot_rows IS 'Snapshot rows (op r) applied.';
 COMMENT ON COLUMN cdc.counters.expired IS 'Changes older than the prune watermark of an entity without records (outcome expired, or applied under expired_policy ''apply'').';
 
+-- A transaction's counts are written to cdc.counters when it commits
+-- (docs/internals.md, "Counters"); until then this function returns them,
+-- so that cdc.stats shows a transaction its own counts.
+CREATE FUNCTION cdc._pending_counters()
+RETURNS TABLE (target regclass, applied bigint, duplicate bigint, stale bigint, conflict bigint, ignored bigint,
+               blocked_resurrections bigint, outbox_rows bigint, snapshot_rows bigint, expired bigint)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_pending_counters';
+COMMENT ON FUNCTION cdc._pending_counters() IS
+  'The outcome counts the current session has taken in its open transaction and not yet written to cdc.counters (written when the transaction commits or is prepared; discarded with a rolled-back transaction or subtransaction), one row per target. Used by cdc.stats; returns only the caller''s own uncommitted counts. No error.';
+
 CREATE VIEW cdc.stats AS
   SELECT target,
          sum(applied)::bigint               AS applied,
@@ -354,10 +389,14 @@ CREATE VIEW cdc.stats AS
          sum(outbox_rows)::bigint           AS outbox_rows,
          sum(snapshot_rows)::bigint         AS snapshot_rows,
          sum(expired)::bigint               AS expired
-    FROM cdc.counters
+    FROM (SELECT c.target, c.applied, c.duplicate, c.stale, c.conflict, c.ignored, c.blocked_resurrections,
+                 c.outbox_rows, c.snapshot_rows, c.expired
+            FROM cdc.counters c
+          UNION ALL
+          SELECT * FROM cdc._pending_counters()) c
    GROUP BY target;
 COMMENT ON VIEW cdc.stats IS
-  'Per-target outcome counts (applied, duplicate, stale, conflict, ignored), blocked resurrections, outbox rows, snapshot rows and expired changes, summed over all sessions.';
+  'Per-target outcome counts (applied, duplicate, stale, conflict, ignored), blocked resurrections, outbox rows, snapshot rows and expired changes, summed over all sessions (cdc.counters), plus the current transaction''s own counts, which cdc.counters receives when it commits.';
 
 -- Readable forms of the compact layout.
 CREATE FUNCTION cdc.seconds_to_timestamptz(seconds integer) RETURNS timestamptz
@@ -660,7 +699,7 @@ CREATE VIEW cdc.horizon_status AS
          (SELECT count(*) FROM cdc.outbox_rows o WHERE o.published_at IS NOT NULL) AS outbox_published,
          pg_total_relation_size('cdc.outbox_rows') + pg_total_relation_size('cdc.outbox_source') AS outbox_bytes,
          (SELECT count(*) FROM cdc.prune_watermark) AS watermarks,
-         (SELECT coalesce(sum(c.expired), 0) FROM cdc.counters c)::bigint AS expired_changes,
+         (SELECT coalesce(sum(c.expired), 0) FROM cdc.stats c)::bigint AS expired_changes,
          (SELECT max(p.last_run_at) FROM cdc.prune_state p) AS last_prune_at,
          (SELECT CASE WHEN bool_and(p.last_sweep_done_at IS NOT NULL) THEN min(p.last_sweep_done_at) END
             FROM cdc.prune_state p) AS last_full_sweep_at
@@ -2021,6 +2060,7 @@ REVOKE ALL ON FUNCTION cdc._note_subscription_database() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.rename_source(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._invalidate_dictionary() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._subscription_guard() FROM PUBLIC;
 GRANT SELECT ON cdc.subscription_status TO PUBLIC;
 -- the error history quotes what last_error quotes: for the readers of other sessions' query texts

@@ -18,6 +18,13 @@ BEGIN
   END LOOP;
 END $$;
 
+-- The counts of cdc.stats at the last sem_reset() of a target, which
+-- sem_stats() subtracts: a transaction's counts reach cdc.counters only when
+-- it commits (docs/internals.md, "Counters"), so deleting cdc.counters rows
+-- cannot reset the counts of the transaction doing it (the permutation
+-- loops below reset and apply in one statement).
+CREATE TABLE sem_stats_base (target regclass PRIMARY KEY, s bigint[] NOT NULL);
+
 -- Forgets everything about a target: its rows and its cdc.* bookkeeping
 -- (the suite runs as superuser, so it may write the cdc tables directly).
 CREATE FUNCTION sem_reset(t regclass) RETURNS void LANGUAGE plpgsql AS $$
@@ -29,18 +36,26 @@ BEGIN
   DELETE FROM cdc.outbox WHERE target = t;
   DELETE FROM cdc.conflicts WHERE target = t;
   DELETE FROM cdc.counters WHERE target = t;
+  DELETE FROM sem_stats_base WHERE target = t;
+  INSERT INTO sem_stats_base
+  SELECT t, ARRAY[applied, duplicate, stale, conflict, ignored, blocked_resurrections, outbox_rows, snapshot_rows]
+    FROM cdc.stats WHERE target = t;
 END $$;
 
--- Outcome counts of one target (cdc.stats), zeros when it has none.
+-- Outcome counts of one target (cdc.stats) since its last sem_reset(),
+-- zeros when it has none.
 CREATE FUNCTION sem_stats(t regclass)
 RETURNS TABLE (applied bigint, duplicate bigint, stale bigint, conflict bigint, ignored bigint,
                blocked_resurrections bigint, outbox_rows bigint, snapshot_rows bigint)
 LANGUAGE sql AS $$
-  SELECT coalesce(sum(s.applied), 0)::bigint, coalesce(sum(s.duplicate), 0)::bigint,
-         coalesce(sum(s.stale), 0)::bigint, coalesce(sum(s.conflict), 0)::bigint,
-         coalesce(sum(s.ignored), 0)::bigint, coalesce(sum(s.blocked_resurrections), 0)::bigint,
-         coalesce(sum(s.outbox_rows), 0)::bigint, coalesce(sum(s.snapshot_rows), 0)::bigint
-    FROM cdc.stats s WHERE s.target = t
+  SELECT coalesce(sum(s.applied), 0)::bigint - b.s[1], coalesce(sum(s.duplicate), 0)::bigint - b.s[2],
+         coalesce(sum(s.stale), 0)::bigint - b.s[3], coalesce(sum(s.conflict), 0)::bigint - b.s[4],
+         coalesce(sum(s.ignored), 0)::bigint - b.s[5], coalesce(sum(s.blocked_resurrections), 0)::bigint - b.s[6],
+         coalesce(sum(s.outbox_rows), 0)::bigint - b.s[7], coalesce(sum(s.snapshot_rows), 0)::bigint - b.s[8]
+    FROM cdc.stats s
+   RIGHT JOIN (SELECT coalesce((SELECT x.s FROM sem_stats_base x WHERE x.target = t), '{0,0,0,0,0,0,0,0}') AS s) b
+      ON s.target = t
+   GROUP BY b.s
 $$;
 
 -- ===========================================================================

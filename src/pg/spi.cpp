@@ -17,6 +17,10 @@ extern "C" {
 #include "utils/syscache.h"
 }
 
+#ifdef USE_OPENSSL
+#include <openssl/evp.h>
+#endif
+
 #include <cstring>
 #include <stdexcept>
 
@@ -256,6 +260,28 @@ ResultBool(uint64_t row, int col)
 	});
 }
 
+std::optional<int64_t>
+ResultInt(uint64_t row, int col)
+{
+	bool isnull = false;
+	int64_t v = PgCall([&]() -> int64_t {
+		Datum d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+		if (isnull)
+			return 0;
+		switch (SPI_gettypeid(SPI_tuptable->tupdesc, col)) {
+		case INT2OID: return DatumGetInt16(d);
+		case INT4OID: return DatumGetInt32(d);
+		case INT8OID: return DatumGetInt64(d);
+		case OIDOID: return int64_t(DatumGetObjectId(d));
+		default: elog(ERROR, "cdc_apply: result column %d is not an integer", col);
+		}
+		return 0;
+	});
+	if (isnull)
+		return std::nullopt;
+	return v;
+}
+
 void
 Connect()
 {
@@ -281,17 +307,48 @@ QuoteIdent(const std::string &ident)
 	return std::string(q);
 }
 
-std::string
-Md5Hex(const std::string &data)
+namespace {
+
+#ifdef USE_OPENSSL
+/* The MD5 implementation, fetched once per backend (a plain pointer, never freed). */
+EVP_MD *md5_impl = nullptr;
+bool md5_fetched = false;
+#endif
+
+} // namespace
+
+void
+Md5Binary(const std::string &data, unsigned char out[16])
 {
-	char hex[33];
+#ifdef USE_OPENSSL
+	if (!md5_fetched) {
+		md5_fetched = true;
+		md5_impl = EVP_MD_fetch(nullptr, "MD5", nullptr);
+	}
+	unsigned int len = 0;
+	if (md5_impl != nullptr && EVP_Digest(data.data(), data.size(), out, &len, md5_impl, nullptr) == 1 && len == 16)
+		return;
+#endif
 	bool ok = PgCall([&]() {
 		const char *errstr = NULL;
-		return pg_md5_hash(data.data(), data.size(), hex, &errstr);
+		return pg_md5_binary(data.data(), data.size(), out, &errstr);
 	});
 	if (!ok)
 		throw std::runtime_error("could not compute MD5 hash");
-	return std::string(hex, 32);
+}
+
+std::string
+Md5Hex(const std::string &data)
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char sum[16];
+	Md5Binary(data, sum);
+	std::string hex(32, '0');
+	for (int i = 0; i < 16; i++) {
+		hex[size_t(2 * i)] = digits[sum[i] >> 4];
+		hex[size_t(2 * i + 1)] = digits[sum[i] & 0xf];
+	}
+	return hex;
 }
 
 } // namespace cdc::pg

@@ -129,6 +129,10 @@ PgCallAs(const RunAs &as, F &&f) -> decltype(f())
 std::optional<std::string> ResultText(uint64_t row, int col);
 // Boolean column of a result row (NULL reads as false).
 bool ResultBool(uint64_t row, int col);
+// Integer column (smallint, integer, bigint or oid) of a result row, read as
+// its Datum (no output function); nullopt for NULL.  Any other type: an
+// internal error.
+std::optional<int64_t> ResultInt(uint64_t row, int col);
 
 // Opens the SPI connection for one entry-point call; Finish closes it.
 void Connect();
@@ -137,7 +141,18 @@ void Finish();
 // Double-quotes an identifier when needed (quote_identifier).
 std::string QuoteIdent(const std::string &ident);
 
-// md5 hex digest of `data` (for idempotency keys and content hashes).
+// md5 digest of `data` (ledger digests, content hashes, idempotency keys):
+// the 16 bytes into `out`.  PostgreSQL's md5 (pg_md5_binary) sets up a
+// cryptohash context, registers it with the resource owner and makes
+// OpenSSL look the algorithm up again on every call, several times the cost
+// of hashing a short text, three times per change; when PostgreSQL is built
+// with OpenSSL (USE_OPENSSL) the digest is computed with OpenSSL's
+// EVP_Digest and an MD5 implementation fetched once per backend, the same
+// algorithm, and pg_md5_binary is the fallback (no OpenSSL, or MD5 not
+// available, as under a FIPS provider: then its error).  Errors: XX000
+// when the digest cannot be computed.
+void Md5Binary(const std::string &data, unsigned char out[16]);
+// The same as the 32 lowercase hex digits of md5().
 std::string Md5Hex(const std::string &data);
 
 } // namespace cdc::pg

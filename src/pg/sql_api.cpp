@@ -8,6 +8,7 @@
 // Glue, C++ regime: arguments in, one ApplyEngine per call, results out;
 // PostgreSQL calls through PgCall.  Must not hold anything across calls and
 // must not apply anything itself: that is the engine's (src/pg/apply/).
+#include "pg/apply/counters.hpp"
 #include "pg/apply/engine.hpp"
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
@@ -31,6 +32,7 @@ extern "C" {
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 #include "utils/lsyscache.h"
+#include "utils/tuplestore.h"
 #include "miscadmin.h"
 }
 
@@ -455,6 +457,26 @@ CDC_PG_FUNCTION(cdc_invalidate_target)
 }
 
 /*
+ * cdc._invalidate_dictionary() RETURNS trigger: AFTER UPDATE, DELETE and
+ * TRUNCATE (for each statement) on cdc.source and cdc.outbox_source.
+ * Sends a relcache invalidation of the table, delivered to every backend
+ * when the change commits (and to this one at its next command), which
+ * empties the backends' caches of that dictionary's ids (apply/id_cache.hpp):
+ * cdc.rename_source() gives an id another name or removes one.
+ */
+CDC_PG_FUNCTION(cdc_invalidate_dictionary)
+{
+	return PgCall([&]() -> Datum {
+		if (!CALLED_AS_TRIGGER(fcinfo))
+			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			                errmsg("cdc._invalidate_dictionary() must be called as a trigger")));
+		TriggerData *td = (TriggerData *) fcinfo->context;
+		CacheInvalidateRelcache(td->tg_relation);
+		return PointerGetDatum(NULL);
+	});
+}
+
+/*
  * cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
  * Used by cdc.drop_subscription(..., drop_slot => true).  Errors: 08001 when
  * the source cannot be reached, 55006 when the slot cannot be dropped.
@@ -477,5 +499,34 @@ CDC_PG_FUNCTION(cdc_drop_source_slot)
 CDC_PG_FUNCTION(cdc_publication_tables)
 {
 	cdc::pg::PgCall([&]() { publication_tables_pg(fcinfo); });
+	return (Datum) 0;
+}
+
+/*
+ * cdc._pending_counters() RETURNS TABLE (target regclass, applied bigint,
+ * duplicate bigint, stale bigint, conflict bigint, ignored bigint,
+ * blocked_resurrections bigint, outbox_rows bigint, snapshot_rows bigint,
+ * expired bigint)
+ *
+ * The outcome counts this session has taken in its open transaction and
+ * not yet written to cdc.counters (they are written when it commits,
+ * apply/counters.hpp), one row per target.  cdc.stats adds them, so a
+ * transaction sees its own counts as it sees its own rows.  No error.
+ */
+CDC_PG_FUNCTION(cdc_pending_counters)
+{
+	std::vector<std::pair<Oid, cdc::Counters>> counts = cdc::pg::PendingTransactionCounts();
+	PgCall([&]() {
+		InitMaterializedSRF(fcinfo, 0);
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+		for (const auto &[target, c] : counts) {
+			Datum values[10] = {ObjectIdGetDatum(target), Int64GetDatum(c.applied), Int64GetDatum(c.duplicate),
+			                    Int64GetDatum(c.stale), Int64GetDatum(c.conflict), Int64GetDatum(c.ignored),
+			                    Int64GetDatum(c.blocked_resurrections), Int64GetDatum(c.outbox_rows),
+			                    Int64GetDatum(c.snapshot_rows), Int64GetDatum(c.expired)};
+			bool nulls[10] = {};
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	});
 	return (Datum) 0;
 }

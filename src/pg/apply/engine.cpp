@@ -20,6 +20,7 @@
 #include "pg/apply/internal.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
+#include "pg/apply/counters.hpp"
 #include "pg/apply/image.hpp"
 #include "pg/apply/outbox.hpp"
 #include "pg/apply/state_store.hpp"
@@ -36,15 +37,9 @@ ApplyEngine::ApplyEngine()
 {
 	deferred_outbox = nullptr; /* a failed batch of an earlier call may have left it set */
 	Connect();
-	/* last: a constructor that throws runs no destructor to restore it */
-	outbox_source_ids_before_ = outbox_source_ids;
-	outbox_source_ids = &outbox_source_ids_;
 }
 
-ApplyEngine::~ApplyEngine()
-{
-	outbox_source_ids = outbox_source_ids_before_;
-}
+ApplyEngine::~ApplyEngine() = default;
 
 Outcome
 ApplyEngine::ApplyDebezium(Json event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
@@ -67,7 +62,7 @@ ApplyEngine::ApplyDebezium(Json event, Oid target_arg, const std::optional<std::
 }
 
 ChangeRequest
-ApplyEngine::DebeziumRequest(const ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key)
+ApplyEngine::DebeziumRequest(ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key)
 {
 	ChangeRequest req;
 	req.target = target;
@@ -77,10 +72,11 @@ ApplyEngine::DebeziumRequest(const ChangeEvent &ev, Oid target, const std::optio
 	req.source = ev.source;
 	req.total_order = ev.total_order;
 	req.delivery_key = delivery_key;
+	/* the images are handed over to the request (RawImage keeps the object for its JSON) */
 	if (ev.after)
-		req.after = DecodeJsonImage(t, *ev.after, ev.after_schema ? &*ev.after_schema : nullptr, "after");
+		req.after = DecodeJsonImage(t, std::move(*ev.after), ev.after_schema ? &*ev.after_schema : nullptr, "after");
 	if (ev.before)
-		req.before = DecodeJsonImage(t, *ev.before, ev.before_schema ? &*ev.before_schema : nullptr, "before");
+		req.before = DecodeJsonImage(t, std::move(*ev.before), ev.before_schema ? &*ev.before_schema : nullptr, "before");
 	if (t.version_col < 0 && !(ev.op == Op::Truncate && t.mapping.truncate_ignore))
 		req.version = DeriveDebeziumVersion(ev, t.mapping.epoch);
 	return req;
@@ -108,28 +104,8 @@ ApplyEngine::Finish()
 	ApplyQueued();
 	WriteMarks();
 	finished_ = true;
-	int backend = PgCall([]() { return int(MyBackendId); });
-	for (const auto &[relid, c] : counters_) {
-		Params p;
-		p.AddOid(relid);
-		p.Add(INT4OID, Int32GetDatum(backend), false);
-		for (int64_t x : {c.applied, c.duplicate, c.stale, c.conflict, c.ignored, c.blocked_resurrections,
-		                  c.outbox_rows, c.snapshot_rows, c.expired})
-			p.AddInt8(x);
-		Execute("INSERT INTO cdc.counters AS c (target, backend_id, applied, duplicate, stale, conflict, ignored, "
-		        "blocked_resurrections, outbox_rows, snapshot_rows, expired) "
-		        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-		        "ON CONFLICT (target, backend_id) DO UPDATE SET applied = c.applied OPERATOR(pg_catalog.+) EXCLUDED.applied, "
-		        "duplicate = c.duplicate OPERATOR(pg_catalog.+) EXCLUDED.duplicate, "
-		        "stale = c.stale OPERATOR(pg_catalog.+) EXCLUDED.stale, "
-		        "conflict = c.conflict OPERATOR(pg_catalog.+) EXCLUDED.conflict, "
-		        "ignored = c.ignored OPERATOR(pg_catalog.+) EXCLUDED.ignored, "
-		        "blocked_resurrections = c.blocked_resurrections OPERATOR(pg_catalog.+) EXCLUDED.blocked_resurrections, "
-		        "outbox_rows = c.outbox_rows OPERATOR(pg_catalog.+) EXCLUDED.outbox_rows, "
-		        "snapshot_rows = c.snapshot_rows OPERATOR(pg_catalog.+) EXCLUDED.snapshot_rows, "
-		        "expired = c.expired OPERATOR(pg_catalog.+) EXCLUDED.expired",
-		        p, true);
-	}
+	/* written once per transaction, at its commit (counters.hpp) */
+	AddTransactionCounts(counters_);
 	cdc::pg::Finish();
 }
 

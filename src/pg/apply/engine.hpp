@@ -31,15 +31,16 @@ struct RawImage {
 	std::vector<std::pair<std::string, DecodedValue>> values;
 	// The image's JSON object as received, for what keeps it (cdc.conflicts,
 	// cdc.dead_letter, the outbox payload of a delete whose row the
-	// destination never had): the Debezium object as serialised when it was
-	// decoded (SetJson: the envelope is freed before the change is applied),
-	// else built from the values on first use (unavailable ones as
-	// "__unchanged_toast__"), not per change.
+	// destination never had), made on first use, not per change: the
+	// Debezium object handed over by SetSource (the envelope's tree, kept
+	// instead of its text: most changes never need it) serialised, else
+	// built from the values (unavailable ones as "__unchanged_toast__").
 	const std::string &Json() const;
-	void SetJson(std::string json) { json_ = std::move(json); }
+	void SetSource(cdc::Json obj) { source_ = std::move(obj); }
 
   private:
 	mutable std::optional<std::string> json_;
+	mutable std::optional<cdc::Json> source_;
 };
 
 // One change, independent of the input format (Debezium envelope, pgoutput).
@@ -73,8 +74,9 @@ class ApplyEngine {
 	// source identity (envelope.hpp, DeriveDeliveryKey).
 	// Errors: see docs/sql-reference.md (22P02, 22023, 42P01, 42P10, 42501,
 	// 42703, the column type's own input errors).
-	// The event is handed over: its images are moved out, and released once
-	// decoded, so that a large event is not held twice.
+	// The event is handed over: its images are moved into the request (each
+	// kept as its tree, serialised only if something keeps the image's JSON),
+	// so that a large event is not held twice.
 	Outcome ApplyDebezium(Json event, Oid target, const std::optional<std::string> &delivery_key);
 
 	// Applies one change in any input format: the engine behind every path.
@@ -164,7 +166,7 @@ class ApplyEngine {
 	}
 
   private:
-	ChangeRequest DebeziumRequest(const ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key);
+	ChangeRequest DebeziumRequest(ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key);
 	// The dedup claim of the change ApplyChange is applying: true when the
 	// claim is new.  The batch's claim when it made one (pending_claim_),
 	// else a claim in cdc.ledger (pg/state_store.hpp, ClaimDelivery).
@@ -207,8 +209,6 @@ class ApplyEngine {
 	Oid owner_ = InvalidOid;
 	bool run_as_owner_ = false;
 	std::string subscription_;
-	std::map<std::string, int32_t> outbox_source_ids_; // cdc.outbox_source ids used by this call (pg/apply/outbox.hpp)
-	std::map<std::string, int32_t> *outbox_source_ids_before_ = nullptr; // restored by the destructor (nested engines)
 	std::string PositionLabel(size_t position) const
 	{
 		return position_unit_ + " " + std::to_string(position) + " " + position_scope_;

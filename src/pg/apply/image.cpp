@@ -30,6 +30,11 @@ RawImage::Json() const
 {
 	if (json_)
 		return *json_;
+	if (source_) {
+		json_ = source_->Serialize();
+		source_.reset();
+		return *json_;
+	}
 	std::string j = "{";
 	for (size_t i = 0; i < values.size(); i++) {
 		if (i)
@@ -52,10 +57,9 @@ RawImage::Json() const
 // Decodes a Debezium JSON image (`after` or `before`) for target `t`: every
 // field must name a column; values become text input form (decode.hpp).
 RawImage
-DecodeJsonImage(const Target &t, const Json &obj, const FieldSchema *schema, const char *which)
+DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const char *which)
 {
 	RawImage raw;
-	raw.SetJson(obj.Serialize());
 	for (const auto &member : obj.Members()) {
 		const std::string &field = member.first;
 		std::string path = std::string(which) + "." + field;
@@ -69,6 +73,7 @@ DecodeJsonImage(const Target &t, const Json &obj, const FieldSchema *schema, con
 		const FieldSchema *fs = schema ? schema->Member(field) : nullptr;
 		raw.values.emplace_back(field, DecodeValue(member.second, fs, col.ctype, t.mapping.decode, path));
 	}
+	raw.SetSource(std::move(obj)); /* serialised only if something keeps the image's JSON */
 	return raw;
 }
 

@@ -50,8 +50,9 @@ struct PreparedChange {
 
 // Decodes a Debezium JSON image (`after` or `before`) for target `t`: every
 // field must name a column; values become text input form (decode.hpp).
-// Errors 42602, 42703 and the decoder's (docs/debezium-types.md).
-RawImage DecodeJsonImage(const Target &t, const Json &obj, const FieldSchema *schema, const char *which);
+// Errors 42602, 42703 and the decoder's (docs/debezium-types.md).  The
+// object is handed over: the image keeps it for RawImage::Json().
+RawImage DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const char *which);
 // Converts a RawImage into Datums of the target's column types; errors name
 // the field and the column, with the type's SQLSTATE.  The image refers to
 // `raw` (its JSON), which must outlive it.  The input functions

@@ -10,6 +10,7 @@
 
 #include "core/errors.hpp"
 #include "core/layout.hpp"
+#include "pg/apply/id_cache.hpp"
 #include "pg/apply/internal.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
@@ -75,7 +76,6 @@ SourceJson(const SourceInfo &src, const Version &v)
 }
 
 DeferredOutbox *deferred_outbox = nullptr;
-OutboxSourceIds *outbox_source_ids = nullptr;
 
 namespace {
 
@@ -293,12 +293,7 @@ IdempotencyKey(const Target &t, const SourceInfo &src, char op, const Version &v
 	std::string table = src.table.empty() ? t.display : src.schema + "." + src.table;
 	std::string s = src.name + "\n" + table + "\n" + std::string(1, op) + "\n" + v.ToArrayLiteral() + "\n" + entity_key;
 	std::array<unsigned char, 16> out{};
-	bool ok = PgCall([&]() {
-		const char *errstr = NULL;
-		return pg_md5_binary(s.data(), s.size(), out.data(), &errstr);
-	});
-	if (!ok)
-		throw std::runtime_error("could not compute MD5 hash");
+	Md5Binary(s, out.data());
 	return out;
 }
 
@@ -320,11 +315,8 @@ OutboxSourceId(const std::string &topic, const SourceInfo &src)
 		key.push_back('\0');
 		key += *part;
 	}
-	if (outbox_source_ids != nullptr) {
-		auto it = outbox_source_ids->find(key);
-		if (it != outbox_source_ids->end())
-			return it->second;
-	}
+	if (std::optional<int32_t> id = CachedId(Dictionary::OutboxSource, key))
+		return *id;
 	Params p;
 	p.AddText(topic);
 	p.AddText(src.name);
@@ -352,8 +344,7 @@ OutboxSourceId(const std::string &topic, const SourceInfo &src)
 	if (n == 0)
 		throw std::runtime_error("the source identity of an outbox row could not be recorded in cdc.outbox_source");
 	int32_t id = int32_t(std::stol(ResultText(0, 1).value_or("0")));
-	if (outbox_source_ids != nullptr)
-		(*outbox_source_ids)[key] = id;
+	RememberId(Dictionary::OutboxSource, key, id);
 	return id;
 }
 
@@ -566,6 +557,13 @@ WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, c
 	std::optional<Datum> jpayload;
 	if (payload)
 		jpayload = JsonbFromText(*payload);
+	return WriteOutboxJsonb(t, src, op, v, entity_key, jpayload);
+}
+
+bool
+WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
+                 std::optional<Datum> jpayload)
+{
 	size_t position = deferred_outbox != nullptr ? deferred_outbox->position : 0;
 	OutboxRow r = MakeOutboxRow(t, src, op, v, entity_key, std::nullopt, jpayload, position);
 	if (deferred_outbox != nullptr) {

@@ -11,9 +11,9 @@
 // 'message' gets, instead of each row, one transactional logical decoding
 // message (prefix cdc_outbox) with the same content as JSON.
 //
-// Internal to src/pg/apply/.  C++ regime.  deferred_outbox and
-// outbox_source_ids are plain pointers (no C++ global with a destructor),
-// set only while a segment or an engine runs.
+// Internal to src/pg/apply/.  C++ regime.  deferred_outbox is a plain
+// pointer (no C++ global with a destructor), set only while a segment
+// runs; the cdc.outbox_source ids are cached per backend (id_cache.hpp).
 #pragma once
 
 #include "core/envelope.hpp"
@@ -63,12 +63,6 @@ struct DeferredOutbox {
 // destructor); reset by every ApplyEngine.
 extern DeferredOutbox *deferred_outbox;
 
-// The cdc.outbox_source ids this engine has looked up or created, by topic
-// and source identity.  Owned by the ApplyEngine (an id created by a
-// transaction that rolls back must not outlive it); the engine sets the
-// pointer for its lifetime and restores the previous one.
-using OutboxSourceIds = std::map<std::string, int32_t>;
-extern OutboxSourceIds *outbox_source_ids;
 
 // May the payload of an applied upsert be built from its image
 // (PayloadFromImage) instead of being read back from the table?  When the
@@ -97,6 +91,10 @@ OutboxRow MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const V
 // whose payload was read back as JSON text; true when a row was inserted.
 bool WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
                  const std::optional<std::string> &payload);
+// The same for a payload that is already jsonb (the row's to_jsonb read
+// back as a Datum: no text in between).
+bool WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
+                      std::optional<Datum> payload);
 // Inserts the queued rows in input order (one statement; ON CONFLICT (ikey,
 // target) DO NOTHING) and counts the inserted ones per target.
 void FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters);

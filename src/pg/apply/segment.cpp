@@ -196,7 +196,7 @@ struct Chain : cdc::Chain {
 // Locks and reads the entity records of chains (one statement per target),
 // as LockEntityRecord does for one.
 void
-LockRecords(std::vector<Chain *> &chains)
+LockRecords(std::vector<Chain *> &chains, const std::map<std::string, int32_t> &source_ids)
 {
 	std::map<Oid, std::vector<Chain *>> by_target;
 	for (Chain *c : chains)
@@ -208,28 +208,31 @@ LockRecords(std::vector<Chain *> &chains)
 		Params p;
 		p.AddOid(relid);
 		keys.AddTo(p, TEXTARRAYOID);
-		/* A LATERAL subquery with FOR UPDATE is never flattened: one index probe per key, whatever the statistics. */
-		uint64_t n = Execute("SELECT x.ord, s.name, s.v0, s.v1, s.v2, s.v3, s.deleted, s.chash "
+		/*
+		 * A LATERAL subquery with FOR UPDATE is never flattened: one index
+		 * probe per key, whatever the statistics.  Columns read as Datums;
+		 * source names from the call's sources (SourceNameOf).
+		 */
+		uint64_t n = Execute("SELECT x.ord, s.src, s.v0, s.v1, s.v2, s.v3, s.deleted, s.chash "
 		                     "FROM pg_catalog.unnest($2) WITH ORDINALITY AS x(k, ord), "
-		                     "LATERAL (SELECT c.name, e.v0, e.v1, e.v2, e.v3, e.deleted, e.chash "
-		                     "FROM cdc.entity_state e JOIN cdc.source c ON c.id OPERATOR(pg_catalog.=) e.src "
+		                     "LATERAL (SELECT e.src, e.v0, e.v1, e.v2, e.v3, e.deleted, e.chash "
+		                     "FROM cdc.entity_state e "
 		                     "WHERE e.target OPERATOR(pg_catalog.=) $1 AND e.key OPERATOR(pg_catalog.=) x.k "
 		                     "FOR UPDATE OF e) s",
 		                     p, true);
 		const size_t arity = list.front()->t->version_col >= 0 ? 3 : 4;
+		std::vector<std::pair<size_t, int32_t>> rows; /* (ord, src): names are looked up after the result is read */
+		std::vector<EntityRecord> records;
 		for (uint64_t i = 0; i < n; i++) {
-			size_t ord = std::stoul(ResultText(i, 1).value_or("0"));
-			EntityRecord r;
-			r.source = ResultText(i, 2).value_or("");
-			StoredVersion sv;
-			sv.v0 = std::stoi(ResultText(i, 3).value_or("0"));
-			sv.v1 = std::stoll(ResultText(i, 4).value_or("0"));
-			sv.v2 = std::stoll(ResultText(i, 5).value_or("0"));
-			sv.v3 = std::stoi(ResultText(i, 6).value_or("0"));
-			r.version = FromStoredVersion(sv, arity);
-			r.deleted = ResultBool(i, 7);
-			r.content_hash = ResultText(i, 8).value_or("");
-			list[ord - 1]->stored = r;
+			rows.emplace_back(size_t(ResultInt(i, 1).value_or(0)), int32_t(ResultInt(i, 2).value_or(0)));
+			records.push_back(EntityRecordFromResult(i, 3, arity));
+		}
+		for (size_t i = 0; i < rows.size(); i++) {
+			std::optional<std::string> name = SourceNameOf(rows[i].second, source_ids);
+			if (!name)
+				continue; /* as the join with cdc.source did: a record of no source is no record */
+			records[i].source = std::move(*name);
+			list[rows[i].first - 1]->stored = std::move(records[i]);
 		}
 	}
 }
@@ -813,7 +816,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		for (Chain &c : chains)
 			if (c.set_based && !c.events.empty())
 				decided.push_back(&c);
-		LockRecords(decided);
+		LockRecords(decided, source_ids_);
 		/* The watermarks only after the locks (ReadWatermarks); only entities without a record consult them. */
 		std::map<std::pair<Oid, int32_t>, Version> watermarks = ReadWatermarks(decided);
 		for (size_t k = 0; k < n; k++) {
@@ -852,7 +855,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			break;
 		if (attempt >= 3)
 			throw std::runtime_error("entity records keep being created concurrently");
-		LockRecords(lost);
+		LockRecords(lost, source_ids_);
 		for (Chain *c : lost) {
 			if (!Simulate(*c, sim, c->t->barrier)) {
 				c->set_based = false;

@@ -21,8 +21,10 @@
 #include "pg/apply/state_store.hpp"
 
 extern "C" {
+#include "executor/spi.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 }
 
 #include <algorithm>
@@ -82,7 +84,7 @@ SelectColumnsText(const Target &t, const Image &key_img, const std::vector<int> 
 std::optional<EntityRecord>
 LockEntity(const EntityChange &c)
 {
-	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4);
+	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4, {{c.source, c.src}});
 }
 
 // Writes the entity record.  Returns false when a concurrent transaction
@@ -105,24 +107,49 @@ SameIdentity(const Column &col, const std::string &so_far, int param)
 	       std::to_string(param) + ") IS TRUE";
 }
 
-// What MutateTarget's statement returns: the row as JSON text when
+// The row as MutateTarget's statement returns it: JSON text, or (as_jsonb)
+// jsonb, read back as a Datum.
+std::string
+RowExpression(bool as_jsonb)
+{
+	return as_jsonb ? "pg_catalog.to_jsonb(t)" : "pg_catalog.to_jsonb(t)::pg_catalog.text";
+}
+
+// What MutateTarget's statement returns: the row (RowExpression) when
 // `returning` (else NULL), then the identity check when there is one; empty
 // when nothing is needed.
 std::string
-ReturningList(bool returning, const std::string &same_identity)
+ReturningList(bool returning, bool as_jsonb, const std::string &same_identity)
 {
 	if (!returning && same_identity.empty())
 		return "";
-	return std::string(returning ? "pg_catalog.to_jsonb(t)::pg_catalog.text" : "NULL::pg_catalog.text") +
+	return (returning ? RowExpression(as_jsonb) : std::string("NULL::pg_catalog.text")) +
 	       (same_identity.empty() ? "" : ", " + same_identity);
+}
+
+// Column 1 of the first result row, a jsonb, copied out of SPI's result
+// (which the next statement frees) into the current memory context.
+Datum
+ResultJsonbCopy()
+{
+	return PgCall([]() {
+		bool isnull;
+		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (isnull)
+			elog(ERROR, "cdc_apply: the row image read back is NULL");
+		return PointerGetDatum(DatumGetJsonbPCopy(d));
+	});
 }
 
 // Mutates the target table; returns the resulting row (upsert) or the removed
 // row (delete) as JSON text, if any, when `returning` (outbox payloads and
 // handlers need it; a row as large as the event is not made otherwise).
+// With `jsonb` (and `returning`), the row is stored there as jsonb instead,
+// and the text returned is empty: an outbox payload needs no text.
 std::optional<std::string>
-MutateTarget(const EntityChange &c, bool returning)
+MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb = nullptr)
 {
+	const bool as_jsonb = returning && jsonb != nullptr;
 	const Target &t = *c.t;
 	Params p;
 	std::string sql;
@@ -131,8 +158,7 @@ MutateTarget(const EntityChange &c, bool returning)
 	bool nothing_to_set = false;
 	if (c.is_delete) {
 		std::string where = KeyPredicate(t, *c.key_img, p);
-		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where +
-		      (returning ? " RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text" : "");
+		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where + (returning ? " RETURNING " + RowExpression(as_jsonb) : "");
 	} else if (c.image->has_unavailable) {
 		/* The row exists (Decide checked): set only the columns the source sent. */
 		std::string set;
@@ -151,7 +177,7 @@ MutateTarget(const EntityChange &c, bool returning)
 			set += QuoteIdent(t.columns[i].name) + " = $" + std::to_string(p.Count());
 		}
 		std::string where = KeyPredicate(t, *c.key_img, p);
-		const std::string list = ReturningList(returning, same_identity);
+		const std::string list = ReturningList(returning, as_jsonb, same_identity);
 		if (set.empty()) { /* only the key and unchanged columns: the row stays as it is */
 			if (list.empty())
 				return std::nullopt;
@@ -192,15 +218,21 @@ MutateTarget(const EntityChange &c, bool returning)
 				conflict += ", ";
 			conflict += QuoteIdent(t.columns[size_t(t.key[i])].name);
 		}
-		const std::string list = ReturningList(returning, same_identity);
+		const std::string list = ReturningList(returning, as_jsonb, same_identity);
 		sql = "INSERT INTO " + t.qualified + " AS t (" + cols + ")" + (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") +
 		      " VALUES (" + vals + ") ON CONFLICT (" + conflict + ") DO " +
 		      (set.empty() ? std::string("NOTHING") : "UPDATE SET " + set) + (list.empty() ? "" : " RETURNING " + list);
 		nothing_to_set = set.empty();
 	}
 	uint64_t n = Execute(sql, p, c.as);
-	if (n == 0 && nothing_to_set && returning) /* DO NOTHING: the row is there and has nothing the change could set */
-		return SelectRowImage(t, *c.key_img, c.as);
+	if (n == 0 && nothing_to_set && returning) { /* DO NOTHING: the row is there and has nothing the change could set */
+		std::optional<std::string> row = SelectRowImage(t, *c.key_img, c.as);
+		if (as_jsonb && row) {
+			*jsonb = JsonbFromText(*row);
+			row = std::string();
+		}
+		return row;
+	}
 	if (n == 0)
 		return std::nullopt;
 	if (!same_identity.empty() && ResultText(0, 2) != std::optional<std::string>("t")) {
@@ -217,6 +249,10 @@ MutateTarget(const EntityChange &c, bool returning)
 	}
 	if (!returning)
 		return std::nullopt;
+	if (as_jsonb) {
+		*jsonb = ResultJsonbCopy();
+		return std::string();
+	}
 	return ResultText(0, 1);
 }
 
@@ -393,7 +429,9 @@ ApplyDecided(const EntityChange &c, Counters &cnt)
 	const bool outbox_row = t.mapping.outbox && !c.is_snapshot;
 	/* stream ordering: whether a partial update found its row */
 	const bool partial_stream = c.stream && !c.is_delete && c.image->has_unavailable;
-	std::optional<std::string> row = MutateTarget(c, handler || outbox_row || partial_stream);
+	/* only the outbox needs the row: as jsonb, no text in between */
+	std::optional<Datum> jrow;
+	std::optional<std::string> row = MutateTarget(c, handler || outbox_row || partial_stream, handler ? nullptr : &jrow);
 	if (partial_stream && !row) {
 		Decision d;
 		d.outcome = Outcome::Conflict;
@@ -410,7 +448,8 @@ ApplyDecided(const EntityChange &c, Counters &cnt)
 	cnt.applied++;
 	if (c.is_snapshot)
 		cnt.snapshot_rows++;
-	else if (t.mapping.outbox && WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row))
+	else if (t.mapping.outbox && (jrow ? WriteOutboxJsonb(t, *c.source_info, c.op, c.version, c.entity_key, jrow)
+	                                   : WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row)))
 		cnt.outbox_rows++;
 	return Outcome::Applied;
 }

@@ -4,6 +4,7 @@
 #include "core/errors.hpp"
 #include "core/layout.hpp"
 #include "core/errors.hpp"
+#include "pg/apply/id_cache.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
@@ -42,12 +43,17 @@ SourceId(const std::string &name, std::map<std::string, int32_t> &cache)
 	auto it = cache.find(name);
 	if (it != cache.end())
 		return it->second;
+	if (std::optional<int32_t> id = CachedId(Dictionary::Source, name)) {
+		cache[name] = *id;
+		return *id;
+	}
 	Params p;
 	p.AddText(name);
 	uint64_t n = Execute("SELECT id FROM cdc.source WHERE name OPERATOR(pg_catalog.=) $1", p, true);
 	if (n > 0) {
 		int32_t id = int32_t(std::stol(ResultText(0, 1).value_or("0")));
 		cache[name] = id;
+		RememberId(Dictionary::Source, name, id);
 		return id;
 	}
 	/*
@@ -69,6 +75,7 @@ SourceId(const std::string &name, std::map<std::string, int32_t> &cache)
 		if (n > 0) {
 			int32_t id = int32_t(std::stol(ResultText(0, 1).value_or("0")));
 			cache[name] = id;
+			RememberId(Dictionary::Source, name, id);
 			return id;
 		}
 	}
@@ -100,28 +107,54 @@ DeliveryHadConflict(Oid target, const std::string &delivery_key)
 	               "AND delivery_key OPERATOR(pg_catalog.=) $2 LIMIT 1", p, true) > 0;
 }
 
+std::optional<std::string>
+SourceNameOf(int32_t id, const std::map<std::string, int32_t> &known)
+{
+	for (const auto &[name, known_id] : known)
+		if (known_id == id)
+			return name;
+	Params p;
+	p.Add(INT4OID, Int32GetDatum(id), false);
+	if (Execute("SELECT name FROM cdc.source WHERE id OPERATOR(pg_catalog.=) $1", p, true) == 0)
+		return std::nullopt;
+	return ResultText(0, 1);
+}
+
+EntityRecord
+EntityRecordFromResult(uint64_t row, int first, size_t arity)
+{
+	EntityRecord r;
+	StoredVersion s;
+	s.v0 = int32_t(ResultInt(row, first).value_or(0));
+	s.v1 = ResultInt(row, first + 1).value_or(0);
+	s.v2 = ResultInt(row, first + 2).value_or(0);
+	s.v3 = int32_t(ResultInt(row, first + 3).value_or(0));
+	r.version = FromStoredVersion(s, arity);
+	r.deleted = ResultBool(row, first + 4);
+	if (std::optional<int64_t> h = ResultInt(row, first + 5))
+		r.content_hash = std::to_string(*h); /* as ContentHash32 writes it */
+	return r;
+}
+
 std::optional<EntityRecord>
-LockEntityRecord(Oid target, const std::string &key, size_t arity)
+LockEntityRecord(Oid target, const std::string &key, size_t arity, const std::map<std::string, int32_t> &known)
 {
 	Params p;
 	p.AddOid(target);
 	p.AddText(key);
-	uint64_t n = Execute("SELECT s.name, e.v0, e.v1, e.v2, e.v3, e.deleted, e.chash "
-	                     "FROM cdc.entity_state e JOIN cdc.source s ON s.id OPERATOR(pg_catalog.=) e.src "
+	/* the source's name is looked up only when it is not one the caller knows (SourceNameOf) */
+	uint64_t n = Execute("SELECT e.src, e.v0, e.v1, e.v2, e.v3, e.deleted, e.chash "
+	                     "FROM cdc.entity_state e "
 	                     "WHERE e.target OPERATOR(pg_catalog.=) $1 AND e.key OPERATOR(pg_catalog.=) $2 FOR UPDATE OF e",
 	                     p, true);
 	if (n == 0)
 		return std::nullopt;
-	EntityRecord r;
-	r.source = ResultText(0, 1).value_or("");
-	StoredVersion s;
-	s.v0 = std::stoi(ResultText(0, 2).value_or("0"));
-	s.v1 = std::stoll(ResultText(0, 3).value_or("0"));
-	s.v2 = std::stoll(ResultText(0, 4).value_or("0"));
-	s.v3 = std::stoi(ResultText(0, 5).value_or("0"));
-	r.version = FromStoredVersion(s, arity);
-	r.deleted = ResultBool(0, 6);
-	r.content_hash = ResultText(0, 7).value_or("");
+	const int32_t src = int32_t(ResultInt(0, 1).value_or(0));
+	EntityRecord r = EntityRecordFromResult(0, 2, arity);
+	std::optional<std::string> name = SourceNameOf(src, known);
+	if (!name)
+		return std::nullopt; /* as the join with cdc.source did: a record of no source is no record */
+	r.source = std::move(*name);
 	return r;
 }
 

@@ -25,9 +25,12 @@ int32_t TransactionSeconds();
 // Id of a source name in cdc.source, created on first use: the name's hash
 // (core/layout.hpp, SourceIdCandidate), probing on a collision with another
 // name; no sequence, so a rolled-back call leaves nothing behind.  `cache`
-// lives for one engine call (an id created by a transaction that later
-// rolls back must not outlive it).  Errors: 54000 if 1,000 ids in a row are
-// taken by other names (2^31 ids: not by any real use).
+// holds the ids of one engine call; behind it the backend's cache
+// (id_cache.hpp) keeps ids across calls, an id created by a transaction
+// only until that transaction ends and backend-wide once it committed.
+// Errors: 54000 if 1,000 ids in a row are taken by other names (2^31 ids:
+// not by any real use); 40001 under REPEATABLE READ when a concurrent
+// transaction the snapshot cannot see created the name.
 int32_t SourceId(const std::string &name, std::map<std::string, int32_t> &cache);
 
 // Inserts the ledger entry of (target, delivery key).  Returns false when
@@ -45,8 +48,20 @@ bool DeliveryHadConflict(Oid target, const std::string &delivery_key);
 
 // Locks (FOR UPDATE) and reads the record of an entity; nullopt when there
 // is none.  `arity`: components of the target's versions (3 for mappings
-// with a version column, 4 otherwise).
-std::optional<EntityRecord> LockEntityRecord(Oid target, const std::string &key, size_t arity);
+// with a version column, 4 otherwise).  `known`: source names and their
+// cdc.source ids that the caller has resolved (the call's sources), which
+// spares the lookup of the record's source name (SourceNameOf).
+std::optional<EntityRecord> LockEntityRecord(Oid target, const std::string &key, size_t arity,
+                                             const std::map<std::string, int32_t> &known);
+
+// The name of cdc.source id `id`: from `known` (name -> id) when it is
+// there, else read from cdc.source; nullopt when no source has the id.
+std::optional<std::string> SourceNameOf(int32_t id, const std::map<std::string, int32_t> &known);
+
+// An entity record from columns first .. first + 5 of result row `row`:
+// v0, v1, v2, v3, deleted, chash (cdc.entity_state), read as Datums; the
+// source name is the caller's.
+EntityRecord EntityRecordFromResult(uint64_t row, int first, size_t arity);
 
 // Writes an entity record: UPDATE when `existed`, else INSERT ... ON
 // CONFLICT DO NOTHING, returning false when a concurrent transaction created
