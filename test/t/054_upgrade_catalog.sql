@@ -2,7 +2,8 @@
 -- (members, columns, defaults, indexes, constraints, triggers, policies, view
 -- and function definitions, sequences, comments, privileges and initial
 -- privileges, dependencies), one line per fact and without oids, so that an
--- updated installation and a fresh one can be compared line by line.
+-- updated installation and a fresh one can be compared line by line (line
+-- breaks of definitions are written as \n).
 WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'cdc_apply'),
 members AS (
   SELECT d.classid, d.objid FROM pg_depend d, ext
@@ -18,7 +19,7 @@ parts AS (
   UNION SELECT 'pg_policy'::regclass, p.oid FROM pg_policy p JOIN rels r ON r.oid = p.polrelid
   UNION SELECT 'pg_rewrite'::regclass, w.oid FROM pg_rewrite w JOIN rels r ON r.oid = w.ev_class
 )
-SELECT regexp_replace(line, 'RI_ConstraintTrigger_([ac])_[0-9]+', 'RI_ConstraintTrigger_\1_N', 'g') AS line FROM (
+SELECT replace(regexp_replace(line, 'RI_ConstraintTrigger_([ac])_[0-9]+', 'RI_ConstraintTrigger_\1_N', 'g'), E'\n', '\n') AS line FROM (
   SELECT 'member ' || pg_describe_object(m.classid, m.objid, 0) AS line FROM members m
   UNION ALL
   SELECT 'comment ' || pg_describe_object(d.classoid, d.objoid, d.objsubid) || ': ' || d.description
