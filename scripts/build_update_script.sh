@@ -7,14 +7,14 @@ set -eu
 template=$1
 script=$2
 grep -q '^-- @@CDC_APPLY_0.2.0_SCRIPT@@$' "$template" || { echo "$0: no marker line in $template" >&2; exit 1; }
-awk -v script="$script" '
+awk -v script="$script" -v name="$(basename "$script")" '
 	$0 == "-- @@CDC_APPLY_0.2.0_SCRIPT@@" {
-		print "-- ===== begin of " script " ====="
+		print "-- ===== begin of sql/" name " ====="
 		while ((getline line < script) > 0)
 			if (line !~ /^\\echo /)
 				print line
 		close(script)
-		print "-- ===== end of " script " ====="
+		print "-- ===== end of sql/" name " ====="
 		next
 	}
 	{ print }
