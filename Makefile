@@ -1,5 +1,5 @@
 # cdc_apply — PGXS build (C++17).  `make && make install && make installcheck`.
-EXTVERSION = 0.1.0
+EXTVERSION = 0.2.0
 MODULE_big = cdc_apply
 MODULEDIR = extension
 
@@ -19,7 +19,12 @@ PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/p
           src/pg/shared_stats.cpp
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
-DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql
+# The release script 0.1.0 stays installable; the update script from it is
+# built from sql/cdc_apply--0.1.0--0.2.0.sql.in with the 0.2.0 script
+# inserted (scripts/build_update_script.sh), so the two always create the
+# same objects (docs/sql-reference.md, "Upgrading").
+DATA = control/cdc_apply.control sql/cdc_apply--$(EXTVERSION).sql sql/cdc_apply--0.1.0.sql
+DATA_built = sql/cdc_apply--0.1.0--0.2.0.sql
 
 # pg_regress suites (sql/*.sql -> expected/*.out); run against a server that
 # has the extension installed (make installcheck).
@@ -30,7 +35,7 @@ ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output
 
 PG_CONFIG ?= pg_config
-PG_CPPFLAGS = -Isrc -I$(libpq_srcdir)
+PG_CPPFLAGS = -Isrc -I$(libpq_srcdir) -DCDC_EXTVERSION=\"$(EXTVERSION)\"
 PG_CXXFLAGS = -std=c++17 -Wno-register -fvisibility=hidden
 SHLIB_LINK_INTERNAL = $(libpq)
 # -lcrypto: md5 through OpenSSL's EVP interface where PostgreSQL uses
@@ -52,6 +57,9 @@ unittest:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build build --target cdc_unit_tests -j2
 	./build/cdc_unit_tests
+
+sql/cdc_apply--0.1.0--0.2.0.sql: sql/cdc_apply--0.1.0--0.2.0.sql.in sql/cdc_apply--0.2.0.sql scripts/build_update_script.sh
+	sh scripts/build_update_script.sh $< sql/cdc_apply--0.2.0.sql > $@.tmp && mv $@.tmp $@
 
 # Rebuild objects when any header changes (PGXS tracks no C++ header deps).
 $(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp src/pg/*/*.hpp)

@@ -90,9 +90,22 @@ pgtap() {
 step "pgTAP" pgtap
 
 # 6. TAP: real clusters, crashes, restarts (PostgreSQL::Test::Cluster)
+# 054_upgrade.pl writes state with the release 0.1.0's own module: build it
+# from the release commit (docs/sql-reference.md, "Upgrading").
+RELEASE_0_1_0=f919c47
+release_module() {
+	local dir="$RESULTS/release-0.1.0"
+	rm -rf "$dir" && mkdir -p "$dir" &&
+		git -C "$ROOT" archive "$RELEASE_0_1_0" | tar -x -C "$dir" &&
+		make -s -C "$dir" PG_CONFIG="$PG_CONFIG" >"$dir/build.log" 2>&1 &&
+		chmod -R a+rX "$dir" && echo "$dir/cdc_apply.so"
+}
 tap() {
 	rm -rf "$RESULTS/tap" && mkdir -p "$RESULTS/tap" && chmod a+rwx "$RESULTS/tap"
+	local release_so
+	release_so=$(release_module) || { echo "cannot build the release 0.1.0 module ($RELEASE_0_1_0)"; return 1; }
 	(cd "$RESULTS/tap" && as_pg env TESTDIR="$RESULTS/tap" PG_REGRESS="$PG_REGRESS" CDC_ROOT="$ROOT" \
+		CDC_RELEASE_0_1_0_SO="$release_so" PG_CONFIG="$PG_CONFIG" \
 		prove -I "$TAP_PERL" -I "$ROOT/test/t" ${CDC_TAP_TESTS:-"$ROOT"/test/t/*.pl})
 }
 step "TAP" tap

@@ -331,7 +331,7 @@ SharedStatsForgetSubscriptions(Oid db, const int *subids, int n) noexcept
 } // namespace cdc::pg
 
 /* ------------------------------------------------------------------------
- * SQL functions (sql/cdc_apply--0.1.0.sql, "Counters that survive
+ * SQL functions (sql/cdc_apply--0.2.0.sql, "Counters that survive
  * rollbacks"): each reads the current database's counters; without
  * shared_preload_libraries they return no rows.
  * ------------------------------------------------------------------------ */

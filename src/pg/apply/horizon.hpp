@@ -1,7 +1,7 @@
 // The replay horizon (SPEC §3, fourth answer; §8 retention): the
 // launcher's scheduled call of cdc.prune().  Its settings (cdc.replay_horizon,
 // cdc.prune_interval, cdc.prune_max_pages) are defined in pg/guc.cpp.  Pruning itself is the
-// SQL function cdc.prune() (sql/cdc_apply--0.1.0.sql); what may be pruned
+// SQL function cdc.prune() (sql/cdc_apply--0.2.0.sql); what may be pruned
 // and how expired changes are detected is described in docs/retention.md.
 #pragma once
 

@@ -392,6 +392,7 @@ cdc_database_launcher_main(Datum arg)
 	StartedWorker *started = (StartedWorker *) MemoryContextAllocZero(TopMemoryContext,
 	                                                                  sizeof(StartedWorker) * CdcRegistry->nslots);
 	bool served = false;
+	bool version_warned = false; /* said once per mismatch that the schema is of another version */
 
 	for (;;) {
 		int nsubs = 0;
@@ -425,6 +426,39 @@ cdc_database_launcher_main(Datum arg)
 				                     stopped)));
 			proc_exit(0);
 		}
+		/*
+		 * The schema is that of another version than this module (the .so was
+		 * replaced and ALTER EXTENSION cdc_apply UPDATE has not run yet): the
+		 * workers and cdc.prune() would read tables and replication origins
+		 * named as this version names them.  Start nothing, stop what runs,
+		 * and look again every cdc.naptime (the update script wakes us).
+		 */
+		char *extversion = NULL;
+		if (SPI_execute("SELECT e.extversion, (SELECT pg_catalog.count(*)::integer FROM cdc.subscription) "
+		                "FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'cdc_apply'",
+		                true, 1) == SPI_OK_SELECT &&
+		    SPI_processed == 1)
+			extversion = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		if (extversion != NULL && strcmp(extversion, CDC_EXTVERSION) != 0) {
+			int nold = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+			if (!version_warned)
+				ereport(WARNING, (errmsg("cdc_apply launcher: the extension installed in this database is version %s, "
+				                         "the loaded module is %s: no apply worker starts until the update",
+				                         extversion, CDC_EXTVERSION),
+				                  errhint("Run ALTER EXTENSION cdc_apply UPDATE in this database.")));
+			version_warned = true;
+			SPI_finish();
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+			pgstat_report_activity(STATE_IDLE, NULL);
+			(void) registry_stop_workers(MyDatabaseId, NULL, 0);
+			registry_report_database(true, nold); /* the DROP DATABASE guard still counts them */
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, cdc_naptime * 1000L,
+			                 PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			continue;
+		}
+		version_warned = false;
 		if (!served)
 			ereport(DEBUG1, (errmsg("cdc_apply launcher: serving this database")));
 		served = true;

@@ -1,0 +1,2506 @@
+/* cdc_apply 0.2.0: replay-safe apply of change-data-capture events. */
+\echo Use "CREATE EXTENSION cdc_apply" to load this file. \quit
+
+-- Everything this script resolves at creation time (view bodies, column
+-- defaults, CHECK constraints, index expressions, policies) binds to
+-- pg_catalog only: CREATE EXTENSION puts the extension's schema (public by
+-- default, where any role may have CREATE) on the search_path, and an
+-- operator or function planted there with a more exact signature would
+-- otherwise be captured by a view that runs with the extension owner's
+-- rights (docs/security.md).  SET LOCAL ends with the script.
+SET LOCAL search_path TO pg_catalog, pg_temp;
+
+-- The extension's state lives in schema cdc; the entry points
+-- (cdc_apply) live in the extension's schema (public by default), so that
+-- SELECT cdc_apply(...) works with the default search_path.
+CREATE SCHEMA cdc;
+COMMENT ON SCHEMA cdc IS
+  'State of the cdc_apply extension: mappings, dedup ledger, per-entity versions and tombstones, truncate barriers, outbox, conflicts, counters.';
+
+-- ---------------------------------------------------------------------------
+-- Mappings
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.mapping (
+  target                  regclass PRIMARY KEY,
+  source_name             text,
+  source_schema           text NOT NULL,
+  source_table            text NOT NULL,
+  key_columns             name[],
+  version_column          name,
+  source_epoch            bigint NOT NULL DEFAULT 0 CHECK (source_epoch BETWEEN 0 AND 2147483647),
+  outbox                  boolean NOT NULL DEFAULT false,
+  outbox_topic            text,
+  truncate_policy         text NOT NULL DEFAULT 'truncate' CHECK (truncate_policy IN ('truncate', 'ignore')),
+  unavailable_placeholder text NOT NULL DEFAULT '__debezium_unavailable_value',
+  temporal_unit           text CHECK (temporal_unit IN ('milli', 'micro', 'nano')),
+  conflict_policy         text NOT NULL DEFAULT 'record' CHECK (conflict_policy IN ('record', 'error')),
+  mode                    text NOT NULL DEFAULT 'state' CHECK (mode IN ('state', 'history', 'handler')),
+  handler                 regprocedure,
+  expired_policy          text NOT NULL DEFAULT 'refuse' CHECK (expired_policy IN ('refuse', 'apply', 'dead_letter')),
+  ordering                text NOT NULL DEFAULT 'entity' CHECK (ordering IN ('entity', 'stream')),
+  outbox_via              text NOT NULL DEFAULT 'table' CHECK (outbox_via IN ('table', 'message')),
+  created_at              timestamptz NOT NULL DEFAULT now(),
+  CHECK ((mode = 'handler') = (handler IS NOT NULL))
+);
+CREATE UNIQUE INDEX mapping_source_idx ON cdc.mapping (coalesce(source_name, ''), source_schema, source_table);
+COMMENT ON TABLE cdc.mapping IS
+  'One row per target table: which source table feeds it and how (key, version, outbox, truncate, placeholder). Written by cdc.register_mapping().';
+COMMENT ON COLUMN cdc.mapping.target IS 'Destination table the events are applied to.';
+COMMENT ON COLUMN cdc.mapping.source_name IS 'Debezium source.name (topic prefix) this mapping accepts; NULL accepts any source.';
+COMMENT ON COLUMN cdc.mapping.source_schema IS 'source.schema of the events resolved to this target when cdc_apply() gets no target.';
+COMMENT ON COLUMN cdc.mapping.source_table IS 'source.table of the events resolved to this target when cdc_apply() gets no target.';
+COMMENT ON COLUMN cdc.mapping.key_columns IS 'Entity key columns; NULL means the primary key. Must be covered by a unique index.';
+COMMENT ON COLUMN cdc.mapping.version_column IS 'Column ordering the changes (integer, date or timestamp) instead of the source position; NULL uses the source position.';
+COMMENT ON COLUMN cdc.mapping.source_epoch IS 'First component of every version: bump it when the source LSN space restarts (new cluster).';
+COMMENT ON COLUMN cdc.mapping.outbox IS 'Write one cdc.outbox row per applied non-snapshot change.';
+COMMENT ON COLUMN cdc.mapping.outbox_topic IS 'Topic of the outbox rows; NULL means the target''s qualified name.';
+COMMENT ON COLUMN cdc.mapping.truncate_policy IS '''truncate'': truncate the target and record a barrier; ''ignore'': truncate events are ignored.';
+COMMENT ON COLUMN cdc.mapping.unavailable_placeholder IS 'Value marking a column the source did not send (unchanged TOAST); such columns keep their destination value.';
+COMMENT ON COLUMN cdc.mapping.temporal_unit IS 'Unit of integer timestamps/times in schema-less events: milli, micro or nano. NULL: such values are an error.';
+COMMENT ON COLUMN cdc.mapping.conflict_policy IS '''record'': equal-version conflicts go to cdc.conflicts and return conflict; ''error'': they raise SQLSTATE 23000.';
+COMMENT ON COLUMN cdc.mapping.mode IS '''state'': the target mirrors the source row; ''history'': the target is a history table getting one row per source change, unique on (cdc_key, cdc_version); ''handler'': as state, and the handler function is called for every applied change.';
+COMMENT ON COLUMN cdc.mapping.handler IS 'Handler function of mode ''handler'': handler(op text, old T, new T, meta jsonb) with T the target''s row type or jsonb; called only when a change is applied, in the same transaction.';
+COMMENT ON COLUMN cdc.mapping.expired_policy IS 'What happens to a change that has no entity record and is not newer than the prune watermark (its records may have been pruned, so it can be proven neither new nor old): ''refuse'' (outcome expired, nothing applied), ''dead_letter'' (outcome expired, the event is kept in cdc.dead_letter) or ''apply'' (applied as new). Counted in cdc.stats.expired either way.';
+COMMENT ON COLUMN cdc.mapping.ordering IS '''entity'' (default): per-entity version records, ledger claims and tombstones decide every change (any input, any order); ''stream'': the target is written only by one ordered stream (a subscription''s worker), and a per-(target, source) high-water mark in cdc.stream_mark decides: a change at or below it is a duplicate. Changed with cdc.set_ordering() (docs/semantics.md, "Stream ordering").';
+COMMENT ON COLUMN cdc.mapping.outbox_via IS 'Where outbox entries go: ''table'' (rows of cdc.outbox) or ''message'' (one transactional logical decoding message per applied change, prefix cdc_outbox, for relays that read the destination''s WAL; needs wal_level = logical).';
+COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or last changed.';
+-- Mappings are readable by everyone.  Writing them is the extension owner's
+-- (a superuser's) business; a role it grants INSERT, UPDATE or DELETE on
+-- cdc.mapping can write only the mappings of tables it owns (or is a member
+-- of the owner of), so it cannot attach a handler or an outbox to someone
+-- else's table (docs/security.md).
+ALTER TABLE cdc.mapping ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable ON cdc.mapping FOR SELECT TO PUBLIC USING (true);
+COMMENT ON POLICY readable ON cdc.mapping IS 'Every role may read every mapping.';
+CREATE POLICY own_targets ON cdc.mapping FOR ALL TO PUBLIC
+  USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE'))
+  WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE'));
+COMMENT ON POLICY own_targets ON cdc.mapping IS 'A role granted write access to cdc.mapping writes only the mappings of tables whose owner''s privileges it has.';
+
+-- ---------------------------------------------------------------------------
+-- Dedup ledger, entity versions and tombstones, truncate barriers
+-- ---------------------------------------------------------------------------
+-- Compact layout (docs/retention.md, "Layout"): no text or jsonb that is
+-- not needed, fixed-width versions, times as whole seconds since 2000-01-01
+-- UTC.  The views below show the same state in readable form.
+CREATE TABLE cdc.ledger (
+  digest    bigint PRIMARY KEY,
+  target    regclass NOT NULL,
+  claimed_s integer NOT NULL
+);
+COMMENT ON TABLE cdc.ledger IS
+  'Processed-delivery ledger (the dedup claim): one row per (target, delivery key) processed within the replay horizon, as a 64-bit digest. cdc.delivery_processed(target, delivery_key) looks one up; cdc.prune() removes entries older than the horizon.';
+COMMENT ON COLUMN cdc.ledger.digest IS 'cdc.delivery_digest(target, delivery_key): the first 64 bits of md5(target oid || newline || delivery key).';
+COMMENT ON COLUMN cdc.ledger.target IS 'Destination table of the event.';
+COMMENT ON COLUMN cdc.ledger.claimed_s IS 'Claim time: start of the claiming transaction, in whole seconds since 2000-01-01 00:00 UTC (cdc.seconds_to_timestamptz).';
+
+CREATE TABLE cdc.source (
+  id   integer PRIMARY KEY,
+  name text NOT NULL UNIQUE
+);
+COMMENT ON TABLE cdc.source IS
+  'Dictionary of source ids (Debezium source.name, pg:<system identifier> on the worker path, empty for mappings ordered by a version column), so that entity records hold a 4-byte id. Ids come from the name''s hash, not a sequence: a rolled-back call leaves nothing behind (docs/security.md, "Shared state").';
+COMMENT ON COLUMN cdc.source.id IS 'Id used in cdc.entity_state.src and cdc.prune_watermark.src: the first 31 bits of md5(name), or the next free id after it on a collision; cdc.rename_source() keeps the id under the new name.';
+COMMENT ON COLUMN cdc.source.name IS 'The source id as events carry it.';
+
+-- Every backend caches the ids of cdc.source and cdc.outbox_source
+-- (docs/internals.md, "Dictionary ids"): a change or removal of an entry
+-- (cdc.rename_source) empties those caches.
+CREATE FUNCTION cdc._invalidate_dictionary() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_invalidate_dictionary';
+COMMENT ON FUNCTION cdc._invalidate_dictionary() IS
+  'Internal trigger of cdc.source and cdc.outbox_source: sends a relcache invalidation of the table when entries are updated, deleted or truncated (committed with the change), so every backend forgets the ids it cached. Error 39P01 when not called as a trigger.';
+CREATE TRIGGER invalidate_ids AFTER UPDATE OR DELETE ON cdc.source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids ON cdc.source IS 'Empties every backend''s cache of source ids (cdc.rename_source renames and merges sources).';
+CREATE TRIGGER invalidate_ids_truncate AFTER TRUNCATE ON cdc.source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids_truncate ON cdc.source IS 'Empties every backend''s cache of source ids.';
+
+CREATE TABLE cdc.entity_state (
+  v1        bigint NOT NULL,
+  v2        bigint NOT NULL,
+  target    regclass NOT NULL,
+  v0        integer NOT NULL,
+  v3        integer NOT NULL,
+  chash     integer NOT NULL,
+  touched_s integer NOT NULL,
+  src       integer NOT NULL,
+  deleted   boolean NOT NULL,
+  key       text NOT NULL,
+  PRIMARY KEY (target, key)
+) WITH (fillfactor = 90);
+COMMENT ON TABLE cdc.entity_state IS
+  'Per-entity source version of the latest applied change; deleted = true makes the row a tombstone that blocks older inserts and updates. Columns ordered for alignment; read it through cdc.entities and cdc.tombstones.';
+COMMENT ON COLUMN cdc.entity_state.v1 IS 'Version component 2: commit LSN (or the LSN), the snapshot point, or the version column''s value.';
+COMMENT ON COLUMN cdc.entity_state.v2 IS 'Version component 3: the change''s LSN or position in the source transaction; 0 for snapshot rows; 1 for deletes ordered by a version column.';
+COMMENT ON COLUMN cdc.entity_state.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.entity_state.v0 IS 'Version component 1: the source epoch.';
+COMMENT ON COLUMN cdc.entity_state.v3 IS 'Version component 4: order within the source transaction (transaction.total_order), else 0; absent (0) for versions from a column.';
+COMMENT ON COLUMN cdc.entity_state.chash IS 'First 32 bits of the md5 of the applied image (0 for a delete): tells an equal-version duplicate from a conflict.';
+COMMENT ON COLUMN cdc.entity_state.touched_s IS 'When the record was last written, in whole seconds since 2000-01-01 00:00 UTC; a tombstone older than the replay horizon is removed by cdc.prune().';
+COMMENT ON COLUMN cdc.entity_state.src IS 'cdc.source id of the source that produced the version.';
+COMMENT ON COLUMN cdc.entity_state.deleted IS 'True: the latest applied change was a delete (tombstone).';
+COMMENT ON COLUMN cdc.entity_state.key IS 'Entity key, exact and compact: the key column''s output text, or a text[] literal of the key columns'' output texts (cdc.entity_key_json shows it as JSON).';
+
+CREATE TABLE cdc.table_barrier (
+  target       regclass PRIMARY KEY,
+  source_name  text NOT NULL,
+  version      bigint[] NOT NULL,
+  truncated_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.table_barrier IS
+  'Table-level version set by an applied truncate: events of that source with a version at or below it are stale.';
+COMMENT ON COLUMN cdc.table_barrier.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.table_barrier.source_name IS 'Source of the truncate.';
+COMMENT ON COLUMN cdc.table_barrier.version IS 'Version of the truncate.';
+COMMENT ON COLUMN cdc.table_barrier.truncated_at IS 'When the truncate was applied.';
+
+-- Every backend caches each target's metadata, mapping and truncate barrier
+-- (docs/internals.md): a change of a mapping or a barrier invalidates it.
+CREATE FUNCTION cdc._invalidate_target() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_invalidate_target';
+COMMENT ON FUNCTION cdc._invalidate_target() IS
+  'Internal trigger of cdc.mapping and cdc.table_barrier: sends a relcache invalidation of the target of each changed row (committed with the change), so every backend reloads its cached metadata of that target; a change of cdc.mapping or a truncate of either table empties the caches. Error 39P01 when not called as a trigger.';
+CREATE TRIGGER invalidate_target AFTER INSERT OR UPDATE OR DELETE ON cdc.mapping
+  FOR EACH ROW EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_target ON cdc.mapping IS 'Invalidates the cached metadata of the mapping''s target, and every cached source-table resolution.';
+CREATE TRIGGER invalidate_targets AFTER TRUNCATE ON cdc.mapping
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_targets ON cdc.mapping IS 'Empties every backend''s cache of target metadata.';
+CREATE TRIGGER invalidate_target AFTER INSERT OR UPDATE OR DELETE ON cdc.table_barrier
+  FOR EACH ROW EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_target ON cdc.table_barrier IS 'Invalidates the cached truncate barrier of the target.';
+CREATE TRIGGER invalidate_targets AFTER TRUNCATE ON cdc.table_barrier
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_target();
+COMMENT ON TRIGGER invalidate_targets ON cdc.table_barrier IS 'Empties every backend''s cache of target metadata.';
+
+-- ---------------------------------------------------------------------------
+-- Outbox and conflicts
+-- ---------------------------------------------------------------------------
+-- The outbox is stored compactly (docs/semantics.md, "Outbox"): one row per
+-- applied change in cdc.outbox_rows, keyed by the binary idempotency key, the
+-- constant part of the source identity and the topic in the dictionary
+-- cdc.outbox_source, the version and the varying source positions as
+-- columns.  The view cdc.outbox shows the documented row shape.
+CREATE TABLE cdc.outbox_source (
+  id            integer PRIMARY KEY,
+  topic         text NOT NULL,
+  source_name   text NOT NULL,
+  source_db     text NOT NULL,
+  source_schema text NOT NULL,
+  source_table  text NOT NULL,
+  CONSTRAINT outbox_source_key UNIQUE (topic, source_name, source_db, source_schema, source_table)
+);
+COMMENT ON TABLE cdc.outbox_source IS
+  'Dictionary of the constant part of outbox rows: topic and source identity (name, db, schema, table) as they were when the row was written, so that cdc.outbox_rows holds a 4-byte id. Ids are allocated as max + 1 under a lock, so rolled-back calls never use one up; entries are never removed.';
+COMMENT ON COLUMN cdc.outbox_source.id IS 'Id used in cdc.outbox_rows.src.';
+COMMENT ON COLUMN cdc.outbox_source.topic IS 'The mapping''s outbox_topic, or the target''s schema.table, when the row was written.';
+COMMENT ON COLUMN cdc.outbox_source.source_name IS 'source.name (Debezium topic prefix; pg:<system identifier> on the worker path).';
+COMMENT ON COLUMN cdc.outbox_source.source_db IS 'source.db.';
+COMMENT ON COLUMN cdc.outbox_source.source_schema IS 'source.schema.';
+COMMENT ON COLUMN cdc.outbox_source.source_table IS 'source.table.';
+COMMENT ON INDEX cdc.outbox_source_pkey IS 'Looks an id up (cdc.outbox).';
+COMMENT ON INDEX cdc.outbox_source_key IS 'Finds the id of a topic and source identity (the engine, before it writes a row).';
+
+CREATE TRIGGER invalidate_ids AFTER UPDATE OR DELETE ON cdc.outbox_source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids ON cdc.outbox_source IS 'Empties every backend''s cache of outbox source ids.';
+CREATE TRIGGER invalidate_ids_truncate AFTER TRUNCATE ON cdc.outbox_source
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
+COMMENT ON TRIGGER invalidate_ids_truncate ON cdc.outbox_source IS 'Empties every backend''s cache of outbox source ids.';
+
+CREATE TABLE cdc.outbox_rows (
+  id           bigserial,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  v1           bigint NOT NULL,
+  v2           bigint NOT NULL,
+  v3           bigint,
+  lsn          bigint,
+  commit_lsn   bigint,
+  tx_id        bigint,
+  published_at timestamptz,
+  ikey         uuid NOT NULL,
+  target       regclass NOT NULL,
+  src          integer NOT NULL,
+  v0           integer NOT NULL,
+  op           "char" NOT NULL CHECK (op IN ('c', 'u', 'd', 't')),
+  entity_key   jsonb,
+  payload      jsonb,
+  -- Unique on the idempotency key per target: a role writing its own target
+  -- cannot take (and so drop) another target's row by sending the same
+  -- source identity.  The key's version columns come first (the key covers
+  -- the version, so they add no uniqueness): in a stream the version grows,
+  -- so new entries go to the right edge of each target's part of the index
+  -- instead of a random leaf page.
+  PRIMARY KEY (target, v1, v2, ikey)
+);
+COMMENT ON TABLE cdc.outbox_rows IS
+  'Storage of the outbox (read it through cdc.outbox): one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction, unique on the binary idempotency key per target. Columns ordered for alignment.';
+COMMENT ON COLUMN cdc.outbox_rows.id IS 'Insertion order (cdc.outbox.id).';
+COMMENT ON COLUMN cdc.outbox_rows.created_at IS 'Transaction start time of the apply.';
+COMMENT ON COLUMN cdc.outbox_rows.v1 IS 'Version component 2 (commit LSN, LSN or version column value).';
+COMMENT ON COLUMN cdc.outbox_rows.v2 IS 'Version component 3.';
+COMMENT ON COLUMN cdc.outbox_rows.v3 IS 'Version component 4; NULL for a 3-component version (mappings ordered by a version column).';
+COMMENT ON COLUMN cdc.outbox_rows.lsn IS 'source.lsn of the change, if known.';
+COMMENT ON COLUMN cdc.outbox_rows.commit_lsn IS 'source.commit_lsn of the change, if known.';
+COMMENT ON COLUMN cdc.outbox_rows.tx_id IS 'source.txId of the change, if known.';
+COMMENT ON COLUMN cdc.outbox_rows.published_at IS 'Set by a relay once the row is published; NULL until then.';
+COMMENT ON COLUMN cdc.outbox_rows.ikey IS 'The idempotency key: the 16 bytes of md5(source name, source table, op, version, entity key) (cdc.outbox.idempotency_key is its hex form).';
+COMMENT ON COLUMN cdc.outbox_rows.target IS 'Destination table of the change.';
+COMMENT ON COLUMN cdc.outbox_rows.src IS 'cdc.outbox_source id: topic, source name, db, schema and table.';
+COMMENT ON COLUMN cdc.outbox_rows.v0 IS 'Version component 1 (the source epoch).';
+COMMENT ON COLUMN cdc.outbox_rows.op IS 'c (insert), u (update), d (delete) or t (truncate).';
+COMMENT ON COLUMN cdc.outbox_rows.entity_key IS 'Entity key; NULL for a truncate.';
+COMMENT ON COLUMN cdc.outbox_rows.payload IS 'Destination row after the change (for d: the removed row, or the event''s before-image); NULL for t.';
+COMMENT ON SEQUENCE cdc.outbox_rows_id_seq IS 'Ids of outbox rows, in insertion order.';
+COMMENT ON INDEX cdc.outbox_rows_pkey IS 'The one unique index, (target, v1, v2, idempotency key): a change whose key is there already for its target adds no second row (ON CONFLICT DO NOTHING); per target, so that a writer of one table cannot take another table''s key (docs/security.md). The version columns lead so that inserts of a growing stream append to the index instead of landing on random pages (the key covers the version, so uniqueness is that of (target, key)).';
+CREATE INDEX outbox_unpublished_idx ON cdc.outbox_rows (id) WHERE published_at IS NULL;
+COMMENT ON INDEX cdc.outbox_unpublished_idx IS 'The relay''s work queue: unpublished rows in insertion order (also used by cdc.outbox_mark_published).';
+
+CREATE VIEW cdc.outbox AS
+  SELECT o.id,
+         pg_catalog.replace(o.ikey::pg_catalog.text, '-', '') AS idempotency_key,
+         (SELECT s.topic FROM cdc.outbox_source s WHERE s.id OPERATOR(pg_catalog.=) o.src) AS topic,
+         o.target,
+         o.entity_key,
+         o.op::pg_catalog.text AS op,
+         o.payload,
+         (SELECT pg_catalog.jsonb_build_object('name', s.source_name, 'db', s.source_db, 'schema', s.source_schema,
+                                               'table', s.source_table, 'lsn', o.lsn, 'commit_lsn', o.commit_lsn,
+                                               'txId', o.tx_id, 'version',
+                                               CASE WHEN o.v3 IS NULL THEN ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2]
+                                                    ELSE ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2, o.v3] END)
+            FROM cdc.outbox_source s WHERE s.id OPERATOR(pg_catalog.=) o.src) AS source,
+         CASE WHEN o.v3 IS NULL THEN ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2]
+              ELSE ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2, o.v3] END AS version,
+         o.created_at,
+         o.published_at
+    FROM cdc.outbox_rows o;
+COMMENT ON VIEW cdc.outbox IS
+  'Outbox: one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction. idempotency_key is stable across replays and re-published topics, and unique per target. A view of cdc.outbox_rows (and cdc.outbox_source) that a relay reads, locks (FOR UPDATE SKIP LOCKED), marks (published_at; cdc.outbox_mark_published) and deletes from like a table; WHERE published_at IS NULL ORDER BY id uses outbox_unpublished_idx.';
+COMMENT ON COLUMN cdc.outbox.id IS 'Insertion order.';
+COMMENT ON COLUMN cdc.outbox.idempotency_key IS 'md5(source name, source table, op, version, entity key): identical for every delivery of the same source change.';
+COMMENT ON COLUMN cdc.outbox.topic IS 'The mapping''s outbox_topic, or the target''s qualified name.';
+COMMENT ON COLUMN cdc.outbox.target IS 'Destination table of the change.';
+COMMENT ON COLUMN cdc.outbox.entity_key IS 'Entity key; NULL for a truncate.';
+COMMENT ON COLUMN cdc.outbox.op IS 'c (insert), u (update), d (delete) or t (truncate).';
+COMMENT ON COLUMN cdc.outbox.payload IS 'Destination row after the change (for d: the removed row, or the event''s before-image); NULL for t.';
+COMMENT ON COLUMN cdc.outbox.source IS 'Source identity: name, db, schema, table, lsn, commit_lsn, txId, version.';
+COMMENT ON COLUMN cdc.outbox.version IS 'Source version of the change.';
+COMMENT ON COLUMN cdc.outbox.created_at IS 'Transaction start time of the apply.';
+COMMENT ON COLUMN cdc.outbox.published_at IS 'Set by a relay once the row is published (cdc.outbox_mark_published); NULL until then. cdc.prune() removes published rows older than the replay horizon.';
+
+CREATE FUNCTION cdc.outbox_mark_published(ids bigint[]) RETURNS bigint
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH marked AS (
+    UPDATE cdc.outbox SET published_at = now()
+     WHERE id = ANY (ids) AND published_at IS NULL
+    RETURNING 1)
+  SELECT count(*) FROM marked
+$$;
+COMMENT ON FUNCTION cdc.outbox_mark_published(bigint[]) IS
+  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). Updates through the view cdc.outbox, so it runs with the caller''s rights: the relay role needs EXECUTE and SELECT, UPDATE on cdc.outbox (not on cdc.outbox_rows).';
+
+CREATE TABLE cdc.conflicts (
+  id             bigserial PRIMARY KEY,
+  target         regclass NOT NULL,
+  entity_key     jsonb NOT NULL,
+  delivery_key   text NOT NULL,
+  op             text NOT NULL,
+  reason         text NOT NULL,
+  stored_version bigint[],
+  event_version  bigint[] NOT NULL,
+  stored_image   jsonb,
+  event_image    jsonb NOT NULL,
+  recorded_at    timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.conflicts IS
+  'Changes not applied because they conflict: same version with different content, versions from different sources, or unavailable values for a row the destination lacks. Both images are kept for investigation.';
+COMMENT ON COLUMN cdc.conflicts.id IS 'Insertion order.';
+COMMENT ON COLUMN cdc.conflicts.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.conflicts.entity_key IS 'Entity key.';
+COMMENT ON COLUMN cdc.conflicts.delivery_key IS 'Delivery key of the conflicting event.';
+COMMENT ON COLUMN cdc.conflicts.op IS 'Op of the conflicting event (c, u, d, r).';
+COMMENT ON COLUMN cdc.conflicts.reason IS 'Why the change was not applied.';
+COMMENT ON COLUMN cdc.conflicts.stored_version IS 'Version stored for the entity, if any.';
+COMMENT ON COLUMN cdc.conflicts.event_version IS 'Version of the event.';
+COMMENT ON COLUMN cdc.conflicts.stored_image IS 'Destination row at the time, if any.';
+COMMENT ON COLUMN cdc.conflicts.event_image IS 'The event''s after-image (before-image for deletes), as received.';
+COMMENT ON COLUMN cdc.conflicts.recorded_at IS 'Transaction start time.';
+
+-- ---------------------------------------------------------------------------
+-- Counters and the public views
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.counters (
+  target                regclass NOT NULL,
+  backend_id            integer NOT NULL,
+  applied               bigint NOT NULL DEFAULT 0,
+  duplicate             bigint NOT NULL DEFAULT 0,
+  stale                 bigint NOT NULL DEFAULT 0,
+  conflict              bigint NOT NULL DEFAULT 0,
+  ignored               bigint NOT NULL DEFAULT 0,
+  blocked_resurrections bigint NOT NULL DEFAULT 0,
+  outbox_rows           bigint NOT NULL DEFAULT 0,
+  snapshot_rows         bigint NOT NULL DEFAULT 0,
+  expired               bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (target, backend_id)
+);
+COMMENT ON TABLE cdc.counters IS
+  'Outcome counters, one row per (target, backend slot) so that concurrent sessions never wait on each other; read them through cdc.stats. A transaction''s counts are added once, when it commits (or is prepared); transactional: a rolled-back call or subtransaction counts nothing.';
+COMMENT ON COLUMN cdc.counters.target IS 'Destination table (0 = events ignored before a target was known).';
+COMMENT ON COLUMN cdc.counters.backend_id IS 'Backend slot that wrote the row.';
+COMMENT ON COLUMN cdc.counters.applied IS 'Events applied.';
+COMMENT ON COLUMN cdc.counters.duplicate IS 'Events that were duplicates (ledger claim or equal version and content).';
+COMMENT ON COLUMN cdc.counters.stale IS 'Events older than the stored version or the truncate barrier.';
+COMMENT ON COLUMN cdc.counters.conflict IS 'Events recorded in cdc.conflicts.';
+COMMENT ON COLUMN cdc.counters.ignored IS 'Non-change records and truncates ignored by policy.';
+COMMENT ON COLUMN cdc.counters.blocked_resurrections IS 'Stale inserts/updates blocked by a newer tombstone.';
+COMMENT ON COLUMN cdc.counters.outbox_rows IS 'Outbox rows written.';
+COMMENT ON COLUMN cdc.counters.snapshot_rows IS 'Snapshot rows (op r) applied.';
+COMMENT ON COLUMN cdc.counters.expired IS 'Changes older than the prune watermark of an entity without records (outcome expired, or applied under expired_policy ''apply'').';
+
+-- A transaction's counts are written to cdc.counters when it commits
+-- (docs/internals.md, "Counters"); until then this function returns them,
+-- so that cdc.stats shows a transaction its own counts.
+CREATE FUNCTION cdc._pending_counters()
+RETURNS TABLE (target regclass, applied bigint, duplicate bigint, stale bigint, conflict bigint, ignored bigint,
+               blocked_resurrections bigint, outbox_rows bigint, snapshot_rows bigint, expired bigint)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_pending_counters';
+COMMENT ON FUNCTION cdc._pending_counters() IS
+  'The outcome counts the current session has taken in its open transaction and not yet written to cdc.counters (written when the transaction commits or is prepared; discarded with a rolled-back transaction or subtransaction), one row per target. Used by cdc.stats; returns only the caller''s own uncommitted counts. No error.';
+
+CREATE VIEW cdc.stats AS
+  SELECT target,
+         sum(applied)::bigint               AS applied,
+         sum(duplicate)::bigint             AS duplicate,
+         sum(stale)::bigint                 AS stale,
+         sum(conflict)::bigint              AS conflict,
+         sum(ignored)::bigint               AS ignored,
+         sum(blocked_resurrections)::bigint AS blocked_resurrections,
+         sum(outbox_rows)::bigint           AS outbox_rows,
+         sum(snapshot_rows)::bigint         AS snapshot_rows,
+         sum(expired)::bigint               AS expired
+    FROM (SELECT c.target, c.applied, c.duplicate, c.stale, c.conflict, c.ignored, c.blocked_resurrections,
+                 c.outbox_rows, c.snapshot_rows, c.expired
+            FROM cdc.counters c
+          UNION ALL
+          SELECT * FROM cdc._pending_counters()) c
+   GROUP BY target;
+COMMENT ON VIEW cdc.stats IS
+  'Per-target outcome counts (applied, duplicate, stale, conflict, ignored), blocked resurrections, outbox rows, snapshot rows and expired changes, summed over all sessions (cdc.counters), plus the current transaction''s own counts, which cdc.counters receives when it commits.';
+
+-- Readable forms of the compact layout.
+CREATE FUNCTION cdc.seconds_to_timestamptz(seconds integer) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT timestamptz '2000-01-01 00:00:00+00' + seconds * interval '1 second' $$;
+COMMENT ON FUNCTION cdc.seconds_to_timestamptz(integer) IS
+  'The time stored in cdc.ledger.claimed_s and cdc.entity_state.touched_s (whole seconds since 2000-01-01 00:00 UTC) as a timestamptz.';
+
+CREATE FUNCTION cdc.delivery_digest(target regclass, delivery_key text) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ('x' || substr(md5(target::oid::text || E'\n' || delivery_key), 1, 16))::bit(64)::bigint $$;
+COMMENT ON FUNCTION cdc.delivery_digest(regclass, text) IS
+  'The ledger digest of a delivery to a target: the first 64 bits of md5(target oid || newline || delivery key), as a signed bigint (cdc.ledger.digest).';
+
+-- The ledger is readable row by row: a role sees the entries of the targets
+-- it may SELECT from without row-level security applying to it (whether a
+-- delivery was processed is information about the target's rows).  The
+-- extension owner, who writes it, is not subject to the policy.
+ALTER TABLE cdc.ledger ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_targets ON cdc.ledger FOR SELECT TO PUBLIC
+  USING (pg_catalog.has_table_privilege(target, 'SELECT') AND NOT pg_catalog.row_security_active(target));
+COMMENT ON POLICY readable_targets ON cdc.ledger IS
+  'A role reads the ledger entries of the targets it may SELECT from, unless row-level security applies to it on that target.';
+
+CREATE FUNCTION cdc.delivery_processed(target regclass, delivery_key text) RETURNS boolean
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  IF NOT pg_catalog.has_table_privilege(target, 'SELECT') OR pg_catalog.row_security_active(target) THEN
+    RAISE EXCEPTION 'permission denied for table %', target
+      USING ERRCODE = '42501',
+            HINT = 'cdc.delivery_processed() needs SELECT on the target, without row-level security applying to the caller.';
+  END IF;
+  RETURN EXISTS (SELECT 1 FROM cdc.ledger l WHERE l.digest OPERATOR(pg_catalog.=) cdc.delivery_digest(delivery_processed.target, delivery_processed.delivery_key))
+      -- a worker delivery key pgoutput:<source>:<commit LSN>:<position> of a
+      -- stream-ordered target: processed when the target's mark of that
+      -- source has reached it (docs/semantics.md, "Stream ordering")
+      OR EXISTS (SELECT 1
+                   FROM pg_catalog.regexp_match(delivery_processed.delivery_key,
+                                                '^pgoutput:(.+):([0-9A-F]{1,8}/[0-9A-F]{1,8}):([0-9]{1,18})$') r,
+                        cdc.stream_mark m JOIN cdc.source s ON s.id OPERATOR(pg_catalog.=) m.src
+                  WHERE m.target OPERATOR(pg_catalog.=) delivery_processed.target
+                    AND s.name OPERATOR(pg_catalog.=) r[1]
+                    AND ROW(r[2]::pg_catalog.pg_lsn OPERATOR(pg_catalog.-) '0/0'::pg_catalog.pg_lsn, r[3]::pg_catalog.numeric)
+                        OPERATOR(pg_catalog.<=) ROW(m.v1::pg_catalog.numeric, m.v2::pg_catalog.numeric));
+END
+$fn$;
+COMMENT ON FUNCTION cdc.delivery_processed(regclass, text) IS
+  'True when the delivery key was processed for the target: the ledger holds it (within the replay horizon: older ledger entries are pruned), or it is a worker delivery key (pgoutput:<source>:<commit LSN>:<position>) at or below the target''s stream mark of that source (stream-ordered targets keep no ledger rows; the mark is never pruned). Runs with the caller''s rights: error 42501 unless the caller may SELECT from the target and row-level security does not apply to it there (the ledger''s policy shows the caller those entries only).';
+
+CREATE FUNCTION cdc.entity_key_json(target regclass, key text) RETURNS jsonb
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+  -- Without key columns (the target lost its primary key) or with a key of
+  -- another width than the stored one: the compact key as a JSON string.
+  SELECT CASE WHEN c.cols IS NULL THEN to_jsonb(key)
+              WHEN cardinality(c.cols) = 1 THEN jsonb_build_object(c.cols[1], key)
+              WHEN key NOT LIKE '{%}' THEN to_jsonb(key)
+              ELSE CASE WHEN cardinality(key::text[]) = cardinality(c.cols) THEN jsonb_object(c.cols, key::text[])
+                        ELSE to_jsonb(key) END END
+    FROM (SELECT coalesce(
+                   (SELECT m.key_columns::text[] FROM cdc.mapping m WHERE m.target = entity_key_json.target),
+                   (SELECT array_agg(a.attname::text ORDER BY k.n)
+                      FROM pg_index i, unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n), pg_attribute a
+                     WHERE i.indrelid = entity_key_json.target AND i.indisprimary
+                       AND a.attrelid = i.indrelid AND a.attnum = k.attnum)) AS cols) c
+$$;
+COMMENT ON FUNCTION cdc.entity_key_json(regclass, text) IS
+  'An entity key of cdc.entity_state (compact form) as JSON {"column": "text value"}, using the mapping''s key_columns or the target''s primary key, in key order; the compact key as a JSON string when the target has no such key or one of another width.';
+
+CREATE VIEW cdc.entities AS
+  SELECT e.target, cdc.entity_key_json(e.target, e.key) AS entity_key, s.name AS source_name,
+         CASE WHEN EXISTS (SELECT 1 FROM cdc.mapping m WHERE m.target = e.target AND m.version_column IS NOT NULL)
+              THEN ARRAY[e.v0::bigint, e.v1, e.v2]
+              ELSE ARRAY[e.v0::bigint, e.v1, e.v2, e.v3::bigint] END AS version,
+         e.deleted AS is_tombstone, cdc.seconds_to_timestamptz(e.touched_s) AS updated_at
+    FROM cdc.entity_state e
+    JOIN cdc.source s ON s.id = e.src
+   WHERE pg_catalog.has_table_privilege(e.target, 'SELECT') AND NOT pg_catalog.row_security_active(e.target);
+COMMENT ON VIEW cdc.entities IS
+  'Per-entity versions and tombstones: the version of the latest applied change of each key (bigint[]); is_tombstone when it was a delete. A readable form of cdc.entity_state, showing only targets the current role may SELECT from without row-level security applying to it (keys are row data).';
+
+CREATE VIEW cdc.tombstones AS
+  SELECT target, entity_key, source_name, version, updated_at AS deleted_at
+    FROM cdc.entities
+   WHERE is_tombstone;
+COMMENT ON VIEW cdc.tombstones IS
+  'Delete tombstones: keys whose latest applied change was a delete, with its version. Kept for the replay horizon (cdc.prune()).';
+
+-- ---------------------------------------------------------------------------
+-- Replay horizon and pruning (SPEC §3 fourth answer, §8; docs/retention.md)
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.dead_letter (
+  id           bigserial PRIMARY KEY,
+  target       regclass NOT NULL,
+  entity_key   jsonb NOT NULL,
+  delivery_key text NOT NULL,
+  op           text NOT NULL,
+  version      bigint[] NOT NULL,
+  watermark    bigint[] NOT NULL,
+  event_image  jsonb NOT NULL,
+  source       jsonb NOT NULL,
+  recorded_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.dead_letter IS
+  'Changes refused as expired under expired_policy ''dead_letter'': no entity record and not newer than the prune watermark, so neither new nor old can be proven. Kept for an operator to inspect and, if right, re-apply with a mapping whose expired_policy is ''apply''.';
+COMMENT ON COLUMN cdc.dead_letter.id IS 'Insertion order.';
+COMMENT ON COLUMN cdc.dead_letter.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.dead_letter.entity_key IS 'Entity key.';
+COMMENT ON COLUMN cdc.dead_letter.delivery_key IS 'Delivery key of the change.';
+COMMENT ON COLUMN cdc.dead_letter.op IS 'Op of the change (c, u, d, r).';
+COMMENT ON COLUMN cdc.dead_letter.version IS 'Version of the change.';
+COMMENT ON COLUMN cdc.dead_letter.watermark IS 'The prune watermark it was not newer than.';
+COMMENT ON COLUMN cdc.dead_letter.event_image IS 'The event''s after-image (before-image for deletes), as received.';
+COMMENT ON COLUMN cdc.dead_letter.source IS 'Source identity of the change (as cdc.outbox.source).';
+COMMENT ON COLUMN cdc.dead_letter.recorded_at IS 'Transaction start time.';
+
+CREATE TABLE cdc.prune_watermark (
+  v1        bigint NOT NULL,
+  v2        bigint NOT NULL,
+  target    regclass NOT NULL,
+  src       integer NOT NULL,
+  v0        integer NOT NULL,
+  v3        integer NOT NULL,
+  pruned_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (target, src)
+);
+COMMENT ON TABLE cdc.prune_watermark IS
+  'Per target and source: the greatest version of a tombstone cdc.prune() removed. A change for an entity without records is provably new only when its version is greater; otherwise it is expired (expired_policy).';
+COMMENT ON COLUMN cdc.prune_watermark.v1 IS 'Version component 2 (see cdc.entity_state.v1).';
+COMMENT ON COLUMN cdc.prune_watermark.v2 IS 'Version component 3.';
+COMMENT ON COLUMN cdc.prune_watermark.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.prune_watermark.src IS 'cdc.source id: versions of different sources are never compared.';
+COMMENT ON COLUMN cdc.prune_watermark.v0 IS 'Version component 1 (the source epoch).';
+COMMENT ON COLUMN cdc.prune_watermark.v3 IS 'Version component 4.';
+COMMENT ON COLUMN cdc.prune_watermark.pruned_at IS 'When it last moved.';
+
+-- Stream ordering (docs/semantics.md, "Stream ordering"): one row per
+-- stream-ordered target and source instead of a ledger row and an entity
+-- record per change.
+CREATE TABLE cdc.stream_mark (
+  v1        bigint NOT NULL,
+  v2        bigint NOT NULL,
+  target    regclass NOT NULL,
+  v0        integer NOT NULL,
+  v3        integer NOT NULL,
+  updated_s integer NOT NULL,
+  src       integer NOT NULL,
+  PRIMARY KEY (target, src)
+);
+COMMENT ON TABLE cdc.stream_mark IS
+  'High-water mark of a target written by one ordered stream (mapping ordering = ''stream''): the version of the last change of that source applied to the target. Every change of the source at or below it was processed (a re-sent change is a duplicate), so no ledger row or entity record is kept per change. Written by the worker at each local commit, under a row lock that serialises two subscriptions of the same source; never pruned. After cdc.set_ordering(target, ''entity'') it stays as the implicit record of every key that has none. Read it through cdc.stream_marks.';
+COMMENT ON COLUMN cdc.stream_mark.v1 IS 'Version component 2: the commit LSN of the last applied change (or the snapshot point of an initial copy).';
+COMMENT ON COLUMN cdc.stream_mark.v2 IS 'Version component 3: the change''s position in its source transaction (0 for snapshot rows and a mark seeded at a copy).';
+COMMENT ON COLUMN cdc.stream_mark.target IS 'Destination table.';
+COMMENT ON COLUMN cdc.stream_mark.v0 IS 'Version component 1: the source epoch.';
+COMMENT ON COLUMN cdc.stream_mark.v3 IS 'Version component 4 (0 on the worker path).';
+COMMENT ON COLUMN cdc.stream_mark.updated_s IS 'When the mark last moved, in whole seconds since 2000-01-01 00:00 UTC (cdc.seconds_to_timestamptz).';
+COMMENT ON COLUMN cdc.stream_mark.src IS 'cdc.source id of the stream''s source (pg:<system identifier> on the worker path). A stream-ordered target has marks of one source only.';
+
+CREATE VIEW cdc.stream_marks AS
+  SELECT m.target, s.name AS source_name, ARRAY[m.v0::bigint, m.v1, m.v2, m.v3::bigint] AS version,
+         cdc.seconds_to_timestamptz(m.updated_s) AS updated_at
+    FROM cdc.stream_mark m
+    JOIN cdc.source s ON s.id = m.src
+   WHERE pg_catalog.has_table_privilege(m.target, 'SELECT');
+COMMENT ON VIEW cdc.stream_marks IS
+  'Readable form of cdc.stream_mark: per stream-ordered target (and per target switched back to entity ordering) the source and the version of the last change applied from it, and when it moved; only targets the current role may SELECT from.';
+ALTER TABLE cdc.stream_mark ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_targets ON cdc.stream_mark FOR SELECT TO PUBLIC
+  USING (pg_catalog.has_table_privilege(target, 'SELECT') AND NOT pg_catalog.row_security_active(target));
+COMMENT ON POLICY readable_targets ON cdc.stream_mark IS
+  'A role reads the stream marks of the targets it may SELECT from, unless row-level security applies to it on that target (cdc.delivery_processed() reads them with the caller''s rights).';
+
+CREATE TABLE cdc.prune_state (
+  relation           text PRIMARY KEY CHECK (relation IN ('ledger', 'entity_state', 'outbox')),
+  next_block         bigint NOT NULL DEFAULT 0,
+  last_run_at        timestamptz,
+  last_sweep_done_at timestamptz,
+  removed            bigint NOT NULL DEFAULT 0
+);
+INSERT INTO cdc.prune_state (relation) VALUES ('ledger'), ('entity_state'), ('outbox');
+COMMENT ON TABLE cdc.prune_state IS
+  'Where cdc.prune() continues in each table: it scans at most max_pages blocks per table per call, from next_block, wrapping around at the end (a completed pass is a sweep).';
+COMMENT ON COLUMN cdc.prune_state.relation IS 'ledger, entity_state (tombstones) or outbox (published rows).';
+COMMENT ON COLUMN cdc.prune_state.next_block IS 'First block the next call scans.';
+COMMENT ON COLUMN cdc.prune_state.last_run_at IS 'When cdc.prune() last scanned this table.';
+COMMENT ON COLUMN cdc.prune_state.last_sweep_done_at IS 'When a pass over the whole table last completed: everything older than the horizon of that time is gone.';
+COMMENT ON COLUMN cdc.prune_state.removed IS 'Rows removed by cdc.prune() so far.';
+
+CREATE FUNCTION cdc.replay_horizon() RETURNS interval
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(nullif(current_setting('cdc.replay_horizon', true), '')::interval, interval '7 days') $$;
+COMMENT ON FUNCTION cdc.replay_horizon() IS
+  'The replay horizon: setting cdc.replay_horizon (default 7 days). Ledger entries, tombstones and published outbox rows are kept at least this long.';
+
+CREATE FUNCTION cdc.prune(max_pages integer DEFAULT 1000, horizon interval DEFAULT NULL)
+RETURNS TABLE (relation text, scanned_blocks bigint, removed bigint, sweep_done boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  h        interval := coalesce(horizon, cdc.replay_horizon());
+  cutoff   timestamptz;
+  cutoff_s integer;
+  st       cdc.prune_state;
+  nblocks  bigint;
+  upto     bigint;
+  n        bigint;
+BEGIN
+  IF h < interval '0' THEN
+    RAISE EXCEPTION 'the replay horizon must not be negative: %', h USING ERRCODE = '22023';
+  END IF;
+  IF max_pages IS NULL OR max_pages < 1 THEN
+    RAISE EXCEPTION 'max_pages must be at least 1' USING ERRCODE = '22023';
+  END IF;
+  -- One pruner at a time; a concurrent call returns nothing.  The mutex is
+  -- a row lock on cdc.prune_state, which only a role that may UPDATE that
+  -- table can take: an advisory lock can be taken (and held forever) by
+  -- any role, which would stop pruning for everyone (docs/security.md).
+  PERFORM 1 FROM cdc.prune_state p WHERE p.relation = 'entity_state' FOR UPDATE SKIP LOCKED;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  cutoff := now() - h;
+  -- whole seconds since 2000-01-01 UTC, rounded down: an entry stored with
+  -- second s is older than the horizon when s < cutoff_s (never one within)
+  cutoff_s := floor(extract(epoch FROM cutoff) - 946684800)::integer;
+  FOR st IN SELECT * FROM cdc.prune_state ORDER BY 1 FOR UPDATE LOOP
+    -- the outbox is stored in cdc.outbox_rows (cdc.outbox is its view)
+    nblocks := pg_relation_size(CASE WHEN st.relation = 'outbox' THEN 'cdc.outbox_rows'::regclass
+                                     ELSE ('cdc.' || st.relation)::regclass END) / current_setting('block_size')::bigint;
+    IF st.next_block >= nblocks THEN
+      st.next_block := 0;
+    END IF;
+    upto := st.next_block + max_pages;
+    IF st.relation = 'ledger' THEN
+      DELETE FROM cdc.ledger l
+       WHERE l.ctid >= format('(%s,0)', st.next_block)::tid AND l.ctid < format('(%s,0)', upto)::tid
+         AND l.claimed_s < cutoff_s;
+      GET DIAGNOSTICS n = ROW_COUNT;
+    ELSIF st.relation = 'entity_state' THEN
+      -- tombstones only (a live entity's record is needed as long as its row
+      -- lives); the greatest pruned version per target and source becomes
+      -- the watermark, in the same statement
+      WITH gone AS (
+        DELETE FROM cdc.entity_state e
+         WHERE e.ctid >= format('(%s,0)', st.next_block)::tid AND e.ctid < format('(%s,0)', upto)::tid
+           AND e.deleted AND e.touched_s < cutoff_s
+        RETURNING e.target, e.src, e.v0, e.v1, e.v2, e.v3),
+      top AS (
+        SELECT DISTINCT ON (g.target, g.src) g.target, g.src, g.v0, g.v1, g.v2, g.v3
+          FROM gone g ORDER BY g.target, g.src, g.v0 DESC, g.v1 DESC, g.v2 DESC, g.v3 DESC),
+      mark AS (
+        INSERT INTO cdc.prune_watermark AS w (target, src, v0, v1, v2, v3)
+        SELECT t.target, t.src, t.v0, t.v1, t.v2, t.v3 FROM top t
+        ON CONFLICT (target, src) DO UPDATE
+           SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, pruned_at = now()
+         WHERE (w.v0, w.v1, w.v2, w.v3) < (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3))
+      SELECT count(*) INTO n FROM gone;
+    ELSE
+      DELETE FROM cdc.outbox_rows o
+       WHERE o.ctid >= format('(%s,0)', st.next_block)::tid AND o.ctid < format('(%s,0)', upto)::tid
+         AND o.published_at IS NOT NULL AND o.created_at < cutoff;
+      GET DIAGNOSTICS n = ROW_COUNT;
+    END IF;
+    UPDATE cdc.prune_state p
+       SET next_block = CASE WHEN upto >= nblocks THEN 0 ELSE upto END,
+           last_run_at = now(),
+           last_sweep_done_at = CASE WHEN upto >= nblocks THEN now() ELSE p.last_sweep_done_at END,
+           removed = p.removed + n
+     WHERE p.relation = st.relation;
+    relation := st.relation;
+    scanned_blocks := least(upto, nblocks) - st.next_block;
+    removed := n;
+    sweep_done := upto >= nblocks;
+    RETURN NEXT;
+  END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.prune(integer, interval) IS
+  'Removes ledger entries, tombstones and published outbox rows older than the replay horizon (default cdc.replay_horizon()), scanning at most max_pages blocks of each table per call and continuing where the last call stopped (cdc.prune_state): call it repeatedly, or let the launcher call it every cdc.prune_interval. Pruned tombstones raise the prune watermark. Returns per table the blocks scanned, the rows removed and whether a pass over the table completed. A concurrent call returns no rows. Errors: 22023 negative horizon or max_pages < 1.';
+
+CREATE VIEW cdc.horizon_status AS
+  SELECT h.horizon,
+         now() - h.horizon AS cutoff,
+         (SELECT cdc.seconds_to_timestamptz(min(l.claimed_s)) FROM cdc.ledger l) AS oldest_ledger_entry,
+         (SELECT count(*) FROM cdc.ledger) AS ledger_rows,
+         pg_total_relation_size('cdc.ledger') AS ledger_bytes,
+         (SELECT cdc.seconds_to_timestamptz(min(e.touched_s)) FROM cdc.entity_state e WHERE e.deleted) AS oldest_tombstone,
+         (SELECT count(*) FROM cdc.entity_state e WHERE e.deleted) AS tombstones,
+         (SELECT count(*) FROM cdc.entity_state e WHERE NOT e.deleted) AS live_entities,
+         pg_total_relation_size('cdc.entity_state') AS entity_state_bytes,
+         (SELECT count(*) FROM cdc.outbox_rows o WHERE o.published_at IS NULL) AS outbox_unpublished,
+         (SELECT count(*) FROM cdc.outbox_rows o WHERE o.published_at IS NOT NULL) AS outbox_published,
+         pg_total_relation_size('cdc.outbox_rows') + pg_total_relation_size('cdc.outbox_source') AS outbox_bytes,
+         (SELECT count(*) FROM cdc.prune_watermark) AS watermarks,
+         (SELECT coalesce(sum(c.expired), 0) FROM cdc.stats c)::bigint AS expired_changes,
+         (SELECT max(p.last_run_at) FROM cdc.prune_state p) AS last_prune_at,
+         (SELECT CASE WHEN bool_and(p.last_sweep_done_at IS NOT NULL) THEN min(p.last_sweep_done_at) END
+            FROM cdc.prune_state p) AS last_full_sweep_at
+    FROM (SELECT cdc.replay_horizon() AS horizon) h;
+COMMENT ON VIEW cdc.horizon_status IS
+  'The replay horizon and what it retains: the horizon and its cutoff time, the oldest ledger entry and tombstone, row counts and sizes in bytes (heap, indexes, TOAST) of the ledger, entity records and outbox, watermarks, expired changes, and when cdc.prune() last ran and last completed a pass over every table. Counts scan the tables.';
+
+-- ---------------------------------------------------------------------------
+-- Registering mappings
+-- ---------------------------------------------------------------------------
+-- The primary key columns of a table in index order (NULL: none).
+CREATE FUNCTION cdc._primary_key_columns(target regclass) RETURNS name[]
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT array_agg(a.attname ORDER BY k.n)
+    FROM pg_index i, unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n), pg_attribute a
+   WHERE i.indrelid = target AND i.indisprimary AND a.attrelid = i.indrelid AND a.attnum = k.attnum
+$$;
+COMMENT ON FUNCTION cdc._primary_key_columns(regclass) IS
+  'Internal: the primary key columns of a table in index order, NULL when it has none.';
+
+-- Re-keys the entity records of a target from one key definition to another
+-- (B36): each live record is moved to the key its row has under the new key
+-- columns (the row is read from the target, which is locked against writes
+-- meanwhile).  Tombstones, and live records whose row is gone, cannot be
+-- re-keyed (the deleted row's other columns are not kept): they are removed
+-- and their greatest version per source is folded into the prune watermark,
+-- exactly as cdc.prune() does with expired tombstones, so an older change
+-- for such an entity is `expired` (expired_policy), never applied as new.
+CREATE FUNCTION cdc._rekey_entities(target regclass, old_key name[], new_key name[]) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  old_expr text;
+  new_expr text;
+  null_test text;
+  old_keys text[];
+  new_keys text[];
+  missing text;
+  recs cdc.entity_state[];
+  moved bigint;
+BEGIN
+  -- the compact key (docs/retention.md): one column's output text, or a
+  -- text[] literal of the columns' output texts in key order
+  SELECT CASE WHEN cardinality(old_key) = 1 THEN format('pg_catalog.format(''%%s'', t.%I)', old_key[1])
+              ELSE 'ARRAY[' || string_agg(format('pg_catalog.format(''%%s'', t.%I)', c), ', ' ORDER BY n) || ']::pg_catalog.text' END
+    INTO old_expr FROM unnest(old_key) WITH ORDINALITY u(c, n);
+  SELECT CASE WHEN cardinality(new_key) = 1 THEN format('pg_catalog.format(''%%s'', t.%I)', new_key[1])
+              ELSE 'ARRAY[' || string_agg(format('pg_catalog.format(''%%s'', t.%I)', c), ', ' ORDER BY n) || ']::pg_catalog.text' END,
+         string_agg(format('t.%I IS NULL', c), ' OR ')
+    INTO new_expr, null_test FROM unnest(new_key) WITH ORDINALITY u(c, n);
+  -- no change of the target's rows while their records move
+  EXECUTE format('LOCK TABLE %s IN SHARE MODE', target);
+  PERFORM 1 FROM cdc.entity_state e WHERE e.target = _rekey_entities.target FOR UPDATE;
+  EXECUTE format('SELECT pg_catalog.array_agg(n.ok), pg_catalog.array_agg(n.nk), '
+                 '       pg_catalog.min(CASE WHEN n.nk IS NULL THEN n.ok END) '
+                 '  FROM cdc.entity_state e '
+                 '  JOIN (SELECT %s AS ok, CASE WHEN %s THEN NULL ELSE %s END AS nk FROM %s t) n '
+                 '    ON n.ok OPERATOR(pg_catalog.=) e.key '
+                 ' WHERE e.target OPERATOR(pg_catalog.=) $1 AND NOT e.deleted',
+                 old_expr, null_test, new_expr, target)
+    INTO old_keys, new_keys, missing USING target;
+  IF missing IS NOT NULL THEN
+    RAISE EXCEPTION 'cannot re-key table %: the row with key % has NULL in a column of the new key (%)', target,
+                    cdc.entity_key_json(target, missing), array_to_string(new_key, ', ')
+      USING ERRCODE = '23502',
+            HINT = 'Every row with an entity record needs a value in each new key column.';
+  END IF;
+  old_keys := coalesce(old_keys, '{}');
+  new_keys := coalesce(new_keys, '{}');
+  -- what cannot be re-keyed: its greatest version per source becomes the watermark
+  INSERT INTO cdc.prune_watermark AS w (target, src, v0, v1, v2, v3)
+  SELECT DISTINCT ON (e.src) e.target, e.src, e.v0, e.v1, e.v2, e.v3
+    FROM cdc.entity_state e
+   WHERE e.target = _rekey_entities.target AND NOT EXISTS (SELECT 1 FROM unnest(old_keys) k WHERE k = e.key)
+   ORDER BY e.src, e.v0 DESC, e.v1 DESC, e.v2 DESC, e.v3 DESC
+  ON CONFLICT ON CONSTRAINT prune_watermark_pkey DO UPDATE
+     SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, pruned_at = now()
+   WHERE (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3) > (w.v0, w.v1, w.v2, w.v3);
+  DELETE FROM cdc.entity_state e
+   WHERE e.target = _rekey_entities.target AND NOT EXISTS (SELECT 1 FROM unnest(old_keys) k WHERE k = e.key);
+  -- the live records: delete, then insert under the new key (an old key may be another row's new key)
+  WITH gone AS (
+    DELETE FROM cdc.entity_state e WHERE e.target = _rekey_entities.target RETURNING e.*
+  )
+  SELECT array_agg(g) INTO recs FROM gone g;
+  INSERT INTO cdc.entity_state (v1, v2, target, v0, v3, chash, touched_s, src, deleted, key)
+  SELECT r.v1, r.v2, r.target, r.v0, r.v3, r.chash, r.touched_s, r.src, r.deleted, m.nk
+    FROM unnest(recs) r
+    JOIN unnest(old_keys, new_keys) m(ok, nk) ON m.ok = r.key;
+  GET DIAGNOSTICS moved = ROW_COUNT;
+  RETURN moved;
+END
+$fn$;
+COMMENT ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) IS
+  'Internal (cdc.register_mapping with other key_columns): moves the live entity records of target to the keys their rows have under new_key; tombstones and records without a row are removed and folded into cdc.prune_watermark. Locks the target in SHARE mode. Returns the number of records moved. Error 23502 when a row with a record has NULL in a new key column.';
+
+-- Called by cdc.register_mapping before it writes the mapping: entity
+-- records are keyed by the key columns' values, so a new key definition
+-- re-keys them (cdc._rekey_entities), or is refused where they cannot be
+-- carried over (a history mapping; a table without a usable key) (B36).
+CREATE FUNCTION cdc._rekey_if_needed(target regclass, key_columns name[], mode text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  old_key name[];
+  new_key name[];
+BEGIN
+  old_key := coalesce((SELECT m.key_columns FROM cdc.mapping m WHERE m.target = _rekey_if_needed.target),
+                      cdc._primary_key_columns(target));
+  new_key := coalesce(key_columns, cdc._primary_key_columns(target));
+  -- cdc.entities, not cdc.entity_state: a role the extension owner delegated
+  -- mappings to (docs/security.md) sees the records of its own tables there
+  IF old_key IS NOT DISTINCT FROM new_key
+     OR NOT EXISTS (SELECT 1 FROM cdc.entities e WHERE e.target = _rekey_if_needed.target) THEN
+    RETURN;
+  END IF;
+  IF mode = 'history' OR (SELECT m.mode FROM cdc.mapping m WHERE m.target = _rekey_if_needed.target) = 'history'
+     OR old_key IS NULL OR new_key IS NULL THEN
+    RAISE EXCEPTION 'cannot change the key of table % (key_columns) while it has entity records', target
+      USING ERRCODE = '55000',
+            HINT = 'Keep the key_columns it was registered with, or unregister the mapping, empty the table and remove its cdc.entity_state rows first.';
+  END IF;
+  -- moving records writes the shared bookkeeping (cdc.entity_state,
+  -- cdc.prune_watermark), which only the extension owner writes: a delegate
+  -- cannot re-key, whatever table it owns
+  IF NOT (pg_catalog.has_function_privilege('cdc._rekey_entities(regclass, name[], name[])', 'EXECUTE')
+          AND pg_catalog.has_table_privilege('cdc.entity_state', 'SELECT, INSERT, UPDATE, DELETE')
+          AND pg_catalog.has_table_privilege('cdc.prune_watermark', 'INSERT, UPDATE')) THEN
+    RAISE EXCEPTION 'permission denied to re-key the entity records of table %', target
+      USING ERRCODE = '42501',
+            DETAIL = format('key_columns %s differ from %s, under which its entity records were written.',
+                            new_key, old_key),
+            HINT = 'The extension owner re-keys them: it calls cdc.register_mapping with the new key_columns (docs/security.md, "Delegating mappings").';
+  END IF;
+  PERFORM cdc._rekey_entities(target, old_key, new_key);
+END
+$fn$;
+COMMENT ON FUNCTION cdc._rekey_if_needed(regclass, name[], text) IS
+  'Internal (cdc.register_mapping): re-keys the entity records of target when key_columns (NULL: the primary key) differ from the key they were written under. Runs with the caller''s rights (EXECUTE for every role: it reads cdc.mapping and cdc.entities and changes nothing itself). Errors: 55000 for a history mapping or a table without a primary key, 42501 when the caller may not write the bookkeeping (a delegate of register_mapping), 23502 from cdc._rekey_entities.';
+
+CREATE FUNCTION cdc.register_mapping(
+  target                  regclass,
+  source_schema           text    DEFAULT NULL,
+  source_table            text    DEFAULT NULL,
+  key_columns             name[]  DEFAULT NULL,
+  version_column          name    DEFAULT NULL,
+  outbox                  boolean DEFAULT false,
+  outbox_topic            text    DEFAULT NULL,
+  truncate_policy         text    DEFAULT 'truncate',
+  unavailable_placeholder text    DEFAULT '__debezium_unavailable_value',
+  temporal_unit           text    DEFAULT NULL,
+  source_epoch            bigint  DEFAULT 0,
+  source_name             text    DEFAULT NULL,
+  conflict_policy         text    DEFAULT 'record',
+  mode                    text    DEFAULT 'state',
+  handler                 regprocedure DEFAULT NULL,
+  expired_policy          text    DEFAULT 'refuse',
+  outbox_via              text    DEFAULT 'table')
+RETURNS cdc.mapping
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  rel_schema name;
+  rel_name   name;
+  col        name;
+  result     cdc.mapping;
+  fn         pg_proc;
+  meta       record;
+BEGIN
+  IF target IS NULL THEN
+    RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  SELECT n.nspname, c.relname INTO rel_schema, rel_name
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE c.oid = target AND c.relkind IN ('r', 'p');
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'target % is not a table', target USING ERRCODE = '42809';
+  END IF;
+  IF (SELECT relpersistence FROM pg_class WHERE oid = target) = 't' THEN
+    RAISE EXCEPTION 'target % is a temporary table', target USING ERRCODE = '42809',
+      DETAIL = 'A mapping, its ledger and entity records outlive the session; the table does not.';
+  END IF;
+  IF NOT pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = target), 'USAGE') THEN
+    RAISE EXCEPTION 'must be owner of table % to register a mapping for it', target USING ERRCODE = '42501';
+  END IF;
+  FOREACH col IN ARRAY coalesce(key_columns, '{}'::name[]) || array_remove(ARRAY[version_column], NULL) LOOP
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = target AND attname = col AND attnum > 0 AND NOT attisdropped) THEN
+      RAISE EXCEPTION 'column "%" does not exist in table %', col, target USING ERRCODE = '42703';
+    END IF;
+  END LOOP;
+  IF key_columns IS NOT NULL AND cardinality(key_columns) = 0 THEN
+    RAISE EXCEPTION 'key_columns must not be empty' USING ERRCODE = '22023';
+  END IF;
+  -- Stored entity versions are in the old basis (source positions or the old
+  -- column): compared with versions of the new one, every later change
+  -- would be judged stale for good.
+  IF (SELECT m.version_column FROM cdc.mapping m WHERE m.target = register_mapping.target)
+       IS DISTINCT FROM register_mapping.version_column
+     AND EXISTS (SELECT 1 FROM cdc.entities e WHERE e.target = register_mapping.target) THEN
+    RAISE EXCEPTION 'cannot change how changes of table % are ordered (version_column) while it has entity records', target
+      USING ERRCODE = '55000',
+            HINT = 'Keep the version_column it was registered with, or unregister the mapping, empty the table and remove its cdc.entity_state rows first.';
+  END IF;
+  IF expired_policy IS NULL OR expired_policy NOT IN ('refuse', 'apply', 'dead_letter') THEN
+    RAISE EXCEPTION 'expired_policy must be ''refuse'', ''apply'' or ''dead_letter'', not %',
+                    coalesce(quote_literal(expired_policy), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF outbox_via IS NULL OR outbox_via NOT IN ('table', 'message') THEN
+    RAISE EXCEPTION 'outbox_via must be ''table'' or ''message'', not %', coalesce(quote_literal(outbox_via), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF coalesce(outbox, false) AND outbox_via = 'message' AND current_setting('wal_level') <> 'logical' THEN
+    RAISE EXCEPTION 'outbox_via ''message'' needs wal_level = logical on this server (it is %)', current_setting('wal_level')
+      USING ERRCODE = '55000',
+            HINT = 'Set wal_level = logical and restart, or use outbox_via => ''table''.';
+  END IF;
+  IF mode IS NULL OR mode NOT IN ('state', 'history', 'handler') THEN
+    RAISE EXCEPTION 'mode must be ''state'', ''history'' or ''handler'', not %', coalesce(quote_literal(mode), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF mode = 'history' THEN
+    -- A history table: entity key columns (any index), the metadata columns,
+    -- and the unique index (cdc_key, cdc_version) that makes a replay a no-op.
+    IF key_columns IS NULL THEN
+      RAISE EXCEPTION 'mode ''history'' needs key_columns (the entity key columns of the history table)'
+        USING ERRCODE = '42P10';
+    END IF;
+    FOR meta IN SELECT * FROM (VALUES ('cdc_key', 'jsonb'::regtype, true), ('cdc_version', 'bigint[]'::regtype, true),
+                                      ('cdc_op', 'text'::regtype, true), ('cdc_snapshot', 'boolean'::regtype, false),
+                                      ('cdc_source_ts', 'timestamptz'::regtype, false), ('cdc_source', 'jsonb'::regtype, false),
+                                      ('cdc_delivery_key', 'text'::regtype, false)) v(name, type, required) LOOP
+      IF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = meta.name
+                        AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        IF meta.required THEN
+          RAISE EXCEPTION 'history table % has no column "%"', target, meta.name
+            USING ERRCODE = '42P10',
+                  HINT = 'A history table needs cdc_key jsonb, cdc_version bigint[] and cdc_op text; cdc.create_history_table() creates one.';
+        END IF;
+      ELSIF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = target AND a.attname = meta.name
+                           AND a.atttypid = meta.type) THEN
+        RAISE EXCEPTION 'column "%" of history table % must be of type %', meta.name, target, meta.type
+          USING ERRCODE = '42804';
+      END IF;
+    END LOOP;
+    IF NOT EXISTS (
+         SELECT 1 FROM pg_index i
+          WHERE i.indrelid = target AND i.indisunique AND i.indimmediate AND i.indisvalid
+            AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = 2
+            AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
+                  WHERE a.attrelid = target AND a.attnum = ANY (i.indkey::int2[])) = ARRAY['cdc_key', 'cdc_version']) THEN
+      RAISE EXCEPTION 'history table % has no unique index on exactly (cdc_key, cdc_version)', target
+        USING ERRCODE = '42P10', HINT = 'Create one: a replay is recognised by this index.';
+    END IF;
+  END IF;
+  IF mode = 'handler' THEN
+    IF handler IS NULL THEN
+      RAISE EXCEPTION 'mode ''handler'' needs a handler function' USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO fn FROM pg_proc WHERE oid = handler;
+    IF fn.prokind <> 'f' OR fn.pronargs <> 4 OR fn.proargtypes[0] <> 'text'::regtype
+       OR fn.proargtypes[3] <> 'jsonb'::regtype OR fn.proargtypes[1] <> fn.proargtypes[2]
+       OR fn.proargtypes[1] NOT IN ('jsonb'::regtype, (SELECT reltype FROM pg_class WHERE oid = target)) THEN
+      RAISE EXCEPTION 'handler % must be a function (op text, old T, new T, meta jsonb) with T the row type of % or jsonb',
+                      handler, target
+        USING ERRCODE = '42P13';
+    END IF;
+  ELSIF handler IS NOT NULL THEN
+    RAISE EXCEPTION 'a handler needs mode ''handler'' (mode is %)', quote_literal(mode) USING ERRCODE = '22023';
+  END IF;
+  IF mode <> 'history' AND key_columns IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM pg_index i
+        WHERE i.indrelid = target AND i.indisunique AND i.indimmediate AND i.indisvalid
+          AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = cardinality(key_columns)
+          AND (SELECT array_agg(a.attname ORDER BY a.attname) FROM pg_attribute a
+                WHERE a.attrelid = target AND a.attnum = ANY (i.indkey::int2[]))
+              = (SELECT array_agg(k ORDER BY k) FROM unnest(key_columns) k)) THEN
+    RAISE EXCEPTION 'table % has no unique index on exactly (%)', target, array_to_string(key_columns, ', ')
+      USING ERRCODE = '42P10', HINT = 'Create a unique, non-partial, non-deferrable index on the key columns.';
+  END IF;
+  IF mode <> 'history' AND key_columns IS NULL AND NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = target AND indisprimary) THEN
+    RAISE EXCEPTION 'table % has no primary key', target
+      USING ERRCODE = '42P10', HINT = 'Add a primary key or pass key_columns backed by a unique index.';
+  END IF;
+  IF version_column IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+                      WHERE a.attrelid = target AND a.attname = version_column
+                        AND (CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END)
+                            IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype, 'date'::regtype,
+                                'timestamp'::regtype, 'timestamptz'::regtype)) THEN
+    RAISE EXCEPTION 'version column "%" must be smallint, integer, bigint, date, timestamp or timestamptz', version_column
+      USING ERRCODE = '42804';
+  END IF;
+  IF truncate_policy IS NULL OR truncate_policy NOT IN ('truncate', 'ignore') THEN
+    RAISE EXCEPTION 'truncate_policy must be ''truncate'' or ''ignore'', not %', coalesce(quote_literal(truncate_policy), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF temporal_unit IS NOT NULL AND temporal_unit NOT IN ('milli', 'micro', 'nano') THEN
+    RAISE EXCEPTION 'temporal_unit must be ''milli'', ''micro'' or ''nano'', not %', quote_literal(temporal_unit)
+      USING ERRCODE = '22023';
+  END IF;
+  IF conflict_policy IS NULL OR conflict_policy NOT IN ('record', 'error') THEN
+    RAISE EXCEPTION 'conflict_policy must be ''record'' or ''error''' USING ERRCODE = '22023';
+  END IF;
+  IF unavailable_placeholder IS NULL OR unavailable_placeholder = '' THEN
+    RAISE EXCEPTION 'unavailable_placeholder must not be empty' USING ERRCODE = '22023';
+  END IF;
+  IF source_epoch IS NULL OR source_epoch < 0 OR source_epoch > 2147483647 THEN
+    RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647' USING ERRCODE = '22023';
+  END IF;
+
+  PERFORM cdc._rekey_if_needed(target, key_columns, mode);
+  INSERT INTO cdc.mapping AS m (target, source_name, source_schema, source_table, key_columns, version_column,
+                                source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
+                                temporal_unit, conflict_policy, mode, handler, expired_policy, outbox_via)
+  VALUES (target, source_name, coalesce(source_schema, rel_schema), coalesce(source_table, rel_name), key_columns,
+          version_column, source_epoch, coalesce(outbox, false), outbox_topic, truncate_policy,
+          unavailable_placeholder, temporal_unit, conflict_policy, mode, handler, expired_policy, outbox_via)
+  ON CONFLICT ON CONSTRAINT mapping_pkey DO UPDATE
+     SET source_name = EXCLUDED.source_name, source_schema = EXCLUDED.source_schema,
+         source_table = EXCLUDED.source_table, key_columns = EXCLUDED.key_columns,
+         version_column = EXCLUDED.version_column, source_epoch = EXCLUDED.source_epoch,
+         outbox = EXCLUDED.outbox, outbox_topic = EXCLUDED.outbox_topic,
+         truncate_policy = EXCLUDED.truncate_policy, unavailable_placeholder = EXCLUDED.unavailable_placeholder,
+         temporal_unit = EXCLUDED.temporal_unit, conflict_policy = EXCLUDED.conflict_policy,
+         mode = EXCLUDED.mode, handler = EXCLUDED.handler, expired_policy = EXCLUDED.expired_policy,
+         outbox_via = EXCLUDED.outbox_via, created_at = now()
+  RETURNING * INTO result;
+  RETURN result;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
+
+CREATE TABLE cdc.source_renames (
+  id         bigserial PRIMARY KEY,
+  old_name   text NOT NULL,
+  new_name   text NOT NULL,
+  merged     boolean NOT NULL,
+  renamed_by name NOT NULL DEFAULT current_user,
+  renamed_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.source_renames IS 'Every cdc.rename_source() call: a source (Debezium source.name / topic.prefix) declared the same as before under a new name.';
+COMMENT ON COLUMN cdc.source_renames.id IS 'Order of the renames.';
+COMMENT ON COLUMN cdc.source_renames.old_name IS 'The name the entity records had.';
+COMMENT ON COLUMN cdc.source_renames.new_name IS 'The name they have now.';
+COMMENT ON COLUMN cdc.source_renames.merged IS 'True when events under the new name had already created records of their own, which were merged in.';
+COMMENT ON COLUMN cdc.source_renames.renamed_by IS 'Role that renamed it.';
+COMMENT ON COLUMN cdc.source_renames.renamed_at IS 'When.';
+
+-- A Debezium connector whose source.name (topic.prefix) changes is the same
+-- source with the same LSN space: its entity records, tombstones, prune
+-- watermarks and truncate barriers are carried over to the new name, so
+-- that later changes of existing rows are ordered against them instead of
+-- being conflicts (docs/semantics.md, "Renaming a source").
+CREATE FUNCTION cdc.rename_source(old_name text, new_name text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  old_id integer;
+  new_id integer;
+BEGIN
+  IF old_name IS NULL OR new_name IS NULL OR new_name = '' THEN
+    RAISE EXCEPTION 'old_name and new_name must not be NULL or empty' USING ERRCODE = '22023';
+  END IF;
+  IF old_name = new_name THEN
+    RAISE EXCEPTION 'source "%" already has that name', old_name USING ERRCODE = '22023';
+  END IF;
+  IF old_name LIKE 'pg:%' OR new_name LIKE 'pg:%' THEN
+    RAISE EXCEPTION 'source "%" belongs to the background worker', CASE WHEN old_name LIKE 'pg:%' THEN old_name ELSE new_name END
+      USING ERRCODE = '22023',
+            DETAIL = 'Worker sources are named after the source cluster''s system identifier, which a failover to a physical standby keeps.';
+  END IF;
+  -- No applier may hold or take a source id while the records move: every
+  -- apply writes cdc.entity_state (ROW EXCLUSIVE), which this lock waits
+  -- for and then blocks until the commit.
+  LOCK TABLE cdc.entity_state, cdc.source, cdc.prune_watermark, cdc.table_barrier, cdc.stream_mark IN EXCLUSIVE MODE;
+  SELECT id INTO old_id FROM cdc.source WHERE name = old_name;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'source "%" is not known', old_name USING ERRCODE = '42704',
+      HINT = 'cdc.entities shows the source names of the stored records.';
+  END IF;
+  SELECT id INTO new_id FROM cdc.source WHERE name = new_name;
+  IF FOUND THEN
+    -- Events under the new name arrived before the rename: the entities
+    -- they created (existing ones were conflicts and are untouched) join
+    -- the old records; a watermark keeps the greater version.
+    UPDATE cdc.entity_state SET src = old_id WHERE src = new_id;
+    INSERT INTO cdc.prune_watermark AS w (target, src, v0, v1, v2, v3, pruned_at)
+    SELECT target, old_id, v0, v1, v2, v3, pruned_at FROM cdc.prune_watermark WHERE src = new_id
+    ON CONFLICT (target, src) DO UPDATE
+       SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, pruned_at = EXCLUDED.pruned_at
+     WHERE (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3) > (w.v0, w.v1, w.v2, w.v3);
+    DELETE FROM cdc.prune_watermark WHERE src = new_id;
+    -- a stream mark (left by an earlier stream ordering) keeps the greater version too
+    INSERT INTO cdc.stream_mark AS w (target, src, v0, v1, v2, v3, updated_s)
+    SELECT target, old_id, v0, v1, v2, v3, updated_s FROM cdc.stream_mark WHERE src = new_id
+    ON CONFLICT ON CONSTRAINT stream_mark_pkey DO UPDATE
+       SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, updated_s = EXCLUDED.updated_s
+     WHERE (EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3) > (w.v0, w.v1, w.v2, w.v3);
+    DELETE FROM cdc.stream_mark WHERE src = new_id;
+    DELETE FROM cdc.source WHERE id = new_id;
+  END IF;
+  UPDATE cdc.source SET name = new_name WHERE id = old_id;
+  UPDATE cdc.table_barrier SET source_name = new_name WHERE source_name = old_name;
+  -- a mapping restricted to the old name accepts only its events: it follows
+  UPDATE cdc.mapping SET source_name = new_name WHERE source_name = old_name;
+  INSERT INTO cdc.source_renames (old_name, new_name, merged) VALUES (old_name, new_name, new_id IS NOT NULL);
+END
+$fn$;
+COMMENT ON FUNCTION cdc.rename_source(text, text) IS
+  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks, truncate barriers and the source_name of mappings of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names or a worker source (pg:...).';
+
+-- Folds a stream-ordered target's entity records into its stream mark.
+-- Runs as the extension owner (the records and marks are its tables), but
+-- only for a target whose mapping is already stream-ordered in this
+-- transaction (cdc.set_ordering switched it, under the caller's rights and
+-- the mapping's row-level security): it never changes the ordering of a
+-- target itself.
+CREATE FUNCTION cdc._fold_into_stream_mark(target regclass) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  nsrc bigint;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM cdc.mapping mp
+                  WHERE mp.target OPERATOR(pg_catalog.=) _fold_into_stream_mark.target AND mp.ordering = 'stream') THEN
+    RAISE EXCEPTION 'table % is not stream-ordered', target USING ERRCODE = '55000';
+  END IF;
+  SELECT pg_catalog.count(DISTINCT e.src) INTO nsrc
+    FROM cdc.entity_state e WHERE e.target OPERATOR(pg_catalog.=) _fold_into_stream_mark.target;
+  IF nsrc > 1 THEN
+    RAISE EXCEPTION 'table % cannot be stream-ordered: it has entity records of % sources', target, nsrc
+      USING ERRCODE = '55000',
+            DETAIL = 'A stream-ordered target is written by one source only (docs/semantics.md, "Stream ordering").',
+            HINT = 'Keep entity ordering, or remove the other sources'' rows and records first.';
+  END IF;
+  /*
+   * The records become the mark: every change of that source applied so far
+   * is at or below the greatest recorded version.  The records themselves
+   * are no longer consulted, so they go (a switch back starts from the mark).
+   */
+  INSERT INTO cdc.stream_mark AS w (target, src, v0, v1, v2, v3, updated_s)
+  SELECT DISTINCT ON (e.src) e.target, e.src, e.v0, e.v1, e.v2, e.v3,
+         pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.now()) OPERATOR(pg_catalog.-) 946684800)::integer
+    FROM cdc.entity_state e
+   WHERE e.target OPERATOR(pg_catalog.=) _fold_into_stream_mark.target
+   ORDER BY e.src, e.v0 DESC, e.v1 DESC, e.v2 DESC, e.v3 DESC
+  ON CONFLICT ON CONSTRAINT stream_mark_pkey DO UPDATE
+     SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, updated_s = EXCLUDED.updated_s
+   WHERE ROW(w.v0, w.v1, w.v2, w.v3) OPERATOR(pg_catalog.<) ROW(EXCLUDED.v0, EXCLUDED.v1, EXCLUDED.v2, EXCLUDED.v3);
+  DELETE FROM cdc.entity_state e WHERE e.target OPERATOR(pg_catalog.=) _fold_into_stream_mark.target;
+END
+$fn$;
+COMMENT ON FUNCTION cdc._fold_into_stream_mark(regclass) IS
+  'Internal (cdc.set_ordering): folds the entity records of a target whose mapping is stream-ordered into its cdc.stream_mark row and removes them. Error 55000 when the target is not stream-ordered or has records of several sources. Anyone may call it: it acts only on targets the caller''s cdc.set_ordering already switched.';
+
+CREATE FUNCTION cdc.set_ordering(target regclass, ordering text) RETURNS cdc.mapping
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  m      cdc.mapping;
+  result cdc.mapping;
+BEGIN
+  IF target IS NULL THEN
+    RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  IF ordering IS NULL OR ordering NOT IN ('entity', 'stream') THEN
+    RAISE EXCEPTION 'ordering must be ''entity'' or ''stream'', not %', coalesce(quote_literal(ordering), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  IF NOT pg_catalog.pg_has_role(current_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE') THEN
+    RAISE EXCEPTION 'must be owner of table % to change its ordering', target USING ERRCODE = '42501';
+  END IF;
+  /*
+   * Every applying transaction holds ROW EXCLUSIVE on its target until it
+   * commits: waiting for SHARE ROW EXCLUSIVE means no change is being applied
+   * under the old ordering while the state is converted, and changes applied
+   * afterwards see the new mapping (its invalidation reaches every backend).
+   */
+  EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', target);
+  SELECT * INTO m FROM cdc.mapping mp WHERE mp.target OPERATOR(pg_catalog.=) set_ordering.target FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'table % has no mapping', target USING ERRCODE = '42704',
+      HINT = 'Register it with cdc.register_mapping() first.';
+  END IF;
+  IF m.ordering = set_ordering.ordering THEN
+    RETURN m;
+  END IF;
+  IF set_ordering.ordering = 'stream' AND m.version_column IS NOT NULL THEN
+    RAISE EXCEPTION 'table % cannot be stream-ordered: its mapping orders changes by version_column', target
+      USING ERRCODE = '55000',
+            HINT = 'Stream ordering compares source positions; register the mapping without version_column first.';
+  END IF;
+  UPDATE cdc.mapping mp SET ordering = set_ordering.ordering WHERE mp.target OPERATOR(pg_catalog.=) set_ordering.target
+  RETURNING * INTO result;
+  IF set_ordering.ordering = 'stream' THEN
+    PERFORM cdc._fold_into_stream_mark(target);
+  END IF;
+  RETURN result;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.set_ordering(regclass, text) IS
+  'Switches how the changes of a mapped target are ordered (docs/semantics.md, "Stream ordering"). ''stream'': only the worker of a subscription may write the target and a per-(target, source) high-water mark (cdc.stream_mark) replaces the ledger rows and entity records; the target''s entity records are folded into the mark and removed. ''entity'': per-entity records again; the mark stays as the implicit record of every key without one (a change at or below it is a duplicate). Waits for transactions applying to the target (SHARE ROW EXCLUSIVE lock), so it is safe under load. Runs with the caller''s rights on cdc.mapping (the rights cdc.register_mapping needs). Returns the cdc.mapping row. Errors: 22004 NULL target, 22023 bad ordering, 42501 not the owner, 42704 no mapping, 55000 version_column mapping or records of several sources.';
+
+CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ DELETE FROM cdc.mapping WHERE mapping.target = unregister_mapping.target RETURNING true $$;
+COMMENT ON FUNCTION cdc.unregister_mapping(regclass) IS
+  'Removes the mapping of a target table. Its versions, tombstones and ledger rows are kept. Returns true when a mapping was removed, NULL otherwise.';
+
+-- A dropped target takes its mapping and per-entity state with it: otherwise
+-- the mapping row would name a missing table, and a later table that reused
+-- the OID would inherit versions, tombstones and barriers that are not its
+-- own.  Ledger rows stay until the replay horizon (a hit is re-checked
+-- against the version state), outbox rows stay for the relay.
+CREATE FUNCTION cdc._drop_target_state() RETURNS event_trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  dropped oid[];
+  affected integer[];
+  sub integer;
+BEGIN
+  SELECT array_agg(d.objid) INTO dropped
+    FROM pg_event_trigger_dropped_objects() d
+   WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.object_type IN ('table', 'partitioned table');
+  -- DROP EXTENSION drops cdc's own tables too: nothing to clean up then
+  IF dropped IS NULL OR to_regclass('cdc.mapping') IS NULL THEN
+    RETURN;
+  END IF;
+  -- A published table whose destination table is dropped leaves its
+  -- subscriptions (as pg_subscription_rel rows do): its changes are no longer
+  -- applied until cdc.resync_table or cdc.refresh_subscription copies it
+  -- again.  The table is fed by its mapping for the subscription, else by
+  -- the source table of the same schema and name.  The workers of those
+  -- subscriptions restart (after this transaction: their rows stay locked).
+  WITH gone AS (
+      DELETE FROM cdc.subscription_rel r USING cdc.subscription s
+       WHERE s.subid = r.subid
+         AND (EXISTS (SELECT 1 FROM cdc.mapping m
+                       WHERE m.target::oid = ANY (dropped) AND (m.source_name IS NULL OR m.source_name = s.name)
+                         AND m.source_schema = r.schema_name AND m.source_table = r.table_name)
+              OR EXISTS (SELECT 1 FROM pg_event_trigger_dropped_objects() d
+                          WHERE d.objid = ANY (dropped) AND d.schema_name = r.schema_name AND d.object_name = r.table_name
+                            AND NOT EXISTS (SELECT 1 FROM cdc.mapping m
+                                             WHERE m.source_schema = r.schema_name AND m.source_table = r.table_name
+                                               AND (m.source_name IS NULL OR m.source_name = s.name))))
+      RETURNING r.subid)
+  SELECT array_agg(DISTINCT g.subid) INTO affected FROM gone g;
+  FOREACH sub IN ARRAY coalesce(affected, '{}')
+  LOOP
+    PERFORM 1 FROM cdc.subscription s WHERE s.subid = sub FOR UPDATE;
+    BEGIN
+      PERFORM cdc._stop_worker(sub);
+    EXCEPTION WHEN insufficient_privilege THEN
+      -- it reads its tables again at its next restart
+      NULL;
+    END;
+  END LOOP;
+  DELETE FROM cdc.mapping WHERE target::oid = ANY (dropped);
+  DELETE FROM cdc.table_barrier WHERE target::oid = ANY (dropped);
+  DELETE FROM cdc.entity_state WHERE target::oid = ANY (dropped);
+  DELETE FROM cdc.prune_watermark WHERE target::oid = ANY (dropped);
+  DELETE FROM cdc.counters WHERE target::oid = ANY (dropped);
+  DELETE FROM cdc.stream_mark WHERE target::oid = ANY (dropped);
+END
+$fn$;
+COMMENT ON FUNCTION cdc._drop_target_state() IS
+  'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks, stream marks and counters of dropped tables, and their rows in cdc.subscription_rel (restarting those subscriptions'' workers). Ledger and outbox rows are kept.';
+CREATE EVENT TRIGGER cdc_drop_target_state ON sql_drop
+  EXECUTE FUNCTION cdc._drop_target_state();
+COMMENT ON EVENT TRIGGER cdc_drop_target_state IS
+  'Calls cdc._drop_target_state() after DROP TABLE (and DROP SCHEMA ... CASCADE, DROP OWNED) so that no state outlives its target.';
+
+CREATE FUNCTION cdc.create_history_table(name text, source regclass) RETURNS regclass
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  parts text[];
+  qname text;
+  cols  text;
+BEGIN
+  IF name IS NULL OR source IS NULL THEN
+    RAISE EXCEPTION 'name and source must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  parts := parse_ident(name);
+  IF cardinality(parts) = 1 THEN
+    parts := ARRAY[(SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE c.oid = source)] || parts;
+  ELSIF cardinality(parts) <> 2 THEN
+    RAISE EXCEPTION 'history table name % must be table or schema.table', quote_literal(name) USING ERRCODE = '42602';
+  END IF;
+  qname := quote_ident(parts[1]) || '.' || quote_ident(parts[2]);
+  SELECT string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum)
+    INTO cols
+    FROM pg_attribute a
+   WHERE a.attrelid = source AND a.attnum > 0 AND NOT a.attisdropped AND a.attname::text NOT LIKE 'cdc\_%';
+  EXECUTE format('CREATE TABLE %s (%s'
+                 'cdc_seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, '
+                 'cdc_key jsonb NOT NULL, cdc_version bigint[] NOT NULL, '
+                 'cdc_op text NOT NULL CHECK (cdc_op IN (''c'', ''u'', ''d'', ''r'', ''t'')), '
+                 'cdc_snapshot boolean NOT NULL DEFAULT false, cdc_source_ts timestamptz, cdc_source jsonb, '
+                 'cdc_delivery_key text, cdc_recorded_at timestamptz NOT NULL DEFAULT now(), '
+                 'UNIQUE (cdc_key, cdc_version))',
+                 qname, CASE WHEN cols IS NULL THEN '' ELSE cols || ', ' END);
+  RETURN qname::regclass;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.create_history_table(text, regclass) IS
+  'Creates a history table for mode ''history'': the columns of source (same names and types, nullable, no defaults), then cdc_seq (identity, primary key), cdc_key, cdc_version, cdc_op, cdc_snapshot, cdc_source_ts, cdc_source, cdc_delivery_key, cdc_recorded_at and UNIQUE (cdc_key, cdc_version). name: table or schema.table (default schema: source''s). Returns the new table. Errors: 42P07 exists, 42602 bad name, 22004 NULL argument.';
+
+-- ---------------------------------------------------------------------------
+-- Entry points
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION @extschema@.cdc_apply(event jsonb, target regclass DEFAULT NULL, delivery_key text DEFAULT NULL)
+RETURNS text
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_jsonb';
+COMMENT ON FUNCTION @extschema@.cdc_apply(jsonb, regclass, text) IS
+  'Applies one Debezium change event (value JSON: schema+payload or bare payload; NULL or JSON null = Kafka tombstone) in the caller''s transaction. target NULL: resolved from cdc.mapping by source.schema/source.table. delivery_key NULL: derived from the source identity. Returns applied, duplicate, stale, conflict or ignored. Errors (nothing is applied, the claim rolls back): 22023 bad envelope field, 22004 null key, 42P01 no mapping/target, 42P10 no usable key, 42703 unknown column, 42602 bad name, 42501 missing SELECT/INSERT/UPDATE/DELETE privilege, type input SQLSTATEs (22P02, 22003, 22007, 22008) for values. See docs/sql-reference.md.';
+
+CREATE FUNCTION @extschema@.cdc_apply(event text, target regclass DEFAULT NULL, delivery_key text DEFAULT NULL)
+RETURNS text
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_text';
+COMMENT ON FUNCTION @extschema@.cdc_apply(text, regclass, text) IS
+  'Same as cdc_apply(jsonb, ...) for raw JSON text such as a Kafka record value; malformed JSON raises 22P02 naming the byte offset.';
+
+CREATE TYPE cdc.batch_result AS (
+  events    bigint,
+  applied   bigint,
+  duplicate bigint,
+  stale     bigint,
+  conflict  bigint,
+  ignored   bigint,
+  expired   bigint,
+  outcomes  text[]
+);
+COMMENT ON TYPE cdc.batch_result IS
+  'Result of cdc_apply_batch(): the number of events and of each outcome; outcomes holds the outcome of every event in input order when the call asked for it (with_outcomes), else NULL.';
+COMMENT ON COLUMN cdc.batch_result.events IS 'Events in the batch.';
+COMMENT ON COLUMN cdc.batch_result.applied IS 'Events applied.';
+COMMENT ON COLUMN cdc.batch_result.duplicate IS 'Events that were duplicates (delivery key already claimed, or same version and content).';
+COMMENT ON COLUMN cdc.batch_result.stale IS 'Events older than the stored version or the truncate barrier.';
+COMMENT ON COLUMN cdc.batch_result.conflict IS 'Events recorded in cdc.conflicts.';
+COMMENT ON COLUMN cdc.batch_result.ignored IS 'Non-change records (Kafka tombstones, transaction metadata, heartbeats, messages) and truncates ignored by policy.';
+COMMENT ON COLUMN cdc.batch_result.expired IS 'Events with no entity record and not newer than the prune watermark, refused or dead-lettered by the mapping''s expired_policy (docs/retention.md); under expired_policy apply they count as applied.';
+COMMENT ON COLUMN cdc.batch_result.outcomes IS 'Outcome of each event in input order (applied, duplicate, stale, conflict, ignored, expired); NULL unless with_outcomes.';
+
+CREATE FUNCTION @extschema@.cdc_apply_batch(events jsonb, target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
+                                            with_outcomes boolean DEFAULT false)
+RETURNS cdc.batch_result
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_batch_jsonb';
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb, regclass, text[], boolean) IS
+  'Applies a JSON array of Debezium change events (each as cdc_apply() takes it; JSON null = Kafka tombstone) in one call, in the caller''s transaction, with exactly the result of applying them one by one in order: rows, tombstones, ledger, outbox, conflicts and counters. target NULL: resolved per event from cdc.mapping. delivery_keys: one per event (NULL or a NULL element: derived). Returns the count of each outcome and, with with_outcomes, the outcome of every event in input order. Errors: 22004 events NULL, 22023 events not an array or delivery_keys of another length, and every error of cdc_apply() with "event N of the batch" in the context; nothing of the batch is applied. See docs/sql-reference.md.';
+
+CREATE FUNCTION @extschema@.cdc_apply_batch(events jsonb[], target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
+                                            with_outcomes boolean DEFAULT false)
+RETURNS cdc.batch_result
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_batch_array';
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb[], regclass, text[], boolean) IS
+  'Same as cdc_apply_batch(jsonb, ...) for an array of jsonb events (NULL elements are Kafka tombstones).';
+
+CREATE FUNCTION @extschema@.cdc_apply_batch(events text, target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
+                                            with_outcomes boolean DEFAULT false)
+RETURNS cdc.batch_result
+LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_apply_batch_text';
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(text, regclass, text[], boolean) IS
+  'Same as cdc_apply_batch(jsonb, ...) for a JSON array as text (such as Kafka record values joined by a consumer); malformed JSON raises 22P02 naming the byte offset.';
+
+-- ---------------------------------------------------------------------------
+-- Subscriptions: the background worker consuming a source's logical
+-- replication slot (pgoutput).  Needs shared_preload_libraries = 'cdc_apply'.
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.subscription (
+  subid        serial PRIMARY KEY,
+  name         text NOT NULL UNIQUE CHECK (name ~ '^[a-z_][a-z0-9_]{0,40}$'),
+  conninfo     text NOT NULL,
+  publications text[] NOT NULL CHECK (cardinality(publications) > 0),
+  slot_name    name NOT NULL,
+  create_slot  boolean NOT NULL DEFAULT true,
+  copy_data    boolean NOT NULL DEFAULT true,
+  enabled      boolean NOT NULL DEFAULT true,
+  source_epoch bigint NOT NULL DEFAULT 0 CHECK (source_epoch BETWEEN 0 AND 2147483647),
+  owner        regrole NOT NULL,
+  run_as_owner boolean NOT NULL DEFAULT false,
+  slot_ready   boolean NOT NULL DEFAULT false,
+  skip_lsn     pg_lsn,
+  origin       text NOT NULL DEFAULT 'any' CHECK (origin IN ('none', 'any')),
+  refresh_pending boolean NOT NULL DEFAULT false,
+  slot_system_id  text,
+  slot_timeline   integer,
+  slot_created_lsn pg_lsn,
+  created_at   timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.subscription IS
+  'One row per subscription to a source PostgreSQL publication. conninfo may hold a password: only superusers and the extension owner can read this table; use cdc.subscription_status. Only superusers may write it (trigger subscription_guard).';
+COMMENT ON COLUMN cdc.subscription.subid IS 'Internal id; the replication origin is named cdc_<database oid>_<subid> (cdc._origin_name).';
+COMMENT ON COLUMN cdc.subscription.name IS 'Subscription name (lower-case identifier, up to 41 characters).';
+COMMENT ON COLUMN cdc.subscription.conninfo IS 'libpq connection string of the source (replication=database is added).';
+COMMENT ON COLUMN cdc.subscription.publications IS 'Publications on the source to stream.';
+COMMENT ON COLUMN cdc.subscription.slot_name IS 'Logical replication slot on the source.';
+COMMENT ON COLUMN cdc.subscription.create_slot IS 'Create the slot on the source when the worker first starts.';
+COMMENT ON COLUMN cdc.subscription.copy_data IS 'Copy the published tables (as snapshot rows) consistently with the slot''s start point.';
+COMMENT ON COLUMN cdc.subscription.enabled IS 'The launcher runs an apply worker for enabled subscriptions.';
+COMMENT ON COLUMN cdc.subscription.source_epoch IS 'First version component of this source''s changes.';
+COMMENT ON COLUMN cdc.subscription.owner IS 'The role the apply worker acts as: it never applies with more rights than this role (docs/security.md). Default: the superuser who created the subscription.';
+COMMENT ON COLUMN cdc.subscription.run_as_owner IS 'false (default): changes of a table are applied as the table''s owner, in a security-restricted context, and the subscription owner must be a member of that owner; true: everything is applied as the subscription owner, who needs the privileges on the tables (as PostgreSQL 16''s run_as_owner).';
+COMMENT ON COLUMN cdc.subscription.slot_ready IS 'The slot exists and the initial copy (if any) is done; streaming starts from the replication origin''s progress.';
+COMMENT ON COLUMN cdc.subscription.skip_lsn IS 'Set by cdc.skip_transaction(): the commit LSN of one source transaction the worker skips.';
+COMMENT ON COLUMN cdc.subscription.origin IS '''none'': source transactions that carry a replication origin (replicated into the source from elsewhere; pgoutput sends an Origin message for them) are not applied, as PostgreSQL 16''s origin = none; ''any'' (default): they are applied.';
+COMMENT ON COLUMN cdc.subscription.refresh_pending IS 'The worker reads the publications'' tables into cdc.subscription_rel at its next start (as cdc.refresh_subscription does, copying new tables when copy_data): set by cdc.alter_subscription when the publications change, and at creation without create_slot.';
+COMMENT ON COLUMN cdc.subscription.slot_system_id IS 'Identity of the slot (docs/worker.md, "Continuity"): the source''s system identifier (IDENTIFY_SYSTEM) when the worker created the slot, or first used a slot it did not create.';
+COMMENT ON COLUMN cdc.subscription.slot_timeline IS 'The source''s timeline then: a promoted standby has another one, and PostgreSQL 15 copies no logical slot to it.';
+COMMENT ON COLUMN cdc.subscription.slot_created_lsn IS 'The slot''s consistent point (where its stream starts), or the position it was first used from.';
+COMMENT ON COLUMN cdc.subscription.created_at IS 'When the subscription was created.';
+
+-- Managing subscriptions is for superusers only (as CREATE SUBSCRIPTION is in
+-- PostgreSQL 15): a subscription decides which role the worker acts as and
+-- where it connects to.  The functions check it, and this trigger refuses
+-- writes by anyone else whatever they were granted (docs/security.md).
+CREATE FUNCTION cdc._require_superuser(action text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user), false) THEN
+    RAISE EXCEPTION 'permission denied to %', action
+      USING ERRCODE = '42501',
+            HINT = 'Only superusers manage cdc_apply subscriptions (docs/security.md).';
+  END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cdc._require_superuser(text) IS
+  'Internal: raises 42501 "permission denied to <action>" unless the current role is a superuser.';
+
+CREATE FUNCTION cdc._subscription_guard() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  PERFORM cdc._require_superuser(pg_catalog.lower(TG_OP) OPERATOR(pg_catalog.||) ' cdc.subscription');
+  RETURN CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN OLD ELSE NEW END;
+END
+$fn$;
+COMMENT ON FUNCTION cdc._subscription_guard() IS
+  'Internal trigger of cdc.subscription: only superusers may insert, update or delete subscriptions (error 42501), whatever privileges others were granted.';
+CREATE TRIGGER subscription_guard BEFORE INSERT OR UPDATE OR DELETE ON cdc.subscription
+  FOR EACH ROW EXECUTE FUNCTION cdc._subscription_guard();
+COMMENT ON TRIGGER subscription_guard ON cdc.subscription IS 'Refuses writes by non-superusers (42501).';
+CREATE TRIGGER subscription_guard_truncate BEFORE TRUNCATE ON cdc.subscription
+  FOR EACH STATEMENT EXECUTE FUNCTION cdc._subscription_guard();
+COMMENT ON TRIGGER subscription_guard_truncate ON cdc.subscription IS 'Refuses TRUNCATE by non-superusers (42501).';
+
+-- The tables of a subscription, as pg_subscription_rel is for PostgreSQL's
+-- own subscriptions: the published tables the worker applies, and where
+-- each one's copy joined the stream.
+CREATE TABLE cdc.subscription_rel (
+  subid       integer NOT NULL REFERENCES cdc.subscription ON DELETE CASCADE,
+  schema_name text NOT NULL,
+  table_name  text NOT NULL,
+  state       text NOT NULL CHECK (state IN ('init', 'ready')),
+  sync_lsn    pg_lsn,
+  copied_rows bigint,
+  updated_at  timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (subid, schema_name, table_name)
+);
+COMMENT ON TABLE cdc.subscription_rel IS
+  'One row per published table a subscription applies (PostgreSQL''s pg_subscription_rel). Filled from the publications when the slot is created, by cdc.refresh_subscription and cdc.resync_table; a dropped destination table removes its row. Changes of published tables without a row are not applied (the worker logs a warning). Read it through cdc.subscription_tables.';
+COMMENT ON COLUMN cdc.subscription_rel.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.subscription_rel.schema_name IS 'Schema of the table as the source publishes it (pgoutput''s relation message; the partitioned root with publish_via_partition_root).';
+COMMENT ON COLUMN cdc.subscription_rel.table_name IS 'Name of the table as the source publishes it.';
+COMMENT ON COLUMN cdc.subscription_rel.state IS '''init'': the worker copies the table (at the snapshot of a temporary slot) before it streams on; ''ready'': its changes are applied.';
+COMMENT ON COLUMN cdc.subscription_rel.sync_lsn IS 'The consistent point of the table''s copy: its changes in source transactions committed before it are in the copy and not applied again. NULL: not copied (copy_data false); every change is applied.';
+COMMENT ON COLUMN cdc.subscription_rel.copied_rows IS 'Rows the last copy of the table delivered.';
+COMMENT ON COLUMN cdc.subscription_rel.updated_at IS 'When the row last changed.';
+
+CREATE TABLE cdc.subscription_state (
+  subid          integer PRIMARY KEY REFERENCES cdc.subscription ON DELETE CASCADE,
+  state          text NOT NULL DEFAULT 'starting' CHECK (state IN ('starting', 'waiting', 'copying', 'streaming', 'error', 'disabled')),
+  worker_pid     integer,
+  received_lsn   pg_lsn,
+  flushed_lsn    pg_lsn,
+  source_end_lsn pg_lsn,
+  confirmed_lsn  pg_lsn,
+  last_commit_at timestamptz,
+  last_msg_at    timestamptz,
+  retry_count    integer NOT NULL DEFAULT 0,
+  last_error     text,
+  last_error_lsn pg_lsn,
+  last_error_at  timestamptz,
+  applied_xacts  bigint NOT NULL DEFAULT 0,
+  apply_commits  bigint NOT NULL DEFAULT 0,
+  updated_at     timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE cdc.subscription_state IS 'Worker-maintained state of each subscription; read it through cdc.subscription_status.';
+COMMENT ON COLUMN cdc.subscription_state.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.subscription_state.state IS 'starting, waiting (for a free worker slot: cdc.max_workers or max_worker_processes), copying, streaming, error or disabled.';
+COMMENT ON COLUMN cdc.subscription_state.worker_pid IS 'PID of the apply worker, while one runs.';
+COMMENT ON COLUMN cdc.subscription_state.received_lsn IS 'Highest source LSN received.';
+COMMENT ON COLUMN cdc.subscription_state.flushed_lsn IS 'Source LSN reported to the source as flushed (durably committed here).';
+COMMENT ON COLUMN cdc.subscription_state.source_end_lsn IS 'The source''s WAL end as last reported by it (keepalive or data).';
+COMMENT ON COLUMN cdc.subscription_state.confirmed_lsn IS 'Highest source position the worker confirmed to the source without a local commit (an idle stream: the WAL carried nothing for this subscription), made durable before it was reported; with the replication origin''s progress it bounds the slot''s confirmed_flush_lsn (docs/worker.md, "Continuity").';
+COMMENT ON COLUMN cdc.subscription_state.last_commit_at IS 'Source commit time of the last applied transaction.';
+COMMENT ON COLUMN cdc.subscription_state.last_msg_at IS 'When the worker last heard from the source.';
+COMMENT ON COLUMN cdc.subscription_state.retry_count IS 'Consecutive failed attempts; reset (with last_error) once the worker streams again: it committed a source transaction or caught up with the source.';
+COMMENT ON COLUMN cdc.subscription_state.last_error IS 'Text of the current error with its DETAIL, HINT and CONTEXT (the table and LSN it concerns); NULL once the worker streams again. Earlier errors: cdc.subscription_errors.';
+COMMENT ON COLUMN cdc.subscription_state.last_error_lsn IS 'Commit LSN of the source transaction that failed, if any.';
+COMMENT ON COLUMN cdc.subscription_state.last_error_at IS 'When the last error happened.';
+COMMENT ON COLUMN cdc.subscription_state.applied_xacts IS 'Source transactions the worker applied (explicit skips and re-sent transactions excluded); added every cdc.status_interval, so a crash may drop the last interval''s count.';
+COMMENT ON COLUMN cdc.subscription_state.apply_commits IS 'Local transactions that committed them: applied_xacts / apply_commits is the grouping factor (cdc.group_max_transactions); counted like applied_xacts.';
+COMMENT ON COLUMN cdc.subscription_state.updated_at IS 'When the worker last wrote this row.';
+
+CREATE TABLE cdc.skipped_transactions (
+  id         bigserial PRIMARY KEY,
+  subid      integer NOT NULL,
+  name       text NOT NULL,
+  commit_lsn pg_lsn NOT NULL,
+  xid        bigint,
+  reason     text NOT NULL,
+  requested_by name NOT NULL DEFAULT current_user,
+  skipped_at timestamptz
+);
+COMMENT ON TABLE cdc.skipped_transactions IS 'Source transactions skipped by an explicit operator action (cdc.skip_transaction); skipped_at is set when the worker actually skipped it.';
+COMMENT ON COLUMN cdc.skipped_transactions.id IS 'Request order.';
+COMMENT ON COLUMN cdc.skipped_transactions.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.skipped_transactions.name IS 'Subscription name at the time.';
+COMMENT ON COLUMN cdc.skipped_transactions.commit_lsn IS 'Commit LSN of the skipped source transaction.';
+COMMENT ON COLUMN cdc.skipped_transactions.xid IS 'Source transaction id, filled in when skipped.';
+COMMENT ON COLUMN cdc.skipped_transactions.reason IS 'Why the operator skipped it.';
+COMMENT ON COLUMN cdc.skipped_transactions.requested_by IS 'Role that requested the skip.';
+COMMENT ON COLUMN cdc.skipped_transactions.skipped_at IS 'When the worker skipped it (NULL: not reached yet).';
+
+-- Replication origins are cluster-wide: their names carry the database's
+-- OID, so that subscriptions of cdc_apply in two databases never share (or
+-- drop) one another's origin.
+CREATE FUNCTION cdc._origin_name(subid integer) RETURNS text
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 'cdc_' OPERATOR(pg_catalog.||) d.oid::pg_catalog.text OPERATOR(pg_catalog.||) '_'
+                    OPERATOR(pg_catalog.||) subid::pg_catalog.text
+        FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database() $$;
+COMMENT ON FUNCTION cdc._origin_name(integer) IS
+  'The name of the replication origin of subscription subid in this database: cdc_<database oid>_<subid> (the worker builds the same name).';
+
+-- The replication origins' progress is readable only by superusers and
+-- roles granted pg_show_replication_origin_status(); a view calls functions
+-- with its reader's rights, so the status view reads it through this
+-- function, which returns nothing but the subscriptions' applied LSNs.
+CREATE FUNCTION cdc._subscription_progress() RETURNS TABLE (subid integer, remote_lsn pg_lsn)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT pg_catalog.split_part(o.external_id, '_', 3)::integer, o.remote_lsn
+    FROM pg_catalog.pg_replication_origin_status o
+   WHERE o.external_id OPERATOR(pg_catalog.~)
+         ('^cdc_' OPERATOR(pg_catalog.||) (SELECT d.oid FROM pg_catalog.pg_database d
+                                           WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())::pg_catalog.text
+          OPERATOR(pg_catalog.||) '_[0-9]+$')
+$$;
+COMMENT ON FUNCTION cdc._subscription_progress() IS
+  'Internal (SECURITY DEFINER, for cdc.subscription_status): the remote LSN of the replication origin of each subscription of this database (cdc_<database oid>_<subid>), so that roles without access to pg_replication_origin_status can read the applied position.';
+
+CREATE TABLE cdc.subscription_errors (
+  id         bigserial PRIMARY KEY,
+  subid      integer NOT NULL,
+  name       text NOT NULL,
+  error      text NOT NULL,
+  error_lsn  pg_lsn,
+  retry      integer NOT NULL,
+  at         timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX ON cdc.subscription_errors (subid, id);
+COMMENT ON TABLE cdc.subscription_errors IS 'History of worker errors, newest last: the worker adds one row per error (the text of cdc.subscription_status.last_error) and keeps the last 100 per subscription. Error texts can quote row values: readable by superusers and members of pg_read_all_stats (pg_monitor) only.';
+COMMENT ON COLUMN cdc.subscription_errors.id IS 'Order of the errors.';
+COMMENT ON COLUMN cdc.subscription_errors.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.subscription_errors.name IS 'Subscription name at the time.';
+COMMENT ON COLUMN cdc.subscription_errors.error IS 'Message with DETAIL, HINT and CONTEXT.';
+COMMENT ON COLUMN cdc.subscription_errors.error_lsn IS 'Commit LSN of the failing source transaction, if one failed.';
+COMMENT ON COLUMN cdc.subscription_errors.retry IS 'Consecutive failure number (retry_count after it).';
+COMMENT ON COLUMN cdc.subscription_errors.at IS 'When it happened.';
+
+CREATE TABLE cdc.accepted_gaps (
+  id           bigserial PRIMARY KEY,
+  subid        integer NOT NULL,
+  name         text NOT NULL,
+  reason       text NOT NULL,
+  requested_by name NOT NULL DEFAULT current_user,
+  requested_at timestamptz NOT NULL DEFAULT now(),
+  from_lsn     pg_lsn,
+  to_lsn       pg_lsn,
+  detail       text,
+  accepted_at  timestamptz
+);
+COMMENT ON TABLE cdc.accepted_gaps IS 'Explicit operator acceptances of a stream whose continuity the worker could not prove (cdc.accept_gap; docs/worker.md, "Continuity"): committed source transactions between from_lsn and to_lsn may never have been applied here.';
+COMMENT ON COLUMN cdc.accepted_gaps.id IS 'Request order.';
+COMMENT ON COLUMN cdc.accepted_gaps.subid IS 'The subscription.';
+COMMENT ON COLUMN cdc.accepted_gaps.name IS 'Subscription name at the time.';
+COMMENT ON COLUMN cdc.accepted_gaps.reason IS 'Why the operator accepted the gap.';
+COMMENT ON COLUMN cdc.accepted_gaps.requested_by IS 'Role that accepted it.';
+COMMENT ON COLUMN cdc.accepted_gaps.requested_at IS 'When it was requested.';
+COMMENT ON COLUMN cdc.accepted_gaps.from_lsn IS 'The replication origin''s progress (end of the last applied source transaction) when the worker acted on it.';
+COMMENT ON COLUMN cdc.accepted_gaps.to_lsn IS 'Where the stream continued: the consistent point of the new slot, or the confirmed position of the slot found.';
+COMMENT ON COLUMN cdc.accepted_gaps.detail IS 'What the worker found (the reason continuity could not be proven).';
+COMMENT ON COLUMN cdc.accepted_gaps.accepted_at IS 'When the worker acted on it (NULL: not yet).';
+
+CREATE VIEW cdc.subscription_status AS
+  SELECT s.name,
+         CASE WHEN NOT s.enabled THEN 'disabled' ELSE coalesce(st.state, 'starting') END AS state,
+         st.received_lsn,
+         o.remote_lsn AS applied_lsn,
+         st.flushed_lsn,
+         st.source_end_lsn,
+         -- what the source has decoded and sent beyond what is applied here;
+         -- flushed_lsn covers an idle stream whose last transactions carried
+         -- nothing for this subscription (confirmed without a local commit)
+         CASE WHEN st.source_end_lsn IS NOT NULL AND o.remote_lsn IS NOT NULL
+              THEN greatest(st.source_end_lsn - greatest(o.remote_lsn, st.flushed_lsn), 0)::bigint END AS lag_bytes,
+         -- caught up: nothing to wait for; else the last message's age over the last applied commit
+         CASE WHEN st.source_end_lsn IS NOT NULL AND o.remote_lsn IS NOT NULL
+                   AND st.source_end_lsn <= greatest(o.remote_lsn, st.flushed_lsn) THEN 0::double precision
+              WHEN st.last_commit_at IS NOT NULL
+              THEN greatest(extract(epoch FROM st.last_msg_at - st.last_commit_at), 0)::double precision END AS lag_seconds,
+         st.retry_count,
+         -- error texts can quote row values: like the query texts of
+         -- pg_stat_activity, only for pg_read_all_stats and the owner
+         CASE WHEN pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE') OR pg_catalog.pg_has_role(s.owner, 'USAGE')
+              THEN st.last_error
+              WHEN st.last_error IS NOT NULL THEN '<insufficient privilege>' END AS last_error,
+         st.last_error_lsn,
+         st.last_error_at,
+         st.worker_pid,
+         s.slot_name,
+         s.publications,
+         st.applied_xacts,
+         st.apply_commits
+    FROM cdc.subscription s
+    LEFT JOIN cdc.subscription_state st USING (subid)
+    LEFT JOIN cdc._subscription_progress() o ON o.subid = s.subid;
+COMMENT ON VIEW cdc.subscription_status IS
+  'One row per subscription: state (starting, waiting, copying, streaming, error, disabled), received/applied/flushed source LSN (applied_lsn = the replication origin''s progress, committed with the rows), lag in bytes (source WAL end - the greater of applied and flushed) and seconds (0 when caught up, else last message - last applied commit time), retries and the current error, source transactions applied and the local commits that applied them (grouping). Readable by every role; last_error only by members of pg_read_all_stats (pg_monitor) and of the subscription''s owner, others see <insufficient privilege>. No conninfo.';
+
+CREATE VIEW cdc.subscription_tables AS
+  SELECT s.name AS subscription, r.schema_name, r.table_name, r.state, r.sync_lsn, r.copied_rows, r.updated_at
+    FROM cdc.subscription_rel r
+    JOIN cdc.subscription s USING (subid);
+COMMENT ON VIEW cdc.subscription_tables IS
+  'The tables of each subscription (cdc.subscription_rel): state init (to be copied) or ready, the copy''s consistent point (sync_lsn) and rows. No conninfo.';
+
+-- Control transitions (docs/worker.md, "Control state is durable"): the
+-- functions below commit synchronously whatever synchronous_commit says, so
+-- that no crash can lose a state the worker or the source already acted on.
+CREATE FUNCTION cdc._force_sync_commit() RETURNS void
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_force_sync_commit';
+COMMENT ON FUNCTION cdc._force_sync_commit() IS
+  'Internal: makes the current transaction''s commit synchronous (ForceSyncCommit, as CREATE DATABASE does), whatever synchronous_commit says. Called by every subscription control function.';
+
+CREATE FUNCTION cdc._prevent_transaction_block(command text) RETURNS void
+LANGUAGE c VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_prevent_transaction_block';
+COMMENT ON FUNCTION cdc._prevent_transaction_block(text) IS
+  'Internal: raises 25001 (active_sql_transaction) when called inside a transaction block (BEGIN ..., several statements in one query string, a subtransaction or a pipeline), as DROP SUBSCRIPTION does: an action on the source (dropping a slot) cannot roll back with it. command names the caller in the message.';
+
+CREATE FUNCTION cdc._note_subscription_database() RETURNS void
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_note_subscription_database';
+COMMENT ON FUNCTION cdc._note_subscription_database() IS
+  'Internal: tells the server (shared memory, when cdc_apply is preloaded) at once that this database has subscriptions, so that DROP DATABASE of it is refused before the launcher''s next look (docs/worker.md, "Dropping").';
+
+-- Stopping a subscription's worker: the launcher starts a new one, which
+-- reads the subscription again.
+CREATE FUNCTION cdc._stop_worker(subid integer, timeout_ms bigint DEFAULT 0) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  worker integer;
+BEGIN
+  SELECT st.worker_pid INTO worker FROM cdc.subscription_state st WHERE st.subid = _stop_worker.subid;
+  -- only that worker: the pid of one that exited may belong to another backend now
+  IF worker IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = worker AND a.backend_type = 'cdc_apply worker') THEN
+    PERFORM pg_terminate_backend(worker, timeout_ms);
+  END IF;
+END $fn$;
+COMMENT ON FUNCTION cdc._stop_worker(integer, bigint) IS
+  'Internal: stops the running apply worker of a subscription (SIGTERM; timeout_ms > 0 waits that long for it to exit, as pg_terminate_backend does); the launcher starts a new one, which reads the subscription again. Callers hold the subscription''s row lock, so the new worker only starts once their change is committed.';
+
+CREATE FUNCTION cdc.create_subscription(
+  name         text,
+  conninfo     text,
+  publications text[],
+  slot_name    name    DEFAULT NULL,
+  create_slot  boolean DEFAULT true,
+  copy_data    boolean DEFAULT true,
+  enabled      boolean DEFAULT true,
+  source_epoch bigint  DEFAULT 0,
+  owner        regrole DEFAULT NULL,
+  run_as_owner boolean DEFAULT false,
+  origin       text    DEFAULT 'any')
+RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  id integer;
+BEGIN
+  PERFORM cdc._require_superuser('create a subscription');
+  IF name IS NULL OR name !~ '^[a-z_][a-z0-9_]{0,40}$' THEN
+    RAISE EXCEPTION 'invalid subscription name %', coalesce(quote_literal(name), 'NULL')
+      USING ERRCODE = '42602', HINT = 'Use a lower-case identifier of at most 41 characters.';
+  END IF;
+  IF conninfo IS NULL OR publications IS NULL OR cardinality(publications) = 0 THEN
+    RAISE EXCEPTION 'conninfo and at least one publication are required' USING ERRCODE = '22023';
+  END IF;
+  IF origin IS NULL OR origin NOT IN ('none', 'any') THEN
+    RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', coalesce(quote_literal(origin), 'NULL')
+      USING ERRCODE = '22023';
+  END IF;
+  -- without create_slot the worker finds the slot ready: it reads the publications' tables at its first start
+  INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, create_slot, copy_data, enabled, source_epoch,
+                                owner, run_as_owner, origin, refresh_pending)
+  VALUES (name, conninfo, publications, coalesce(slot_name, name), create_slot, copy_data AND create_slot, enabled, source_epoch,
+          coalesce(owner, current_user::regrole), coalesce(run_as_owner, false), origin, NOT create_slot)
+  RETURNING subid INTO id;
+  INSERT INTO cdc.subscription_state (subid, state) VALUES (id, CASE WHEN enabled THEN 'starting' ELSE 'disabled' END);
+  -- A replication origin of this name with no subscription row is a leftover
+  -- of an extension dropped from this database (origins are cluster-wide
+  -- and outlive DROP EXTENSION; the name holds this database's OID, so it is
+  -- never another database's): its progress belongs to nobody, so it is
+  -- replaced.
+  IF EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = cdc._origin_name(id)) THEN
+    PERFORM pg_replication_origin_drop(cdc._origin_name(id));
+  END IF;
+  PERFORM pg_replication_origin_create(cdc._origin_name(id));
+  PERFORM cdc._note_subscription_database();
+  PERFORM cdc._force_sync_commit();
+  -- the launcher serves every database with the extension; only a server
+  -- without the launcher, or the deprecated cdc.database naming another
+  -- database, leaves the subscription unserved (docs/worker.md, "Every database")
+  IF current_setting('cdc.max_databases', true) IS NULL THEN
+    RAISE WARNING 'subscription "%" will not run: cdc_apply is not in shared_preload_libraries', name
+      USING HINT = 'Add cdc_apply to shared_preload_libraries and restart the server.';
+  ELSIF coalesce(current_setting('cdc.database', true), '') NOT IN ('', current_database()) THEN
+    RAISE WARNING 'subscription "%" will not run: cdc.database restricts the launcher to database %', name,
+      quote_literal(current_setting('cdc.database', true))
+      USING HINT = 'cdc.database is deprecated: set it to '''' (every database) and restart the server.';
+  END IF;
+  RETURN id;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 23505 name exists, 22023 missing conninfo/publications or another origin.';
+
+CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  PERFORM cdc._require_superuser('enable a subscription');
+  UPDATE cdc.subscription s SET enabled = true WHERE s.name = enable_subscription.name;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  UPDATE cdc.subscription_state st SET state = 'starting', retry_count = 0, updated_at = now()
+    FROM cdc.subscription s WHERE s.subid = st.subid AND s.name = enable_subscription.name;
+  PERFORM cdc._force_sync_commit();
+END $fn$;
+COMMENT ON FUNCTION cdc.enable_subscription(text) IS 'Enables a subscription; the launcher starts its worker within cdc.naptime. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist.';
+
+CREATE FUNCTION cdc.disable_subscription(name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  PERFORM cdc._require_superuser('disable a subscription');
+  UPDATE cdc.subscription s SET enabled = false WHERE s.name = disable_subscription.name;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  PERFORM cdc._force_sync_commit();
+END $fn$;
+COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the launcher stops its worker (SIGTERM) within cdc.naptime. Progress is kept in the replication origin. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist.';
+
+CREATE FUNCTION cdc.alter_subscription(
+  name         text,
+  conninfo     text    DEFAULT NULL,
+  publications text[]  DEFAULT NULL,
+  source_epoch bigint  DEFAULT NULL,
+  owner        regrole DEFAULT NULL,
+  run_as_owner boolean DEFAULT NULL,
+  origin       text    DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+BEGIN
+  PERFORM cdc._require_superuser('alter a subscription');
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = alter_subscription.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF publications IS NOT NULL AND cardinality(publications) = 0 THEN
+    RAISE EXCEPTION 'at least one publication is required' USING ERRCODE = '22023';
+  END IF;
+  IF origin IS NOT NULL AND origin NOT IN ('none', 'any') THEN
+    RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', quote_literal(origin) USING ERRCODE = '22023';
+  END IF;
+  IF source_epoch IS NOT NULL AND source_epoch < sub.source_epoch THEN
+    RAISE EXCEPTION 'source_epoch can only grow (is %, asked %)', sub.source_epoch, source_epoch
+      USING ERRCODE = '22023',
+            DETAIL = 'A lower epoch would make every later change of this source older than what is applied.';
+  END IF;
+  UPDATE cdc.subscription s
+     SET conninfo = coalesce(alter_subscription.conninfo, s.conninfo),
+         publications = coalesce(alter_subscription.publications, s.publications),
+         source_epoch = coalesce(alter_subscription.source_epoch, s.source_epoch),
+         owner = coalesce(alter_subscription.owner, s.owner),
+         run_as_owner = coalesce(alter_subscription.run_as_owner, s.run_as_owner),
+         origin = coalesce(alter_subscription.origin, s.origin),
+         -- other publications: the worker reads their tables at its next start (REFRESH PUBLICATION)
+         refresh_pending = s.refresh_pending OR (alter_subscription.publications IS NOT NULL
+                                                 AND alter_subscription.publications IS DISTINCT FROM s.publications)
+   WHERE s.subid = sub.subid;
+  PERFORM cdc._force_sync_commit();
+  -- the worker reads its settings when it starts: stop it, the launcher starts a new one
+  PERFORM cdc._stop_worker(sub.subid);
+END $fn$;
+COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) IS
+  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 empty publications, a lower source_epoch or another origin.';
+
+CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  id integer;
+BEGIN
+  PERFORM cdc._require_superuser('skip a transaction');
+  IF reason IS NULL OR btrim(reason) = '' THEN
+    RAISE EXCEPTION 'a reason is required to skip a transaction' USING ERRCODE = '22023';
+  END IF;
+  UPDATE cdc.subscription s SET skip_lsn = commit_lsn WHERE s.name = skip_transaction.name RETURNING subid INTO id;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  INSERT INTO cdc.skipped_transactions (subid, name, commit_lsn, reason) VALUES (id, name, commit_lsn, reason);
+  PERFORM cdc._force_sync_commit();
+END $fn$;
+COMMENT ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) IS
+  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 no reason.';
+
+CREATE FUNCTION cdc.accept_gap(name text, reason text) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+  req bigint;
+BEGIN
+  PERFORM cdc._require_superuser('accept a gap');
+  IF reason IS NULL OR btrim(reason) = '' THEN
+    RAISE EXCEPTION 'a reason is required to accept a gap in the stream' USING ERRCODE = '22023';
+  END IF;
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = accept_gap.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT sub.slot_ready THEN
+    RAISE EXCEPTION 'subscription "%" has not finished its initial copy: there is no stream to continue', name
+      USING ERRCODE = '55000', HINT = 'The worker copies again by itself; nothing to accept.';
+  END IF;
+  -- one open request at a time: a second call replaces the reason
+  UPDATE cdc.accepted_gaps g SET reason = accept_gap.reason, requested_by = current_user, requested_at = now()
+   WHERE g.subid = sub.subid AND g.accepted_at IS NULL
+  RETURNING g.id INTO req;
+  IF req IS NULL THEN
+    INSERT INTO cdc.accepted_gaps (subid, name, reason) VALUES (sub.subid, sub.name, reason) RETURNING id INTO req;
+  END IF;
+  UPDATE cdc.subscription_state st SET retry_count = 0, updated_at = now() WHERE st.subid = sub.subid;
+  PERFORM cdc._force_sync_commit();
+  -- the worker acts on the request when it connects: restart a running one
+  -- now (the launcher starts a new one), so that no request stays open to
+  -- accept a later gap nobody has seen
+  PERFORM cdc._stop_worker(sub.subid);
+  RETURN req;
+END $fn$;
+COMMENT ON FUNCTION cdc.accept_gap(text, text) IS
+  'Explicit way out of a stream whose continuity the worker cannot prove (state error: the slot is missing, was created again or advanced, or the source failed over; docs/worker.md, "Continuity"). The worker, on its next attempt, continues from the slot it finds (or creates a new one, without copying) and records from_lsn/to_lsn in cdc.accepted_gaps: source transactions in between may be missing here; re-copy the affected tables (cdc.resync_table) to repair them. A running worker is restarted to act on it at once; while the stream is provably continuous the request is closed without skipping anything. Returns the request id. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 no reason, 55000 initial copy not finished.';
+
+CREATE FUNCTION cdc.drop_subscription(name text, drop_slot boolean DEFAULT false) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+BEGIN
+  PERFORM cdc._require_superuser('drop a subscription');
+  -- dropping the slot on the source cannot roll back with this transaction
+  IF drop_slot THEN
+    PERFORM cdc._prevent_transaction_block('cdc.drop_subscription(..., drop_slot => true)');
+  END IF;
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = drop_subscription.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  -- waits (10 s at most) for the worker to exit: it must not hold the slot when it is dropped
+  PERFORM cdc._stop_worker(sub.subid, 10000);
+  DELETE FROM cdc.subscription s WHERE s.subid = sub.subid;
+  IF EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = cdc._origin_name(sub.subid)) THEN
+    PERFORM pg_replication_origin_drop(cdc._origin_name(sub.subid));
+  END IF;
+  PERFORM cdc._force_sync_commit();
+  -- last, as DROP SUBSCRIPTION does: in every state (the worker may have
+  -- created the slot and not finished its initial copy); a slot that is
+  -- not there (never created) is no error
+  IF drop_slot THEN
+    PERFORM cdc._drop_source_slot(sub.conninfo, sub.slot_name);
+  END IF;
+END $fn$;
+COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
+  'Stops the worker, drops the replication origin and the subscription, and with drop_slot also the slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped). With drop_slot it refuses to run inside a transaction block (25001), as DROP SUBSCRIPTION does, because the slot''s drop cannot roll back. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 25001 inside a transaction block, 08001 source unreachable, 55006 slot in use.';
+
+CREATE FUNCTION cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
+LANGUAGE c STRICT VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_drop_source_slot';
+COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to the source with libpq and drops a logical replication slot (DROP_REPLICATION_SLOT ... WAIT); a slot that does not exist is skipped with a NOTICE. Errors: 08001 connection failure, 55006 the source''s error otherwise.';
+
+CREATE FUNCTION cdc._publication_tables(conninfo text, publications text[])
+RETURNS TABLE (schema_name text, table_name text)
+LANGUAGE c STRICT VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_publication_tables';
+COMMENT ON FUNCTION cdc._publication_tables(text, text[]) IS
+  'Internal: connects to the source with libpq (the worker''s session settings) and returns the tables the publications publish, as pgoutput names them (pg_publication_tables: leaf partitions, or the root with publish_via_partition_root). Errors: 08001 connection failure, the source''s error otherwise (42704 unknown publication).';
+
+CREATE FUNCTION cdc._reconcile_tables(subid integer, schema_names text[], table_names text[], copy_data boolean)
+RETURNS TABLE (schema_name text, table_name text, action text)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+  WITH published AS (
+    SELECT DISTINCT p.n, p.t FROM unnest($2, $3) AS p(n, t)
+  ), removed AS (
+    DELETE FROM cdc.subscription_rel r
+     WHERE r.subid = $1
+       AND NOT EXISTS (SELECT 1 FROM published p WHERE p.n = r.schema_name AND p.t = r.table_name)
+    RETURNING r.schema_name, r.table_name
+  ), added AS (
+    INSERT INTO cdc.subscription_rel (subid, schema_name, table_name, state)
+    SELECT $1, p.n, p.t, CASE WHEN $4 THEN 'init' ELSE 'ready' END
+      FROM published p
+     WHERE NOT EXISTS (SELECT 1 FROM cdc.subscription_rel r WHERE r.subid = $1 AND r.schema_name = p.n AND r.table_name = p.t)
+    RETURNING subscription_rel.schema_name, subscription_rel.table_name
+  )
+  SELECT a.schema_name, a.table_name, 'added' FROM added a
+  UNION ALL
+  SELECT d.schema_name, d.table_name, 'removed' FROM removed d
+  ORDER BY 1, 2, 3
+$fn$;
+COMMENT ON FUNCTION cdc._reconcile_tables(integer, text[], text[], boolean) IS
+  'Internal: makes the subscription''s tables (cdc.subscription_rel) the given published tables: new ones are added as init (copy_data: the worker copies them) or ready (no copy), tables no longer published are removed. Returns each added or removed table.';
+
+CREATE FUNCTION cdc.refresh_subscription(name text, copy_data boolean DEFAULT true)
+RETURNS TABLE (schema_name text, table_name text, action text)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+  names text[];
+  tables text[];
+  changed bigint;
+BEGIN
+  PERFORM cdc._require_superuser('refresh a subscription');
+  IF copy_data IS NULL THEN
+    RAISE EXCEPTION 'copy_data must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = refresh_subscription.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  SELECT coalesce(array_agg(p.schema_name), '{}'), coalesce(array_agg(p.table_name), '{}') INTO names, tables
+    FROM cdc._publication_tables(sub.conninfo, sub.publications) p;
+  RETURN QUERY SELECT * FROM cdc._reconcile_tables(sub.subid, names, tables, copy_data);
+  GET DIAGNOSTICS changed = ROW_COUNT;
+  UPDATE cdc.subscription s SET refresh_pending = false WHERE s.subid = sub.subid;
+  PERFORM cdc._force_sync_commit();
+  IF changed > 0 THEN
+    PERFORM cdc._stop_worker(sub.subid);
+  END IF;
+END $fn$;
+COMMENT ON FUNCTION cdc.refresh_subscription(text, boolean) IS
+  'REFRESH PUBLICATION of a subscription: reads the tables its publications publish now (connecting to the source) and adds the new ones to cdc.subscription_rel, removes those no longer published, and restarts the worker if anything changed. With copy_data (default) an added table is copied at the snapshot of a temporary slot and joins the stream there (its changes committed before the copy''s point are skipped, later ones applied); the other tables are not copied again. Without copy_data its changes are applied from the worker''s position on. Until then, changes of a published table that is not part of the subscription are not applied. Returns each added and removed table. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 copy_data NULL, 08001 source unreachable.';
+
+CREATE FUNCTION cdc.resync_table(name text, target regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  sub cdc.subscription;
+  src_schema text;
+  src_table text;
+BEGIN
+  PERFORM cdc._require_superuser('resync a table');
+  IF target IS NULL THEN
+    RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  SELECT * INTO sub FROM cdc.subscription s WHERE s.name = resync_table.name FOR UPDATE;
+  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  -- the source table feeding the target: its mapping for this subscription, else its own schema and name
+  SELECT m.source_schema, m.source_table INTO src_schema, src_table
+    FROM cdc.mapping m WHERE m.target = resync_table.target AND (m.source_name IS NULL OR m.source_name = sub.name);
+  IF NOT FOUND THEN
+    SELECT n.nspname, c.relname INTO src_schema, src_table
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = resync_table.target;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM cdc._publication_tables(sub.conninfo, sub.publications) p
+                  WHERE p.schema_name = src_schema AND p.table_name = src_table) THEN
+    RAISE EXCEPTION 'table %.% is not published by subscription "%"', src_schema, src_table, sub.name
+      USING ERRCODE = '55000', DETAIL = format('Its publications are %s.', array_to_string(sub.publications, ', ')),
+            HINT = 'Add the table to a publication on the source, then call cdc.refresh_subscription.';
+  END IF;
+  INSERT INTO cdc.subscription_rel AS r (subid, schema_name, table_name, state)
+  VALUES (sub.subid, src_schema, src_table, 'init')
+  ON CONFLICT (subid, schema_name, table_name)
+  DO UPDATE SET state = 'init', sync_lsn = NULL, copied_rows = NULL, updated_at = now();
+  PERFORM cdc._force_sync_commit();
+  PERFORM cdc._stop_worker(sub.subid);
+END $fn$;
+COMMENT ON FUNCTION cdc.resync_table(text, regclass) IS
+  'Copies one table of a subscription again (for example a destination table dropped and created again), without copying the others: the worker restarts, copies the source table feeding target (per cdc.mapping, else the same schema and name) at the snapshot of a temporary slot, and the stream joins it there (its changes committed before the copy''s point are skipped). Rows the destination has and the source no longer has are not removed: truncate the target first if it may hold such rows. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 55000 the source table is not published by the subscription''s publications, 22004 NULL target, 08001 source unreachable.';
+
+-- The engine writes its bookkeeping as the extension owner; nobody else
+-- writes these tables directly.  Reading state is open to everyone.
+REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
+GRANT USAGE ON SCHEMA cdc TO PUBLIC;
+GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.stream_marks, cdc.mapping, cdc.source, cdc.horizon_status, cdc.ledger, cdc.stream_mark TO PUBLIC;
+REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.set_ordering(regclass, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cdc._fold_into_stream_mark(regclass) TO PUBLIC;
+REVOKE ALL ON FUNCTION cdc._drop_target_state() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.refresh_subscription(text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.resync_table(text, regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._publication_tables(text, text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._reconcile_tables(integer, text[], text[], boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._stop_worker(integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.drop_subscription(text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.accept_gap(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._drop_source_slot(text, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._force_sync_commit() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._prevent_transaction_block(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._note_subscription_database() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.rename_source(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._invalidate_dictionary() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._subscription_guard() FROM PUBLIC;
+GRANT SELECT ON cdc.subscription_status TO PUBLIC;
+-- the error history quotes what last_error quotes: for the readers of other sessions' query texts
+GRANT SELECT ON cdc.subscription_errors TO pg_read_all_stats;
+GRANT SELECT ON cdc.subscription_tables TO PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Audit and repair (SPEC §8; docs/audit.md): cdc.audit compares a
+-- subscription's destination tables with the source by hashes over key
+-- ranges at a known source position; cdc.resync repairs the keys that
+-- differ through the apply engine.  Both are procedures that commit after
+-- every page, so neither holds a long transaction on the destination.
+-- ---------------------------------------------------------------------------
+CREATE TABLE cdc.audit_runs (
+  id             bigserial PRIMARY KEY,
+  kind           text NOT NULL CHECK (kind IN ('audit', 'resync')),
+  subscription   text NOT NULL,
+  target         regclass,
+  of_audit       bigint,
+  current_target regclass,
+  source_lsn     pg_lsn,
+  pid            integer NOT NULL DEFAULT pg_catalog.pg_backend_pid(),
+  requested_by   name NOT NULL DEFAULT CURRENT_USER,
+  started_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  updated_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  finished_at    timestamptz,
+  tables_total   integer NOT NULL DEFAULT 0,
+  tables_done    integer NOT NULL DEFAULT 0,
+  rows_estimate  bigint NOT NULL DEFAULT 0,
+  rows_done      bigint NOT NULL DEFAULT 0,
+  ranges_done    bigint NOT NULL DEFAULT 0,
+  findings       bigint NOT NULL DEFAULT 0,
+  unsettled      bigint NOT NULL DEFAULT 0,
+  repaired       bigint NOT NULL DEFAULT 0,
+  unchanged      bigint NOT NULL DEFAULT 0
+);
+COMMENT ON TABLE cdc.audit_runs IS
+  'One row per cdc.audit or cdc.resync call, updated after every page (committed, so other sessions see the progress); read it through cdc.audit_status.';
+COMMENT ON COLUMN cdc.audit_runs.id IS 'Run id: the audit_id of cdc.audit_findings, the audit argument of cdc.resync.';
+COMMENT ON COLUMN cdc.audit_runs.kind IS 'audit or resync.';
+COMMENT ON COLUMN cdc.audit_runs.subscription IS 'The subscription whose tables are compared or repaired.';
+COMMENT ON COLUMN cdc.audit_runs.target IS 'The table asked for; NULL: every table of the subscription (or of the audit''s findings).';
+COMMENT ON COLUMN cdc.audit_runs.of_audit IS 'A resync of the findings of this audit run.';
+COMMENT ON COLUMN cdc.audit_runs.current_target IS 'The table being worked on.';
+COMMENT ON COLUMN cdc.audit_runs.source_lsn IS 'The source position the current comparison is made at: the consistent point of the temporary slot whose snapshot is read.';
+COMMENT ON COLUMN cdc.audit_runs.pid IS 'The backend running it.';
+COMMENT ON COLUMN cdc.audit_runs.requested_by IS 'The role that called it.';
+COMMENT ON COLUMN cdc.audit_runs.started_at IS 'When it started.';
+COMMENT ON COLUMN cdc.audit_runs.updated_at IS 'When it last wrote its progress.';
+COMMENT ON COLUMN cdc.audit_runs.finished_at IS 'When it finished; NULL while it runs (or after it failed: cdc.audit_status tells).';
+COMMENT ON COLUMN cdc.audit_runs.tables_total IS 'Tables to compare.';
+COMMENT ON COLUMN cdc.audit_runs.tables_done IS 'Tables compared.';
+COMMENT ON COLUMN cdc.audit_runs.rows_estimate IS 'Source rows to compare, estimated (the tables'' pg_class.reltuples on the source; for a resync of keys, their number).';
+COMMENT ON COLUMN cdc.audit_runs.rows_done IS 'Source rows compared so far (keys, for a resync of keys).';
+COMMENT ON COLUMN cdc.audit_runs.ranges_done IS 'Key ranges hashed on both sides so far: pages and the halves of bisected ranges.';
+COMMENT ON COLUMN cdc.audit_runs.findings IS 'Keys found to differ and recorded in cdc.audit_findings.';
+COMMENT ON COLUMN cdc.audit_runs.unsettled IS 'Keys that differed but that the stream kept changing through every re-check: not reported.';
+COMMENT ON COLUMN cdc.audit_runs.repaired IS 'Resync: keys written through the engine (outcome applied).';
+COMMENT ON COLUMN cdc.audit_runs.unchanged IS 'Resync: keys left as they were (equal to the source, or changed by the stream after the snapshot, or not applied by the engine: stale, duplicate, conflict).';
+
+CREATE TABLE cdc.audit_findings (
+  id             bigserial PRIMARY KEY,
+  audit_id       bigint NOT NULL REFERENCES cdc.audit_runs ON DELETE CASCADE,
+  subscription   text NOT NULL,
+  target         regclass NOT NULL,
+  key            jsonb NOT NULL,
+  kind           text NOT NULL CHECK (kind IN ('missing', 'extra', 'different')),
+  source_hash    text,
+  dest_hash      text,
+  source_lsn     pg_lsn NOT NULL,
+  detail         text,
+  found_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  repaired_at    timestamptz,
+  repair_outcome text,
+  repair_lsn     pg_lsn
+);
+CREATE INDEX audit_findings_audit_idx ON cdc.audit_findings (audit_id, target);
+COMMENT ON INDEX cdc.audit_findings_audit_idx IS 'The findings of an audit, per table (cdc.resync(..., audit => id)).';
+COMMENT ON TABLE cdc.audit_findings IS
+  'Keys where a subscription''s destination table differs from the source, as cdc.audit found and re-checked them: each still differed at a source snapshot taken after the destination had applied the stream up to it, and the stream had not changed it since. cdc.resync(..., audit => id) repairs them.';
+COMMENT ON COLUMN cdc.audit_findings.id IS 'Insertion order.';
+COMMENT ON COLUMN cdc.audit_findings.audit_id IS 'The audit run (cdc.audit_runs).';
+COMMENT ON COLUMN cdc.audit_findings.subscription IS 'The subscription.';
+COMMENT ON COLUMN cdc.audit_findings.target IS 'The destination table.';
+COMMENT ON COLUMN cdc.audit_findings.key IS 'The entity key, {"column": "value"} as in cdc.entities.';
+COMMENT ON COLUMN cdc.audit_findings.kind IS 'missing: the source publishes the row, the destination lacks it; extra: the destination has a row the source does not publish (absent there or outside the row filter); different: both have it with other contents.';
+COMMENT ON COLUMN cdc.audit_findings.source_hash IS 'md5 of the source row''s canonical text (docs/audit.md, "The row hash"); NULL when the source has no row with this key.';
+COMMENT ON COLUMN cdc.audit_findings.dest_hash IS 'md5 of the destination row''s canonical text; NULL when it has none.';
+COMMENT ON COLUMN cdc.audit_findings.source_lsn IS 'The source position of the re-check that confirmed the finding.';
+COMMENT ON COLUMN cdc.audit_findings.detail IS 'For extra rows: whether the source has no such row or one outside the publication''s row filter.';
+COMMENT ON COLUMN cdc.audit_findings.found_at IS 'When it was confirmed.';
+COMMENT ON COLUMN cdc.audit_findings.repaired_at IS 'When cdc.resync(..., audit => audit_id) handled it; NULL until then.';
+COMMENT ON COLUMN cdc.audit_findings.repair_outcome IS 'What the resync did: applied (written through the engine), equal (already equal at its snapshot), newer (the stream changed it after that snapshot), or the engine''s outcome when it did not apply (stale, duplicate, conflict, expired).';
+COMMENT ON COLUMN cdc.audit_findings.repair_lsn IS 'The source position the resync read the key at.';
+
+CREATE VIEW cdc.audit_status AS
+  SELECT r.id, r.kind, r.subscription, r.target, r.of_audit, r.current_target,
+         -- running: its backend still runs the statement that started it
+         CASE WHEN r.finished_at IS NOT NULL THEN 'done'
+              WHEN a.pid IS NOT NULL AND a.state IS NULL THEN 'unknown'
+              WHEN a.state OPERATOR(pg_catalog.=) 'active' AND a.query_start OPERATOR(pg_catalog.<=) r.started_at THEN 'running'
+              ELSE 'failed' END AS state,
+         r.source_lsn, r.tables_done, r.tables_total, r.rows_done, r.rows_estimate,
+         CASE WHEN r.rows_estimate OPERATOR(pg_catalog.>) 0
+              THEN pg_catalog.round(least(100::pg_catalog.numeric, 100::pg_catalog.numeric OPERATOR(pg_catalog.*) r.rows_done OPERATOR(pg_catalog./) r.rows_estimate), 1) END AS percent,
+         r.ranges_done,
+         pg_catalog.round((r.rows_done::pg_catalog.float8 OPERATOR(pg_catalog./) greatest(
+             EXTRACT(epoch FROM coalesce(r.finished_at, r.updated_at) OPERATOR(pg_catalog.-) r.started_at)::pg_catalog.float8, 0.001))::pg_catalog.numeric, 1) AS rows_per_second,
+         CASE WHEN r.finished_at IS NULL AND r.rows_done OPERATOR(pg_catalog.>) 0 AND r.rows_estimate OPERATOR(pg_catalog.>) r.rows_done
+              THEN pg_catalog.make_interval(secs => (r.rows_estimate OPERATOR(pg_catalog.-) r.rows_done)::pg_catalog.float8
+                     OPERATOR(pg_catalog.*) EXTRACT(epoch FROM r.updated_at OPERATOR(pg_catalog.-) r.started_at)::pg_catalog.float8
+                     OPERATOR(pg_catalog./) r.rows_done::pg_catalog.float8) END AS time_left,
+         r.findings, r.unsettled, r.repaired, r.unchanged,
+         r.started_at, r.updated_at, r.finished_at,
+         coalesce(r.finished_at, r.updated_at) OPERATOR(pg_catalog.-) r.started_at AS elapsed,
+         r.requested_by
+    FROM cdc.audit_runs r
+    LEFT JOIN pg_catalog.pg_stat_activity a
+      ON a.pid OPERATOR(pg_catalog.=) r.pid AND a.backend_start OPERATOR(pg_catalog.<=) r.started_at;
+COMMENT ON VIEW cdc.audit_status IS
+  'Progress of cdc.audit and cdc.resync calls (of_audit: the audit whose findings a resync repairs): state (running; done; failed when it stopped without finishing: an error, a cancel, its backend gone; unknown for a role that may not see the backend''s state in pg_stat_activity), the table being compared and the source position, tables and source rows done of the estimate, percent, rows per second so far, time left at that rate, key ranges hashed, findings, unsettled keys, keys repaired or left alone. Readable by every role (no row data).';
+
+CREATE FUNCTION cdc.range_hash_sql(schema_name text, table_name text, columns text[], key_columns text[],
+                                   after text[] DEFAULT NULL, up_to text[] DEFAULT NULL, row_filter text DEFAULT NULL,
+                                   only_table boolean DEFAULT true)
+RETURNS text
+LANGUAGE c IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_range_hash_sql';
+COMMENT ON FUNCTION cdc.range_hash_sql(text, text, text[], text[], text[], text[], text, boolean) IS
+  'The statement computing the range hash of table schema_name.table_name: rows and hash (the sum of the first 64 bits of md5(convert_to(ROW(columns)::text, ''UTF8'')) of every row with key_columns in (after, up_to], NULL bounds unbounded, as signed integers), restricted by row_filter, over FROM ONLY unless only_table is false (a partitioned table). It uses only md5, convert_to, substr, textcat, casts, count and sum, qualified: run it on any PostgreSQL source with DateStyle ISO, IntervalStyle postgres, extra_float_digits 3, TimeZone UTC, bytea_output hex and lc_monetary C (docs/audit.md). cdc.audit sends the same statements. Errors: 22004 a NULL name, column or key column, 22023 empty columns or key_columns, or a bound with another number of values than key_columns.';
+
+CREATE FUNCTION cdc.range_hash(target regclass, after text[] DEFAULT NULL, up_to text[] DEFAULT NULL,
+                               columns name[] DEFAULT NULL, key_columns name[] DEFAULT NULL)
+RETURNS TABLE (rows bigint, hash numeric)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET datestyle = 'ISO'
+SET intervalstyle = 'postgres'
+SET extra_float_digits = 3
+SET timezone = 'UTC'
+SET bytea_output = 'hex'
+SET lc_monetary = 'C'
+AS $fn$
+DECLARE
+  rel   record;
+  cols  text[];
+  keys  text[];
+BEGIN
+  IF target IS NULL THEN
+    RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  SELECT n.nspname::text AS nsp, c.relname::text AS name, c.relkind INTO rel
+    FROM pg_class c JOIN pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+   WHERE c.oid OPERATOR(pg_catalog.=) target;
+  IF NOT FOUND OR rel.relkind NOT IN ('r', 'p') THEN
+    RAISE EXCEPTION '% is not a table', target USING ERRCODE = '42809';
+  END IF;
+  -- default: every column the table does not generate, in attribute order
+  cols := coalesce(columns::text[],
+                   (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
+                     WHERE a.attrelid OPERATOR(pg_catalog.=) target AND a.attnum OPERATOR(pg_catalog.>) 0
+                       AND NOT a.attisdropped AND a.attgenerated OPERATOR(pg_catalog.=) ''));
+  -- default: the mapping's key_columns, else the primary key
+  keys := coalesce(key_columns::text[],
+                   (SELECT m.key_columns::text[] FROM cdc.mapping m WHERE m.target OPERATOR(pg_catalog.=) range_hash.target),
+                   (SELECT array_agg(a.attname::text ORDER BY k.n)
+                      FROM pg_index i, unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n), pg_attribute a
+                     WHERE i.indrelid OPERATOR(pg_catalog.=) target AND i.indisprimary
+                       AND a.attrelid OPERATOR(pg_catalog.=) i.indrelid AND a.attnum OPERATOR(pg_catalog.=) k.attnum));
+  IF keys IS NULL THEN
+    RAISE EXCEPTION 'table % has no primary key', target USING ERRCODE = '42P10',
+      HINT = 'Pass key_columns.';
+  END IF;
+  RETURN QUERY EXECUTE cdc.range_hash_sql(rel.nsp, rel.name, cols, keys, after, up_to, NULL, rel.relkind OPERATOR(pg_catalog.=) 'r');
+END
+$fn$;
+COMMENT ON FUNCTION cdc.range_hash(regclass, text[], text[], name[], name[]) IS
+  'The range hash of a destination table (docs/audit.md, "The row hash"): rows and hash of the rows with key in (after, up_to] (key values as text, in key order; NULL: unbounded), over columns (default: every column the table does not generate, in attribute order) and key_columns (default: the mapping''s, else the primary key), computed by the statement cdc.range_hash_sql() returns, under the settings that statement needs. Run that statement on a PostgreSQL source with the same columns to compare. Errors: 22004 NULL target, 42809 not a table, 42P10 no key, and those of cdc.range_hash_sql and of the statement (42703 unknown column).';
+
+CREATE PROCEDURE cdc.audit(
+  subscription  text,
+  target        regclass DEFAULT NULL,
+  page_rows     integer  DEFAULT 10000,
+  leaf_rows     integer  DEFAULT 16384,
+  wait_timeout  interval DEFAULT '5 min',
+  INOUT audit_id bigint  DEFAULT NULL,
+  INOUT findings bigint  DEFAULT NULL)
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'cdc_audit';
+COMMENT ON PROCEDURE cdc.audit(text, regclass, integer, integer, interval, bigint, bigint) IS
+  'Compares the destination tables of a subscription (or only target) with the source, over a connection of its own with the subscription''s conninfo: per table, a snapshot of the source at the consistent point S of a temporary slot; waits (up to wait_timeout) until the worker has applied the stream up to S; hashes pages of page_rows source rows in key order on both sides (only the published columns and rows: column lists, row filters), bisects pages that differ until a range holds at most leaf_rows rows of both sides together, whose keys and row hashes it then compares, and re-checks those keys at a newer snapshot once the destination caught up again, so that only keys that still differ and that the stream did not change since are recorded in cdc.audit_findings. Commits after every page (no long transaction on the destination); cdc.audit_max_rows_per_second caps its rate; progress in cdc.audit_status and a NOTICE every 5 s. CALL it outside a transaction block; superusers only. Returns the run id and the number of findings. Errors: 22004 NULL subscription, 22023 page_rows or leaf_rows < 1 or negative wait_timeout, 25001 in a transaction block, 42501 not a superuser, 42704 unknown subscription, 55000 initial copy not finished, subscription disabled, worker not at S within wait_timeout, or table not published, 0A000 history table, key type without built-in ordering or keys ordered differently on the two sides, 42P10 no key, 42703 a published column the destination lacks, 08001 source unreachable.';
+
+CREATE PROCEDURE cdc.resync(
+  subscription  text,
+  target        regclass DEFAULT NULL,
+  keys          jsonb    DEFAULT NULL,
+  from_key      jsonb    DEFAULT NULL,
+  to_key        jsonb    DEFAULT NULL,
+  audit         bigint   DEFAULT NULL,
+  page_rows     integer  DEFAULT 10000,
+  leaf_rows     integer  DEFAULT 16384,
+  wait_timeout  interval DEFAULT '5 min',
+  INOUT resync_id bigint DEFAULT NULL,
+  INOUT repaired  bigint DEFAULT NULL)
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'cdc_resync';
+COMMENT ON PROCEDURE cdc.resync(text, regclass, jsonb, jsonb, jsonb, bigint, integer, integer, interval, bigint, bigint) IS
+  'Repairs what differs between the source and a destination table of a subscription: keys (a JSON array of keys, {"column": "value"} or bare values for a one-column key), or every key in [from_key, to_key] (NULL: unbounded; the whole table when both are NULL and keys is NULL; compared in pages of page_rows source rows, bisected down to leaf_rows as by cdc.audit), or with audit every finding of that audit not repaired yet (of target only, when given). Reads the keys at one source snapshot S (a temporary slot''s consistent point), once the worker has applied the stream up to S, compares them with the destination, and applies only those that differ through the apply engine: a published row as a snapshot row (op r) versioned {epoch, S, 0, 0}, a key the snapshot does not publish as a delete at S; a newer streamed change still wins, an older re-delivery stays stale. Writes entity records, tombstones, ledger rows and counters (snapshot_rows) as the engine does; no outbox rows; handlers are called with meta.is_snapshot = true. Marks the audit''s findings with the outcome. Commits after every batch of keys; CALL it outside a transaction block; superusers only. Returns the run id and the number of keys written. Errors: 22004 NULL subscription, or NULL target without audit, 22023 conflicting arguments, a malformed key, page_rows or leaf_rows < 1, 42704 unknown subscription or audit, 0A000 a history table or a mapping ordered by a version column, and those of cdc.audit.';
+
+REVOKE ALL ON cdc.audit_runs, cdc.audit_findings FROM PUBLIC;
+GRANT SELECT ON cdc.audit_status TO PUBLIC;
+REVOKE ALL ON PROCEDURE cdc.audit(text, regclass, integer, integer, interval, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE cdc.resync(text, regclass, jsonb, jsonb, jsonb, bigint, integer, integer, interval, bigint, bigint) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Operations (issue 14, sections 3-5; docs/operations.md): counters in
+-- shared memory that survive rollbacks, the rates operators alert on, the
+-- progress of long copies and of pruning, and the launcher's notice of this
+-- database.  Counts, SQLSTATEs, table names and LSNs only: readable by
+-- every role.  Every expression is qualified (pg_catalog functions and
+-- operators), as the whole script runs with search_path = pg_catalog.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION cdc._notify_launcher() RETURNS void
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_notify_launcher';
+COMMENT ON FUNCTION cdc._notify_launcher() IS
+  'Internal: after the current transaction commits, the cdc_apply launcher looks at this database at once (called at the end of this install script, so that CREATE EXTENSION makes the database served without waiting for cdc.naptime; docs/worker.md, "Every database"). A no-op without shared_preload_libraries.';
+
+CREATE FUNCTION cdc._call_stats()
+RETURNS TABLE (function text, sqlstate text, count bigint, since timestamptz)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_call_stats';
+COMMENT ON FUNCTION cdc._call_stats() IS
+  'Internal: the shared-memory call counters of this database: per entry point (cdc_apply, cdc_apply_batch) a row with sqlstate NULL counting its calls and one per SQLSTATE counting its failed calls, with the time counting began (creation or cdc.reset_shared_stats()). No rows without shared_preload_libraries. Read through cdc.call_stats and cdc.failed_calls.';
+
+CREATE FUNCTION cdc._worker_stats()
+RETURNS TABLE (subid integer, errors bigint, errors_by_sqlstate jsonb, retries bigint, group_retries bigint, xacts bigint,
+               latency_sum_seconds double precision, latency_buckets bigint[], latency_p50_ms double precision,
+               latency_p99_ms double precision, since timestamptz)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_worker_stats';
+COMMENT ON FUNCTION cdc._worker_stats() IS
+  'Internal: the shared-memory counters of the apply workers of this database, per subscription id: errors (and by SQLSTATE), starts after an error, failed groups retried one by one, applied source transactions, the sum of their apply latencies and their histogram (latency_buckets[k] counts latencies of at most 2^(k-1) ms and more than the bucket before, k = 1..19; [20] the rest), the upper bounds of the buckets holding the median and the 99th percentile. No rows without shared_preload_libraries. Read through cdc.worker_stats and cdc.apply_latency.';
+
+CREATE FUNCTION cdc._shared_stats_status()
+RETURNS TABLE (available boolean, call_entries integer, call_capacity integer, subscription_entries integer,
+               subscription_capacity integer, lost bigint)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_shared_stats_status';
+COMMENT ON FUNCTION cdc._shared_stats_status() IS
+  'Internal: whether the shared counters exist (cdc_apply in shared_preload_libraries), how many entries of their tables are used (all databases) and how many counts were lost because a table was full. Read through cdc.shared_stats.';
+
+CREATE FUNCTION cdc._copy_progress()
+RETURNS TABLE (subid integer, worker_pid integer, schema_name text, table_name text, state text, rows_copied bigint,
+               bytes_copied bigint, rows_estimated bigint, percent double precision, rows_per_second double precision,
+               seconds_left double precision, started_at timestamptz, finished_at timestamptz)
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_copy_progress';
+COMMENT ON FUNCTION cdc._copy_progress() IS
+  'Internal: the table copy of each apply worker of this database, from shared memory: running (copying) or the last one it finished (done), rows and bytes received so far (updated every 1,000 rows), the source planner''s estimate of the rows (NULL unknown), percent (below 100 until done), rate and seconds left. No rows without shared_preload_libraries. Read through cdc.copy_progress.';
+
+CREATE FUNCTION cdc.reset_shared_stats() RETURNS timestamptz
+LANGUAGE c VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_reset_shared_stats';
+COMMENT ON FUNCTION cdc.reset_shared_stats() IS
+  'Zeroes this database''s counters in shared memory (cdc.call_stats, cdc.failed_calls, cdc.worker_stats, cdc.apply_latency) and returns the time of the reset, their new since; the transactional cdc.stats is not touched. NULL without shared_preload_libraries. EXECUTE is revoked from PUBLIC: grant it (to pg_monitor, say) as pg_stat_statements_reset is granted. No errors.';
+
+CREATE VIEW cdc.shared_stats AS
+  SELECT s.available,
+         CASE WHEN NOT s.available
+              THEN 'cdc_apply is not in shared_preload_libraries: calls, failed calls, worker errors, apply latency and copy progress are not counted'
+         END AS note,
+         s.call_entries, s.call_capacity, s.subscription_entries, s.subscription_capacity, s.lost
+    FROM cdc._shared_stats_status() s;
+COMMENT ON VIEW cdc.shared_stats IS
+  'Whether the counters in shared memory are kept (available: cdc_apply is in shared_preload_libraries; note says what is missing otherwise), how full their fixed tables are for all databases (call_entries of call_capacity, subscription_entries of subscription_capacity) and how many counts were lost because a table was full.';
+
+CREATE VIEW cdc.call_stats AS
+  SELECT c.function,
+         pg_catalog.sum(c.count) FILTER (WHERE c.sqlstate IS NULL)::bigint AS calls,
+         coalesce(pg_catalog.sum(c.count) FILTER (WHERE c.sqlstate IS NOT NULL), 0)::bigint AS failed,
+         pg_catalog.min(c.since) AS since
+    FROM cdc._call_stats() c
+   GROUP BY c.function;
+COMMENT ON VIEW cdc.call_stats IS
+  'Calls of cdc_apply() (both forms) and cdc_apply_batch() (all forms) in this database and how many failed, counted in shared memory since since (creation or cdc.reset_shared_stats()): unlike cdc.stats these survive the rollback of the calling transaction. A call that fails before the function runs (an argument that does not cast) or whose transaction fails later (at COMMIT) is not a failed call. Empty without shared_preload_libraries (see cdc.shared_stats).';
+
+CREATE VIEW cdc.failed_calls AS
+  SELECT c.function, c.sqlstate, c.count AS failures, c.since
+    FROM cdc._call_stats() c
+   WHERE c.sqlstate IS NOT NULL;
+COMMENT ON VIEW cdc.failed_calls IS
+  'Failed calls of cdc_apply() and cdc_apply_batch() in this database by SQLSTATE (22P02 malformed input, 22023 bad event, 42501 privileges, 23xxx constraints of the target, 57014 canceled, ...), counted in shared memory in the error path of the call, so they survive the rollback that follows. Empty without shared_preload_libraries.';
+
+CREATE VIEW cdc.worker_stats AS
+  SELECT s.name AS subscription, w.errors, w.errors_by_sqlstate, w.retries, w.group_retries,
+         w.xacts AS applied_xacts, w.latency_sum_seconds,
+         CASE WHEN w.xacts OPERATOR(pg_catalog.>) 0
+              THEN w.latency_sum_seconds OPERATOR(pg_catalog./) w.xacts::double precision
+                   OPERATOR(pg_catalog.*) 1000::double precision END AS latency_avg_ms,
+         w.latency_p50_ms, w.latency_p99_ms, w.since
+    FROM cdc._worker_stats() w
+    JOIN cdc.subscription s ON s.subid OPERATOR(pg_catalog.=) w.subid;
+COMMENT ON VIEW cdc.worker_stats IS
+  'Per subscription, counted in shared memory by its apply worker since since: errors it recorded (each stops the worker, which backs off and restarts; errors_by_sqlstate counts them by SQLSTATE), retries (starts after an error), group_retries (failed groups of source transactions re-applied one by one, docs/worker.md "Grouping"), applied_xacts (source transactions applied, each with its apply latency: local commit time minus the source''s commit time), their sum, average, and the upper bounds of the histogram buckets holding the median and the 99th percentile (powers of two milliseconds; cdc.apply_latency has the histogram). A difference between the source''s and the destination''s clocks shifts the latencies (negative ones count as 0). Empty without shared_preload_libraries.';
+
+CREATE VIEW cdc.apply_latency AS
+  SELECT s.name AS subscription,
+         CASE WHEN b.k OPERATOR(pg_catalog.=) 20 THEN 'Infinity'::double precision
+              ELSE pg_catalog.power(2::double precision, (b.k OPERATOR(pg_catalog.-) 1)::double precision) END AS le_ms,
+         pg_catalog.sum(b.n) OVER (PARTITION BY w.subid ORDER BY b.k)::bigint AS xacts
+    FROM cdc._worker_stats() w
+    JOIN cdc.subscription s ON s.subid OPERATOR(pg_catalog.=) w.subid
+   CROSS JOIN LATERAL pg_catalog.unnest(w.latency_buckets) WITH ORDINALITY AS b(n, k);
+COMMENT ON VIEW cdc.apply_latency IS
+  'The apply-latency histogram of each subscription (source commit to local commit, per applied source transaction), cumulative like a Prometheus histogram: xacts counts the transactions whose latency was at most le_ms milliseconds (1, 2, 4, ... 262144, Infinity). Empty without shared_preload_libraries.';
+
+CREATE VIEW cdc.rates AS
+  -- targets: how the events applied to each (both paths) were decided
+  SELECT 'target'::text AS kind,
+         CASE WHEN st.target::oid OPERATOR(pg_catalog.=) 0::oid THEN '(no target)'
+              ELSE pg_catalog.format('%I.%I', n.nspname, c.relname) END AS name,
+         (st.applied OPERATOR(pg_catalog.+) st.duplicate OPERATOR(pg_catalog.+) st.stale
+            OPERATOR(pg_catalog.+) st.conflict) AS events,
+         st.duplicate::double precision OPERATOR(pg_catalog./)
+           nullif(st.applied OPERATOR(pg_catalog.+) st.duplicate OPERATOR(pg_catalog.+) st.stale
+                               OPERATOR(pg_catalog.+) st.conflict, 0)::double precision AS duplicate_rate,
+         st.stale::double precision OPERATOR(pg_catalog./)
+           nullif(st.applied OPERATOR(pg_catalog.+) st.duplicate OPERATOR(pg_catalog.+) st.stale
+                               OPERATOR(pg_catalog.+) st.conflict, 0)::double precision AS stale_rate,
+         st.conflict::double precision OPERATOR(pg_catalog./)
+           nullif(st.applied OPERATOR(pg_catalog.+) st.duplicate OPERATOR(pg_catalog.+) st.stale
+                               OPERATOR(pg_catalog.+) st.conflict, 0)::double precision AS conflict_rate,
+         st.expired,
+         NULL::bigint AS errors,
+         NULL::double precision AS error_rate,
+         NULL::text AS state,
+         NULL::bigint AS lag_bytes,
+         NULL::double precision AS lag_seconds,
+         NULL::bigint AS retries,
+         NULL::double precision AS latency_p50_ms,
+         NULL::double precision AS latency_p99_ms,
+         NULL::timestamptz AS since
+    FROM cdc.stats st
+    LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) st.target::oid
+    LEFT JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+  UNION ALL
+  -- the SQL entry points: calls and failed calls (shared memory)
+  SELECT 'function', cs.function, cs.calls, NULL, NULL, NULL, NULL,
+         cs.failed,
+         cs.failed::double precision OPERATOR(pg_catalog./) nullif(cs.calls, 0)::double precision,
+         NULL, NULL, NULL, NULL, NULL, NULL, cs.since
+    FROM cdc.call_stats cs
+  UNION ALL
+  -- subscriptions: state, lag, and the worker's errors, retries and latency (shared memory)
+  SELECT 'subscription', ss.name, ws.applied_xacts, NULL, NULL, NULL, NULL,
+         ws.errors, NULL, ss.state, ss.lag_bytes, ss.lag_seconds,
+         ws.retries OPERATOR(pg_catalog.+) ws.group_retries, ws.latency_p50_ms, ws.latency_p99_ms, ws.since
+    FROM cdc.subscription_status ss
+    LEFT JOIN cdc.worker_stats ws ON ws.subscription OPERATOR(pg_catalog.=) ss.name;
+COMMENT ON VIEW cdc.rates IS
+  'What operators alert on, in one view (docs/operations.md, "Alerts"). kind target: per target (cdc.stats; (no target) for events ignored before a target was known) its change events (applied + duplicate + stale + conflict) and the share of each outcome since the extension was created: duplicate_rate (redeliveries), stale_rate (late or reordered changes), conflict_rate (equal versions with other content: data problems), expired. kind function: calls of cdc_apply/cdc_apply_batch, failed calls and their share (shared memory). kind subscription: state, lag_bytes, lag_seconds (cdc.subscription_status), applied source transactions, worker errors, retries and the median and 99th-percentile apply latency (shared memory; NULL without shared_preload_libraries, see cdc.shared_stats). Ratios are since the counters began: for rates over a window use the counters with postgres_exporter (docs/postgres_exporter.yml).';
+
+CREATE VIEW cdc.copy_progress AS
+  SELECT s.name AS subscription, p.schema_name, p.table_name, p.state, p.rows_copied, p.rows_estimated,
+         pg_catalog.round(p.percent::numeric, 1) AS percent,
+         pg_catalog.round(p.rows_per_second::numeric, 0) AS rows_per_second,
+         pg_catalog.make_interval(secs => pg_catalog.round(p.seconds_left::numeric, 0)::double precision) AS time_left,
+         p.bytes_copied, p.started_at, p.finished_at, p.worker_pid
+    FROM cdc._copy_progress() p
+    JOIN cdc.subscription s ON s.subid OPERATOR(pg_catalog.=) p.subid
+  UNION ALL
+  SELECT s.name, r.schema_name, r.table_name, 'waiting', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    FROM cdc.subscription_rel r
+    JOIN cdc.subscription s ON s.subid OPERATOR(pg_catalog.=) r.subid
+   WHERE r.state OPERATOR(pg_catalog.=) 'init'
+     AND NOT EXISTS (SELECT 1 FROM cdc._copy_progress() p
+                      WHERE p.subid OPERATOR(pg_catalog.=) r.subid AND p.state OPERATOR(pg_catalog.=) 'copying'
+                        AND p.schema_name OPERATOR(pg_catalog.=) r.schema_name
+                        AND p.table_name OPERATOR(pg_catalog.=) r.table_name);
+COMMENT ON VIEW cdc.copy_progress IS
+  'Progress of the table copies of the subscriptions (docs/worker.md, "Progress"): per table being copied (state copying) the rows received so far, the source planner''s estimate of the total (row filters included; NULL unknown), percent (stays below 100 until the copy is done, however low the estimate was), rows per second and the time left at that rate; the last table each worker copied (done, 100 %) until its next copy or its exit; and the tables waiting for their copy (waiting). Rows are updated in shared memory every 1,000 rows; without shared_preload_libraries only the waiting tables show.';
+
+CREATE VIEW cdc.prune_progress AS
+  WITH cfg AS (
+    SELECT (SELECT x.available FROM cdc._shared_stats_status() x) AS launcher,
+           (SELECT st.setting::integer FROM pg_catalog.pg_settings st
+             WHERE st.name OPERATOR(pg_catalog.=) 'cdc.prune_interval') AS interval_s,
+           (SELECT st.setting::integer FROM pg_catalog.pg_settings st
+             WHERE st.name OPERATOR(pg_catalog.=) 'cdc.prune_max_pages') AS max_pages,
+           pg_catalog.current_setting('block_size')::bigint AS block_size
+  ), t AS (
+    SELECT p.relation, p.next_block, p.last_run_at, p.last_sweep_done_at,
+           -- the outbox is stored in cdc.outbox_rows (cdc.outbox is its view), as cdc.prune reads it
+           (pg_catalog.pg_relation_size(CASE WHEN p.relation OPERATOR(pg_catalog.=) 'outbox' THEN 'cdc.outbox_rows'::regclass
+                                             ELSE ('cdc.' OPERATOR(pg_catalog.||) p.relation)::regclass END)
+              OPERATOR(pg_catalog./) cfg.block_size) AS blocks,
+           CASE WHEN cfg.launcher AND cfg.interval_s OPERATOR(pg_catalog.>) 0 THEN cfg.max_pages END AS per_call,
+           CASE WHEN cfg.launcher AND cfg.interval_s OPERATOR(pg_catalog.>) 0 THEN cfg.interval_s END AS every_s
+      FROM cdc.prune_state p, cfg
+  )
+  SELECT t.relation,
+         t.blocks AS table_blocks,
+         least(t.next_block, t.blocks) AS pass_position,
+         greatest(t.blocks OPERATOR(pg_catalog.-) t.next_block, 0) AS blocks_left,
+         CASE WHEN t.blocks OPERATOR(pg_catalog.>) 0
+              THEN pg_catalog.round(100 OPERATOR(pg_catalog.*) least(t.next_block, t.blocks)::numeric
+                                    OPERATOR(pg_catalog./) t.blocks, 1) END AS pass_percent,
+         t.per_call AS blocks_per_call,
+         pg_catalog.make_interval(secs => t.every_s::double precision) AS call_interval,
+         pg_catalog.ceil(greatest(t.blocks OPERATOR(pg_catalog.-) t.next_block, 0)::numeric
+                         OPERATOR(pg_catalog./) t.per_call)::bigint AS calls_left,
+         pg_catalog.make_interval(secs => (pg_catalog.ceil(greatest(t.blocks OPERATOR(pg_catalog.-) t.next_block, 0)::numeric
+                         OPERATOR(pg_catalog./) t.per_call) OPERATOR(pg_catalog.*) t.every_s)::double precision) AS pass_time_left,
+         pg_catalog.make_interval(secs => (greatest(pg_catalog.ceil(t.blocks::numeric OPERATOR(pg_catalog./) t.per_call), 1)
+                         OPERATOR(pg_catalog.*) t.every_s)::double precision) AS full_pass_time,
+         t.last_run_at,
+         t.last_sweep_done_at,
+         -- the schedule stalled (three intervals without a call), or a pass takes longer than the horizon
+         (t.every_s IS NOT NULL AND (
+            coalesce(t.last_run_at, '-infinity'::timestamptz) OPERATOR(pg_catalog.<)
+              (pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => (3 OPERATOR(pg_catalog.*) t.every_s)::double precision))
+            OR pg_catalog.make_interval(secs => (greatest(pg_catalog.ceil(t.blocks::numeric OPERATOR(pg_catalog./) t.per_call), 1)
+                                         OPERATOR(pg_catalog.*) t.every_s)::double precision)
+               OPERATOR(pg_catalog.>) cdc.replay_horizon())) AS behind
+    FROM t;
+COMMENT ON VIEW cdc.prune_progress IS
+  'Where the launcher''s scheduled cdc.prune() is in each bookkeeping table (docs/retention.md): the table''s blocks, the position of the current pass, blocks left in it and percent done, the blocks one call scans (cdc.prune_max_pages) and how often it is called (cdc.prune_interval), the calls and time left in the pass, the time a full pass takes (an entry may outlive the replay horizon by up to that much), when it last ran and last completed a pass, and behind: true when no call came for three intervals (the launcher is down or cdc.prune() fails: see the server log) or a full pass takes longer than the replay horizon (raise cdc.prune_max_pages). The schedule columns are NULL when the launcher does not prune (cdc.prune_interval = 0, or cdc_apply not preloaded). Cheap: reads cdc.prune_state and the tables'' sizes, never their rows.';
+
+GRANT SELECT ON cdc.shared_stats, cdc.call_stats, cdc.failed_calls, cdc.worker_stats, cdc.apply_latency, cdc.rates,
+                cdc.copy_progress, cdc.prune_progress TO PUBLIC;
+REVOKE ALL ON FUNCTION cdc.reset_shared_stats() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._notify_launcher() FROM PUBLIC;
+
+-- The launcher serves this database as soon as CREATE EXTENSION commits.
+SELECT cdc._notify_launcher();
