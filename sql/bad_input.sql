@@ -285,3 +285,25 @@ SELECT applied, duplicate, stale, conflict, ignored, outbox_rows FROM cdc.stats 
 SELECT cdc_apply(bad_ev('c', '{"id": 13, "name": "m", "qty": 13}', '0/1D00'), 'bad_items', 'bad-check') AS replay_check,
        cdc_apply(bad_ev('c', '{"id": 22, "name": "v", "qty": 22}', '0/2200'), 'bad_items', 'bad-batch-3') AS replay_batch;
 SELECT (SELECT row(m.*)::text FROM bad_mark m) = (SELECT row(s.*)::text FROM bad_state() s) AS unchanged_by_replay;
+
+-- ---------------------------------------------------------------------------
+-- A NUL (\u0000) in a text field of the envelope (found by a fresh-user
+-- run: it reached cdc.source as text PostgreSQL cannot hold, and a second
+-- such source name made the dictionary insert spin).  Refused with 22P02
+-- naming the field, in the text form (jsonb cannot hold it at all), and
+-- nothing is applied or recorded.
+-- ---------------------------------------------------------------------------
+CREATE TABLE bad_nul (id int PRIMARY KEY);
+SELECT target FROM cdc.register_mapping('bad_nul', outbox => true);
+SELECT count(*) AS sources_before FROM cdc.source \gset
+\set VERBOSITY default
+SELECT cdc_apply('{"op":"c","after":{"id":1},"source":{"name":"a\u0000b","schema":"public","table":"bad_nul","lsn":100,"txId":1}}'::text, 'bad_nul');
+SELECT cdc_apply('{"op":"c","after":{"id":2},"source":{"name":"a\u0000c","schema":"public","table":"bad_nul","lsn":200,"txId":2}}'::text, 'bad_nul');
+SELECT cdc_apply('{"op":"c","after":{"id":3},"source":{"name":"ok","db":"d\u0000x","schema":"public","table":"bad_nul","lsn":300,"txId":3}}'::text, 'bad_nul');
+SELECT cdc_apply('{"op":"c","after":{"id\u0000x":3},"source":{"name":"ok","schema":"public","table":"bad_nul","lsn":300,"txId":3}}'::text, 'bad_nul');
+SELECT cdc_apply_batch('[{"op":"c","after":{"id":4},"source":{"name":"ok","schema":"public","table":"bad_nul","lsn":400,"txId":4}},
+                         {"op":"c","after":{"id":5},"source":{"name":"n\u0000","schema":"public","table":"bad_nul","lsn":500,"txId":5}}]'::text, 'bad_nul');
+\set VERBOSITY terse
+SELECT (SELECT count(*) FROM bad_nul) AS rows, outbox_count('bad_nul') AS outbox_rows, ledger_count('bad_nul') AS ledger_rows,
+       (SELECT count(*) FROM cdc.source) = :sources_before AS no_source_recorded;
+SELECT cdc_apply('{"op":"c","after":{"id":6},"source":{"name":"ok","schema":"public","table":"bad_nul","lsn":600,"txId":6}}'::text, 'bad_nul') AS clean_event_still_applies;

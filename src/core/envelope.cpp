@@ -13,16 +13,33 @@ Bad(const std::string &msg, const std::string &hint = {})
 	throw InputError(sqlstate::kInvalidParameterValue, msg, {}, hint);
 }
 
+// PostgreSQL text cannot hold U+0000: a field that carries it is refused
+// (22P02) naming the field, as column values are (decode.cpp).  Without it
+// a NUL would cut the field short where PostgreSQL reads it as a C string
+// (dictionary entries, messages, delivery keys).
+void
+RefuseNul(const std::string &s, const char *path)
+{
+	if (s.find('\0') != std::string::npos)
+		throw InputError(sqlstate::kInvalidTextRepresentation,
+		                 std::string("field \"") + path + "\" contains a NUL character (\\u0000), which PostgreSQL text cannot hold",
+		                 {}, "Remove the NUL character from the field.");
+}
+
 std::string
-OptString(const Json *j)
+OptString(const Json *j, const char *path)
 {
 	if (!j || j->IsNull())
 		return {};
+	std::string s;
 	if (j->IsString() || j->IsNumber())
-		return j->Scalar();
-	if (j->IsBool())
-		return j->AsBool() ? "true" : "false";
-	return j->Serialize();
+		s = j->Scalar();
+	else if (j->IsBool())
+		s = j->AsBool() ? "true" : "false";
+	else
+		s = j->Serialize();
+	RefuseNul(s, path);
+	return s;
 }
 
 std::optional<int64_t>
@@ -142,6 +159,7 @@ ParseEnvelope(const Json &root, Json *owned)
 	if (!op->IsString())
 		Bad(std::string("field \"op\" must be a string, got ") + op->KindName());
 	const std::string o = op->Scalar(); /* a copy: the images may be moved out of the tree below */
+	RefuseNul(o, "op");
 	if (o == "m") {
 		ev.ignored = true;
 		ev.ignored_reason = "logical decoding message";
@@ -163,12 +181,12 @@ ParseEnvelope(const Json &root, Json *owned)
 	if (const Json *src = payload->FindNonNull("source")) {
 		if (!src->IsObject())
 			Bad(std::string("field \"source\" must be an object, got ") + src->KindName());
-		ev.source.connector = OptString(src->Find("connector"));
-		ev.source.name = OptString(src->Find("name"));
-		ev.source.db = OptString(src->Find("db"));
-		ev.source.schema = OptString(src->Find("schema"));
-		ev.source.table = OptString(src->Find("table"));
-		ev.source.snapshot = OptString(src->Find("snapshot"));
+		ev.source.connector = OptString(src->Find("connector"), "source.connector");
+		ev.source.name = OptString(src->Find("name"), "source.name");
+		ev.source.db = OptString(src->Find("db"), "source.db");
+		ev.source.schema = OptString(src->Find("schema"), "source.schema");
+		ev.source.table = OptString(src->Find("table"), "source.table");
+		ev.source.snapshot = OptString(src->Find("snapshot"), "source.snapshot");
 		ev.source.lsn = OptLsn(src->Find("lsn"), "source.lsn");
 		ev.source.commit_lsn = OptLsn(src->Find("commit_lsn"), "source.commit_lsn");
 		ev.source.tx_id = OptInt(src->Find("txId"), "source.txId");
@@ -177,7 +195,7 @@ ParseEnvelope(const Json &root, Json *owned)
 	if (const Json *tx = payload->FindNonNull("transaction")) {
 		if (!tx->IsObject())
 			Bad(std::string("field \"transaction\" must be an object, got ") + tx->KindName());
-		ev.transaction_id = OptString(tx->Find("id"));
+		ev.transaction_id = OptString(tx->Find("id"), "transaction.id");
 		ev.total_order = OptInt(tx->Find("total_order"), "transaction.total_order");
 	}
 

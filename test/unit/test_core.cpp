@@ -292,6 +292,34 @@ TEST(Envelope, BadEnvelopesAreInputErrors)
 	EXPECT_EQ(state(ReadFixture("pg-key-customers-with-schema.json").c_str()), "22023") << "a Kafka key is not a value";
 }
 
+// Found by a fresh-user run: a NUL in a source text field went into
+// cdc.source as text PostgreSQL cannot hold, and a second such name made the
+// dictionary insert spin.  Every text field of the envelope refuses it, as
+// column values do (decode.cpp), naming the field.
+TEST(Envelope, NulInEnvelopeTextFieldsIsRefusedNamingTheField)
+{
+	auto message = [](const std::string &json) -> std::string {
+		try {
+			ParseDebeziumEnvelope(Json::Parse(json));
+		} catch (const InputError &e) {
+			return e.sqlstate() + std::string(" ") + e.what();
+		}
+		return "none";
+	};
+	for (const char *field : {"name", "db", "schema", "table", "connector", "snapshot"}) {
+		std::string json = std::string(R"({"op": "c", "after": {"id": 1}, "source": {")") + field + R"(": "a\u0000b"}})";
+		std::string m = message(json);
+		EXPECT_EQ(m.substr(0, 5), "22P02") << field << ": " << m;
+		EXPECT_NE(m.find(std::string("\"source.") + field + "\""), std::string::npos) << m;
+	}
+	std::string op = message(R"({"op": "c\u0000", "after": {"id": 1}})");
+	EXPECT_EQ(op.substr(0, 5), "22P02") << op;
+	EXPECT_NE(op.find("\"op\""), std::string::npos) << op;
+	std::string tx = message(R"({"op": "c", "after": {"id": 1}, "transaction": {"id": "7\u0000"}})");
+	EXPECT_EQ(tx.substr(0, 5), "22P02") << tx;
+	EXPECT_NE(tx.find("\"transaction.id\""), std::string::npos) << tx;
+}
+
 TEST(Envelope, VersionRule)
 {
 	auto ev = ParseDebeziumEnvelope(Json::Parse(

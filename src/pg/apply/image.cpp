@@ -62,6 +62,8 @@ DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const ch
 	RawImage raw;
 	for (const auto &member : obj.Members()) {
 		const std::string &field = member.first;
+		if (field.find('\0') != std::string::npos)
+			Fail("22P02", std::string("a field name of \"") + which + "\" contains a NUL character (\\u0000), which no column name can hold");
 		std::string path = std::string(which) + "." + field;
 		if (field.empty() || field.size() >= NAMEDATALEN)
 			Fail("42602", "field \"" + path + "\" is not a valid column name");
