@@ -1,6 +1,8 @@
 // SQL execution helpers: see spi.hpp.
 #include "pg/spi.hpp"
 
+#include "core/errors.hpp"
+
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
@@ -37,6 +39,14 @@ Params::Add(Oid type, Datum value, bool isnull)
 void
 Params::AddText(const std::string &s)
 {
+	/*
+	 * text cannot hold U+0000; one that does compares inconsistently (an
+	 * index and ON CONFLICT disagree).  Inputs are checked where they enter
+	 * (envelope fields, column values); this is the backstop for any other.
+	 */
+	if (s.find('\0') != std::string::npos)
+		throw cdc::InputError(cdc::sqlstate::kInvalidTextRepresentation,
+		                      "a text value contains a NUL character (\\u0000), which PostgreSQL text cannot hold");
 	Datum d = PgCall([&]() { return PointerGetDatum(cstring_to_text_with_len(s.data(), int(s.size()))); });
 	Add(TEXTOID, d, false);
 }
