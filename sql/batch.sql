@@ -619,10 +619,11 @@ SELECT outcomes FROM cdc_apply_batch(ARRAY[
 SELECT * FROM bat_state_only ORDER BY id;
 
 -- ===========================================================================
--- A text key under a nondeterministic collation: 'A' and 'a' are one row,
--- so its changes cannot be written set-based (found by a fresh-user run:
--- the batch failed with "ON CONFLICT DO UPDATE command cannot affect row a
--- second time" where one by one applied).  Same result both ways.
+-- A text key under a nondeterministic collation: 'A' and 'a' are one row
+-- with two texts.  Once the batch failed with "ON CONFLICT DO UPDATE command
+-- cannot affect row a second time" where one by one applied; a later
+-- fresh-user run found that entity records, keyed by the text, let a
+-- deleted row come back.  Such a key is now refused (0A000) both ways.
 -- ===========================================================================
 CREATE COLLATION bat_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 CREATE TABLE bat_ci_keys (id text COLLATE bat_ci PRIMARY KEY, v text);

@@ -19,11 +19,42 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
+#include "utils/fmgrprotos.h"
+#include "utils/float.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 }
 
 namespace cdc::pg {
+
+/*
+ * The text of a key value as entity records, entity keys and idempotency
+ * keys name it: its output text, except for types whose equal values can
+ * print differently, which would give one row two entity records (found by
+ * a fresh-user run: numeric 1 and 1.0, float 0 and -0 each resurrected a
+ * deleted row).  numeric drops insignificant trailing zeros (trim_scale),
+ * float4/float8 print -0 as 0.  CompactKeySql computes the same text in
+ * SQL.  PostgreSQL regime.
+ */
+static char *
+KeyTextPg(Oid type, FmgrInfo *out_fn, Datum v)
+{
+	switch (getBaseType(type)) {
+	case NUMERICOID:
+		v = DirectFunctionCall1(numeric_trim_scale, v);
+		break;
+	case FLOAT8OID:
+		if (DatumGetFloat8(v) == 0.0)
+			v = Float8GetDatum(0.0);
+		break;
+	case FLOAT4OID:
+		if (DatumGetFloat4(v) == 0.0f)
+			v = Float4GetDatum(0.0f);
+		break;
+	default: break;
+	}
+	return OutputFunctionCall(out_fn, v);
+}
 
 const std::string &
 RawImage::Json() const
@@ -111,7 +142,7 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 			});
 			/* the canonical text of key columns (entity keys); the others' only for ImageHash, not kept */
 			if (std::find(t.key.begin(), t.key.end(), f->second) != t.key.end()) {
-				char *out = PgCall([&]() { return OutputFunctionCall(col.out_fn, cell.value); });
+				char *out = PgCall([&]() { return KeyTextPg(col.type, col.out_fn, cell.value); });
 				cell.text = out;
 				PgCall([&]() { pfree(out); });
 			}
@@ -196,11 +227,23 @@ CompactKey(const Target &t, const Image &img)
 std::string
 CompactKeySql(const Target &t)
 {
+	/* the key text KeyTextPg gives, in SQL */
+	auto text = [&](const Column &c) {
+		std::string v = "t." + QuoteIdent(c.name);
+		Oid base = PgCall([&]() { return getBaseType(c.type); });
+		if (base == NUMERICOID)
+			v = "pg_catalog.trim_scale(" + v + ")";
+		else if (base == FLOAT8OID)
+			v = "(" + v + " OPERATOR(pg_catalog.+) 0::pg_catalog.float8)"; /* -0 + 0 = 0 */
+		else if (base == FLOAT4OID)
+			v = "(" + v + " OPERATOR(pg_catalog.+) 0::pg_catalog.float4)";
+		return "pg_catalog.format('%s', " + v + ")";
+	};
 	if (t.key.size() == 1)
-		return "pg_catalog.format('%s', t." + QuoteIdent(t.columns[size_t(t.key[0])].name) + ")";
+		return text(t.columns[size_t(t.key[0])]);
 	std::string e = "ARRAY[";
 	for (size_t i = 0; i < t.key.size(); i++)
-		e += (i ? ", " : "") + std::string("pg_catalog.format('%s', t.") + QuoteIdent(t.columns[size_t(t.key[i])].name) + ")";
+		e += (i ? ", " : "") + text(t.columns[size_t(t.key[i])]);
 	return e + "]::pg_catalog.text";
 }
 

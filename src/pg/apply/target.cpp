@@ -502,6 +502,19 @@ ApplyEngine::LoadTarget(Oid relid)
 	}
 	for (int k : t->key) {
 		Column &kc = t->columns[size_t(k)];
+		/*
+		 * Entity records name an entity by its key's text; under a
+		 * nondeterministic collation 'abc' and 'ABC' are one row with two
+		 * texts, so a delete of one would not stop a late change of the
+		 * other (found by a fresh-user run: a deleted row came back).
+		 */
+		if (!kc.deterministic)
+			Fail("0A000",
+			     "key column \"" + kc.name + "\" of table " + t->display +
+			         " has a nondeterministic collation: equal keys can differ in text, which entity records cannot "
+			         "tell apart",
+			     {}, "Give the key column a deterministic collation (ALTER TABLE ... ALTER COLUMN ... TYPE ... COLLATE \"C\"), "
+			         "or key the mapping by other columns (key_columns).");
 		kc.eq_op = PgCall([&]() { return EqualityOperatorPg(kc.type); });
 	}
 	{
