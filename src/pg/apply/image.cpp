@@ -358,6 +358,15 @@ PrepareChange(const Target &t, const ChangeRequest &req, const RunAs &as)
 	}
 	p.delivery_key =
 		req.delivery_key ? *req.delivery_key : DeriveDeliveryKey(req.source, req.op, req.total_order, p.entity_key);
+	/*
+	 * A mapping ordered by a version column may be fed without source
+	 * positions: then the source identity is only (op, key), and every later
+	 * change of the same op and key would be taken for a duplicate delivery
+	 * (found by a fresh-user run: a stale update and a conflicting one both
+	 * came out "duplicate").  The column's value tells those changes apart.
+	 */
+	if (!req.delivery_key && t.version_col >= 0 && !req.source.lsn)
+		p.delivery_key += ":" + std::to_string(p.version.parts[1]);
 	return p;
 }
 
