@@ -123,3 +123,18 @@ SELECT array_agg(DISTINCT outcome ORDER BY outcome) AS outcome_set,
   FROM seen;
 SELECT * FROM basics_outcomes;
 SELECT applied, duplicate, stale, conflict, ignored FROM cdc.stats WHERE target = 'basics_outcomes'::regclass;
+
+-- A source table maps to one target: a second target for it is refused
+-- naming the first (found by a fresh-user run: a raw unique violation of
+-- mapping_source_idx), and a bad conflict_policy is echoed.
+CREATE TABLE basics_one (id int PRIMARY KEY);
+CREATE TABLE basics_two (id int PRIMARY KEY);
+SELECT target FROM cdc.register_mapping('basics_one', 'public', 'shared_src');
+\set VERBOSITY default
+SELECT target FROM cdc.register_mapping('basics_two', 'public', 'shared_src');
+SELECT target FROM cdc.register_mapping('basics_two', conflict_policy => 'ignore');
+\set VERBOSITY terse
+SELECT target FROM cdc.register_mapping('basics_two', 'public', 'shared_src', source_name => 'another');
+SELECT target::text, source_name, source_table FROM cdc.mapping WHERE target IN ('basics_one'::regclass, 'basics_two'::regclass) ORDER BY 1;
+SELECT cdc.unregister_mapping('basics_one'), cdc.unregister_mapping('basics_two');
+DROP TABLE basics_one, basics_two;

@@ -873,6 +873,7 @@ DECLARE
   result     cdc.mapping;
   fn         pg_proc;
   meta       record;
+  other      regclass;
 BEGIN
   IF target IS NULL THEN
     RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
@@ -1006,13 +1007,28 @@ BEGIN
       USING ERRCODE = '22023';
   END IF;
   IF conflict_policy IS NULL OR conflict_policy NOT IN ('record', 'error') THEN
-    RAISE EXCEPTION 'conflict_policy must be ''record'' or ''error''' USING ERRCODE = '22023';
+    RAISE EXCEPTION 'conflict_policy must be ''record'' or ''error'', not %', coalesce(quote_literal(conflict_policy), 'NULL')
+      USING ERRCODE = '22023';
   END IF;
   IF unavailable_placeholder IS NULL OR unavailable_placeholder = '' THEN
     RAISE EXCEPTION 'unavailable_placeholder must not be empty' USING ERRCODE = '22023';
   END IF;
   IF source_epoch IS NULL OR source_epoch < 0 OR source_epoch > 2147483647 THEN
     RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647' USING ERRCODE = '22023';
+  END IF;
+
+  -- a source table maps to one target (mapping_source_idx): say which one holds it
+  SELECT mp.target INTO other FROM cdc.mapping mp
+   WHERE coalesce(mp.source_name, '') OPERATOR(pg_catalog.=) coalesce(register_mapping.source_name, '')
+     AND mp.source_schema OPERATOR(pg_catalog.=) coalesce(register_mapping.source_schema, rel_schema)
+     AND mp.source_table OPERATOR(pg_catalog.=) coalesce(register_mapping.source_table, rel_name)
+     AND mp.target OPERATOR(pg_catalog.<>) register_mapping.target;
+  IF other IS NOT NULL THEN
+    RAISE EXCEPTION 'source table %.% of source % is already mapped to table %',
+                    coalesce(register_mapping.source_schema, rel_schema), coalesce(register_mapping.source_table, rel_name),
+                    coalesce(quote_literal(register_mapping.source_name), '(any)'), other
+      USING ERRCODE = '23505',
+            HINT = 'A source table maps to one target: unregister the other mapping (cdc.unregister_mapping), or map another source table.';
   END IF;
 
   PERFORM cdc._rekey_if_needed(target, key_columns, mode);
@@ -1036,7 +1052,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value. Returns the cdc.mapping row.';
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value, 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,
@@ -1741,6 +1757,10 @@ BEGIN
     RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', coalesce(quote_literal(origin), 'NULL')
       USING ERRCODE = '22023';
   END IF;
+  IF EXISTS (SELECT 1 FROM cdc.subscription s WHERE s.name OPERATOR(pg_catalog.=) create_subscription.name) THEN
+    RAISE EXCEPTION 'subscription % already exists', quote_literal(create_subscription.name)
+      USING ERRCODE = '42710', HINT = 'Choose another name, or drop the subscription first (cdc.drop_subscription).';
+  END IF;
   -- without create_slot the worker finds the slot ready: it reads the publications' tables at its first start
   INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, create_slot, copy_data, enabled, source_epoch,
                                 owner, run_as_owner, origin, refresh_pending)
@@ -1774,7 +1794,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
-  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 23505 name exists, 22023 missing conninfo/publications or another origin.';
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin.';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
