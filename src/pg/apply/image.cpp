@@ -37,21 +37,18 @@ namespace cdc::pg {
  * SQL.  PostgreSQL regime.
  */
 static char *
-KeyTextPg(Oid type, FmgrInfo *out_fn, Datum v)
+KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 {
-	switch (getBaseType(type)) {
-	case NUMERICOID:
+	/* the family is the base type's (target.cpp, FamilyPg): no catalog lookup for other keys */
+	if (family == ColumnType::Family::Numeric) {
 		v = DirectFunctionCall1(numeric_trim_scale, v);
-		break;
-	case FLOAT8OID:
-		if (DatumGetFloat8(v) == 0.0)
+	} else if (family == ColumnType::Family::Float) {
+		if (getBaseType(type) == FLOAT4OID) {
+			if (DatumGetFloat4(v) == 0.0f)
+				v = Float4GetDatum(0.0f);
+		} else if (DatumGetFloat8(v) == 0.0) {
 			v = Float8GetDatum(0.0);
-		break;
-	case FLOAT4OID:
-		if (DatumGetFloat4(v) == 0.0f)
-			v = Float4GetDatum(0.0f);
-		break;
-	default: break;
+		}
 	}
 	return OutputFunctionCall(out_fn, v);
 }
@@ -142,7 +139,7 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 			});
 			/* the canonical text of key columns (entity keys); the others' only for ImageHash, not kept */
 			if (std::find(t.key.begin(), t.key.end(), f->second) != t.key.end()) {
-				char *out = PgCall([&]() { return KeyTextPg(col.type, col.out_fn, cell.value); });
+				char *out = PgCall([&]() { return KeyTextPg(col.ctype.family, col.type, col.out_fn, cell.value); });
 				cell.text = out;
 				PgCall([&]() { pfree(out); });
 			}
@@ -230,13 +227,12 @@ CompactKeySql(const Target &t)
 	/* the key text KeyTextPg gives, in SQL */
 	auto text = [&](const Column &c) {
 		std::string v = "t." + QuoteIdent(c.name);
-		Oid base = PgCall([&]() { return getBaseType(c.type); });
-		if (base == NUMERICOID)
+		if (c.ctype.family == ColumnType::Family::Numeric) {
 			v = "pg_catalog.trim_scale(" + v + ")";
-		else if (base == FLOAT8OID)
-			v = "(" + v + " OPERATOR(pg_catalog.+) 0::pg_catalog.float8)"; /* -0 + 0 = 0 */
-		else if (base == FLOAT4OID)
-			v = "(" + v + " OPERATOR(pg_catalog.+) 0::pg_catalog.float4)";
+		} else if (c.ctype.family == ColumnType::Family::Float) {
+			bool is4 = PgCall([&]() { return getBaseType(c.type) == FLOAT4OID; });
+			v = "(" + v + " OPERATOR(pg_catalog.+) 0::pg_catalog." + (is4 ? "float4" : "float8") + ")"; /* -0 + 0 = 0 */
+		}
 		return "pg_catalog.format('%s', " + v + ")";
 	};
 	if (t.key.size() == 1)
