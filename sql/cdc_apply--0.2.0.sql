@@ -228,7 +228,11 @@ CREATE TABLE cdc.outbox_rows (
   target       regclass NOT NULL,
   src          integer NOT NULL,
   v0           integer NOT NULL,
-  op           "char" NOT NULL CHECK (op IN ('c', 'u', 'd', 't')),
+  -- No CHECK on op: only the engine writes rows (as the owner of the
+  -- extension's tables), and a CHECK is planned again by every statement
+  -- that inserts (ExecConstraints builds it per statement): about 5 % of a
+  -- cdc_apply() call (docs/internals.md, "Writes without SQL").
+  op           "char" NOT NULL,
   entity_key   jsonb,
   payload      jsonb,
   -- Unique on the idempotency key per target: a role writing its own target
@@ -254,7 +258,7 @@ COMMENT ON COLUMN cdc.outbox_rows.ikey IS 'The idempotency key: the 16 bytes of 
 COMMENT ON COLUMN cdc.outbox_rows.target IS 'Destination table of the change.';
 COMMENT ON COLUMN cdc.outbox_rows.src IS 'cdc.outbox_source id: topic, source name, db, schema and table.';
 COMMENT ON COLUMN cdc.outbox_rows.v0 IS 'Version component 1 (the source epoch).';
-COMMENT ON COLUMN cdc.outbox_rows.op IS 'c (insert), u (update), d (delete) or t (truncate).';
+COMMENT ON COLUMN cdc.outbox_rows.op IS 'c (insert), u (update), d (delete) or t (truncate); written only by the engine, so not checked by a constraint.';
 COMMENT ON COLUMN cdc.outbox_rows.entity_key IS 'Entity key; NULL for a truncate.';
 COMMENT ON COLUMN cdc.outbox_rows.payload IS 'Destination row after the change (for d: the removed row, or the event''s before-image); NULL for t.';
 COMMENT ON SEQUENCE cdc.outbox_rows_id_seq IS 'Ids of outbox rows, in insertion order.';

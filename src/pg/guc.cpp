@@ -33,6 +33,7 @@ int cdc_synchronous_commit = SYNCHRONOUS_COMMIT_OFF; /* cdc.synchronous_commit o
 bool cdc_streaming = false;           /* cdc.streaming: protocol version 2, in-progress transactions */
 int cdc_apply_batch_changes = 1000;   /* cdc.apply_batch_changes: changes applied set-based at once */
 int cdc_max_event_size = 16 * 1024;   /* cdc.max_event_size, kB: one event (or worker change) at most */
+bool cdc_direct_writes = true;        /* cdc.direct_writes: the engine's own rows without SQL where it is the same */
 
 const struct config_enum_entry cdc_synchronous_commit_options[] = {
 	{"local", SYNCHRONOUS_COMMIT_LOCAL_FLUSH, false},
@@ -150,6 +151,12 @@ DefineWorkerSettings(bool preloaded)
 	                        "A larger one raises 54000 before it is parsed, so that no caller can make a backend allocate "
 	                        "memory without bound (docs/security.md). Superusers may change it, for a role or a database too.",
 	                        &cdc_max_event_size, 16 * 1024, 1, 1024 * 1024, PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomBoolVariable("cdc.direct_writes",
+	                         "Write rows through the table access method where an SQL statement would give the same result.",
+	                         "On (the default), target rows of plain tables and outbox rows are written without SQL, as PostgreSQL's "
+	                         "own apply worker writes; off runs the SQL statements instead. For differential tests and "
+	                         "diagnosis; the results are the same either way (docs/internals.md, \"Writes without SQL\").",
+	                         &cdc_direct_writes, true, PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("cdc");
 }
 

@@ -146,6 +146,13 @@ for my $seed (@seeds)
 		diag(sprintf('  m%-3d %s', $_, $driver->describe({ json => $H->{messages}[$_]{json}, dk => undef })))
 		  for 0 .. $#{ $H->{messages} };
 	}
+	# Every other seed writes through SQL statements only (cdc.direct_writes
+	# off), the others through the table access method where the engine
+	# may: both must reach the model's state (a differential test of the
+	# two writers, docs/internals.md, "Writes without SQL").
+	my $direct = $seed % 2 ? 'on' : 'off';
+	$node->safe_psql('postgres', "ALTER DATABASE torture SET cdc.direct_writes = $direct");
+	$stats{"direct_writes_$direct"}++;
 	my @names;
 	my $seed_ok = 1;
 	my $mode = sub { return $plan->weighted({ inorder => 2, perkey => 5, arbitrary => 3 }); };

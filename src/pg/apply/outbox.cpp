@@ -13,10 +13,14 @@
 #include "pg/apply/id_cache.hpp"
 #include "pg/apply/internal.hpp"
 #include "pg/apply/target.hpp"
+#include "pg/guc.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -35,6 +39,7 @@ extern "C" {
 #include "replication/message.h"
 #include "storage/lmgr.h"
 #include "utils/datetime.h"
+#include "utils/snapmgr.h"
 #include "utils/numeric.h"
 #include "utils/fmgroids.h"
 #include "utils/json.h"
@@ -560,6 +565,8 @@ WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, c
 	return WriteOutboxJsonb(t, src, op, v, entity_key, jpayload);
 }
 
+static int64 InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken);
+
 bool
 WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
                  std::optional<Datum> jpayload)
@@ -573,6 +580,20 @@ WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version 
 	if (!r.message.empty()) {
 		EmitOutboxMessage(r.target, r.message);
 		return true;
+	}
+	/*
+	 * As the statement below would write it, without SQL (the statement's
+	 * planning and executor start-up were a quarter of a cdc_apply() call).
+	 * ON CONFLICT DO NOTHING is a probe of the key first: two transactions
+	 * cannot insert the same key at once, as both would hold the entity's
+	 * record locked (an entity's changes are decided one transaction at a
+	 * time); were it to happen, the second raises 23505, never drops a row.
+	 */
+	if (cdc_direct_writes) {
+		const OutboxRow *one = &r;
+		int64 n = PgCallAs(RunAs::ExtensionOwner(), [&]() { return InsertOutboxRowsDirectPg(&one, 1, true); });
+		if (n >= 0)
+			return n == 1;
 	}
 	auto int8_or_null = [](Params &p, const std::optional<int64_t> &x) {
 		p.Add(INT8OID, x ? Int64GetDatum(*x) : (Datum) 0, !x);
@@ -609,6 +630,66 @@ constexpr int kOutboxColumnCount = int(sizeof(kOutboxColumns) / sizeof(kOutboxCo
 constexpr int kOutboxChunk = 1000; /* rows per table_multi_insert, as COPY buffers them */
 
 /*
+ * Whether cdc.outbox_rows (`rel`) holds a row with r's unique key (the
+ * primary key's columns: target, v1, v2, ikey), committed or inserted by a
+ * transaction still in progress, as INSERT ... ON CONFLICT DO NOTHING
+ * decides: such a transaction is waited for and the index read again.  A
+ * dirty snapshot sees rows of transactions in progress, as
+ * RelationFindReplTupleByIndex (execReplication.c) reads one to lock.
+ * PostgreSQL regime.
+ */
+static bool
+OutboxKeyTakenPg(Relation rel, const OutboxRow &r)
+{
+	Oid pk = RelationGetPrimaryKeyIndex(rel);
+	if (!OidIsValid(pk))
+		return false;
+	Relation idx = index_open(pk, AccessShareLock);
+	int nkeys = IndexRelationGetNumberOfKeyAttributes(idx);
+	ScanKeyData skey[INDEX_MAX_KEYS];
+	for (int i = 0; i < nkeys; i++) {
+		AttrNumber att = idx->rd_index->indkey.values[i];
+		const char *name = NameStr(TupleDescAttr(RelationGetDescr(rel), att - 1)->attname);
+		Datum d;
+		if (strcmp(name, "target") == 0)
+			d = ObjectIdGetDatum(r.target);
+		else if (strcmp(name, "v1") == 0)
+			d = Int64GetDatum(r.v1);
+		else if (strcmp(name, "v2") == 0)
+			d = Int64GetDatum(r.v2);
+		else if (strcmp(name, "ikey") == 0)
+			d = PointerGetDatum(r.ikey.data());
+		else
+			elog(ERROR, "unexpected column \"%s\" in the primary key of cdc.outbox_rows", name);
+		Oid opfamily = idx->rd_opfamily[i];
+		Oid type = idx->rd_opcintype[i];
+		Oid eq = get_opfamily_member(opfamily, type, type, BTEqualStrategyNumber);
+		if (!OidIsValid(eq))
+			elog(ERROR, "no equality operator for column \"%s\" of cdc.outbox_rows", name);
+		ScanKeyInit(&skey[i], AttrNumber(i + 1), BTEqualStrategyNumber, get_opcode(eq), d);
+		skey[i].sk_collation = idx->rd_indcollation[i];
+	}
+	SnapshotData snap;
+	InitDirtySnapshot(snap);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	bool found;
+	for (;;) {
+		IndexScanDesc scan = index_beginscan(rel, idx, &snap, nkeys, 0);
+		index_rescan(scan, skey, nkeys, NULL, 0);
+		found = index_getnext_slot(scan, ForwardScanDirection, slot);
+		TransactionId xwait = !found ? InvalidTransactionId
+		                             : TransactionIdIsValid(snap.xmin) ? snap.xmin : snap.xmax;
+		index_endscan(scan);
+		if (!TransactionIdIsValid(xwait))
+			break;
+		XactLockTableWait(xwait, NULL, NULL, XLTW_None);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(idx, NoLock);
+	return found;
+}
+
+/*
  * Inserts *rows[0..n) into cdc.outbox_rows through the table access method
  * and the executor's index maintenance, as COPY FROM does (copyfrom.c):
  * table_multi_insert writes the rows of a page with one WAL record, then
@@ -620,11 +701,14 @@ constexpr int kOutboxChunk = 1000; /* rows per table_multi_insert, as COPY buffe
  * differently: the current user lacks USAGE on schema cdc or INSERT on the
  * table (the statement reports the error), or the table has triggers,
  * rules, row-level security or generated columns (someone added them; the
- * statement honours them).  PostgreSQL regime: call through PgCallAs, as
- * the owner of the extension's tables (RunAs::ExtensionOwner).
+ * statement honours them).  With `skip_taken`, a row whose key is taken
+ * (OutboxKeyTakenPg) is left out, as ON CONFLICT DO NOTHING leaves it out:
+ * for one row (a row of the same call is not seen by the probe).
+ * PostgreSQL regime: call through PgCallAs, as the owner of the extension's
+ * tables (RunAs::ExtensionOwner).
  */
 static int64
-InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n)
+InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken)
 {
 	Oid nsp = get_namespace_oid("cdc", true);
 	Oid relid = OidIsValid(nsp) ? get_relname_relid("outbox_rows", nsp) : InvalidOid;
@@ -643,6 +727,14 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n)
 	if (!plain) {
 		table_close(rel, NoLock);
 		return -1;
+	}
+
+	if (skip_taken) {
+		Assert(n == 1);
+		if (OutboxKeyTakenPg(rel, *rows[0])) {
+			table_close(rel, NoLock);
+			return 0;
+		}
 	}
 
 	ExecWrite w;
@@ -755,7 +847,7 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 			only = r.target;
 			new_by_order = new_by_order && r.new_by_order;
 		}
-	if (one_target && new_by_order) {
+	if (one_target && new_by_order && cdc_direct_writes) {
 		/*
 		 * Rows of a stream-ordered target cannot meet their key (each change
 		 * is newer than anything applied to the target before): they need
@@ -769,7 +861,8 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 			if (r.message.empty())
 				table.push_back(&r);
 		/* as the INSERT statement runs: as the owner of the extension's tables */
-		int64 n = PgCallAs(RunAs::ExtensionOwner(), [&]() { return InsertOutboxRowsDirectPg(table.data(), table.size()); });
+		int64 n = PgCallAs(RunAs::ExtensionOwner(),
+		                   [&]() { return InsertOutboxRowsDirectPg(table.data(), table.size(), false); });
 		if (n >= 0) {
 			counters[only].outbox_rows += int64_t(n);
 			q.rows.clear();

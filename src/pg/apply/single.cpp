@@ -19,6 +19,8 @@
 #include "pg/apply/modes.hpp"
 #include "pg/apply/outbox.hpp"
 #include "pg/apply/state_store.hpp"
+#include "pg/apply/table_write.hpp"
+#include "pg/guc.hpp"
 
 extern "C" {
 #include "executor/spi.h"
@@ -412,6 +414,37 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 	}
 }
 
+// May the applied upsert `c` be written as PostgreSQL's own apply worker
+// writes a row (UpsertRowsDirect, table_write.hpp) instead of MutateTarget's
+// INSERT ... ON CONFLICT DO UPDATE, with the same result?  A state mapping
+// on a table whose rows are independent (IndependentRowsPg: no triggers,
+// rules, row-level security, CHECK constraints or other unique index), no
+// GENERATED ALWAYS identity column (the statement's OVERRIDING SYSTEM VALUE
+// and its identity check), and an image carrying every column the table
+// does not compute (so no default is evaluated; an unavailable value is
+// never one) and some column besides the key (else the statement leaves the
+// row as it is).  With `payload`, the outbox payload must be the image
+// itself (PayloadFromImageAllowed: no generated columns).  Two writers of
+// one key cannot race here: both would hold the entity's record first.
+bool
+DirectUpsertAllowed(const EntityChange &c, bool payload)
+{
+	const Target &t = *c.t;
+	if (!cdc_direct_writes || c.is_delete || t.modes.mode != Mode::State || !t.independent_rows ||
+	    t.has_identity_always || (payload && !PayloadFromImageAllowed(t)))
+		return false;
+	bool nonkey = false;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Cell &cell = c.image->cells[i];
+		if (t.columns[i].generated)
+			continue;
+		if (!cell.present || cell.unavailable)
+			return false;
+		nonkey = nonkey || std::find(t.key.begin(), t.key.end(), int(i)) == t.key.end();
+	}
+	return nonkey;
+}
+
 // The applied change's writes: the target row (with the handler call of
 // handler mode), then the outbox row; counts it.  Stream ordering only: an
 // update with unavailable values that finds no row is recorded as a
@@ -431,7 +464,13 @@ ApplyDecided(const EntityChange &c, Counters &cnt)
 	const bool partial_stream = c.stream && !c.is_delete && c.image->has_unavailable;
 	/* only the outbox needs the row: as jsonb, no text in between */
 	std::optional<Datum> jrow;
-	std::optional<std::string> row = MutateTarget(c, handler || outbox_row || partial_stream, handler ? nullptr : &jrow);
+	std::optional<std::string> row;
+	if (!handler && !partial_stream && DirectUpsertAllowed(c, outbox_row) && UpsertRowsDirect(t, {c.image}, c.as)) {
+		if (outbox_row) /* the row written is the image */
+			jrow = PayloadFromImage(t, *c.image, c.as);
+	} else {
+		row = MutateTarget(c, handler || outbox_row || partial_stream, handler ? nullptr : &jrow);
+	}
 	if (partial_stream && !row) {
 		Decision d;
 		d.outcome = Outcome::Conflict;

@@ -5,6 +5,7 @@
 #include "pg/apply/table_write.hpp"
 
 #include "pg/apply/target.hpp"
+#include "pg/guc.hpp"
 
 #include <memory>
 
@@ -125,6 +126,8 @@ EndExecWritePg(ExecWrite *w)
 bool
 UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as)
 {
+	if (!cdc_direct_writes)
+		return false;
 	std::vector<AttrNumber> key, attnums;
 	for (int k : t.key)
 		key.push_back(t.columns[size_t(k)].attnum);

@@ -47,10 +47,10 @@ void EndExecWritePg(ExecWrite *w);
 // behave differently: `as` lacks USAGE on the schema or table-level SELECT,
 // INSERT and UPDATE (the statement reports it, or honours column
 // privileges), the table gained triggers, rules or row-level security, the
-// key index is partial or on expressions, or UPDATE would need a replica
-// identity the table lacks.  Errors: as the statement's (23505 when another
-// transaction inserted the key meanwhile, 23502 for a NULL in a NOT NULL
-// column), as PgError.
+// key index is partial or on expressions, UPDATE would need a replica
+// identity the table lacks, or cdc.direct_writes is off.  Errors: as the
+// statement's (23505 when another transaction inserted the key meanwhile,
+// 23502 for a NULL in a NOT NULL column), as PgError.
 bool UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as);
 
 } // namespace cdc::pg

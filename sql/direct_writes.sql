@@ -1,0 +1,153 @@
+--
+-- direct_writes: rows written without SQL (cdc.direct_writes, on by
+-- default; docs/internals.md, "Writes without SQL") give exactly what the
+-- SQL statements give.  Each case applies the same deliveries to two
+-- identical targets, one with cdc.direct_writes on and one with it off,
+-- and compares rows, outbox rows (payload, entity key, op, version) and
+-- entity records; then the cases where the direct writer must step aside
+-- (a column the event does not carry, a generated column with an outbox, a
+-- trigger) and the errors it must raise as the statement does.
+-- Tables of this suite are called dw_*.
+--
+-- The histories: (n, op, after, before), applied in n order.
+CREATE TABLE dw_history (n int PRIMARY KEY, op text NOT NULL, after jsonb, before jsonb);
+INSERT INTO dw_history VALUES
+  (1, 'c', '{"id": 1, "name": "a", "qty": 1, "price": 1.50, "tags": ["x"], "at": "2024-01-01T00:00:00Z"}', NULL),
+  (2, 'c', '{"id": 2, "name": "b", "qty": 2, "price": 2.00, "tags": [], "at": "2024-01-01T00:00:01Z"}', NULL),
+  (3, 'u', '{"id": 1, "name": "a2", "qty": 3, "price": 1.500, "tags": ["x", "y"], "at": "2024-01-01T00:00:02Z"}', NULL),
+  (4, 'd', NULL, '{"id": 2}'),
+  (5, 'c', '{"id": 2, "name": "b again", "qty": null, "price": -0.0, "tags": null, "at": null}', NULL),
+  (6, 'u', '{"id": 3, "name": "new by update", "qty": 7, "price": 1e3, "tags": ["z"], "at": "2024-01-02T00:00:00+02:00"}', NULL),
+  (7, 'r', '{"id": 4, "name": "snapshot row", "qty": 4, "price": 4, "tags": [], "at": null}', NULL),
+  (8, 'u', '{"id": 1, "name": "a3 \u00e9\u4e2d", "qty": 8, "price": 0.1, "tags": ["\"q\""], "at": "2024-01-03T00:00:00Z"}', NULL);
+
+-- Applies dw_history to target `tbl` (source table of the same name) with
+-- cdc.direct_writes set to `direct`, each history entry twice (the second
+-- time a duplicate delivery); returns the outcomes.
+CREATE FUNCTION dw_apply(tbl text, direct boolean) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  h record;
+  outcomes text := '';
+BEGIN
+  PERFORM set_config('cdc.direct_writes', direct::text, true);
+  FOR h IN SELECT * FROM dw_history ORDER BY n LOOP
+    FOR i IN 1 .. 2 LOOP
+      outcomes := outcomes || cdc_apply(dbz(h.op, tbl, h.after, '0/' || to_hex(4096 + h.n * 16), 500 + h.n,
+                                            before => h.before, total_order => 1),
+                                        NULL, tbl || ':' || h.n) || ' ';
+    END LOOP;
+  END LOOP;
+  RETURN outcomes;
+END $$;
+
+-- What must be equal between the two targets: rows as JSON, outbox rows
+-- (without ids, targets and times) and entity records.
+CREATE FUNCTION dw_state(t regclass) RETURNS TABLE (part text, item text) LANGUAGE sql AS $$
+  SELECT 'outbox', concat_ws(' ', o.op, o.version::text, o.entity_key::text, o.payload::text)
+    FROM cdc.outbox o WHERE o.target = t
+  UNION ALL
+  SELECT 'entity', concat_ws(' ', e.entity_key::text, e.version::text, e.is_tombstone::text)
+    FROM cdc.entities e WHERE e.target = t
+$$;
+CREATE FUNCTION dw_rows(t regclass) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN QUERY EXECUTE format('SELECT to_jsonb(x)::text FROM %s x', t);
+END $$;
+-- Differences between the two targets' states and rows: none expected.
+CREATE FUNCTION dw_diff(a regclass, b regclass) RETURNS TABLE (side text, part text, item text) LANGUAGE sql AS $$
+  (SELECT 'only ' || a::text, * FROM dw_state(a) EXCEPT ALL SELECT 'only ' || a::text, * FROM dw_state(b))
+  UNION ALL
+  (SELECT 'only ' || b::text, * FROM dw_state(b) EXCEPT ALL SELECT 'only ' || b::text, * FROM dw_state(a))
+  UNION ALL
+  (SELECT 'only ' || a::text, 'row', r FROM dw_rows(a) r EXCEPT ALL SELECT 'only ' || a::text, 'row', r FROM dw_rows(b) r)
+  UNION ALL
+  (SELECT 'only ' || b::text, 'row', r FROM dw_rows(b) r EXCEPT ALL SELECT 'only ' || b::text, 'row', r FROM dw_rows(a) r)
+$$;
+
+-- 1. A plain table with an outbox: the direct writer's own case.
+CREATE TABLE dw_plain_on (id int PRIMARY KEY, name text NOT NULL, qty int, price numeric, tags text[], at timestamptz);
+CREATE TABLE dw_plain_off (LIKE dw_plain_on INCLUDING ALL);
+SELECT count(*) FROM cdc.register_mapping('dw_plain_on', outbox => true);
+SELECT count(*) FROM cdc.register_mapping('dw_plain_off', outbox => true);
+SELECT dw_apply('dw_plain_on', true) = dw_apply('dw_plain_off', false) AS same_outcomes;
+SELECT dw_apply('dw_plain_on', true) AS outcomes_again;
+SHOW cdc.direct_writes;
+SELECT * FROM dw_diff('dw_plain_on', 'dw_plain_off');
+SELECT id, name, qty, price, tags, at FROM dw_plain_on ORDER BY id;
+SELECT op, payload FROM cdc.outbox WHERE target = 'dw_plain_on'::regclass ORDER BY id;
+
+-- 2. Without an outbox, with a stored generated column: the executor
+-- computes it either way.
+CREATE TABLE dw_gen_on (id int PRIMARY KEY, name text NOT NULL, qty int, price numeric, tags text[], at timestamptz,
+                        total numeric GENERATED ALWAYS AS (qty * price) STORED);
+CREATE TABLE dw_gen_off (LIKE dw_gen_on INCLUDING ALL);
+SELECT count(*) FROM cdc.register_mapping('dw_gen_on');
+SELECT count(*) FROM cdc.register_mapping('dw_gen_off');
+SELECT dw_apply('dw_gen_on', true) = dw_apply('dw_gen_off', false) AS same_outcomes;
+SELECT * FROM dw_diff('dw_gen_on', 'dw_gen_off');
+SELECT id, qty, price, total FROM dw_gen_on ORDER BY id;
+
+-- 3. A generated column with an outbox: the payload must show the computed
+-- value, so the statement writes the row (RETURNING) in both settings.
+CREATE TABLE dw_genob_on (LIKE dw_gen_on INCLUDING ALL);
+CREATE TABLE dw_genob_off (LIKE dw_gen_on INCLUDING ALL);
+SELECT count(*) FROM cdc.register_mapping('dw_genob_on', outbox => true);
+SELECT count(*) FROM cdc.register_mapping('dw_genob_off', outbox => true);
+SELECT dw_apply('dw_genob_on', true) = dw_apply('dw_genob_off', false) AS same_outcomes;
+SELECT * FROM dw_diff('dw_genob_on', 'dw_genob_off');
+SELECT payload->>'id' AS id, payload->>'total' AS total FROM cdc.outbox
+ WHERE target = 'dw_genob_on'::regclass AND op <> 'd' ORDER BY id;
+
+-- 4. A column the events do not carry: its default on insert, kept on
+-- update, as INSERT ... ON CONFLICT DO UPDATE does (the statement runs).
+CREATE TABLE dw_extra_on (LIKE dw_plain_on INCLUDING ALL);
+ALTER TABLE dw_extra_on ADD COLUMN note text NOT NULL DEFAULT 'from default';
+CREATE TABLE dw_extra_off (LIKE dw_extra_on INCLUDING ALL);
+SELECT count(*) FROM cdc.register_mapping('dw_extra_on', outbox => true);
+SELECT count(*) FROM cdc.register_mapping('dw_extra_off', outbox => true);
+SELECT dw_apply('dw_extra_on', true) = dw_apply('dw_extra_off', false) AS same_outcomes;
+SELECT * FROM dw_diff('dw_extra_on', 'dw_extra_off');
+SELECT id, note FROM dw_extra_on ORDER BY id;
+
+-- 5. A trigger on the target: it fires once per applied change, in both.
+CREATE TABLE dw_log (tbl text, op text, id int);
+CREATE FUNCTION dw_log_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.dw_log VALUES (TG_TABLE_NAME, TG_OP, coalesce(NEW.id, OLD.id));
+  RETURN coalesce(NEW, OLD);
+END $$;
+CREATE TABLE dw_trg_on (LIKE dw_plain_on INCLUDING ALL);
+CREATE TABLE dw_trg_off (LIKE dw_plain_on INCLUDING ALL);
+CREATE TRIGGER dw_trg_on_log AFTER INSERT OR UPDATE OR DELETE ON dw_trg_on FOR EACH ROW EXECUTE FUNCTION dw_log_row();
+CREATE TRIGGER dw_trg_off_log AFTER INSERT OR UPDATE OR DELETE ON dw_trg_off FOR EACH ROW EXECUTE FUNCTION dw_log_row();
+SELECT count(*) FROM cdc.register_mapping('dw_trg_on', outbox => true);
+SELECT count(*) FROM cdc.register_mapping('dw_trg_off', outbox => true);
+SELECT dw_apply('dw_trg_on', true) = dw_apply('dw_trg_off', false) AS same_outcomes;
+SELECT * FROM dw_diff('dw_trg_on', 'dw_trg_off');
+SELECT op, count(*) FILTER (WHERE tbl = 'dw_trg_on') AS direct_on, count(*) FILTER (WHERE tbl = 'dw_trg_off') AS direct_off
+  FROM dw_log GROUP BY op ORDER BY op;
+
+-- 6. Errors as the statement's, and nothing half-applied: a NULL in a NOT
+-- NULL column (23502, the column named), with no ledger row, entity record
+-- or outbox row left behind.
+\set VERBOSITY terse
+SET cdc.direct_writes = on;
+SELECT cdc_apply(dbz('c', 'dw_plain_on', '{"id": 9, "name": null, "qty": 1, "price": 1, "tags": [], "at": null}',
+                     '0/9000', 900), NULL, 'dw_plain_on:null');
+SET cdc.direct_writes = off;
+SELECT cdc_apply(dbz('c', 'dw_plain_on', '{"id": 9, "name": null, "qty": 1, "price": 1, "tags": [], "at": null}',
+                     '0/9000', 900), NULL, 'dw_plain_on:null');
+RESET cdc.direct_writes;
+\set VERBOSITY default
+SELECT cdc.delivery_processed('dw_plain_on', 'dw_plain_on:null') AS claimed,
+       (SELECT count(*) FROM cdc.entities WHERE target = 'dw_plain_on'::regclass AND entity_key = '{"id": "9"}') AS records,
+       (SELECT count(*) FROM cdc.outbox WHERE target = 'dw_plain_on'::regclass AND entity_key = '{"id": "9"}') AS outbox_rows,
+       (SELECT count(*) FROM dw_plain_on WHERE id = 9) AS target_rows;
+
+-- The setting is a superuser's (PGC_SUSET): an ordinary role cannot turn
+-- the direct writer off (nor on) for its own calls.
+CREATE ROLE dw_user;
+SET ROLE dw_user;
+SET cdc.direct_writes = off;
+RESET ROLE;
+DROP ROLE dw_user;
