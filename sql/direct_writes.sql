@@ -151,3 +151,23 @@ SET ROLE dw_user;
 SET cdc.direct_writes = off;
 RESET ROLE;
 DROP ROLE dw_user;
+
+-- 7. What the direct outbox writer knows of cdc.outbox_rows (the columns it
+-- fills, the planned defaults of the others) is kept per backend and
+-- renewed when the table changes: a column a relay adds, and a default it
+-- changes, apply to the next row of the same session.
+SELECT cdc_apply(dbz('c', 'dw_plain_on', '{"id": 20, "name": "t", "qty": 1, "price": 1, "tags": [], "at": null}',
+                     '0/A000', 1000), NULL, 'dw:20');
+ALTER TABLE cdc.outbox_rows ADD COLUMN relay_note text DEFAULT 'first';
+SELECT cdc_apply(dbz('c', 'dw_plain_on', '{"id": 21, "name": "t", "qty": 1, "price": 1, "tags": [], "at": null}',
+                     '0/A010', 1001), NULL, 'dw:21');
+ALTER TABLE cdc.outbox_rows ALTER COLUMN relay_note SET DEFAULT 'second';
+SELECT cdc_apply(dbz('c', 'dw_plain_on', '{"id": 22, "name": "t", "qty": 1, "price": 1, "tags": [], "at": null}',
+                     '0/A020', 1002), NULL, 'dw:22');
+SELECT r.payload->>'id' AS id, r.relay_note FROM cdc.outbox_rows r
+ WHERE r.target = 'dw_plain_on'::regclass AND (r.payload->>'id')::int >= 20 ORDER BY r.id;
+ALTER TABLE cdc.outbox_rows DROP COLUMN relay_note;
+SELECT cdc_apply(dbz('c', 'dw_plain_on', '{"id": 23, "name": "t", "qty": 1, "price": 1, "tags": [], "at": null}',
+                     '0/A030', 1003), NULL, 'dw:23');
+SELECT payload->>'id' AS id, op FROM cdc.outbox
+ WHERE target = 'dw_plain_on'::regclass AND (payload->>'id')::int >= 20 ORDER BY id;
