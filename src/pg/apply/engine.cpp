@@ -220,7 +220,12 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 			SetEventLabel(PositionLabel(positions[i]));
 			LockForTruncate(reqs[i].target);
 		}
-	/* A truncate is a table-level barrier: the changes between two truncates form a segment. */
+	/*
+	 * A truncate is a table-level barrier: the changes between two truncates
+	 * form a segment.  Consecutive truncates (one source TRUNCATE of several
+	 * tables arrives as one change per table) empty their tables with one
+	 * statement (TruncateTarget).
+	 */
 	size_t begin = 0;
 	for (size_t i = 0; i <= reqs.size(); i++) {
 		if (i < reqs.size() && reqs[i].op != Op::Truncate)
@@ -228,13 +233,59 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 		if (i > begin)
 			ApplySegment(reqs, positions, begin, i, out);
 		if (i < reqs.size()) {
+			const bool first = i == 0 || reqs[i - 1].op != Op::Truncate;
+			const bool last = i + 1 == reqs.size() || reqs[i + 1].op != Op::Truncate;
+			grouping_truncates_ = !(first && last);
 			SetEventLabel(PositionLabel(positions[i]));
 			out[i] = ApplyChange(reqs[i]);
+			if (last && grouping_truncates_) {
+				/* errors of the statement name the run's first change */
+				size_t j = i;
+				while (j > 0 && reqs[j - 1].op == Op::Truncate)
+					j--;
+				SetEventLabel(PositionLabel(positions[j]));
+				FlushTruncates();
+			}
 		}
 		begin = i + 1;
 	}
 	SetEventLabel("");
 	return out;
+}
+
+void
+ApplyEngine::TruncateTarget(const Target &t, const RunAs &as)
+{
+	if (grouping_truncates_) {
+		pending_truncates_.emplace_back(t.qualified, as);
+		return;
+	}
+	Params none;
+	Execute("TRUNCATE " + t.qualified, none, as);
+}
+
+void
+ApplyEngine::FlushTruncates()
+{
+	std::vector<std::pair<std::string, RunAs>> pending;
+	pending.swap(pending_truncates_);
+	grouping_truncates_ = false;
+	auto same = [](const RunAs &a, const RunAs &b) {
+		return a.kind == b.kind && a.role == b.role && a.restricted == b.restricted;
+	};
+	std::vector<bool> done(pending.size(), false);
+	for (size_t i = 0; i < pending.size(); i++) {
+		if (done[i])
+			continue;
+		std::string tables;
+		for (size_t j = i; j < pending.size(); j++)
+			if (!done[j] && same(pending[j].second, pending[i].second)) {
+				tables += (tables.empty() ? "" : ", ") + pending[j].first;
+				done[j] = true;
+			}
+		Params none;
+		Execute("TRUNCATE " + tables, none, pending[i].second);
+	}
 }
 
 } // namespace cdc::pg

@@ -175,6 +175,15 @@ class ApplyEngine {
 	                  size_t end, std::vector<Outcome> &out);
 	Target &LoadTarget(Oid relid);
 	void LockForTruncate(Oid relid);
+	// Empties target `t` as `as` with TRUNCATE: at once, or, while a run of
+	// consecutive truncate changes is applied (ApplyChanges), added to that
+	// run's statement, so that tables linked by foreign keys truncated
+	// together at the source are truncated together here, as one TRUNCATE
+	// statement does (PostgreSQL refuses to truncate a referenced table
+	// alone).  FlushTruncates runs the statements: one per role, tables in
+	// the order of the changes.
+	void TruncateTarget(const Target &t, const RunAs &as);
+	void FlushTruncates();
 	// Before the first lock on a target the SQL path checks the caller's
 	// privileges on it, so a role cannot make others queue behind a lock on a
 	// table it may not write (42501; 42P01 when it does not exist).
@@ -227,6 +236,10 @@ class ApplyEngine {
 	// mark has moved past the change meanwhile): applied.
 	bool pending_stream_apply_ = false;
 	bool finished_ = false;
+	// TruncateTarget's pending tables (qualified names) and roles, while
+	// grouping_truncates_.
+	std::vector<std::pair<std::string, RunAs>> pending_truncates_;
+	bool grouping_truncates_ = false;
 };
 
 } // namespace cdc::pg

@@ -656,8 +656,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 			if (t.modes.mode == Mode::Handler) {
 				TruncateWithHandler(t, "{}", req, dk, as);
 			} else {
-				Params none;
-				Execute("TRUNCATE " + t.qualified, none, as);
+				TruncateTarget(t, as);
 			}
 			cnt.applied++;
 			if (t.mapping.outbox && WriteOutbox(t, req.source, 't', v, "", std::nullopt))
@@ -686,8 +685,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		if (t.modes.mode == Mode::Handler) {
 			TruncateWithHandler(t, keep, req, dk, as);
 		} else if (keep == "{}") {
-			Params none;
-			Execute("TRUNCATE " + t.qualified, none, as);
+			TruncateTarget(t, as);
 		} else {
 			Params del;
 			del.AddText(keep);
