@@ -28,6 +28,17 @@ SELECT cdc.create_subscription('third', 'x', ARRAY[]::text[]);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.create_subscription('third', NULL, ARRAY['p']);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- a conninfo libpq cannot parse is refused (22P02, as CREATE SUBSCRIPTION
+-- checks it; found by a fresh-user run: a bare word was taken as a
+-- database name); the empty one means libpq's defaults, as for CREATE SUBSCRIPTION
+SELECT cdc.create_subscription('third', 'shop', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'host=/nonexistent dbname', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'host=/nonexistent nosuchoption=1', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'postgresql://[::1', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT count(*) AS subscriptions FROM cdc.subscription;
 
 -- alter: NULL keeps a value; the epoch only grows.
@@ -40,6 +51,8 @@ SELECT cdc.alter_subscription('shop', source_epoch => 2);
 SELECT cdc.alter_subscription('shop', publications => ARRAY[]::text[]);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.alter_subscription('nosuch', conninfo => 'x');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.alter_subscription('shop', conninfo => 'shop');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT name, conninfo, publications, source_epoch FROM cdc.subscription WHERE name = 'shop';
 
