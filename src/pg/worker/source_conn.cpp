@@ -363,9 +363,15 @@ check_conninfo_pg(text *conninfo_text)
 void
 drop_source_slot_pg(text *conninfo_text, Name slot_name)
 {
-	char *conninfo = psprintf("%s replication=database connect_timeout=10", text_to_cstring(conninfo_text));
+	/*
+	 * The conninfo expanded as dbname (key=value or URI, as the worker's
+	 * connect_pinned), our options after it so they win; appending them to
+	 * the text would break a URI.
+	 */
+	const char *keys[] = {"dbname", "replication", "connect_timeout", "fallback_application_name", NULL};
+	const char *vals[] = {text_to_cstring(conninfo_text), "database", "10", "cdc_apply", NULL};
 	char *slot = NameStr(*slot_name);
-	PGconn *conn = PQconnectdb(conninfo);
+	PGconn *conn = PQconnectdbParams(keys, vals, /* expand_dbname */ 1);
 	if (PQstatus(conn) != CONNECTION_OK) {
 		char *msg = pstrdup(PQerrorMessage(conn));
 		PQfinish(conn);
