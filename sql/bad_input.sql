@@ -307,3 +307,27 @@ SELECT cdc_apply_batch('[{"op":"c","after":{"id":4},"source":{"name":"ok","schem
 SELECT (SELECT count(*) FROM bad_nul) AS rows, outbox_count('bad_nul') AS outbox_rows, ledger_count('bad_nul') AS ledger_rows,
        (SELECT count(*) FROM cdc.source) = :sources_before AS no_source_recorded;
 SELECT cdc_apply('{"op":"c","after":{"id":6},"source":{"name":"ok","schema":"public","table":"bad_nul","lsn":600,"txId":6}}'::text, 'bad_nul') AS clean_event_still_applies;
+
+-- ---------------------------------------------------------------------------
+-- A number beyond double precision's range in the text form (found by a
+-- fresh-user run: the JSON parser's own "number overflow" without the
+-- field).  22003 naming the field, as the jsonb form names it for a double
+-- column; in a batch the field's path starts at the event's position.
+-- Nothing is applied or claimed; the corrected retry applies.
+-- ---------------------------------------------------------------------------
+CREATE TABLE bad_big (id int PRIMARY KEY, x float8, n numeric);
+SELECT target FROM cdc.register_mapping('bad_big', outbox => true);
+\set VERBOSITY default
+SELECT cdc_apply('{"op":"c","after":{"id":1,"x":1e999},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":100,"txId":1}}'::text, 'bad_big', 'big-1');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply('{"op":"c","after":{"id":1,"x":1e999},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":100,"txId":1}}'::jsonb, 'bad_big', 'big-1');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply('{"schema":{},"payload":{"op":"c","after":{"id":1,"n":-5E+400},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":100,"txId":1}}}'::text, 'bad_big', 'big-1');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply_batch('[{"op":"c","after":{"id":2},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":200,"txId":2}},
+                         {"op":"c","after":{"id":3,"x":2.5e309},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":300,"txId":3}}]'::text, 'bad_big');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT (SELECT count(*) FROM bad_big) AS rows, outbox_count('bad_big') AS outbox_rows, ledger_count('bad_big') AS ledger_rows;
+SELECT cdc_apply('{"op":"c","after":{"id":1,"x":1e308,"n":"-5E+400"},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":100,"txId":1}}'::text, 'bad_big', 'big-1') AS retry;
+SELECT id, x, n = '-5e400'::numeric AS n_kept FROM bad_big;

@@ -138,3 +138,15 @@ SELECT target FROM cdc.register_mapping('basics_two', 'public', 'shared_src', so
 SELECT target::text, source_name, source_table FROM cdc.mapping WHERE target IN ('basics_one'::regclass, 'basics_two'::regclass) ORDER BY 1;
 SELECT cdc.unregister_mapping('basics_one'), cdc.unregister_mapping('basics_two');
 DROP TABLE basics_one, basics_two;
+
+-- Empty names are refused naming the parameter (22023; found by a fresh-user
+-- run: they were stored, and no event could ever match them), and nothing is
+-- registered.
+CREATE TABLE basics_empty (id int PRIMARY KEY);
+\set VERBOSITY default
+SELECT target FROM cdc.register_mapping('basics_empty', source_name => '');
+SELECT target FROM cdc.register_mapping('basics_empty', 'public', '');
+SELECT target FROM cdc.register_mapping('basics_empty', outbox => true, outbox_topic => '');
+\set VERBOSITY terse
+SELECT count(*) AS mappings FROM cdc.mapping WHERE target = 'basics_empty'::regclass;
+DROP TABLE basics_empty;

@@ -458,6 +458,14 @@ SELECT x AS difference FROM bat_compare('bat_wide', ARRAY[
   dbz('c', 'bat_wide', '{"id": 1, "a": "back", "b": "z"}', '0/1300', 103),
   dbz('u', 'bat_wide', '{"id": 2, "a": "p2", "b": "q"}', '0/1310', 103)]) x;
 SELECT * FROM bat_wide ORDER BY id;
+-- a key change stale for its new key (a later change of the new key came
+-- first): the old key is still deleted, in batches as one by one
+SELECT x AS difference FROM bat_compare('bat_wide', ARRAY[
+  dbz('c', 'bat_wide', '{"id": 1, "a": "x", "b": "y"}', '0/1000', 100),
+  dbz('u', 'bat_wide', '{"id": 2, "a": "later", "b": "y"}', '0/1200', 102),
+  dbz('u', 'bat_wide', '{"id": 2, "a": "moved", "b": "y"}', '0/1100', 101, before => '{"id": 1}'),
+  dbz('c', 'bat_wide', '{"id": 3, "a": "z", "b": "y"}', '0/1300', 103)]) x;
+SELECT * FROM bat_wide ORDER BY id;
 -- unchanged-TOAST placeholders and partial images: never merged
 SELECT x AS difference FROM bat_compare('bat_wide', ARRAY[
   dbz('c', 'bat_wide', '{"id": 1, "a": "x", "b": "y"}', '0/1000', 100),

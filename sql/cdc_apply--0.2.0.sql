@@ -1017,6 +1017,19 @@ BEGIN
   IF unavailable_placeholder IS NULL OR unavailable_placeholder = '' THEN
     RAISE EXCEPTION 'unavailable_placeholder must not be empty' USING ERRCODE = '22023';
   END IF;
+  -- an empty name matches no event and no topic a consumer would read (found by a fresh-user run)
+  IF source_name = '' THEN
+    RAISE EXCEPTION 'source_name must not be empty' USING ERRCODE = '22023',
+      HINT = 'Pass the connector''s source.name (topic.prefix), or NULL to accept any source.';
+  END IF;
+  IF source_table = '' THEN
+    RAISE EXCEPTION 'source_table must not be empty' USING ERRCODE = '22023',
+      HINT = 'Pass the source.table of the events, or NULL for the target''s own name.';
+  END IF;
+  IF outbox_topic = '' THEN
+    RAISE EXCEPTION 'outbox_topic must not be empty' USING ERRCODE = '22023',
+      HINT = 'Pass a topic name, or NULL for the target''s qualified name.';
+  END IF;
   IF source_epoch IS NULL OR source_epoch < 0 OR source_epoch > 2147483647 THEN
     RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647' USING ERRCODE = '22023';
   END IF;
@@ -1056,7 +1069,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value, 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value (also an empty source_name, source_table or outbox_topic), 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,
@@ -1765,6 +1778,7 @@ BEGIN
     RAISE EXCEPTION 'subscription % already exists', quote_literal(create_subscription.name)
       USING ERRCODE = '42710', HINT = 'Choose another name, or drop the subscription first (cdc.drop_subscription).';
   END IF;
+  PERFORM cdc._check_conninfo(conninfo);
   -- without create_slot the worker finds the slot ready: it reads the publications' tables at its first start
   INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, create_slot, copy_data, enabled, source_epoch,
                                 owner, run_as_owner, origin, refresh_pending)
@@ -1798,7 +1812,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
-  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin.';
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot, records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name).';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1838,6 +1852,9 @@ BEGIN
   PERFORM cdc._require_superuser('alter a subscription');
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = alter_subscription.name FOR UPDATE;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF conninfo IS NOT NULL THEN
+    PERFORM cdc._check_conninfo(conninfo);
+  END IF;
   IF publications IS NOT NULL AND cardinality(publications) = 0 THEN
     RAISE EXCEPTION 'at least one publication is required' USING ERRCODE = '22023';
   END IF;
@@ -1865,7 +1882,7 @@ BEGIN
   PERFORM cdc._stop_worker(sub.subid);
 END $fn$;
 COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) IS
-  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 empty publications, a lower source_epoch or another origin.';
+  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 empty publications, a lower source_epoch or another origin, 22P02 a conninfo libpq cannot parse.';
 
 CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1946,6 +1963,12 @@ BEGIN
 END $fn$;
 COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
   'Stops the worker, drops the replication origin and the subscription, and with drop_slot also the slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped). With drop_slot it refuses to run inside a transaction block (25001), as DROP SUBSCRIPTION does, because the slot''s drop cannot roll back. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 25001 inside a transaction block, 08001 source unreachable, 55006 slot in use.';
+
+CREATE FUNCTION cdc._check_conninfo(conninfo text) RETURNS void
+LANGUAGE c STRICT IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_check_conninfo';
+COMMENT ON FUNCTION cdc._check_conninfo(text) IS 'Internal (cdc.create_subscription, cdc.alter_subscription): refuses a conninfo libpq cannot parse (PQconninfoParse, as CREATE SUBSCRIPTION checks its CONNECTION); a bare word, which libpq''s connect functions would take for a database name, is refused. Connects nowhere. Errors: 22P02 with libpq''s reason.';
 
 CREATE FUNCTION cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
 LANGUAGE c STRICT VOLATILE
@@ -2070,6 +2093,7 @@ REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrol
 REVOKE ALL ON FUNCTION cdc.refresh_subscription(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.resync_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._publication_tables(text, text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._check_conninfo(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._reconcile_tables(integer, text[], text[], boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._stop_worker(integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;

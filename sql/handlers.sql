@@ -230,3 +230,19 @@ SELECT meta->>'delivery_key' AS delivery_key, meta->'source'->>'lsn' AS lsn FROM
 DROP FUNCTION hd_items_handler(text, jsonb, jsonb, jsonb);
 SELECT cdc_apply(dbz('c', 'hd_items', '{"id": 2, "v": "x"}', '0/6300', 603));
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+
+-- ===========================================================================
+-- 9. A key change that is stale for its new key (a later change of the new
+--    key came first): the old key's delete applies and gets its 'd' call,
+--    the new key's upsert is stale and gets none (docs/handlers.md).
+-- ===========================================================================
+CREATE TABLE hd_kc (id int PRIMARY KEY, v text);
+CREATE TABLE hd_kc_log (n serial PRIMARY KEY, op text, old jsonb, new jsonb);
+CREATE FUNCTION hd_kc_handler(op text, old jsonb, new jsonb, meta jsonb) RETURNS void
+LANGUAGE sql AS $$ INSERT INTO public.hd_kc_log (op, old, new) VALUES (op, old, new) $$;
+SELECT target, mode FROM cdc.register_mapping('hd_kc', mode => 'handler', handler => 'hd_kc_handler(text, jsonb, jsonb, jsonb)');
+SELECT cdc_apply(dbz('c', 'hd_kc', '{"id": 1, "v": "a"}', '0/7000', 700)) AS create_1,
+       cdc_apply(dbz('u', 'hd_kc', '{"id": 2, "v": "later"}', '0/7200', 702)) AS update_2_first,
+       cdc_apply(dbz('u', 'hd_kc', '{"id": 2, "v": "moved"}', '0/7100', 701, before => '{"id": 1}')) AS update_1_to_2_late;
+SELECT op, old, new FROM hd_kc_log ORDER BY n;
+SELECT * FROM hd_kc;

@@ -435,6 +435,30 @@ SELECT (SELECT array_agg(id || ':' || v || ':' || body) FROM sem_pk_toast) = '{2
        NOT EXISTS (SELECT 1 FROM cdc.conflicts WHERE target = 'sem_pk_toast'::regclass) AS f_no_conflict,
        outbox_count('sem_pk_toast') = 3 AS f_outbox_3;
 
+-- A key change that is stale for its new key, because a later change of the
+-- new key arrived first (delivered c1, u2@0/4600, then the key change 1->2
+-- @0/4500).  A key change is two entity changes (SPEC §4.4), each decided
+-- against its own entity's version (§4.2): the old key has nothing newer, so
+-- its row is deleted (tombstone, outbox row 'd'); the new key holds a newer
+-- version, so its upsert is stale, and stale is the call's outcome.  The
+-- destination ends as the source is (only id 2, with the later value);
+-- skipping the whole change would leave id 1 alive for good.
+CREATE TABLE sem_pk_late (id int PRIMARY KEY, v text);
+SELECT target FROM cdc.register_mapping('sem_pk_late', outbox => true);
+SELECT cdc_apply(dbz('c', 'sem_pk_late', '{"id": 1, "v": "a"}', '0/4400', 420)) AS create_1,
+       cdc_apply(dbz('u', 'sem_pk_late', '{"id": 2, "v": "c"}', '0/4600', 422)) AS update_2_first,
+       cdc_apply(dbz('u', 'sem_pk_late', '{"id": 2, "v": "b"}', '0/4500', 421, before => '{"id": 1}')) AS update_1_to_2_late;
+SELECT * FROM sem_pk_late;
+SELECT * FROM tombstones_of('sem_pk_late');
+SELECT op, entity_key, payload, version FROM cdc.outbox WHERE target = 'sem_pk_late'::regclass ORDER BY id;
+-- a redelivery of the key change (new delivery key): stale for both keys, nothing changes
+SELECT cdc_apply(dbz('u', 'sem_pk_late', '{"id": 2, "v": "b"}', '0/4500', 421, before => '{"id": 1}'),
+                 NULL, 'pk-late-gen2:0:0') AS update_1_to_2_again;
+SELECT (SELECT array_agg(id || ':' || v) FROM sem_pk_late) = '{2:c}' AS f_source_state,
+       outbox_count('sem_pk_late') = 3 AS f_outbox_3,
+       applied = 2 AND stale = 2 AND outbox_rows = 3 AS f_stats_per_event
+  FROM sem_stats('sem_pk_late');
+
 -- ===========================================================================
 -- g. Truncate: policy 'truncate' empties the target and records a table
 --    barrier that older events cannot cross; policy 'ignore' keeps the rows.

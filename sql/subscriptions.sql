@@ -28,6 +28,17 @@ SELECT cdc.create_subscription('third', 'x', ARRAY[]::text[]);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.create_subscription('third', NULL, ARRAY['p']);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- a conninfo libpq cannot parse is refused (22P02, as CREATE SUBSCRIPTION
+-- checks it; found by a fresh-user run: a bare word was taken as a
+-- database name); the empty one means libpq's defaults, as for CREATE SUBSCRIPTION
+SELECT cdc.create_subscription('third', 'shop', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'host=/nonexistent dbname', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'host=/nonexistent nosuchoption=1', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'postgresql://[::1', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT count(*) AS subscriptions FROM cdc.subscription;
 
 -- alter: NULL keeps a value; the epoch only grows.
@@ -40,6 +51,8 @@ SELECT cdc.alter_subscription('shop', source_epoch => 2);
 SELECT cdc.alter_subscription('shop', publications => ARRAY[]::text[]);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.alter_subscription('nosuch', conninfo => 'x');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.alter_subscription('shop', conninfo => 'shop');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT name, conninfo, publications, source_epoch FROM cdc.subscription WHERE name = 'shop';
 
@@ -142,4 +155,13 @@ SELECT pg_replication_origin_create(cdc._origin_name((SELECT last_value + 1 FROM
 SELECT cdc.create_subscription('again', 'host=/nonexistent dbname=x', ARRAY['p'], enabled => false) > 0 AS created;
 SELECT count(*) AS origins FROM pg_replication_origin o JOIN cdc.subscription s ON o.roname = cdc._origin_name(s.subid);
 SELECT cdc.drop_subscription('again');
+
+-- drop_slot's connection takes every form of conninfo create_subscription
+-- accepts: key=value and a URI (it appended its own options to the text,
+-- which a URI cannot take: the rest became part of the database name).
+-- Here the source is this server, which has no such slot.
+SELECT replace(current_setting('unix_socket_directories'), '/', '%2F') AS sock, current_setting('port') AS port \gset
+SELECT cdc._drop_source_slot(format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'), :'port',
+                                    current_database()), 'no_such_slot');
+SELECT cdc._drop_source_slot(format('postgresql://%s:%s/%s', :'sock', :'port', current_database()), 'no_such_slot');
 \set SHOW_CONTEXT errors

@@ -33,8 +33,20 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
 	bool start_array(std::size_t) override { return Open(false); }
 	bool end_object() override { return Close(); }
 	bool end_array() override { return Close(); }
-	bool parse_error(std::size_t pos, const std::string &, const nlohmann::detail::exception &ex) override
+	bool parse_error(std::size_t pos, const std::string &last_token, const nlohmann::detail::exception &ex) override
 	{
+		/*
+		 * 406: a number beyond double's range (nlohmann converts every
+		 * number with a fraction or exponent, and stops at an infinite one).
+		 * Named by its field with 22003, as the jsonb form names a value out
+		 * of its column's range, instead of nlohmann's "number overflow".
+		 */
+		if (ex.id == 406)
+			throw InputError("22003",
+			                 "field \"" + CurrentPath() + "\": number " + last_token +
+			                     " is out of range: the text form reads numbers with an exponent or a fraction as double precision",
+			                 {},
+			                 "Pass the event as jsonb (its numbers are numeric), or send the value as a JSON string.");
 		std::string what = ex.what();
 		// nlohmann prefixes "[json.exception.parse_error.101] parse error at line 1, column 3: ".
 		auto colon = what.find(": ");
@@ -50,6 +62,21 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
 		std::vector<Json::Member> members;
 	};
 	std::vector<Frame> stack_;
+
+	// The path of the value being parsed, as the envelope's messages name
+	// fields: members joined by '.', array items as [i] ("after.x",
+	// "[1].after.a[1]"); "" for a top-level scalar.
+	std::string CurrentPath() const
+	{
+		std::string path;
+		for (const Frame &f : stack_) {
+			if (f.is_object)
+				path += (path.empty() ? "" : ".") + f.pending_key;
+			else
+				path += "[" + std::to_string(f.items.size()) + "]";
+		}
+		return path;
+	}
 
 	bool Add(Json v)
 	{

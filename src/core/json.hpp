@@ -44,7 +44,10 @@ class Json {
 	static constexpr std::size_t kMaxDepth = 1000;
 
 	// Parses one JSON document.  Throws JsonSyntaxError with the byte offset,
-	// or InputError 54001 when nesting exceeds kMaxDepth.
+	// InputError 54001 when nesting exceeds kMaxDepth, or InputError 22003
+	// naming the field's path ("after.x") for a number with a fraction or an
+	// exponent beyond double's range (the parser converts those to double;
+	// the lexeme kept in the tree is still the text as written).
 	static Json Parse(std::string_view text);
 
 	Kind kind() const { return kind_; }

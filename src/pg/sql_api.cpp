@@ -488,6 +488,17 @@ CDC_PG_FUNCTION(cdc_drop_source_slot)
 }
 
 /*
+ * cdc._check_conninfo(conninfo text) RETURNS void
+ * Used by cdc.create_subscription and cdc.alter_subscription before they
+ * store a conninfo.  Errors: 22P02 when libpq cannot parse it.
+ */
+CDC_PG_FUNCTION(cdc_check_conninfo)
+{
+	cdc::pg::PgCall([&]() { check_conninfo_pg(PG_GETARG_TEXT_PP(0)); });
+	PG_RETURN_VOID();
+}
+
+/*
  * cdc._publication_tables(conninfo text, publications text[])
  * RETURNS TABLE (schema_name text, table_name text)
  * The tables the publications publish on the source, as pgoutput names

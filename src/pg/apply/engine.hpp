@@ -184,6 +184,9 @@ class ApplyEngine {
 	// the order of the changes.
 	void TruncateTarget(const Target &t, const RunAs &as);
 	void FlushTruncates();
+	// cdc_apply(): the caller's TRUNCATE privilege, when a truncate event may
+	// run TRUNCATE (LockForTruncate, before the lock).  Errors: 42501.
+	void CheckTruncateBeforeLock(Oid relid);
 	// Before the first lock on a target the SQL path checks the caller's
 	// privileges on it, so a role cannot make others queue behind a lock on a
 	// table it may not write (42501; 42P01 when it does not exist).

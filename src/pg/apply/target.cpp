@@ -400,6 +400,7 @@ void
 ApplyEngine::LockForTruncate(Oid relid)
 {
 	CheckBeforeLock(relid);
+	CheckTruncateBeforeLock(relid);
 	PgCall([&]() { LockRelationOid(relid, AccessExclusiveLock); });
 }
 
@@ -652,6 +653,38 @@ ApplyEngine::CheckBeforeLock(Oid relid)
 		Fail("42P01", "target relation with OID " + std::to_string(relid) + " does not exist");
 	Oid user = PgCall([]() { return GetUserId(); });
 	CheckPrivileges(relid, display, user, false);
+}
+
+/*
+ * cdc_apply(): a truncate event that may run TRUNCATE on the target (a state
+ * mapping under truncate_policy 'truncate', or no mapping) needs the
+ * caller's TRUNCATE privilege, checked here with the others before the
+ * ACCESS EXCLUSIVE lock, as TRUNCATE itself checks it before locking
+ * (truncate_check_perms).  History and handler mappings write rows instead,
+ * and policy 'ignore' writes nothing: they need no TRUNCATE.  The mapping is
+ * read without a lock (the statement's own check stays the last word).
+ * Errors: 42501 naming the table, the role and the privilege.
+ */
+void
+ApplyEngine::CheckTruncateBeforeLock(Oid relid)
+{
+	if (worker_identity_)
+		return;
+	Oid user = PgCall([]() { return GetUserId(); });
+	if (PgCall([&]() { return pg_class_aclcheck(relid, user, ACL_TRUNCATE); }) == ACLCHECK_OK)
+		return;
+	Params p;
+	p.AddOid(relid);
+	if (Execute("SELECT 1 FROM cdc.mapping WHERE target OPERATOR(pg_catalog.=) $1 "
+	            "AND (truncate_policy OPERATOR(pg_catalog.=) 'ignore' OR mode OPERATOR(pg_catalog.<>) 'state')",
+	            p, true) > 0)
+		return;
+	const char *display = PgCall([&]() { return RelationDisplayPg(relid); });
+	std::string name = PgCall([&]() { return GetUserNameFromId(user, false); });
+	Fail("42501", "permission denied for table " + std::string(display ? display : "?"),
+	     "A truncate event under truncate_policy 'truncate' needs TRUNCATE on the target; role \"" + name +
+	         "\" lacks it.",
+	     "Grant TRUNCATE on the table to that role, or register the mapping with truncate_policy => 'ignore'.");
 }
 
 const RunAs &

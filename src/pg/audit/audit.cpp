@@ -172,28 +172,16 @@ using namespace cdc::pg::audit;
  */
 CDC_PG_FUNCTION(cdc_audit)
 {
-	if (PG_ARGISNULL(0))
-		throw cdc::InputError("22004", "subscription must not be NULL");
-	std::string name = cdc::pg::PgCall([&]() { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
-	Oid target = PG_ARGISNULL(1) ? InvalidOid : PG_GETARG_OID(1);
-	int64_t page_rows = PG_ARGISNULL(2) ? 10000 : PG_GETARG_INT32(2);
-	if (page_rows < 1)
-		throw cdc::InputError("22023", "page_rows must be at least 1, not " + std::to_string(page_rows));
-	int64_t leaf_rows = PG_ARGISNULL(3) ? 16384 : PG_GETARG_INT32(3);
-	if (leaf_rows < 1)
-		throw cdc::InputError("22023", "leaf_rows must be at least 1, not " + std::to_string(leaf_rows));
-	int64_t timeout_ms = PG_ARGISNULL(4) ? 300000 : IntervalMillis(PG_GETARG_DATUM(4));
-	if (timeout_ms < 0)
-		throw cdc::InputError("22023", "wait_timeout must not be negative");
+	const CommonArgs args = ParseCommonArgs(fcinfo, 2);
 
 	DestSession dest(fcinfo, "cdc.audit");
-	Subscription sub = ReadSubscription(name);
+	Subscription sub = ReadSubscription(args.subscription);
 	if (!sub.slot_ready)
-		throw cdc::InputError("55000", "subscription \"" + name + "\" has not finished its initial copy",
+		throw cdc::InputError("55000", "subscription \"" + args.subscription + "\" has not finished its initial copy",
 		                      "There is no stream to compare with yet.", "Audit it once cdc.subscription_status shows it streaming.");
-	std::vector<TableRef> tables = SubscriptionTables(dest, sub, target);
+	std::vector<TableRef> tables = SubscriptionTables(dest, sub, args.target);
 	Source source(sub.conninfo, sub.name);
-	Run run(dest, "audit", sub, target, std::nullopt);
+	Run run(dest, "audit", sub, args.target, std::nullopt);
 	run.counters.tables_total = int(tables.size());
 	std::optional<int32_t> source_id = SourceIdOf("pg:" + source.SystemId());
 	dest.Commit();
@@ -207,13 +195,13 @@ CDC_PG_FUNCTION(cdc_audit)
 		SourceTable st;
 		st.schema = tables[i].schema;
 		st.name = tables[i].name;
-		TableAudit audit{dest, source, sub, run, dts[i], st, source_id, timeout_ms, std::nullopt};
-		audit.Compare(page_rows, leaf_rows, run.counters.rows_done, run.counters.ranges_done);
+		TableAudit audit{dest, source, sub, run, dts[i], st, source_id, args.timeout_ms, std::nullopt};
+		audit.Compare(args.page_rows, args.leaf_rows, run.counters.rows_done, run.counters.ranges_done);
 		run.counters.tables_done++;
 		run.Progress();
 	}
 	run.Done();
-	std::string summary = "cdc.audit of subscription \"" + name + "\" (run " + std::to_string(run.Id()) + "): " +
+	std::string summary = "cdc.audit of subscription \"" + args.subscription + "\" (run " + std::to_string(run.Id()) + "): " +
 	                      std::to_string(run.counters.rows_done) + " source rows of " + std::to_string(tables.size()) +
 	                      " tables compared, " + std::to_string(run.counters.findings) + " findings";
 	cdc::pg::PgCall([&]() { ereport(NOTICE, (errmsg("%s", summary.c_str()))); });

@@ -95,6 +95,30 @@ IntervalMillis(Datum d)
 	return iv->time / 1000 + int64_t(iv->day) * 86400000 + int64_t(iv->month) * 30 * 86400000;
 }
 
+CommonArgs
+ParseCommonArgs(FunctionCallInfo fcinfo, int sizing)
+{
+	CommonArgs a;
+	if (PG_ARGISNULL(0))
+		throw cdc::InputError("22004", "subscription must not be NULL");
+	a.subscription = PgCall([&]() { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
+	if (!PG_ARGISNULL(1))
+		a.target = PG_GETARG_OID(1);
+	if (!PG_ARGISNULL(sizing))
+		a.page_rows = PG_GETARG_INT32(sizing);
+	if (a.page_rows < 1)
+		throw cdc::InputError("22023", "page_rows must be at least 1, not " + std::to_string(a.page_rows));
+	if (!PG_ARGISNULL(sizing + 1))
+		a.leaf_rows = PG_GETARG_INT32(sizing + 1);
+	if (a.leaf_rows < 1)
+		throw cdc::InputError("22023", "leaf_rows must be at least 1, not " + std::to_string(a.leaf_rows));
+	if (!PG_ARGISNULL(sizing + 2))
+		a.timeout_ms = IntervalMillis(PG_GETARG_DATUM(sizing + 2));
+	if (a.timeout_ms < 0)
+		throw cdc::InputError("22023", "wait_timeout must not be negative");
+	return a;
+}
+
 std::vector<std::optional<std::string>>
 TextArrayArg(FunctionCallInfo fcinfo, int n)
 {

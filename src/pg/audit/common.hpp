@@ -1,7 +1,8 @@
 // What cdc.audit and cdc.resync share besides the sides and the session
 // (docs/audit.md): the tables of a subscription with the source table that
 // feeds each, the source's row estimates for progress, and the small
-// argument and result helpers of their SQL entry points.
+// argument and result helpers of their SQL entry points (ParseCommonArgs:
+// the arguments both take, read and checked once).
 //
 // C++ regime: PostgreSQL calls through PgCall.
 #pragma once
@@ -33,6 +34,20 @@ int64_t EstimateRows(Source &source, const std::vector<TableRef> &tables);
 
 // An interval argument in milliseconds (a month counts 30 days).
 int64_t IntervalMillis(Datum d);
+
+// The arguments cdc.audit and cdc.resync share: the subscription (argument
+// 0), the target (argument 1, InvalidOid when NULL), and page_rows,
+// leaf_rows and wait_timeout at arguments sizing, sizing + 1, sizing + 2
+// (NULL: 10000, 16384, 5 min).  Errors: 22004 a NULL subscription, 22023
+// page_rows or leaf_rows < 1 or a negative wait_timeout.
+struct CommonArgs {
+	std::string subscription;
+	Oid target = InvalidOid;
+	int64_t page_rows = 10000;
+	int64_t leaf_rows = 16384;
+	int64_t timeout_ms = 300000;
+};
+CommonArgs ParseCommonArgs(FunctionCallInfo fcinfo, int sizing);
 
 // A text[] argument (empty when NULL or absent).
 std::vector<std::optional<std::string>> TextArrayArg(FunctionCallInfo fcinfo, int n);

@@ -185,10 +185,7 @@ using namespace cdc::pg::audit;
  */
 CDC_PG_FUNCTION(cdc_resync)
 {
-	if (PG_ARGISNULL(0))
-		throw cdc::InputError("22004", "subscription must not be NULL");
-	std::string name = cdc::pg::PgCall([&]() { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
-	Oid target = PG_ARGISNULL(1) ? InvalidOid : PG_GETARG_OID(1);
+	const CommonArgs args = ParseCommonArgs(fcinfo, 6);
 	std::optional<std::string> keys_json, from_json, to_json;
 	if (!PG_ARGISNULL(2))
 		keys_json = JsonbText(PG_GETARG_DATUM(2));
@@ -199,21 +196,12 @@ CDC_PG_FUNCTION(cdc_resync)
 	std::optional<int64_t> audit_id;
 	if (!PG_ARGISNULL(5))
 		audit_id = PG_GETARG_INT64(5);
-	int64_t page_rows = PG_ARGISNULL(6) ? 10000 : PG_GETARG_INT32(6);
-	int64_t leaf_rows = PG_ARGISNULL(7) ? 16384 : PG_GETARG_INT32(7);
-	int64_t timeout_ms = PG_ARGISNULL(8) ? 300000 : IntervalMillis(PG_GETARG_DATUM(8));
-	if (page_rows < 1)
-		throw cdc::InputError("22023", "page_rows must be at least 1, not " + std::to_string(page_rows));
-	if (leaf_rows < 1)
-		throw cdc::InputError("22023", "leaf_rows must be at least 1, not " + std::to_string(leaf_rows));
-	if (timeout_ms < 0)
-		throw cdc::InputError("22023", "wait_timeout must not be negative");
 	if (audit_id && (keys_json || from_json || to_json))
 		throw cdc::InputError("22023", "audit cannot be combined with keys, from_key or to_key",
 		                      "With audit, the keys are the audit's findings.");
 	if (keys_json && (from_json || to_json))
 		throw cdc::InputError("22023", "keys cannot be combined with from_key or to_key");
-	if (!audit_id && !OidIsValid(target))
+	if (!audit_id && !OidIsValid(args.target))
 		throw cdc::InputError("22004", "target must not be NULL", {},
 		                      "Name the table to repair, or pass audit => <id> to repair an audit's findings.");
 	std::vector<std::string> key_list;
@@ -230,9 +218,9 @@ CDC_PG_FUNCTION(cdc_resync)
 	}
 
 	DestSession dest(fcinfo, "cdc.resync");
-	Subscription sub = ReadSubscription(name);
+	Subscription sub = ReadSubscription(args.subscription);
 	if (!sub.slot_ready)
-		throw cdc::InputError("55000", "subscription \"" + name + "\" has not finished its initial copy");
+		throw cdc::InputError("55000", "subscription \"" + args.subscription + "\" has not finished its initial copy");
 
 	/* the work, table by table */
 	std::vector<Job> jobs;
@@ -243,10 +231,10 @@ CDC_PG_FUNCTION(cdc_resync)
 			throw cdc::InputError("42704", "audit " + std::to_string(*audit_id) + " does not exist");
 		if (*ResultText(0, 2) != "audit")
 			throw cdc::InputError("22023", "run " + std::to_string(*audit_id) + " is a " + *ResultText(0, 2) + ", not an audit");
-		if (*ResultText(0, 1) != name)
+		if (*ResultText(0, 1) != args.subscription)
 			throw cdc::InputError("22023", "audit " + std::to_string(*audit_id) + " is of subscription \"" + *ResultText(0, 1) +
-			                                   "\", not \"" + name + "\"");
-		p.Add(OIDOID, ObjectIdGetDatum(target), !OidIsValid(target));
+			                                   "\", not \"" + args.subscription + "\"");
+		p.Add(OIDOID, ObjectIdGetDatum(args.target), !OidIsValid(args.target));
 		uint64_t n = Execute("SELECT f.id, f.target::pg_catalog.oid, f.key::pg_catalog.text FROM cdc.audit_findings f "
 		                     "WHERE f.audit_id OPERATOR(pg_catalog.=) $1 AND f.repaired_at IS NULL "
 		                     "AND ($2::pg_catalog.oid IS NULL OR f.target OPERATOR(pg_catalog.=) $2::pg_catalog.regclass) "
@@ -267,7 +255,7 @@ CDC_PG_FUNCTION(cdc_resync)
 		}
 	} else {
 		Job j;
-		j.ref.target = target;
+		j.ref.target = args.target;
 		j.by_keys = keys_json.has_value();
 		j.key_json = key_list;
 		j.from_json = from_json;
@@ -298,7 +286,7 @@ CDC_PG_FUNCTION(cdc_resync)
 			j.bounds.up_to = KeyFromJson(dt, *j.to_json, "to_key");
 	}
 	Source source(sub.conninfo, sub.name);
-	Run run(dest, "resync", sub, target, audit_id);
+	Run run(dest, "resync", sub, args.target, audit_id);
 	run.counters.tables_total = int(jobs.size());
 	std::optional<int32_t> source_id = SourceIdOf("pg:" + source.SystemId());
 	for (const Job &j : jobs)
@@ -320,10 +308,10 @@ CDC_PG_FUNCTION(cdc_resync)
 		SourceTable st = LoadSourceTable(q, sub, j.ref.schema, j.ref.name, dt);
 		run.counters.current_target = dt.relid;
 		run.counters.source_lsn = cp;
-		dest.SetContext("cdc.resync of subscription \"" + name + "\", table " + dt.display + " at source position " + LsnText(cp));
+		dest.SetContext("cdc.resync of subscription \"" + args.subscription + "\", table " + dt.display + " at source position " + LsnText(cp));
 		run.Progress();
 		/* every change the stream committed before S is applied first, with its outbox rows and handler calls */
-		WaitApplied(dest, sub, cp, timeout_ms);
+		WaitApplied(dest, sub, cp, args.timeout_ms);
 		TableResync fix{dest, source, sub, run, dt, st, q, cp, source_id};
 		if (j.by_keys) {
 			for (size_t begin = 0; begin < keys.size(); begin += kBatch) {
@@ -345,7 +333,7 @@ CDC_PG_FUNCTION(cdc_resync)
 			cdc::audit::WalkStats stats;
 			const int64_t rows_before = run.counters.rows_done;
 			cdc::audit::Walk(
-			    src, dst, bounds, page_rows, leaf_rows,
+			    src, dst, bounds, args.page_rows, args.leaf_rows,
 			    [&](cdc::audit::Candidate c) {
 				    if (seen.emplace(c.key, true).second)
 					    pending.push_back(std::move(c.key));
@@ -370,7 +358,7 @@ CDC_PG_FUNCTION(cdc_resync)
 		run.Progress();
 	}
 	run.Done();
-	std::string summary = "cdc.resync of subscription \"" + name + "\" (run " + std::to_string(run.Id()) + "): " +
+	std::string summary = "cdc.resync of subscription \"" + args.subscription + "\" (run " + std::to_string(run.Id()) + "): " +
 	                      std::to_string(run.counters.repaired) + " keys repaired, " +
 	                      std::to_string(run.counters.unchanged) + " left as they were";
 	cdc::pg::PgCall([&]() { ereport(NOTICE, (errmsg("%s", summary.c_str()))); });

@@ -2,7 +2,8 @@
 // and IDENTIFY_SYSTEM (the source id "pg:<system identifier>"), running a
 // command with its SQLSTATE kept on failure (source_exec), standby status
 // updates that report as flushed only what is durable here (send_feedback),
-// and the one-off connection of cdc._drop_source_slot.
+// the one-off connection of cdc._drop_source_slot, and the conninfo check
+// of cdc.create_subscription / cdc.alter_subscription (cdc._check_conninfo).
 //
 // PostgreSQL-regime code (it may ereport): it owns no C++ objects with
 // destructors in its frames, and enters C++ only through RunCpp().
@@ -324,15 +325,53 @@ publication_tables_pg(FunctionCallInfo fcinfo)
 }
 
 /* ------------------------------------------------------------------------
+ * cdc._check_conninfo(conninfo text)
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Refuses a conninfo that libpq cannot parse, as CREATE SUBSCRIPTION does
+ * (walrcv_check_conninfo -> PQconninfoParse), before it is stored: libpq's
+ * connect functions would take a bare word for a database name
+ * (expand_dbname), so a typo would only show when the worker connects to the
+ * wrong database.  PQconninfoParse takes key=value strings and URIs, never
+ * a bare word.  Errors: 22P02 naming the parameter, with libpq's reason.
+ */
+void
+check_conninfo_pg(text *conninfo_text)
+{
+	char *conninfo = text_to_cstring(conninfo_text);
+	char *err = NULL;
+	PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
+	if (opts == NULL) {
+		char *msg = err ? pstrdup(err) : pstrdup("out of memory");
+		if (err)
+			PQfreemem(err);
+		size_t len = strlen(msg);
+		while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
+			msg[--len] = '\0';
+		ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+		                errmsg("invalid conninfo: %s", msg),
+		                errhint("conninfo is a libpq connection string (host=... dbname=...) or URI (postgresql://...).")));
+	}
+	PQconninfoFree(opts);
+}
+
+/* ------------------------------------------------------------------------
  * cdc._drop_source_slot(conninfo text, slot_name name)
  * ------------------------------------------------------------------------ */
 
 void
 drop_source_slot_pg(text *conninfo_text, Name slot_name)
 {
-	char *conninfo = psprintf("%s replication=database connect_timeout=10", text_to_cstring(conninfo_text));
+	/*
+	 * The conninfo expanded as dbname (key=value or URI, as the worker's
+	 * connect_pinned), our options after it so they win; appending them to
+	 * the text would break a URI.
+	 */
+	const char *keys[] = {"dbname", "replication", "connect_timeout", "fallback_application_name", NULL};
+	const char *vals[] = {text_to_cstring(conninfo_text), "database", "10", "cdc_apply", NULL};
 	char *slot = NameStr(*slot_name);
-	PGconn *conn = PQconnectdb(conninfo);
+	PGconn *conn = PQconnectdbParams(keys, vals, /* expand_dbname */ 1);
 	if (PQstatus(conn) != CONNECTION_OK) {
 		char *msg = pstrdup(PQerrorMessage(conn));
 		PQfinish(conn);

@@ -26,6 +26,11 @@ void InitLauncher(bool preloaded);
 // when the source cannot be reached, 55006 when the slot cannot be dropped.
 void drop_source_slot_pg(text *conninfo_text, Name slot_name);
 
+// Refuses (22P02, naming conninfo) a conninfo libpq cannot parse
+// (PQconninfoParse, as CREATE SUBSCRIPTION's walrcv_check_conninfo).
+// PostgreSQL regime: call it through PgCall.
+void check_conninfo_pg(text *conninfo_text);
+
 // The session settings the worker pins on every source connection, so that
 // a value's text is unambiguous and exact whatever the source database or
 // role sets (issue 12 item 1, B25; source_conn.cpp): DateStyle ISO,
