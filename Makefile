@@ -8,7 +8,7 @@ CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/cor
             src/core/audit_sql.cpp src/core/audit_diff.cpp src/core/stats_math.cpp
 PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/pg/sql_api.cpp \
           src/pg/apply/engine.cpp src/pg/apply/target.cpp src/pg/apply/image.cpp src/pg/apply/single.cpp \
-          src/pg/apply/segment.cpp src/pg/apply/outbox.cpp src/pg/apply/table_write.cpp src/pg/apply/state_store.cpp src/pg/apply/modes.cpp \
+          src/pg/apply/segment.cpp src/pg/apply/outbox.cpp src/pg/apply/table_write.cpp src/pg/apply/state_store.cpp src/pg/apply/state_direct.cpp src/pg/apply/modes.cpp \
           src/pg/apply/horizon.cpp src/pg/apply/counters.cpp src/pg/apply/id_cache.cpp \
           src/pg/worker/launcher.cpp src/pg/worker/apply_worker.cpp src/pg/worker/source_conn.cpp \
           src/pg/worker/pgoutput.cpp src/pg/worker/transactions.cpp src/pg/worker/progress.cpp \

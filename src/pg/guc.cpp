@@ -56,7 +56,25 @@ int cdc_prune_max_pages = 10000;
 
 int cdc_audit_max_rows_per_second = 0; /* cdc.audit_max_rows_per_second: 0 = no cap */
 
+/* ------------------------------------------------------------------------
+ * The apply engine (docs/internals.md, "Writes without SQL")
+ * ------------------------------------------------------------------------ */
+
+bool cdc_direct_writes = true; /* cdc.direct_writes: ledger claim and entity records through the executor */
+
 namespace {
+
+void
+DefineEngineSettings()
+{
+	DefineCustomBoolVariable("cdc.direct_writes",
+	                         "Write the dedup claim and the entity records through the executor instead of SQL statements.",
+	                         "On (the default), the change-by-change path inserts cdc.ledger rows and locks, inserts and "
+	                         "updates cdc.entity_state rows as PostgreSQL's apply worker writes rows, with the same "
+	                         "results as the statements; off runs the statements (for comparing the two). Either way "
+	                         "the statements run under REPEATABLE READ or SERIALIZABLE.",
+	                         &cdc_direct_writes, true, PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+}
 
 void
 DefineAuditSettings()
@@ -164,5 +182,6 @@ cdc::pg::InitGUC(bool preloaded)
 {
 	DefineHorizonSettings();
 	DefineAuditSettings();
+	DefineEngineSettings();
 	DefineWorkerSettings(preloaded);
 }

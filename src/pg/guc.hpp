@@ -47,6 +47,9 @@ extern int cdc_audit_max_rows_per_second;
 /* both paths (docs/security.md, "Event size") */
 extern int cdc_max_event_size; /* kB */
 
+/* the apply engine (docs/internals.md, "Writes without SQL") */
+extern bool cdc_direct_writes;
+
 /* the replay horizon (docs/retention.md) */
 extern int cdc_replay_horizon;
 extern int cdc_prune_interval;
