@@ -1,0 +1,156 @@
+--
+-- direct_writes: the dedup claim and the entity records written through the
+-- executor (cdc.direct_writes = on, the default; docs/internals.md, "Writes
+-- without SQL") end in exactly the state the SQL statements give (off).
+-- One history of one target (inserts, updates, deletes, a re-delivery, stale
+-- and out-of-order changes, a blocked resurrection, a re-creation, a
+-- re-published change, a same-version conflict) is applied with the
+-- statements, its final state kept, everything reset, the same history
+-- applied through the executor, and the two states compared row for row:
+-- target rows, cdc.ledger (digest, target), cdc.entity_state (every column
+-- but the write time), cdc.outbox, cdc.conflicts and the outcome counts.
+-- Then the cases where the executor path gives way to the statement:
+-- REPEATABLE READ, a trigger someone added on cdc.entity_state.
+--
+
+CREATE TABLE dw_t (id int PRIMARY KEY, v text);
+SELECT target, outbox FROM cdc.register_mapping('dw_t', outbox => true);
+
+CREATE FUNCTION dw_ev(op text, id int, v text, lsn bigint, tx bigint) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('op', op,
+           'source', jsonb_build_object('connector', 'postgresql', 'name', 'dwsrv', 'db', 'src',
+                                        'schema', 'public', 'table', 'dw_t', 'lsn', lsn, 'txId', tx),
+           'before', CASE WHEN op IN ('u', 'd') THEN jsonb_build_object('id', id) END,
+           'after', CASE WHEN op IN ('c', 'u') THEN jsonb_build_object('id', id, 'v', v) END)
+$$;
+
+-- The history: each step an event and its delivery key.
+CREATE TABLE dw_history (step int PRIMARY KEY, ev jsonb NOT NULL, dk text NOT NULL);
+INSERT INTO dw_history VALUES
+  (1,  dw_ev('c', 1, 'a',     100, 1), 'k:100'),
+  (2,  dw_ev('c', 2, 'b',     110, 2), 'k:110'),
+  (3,  dw_ev('u', 1, 'a2',    120, 3), 'k:120'),
+  (4,  dw_ev('u', 1, 'a2',    120, 3), 'k:120'),        -- re-delivery: duplicate by the ledger
+  (5,  dw_ev('u', 1, 'old',   105, 4), 'k:105'),        -- older than the record: stale
+  (6,  dw_ev('d', 2, NULL,    130, 5), 'k:130'),        -- tombstone
+  (7,  dw_ev('c', 2, 'b-old', 115, 6), 'k:115'),        -- older than the tombstone: blocked resurrection
+  (8,  dw_ev('c', 2, 'b2',    140, 7), 'k:140'),        -- re-creation
+  (9,  dw_ev('u', 1, 'a2',    120, 3), 'republished:1'), -- same version, same content: duplicate
+  (10, dw_ev('u', 1, 'zz',    120, 3), 'republished:2'), -- same version, other content: conflict
+  (11, dw_ev('c', 3, 'c',     150, 8), 'k:150'),
+  (12, dw_ev('d', 3, NULL,    160, 9), 'k:160'),
+  (13, dw_ev('c', 3, 'c2',    170, 10), 'k:170'),
+  (14, dw_ev('d', 4, NULL,    180, 11), 'k:180'),       -- delete of a key never seen: a tombstone first
+  (15, dw_ev('c', 4, 'd-old', 175, 12), 'k:175');       -- older than that tombstone: stale
+
+-- Applies the history in one transaction (so each step must see the
+-- previous steps' writes) with cdc.direct_writes = `direct`.
+CREATE FUNCTION dw_run(direct bool) RETURNS TABLE (step int, outcome text) LANGUAGE plpgsql AS $$
+DECLARE h record;
+BEGIN
+  PERFORM set_config('cdc.direct_writes', direct::text, true);
+  FOR h IN SELECT * FROM dw_history ORDER BY 1 LOOP
+    step := h.step;
+    outcome := cdc_apply(h.ev, 'dw_t', h.dk);
+    RETURN NEXT;
+  END LOOP;
+END $$;
+
+-- Everything the history leaves behind, one text line per row.
+CREATE FUNCTION dw_state() RETURNS TABLE (kind text, item text) LANGUAGE sql AS $$
+  SELECT 'row', format('%s %s', id, v) FROM dw_t
+  UNION ALL
+  SELECT 'ledger', format('%s %s', digest, target) FROM cdc.ledger WHERE target = 'dw_t'::regclass
+  UNION ALL
+  SELECT 'entity', format('%s src=%s v=%s,%s,%s,%s deleted=%s chash=%s', e.key, s.name, e.v0, e.v1, e.v2, e.v3,
+                          e.deleted, e.chash)
+    FROM cdc.entity_state e JOIN cdc.source s ON s.id = e.src WHERE e.target = 'dw_t'::regclass
+  UNION ALL
+  SELECT 'outbox', format('%s %s %s %s %s', idempotency_key, op, entity_key, payload, version)
+    FROM cdc.outbox WHERE target = 'dw_t'::regclass
+  UNION ALL
+  SELECT 'conflict', format('%s %s %s %s %s %s', delivery_key, op, reason, stored_version, event_version, event_image)
+    FROM cdc.conflicts WHERE target = 'dw_t'::regclass
+  UNION ALL
+  SELECT 'stats', format('applied %s duplicate %s stale %s conflict %s blocked %s outbox %s', applied, duplicate,
+                         stale, conflict, blocked_resurrections, outbox_rows)
+    FROM cdc.stats WHERE target = 'dw_t'::regclass
+$$;
+
+CREATE FUNCTION dw_reset() RETURNS void LANGUAGE sql AS $$
+  DELETE FROM dw_t;
+  DELETE FROM cdc.ledger WHERE target = 'dw_t'::regclass;
+  DELETE FROM cdc.entity_state WHERE target = 'dw_t'::regclass;
+  DELETE FROM cdc.outbox WHERE target = 'dw_t'::regclass;
+  DELETE FROM cdc.conflicts WHERE target = 'dw_t'::regclass;
+  DELETE FROM cdc.counters WHERE target = 'dw_t'::regclass;
+$$;
+
+SHOW cdc.direct_writes;
+
+-- 1. With the SQL statements.
+SELECT * FROM dw_run(false);
+CREATE TABLE dw_by_sql AS SELECT * FROM dw_state();
+SELECT dw_reset();
+
+-- 2. Through the executor: the same outcomes ...
+SELECT * FROM dw_run(true);
+CREATE TABLE dw_by_exec AS SELECT * FROM dw_state();
+
+-- ... and the same state, row for row (no row on either side only).
+SELECT 'sql only' AS side, * FROM (SELECT * FROM dw_by_sql EXCEPT ALL SELECT * FROM dw_by_exec) d
+UNION ALL
+SELECT 'executor only', * FROM (SELECT * FROM dw_by_exec EXCEPT ALL SELECT * FROM dw_by_sql) d;
+
+-- The state itself (ledger digests and idempotency keys counted, not shown).
+SELECT kind, count(*) FROM dw_by_exec GROUP BY kind ORDER BY kind;
+SELECT kind, item FROM dw_by_exec WHERE kind IN ('row', 'entity', 'conflict', 'stats') ORDER BY kind, item;
+
+-- 3. The second half of the history again, step by step in its own
+-- transactions, alternating the two paths: a record written by one path is
+-- locked and updated by the other.  Every step is a re-delivery now.
+SET cdc.direct_writes = off;
+SELECT cdc_apply(ev, 'dw_t', dk) FROM dw_history WHERE step = 8;
+SET cdc.direct_writes = on;
+SELECT cdc_apply(ev, 'dw_t', dk) FROM dw_history WHERE step = 13;
+-- new versions of existing records, one per path
+SELECT cdc_apply(dw_ev('u', 3, 'c3', 190, 13), 'dw_t', 'k:190');
+SET cdc.direct_writes = off;
+SELECT cdc_apply(dw_ev('u', 3, 'c4', 200, 14), 'dw_t', 'k:200');
+SET cdc.direct_writes = on;
+SELECT cdc_apply(dw_ev('d', 3, NULL, 210, 15), 'dw_t', 'k:210');
+SELECT cdc_apply(dw_ev('c', 3, 'c-old', 205, 16), 'dw_t', 'k:205');
+SELECT * FROM dw_t ORDER BY id;
+SELECT entity_key, version, is_tombstone FROM cdc.entities WHERE target = 'dw_t'::regclass ORDER BY entity_key::text;
+SELECT count(*) AS ledger_rows FROM cdc.ledger WHERE target = 'dw_t'::regclass;
+SELECT op, entity_key, payload FROM cdc.outbox WHERE target = 'dw_t'::regclass AND version[2] >= 190 ORDER BY id;
+
+-- 4. REPEATABLE READ: the statements run (their serialization checks); the
+-- result is the same.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT cdc_apply(dw_ev('c', 5, 'e', 300, 20), 'dw_t', 'k:300');
+SELECT cdc_apply(dw_ev('u', 5, 'e2', 310, 21), 'dw_t', 'k:310');
+SELECT cdc_apply(dw_ev('u', 5, 'e2', 310, 21), 'dw_t', 'k:310');
+COMMIT;
+SELECT * FROM dw_t WHERE id = 5;
+SELECT entity_key, version, is_tombstone FROM cdc.entities WHERE target = 'dw_t'::regclass AND entity_key = '{"id": "5"}';
+SELECT cdc.delivery_processed('dw_t', 'k:300') AS k300, cdc.delivery_processed('dw_t', 'k:310') AS k310;
+
+-- 5. A trigger on cdc.entity_state (only a superuser can add one): the
+-- statements run, so it fires, once per record write.
+BEGIN;
+CREATE TEMP TABLE dw_fired (op text);
+CREATE FUNCTION dw_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO dw_fired VALUES (TG_OP); RETURN NEW; END $$;
+CREATE TRIGGER dw_count BEFORE INSERT OR UPDATE ON cdc.entity_state FOR EACH ROW EXECUTE FUNCTION dw_count();
+SELECT cdc_apply(dw_ev('c', 6, 'f', 400, 30), 'dw_t', 'k:400');
+SELECT cdc_apply(dw_ev('u', 6, 'f2', 410, 31), 'dw_t', 'k:410');
+SELECT op, count(*) FROM dw_fired GROUP BY op ORDER BY op;
+ROLLBACK;
+
+SELECT cdc.unregister_mapping('dw_t');
+DROP TABLE dw_t, dw_history, dw_by_sql, dw_by_exec;
+DROP FUNCTION dw_ev(text, int, text, bigint, bigint);
+DROP FUNCTION dw_run(bool);
+DROP FUNCTION dw_state();
+DROP FUNCTION dw_reset();
