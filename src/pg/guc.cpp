@@ -174,7 +174,7 @@ DefineWorkerSettings(bool preloaded)
 } // namespace
 
 /*
- * InitGUC: the settings of every subsystem.  The horizon's and the audit's
+ * InitGUC: the settings of every subsystem.  The horizon's, the audit's and the engine's
  * come before DefineWorkerSettings reserves the cdc prefix.
  */
 void
