@@ -10,7 +10,8 @@
 -- target rows, cdc.ledger (digest, target), cdc.entity_state (every column
 -- but the write time), cdc.outbox, cdc.conflicts and the outcome counts.
 -- Then the cases where the executor path gives way to the statement:
--- REPEATABLE READ, a trigger someone added on cdc.entity_state.
+-- REPEATABLE READ, a trigger someone added on cdc.entity_state, a
+-- read-only transaction.
 --
 
 CREATE TABLE dw_t (id int PRIMARY KEY, v text);
@@ -147,6 +148,13 @@ SELECT cdc_apply(dw_ev('c', 6, 'f', 400, 30), 'dw_t', 'k:400');
 SELECT cdc_apply(dw_ev('u', 6, 'f2', 410, 31), 'dw_t', 'k:410');
 SELECT op, count(*) FROM dw_fired GROUP BY op ORDER BY op;
 ROLLBACK;
+
+-- 6. A read-only transaction: the claim is refused as the INSERT statement
+-- refuses it (25006), nothing is written.
+BEGIN READ ONLY;
+SELECT cdc_apply(dw_ev('c', 7, 'g', 500, 40), 'dw_t', 'k:500');
+ROLLBACK;
+SELECT cdc.delivery_processed('dw_t', 'k:500') AS k500, (SELECT count(*) FROM dw_t WHERE id = 7) AS rows_7;
 
 SELECT cdc.unregister_mapping('dw_t');
 DROP TABLE dw_t, dw_history, dw_by_sql, dw_by_exec;

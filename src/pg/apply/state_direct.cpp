@@ -55,7 +55,8 @@ enum EntityColumn { E_TARGET, E_KEY, E_SRC, E_V0, E_V1, E_V2, E_V3, E_DELETED, E
 Relation
 OpenDirectPg(const char *name, const ColumnSpec *cols, int ncols, AclMode need, AttrNumber *attno)
 {
-	if (!cdc_direct_writes || IsolationUsesXactSnapshot())
+	/* a read-only transaction (or a standby): the statement raises 25006, as ExecCheckXactReadOnly does */
+	if (!cdc_direct_writes || IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode())
 		return NULL;
 	Oid nsp = get_namespace_oid("cdc", true);
 	Oid relid = OidIsValid(nsp) ? get_relname_relid(name, nsp) : InvalidOid;

@@ -22,7 +22,8 @@
 // could behave differently, and the caller (state_store.cpp) then runs the
 // statement: the setting cdc.direct_writes is off, the transaction uses
 // one snapshot (REPEATABLE READ, SERIALIZABLE: the statement's
-// serialization checks), the current user (the extension owner, through
+// serialization checks) or is read-only (the statement raises 25006),
+// the current user (the extension owner, through
 // PgCallAs) lacks a privilege the statement needs, or the table gained
 // triggers, rules, row-level security that applies, CHECK constraints,
 // generated columns, or columns other than the ones the engine writes.
