@@ -8,7 +8,7 @@ CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/cor
             src/core/audit_sql.cpp src/core/audit_diff.cpp src/core/stats_math.cpp
 PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/pg/sql_api.cpp \
           src/pg/apply/engine.cpp src/pg/apply/target.cpp src/pg/apply/image.cpp src/pg/apply/single.cpp \
-          src/pg/apply/segment.cpp src/pg/apply/outbox.cpp src/pg/apply/table_write.cpp src/pg/apply/state_store.cpp src/pg/apply/modes.cpp \
+          src/pg/apply/segment.cpp src/pg/apply/outbox.cpp src/pg/apply/table_write.cpp src/pg/apply/state_store.cpp src/pg/apply/state_direct.cpp src/pg/apply/modes.cpp \
           src/pg/apply/horizon.cpp src/pg/apply/counters.cpp src/pg/apply/id_cache.cpp \
           src/pg/worker/launcher.cpp src/pg/worker/apply_worker.cpp src/pg/worker/source_conn.cpp \
           src/pg/worker/pgoutput.cpp src/pg/worker/transactions.cpp src/pg/worker/progress.cpp \
@@ -28,10 +28,10 @@ DATA_built = sql/cdc_apply--0.1.0--0.2.0.sql
 
 # pg_regress suites (sql/*.sql -> expected/*.out); run against a server that
 # has the extension installed (make installcheck).
-REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox outbox_message retention subscriptions batch metadata_cache drop_target security target_features rekey subscription_control stream_ordering audit counters direct_writes truncate_groups
+REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox outbox_message retention subscriptions batch metadata_cache drop_target security target_features rekey subscription_control stream_ordering audit counters direct_writes direct_state_writes truncate_groups
 REGRESS_OPTS = --inputdir=.
 
-ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions security_prune_lock security_lock_queue outbox_concurrent
+ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions security_prune_lock security_lock_queue outbox_concurrent direct_writes_concurrent
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=test/isolation/output
 
 PG_CONFIG ?= pg_config

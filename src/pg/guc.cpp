@@ -33,7 +33,6 @@ int cdc_synchronous_commit = SYNCHRONOUS_COMMIT_OFF; /* cdc.synchronous_commit o
 bool cdc_streaming = false;           /* cdc.streaming: protocol version 2, in-progress transactions */
 int cdc_apply_batch_changes = 1000;   /* cdc.apply_batch_changes: changes applied set-based at once */
 int cdc_max_event_size = 16 * 1024;   /* cdc.max_event_size, kB: one event (or worker change) at most */
-bool cdc_direct_writes = true;        /* cdc.direct_writes: the engine's own rows without SQL where it is the same */
 
 const struct config_enum_entry cdc_synchronous_commit_options[] = {
 	{"local", SYNCHRONOUS_COMMIT_LOCAL_FLUSH, false},
@@ -57,7 +56,27 @@ int cdc_prune_max_pages = 10000;
 
 int cdc_audit_max_rows_per_second = 0; /* cdc.audit_max_rows_per_second: 0 = no cap */
 
+/* ------------------------------------------------------------------------
+ * The apply engine (docs/internals.md, "Writes without SQL")
+ * ------------------------------------------------------------------------ */
+
+bool cdc_direct_writes = true; /* cdc.direct_writes: the engine's rows through the executor where it is the same */
+
 namespace {
+
+void
+DefineEngineSettings()
+{
+	DefineCustomBoolVariable("cdc.direct_writes",
+	                         "Write the engine's rows through the executor and the table access method where an SQL "
+	                         "statement would give the same result.",
+	                         "On (the default), the dedup claim and the entity records (change by change), target rows "
+	                         "of plain tables and outbox rows are written as PostgreSQL's own apply worker writes rows; "
+	                         "off runs the SQL statements instead. The results are the same either way (for diagnosis "
+	                         "and differential tests); under REPEATABLE READ or SERIALIZABLE the claim and the entity "
+	                         "records always use the statements.",
+	                         &cdc_direct_writes, true, PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+}
 
 void
 DefineAuditSettings()
@@ -151,19 +170,13 @@ DefineWorkerSettings(bool preloaded)
 	                        "A larger one raises 54000 before it is parsed, so that no caller can make a backend allocate "
 	                        "memory without bound (docs/security.md). Superusers may change it, for a role or a database too.",
 	                        &cdc_max_event_size, 16 * 1024, 1, 1024 * 1024, PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
-	DefineCustomBoolVariable("cdc.direct_writes",
-	                         "Write rows through the table access method where an SQL statement would give the same result.",
-	                         "On (the default), target rows of plain tables and outbox rows are written without SQL, as PostgreSQL's "
-	                         "own apply worker writes; off runs the SQL statements instead. For differential tests and "
-	                         "diagnosis; the results are the same either way (docs/internals.md, \"Writes without SQL\").",
-	                         &cdc_direct_writes, true, PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("cdc");
 }
 
 } // namespace
 
 /*
- * InitGUC: the settings of every subsystem.  The horizon's and the audit's
+ * InitGUC: the settings of every subsystem.  The horizon's, the audit's and the engine's
  * come before DefineWorkerSettings reserves the cdc prefix.
  */
 void
@@ -171,5 +184,6 @@ cdc::pg::InitGUC(bool preloaded)
 {
 	DefineHorizonSettings();
 	DefineAuditSettings();
+	DefineEngineSettings();
 	DefineWorkerSettings(preloaded);
 }

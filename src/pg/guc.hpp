@@ -47,7 +47,7 @@ extern int cdc_audit_max_rows_per_second;
 /* both paths (docs/security.md, "Event size") */
 extern int cdc_max_event_size; /* kB */
 
-/* both paths (docs/internals.md, "Writes without SQL") */
+/* the apply engine (docs/internals.md, "Writes without SQL") */
 extern bool cdc_direct_writes;
 
 /* the replay horizon (docs/retention.md) */

@@ -84,17 +84,18 @@ SelectColumnsText(const Target &t, const Image &key_img, const std::vector<int> 
 }
 
 std::optional<EntityRecord>
-LockEntity(const EntityChange &c)
+LockEntity(const EntityChange &c, EntityLocation *loc)
 {
-	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4, {{c.source, c.src}});
+	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4, {{c.source, c.src}}, loc);
 }
 
 // Writes the entity record.  Returns false when a concurrent transaction
 // created the record first (the caller then locks it and decides again).
 bool
-WriteEntity(const EntityChange &c, bool existed)
+WriteEntity(const EntityChange &c, bool existed, const EntityLocation &loc)
 {
-	return WriteEntityRecord(c.t->relid, c.compact_key, c.src, c.version, c.is_delete, c.content_hash, c.now_s, existed);
+	return WriteEntityRecord(c.t->relid, c.compact_key, c.src, c.version, c.is_delete, c.content_hash, c.now_s, existed,
+	                         loc);
 }
 
 // One term of MutateTarget's check that a GENERATED ALWAYS identity column
@@ -502,7 +503,8 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 	if (c.stream)
 		return ApplyDecided(c, cnt);
 	for (int attempt = 0;; attempt++) {
-		std::optional<EntityRecord> stored = LockEntity(c);
+		EntityLocation loc;
+		std::optional<EntityRecord> stored = LockEntity(c, &loc);
 		DecisionInput in;
 		in.version = c.version;
 		in.source = c.source;
@@ -560,7 +562,7 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		case Outcome::Applied:
 			break;
 		}
-		if (!WriteEntity(c, stored.has_value())) {
+		if (!WriteEntity(c, stored.has_value(), loc)) {
 			if (attempt >= 3)
 				throw std::runtime_error("entity record for " + c.entity_key + " keeps changing concurrently");
 			continue; /* created concurrently: lock it and decide again */

@@ -4,11 +4,15 @@
 // records and tombstones (cdc.entity_state: exact compact key, fixed-width
 // version, 32-bit content hash, source id, coarse time) and the source-name
 // dictionary (cdc.source).  Every function runs its statement through SPI as
-// the extension owner, in the caller's transaction.
+// the extension owner, in the caller's transaction; the dedup claim and the
+// entity records' lock and writes go through the executor instead, with
+// the same results (state_direct.hpp; docs/internals.md, "Writes without
+// SQL"), where it can (else, and with cdc.direct_writes off, the statement).
 #pragma once
 
 #include "core/decision.hpp"
 #include "core/version.hpp"
+#include "pg/apply/state_direct.hpp"
 #include "pg/guard.hpp"
 
 #include <cstdint>
@@ -50,9 +54,11 @@ bool DeliveryHadConflict(Oid target, const std::string &delivery_key);
 // is none.  `arity`: components of the target's versions (3 for mappings
 // with a version column, 4 otherwise).  `known`: source names and their
 // cdc.source ids that the caller has resolved (the call's sources), which
-// spares the lookup of the record's source name (SourceNameOf).
+// spares the lookup of the record's source name (SourceNameOf).  `loc`:
+// where the record is, for WriteEntityRecord's update (set when the direct
+// path locked it).  Waits for a concurrent transaction writing the record.
 std::optional<EntityRecord> LockEntityRecord(Oid target, const std::string &key, size_t arity,
-                                             const std::map<std::string, int32_t> &known);
+                                             const std::map<std::string, int32_t> &known, EntityLocation *loc);
 
 // The name of cdc.source id `id`: from `known` (name -> id) when it is
 // there, else read from cdc.source; nullopt when no source has the id.
@@ -66,8 +72,10 @@ EntityRecord EntityRecordFromResult(uint64_t row, int first, size_t arity);
 // Writes an entity record: UPDATE when `existed`, else INSERT ... ON
 // CONFLICT DO NOTHING, returning false when a concurrent transaction created
 // it first.  content_hash: decimal text of a 32-bit hash ("0" for deletes).
+// `loc`: what LockEntityRecord returned for the record (the update goes to
+// the row it locked).
 bool WriteEntityRecord(Oid target, const std::string &key, int32_t src, const Version &v, bool deleted,
-                       const std::string &content_hash, int32_t now_s, bool existed);
+                       const std::string &content_hash, int32_t now_s, bool existed, const EntityLocation &loc);
 
 // The prune watermark of (target, source id): the greatest version of a
 // tombstone cdc.prune() removed; nullopt when none was.  Read it after the

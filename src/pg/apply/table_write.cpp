@@ -96,7 +96,7 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 } // namespace
 
 void
-BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w)
+BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculative)
 {
 	w->estate = CreateExecutorState();
 	w->caller_cxt = MemoryContextSwitchTo(w->estate->es_query_cxt);
@@ -109,7 +109,7 @@ BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w)
 	ExecInitRangeTable(w->estate, list_make1(rte));
 	w->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(w->rri, rel, 1, NULL, 0);
-	ExecOpenIndices(w->rri, false);
+	ExecOpenIndices(w->rri, speculative);
 	w->estate->es_output_cid = GetCurrentCommandId(true);
 }
 

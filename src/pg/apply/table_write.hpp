@@ -30,12 +30,15 @@ namespace cdc::pg {
 // context; EndExecWritePg closes the indexes, frees the EState, switches
 // back and makes the writes visible to later commands
 // (CommandCounterIncrement).  The relation stays open (the caller's).
+// `speculative`: the indexes are opened for INSERT ... ON CONFLICT
+// (ExecOpenIndices: the unique indexes' equality operators, which the
+// conflict pre-check uses).
 struct ExecWrite {
 	EState *estate = nullptr;
 	ResultRelInfo *rri = nullptr;
 	MemoryContext caller_cxt = nullptr;
 };
-void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w);
+void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculative = false);
 void EndExecWritePg(ExecWrite *w);
 
 // Upserts the full after-images `images` (one per key, no key twice) into

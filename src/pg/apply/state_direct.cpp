@@ -1,0 +1,294 @@
+// The ledger claim and the entity records without SQL: see
+// state_direct.hpp.  PostgreSQL regime throughout (plain data, called
+// through PgCallAs from state_store.cpp).
+#include "pg/apply/state_direct.hpp"
+
+#include "pg/apply/table_write.hpp"
+#include "pg/guc.hpp"
+
+extern "C" {
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "parser/parse_relation.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+}
+
+namespace cdc::pg {
+
+namespace {
+
+struct ColumnSpec {
+	const char *name;
+	Oid type;
+};
+
+/* The columns of cdc.ledger and cdc.entity_state (sql/cdc_apply--0.2.0.sql), in the order the code fills them. */
+const ColumnSpec kLedgerColumns[] = {{"digest", INT8OID}, {"target", REGCLASSOID}, {"claimed_s", INT4OID}};
+constexpr int kLedgerColumnCount = int(sizeof(kLedgerColumns) / sizeof(kLedgerColumns[0]));
+const ColumnSpec kEntityColumns[] = {{"target", REGCLASSOID}, {"key", TEXTOID},  {"src", INT4OID},
+                                     {"v0", INT4OID},         {"v1", INT8OID},   {"v2", INT8OID},
+                                     {"v3", INT4OID},         {"deleted", BOOLOID}, {"chash", INT4OID},
+                                     {"touched_s", INT4OID}};
+constexpr int kEntityColumnCount = int(sizeof(kEntityColumns) / sizeof(kEntityColumns[0]));
+enum EntityColumn { E_TARGET, E_KEY, E_SRC, E_V0, E_V1, E_V2, E_V3, E_DELETED, E_CHASH, E_TOUCHED };
+
+/*
+ * Opens cdc.<name> (RowExclusiveLock, as the statement locks it) when a
+ * direct write gives what the statement would, filling attno[] with the
+ * attribute numbers of cols[]; NULL otherwise (see state_direct.hpp for
+ * the conditions).  `need`: the privileges the statement checks, as the
+ * current user.
+ */
+Relation
+OpenDirectPg(const char *name, const ColumnSpec *cols, int ncols, AclMode need, AttrNumber *attno)
+{
+	/* a read-only transaction (or a standby): the statement raises 25006, as ExecCheckXactReadOnly does */
+	if (!cdc_direct_writes || IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode())
+		return NULL;
+	Oid nsp = get_namespace_oid("cdc", true);
+	Oid relid = OidIsValid(nsp) ? get_relname_relid(name, nsp) : InvalidOid;
+	if (!OidIsValid(relid))
+		return NULL;
+	Oid user = GetUserId();
+	if (pg_namespace_aclcheck(nsp, user, ACL_USAGE) != ACLCHECK_OK ||
+	    pg_class_aclmask(relid, user, need, ACLMASK_ALL) != need ||
+	    check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return NULL;
+	Relation rel = table_open(relid, RowExclusiveLock);
+	TupleDesc desc = RelationGetDescr(rel);
+	bool plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
+	             OidIsValid(RelationGetPrimaryKeyIndex(rel)) &&
+	             !(desc->constr != NULL && (desc->constr->num_check > 0 || desc->constr->has_generated_stored));
+	int live = 0;
+	for (int i = 0; i < desc->natts; i++)
+		if (!TupleDescAttr(desc, i)->attisdropped)
+			live++;
+	plain = plain && live == ncols; /* no column the statement would fill with its default */
+	for (int c = 0; plain && c < ncols; c++) {
+		attno[c] = attnameAttNum(rel, cols[c].name, false);
+		plain = attno[c] > 0 && TupleDescAttr(desc, attno[c] - 1)->atttypid == cols[c].type;
+	}
+	if (!plain) {
+		table_close(rel, NoLock);
+		return NULL;
+	}
+	return rel;
+}
+
+/* A slot of rel's row type with every column NULL, to be filled and stored. */
+void
+ClearToNulls(TupleTableSlot *slot)
+{
+	ExecClearTuple(slot);
+	for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++) {
+		slot->tts_values[i] = (Datum) 0;
+		slot->tts_isnull[i] = true;
+	}
+}
+
+void
+SetColumn(TupleTableSlot *slot, AttrNumber attno, Datum value)
+{
+	slot->tts_values[attno - 1] = value;
+	slot->tts_isnull[attno - 1] = false;
+}
+
+void
+FillEntityRow(TupleTableSlot *slot, const AttrNumber *attno, Oid target, Datum key, const EntityRow *row)
+{
+	ClearToNulls(slot);
+	SetColumn(slot, attno[E_TARGET], ObjectIdGetDatum(target));
+	SetColumn(slot, attno[E_KEY], key);
+	SetColumn(slot, attno[E_SRC], Int32GetDatum(row->src));
+	SetColumn(slot, attno[E_V0], Int32GetDatum(row->v0));
+	SetColumn(slot, attno[E_V1], Int64GetDatum(row->v1));
+	SetColumn(slot, attno[E_V2], Int64GetDatum(row->v2));
+	SetColumn(slot, attno[E_V3], Int32GetDatum(row->v3));
+	SetColumn(slot, attno[E_DELETED], BoolGetDatum(row->deleted));
+	SetColumn(slot, attno[E_CHASH], Int32GetDatum(row->chash));
+	SetColumn(slot, attno[E_TOUCHED], Int32GetDatum(row->touched_s));
+	ExecStoreVirtualTuple(slot);
+}
+
+/*
+ * INSERT ... ON CONFLICT (primary key) DO NOTHING of the row in `slot`, by
+ * the executor's speculative insertion protocol (nodeModifyTable.c,
+ * ExecInsert).  A pre-check on the key index waits for an uncommitted row
+ * with the key and reports a committed one (then: false, nothing
+ * inserted).  Otherwise the row goes in marked with a speculative token;
+ * its index entries are inserted without raising a duplicate error; a
+ * conflict found there (a concurrent transaction inserted the key after
+ * the pre-check) kills our row and the whole thing starts over, now
+ * waiting for that transaction; else the insertion is confirmed and true
+ * returned.  Sessions that meanwhile found our row wait on the token, not
+ * on our transaction's end, so two speculative inserters cannot deadlock.
+ * Needs the indexes opened for speculative insertion (BeginExecWritePg,
+ * speculative = true).  Read committed only: under a transaction snapshot
+ * the statement also checks that a conflicting row is visible to it
+ * (the caller falls back to the statement there).
+ */
+bool
+InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot)
+{
+	Relation rel = w->rri->ri_RelationDesc;
+	List *arbiter = list_make1_oid(RelationGetPrimaryKeyIndex(rel));
+	TupleDesc desc = RelationGetDescr(rel);
+	if (desc->constr != NULL)
+		ExecConstraints(w->rri, slot, w->estate); /* NOT NULL, as the statement checks before inserting */
+	for (;;) {
+		CHECK_FOR_INTERRUPTS();
+		ItemPointerData conflict;
+		if (!ExecCheckIndexConstraints(w->rri, slot, w->estate, &conflict, arbiter))
+			return false;
+		TransactionId xid = GetCurrentTransactionId();
+		uint32 token = SpeculativeInsertionLockAcquire(xid);
+		table_tuple_insert_speculative(rel, slot, w->estate->es_output_cid, 0, NULL, token);
+		bool spec_conflict = false;
+		List *recheck = ExecInsertIndexTuples(w->rri, slot, w->estate, false, true, &spec_conflict, arbiter);
+		table_tuple_complete_speculative(rel, slot, token, !spec_conflict);
+		SpeculativeInsertionLockRelease(xid);
+		list_free(recheck);
+		if (!spec_conflict)
+			return true;
+	}
+}
+
+} // namespace
+
+int
+ClaimDeliveryDirectPg(int64 digest, Oid target, int32 claimed_s)
+{
+	AttrNumber attno[kLedgerColumnCount];
+	Relation rel = OpenDirectPg("ledger", kLedgerColumns, kLedgerColumnCount, ACL_INSERT, attno);
+	if (rel == NULL)
+		return kNotDirect;
+	CommandCounterIncrement(); /* as SPI before a statement: see the writes of the ones before */
+	ExecWrite w;
+	BeginExecWritePg(rel, ACL_INSERT, &w, true);
+	TupleTableSlot *slot = ExecInitExtraTupleSlot(w.estate, RelationGetDescr(rel), &TTSOpsVirtual);
+	ClearToNulls(slot);
+	SetColumn(slot, attno[0], Int64GetDatum(digest));
+	SetColumn(slot, attno[1], ObjectIdGetDatum(target));
+	SetColumn(slot, attno[2], Int32GetDatum(claimed_s));
+	ExecStoreVirtualTuple(slot);
+	bool inserted = InsertOnConflictDoNothingPg(&w, slot);
+	ExecResetTupleTable(w.estate->es_tupleTable, false);
+	EndExecWritePg(&w);
+	table_close(rel, NoLock);
+	return inserted ? 1 : 0;
+}
+
+int
+LockEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *row, EntityLocation *loc)
+{
+	loc->valid = false;
+	AttrNumber attno[kEntityColumnCount];
+	/* SELECT ... FOR UPDATE needs UPDATE; the write that follows INSERT or UPDATE */
+	Relation rel = OpenDirectPg("entity_state", kEntityColumns, kEntityColumnCount, ACL_SELECT | ACL_INSERT | ACL_UPDATE,
+	                            attno);
+	if (rel == NULL)
+		return kNotDirect;
+	CommandCounterIncrement();
+	TupleDesc desc = RelationGetDescr(rel);
+	TupleTableSlot *search = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	TupleTableSlot *found = MakeSingleTupleTableSlot(desc, table_slot_callbacks(rel));
+	text *key_text = cstring_to_text_with_len(key, key_len);
+	ClearToNulls(search);
+	SetColumn(search, attno[E_TARGET], ObjectIdGetDatum(target));
+	SetColumn(search, attno[E_KEY], PointerGetDatum(key_text));
+	ExecStoreVirtualTuple(search);
+	/*
+	 * Through the primary key with a dirty snapshot: a row another
+	 * transaction is inserting, updating or deleting is waited for, then
+	 * looked up again; the row found is locked FOR UPDATE (LockTupleExclusive),
+	 * following a concurrent update to its newest version.  What the
+	 * statement with a fresh snapshot would lock, in READ COMMITTED.
+	 */
+	bool hit = RelationFindReplTupleByIndex(rel, RelationGetPrimaryKeyIndex(rel), LockTupleExclusive, search, found);
+	if (hit) {
+		slot_getallattrs(found);
+		row->src = DatumGetInt32(found->tts_values[attno[E_SRC] - 1]);
+		row->v0 = DatumGetInt32(found->tts_values[attno[E_V0] - 1]);
+		row->v1 = DatumGetInt64(found->tts_values[attno[E_V1] - 1]);
+		row->v2 = DatumGetInt64(found->tts_values[attno[E_V2] - 1]);
+		row->v3 = DatumGetInt32(found->tts_values[attno[E_V3] - 1]);
+		row->deleted = DatumGetBool(found->tts_values[attno[E_DELETED] - 1]);
+		row->chash = DatumGetInt32(found->tts_values[attno[E_CHASH] - 1]);
+		row->touched_s = DatumGetInt32(found->tts_values[attno[E_TOUCHED] - 1]);
+		loc->tid = found->tts_tid;
+		loc->valid = true;
+	}
+	ExecDropSingleTupleTableSlot(found);
+	ExecDropSingleTupleTableSlot(search);
+	pfree(key_text);
+	table_close(rel, NoLock);
+	return hit ? 1 : 0;
+}
+
+int
+UpdateEntityRecordDirectPg(const EntityLocation *loc, Oid target, const char *key, int key_len, const EntityRow *row)
+{
+	if (!loc->valid)
+		return kNotDirect; /* the statement locked it: the statement updates it */
+	AttrNumber attno[kEntityColumnCount];
+	Relation rel = OpenDirectPg("entity_state", kEntityColumns, kEntityColumnCount, ACL_SELECT | ACL_UPDATE, attno);
+	if (rel == NULL)
+		return kNotDirect;
+	CommandCounterIncrement();
+	ExecWrite w;
+	BeginExecWritePg(rel, ACL_SELECT | ACL_UPDATE, &w, false);
+	w.estate->es_snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : InvalidSnapshot;
+	EPQState epq;
+	EvalPlanQualInit(&epq, w.estate, NULL, NIL, -1);
+	TupleDesc desc = RelationGetDescr(rel);
+	/*
+	 * The row locked by LockEntityRecordDirectPg, by its TID: our lock kept
+	 * every other transaction from changing it, and nothing in between
+	 * writes it in ours (were it changed, the update raises "tuple already
+	 * updated by self" rather than write a stale version).
+	 */
+	TupleTableSlot *old_slot = ExecInitExtraTupleSlot(w.estate, desc, &TTSOpsVirtual);
+	old_slot->tts_tid = loc->tid;
+	TupleTableSlot *new_slot = ExecInitExtraTupleSlot(w.estate, desc, &TTSOpsVirtual);
+	FillEntityRow(new_slot, attno, target, PointerGetDatum(cstring_to_text_with_len(key, key_len)), row);
+	ExecSimpleRelationUpdate(w.rri, w.estate, &epq, old_slot, new_slot);
+	EvalPlanQualEnd(&epq);
+	ExecResetTupleTable(w.estate->es_tupleTable, false);
+	EndExecWritePg(&w);
+	table_close(rel, NoLock);
+	return 1;
+}
+
+int
+InsertEntityRecordDirectPg(Oid target, const char *key, int key_len, const EntityRow *row)
+{
+	AttrNumber attno[kEntityColumnCount];
+	Relation rel = OpenDirectPg("entity_state", kEntityColumns, kEntityColumnCount, ACL_INSERT, attno);
+	if (rel == NULL)
+		return kNotDirect;
+	CommandCounterIncrement();
+	ExecWrite w;
+	BeginExecWritePg(rel, ACL_INSERT, &w, true);
+	TupleTableSlot *slot = ExecInitExtraTupleSlot(w.estate, RelationGetDescr(rel), &TTSOpsVirtual);
+	FillEntityRow(slot, attno, target, PointerGetDatum(cstring_to_text_with_len(key, key_len)), row);
+	bool inserted = InsertOnConflictDoNothingPg(&w, slot);
+	ExecResetTupleTable(w.estate->es_tupleTable, false);
+	EndExecWritePg(&w);
+	table_close(rel, NoLock);
+	return inserted ? 1 : 0;
+}
+
+} // namespace cdc::pg
