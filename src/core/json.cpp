@@ -147,27 +147,7 @@ Json::AsInt64() const
 void
 AppendJsonString(std::string &out, std::string_view s)
 {
-	out.push_back('"');
-	for (unsigned char c : s) {
-		switch (c) {
-		case '"': out += "\\\""; break;
-		case '\\': out += "\\\\"; break;
-		case '\n': out += "\\n"; break;
-		case '\r': out += "\\r"; break;
-		case '\t': out += "\\t"; break;
-		case '\b': out += "\\b"; break;
-		case '\f': out += "\\f"; break;
-		default:
-			if (c < 0x20) {
-				char buf[8];
-				std::snprintf(buf, sizeof buf, "\\u%04x", c);
-				out += buf;
-			} else {
-				out.push_back(static_cast<char>(c));
-			}
-		}
-	}
-	out.push_back('"');
+	StreamJsonString(s, [&out](std::string_view piece) { out.append(piece); });
 }
 
 namespace {

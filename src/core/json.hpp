@@ -92,6 +92,53 @@ class Json {
 // Appends s to out as a JSON string literal (with quotes and escapes).
 void AppendJsonString(std::string &out, std::string_view s);
 
+// The escape sequence AppendJsonString writes for byte `c`, into `buf`;
+// empty when `c` is written as itself.
+inline std::string_view
+JsonEscapeChar(unsigned char c, char (&buf)[8])
+{
+	switch (c) {
+	case '"': return "\\\"";
+	case '\\': return "\\\\";
+	case '\n': return "\\n";
+	case '\r': return "\\r";
+	case '\t': return "\\t";
+	case '\b': return "\\b";
+	case '\f': return "\\f";
+	default:
+		if (c >= 0x20)
+			return {};
+		static const char hex[] = "0123456789abcdef";
+		buf[0] = '\\', buf[1] = 'u', buf[2] = '0', buf[3] = '0', buf[4] = hex[c >> 4], buf[5] = hex[c & 0xf];
+		return std::string_view(buf, 6);
+	}
+}
+
+// The literal AppendJsonString appends, handed to `sink` (called with
+// std::string_view pieces, in order) instead of built: runs of plain bytes
+// are views into `s`, so a large value is never copied (the content hash
+// streams a column's text into md5 this way, pg/apply/image.cpp).
+template <class Sink>
+void
+StreamJsonString(std::string_view s, Sink &&sink)
+{
+	sink(std::string_view("\"", 1));
+	std::size_t run = 0;
+	char buf[8];
+	for (std::size_t i = 0; i < s.size(); i++) {
+		std::string_view esc = JsonEscapeChar(static_cast<unsigned char>(s[i]), buf);
+		if (esc.empty())
+			continue;
+		if (i > run)
+			sink(s.substr(run, i - run));
+		sink(esc);
+		run = i + 1;
+	}
+	if (s.size() > run)
+		sink(s.substr(run));
+	sink(std::string_view("\"", 1));
+}
+
 // An element of the top-level array of a JSON text: its 0-based position
 // and its length in bytes (from its first to its last character).
 struct JsonElementSpan {

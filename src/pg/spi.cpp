@@ -347,18 +347,81 @@ Md5Binary(const std::string &data, unsigned char out[16])
 		throw std::runtime_error("could not compute MD5 hash");
 }
 
+namespace {
+
 std::string
-Md5Hex(const std::string &data)
+HexOf(const unsigned char sum[16])
 {
 	static const char digits[] = "0123456789abcdef";
-	unsigned char sum[16];
-	Md5Binary(data, sum);
 	std::string hex(32, '0');
 	for (int i = 0; i < 16; i++) {
 		hex[size_t(2 * i)] = digits[sum[i] >> 4];
 		hex[size_t(2 * i + 1)] = digits[sum[i] & 0xf];
 	}
 	return hex;
+}
+
+} // namespace
+
+std::string
+Md5Hex(const std::string &data)
+{
+	unsigned char sum[16];
+	Md5Binary(data, sum);
+	return HexOf(sum);
+}
+
+Md5Stream::Md5Stream()
+{
+#ifdef USE_OPENSSL
+	if (!md5_fetched) {
+		md5_fetched = true;
+		md5_impl = EVP_MD_fetch(nullptr, "MD5", nullptr);
+	}
+	if (md5_impl != nullptr) {
+		EVP_MD_CTX *c = EVP_MD_CTX_new();
+		if (c != nullptr && EVP_DigestInit_ex(c, md5_impl, nullptr) == 1)
+			ctx_ = c;
+		else
+			EVP_MD_CTX_free(c);
+	}
+#endif
+}
+
+Md5Stream::~Md5Stream()
+{
+#ifdef USE_OPENSSL
+	EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_));
+#endif
+}
+
+void
+Md5Stream::Update(std::string_view piece)
+{
+#ifdef USE_OPENSSL
+	if (ctx_ != nullptr) {
+		if (EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(ctx_), piece.data(), piece.size()) != 1)
+			throw std::runtime_error("could not compute MD5 hash");
+		return;
+	}
+#endif
+	gathered_.append(piece);
+}
+
+std::string
+Md5Stream::Hex()
+{
+	unsigned char sum[16];
+#ifdef USE_OPENSSL
+	if (ctx_ != nullptr) {
+		unsigned int len = 0;
+		if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX *>(ctx_), sum, &len) != 1 || len != 16)
+			throw std::runtime_error("could not compute MD5 hash");
+		return HexOf(sum);
+	}
+#endif
+	Md5Binary(gathered_, sum);
+	return HexOf(sum);
 }
 
 } // namespace cdc::pg

@@ -165,6 +165,36 @@ TEST(Json, SerializeRoundTripsEscapes)
 	EXPECT_EQ(Json::Parse(j.Serialize()).Serialize(), j.Serialize());
 }
 
+TEST(Json, StreamJsonStringGivesAppendJsonStringsLiteralInPieces)
+{
+	std::string all;
+	for (int c = 0; c < 256; c++)
+		all.push_back(static_cast<char>(c));
+	for (std::string s : {std::string(), std::string("plain"), std::string("\"lead"), std::string("trail\\"),
+	                      std::string("a\"b\\c\n\r\t\b\f\x01\x1f z"), all}) {
+		std::string appended;
+		AppendJsonString(appended, s);
+		std::string streamed;
+		size_t pieces = 0;
+		StreamJsonString(s, [&](std::string_view p) {
+			streamed.append(p);
+			pieces++;
+		});
+		EXPECT_EQ(streamed, appended);
+		EXPECT_LE(pieces, s.size() * 2 + 2);
+	}
+	/* a plain value is handed over in place, as one piece between the quotes */
+	std::string big(100000, 'x');
+	std::vector<std::string_view> seen;
+	StreamJsonString(big, [&](std::string_view p) { seen.push_back(p); });
+	ASSERT_EQ(seen.size(), 3u);
+	EXPECT_EQ(seen[1].data(), big.data());
+	EXPECT_EQ(seen[1].size(), big.size());
+	std::string esc;
+	AppendJsonString(esc, std::string("\x01"));
+	EXPECT_EQ(esc, "\"\\u0001\"");
+}
+
 TEST(Json, QuotedIntegersReadAsIntegers)
 {
 	Json j = Json::Parse(R"({"a": "42", "b": "4.2", "c": "x", "d": 1.0})");

@@ -20,6 +20,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/fmgrprotos.h"
+#include "utils/fmgroids.h"
 #include "utils/float.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -155,30 +156,54 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 	return img;
 }
 
-// Canonical hash of an image: column names and output texts in column order
-// (the texts of non-key columns are made here, one at a time).
+/*
+ * Is the output text of `value` (not null) of column `col` its bytes as
+ * stored?  True for text, varchar and bpchar (and domains over them, which
+ * print with their base type's output function) when the value is a plain,
+ * uncompressed varlena: their output functions copy exactly those bytes.
+ * Lets the content hash read a large value in place instead of printing a
+ * copy of it.
+ */
+static bool
+OutputIsBytes(const Column &col, Datum value)
+{
+	if (col.out_fn == nullptr || col.typlen != -1)
+		return false;
+	const Oid fn = col.out_fn->fn_oid;
+	if (fn != F_TEXTOUT && fn != F_VARCHAROUT && fn != F_BPCHAROUT)
+		return false;
+	return !VARATT_IS_EXTENDED(DatumGetPointer(value));
+}
+
+// Canonical hash of an image: column names and output texts in column order,
+// each streamed into md5 (the text hashed is never built; a text value is
+// read in place, other non-key values printed one at a time).
 std::string
 ImageHash(const Target &t, const Image &img)
 {
-	std::string s;
+	Md5Stream md5;
+	auto put = [&md5](std::string_view piece) { md5.Update(piece); };
 	for (size_t i = 0; i < t.columns.size(); i++) {
 		const Cell &c = img.cells[i];
 		if (!c.present || c.unavailable)
 			continue;
-		AppendJsonString(s, t.columns[i].name);
-		s += c.isnull ? "=null;" : "=";
-		if (!c.isnull) {
-			if (std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end()) {
-				AppendJsonString(s, c.text);
-			} else {
-				char *out = PgCall([&]() { return OutputFunctionCall(t.columns[i].out_fn, c.value); });
-				AppendJsonString(s, out);
-				PgCall([&]() { pfree(out); });
-			}
-			s += ';';
+		StreamJsonString(t.columns[i].name, put);
+		put(c.isnull ? "=null;" : "=");
+		if (c.isnull)
+			continue;
+		if (std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end()) {
+			StreamJsonString(c.text, put);
+		} else if (OutputIsBytes(t.columns[i], c.value)) {
+			const char *p = VARDATA_ANY(DatumGetPointer(c.value));
+			StreamJsonString(std::string_view(p, VARSIZE_ANY_EXHDR(DatumGetPointer(c.value))), put);
+		} else {
+			char *out = PgCall([&]() { return OutputFunctionCall(t.columns[i].out_fn, c.value); });
+			StreamJsonString(out, put);
+			PgCall([&]() { pfree(out); });
 		}
+		put(";");
 	}
-	return Md5Hex(s);
+	return md5.Hex();
 }
 
 // The entity key as JSON ({"id": "7"}), from the key columns of `img`.
