@@ -112,6 +112,21 @@ Json::TakeMember(std::string_view name)
 	return Json();
 }
 
+std::string
+Json::TakeMemberString(std::size_t i)
+{
+	if (kind_ != Kind::Object || i >= members_.size() || !members_[i].second.IsString())
+		return std::string();
+	return std::exchange(members_[i].second.scalar_, std::string());
+}
+
+void
+Json::PutMemberString(std::size_t i, std::string s)
+{
+	if (kind_ == Kind::Object && i < members_.size() && members_[i].second.IsString())
+		members_[i].second.scalar_ = std::move(s);
+}
+
 const Json *
 Json::FindNonNull(std::string_view name) const
 {

@@ -67,6 +67,14 @@ class Json {
 	// leaving JSON null in its place; JSON null when absent or not an
 	// object.  Lets a consumer keep a large image without copying it.
 	Json TakeMember(std::string_view name);
+	// Moves the string of member `i` of an object (by position, as
+	// Members() lists them) out, leaving an empty string; PutMemberString
+	// puts one back.  Empty for anything that is not an object with a
+	// String member `i`.  Lets a consumer that keeps a large string
+	// elsewhere (a decoded image value, pg/apply/image.cpp) not hold it
+	// twice, and restore the tree when it must be serialised.
+	std::string TakeMemberString(std::size_t i);
+	void PutMemberString(std::size_t i, std::string s);
 	// Moves the items out of an array (empty for anything else).
 	std::vector<Json> TakeItems() { return kind_ == Kind::Array ? std::exchange(items_, {}) : std::vector<Json>(); }
 	// Like Find, but a JSON null member counts as absent.

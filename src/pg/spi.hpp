@@ -22,6 +22,14 @@ namespace cdc::pg {
 class Params {
   public:
 	void Add(Oid type, Datum value, bool isnull);
+	// Add for a value of a varlena type (typlen -1): one of at least
+	// kByReferenceBytes goes to the statement by reference, not as a plan
+	// constant.  (A custom plan folds every parameter into a constant, a
+	// copy of the value: for a value as large as the event, one more copy
+	// while the statement runs; docs/benchmarks.md, "Memory per event".)
+	void AddVarlena(Oid type, Datum value, bool isnull);
+	static constexpr size_t kByReferenceBytes = 64 * 1024;
+	const std::vector<int> &ByReference() const { return by_ref_; }
 	void AddText(const std::string &s);
 	void AddTextOrNull(const std::optional<std::string> &s);
 	void AddInt8(int64_t v);
@@ -37,6 +45,7 @@ class Params {
 	std::vector<Oid> types_;
 	std::vector<Datum> values_;
 	std::vector<char> nulls_; // 'n' = NULL, ' ' = not null (SPI convention)
+	std::vector<int> by_ref_; // indexes of parameters passed by reference (AddVarlena)
 };
 
 // Who a statement (or other code that may run user-defined functions, such

@@ -590,7 +590,7 @@ WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version 
 	int8_or_null(p, r.commit_lsn);
 	int8_or_null(p, r.tx_id);
 	p.Add(JSONBOID, r.entity_key.value_or((Datum) 0), !r.entity_key);
-	p.Add(JSONBOID, r.payload.value_or((Datum) 0), !r.payload);
+	p.AddVarlena(JSONBOID, r.payload.value_or((Datum) 0), !r.payload);
 	uint64_t n = Execute("INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, "
 	                     "entity_key, payload) "
 	                     "VALUES ($1, $2::pg_catalog.regclass, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
@@ -817,7 +817,7 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 	commit_lsn.AddTo(p, INT8ARRAYOID);
 	tx_id.AddTo(p, INT8ARRAYOID);
 	ekeys.AddTo(p, JSONBARRAYOID);
-	payloads.AddTo(p, JSONBARRAYOID);
+	payloads.AddTo(p, JSONBARRAYOID, /* by_reference */ true);
 	const std::string insert =
 		"INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, entity_key, payload) "
 		"SELECT pg_catalog.unnest($1), pg_catalog.unnest($2)::pg_catalog.regclass, pg_catalog.unnest($3), "
