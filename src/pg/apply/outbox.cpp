@@ -560,6 +560,8 @@ WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, c
 	return WriteOutboxJsonb(t, src, op, v, entity_key, jpayload);
 }
 
+bool InsertOutboxRow(const OutboxRow &r);
+
 bool
 WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
                  std::optional<Datum> jpayload)
@@ -574,6 +576,14 @@ WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version 
 		EmitOutboxMessage(r.target, r.message);
 		return true;
 	}
+	return InsertOutboxRow(r);
+}
+
+// One row into cdc.outbox_rows (ON CONFLICT DO NOTHING: an applied change
+// whose row is there already adds none); true when it was inserted.
+bool
+InsertOutboxRow(const OutboxRow &r)
+{
 	auto int8_or_null = [](Params &p, const std::optional<int64_t> &x) {
 		p.Add(INT8OID, x ? Int64GetDatum(*x) : (Datum) 0, !x);
 	};
@@ -775,6 +785,18 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 			q.rows.clear();
 			return;
 		}
+	}
+	if (table_rows == 1 && !(one_target && new_by_order)) {
+		/*
+		 * One row (as one event's batch has): the single-row statement, which
+		 * builds no arrays: a payload as large as the event is not copied
+		 * into one (docs/benchmarks.md, "Memory per event").
+		 */
+		for (const OutboxRow &r : q.rows)
+			if (r.message.empty() && InsertOutboxRow(r))
+				counters[r.target].outbox_rows++;
+		q.rows.clear();
+		return;
 	}
 	ArrayParam ikeys(UUIDOID, 16, false, TYPALIGN_CHAR);
 	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
