@@ -453,6 +453,7 @@ PayloadFromImageAllowed(const Target &t)
 Datum
 PayloadFromImage(const Target &t, const Image &img, const RunAs &as)
 {
+	img.RequireComplete();
 	const size_t n = t.columns.size();
 	std::vector<AttrNumber> attnums(n);
 	std::vector<Datum> values(n);

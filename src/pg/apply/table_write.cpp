@@ -138,12 +138,14 @@ UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, cons
 	std::unique_ptr<bool[]> nulls(new bool[images.size() * cols.size() + 1]);
 	values.reserve(images.size() * cols.size());
 	size_t n = 0;
-	for (const Image *img : images)
+	for (const Image *img : images) {
+		img->RequireComplete();
 		for (size_t c : cols) {
 			const Cell &cell = img->cells[c];
 			values.push_back(cell.isnull ? (Datum) 0 : cell.value);
 			nulls[n++] = cell.isnull;
 		}
+	}
 	return PgCallAs(as, [&]() {
 		return UpsertRowsDirectPg(t.relid, key.data(), int(key.size()), attnums.data(), int(attnums.size()),
 		                          int(images.size()), values.data(), nulls.get());
