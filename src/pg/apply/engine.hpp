@@ -44,8 +44,9 @@ struct RawImage {
 	void MovedFromSource(size_t i) { moved_.push_back(i); }
 	// Drops the values' texts and the source object once the change is
 	// written and nothing needs the image's JSON any more (an event-sized
-	// value is not held while the next statements run).
-	void Release() const;
+	// value is not held while the next statements run).  Returns the bytes
+	// freed (for TrimFreedMemory).
+	size_t Release() const;
 
   private:
 	mutable std::optional<std::string> json_;

@@ -14,6 +14,9 @@
 #include "pg/spi.hpp"
 
 #include <algorithm>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdexcept>
 
 extern "C" {
@@ -89,14 +92,29 @@ RawImage::Json() const
 	return *json_;
 }
 
-void
+size_t
 RawImage::Release() const
 {
+	size_t bytes = json_ ? json_->capacity() : 0;
 	released_ = true;
 	json_.reset();
 	source_.reset();
-	for (auto &v : values)
+	for (auto &v : values) {
+		bytes += v.second.text.capacity();
 		std::string().swap(v.second.text);
+	}
+	return bytes;
+}
+
+void
+TrimFreedMemory(size_t bytes)
+{
+#ifdef __GLIBC__
+	if (bytes >= kTrimBytes)
+		malloc_trim(0);
+#else
+	(void) bytes;
+#endif
 }
 
 // Decodes a Debezium JSON image (`after` or `before`) for target `t`: every
@@ -225,9 +243,10 @@ CompleteImage(const Target &t, Image &img, const RunAs &as)
 	img.complete = true;
 }
 
-void
+size_t
 ReleaseValues(const Target &t, Image &img)
 {
+	size_t bytes = 0;
 	for (size_t i = 0; i < t.columns.size(); i++) {
 		Cell &c = img.cells[i];
 		/* built-in varlena types only: their input functions return a fresh palloc'd value */
@@ -235,11 +254,13 @@ ReleaseValues(const Target &t, Image &img)
 		    int(i) == t.version_col ||
 		    std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end())
 			continue;
+		bytes += VARSIZE_ANY(DatumGetPointer(c.value));
 		PgCall([&]() { pfree(DatumGetPointer(c.value)); });
 		c.value = (Datum) 0;
 		c.pending = true;
 		img.complete = false;
 	}
+	return bytes;
 }
 
 /*

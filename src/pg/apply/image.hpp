@@ -79,7 +79,15 @@ void CompleteImage(const Target &t, Image &img, const RunAs &as);
 // functions) once a
 // change's statements no longer need them; their cells become pending
 // again (the image is incomplete).
-void ReleaseValues(const Target &t, Image &img);
+// Returns the bytes freed (for TrimFreedMemory).
+size_t ReleaseValues(const Target &t, Image &img);
+// After an event-sized value was freed (at least kTrimBytes): gives the
+// freed memory back to the operating system (glibc's malloc_trim).  A
+// large block freed below others stays resident otherwise, and the next
+// statement's copies of the value (its heap tuple, the TOAST compression
+// attempt) come on top of it (docs/benchmarks.md, "Memory per event").
+constexpr size_t kTrimBytes = 1024 * 1024;
+void TrimFreedMemory(size_t bytes);
 // Canonical hash (md5 hex) of an image: column names and output texts.
 std::string ImageHash(const Target &t, const Image &img);
 // The entity key as JSON ({"id": "7"}); 22023/22004 for a missing,

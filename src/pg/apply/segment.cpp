@@ -896,11 +896,13 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	 * letters went change by change): their texts go before the rows are
 	 * written.
 	 */
+	size_t released = 0;
 	for (const Chain &c : chains)
 		if (c.set_based)
 			for (size_t k : c.events)
 				if (!prep[k].is_delete && reqs[begin + k].after)
-					reqs[begin + k].after->Release();
+					released += reqs[begin + k].after->Release();
+	TrimFreedMemory(released);
 
 	/* Rows: per target, the final image of each entity, or round by round. */
 	std::map<Oid, std::vector<const Chain *>> by_target;
@@ -955,12 +957,14 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	 * of deletes that found no row) are not held while the outbox rows go
 	 * in (docs/benchmarks.md, "Memory per event").
 	 */
+	released = 0;
 	for (size_t k = 0; k < n; k++) {
 		if (prep[k].after)
-			ReleaseValues(*target[k], *prep[k].after);
+			released += ReleaseValues(*target[k], *prep[k].after);
 		if (reqs[begin + k].after)
-			reqs[begin + k].after->Release();
+			released += reqs[begin + k].after->Release();
 	}
+	TrimFreedMemory(released);
 	stage("writing their outbox rows", nullptr);
 	deferred_outbox = nullptr;
 	FlushOutbox(queue, counters_);

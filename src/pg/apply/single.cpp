@@ -483,7 +483,7 @@ ApplyDecided(EntityChange &c, Counters &cnt)
 	 * the statements run.
 	 */
 	if (!c.is_delete && !c.image->has_unavailable && c.image->raw)
-		c.image->raw->Release();
+		TrimFreedMemory(c.image->raw->Release());
 	if (c.is_delete && c.capture_cols && c.captured)
 		*c.captured = SelectColumnsText(t, *c.key_img, *c.capture_cols, c.as);
 	const bool handler = t.modes.mode == Mode::Handler;
@@ -502,7 +502,7 @@ ApplyDecided(EntityChange &c, Counters &cnt)
 	if (payload_from_image)
 		jrow = PayloadFromImage(t, *c.image, c.as);
 	if (!c.is_delete && !handler)
-		ReleaseValues(t, *c.image); /* written (and in the payload): an event-sized value is not held on */
+		TrimFreedMemory(ReleaseValues(t, *c.image)); /* written (and in the payload): an event-sized value is not held on */
 	if (partial_stream && !row) {
 		Decision d;
 		d.outcome = Outcome::Conflict;
