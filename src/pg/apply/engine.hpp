@@ -47,6 +47,7 @@ struct RawImage {
 	// value is not held while the next statements run).  Returns the bytes
 	// freed (for TrimFreedMemory).
 	size_t Release() const;
+	bool Released() const { return released_; }
 
   private:
 	mutable std::optional<std::string> json_;

@@ -232,6 +232,8 @@ CompleteImage(const Target &t, Image &img, const RunAs &as)
 {
 	if (img.complete)
 		return;
+	if (img.raw->Released()) /* its texts are gone: converting them would store empty values */
+		throw std::logic_error("cdc_apply: an image's values were converted after the image was released");
 	for (const auto &[name, dv] : img.raw->values) {
 		auto f = t.by_name.find(name);
 		if (f == t.by_name.end())
