@@ -331,3 +331,45 @@ SELECT cdc_apply_batch('[{"op":"c","after":{"id":2},"source":{"name":"ok","schem
 SELECT (SELECT count(*) FROM bad_big) AS rows, outbox_count('bad_big') AS outbox_rows, ledger_count('bad_big') AS ledger_rows;
 SELECT cdc_apply('{"op":"c","after":{"id":1,"x":1e308,"n":"-5E+400"},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":100,"txId":1}}'::text, 'bad_big', 'big-1') AS retry;
 SELECT id, x, n = '-5e400'::numeric AS n_kept FROM bad_big;
+
+-- ---------------------------------------------------------------------------
+-- Non-key values are converted once the dedup claim and the version
+-- decision apply the change (docs/semantics.md, "When values are
+-- converted"): a duplicate delivery or a stale change whose non-key value
+-- its column cannot take is reported as what it is, not refused; a change
+-- that is applied with such a value is refused (the column type's
+-- SQLSTATE, naming the field), and nothing of it stays: no row, no entity
+-- record, no ledger claim, no outbox row.  The corrected retry with the
+-- same delivery key applies.
+-- ---------------------------------------------------------------------------
+CREATE TABLE bad_late (id int PRIMARY KEY, qty int, note text);
+SELECT target FROM cdc.register_mapping('bad_late', outbox => true);
+SELECT cdc_apply(dbz('c', 'bad_late', '{"id": 1, "qty": 1, "note": "first"}', '0/3000', 950), 'bad_late', 'late-1') AS first;
+-- the same delivery again, with a value qty cannot take: a duplicate
+SELECT cdc_apply(dbz('c', 'bad_late', '{"id": 1, "qty": "not a number", "note": "first"}', '0/3000', 950), 'bad_late', 'late-1') AS same_delivery;
+SELECT (cdc_apply_batch(jsonb_build_array(dbz('c', 'bad_late', '{"id": 1, "qty": "not a number", "note": "first"}', '0/3000', 950)),
+                        'bad_late', ARRAY['late-1'])).duplicate AS same_delivery_in_a_batch;
+-- a newer change applied, then an older one with a bad value: stale
+SELECT cdc_apply(dbz('u', 'bad_late', '{"id": 1, "qty": 2, "note": "second"}', '0/3100', 951), 'bad_late', 'late-2') AS newer;
+SELECT cdc_apply(dbz('u', 'bad_late', '{"id": 1, "qty": "not a number", "note": "older"}', '0/3050', 952), 'bad_late', 'late-3') AS older;
+-- A batch converts the values of every delivery it claims before deciding
+-- it (set-based decisions, docs/semantics.md): there the older change with
+-- the bad value is refused, and its claim rolls back with it.
+SELECT cdc_apply_batch(jsonb_build_array(dbz('u', 'bad_late', '{"id": 1, "qty": "not a number", "note": "older"}', '0/3050', 952)),
+                       'bad_late', ARRAY['late-5']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.delivery_processed('bad_late', 'late-5') AS claimed_by_the_refused_batch;
+SELECT id, qty, note FROM bad_late;
+-- a new change with a bad value: refused, through either entry point, and nothing of it stays
+SELECT cdc_apply(dbz('u', 'bad_late', '{"id": 1, "qty": "x", "note": "third"}', '0/3200', 953), 'bad_late', 'late-4');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply_batch(jsonb_build_array(dbz('u', 'bad_late', '{"id": 1, "qty": "x", "note": "third"}', '0/3200', 953)),
+                       'bad_late', ARRAY['late-4']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT id, qty, note FROM bad_late;
+SELECT cdc.delivery_processed('bad_late', 'late-4') AS claimed, ledger_count('bad_late') AS ledger_rows,
+       outbox_count('bad_late') AS outbox_rows;
+SELECT entity_key, version, is_tombstone FROM cdc.entities WHERE target = 'bad_late'::regclass;
+SELECT cdc_apply(dbz('u', 'bad_late', '{"id": 1, "qty": 3, "note": "third"}', '0/3200', 953), 'bad_late', 'late-4') AS corrected;
+SELECT id, qty, note FROM bad_late;
+SELECT op, payload FROM cdc.outbox WHERE target = 'bad_late'::regclass ORDER BY id;

@@ -73,6 +73,16 @@ Decide(const DecisionInput &in)
 }
 
 bool
+ContentHashDecides(const DecisionInput &in)
+{
+	if (!in.stored || in.stored->source != in.source)
+		return false;
+	if (in.barrier && Version::Compare(in.version, *in.barrier) <= 0)
+		return false;
+	return Version::Compare(in.version, in.stored->version) == 0;
+}
+
+bool
 StreamProcessed(const Version &v, bool is_snapshot, const Version &mark)
 {
 	int c = Version::Compare(v, mark);

@@ -64,6 +64,13 @@ struct Decision {
 //  7. otherwise                                   -> applied
 Decision Decide(const DecisionInput &in);
 
+// Does Decide read in.content_hash for this input?  Only rule 4 does: a
+// stored record of the same source, the event not at or below the
+// barrier, and the same version.  Lets the glue compute the event's
+// content hash (and convert its non-key values) only when it decides
+// something, or when the change is written (docs/semantics.md).
+bool ContentHashDecides(const DecisionInput &in);
+
 // Stream ordering (docs/semantics.md, "Stream ordering"): has one ordered
 // stream already delivered a change of version `v`, given the target's
 // high-water mark of that stream?  A change at or below the mark was

@@ -139,6 +139,21 @@ Json::TakeMember(std::string_view name)
 	return Json();
 }
 
+std::string
+Json::TakeMemberString(std::size_t i)
+{
+	if (kind_ != Kind::Object || i >= members_.size() || !members_[i].second.IsString())
+		return std::string();
+	return std::exchange(members_[i].second.scalar_, std::string());
+}
+
+void
+Json::PutMemberString(std::size_t i, std::string s)
+{
+	if (kind_ == Kind::Object && i < members_.size() && members_[i].second.IsString())
+		members_[i].second.scalar_ = std::move(s);
+}
+
 const Json *
 Json::FindNonNull(std::string_view name) const
 {
@@ -174,27 +189,7 @@ Json::AsInt64() const
 void
 AppendJsonString(std::string &out, std::string_view s)
 {
-	out.push_back('"');
-	for (unsigned char c : s) {
-		switch (c) {
-		case '"': out += "\\\""; break;
-		case '\\': out += "\\\\"; break;
-		case '\n': out += "\\n"; break;
-		case '\r': out += "\\r"; break;
-		case '\t': out += "\\t"; break;
-		case '\b': out += "\\b"; break;
-		case '\f': out += "\\f"; break;
-		default:
-			if (c < 0x20) {
-				char buf[8];
-				std::snprintf(buf, sizeof buf, "\\u%04x", c);
-				out += buf;
-			} else {
-				out.push_back(static_cast<char>(c));
-			}
-		}
-	}
-	out.push_back('"');
+	StreamJsonString(s, [&out](std::string_view piece) { out.append(piece); });
 }
 
 namespace {

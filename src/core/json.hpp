@@ -70,6 +70,14 @@ class Json {
 	// leaving JSON null in its place; JSON null when absent or not an
 	// object.  Lets a consumer keep a large image without copying it.
 	Json TakeMember(std::string_view name);
+	// Moves the string of member `i` of an object (by position, as
+	// Members() lists them) out, leaving an empty string; PutMemberString
+	// puts one back.  Empty for anything that is not an object with a
+	// String member `i`.  Lets a consumer that keeps a large string
+	// elsewhere (a decoded image value, pg/apply/image.cpp) not hold it
+	// twice, and restore the tree when it must be serialised.
+	std::string TakeMemberString(std::size_t i);
+	void PutMemberString(std::size_t i, std::string s);
 	// Moves the items out of an array (empty for anything else).
 	std::vector<Json> TakeItems() { return kind_ == Kind::Array ? std::exchange(items_, {}) : std::vector<Json>(); }
 	// Like Find, but a JSON null member counts as absent.
@@ -94,6 +102,53 @@ class Json {
 
 // Appends s to out as a JSON string literal (with quotes and escapes).
 void AppendJsonString(std::string &out, std::string_view s);
+
+// The escape sequence AppendJsonString writes for byte `c`, into `buf`;
+// empty when `c` is written as itself.
+inline std::string_view
+JsonEscapeChar(unsigned char c, char (&buf)[8])
+{
+	switch (c) {
+	case '"': return "\\\"";
+	case '\\': return "\\\\";
+	case '\n': return "\\n";
+	case '\r': return "\\r";
+	case '\t': return "\\t";
+	case '\b': return "\\b";
+	case '\f': return "\\f";
+	default:
+		if (c >= 0x20)
+			return {};
+		static const char hex[] = "0123456789abcdef";
+		buf[0] = '\\', buf[1] = 'u', buf[2] = '0', buf[3] = '0', buf[4] = hex[c >> 4], buf[5] = hex[c & 0xf];
+		return std::string_view(buf, 6);
+	}
+}
+
+// The literal AppendJsonString appends, handed to `sink` (called with
+// std::string_view pieces, in order) instead of built: runs of plain bytes
+// are views into `s`, so a large value is never copied (the content hash
+// streams a column's text into md5 this way, pg/apply/image.cpp).
+template <class Sink>
+void
+StreamJsonString(std::string_view s, Sink &&sink)
+{
+	sink(std::string_view("\"", 1));
+	std::size_t run = 0;
+	char buf[8];
+	for (std::size_t i = 0; i < s.size(); i++) {
+		std::string_view esc = JsonEscapeChar(static_cast<unsigned char>(s[i]), buf);
+		if (esc.empty())
+			continue;
+		if (i > run)
+			sink(s.substr(run, i - run));
+		sink(esc);
+		run = i + 1;
+	}
+	if (s.size() > run)
+		sink(s.substr(run));
+	sink(std::string_view("\"", 1));
+}
 
 // An element of the top-level array of a JSON text: its 0-based position
 // and its length in bytes (from its first to its last character).

@@ -12,6 +12,7 @@ extern "C" {
 #include "common/md5.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/params.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
@@ -34,6 +35,14 @@ Params::Add(Oid type, Datum value, bool isnull)
 	types_.push_back(type);
 	values_.push_back(value);
 	nulls_.push_back(isnull ? 'n' : ' ');
+}
+
+void
+Params::AddVarlena(Oid type, Datum value, bool isnull)
+{
+	if (!isnull && VARSIZE_ANY(DatumGetPointer(value)) >= kByReferenceBytes)
+		by_ref_.push_back(Count());
+	Add(type, value, isnull);
 }
 
 void
@@ -84,6 +93,7 @@ Params::Clear()
 	types_.clear();
 	values_.clear();
 	nulls_.clear();
+	by_ref_.clear();
 }
 
 namespace {
@@ -154,7 +164,7 @@ ExtensionTablesOwner()
 
 uint64
 ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs, Oid *types, Datum *values,
-          const char *nulls, const RunAs &as)
+          const char *nulls, const int *by_ref, int n_by_ref, const RunAs &as)
 {
 	MemoryContext caller_context = CurrentMemoryContext; /* see below */
 	SPIPlanPtr plan = LookupOrPrepare(sql, sql_len, key, key_len, nargs, types);
@@ -184,7 +194,21 @@ ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs,
 	 */
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(plan, values, nulls, false, 0);
+		if (n_by_ref == 0) {
+			rc = SPI_execute_plan(plan, values, nulls, false, 0);
+		} else {
+			/* as SPI_execute_plan's parameters, but these not constants a custom plan copies in */
+			ParamListInfo pl = makeParamList(nargs);
+			for (int i = 0; i < nargs; i++) {
+				pl->params[i].value = values[i];
+				pl->params[i].isnull = nulls[i] == 'n';
+				pl->params[i].pflags = PARAM_FLAG_CONST;
+				pl->params[i].ptype = types[i];
+			}
+			for (int j = 0; j < n_by_ref; j++)
+				pl->params[by_ref[j]].pflags = 0;
+			rc = SPI_execute_plan_with_paramlist(plan, pl, false, 0);
+		}
 		MemoryContextSwitchTo(caller_context);
 	}
 	PG_FINALLY();
@@ -245,7 +269,7 @@ Execute(const std::string &sql, Params &params, const RunAs &as)
 	key.append(reinterpret_cast<const char *>(params.Types()), sizeof(Oid) * size_t(params.Count()));
 	return PgCall([&]() {
 		return ExecutePg(sql.c_str(), int(sql.size()), key.data(), int(key.size()), params.Count(), params.Types(),
-		                 params.Values(), params.Nulls(), as);
+		                 params.Values(), params.Nulls(), params.ByReference().data(), int(params.ByReference().size()), as);
 	});
 }
 
@@ -347,18 +371,81 @@ Md5Binary(const std::string &data, unsigned char out[16])
 		throw std::runtime_error("could not compute MD5 hash");
 }
 
+namespace {
+
 std::string
-Md5Hex(const std::string &data)
+HexOf(const unsigned char sum[16])
 {
 	static const char digits[] = "0123456789abcdef";
-	unsigned char sum[16];
-	Md5Binary(data, sum);
 	std::string hex(32, '0');
 	for (int i = 0; i < 16; i++) {
 		hex[size_t(2 * i)] = digits[sum[i] >> 4];
 		hex[size_t(2 * i + 1)] = digits[sum[i] & 0xf];
 	}
 	return hex;
+}
+
+} // namespace
+
+std::string
+Md5Hex(const std::string &data)
+{
+	unsigned char sum[16];
+	Md5Binary(data, sum);
+	return HexOf(sum);
+}
+
+Md5Stream::Md5Stream()
+{
+#ifdef USE_OPENSSL
+	if (!md5_fetched) {
+		md5_fetched = true;
+		md5_impl = EVP_MD_fetch(nullptr, "MD5", nullptr);
+	}
+	if (md5_impl != nullptr) {
+		EVP_MD_CTX *c = EVP_MD_CTX_new();
+		if (c != nullptr && EVP_DigestInit_ex(c, md5_impl, nullptr) == 1)
+			ctx_ = c;
+		else
+			EVP_MD_CTX_free(c);
+	}
+#endif
+}
+
+Md5Stream::~Md5Stream()
+{
+#ifdef USE_OPENSSL
+	EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_));
+#endif
+}
+
+void
+Md5Stream::Update(std::string_view piece)
+{
+#ifdef USE_OPENSSL
+	if (ctx_ != nullptr) {
+		if (EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(ctx_), piece.data(), piece.size()) != 1)
+			throw std::runtime_error("could not compute MD5 hash");
+		return;
+	}
+#endif
+	gathered_.append(piece);
+}
+
+std::string
+Md5Stream::Hex()
+{
+	unsigned char sum[16];
+#ifdef USE_OPENSSL
+	if (ctx_ != nullptr) {
+		unsigned int len = 0;
+		if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX *>(ctx_), sum, &len) != 1 || len != 16)
+			throw std::runtime_error("could not compute MD5 hash");
+		return HexOf(sum);
+	}
+#endif
+	Md5Binary(gathered_, sum);
+	return HexOf(sum);
 }
 
 } // namespace cdc::pg

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -21,6 +22,14 @@ namespace cdc::pg {
 class Params {
   public:
 	void Add(Oid type, Datum value, bool isnull);
+	// Add for a value of a varlena type (typlen -1): one of at least
+	// kByReferenceBytes goes to the statement by reference, not as a plan
+	// constant.  (A custom plan folds every parameter into a constant, a
+	// copy of the value: for a value as large as the event, one more copy
+	// while the statement runs; docs/benchmarks.md, "Memory per event".)
+	void AddVarlena(Oid type, Datum value, bool isnull);
+	static constexpr size_t kByReferenceBytes = 64 * 1024;
+	const std::vector<int> &ByReference() const { return by_ref_; }
 	void AddText(const std::string &s);
 	void AddTextOrNull(const std::optional<std::string> &s);
 	void AddInt8(int64_t v);
@@ -36,6 +45,7 @@ class Params {
 	std::vector<Oid> types_;
 	std::vector<Datum> values_;
 	std::vector<char> nulls_; // 'n' = NULL, ' ' = not null (SPI convention)
+	std::vector<int> by_ref_; // indexes of parameters passed by reference (AddVarlena)
 };
 
 // Who a statement (or other code that may run user-defined functions, such
@@ -154,5 +164,26 @@ std::string QuoteIdent(const std::string &ident);
 void Md5Binary(const std::string &data, unsigned char out[16]);
 // The same as the 32 lowercase hex digits of md5().
 std::string Md5Hex(const std::string &data);
+
+// Md5Hex of a text given in pieces (Update), without the text ever being
+// built: the content hash of an image streams its columns' texts, each as
+// large as the event, into it (docs/benchmarks.md, "Memory per event").
+// OpenSSL's incremental EVP digest with the implementation Md5Binary
+// fetches; without it the pieces are gathered and Md5Binary hashes them.
+// Errors: XX000 when the digest cannot be computed.
+class Md5Stream {
+  public:
+	Md5Stream();
+	~Md5Stream();
+	Md5Stream(const Md5Stream &) = delete;
+	Md5Stream &operator=(const Md5Stream &) = delete;
+	void Update(std::string_view piece);
+	// The 32 hex digits; the stream is finished.
+	std::string Hex();
+
+  private:
+	void *ctx_ = nullptr;  // EVP_MD_CTX, when OpenSSL's MD5 is available
+	std::string gathered_; // the fallback's text
+};
 
 } // namespace cdc::pg

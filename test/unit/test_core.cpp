@@ -116,6 +116,28 @@ TEST(Json, TakeMemberMovesTheValueOut)
 	EXPECT_TRUE(Json::MakeString("s").TakeMember("a").IsNull());
 }
 
+TEST(Json, TakeMemberStringMovesAStringOutAndBack)
+{
+	Json j = Json::Parse(R"({"id": 1, "v": "a large \"value\"", "n": null})");
+	std::string big(1 << 20, 'x');
+	EXPECT_EQ(j.TakeMemberString(0), "") << "a number stays";
+	EXPECT_EQ(j.TakeMemberString(2), "") << "null stays";
+	EXPECT_EQ(j.TakeMemberString(7), "") << "out of range";
+	std::string v = j.TakeMemberString(1);
+	EXPECT_EQ(v, "a large \"value\"");
+	EXPECT_EQ(j.Serialize(), R"({"id":1,"v":"","n":null})");
+	j.PutMemberString(1, v);
+	EXPECT_EQ(j.Serialize(), R"({"id":1,"v":"a large \"value\"","n":null})");
+	j.PutMemberString(0, "ignored");
+	EXPECT_EQ(j.Members()[0].second.Scalar(), "1") << "only a string member takes one";
+	/* the buffer itself moves: nothing is copied */
+	Json b = Json::MakeObject({{"v", Json::MakeString(big)}});
+	const char *data = b.Members()[0].second.Scalar().data();
+	std::string taken = b.TakeMemberString(0);
+	EXPECT_EQ(taken.data(), data);
+	EXPECT_TRUE(Json::MakeString("s").TakeMemberString(0).empty());
+}
+
 TEST(Envelope, TakingTheTreeOverGivesTheSameEvent)
 {
 	// wrapped (schema + payload) and bare payloads: images moved out, nothing else differs
@@ -191,6 +213,36 @@ TEST(Json, SerializeRoundTripsEscapes)
 	Json j = Json::Parse(R"({"s": "a\"b\\c\n\u0001é", "a": [1, true, null, {"x": []}]})");
 	EXPECT_EQ(j.Serialize(), R"({"s":"a\"b\\c\n\u0001é","a":[1,true,null,{"x":[]}]})");
 	EXPECT_EQ(Json::Parse(j.Serialize()).Serialize(), j.Serialize());
+}
+
+TEST(Json, StreamJsonStringGivesAppendJsonStringsLiteralInPieces)
+{
+	std::string all;
+	for (int c = 0; c < 256; c++)
+		all.push_back(static_cast<char>(c));
+	for (std::string s : {std::string(), std::string("plain"), std::string("\"lead"), std::string("trail\\"),
+	                      std::string("a\"b\\c\n\r\t\b\f\x01\x1f z"), all}) {
+		std::string appended;
+		AppendJsonString(appended, s);
+		std::string streamed;
+		size_t pieces = 0;
+		StreamJsonString(s, [&](std::string_view p) {
+			streamed.append(p);
+			pieces++;
+		});
+		EXPECT_EQ(streamed, appended);
+		EXPECT_LE(pieces, s.size() * 2 + 2);
+	}
+	/* a plain value is handed over in place, as one piece between the quotes */
+	std::string big(100000, 'x');
+	std::vector<std::string_view> seen;
+	StreamJsonString(big, [&](std::string_view p) { seen.push_back(p); });
+	ASSERT_EQ(seen.size(), 3u);
+	EXPECT_EQ(seen[1].data(), big.data());
+	EXPECT_EQ(seen[1].size(), big.size());
+	std::string esc;
+	AppendJsonString(esc, std::string("\x01"));
+	EXPECT_EQ(esc, "\"\\u0001\"");
 }
 
 TEST(Json, QuotedIntegersReadAsIntegers)
@@ -431,6 +483,37 @@ TEST(Decision, EqualVersionDuplicateOrConflict)
 	auto del = Input(Version{{0, 10}}, true, "h1");
 	del.stored = Stored(Version{{0, 10}}, false, "h1");
 	EXPECT_EQ(Decide(del).outcome, Outcome::Conflict) << "a delete and an upsert at one version differ";
+}
+
+TEST(Decision, ContentHashDecidesOnlyAtTheStoredVersion)
+{
+	auto in = Input(Version{{0, 10}}, false, "h1");
+	EXPECT_FALSE(ContentHashDecides(in)) << "no record";
+	in.stored = Stored(Version{{0, 9}});
+	EXPECT_FALSE(ContentHashDecides(in)) << "newer";
+	in.stored = Stored(Version{{0, 11}});
+	EXPECT_FALSE(ContentHashDecides(in)) << "older";
+	in.stored = Stored(Version{{0, 10}}, false, "h1", "other");
+	EXPECT_FALSE(ContentHashDecides(in)) << "another source";
+	in.stored = Stored(Version{{0, 10}}, false, "h1");
+	EXPECT_TRUE(ContentHashDecides(in));
+	in.barrier = Version{{0, 10}};
+	EXPECT_FALSE(ContentHashDecides(in)) << "stale by the barrier";
+	/* wherever it says no, any hash gives the same decision */
+	for (int stored : {-1, 9, 10, 11})
+		for (int barrier : {-1, 5, 10}) {
+			auto a = Input(Version{{0, 10}}, false, "h1");
+			if (stored >= 0)
+				a.stored = Stored(Version{{0, stored}}, false, "h1");
+			if (barrier >= 0)
+				a.barrier = Version{{0, barrier}};
+			auto b = a;
+			b.content_hash = "other";
+			if (!ContentHashDecides(a))
+				EXPECT_EQ(Decide(a).outcome, Decide(b).outcome) << stored << " " << barrier;
+			else
+				EXPECT_NE(Decide(a).outcome, Decide(b).outcome) << stored << " " << barrier;
+		}
 }
 
 TEST(Decision, TruncateBarrier)

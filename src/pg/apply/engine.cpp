@@ -7,9 +7,10 @@
 //
 // Structure of one event (ApplyDebezium):
 //   parse envelope (pure) -> resolve target + mapping (target.cpp) ->
-//   privilege check -> convert images (image.cpp) -> dedup claim ->
-//   per entity: lock, Decide() (pure), write state, mutate target, outbox
-//   row (single.cpp) -> counters.
+//   privilege check -> convert the images' key columns (image.cpp) -> dedup
+//   claim -> per entity: lock, Decide() (pure), convert the other values
+//   and hash them (applied changes only), write state, mutate target,
+//   outbox row (single.cpp) -> counters.
 //
 // Glue, C++ regime.  Must not hold PostgreSQL resources across calls: SPI
 // is opened by the constructor and closed by Finish().

@@ -28,19 +28,32 @@ using cdc::Counters; // per-target outcome counts (core/batch_plan.hpp)
 // NULL, or unavailable (not sent by the source).  `json` is the image as
 // received, kept for cdc.conflicts and for delete outbox payloads.
 struct RawImage {
-	std::vector<std::pair<std::string, DecodedValue>> values;
+	// Mutable only for Release(): the engine takes requests as const.
+	mutable std::vector<std::pair<std::string, DecodedValue>> values;
 	// The image's JSON object as received, for what keeps it (cdc.conflicts,
 	// cdc.dead_letter, the outbox payload of a delete whose row the
 	// destination never had), made on first use, not per change: the
 	// Debezium object handed over by SetSource (the envelope's tree, kept
 	// instead of its text: most changes never need it) serialised, else
 	// built from the values (unavailable ones as "__unchanged_toast__").
+	// Throws (XX000, an internal error) after Release().
 	const std::string &Json() const;
 	void SetSource(cdc::Json obj) { source_ = std::move(obj); }
+	// Value i (values[i]) is the string of member i of the source object,
+	// moved out of it (Json::TakeMemberString): Json() puts it back.
+	void MovedFromSource(size_t i) { moved_.push_back(i); }
+	// Drops the values' texts and the source object once the change is
+	// written and nothing needs the image's JSON any more (an event-sized
+	// value is not held while the next statements run).  Returns the bytes
+	// freed (for TrimFreedMemory).
+	size_t Release() const;
+	bool Released() const { return released_; }
 
   private:
 	mutable std::optional<std::string> json_;
 	mutable std::optional<cdc::Json> source_;
+	std::vector<size_t> moved_;
+	mutable bool released_ = false;
 };
 
 // One change, independent of the input format (Debezium envelope, pgoutput).

@@ -14,12 +14,17 @@
 #include "pg/spi.hpp"
 
 #include <algorithm>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <stdexcept>
 
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/fmgrprotos.h"
+#include "utils/fmgroids.h"
 #include "utils/float.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -56,9 +61,14 @@ KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 const std::string &
 RawImage::Json() const
 {
+	if (released_)
+		throw std::logic_error("cdc_apply: an image's JSON was asked for after the image was released");
 	if (json_)
 		return *json_;
 	if (source_) {
+		for (size_t i : moved_)
+			if (i < values.size())
+				source_->PutMemberString(i, values[i].second.text);
 		json_ = source_->Serialize();
 		source_.reset();
 		return *json_;
@@ -82,13 +92,39 @@ RawImage::Json() const
 	return *json_;
 }
 
+size_t
+RawImage::Release() const
+{
+	size_t bytes = json_ ? json_->capacity() : 0;
+	released_ = true;
+	json_.reset();
+	source_.reset();
+	for (auto &v : values) {
+		bytes += v.second.text.capacity();
+		std::string().swap(v.second.text);
+	}
+	return bytes;
+}
+
+void
+TrimFreedMemory(size_t bytes)
+{
+#ifdef __GLIBC__
+	if (bytes >= kTrimBytes)
+		malloc_trim(0);
+#else
+	(void) bytes;
+#endif
+}
+
 // Decodes a Debezium JSON image (`after` or `before`) for target `t`: every
 // field must name a column; values become text input form (decode.hpp).
 RawImage
 DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const char *which)
 {
 	RawImage raw;
-	for (const auto &member : obj.Members()) {
+	for (size_t i = 0; i < obj.Members().size(); i++) {
+		const auto &member = obj.Members()[i];
 		const std::string &field = member.first;
 		if (field.find('\0') != std::string::npos)
 			Fail("22P02", std::string("a field name of \"") + which + "\" contains a NUL character (\\u0000), which no column name can hold");
@@ -102,24 +138,72 @@ DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const ch
 		const Column &col = t.columns[size_t(f->second)];
 		const FieldSchema *fs = schema ? schema->Member(field) : nullptr;
 		raw.values.emplace_back(field, DecodeValue(member.second, fs, col.ctype, t.mapping.decode, path));
+		/* a string taken as it is (a text column's value): kept once, in the value (Json() puts it back) */
+		const DecodedValue &dv = raw.values.back().second;
+		if (member.second.IsString() && dv.kind == DecodedValue::Kind::Text && dv.text == member.second.Scalar()) {
+			obj.TakeMemberString(i); /* dropped: the value holds the same text */
+			raw.MovedFromSource(i);
+		}
 	}
 	raw.SetSource(std::move(obj)); /* serialised only if something keeps the image's JSON */
 	return raw;
 }
 
+namespace {
+
+// Converts one value of field `which`.`name` into cell `cell` of column
+// `idx`; errors name the field and the column.
+void
+ConvertCell(const Target &t, int idx, const DecodedValue &dv, const char *which, const std::string &name,
+            const RunAs &as, Cell &cell)
+{
+	const Column &col = t.columns[size_t(idx)];
+	try {
+		/* a user type's input (a domain's CHECK) may run code: as the role the target's statements run as */
+		cell.value = PgCallAs(col.user_type ? as : RunAs::Caller(), [&]() {
+			return InputFunctionCall(col.in_fn, const_cast<char *>(dv.text.c_str()), col.ioparam, col.typmod);
+		});
+		/* the canonical text of key columns (entity keys); the others' only for ImageHash, not kept */
+		if (std::find(t.key.begin(), t.key.end(), idx) != t.key.end()) {
+			char *out = PgCall([&]() { return KeyTextPg(col.ctype.family, col.type, col.out_fn, cell.value); });
+			cell.text = out;
+			PgCall([&]() { pfree(out); });
+		}
+	} catch (const PgError &e) {
+		/* Name the field and column in the primary message; keep SQLSTATE, detail, hint. */
+		ErrorData *ed = e.edata();
+		std::string prefix = "field \"" + std::string(which) + "." + name + "\" (column \"" + col.name + "\" of type " +
+		                     col.ctype.type_name + "): ";
+		PgCall([&]() { ed->message = psprintf("%s%s", prefix.c_str(), ed->message ? ed->message : ""); });
+		throw;
+	}
+	cell.isnull = false;
+	cell.pending = false;
+}
+
+} // namespace
+
+void
+Image::RequireComplete() const
+{
+	if (!complete)
+		throw std::logic_error("cdc_apply: an image's non-key values were read before they were converted");
+}
+
 // Converts a RawImage into Datums of the target's column types (the types'
 // input functions, with typmod); errors name the field and the column.
+// keys_only: the key and version columns only, the rest left pending.
 Image
-ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunAs &as)
+ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunAs &as, bool keys_only)
 {
 	Image img;
 	img.cells.resize(t.columns.size());
 	img.raw = &raw; /* its JSON is built only when needed */
+	img.which = which;
 	for (const auto &[name, dv] : raw.values) {
-		std::string path = std::string(which) + "." + name;
 		auto f = t.by_name.find(name);
 		if (f == t.by_name.end())
-			Fail("42703", "field \"" + path + "\" has no column in table " + t.display);
+			Fail("42703", "field \"" + std::string(which) + "." + name + "\" has no column in table " + t.display);
 		const Column &col = t.columns[size_t(f->second)];
 		if (col.generated)
 			continue; /* generated columns are computed by the destination */
@@ -132,53 +216,104 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 		}
 		if (dv.kind == DecodedValue::Kind::Null)
 			continue;
-		try {
-			/* a user type's input (a domain's CHECK) may run code: as the role the target's statements run as */
-			cell.value = PgCallAs(col.user_type ? as : RunAs::Caller(), [&]() {
-				return InputFunctionCall(col.in_fn, const_cast<char *>(dv.text.c_str()), col.ioparam, col.typmod);
-			});
-			/* the canonical text of key columns (entity keys); the others' only for ImageHash, not kept */
-			if (std::find(t.key.begin(), t.key.end(), f->second) != t.key.end()) {
-				char *out = PgCall([&]() { return KeyTextPg(col.ctype.family, col.type, col.out_fn, cell.value); });
-				cell.text = out;
-				PgCall([&]() { pfree(out); });
-			}
-		} catch (const PgError &e) {
-			/* Name the field and column in the primary message; keep SQLSTATE, detail, hint. */
-			ErrorData *ed = e.edata();
-			std::string prefix = "field \"" + path + "\" (column \"" + col.name + "\" of type " + col.ctype.type_name + "): ";
-			PgCall([&]() { ed->message = psprintf("%s%s", prefix.c_str(), ed->message ? ed->message : ""); });
-			throw;
+		if (keys_only && f->second != t.version_col &&
+		    std::find(t.key.begin(), t.key.end(), f->second) == t.key.end()) {
+			cell.pending = true;
+			img.complete = false;
+			continue;
 		}
-		cell.isnull = false;
+		ConvertCell(t, f->second, dv, which, name, as, cell);
 	}
 	return img;
 }
 
-// Canonical hash of an image: column names and output texts in column order
-// (the texts of non-key columns are made here, one at a time).
+void
+CompleteImage(const Target &t, Image &img, const RunAs &as)
+{
+	if (img.complete)
+		return;
+	if (img.raw->Released()) /* its texts are gone: converting them would store empty values */
+		throw std::logic_error("cdc_apply: an image's values were converted after the image was released");
+	for (const auto &[name, dv] : img.raw->values) {
+		auto f = t.by_name.find(name);
+		if (f == t.by_name.end())
+			continue; /* ConvertImage refused it */
+		Cell &cell = img.cells[size_t(f->second)];
+		if (cell.pending)
+			ConvertCell(t, f->second, dv, img.which, name, as, cell);
+	}
+	img.complete = true;
+}
+
+size_t
+ReleaseValues(const Target &t, Image &img)
+{
+	size_t bytes = 0;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		Cell &c = img.cells[i];
+		/* built-in varlena types only: their input functions return a fresh palloc'd value */
+		if (!c.present || c.unavailable || c.isnull || c.pending || t.columns[i].typlen != -1 || t.columns[i].user_type ||
+		    int(i) == t.version_col ||
+		    std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end())
+			continue;
+		bytes += VARSIZE_ANY(DatumGetPointer(c.value));
+		PgCall([&]() { pfree(DatumGetPointer(c.value)); });
+		c.value = (Datum) 0;
+		c.pending = true;
+		img.complete = false;
+	}
+	return bytes;
+}
+
+/*
+ * Is the output text of `value` (not null) of column `col` its bytes as
+ * stored?  True for text, varchar and bpchar (and domains over them, which
+ * print with their base type's output function) when the value is a plain,
+ * uncompressed varlena: their output functions copy exactly those bytes.
+ * Lets the content hash read a large value in place instead of printing a
+ * copy of it.
+ */
+static bool
+OutputIsBytes(const Column &col, Datum value)
+{
+	if (col.out_fn == nullptr || col.typlen != -1)
+		return false;
+	const Oid fn = col.out_fn->fn_oid;
+	if (fn != F_TEXTOUT && fn != F_VARCHAROUT && fn != F_BPCHAROUT)
+		return false;
+	return !VARATT_IS_EXTENDED(DatumGetPointer(value));
+}
+
+// Canonical hash of an image: column names and output texts in column order,
+// each streamed into md5 (the text hashed is never built; a text value is
+// read in place, other non-key values printed one at a time).
 std::string
 ImageHash(const Target &t, const Image &img)
 {
-	std::string s;
+	img.RequireComplete();
+	Md5Stream md5;
+	auto put = [&md5](std::string_view piece) { md5.Update(piece); };
 	for (size_t i = 0; i < t.columns.size(); i++) {
 		const Cell &c = img.cells[i];
 		if (!c.present || c.unavailable)
 			continue;
-		AppendJsonString(s, t.columns[i].name);
-		s += c.isnull ? "=null;" : "=";
-		if (!c.isnull) {
-			if (std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end()) {
-				AppendJsonString(s, c.text);
-			} else {
-				char *out = PgCall([&]() { return OutputFunctionCall(t.columns[i].out_fn, c.value); });
-				AppendJsonString(s, out);
-				PgCall([&]() { pfree(out); });
-			}
-			s += ';';
+		StreamJsonString(t.columns[i].name, put);
+		put(c.isnull ? "=null;" : "=");
+		if (c.isnull)
+			continue;
+		if (std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end()) {
+			StreamJsonString(c.text, put);
+		} else if (OutputIsBytes(t.columns[i], c.value)) {
+			const char *p = VARDATA_ANY(DatumGetPointer(c.value));
+			StreamJsonString(std::string_view(p, VARSIZE_ANY_EXHDR(DatumGetPointer(c.value))), put);
+		} else {
+			char *out = PgCall([&]() { return OutputFunctionCall(t.columns[i].out_fn, c.value); });
+			StreamJsonString(out, put);
+			PgCall([&]() { pfree(out); });
 		}
+		put(";");
 	}
-	return Md5Hex(s);
+	return md5.Hex();
 }
 
 // The entity key as JSON ({"id": "7"}), from the key columns of `img`.
@@ -319,7 +454,7 @@ SelectRowImage(const Target &t, const Image &key_img, const RunAs &as)
 // delivery key.  Errors name the event field (22023, 22004, 42703, the
 // column types' input errors).
 PreparedChange
-PrepareChange(const Target &t, const ChangeRequest &req, const RunAs &as)
+PrepareChange(const Target &t, const ChangeRequest &req, const RunAs &as, bool keys_only)
 {
 	PreparedChange p;
 	const bool is_delete = p.is_delete = req.op == Op::Delete;
@@ -328,9 +463,9 @@ PrepareChange(const Target &t, const ChangeRequest &req, const RunAs &as)
 	if (!is_delete && !req.after)
 		Fail("22023", std::string("field \"after\" is missing: op \"") + OpName(req.op) + "\" needs the after-image");
 	if (req.after)
-		p.after = ConvertImage(t, *req.after, "after", as);
+		p.after = ConvertImage(t, *req.after, "after", as, keys_only);
 	if (req.before)
-		p.before = ConvertImage(t, *req.before, "before", as);
+		p.before = ConvertImage(t, *req.before, "before", as, keys_only);
 	const Image &main = p.Main();
 	p.entity_key = EntityKey(t, main, is_delete ? "before" : "after");
 

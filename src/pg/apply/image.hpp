@@ -29,12 +29,20 @@ struct Cell {
 	Datum value = (Datum) 0;
 	std::string text; // output-function text (canonical) of a key column, when present and not null
 	                  // (other columns' texts are made only for the content hash, and dropped)
+	// Present with a value not converted yet (ConvertImage with keys_only):
+	// `value` is not set until CompleteImage.
+	bool pending = false;
 };
 
 struct Image {
 	std::vector<Cell> cells; // one per target column
 	bool has_unavailable = false;
 	const RawImage *raw = nullptr; // what it was converted from: raw->Json() for conflicts and outbox
+	const char *which = "after";   // "after" or "before": the event field errors name
+	bool complete = true;          // false: some cells are pending (CompleteImage converts them)
+	// Throws (XX000, an internal error) unless the image is complete: what
+	// reads non-key values calls it first.
+	void RequireComplete() const;
 };
 
 // One change converted to the target's column types and identified: what
@@ -57,7 +65,29 @@ RawImage DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema,
 // the field and the column, with the type's SQLSTATE.  The image refers to
 // `raw` (its JSON), which must outlive it.  The input functions
 // of user-defined types (a domain's CHECK can run user code) run as `as`.
-Image ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunAs &as);
+// With `keys_only`, only the key columns and the mapping's version column
+// are converted; the other values are left pending (Cell::pending) for
+// CompleteImage, so that a change the dedup claim and the version decision
+// do not apply never has its non-key values converted (docs/semantics.md,
+// "Duplicates are decided before values are converted").
+Image ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunAs &as, bool keys_only = false);
+// Converts the pending cells of `img` (ConvertImage with keys_only) from
+// its RawImage, with ConvertImage's errors; nothing to do when complete.
+void CompleteImage(const Target &t, Image &img, const RunAs &as);
+// Frees the converted values of non-key columns of `img` that are
+// separate varlena allocations (palloc'd by built-in types' input
+// functions) once a
+// change's statements no longer need them; their cells become pending
+// again (the image is incomplete).
+// Returns the bytes freed (for TrimFreedMemory).
+size_t ReleaseValues(const Target &t, Image &img);
+// After an event-sized value was freed (at least kTrimBytes): gives the
+// freed memory back to the operating system (glibc's malloc_trim).  A
+// large block freed below others stays resident otherwise, and the next
+// statement's copies of the value (its heap tuple, the TOAST compression
+// attempt) come on top of it (docs/benchmarks.md, "Memory per event").
+constexpr size_t kTrimBytes = 1024 * 1024;
+void TrimFreedMemory(size_t bytes);
 // Canonical hash (md5 hex) of an image: column names and output texts.
 std::string ImageHash(const Target &t, const Image &img);
 // The entity key as JSON ({"id": "7"}); 22023/22004 for a missing,
@@ -79,6 +109,9 @@ std::optional<std::string> SelectRowImage(const Target &t, const Image &key_img,
 // Converts the images of `req` (not a truncate; input functions of user
 // types as `as`) and derives the entity key, the version and the delivery
 // key (22023, 22004, 42703, input errors).
-PreparedChange PrepareChange(const Target &t, const ChangeRequest &req, const RunAs &as);
+// With `keys_only`, the images' non-key values are left pending
+// (ConvertImage): the caller completes them once the change is to be
+// applied.
+PreparedChange PrepareChange(const Target &t, const ChangeRequest &req, const RunAs &as, bool keys_only = false);
 
 } // namespace cdc::pg

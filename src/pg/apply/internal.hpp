@@ -56,8 +56,11 @@ class ArrayParam {
 			Add((Datum) 0, true);
 	}
 	size_t Size() const { return values_.size(); }
-	// Adds the array to `p` as a parameter of the array type.
-	void AddTo(Params &p, Oid array_type) const
+	// Adds the array to `p` as a parameter of the array type; `by_reference`:
+	// a large one is not copied into a custom plan (Params::AddVarlena), for
+	// arrays of event-sized values whose statement's plan does not depend
+	// on the number of elements (the outbox rows' payloads).
+	void AddTo(Params &p, Oid array_type, bool by_reference = false) const
 	{
 		Datum d = PgCall([&]() {
 			int n = int(values_.size());
@@ -69,7 +72,10 @@ class ArrayParam {
 			return PointerGetDatum(construct_md_array(const_cast<Datum *>(values_.data()), nulls, 1, dims, lbs,
 			                                          elemtype_, typlen_, typbyval_, typalign_));
 		});
-		p.Add(array_type, d, false);
+		if (by_reference)
+			p.AddVarlena(array_type, d, false);
+		else
+			p.Add(array_type, d, false);
 	}
 
   private:

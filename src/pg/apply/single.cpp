@@ -42,7 +42,15 @@ struct EntityChange {
 	bool is_snapshot;
 	bool is_delete;
 	const Image *key_img;   // image holding the key columns
-	const Image *image;     // after-image (upsert) or before-image (delete)
+	Image *image;           // after-image (upsert) or before-image (delete); its values are released once written
+	// Images whose non-key values are still pending (ConvertImage with
+	// keys_only): converted by Complete() once the change is to be written,
+	// or when the decision needs the content hash; never for a change that
+	// is not applied (docs/semantics.md).
+	Image *pending[2] = {nullptr, nullptr};
+	// The image the content hash covers while it is still to be computed
+	// (content_hash empty); nullptr once computed, or for deletes ("0").
+	const Image *hash_of = nullptr;
 	std::string entity_key;   // JSON ({"id": "7"}): outbox, conflicts, history, handlers
 	std::string compact_key;  // cdc.entity_state.key (core/layout.hpp)
 	Version version;
@@ -64,6 +72,44 @@ struct EntityChange {
 	std::optional<std::vector<std::optional<std::string>>> *captured = nullptr;
 	RunAs as; // who the statements on the target run as (ApplyEngine::Authorize)
 };
+
+// Converts what the change still has pending and computes its content
+// hash: before anything is written for it, or when the version decision
+// compares content hashes (ContentHashDecides).  The column types' input
+// errors (ConvertImage) are raised here: for an applied change, in the
+// transaction that took its claim, so nothing of it stays.
+void
+Complete(EntityChange &c)
+{
+	for (Image *img : c.pending)
+		if (img)
+			CompleteImage(*c.t, *img, c.as);
+	if (c.hash_of) {
+		c.content_hash = ContentHash32(ImageHash(*c.t, *c.hash_of));
+		c.hash_of = nullptr;
+	}
+}
+
+// Is the row an upsert leaves exactly its image, so that the outbox payload
+// can be built from the image's Datums (PayloadFromImage) instead of read
+// back with RETURNING?  For a full image (every column the destination
+// does not compute, none unavailable) written to a state-mode table whose
+// rows nothing else changes (independent_rows: no triggers, rules or row
+// security; no generated columns, PayloadFromImageAllowed; no non-key
+// GENERATED ALWAYS identity column): the same conditions as the batch's
+// merged outbox rows (segment.cpp, CollapseAllowed).
+bool
+PayloadIsImage(const EntityChange &c)
+{
+	const Target &t = *c.t;
+	if (c.is_delete || c.image->has_unavailable || t.modes.mode != Mode::State || !t.independent_rows ||
+	    t.has_nonkey_identity_always || !PayloadFromImageAllowed(t))
+		return false;
+	for (size_t i = 0; i < t.columns.size(); i++)
+		if (!t.columns[i].generated && !c.image->cells[i].present)
+			return false;
+	return true;
+}
 
 // Reads columns `cols` of the row with the key of `key_img` as text.
 std::optional<std::vector<std::optional<std::string>>>
@@ -154,6 +200,8 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 {
 	const bool as_jsonb = returning && jsonb != nullptr;
 	const Target &t = *c.t;
+	if (!c.is_delete)
+		c.image->RequireComplete();
 	Params p;
 	std::string sql;
 	/* non-key GENERATED ALWAYS identity columns: "the stored value is the change's", as a boolean expression */
@@ -169,7 +217,10 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 			const Cell &cell = c.image->cells[i];
 			if (!cell.present || cell.unavailable)
 				continue;
-			p.Add(t.columns[i].type, cell.value, cell.isnull);
+			if (t.columns[i].typlen == -1)
+				p.AddVarlena(t.columns[i].type, cell.value, cell.isnull);
+			else
+				p.Add(t.columns[i].type, cell.value, cell.isnull);
 			if (t.columns[i].identity_always) {
 				/* never assigned (PostgreSQL refuses it): the stored value must be the change's */
 				same_identity += SameIdentity(t.columns[i], same_identity, p.Count());
@@ -194,7 +245,10 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 			const Cell &cell = c.image->cells[i];
 			if (!cell.present)
 				continue;
-			p.Add(t.columns[i].type, cell.value, cell.isnull);
+			if (t.columns[i].typlen == -1)
+				p.AddVarlena(t.columns[i].type, cell.value, cell.isnull);
+			else
+				p.Add(t.columns[i].type, cell.value, cell.isnull);
 			std::string q = QuoteIdent(t.columns[i].name);
 			if (!cols.empty()) {
 				cols += ", ";
@@ -303,9 +357,10 @@ IdentityOf(const EntityChange &c)
 // (cdc_key, cdc_version) taken.  No entity record: the history table's unique
 // index is the replay guard.
 Outcome
-ApplyHistory(const EntityChange &c, Counters &cnt)
+ApplyHistory(EntityChange &c, Counters &cnt)
 {
 	const Target &t = *c.t;
+	Complete(c); /* every change is a history row: nothing decides it before the values are written */
 	if (c.claimed_before && DeliveryHadConflict(t.relid, c.delivery_key)) {
 		cnt.duplicate++;
 		return Outcome::Duplicate;
@@ -451,9 +506,18 @@ DirectUpsertAllowed(const EntityChange &c, bool payload)
 // update with unavailable values that finds no row is recorded as a
 // conflict instead (entity ordering decided that before, Decide rule 6).
 Outcome
-ApplyDecided(const EntityChange &c, Counters &cnt)
+ApplyDecided(EntityChange &c, Counters &cnt)
 {
 	const Target &t = *c.t;
+	Complete(c);
+	/*
+	 * An upsert's image as received is not needed once it is converted and
+	 * decided (its JSON serves conflicts, dead letters, and the payload of a
+	 * delete or of a partial image that finds no row): its texts go before
+	 * the statements run.
+	 */
+	if (!c.is_delete && !c.image->has_unavailable && c.image->raw)
+		TrimFreedMemory(c.image->raw->Release());
 	if (c.is_delete && c.capture_cols && c.captured)
 		*c.captured = SelectColumnsText(t, *c.key_img, *c.capture_cols, c.as);
 	const bool handler = t.modes.mode == Mode::Handler;
@@ -463,6 +527,8 @@ ApplyDecided(const EntityChange &c, Counters &cnt)
 	const bool outbox_row = t.mapping.outbox && !c.is_snapshot;
 	/* stream ordering: whether a partial update found its row */
 	const bool partial_stream = c.stream && !c.is_delete && c.image->has_unavailable;
+	/* the payload is the image itself: built from its Datums after the write, no row read back */
+	const bool payload_from_image = outbox_row && !handler && !partial_stream && PayloadIsImage(c);
 	/* only the outbox needs the row: as jsonb, no text in between */
 	std::optional<Datum> jrow;
 	std::optional<std::string> row;
@@ -470,8 +536,12 @@ ApplyDecided(const EntityChange &c, Counters &cnt)
 		if (outbox_row) /* the row written is the image */
 			jrow = PayloadFromImage(t, *c.image, c.as);
 	} else {
-		row = MutateTarget(c, handler || outbox_row || partial_stream, handler ? nullptr : &jrow);
+		row = MutateTarget(c, !payload_from_image && (handler || outbox_row || partial_stream), handler ? nullptr : &jrow);
+		if (payload_from_image)
+			jrow = PayloadFromImage(t, *c.image, c.as);
 	}
+	if (!c.is_delete && !handler)
+		TrimFreedMemory(ReleaseValues(t, *c.image)); /* written (and in the payload): an event-sized value is not held on */
 	if (partial_stream && !row) {
 		Decision d;
 		d.outcome = Outcome::Conflict;
@@ -495,7 +565,7 @@ ApplyDecided(const EntityChange &c, Counters &cnt)
 }
 
 Outcome
-ApplyEntity(const EntityChange &c, Counters &cnt)
+ApplyEntity(EntityChange &c, Counters &cnt)
 {
 	const Target &t = *c.t;
 	if (t.modes.mode == Mode::History)
@@ -509,7 +579,6 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		in.version = c.version;
 		in.source = c.source;
 		in.is_delete = c.is_delete;
-		in.content_hash = c.content_hash;
 		in.has_unavailable = !c.is_delete && c.image->has_unavailable;
 		in.stored = stored;
 		if (t.barrier && t.barrier->source == c.source)
@@ -522,6 +591,14 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		}
 		if (in.has_unavailable)
 			in.row_exists = SelectRowImage(t, *c.key_img, c.as).has_value();
+		/*
+		 * The content hash only where it decides something.  A delivery the
+		 * ledger had is a duplicate unless the decision is "applied", which
+		 * no content hash makes: its hash is not needed either.
+		 */
+		if (c.hash_of && !c.claimed_before && ContentHashDecides(in))
+			Complete(c);
+		in.content_hash = c.content_hash;
 		Decision d = Decide(in);
 		if (c.claimed_before &&
 		    (d.outcome != Outcome::Applied || DeliveryHadConflict(t.relid, c.delivery_key))) {
@@ -562,6 +639,7 @@ ApplyEntity(const EntityChange &c, Counters &cnt)
 		case Outcome::Applied:
 			break;
 		}
+		Complete(c); /* applied: its values are converted (their errors refuse it) and hashed */
 		if (!WriteEntity(c, stored.has_value(), loc)) {
 			if (attempt >= 3)
 				throw std::runtime_error("entity record for " + c.entity_key + " keeps changing concurrently");
@@ -711,10 +789,11 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		return Outcome::Applied;
 	}
 
-	PreparedChange prep = PrepareChange(t, req, as);
+	/* non-key values are converted once the change is to be applied (Complete) */
+	PreparedChange prep = PrepareChange(t, req, as, /* keys_only */ true);
 	const bool is_delete = prep.is_delete;
 	std::optional<Image> &after = prep.after, &before = prep.before;
-	const Image &main = prep.Main();
+	Image &main = is_delete ? *prep.before : *prep.after;
 	const std::string &entity_key = prep.entity_key;
 	const Version &v = prep.version;
 	const std::string &dk = prep.delivery_key;
@@ -736,10 +815,12 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	const bool claimed_before = !stream && !TakeClaim(dk, relid, now_s);
 	const int32_t src = SourceId(source, source_ids_);
 
-	/* The hash covers what the event sent, so a replay compares equal. */
-	const std::string content_hash =
-		is_delete || stream ? std::string("0") : ContentHash32(ImageHash(t, main));
-	const Image *image = &main;
+	/*
+	 * The hash covers what the event sent, so a replay compares equal;
+	 * computed when needed (Complete): "0" for deletes and stream ordering.
+	 */
+	const bool hash_needed = !is_delete && !stream;
+	Image *image = &main;
 	Image moved; /* the after-image with unsent columns taken from the row under the old key */
 
 	/* An update whose before-image carries another key: delete the old key first. */
@@ -763,6 +844,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		old.src = src;
 		old.now_s = now_s;
 		old.claimed_before = claimed_before;
+		old.pending[0] = &*before;
 		old.content_hash = "0";
 		old.delivery_key = dk;
 		old.op = 'd';
@@ -783,6 +865,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		 * unavailable and the decision below treats them as usual.
 		 */
 		if (implied_outcome == Outcome::Applied && captured) {
+			CompleteImage(t, *after, as); /* its values are copied: converted first */
 			moved = *after;
 			for (size_t j = 0; j < unsent.size(); j++) {
 				size_t i = size_t(unsent[j]);
@@ -820,7 +903,10 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 	c.src = src;
 	c.now_s = now_s;
 	c.claimed_before = claimed_before;
-	c.content_hash = content_hash;
+	c.pending[0] = after ? &*after : nullptr;
+	c.pending[1] = before ? &*before : nullptr;
+	c.hash_of = hash_needed ? &main : nullptr;
+	c.content_hash = hash_needed ? std::string() : std::string("0");
 	c.delivery_key = dk;
 	c.op = OpName(req.op)[0];
 	c.stream = stream;

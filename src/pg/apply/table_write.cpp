@@ -64,20 +64,38 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 	EvalPlanQualInit(&epq, estate, NULL, NIL, -1);
 
 	TupleDesc desc = RelationGetDescr(rel);
-	TupleTableSlot *newslot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
+	/*
+	 * A heap-tuple slot holding the row formed once: a virtual slot would
+	 * be materialised (its values copied) and then formed into a tuple, two
+	 * copies of an event-sized value where one does (docs/benchmarks.md,
+	 * "Memory per event").
+	 */
+	TupleTableSlot *newslot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsHeapTuple);
+	Datum *row_values = (Datum *) palloc(sizeof(Datum) * (desc->natts + 1));
+	bool *row_nulls = (bool *) palloc(sizeof(bool) * (desc->natts + 1));
 	TupleTableSlot *localslot = table_slot_create(rel, &estate->es_tupleTable);
 	for (int r = 0; r < nrows; r++) {
 		MemoryContextSwitchTo(GetPerTupleMemoryContext(estate));
 		ExecClearTuple(newslot);
 		for (int i = 0; i < desc->natts; i++) {
-			newslot->tts_values[i] = (Datum) 0;
-			newslot->tts_isnull[i] = true;
+			row_values[i] = (Datum) 0;
+			row_nulls[i] = true;
 		}
 		for (int c = 0; c < ncols; c++) {
-			newslot->tts_values[attnums[c] - 1] = values[size_t(r) * size_t(ncols) + size_t(c)];
-			newslot->tts_isnull[attnums[c] - 1] = nulls[size_t(r) * size_t(ncols) + size_t(c)];
+			row_values[attnums[c] - 1] = values[size_t(r) * size_t(ncols) + size_t(c)];
+			row_nulls[attnums[c] - 1] = nulls[size_t(r) * size_t(ncols) + size_t(c)];
 		}
-		ExecStoreVirtualTuple(newslot);
+		/*
+		 * The slot owns the tuple (else materialising it copies the tuple
+		 * again): formed in the query context, which outlives the per-tuple
+		 * resets, and freed by the next ExecClearTuple.  Deformed at once:
+		 * RelationFindReplTupleByIndex reads the key from tts_values.
+		 */
+		MemoryContext per_tuple = MemoryContextSwitchTo(estate->es_query_cxt);
+		HeapTuple row = heap_form_tuple(desc, row_values, row_nulls);
+		MemoryContextSwitchTo(per_tuple);
+		ExecStoreHeapTuple(row, newslot, true);
+		slot_getallattrs(newslot);
 		if (RelationFindReplTupleByIndex(rel, index, LockTupleExclusive, newslot, localslot))
 			ExecSimpleRelationUpdate(rri, estate, &epq, localslot, newslot);
 		else
@@ -141,12 +159,14 @@ UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, cons
 	std::unique_ptr<bool[]> nulls(new bool[images.size() * cols.size() + 1]);
 	values.reserve(images.size() * cols.size());
 	size_t n = 0;
-	for (const Image *img : images)
+	for (const Image *img : images) {
+		img->RequireComplete();
 		for (size_t c : cols) {
 			const Cell &cell = img->cells[c];
 			values.push_back(cell.isnull ? (Datum) 0 : cell.value);
 			nulls[n++] = cell.isnull;
 		}
+	}
 	return PgCallAs(as, [&]() {
 		return UpsertRowsDirectPg(t.relid, key.data(), int(key.size()), attnums.data(), int(attnums.size()),
 		                          int(images.size()), values.data(), nulls.get());
