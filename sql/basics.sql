@@ -146,6 +146,7 @@ CREATE TABLE basics_empty (id int PRIMARY KEY);
 \set VERBOSITY default
 SELECT target FROM cdc.register_mapping('basics_empty', source_name => '');
 SELECT target FROM cdc.register_mapping('basics_empty', 'public', '');
+SELECT target FROM cdc.register_mapping('basics_empty', '', 'basics_empty');
 SELECT target FROM cdc.register_mapping('basics_empty', outbox => true, outbox_topic => '');
 \set VERBOSITY terse
 SELECT count(*) AS mappings FROM cdc.mapping WHERE target = 'basics_empty'::regclass;

@@ -1026,6 +1026,10 @@ BEGIN
     RAISE EXCEPTION 'source_table must not be empty' USING ERRCODE = '22023',
       HINT = 'Pass the source.table of the events, or NULL for the target''s own name.';
   END IF;
+  IF source_schema = '' THEN
+    RAISE EXCEPTION 'source_schema must not be empty' USING ERRCODE = '22023',
+      HINT = 'Pass the source.schema of the events, or NULL for the target''s own schema.';
+  END IF;
   IF outbox_topic = '' THEN
     RAISE EXCEPTION 'outbox_topic must not be empty' USING ERRCODE = '22023',
       HINT = 'Pass a topic name, or NULL for the target''s qualified name.';
@@ -1770,6 +1774,9 @@ BEGIN
   IF conninfo IS NULL OR publications IS NULL OR cardinality(publications) = 0 THEN
     RAISE EXCEPTION 'conninfo and at least one publication are required' USING ERRCODE = '22023';
   END IF;
+  IF array_position(publications, NULL) IS NOT NULL OR '' = ANY (publications) THEN
+    RAISE EXCEPTION 'publication names must not be NULL or empty' USING ERRCODE = '22023';
+  END IF;
   IF origin IS NULL OR origin NOT IN ('none', 'any') THEN
     RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', coalesce(quote_literal(origin), 'NULL')
       USING ERRCODE = '22023';
@@ -1857,6 +1864,9 @@ BEGIN
   END IF;
   IF publications IS NOT NULL AND cardinality(publications) = 0 THEN
     RAISE EXCEPTION 'at least one publication is required' USING ERRCODE = '22023';
+  END IF;
+  IF array_position(publications, NULL) IS NOT NULL OR '' = ANY (publications) THEN
+    RAISE EXCEPTION 'publication names must not be NULL or empty' USING ERRCODE = '22023';
   END IF;
   IF origin IS NOT NULL AND origin NOT IN ('none', 'any') THEN
     RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', quote_literal(origin) USING ERRCODE = '22023';

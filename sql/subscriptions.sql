@@ -26,6 +26,10 @@ SELECT cdc.create_subscription('shop', 'x', ARRAY['p']);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.create_subscription('third', 'x', ARRAY[]::text[]);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'x', ARRAY['p', '']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'x', ARRAY['p', NULL]);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.create_subscription('third', NULL, ARRAY['p']);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- a conninfo libpq cannot parse is refused (22P02, as CREATE SUBSCRIPTION
@@ -49,6 +53,8 @@ SELECT name, conninfo, publications, source_epoch, origin, refresh_pending FROM 
 SELECT cdc.alter_subscription('shop', source_epoch => 2);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.alter_subscription('shop', publications => ARRAY[]::text[]);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.alter_subscription('shop', publications => ARRAY['']);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.alter_subscription('nosuch', conninfo => 'x');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE

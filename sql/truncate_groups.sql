@@ -52,3 +52,15 @@ SELECT applied FROM cdc_apply_batch(jsonb_build_array(
   dbz('t', 'tg_parent', NULL, '0/3100', 301, total_order => 2)));
 SELECT (SELECT count(*) FROM tg_parent) AS parents, (SELECT count(*) FROM tg_child) AS children;
 SELECT target, op FROM cdc.outbox WHERE op = 't' AND target::text LIKE 'tg\_%' ORDER BY id;
+
+-- A grouped TRUNCATE that fails (a third table references tg_child and is
+-- not truncated with it) names the batch's events in its context, as every
+-- batch error does, and nothing is applied.
+CREATE TABLE tg_grandchild (id int PRIMARY KEY, child_id int REFERENCES tg_child);
+SELECT count(*) FROM cdc.register_mapping('tg_grandchild');
+SELECT cdc_apply_batch(jsonb_build_array(
+  dbz('c', 'tg_parent', '{"id": 5, "name": "p5"}', '0/4000', 400, total_order => 1),
+  dbz('t', 'tg_child', NULL, '0/4100', 401, total_order => 1),
+  dbz('t', 'tg_parent', NULL, '0/4100', 401, total_order => 2)));
+SELECT (SELECT count(*) FROM tg_parent) AS parents,
+       cdc.delivery_processed('tg_child', 'dbz:srv:src:public.tg_child:t:16640:401::') AS claimed;

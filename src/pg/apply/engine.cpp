@@ -245,6 +245,7 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 				while (j > 0 && reqs[j - 1].op == Op::Truncate)
 					j--;
 				SetEventLabel(PositionLabel(positions[j]));
+				SetContext(nullptr, "");
 				FlushTruncates();
 			}
 		}
