@@ -17,10 +17,7 @@
 #include "pg/spi.hpp"
 
 extern "C" {
-#include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/relscan.h"
-#include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -41,7 +38,6 @@ extern "C" {
 #include "replication/message.h"
 #include "storage/lmgr.h"
 #include "utils/datetime.h"
-#include "utils/snapmgr.h"
 #include "utils/numeric.h"
 #include "utils/fmgroids.h"
 #include "utils/json.h"
@@ -595,11 +591,8 @@ InsertOutboxRow(const OutboxRow &r)
 {
 	/*
 	 * As the statement below would write it, without SQL (the statement's
-	 * planning and executor start-up were a quarter of a cdc_apply() call).
-	 * ON CONFLICT DO NOTHING is a probe of the key first: two transactions
-	 * cannot insert the same key at once, as both would hold the entity's
-	 * record locked (an entity's changes are decided one transaction at a
-	 * time); were it to happen, the second raises 23505, never drops a row.
+	 * planning and executor start-up were a quarter of a cdc_apply() call):
+	 * ON CONFLICT DO NOTHING by speculative insertion.
 	 */
 	if (cdc_direct_writes) {
 		const OutboxRow *one = &r;
@@ -723,66 +716,6 @@ OutboxLayoutPg(Relation rel)
 }
 
 /*
- * Whether cdc.outbox_rows (`rel`) holds a row with r's unique key (the
- * primary key's columns: target, v1, v2, ikey), committed or inserted by a
- * transaction still in progress, as INSERT ... ON CONFLICT DO NOTHING
- * decides: such a transaction is waited for and the index read again.  A
- * dirty snapshot sees rows of transactions in progress, as
- * RelationFindReplTupleByIndex (execReplication.c) reads one to lock.
- * PostgreSQL regime.
- */
-static bool
-OutboxKeyTakenPg(Relation rel, const OutboxRow &r)
-{
-	Oid pk = RelationGetPrimaryKeyIndex(rel);
-	if (!OidIsValid(pk))
-		return false;
-	Relation idx = index_open(pk, AccessShareLock);
-	int nkeys = IndexRelationGetNumberOfKeyAttributes(idx);
-	ScanKeyData skey[INDEX_MAX_KEYS];
-	for (int i = 0; i < nkeys; i++) {
-		AttrNumber att = idx->rd_index->indkey.values[i];
-		const char *name = NameStr(TupleDescAttr(RelationGetDescr(rel), att - 1)->attname);
-		Datum d;
-		if (strcmp(name, "target") == 0)
-			d = ObjectIdGetDatum(r.target);
-		else if (strcmp(name, "v1") == 0)
-			d = Int64GetDatum(r.v1);
-		else if (strcmp(name, "v2") == 0)
-			d = Int64GetDatum(r.v2);
-		else if (strcmp(name, "ikey") == 0)
-			d = PointerGetDatum(r.ikey.data());
-		else
-			elog(ERROR, "unexpected column \"%s\" in the primary key of cdc.outbox_rows", name);
-		Oid opfamily = idx->rd_opfamily[i];
-		Oid type = idx->rd_opcintype[i];
-		Oid eq = get_opfamily_member(opfamily, type, type, BTEqualStrategyNumber);
-		if (!OidIsValid(eq))
-			elog(ERROR, "no equality operator for column \"%s\" of cdc.outbox_rows", name);
-		ScanKeyInit(&skey[i], AttrNumber(i + 1), BTEqualStrategyNumber, get_opcode(eq), d);
-		skey[i].sk_collation = idx->rd_indcollation[i];
-	}
-	SnapshotData snap;
-	InitDirtySnapshot(snap);
-	TupleTableSlot *slot = table_slot_create(rel, NULL);
-	bool found;
-	for (;;) {
-		IndexScanDesc scan = index_beginscan(rel, idx, &snap, nkeys, 0);
-		index_rescan(scan, skey, nkeys, NULL, 0);
-		found = index_getnext_slot(scan, ForwardScanDirection, slot);
-		TransactionId xwait = !found ? InvalidTransactionId
-		                             : TransactionIdIsValid(snap.xmin) ? snap.xmin : snap.xmax;
-		index_endscan(scan);
-		if (!TransactionIdIsValid(xwait))
-			break;
-		XactLockTableWait(xwait, NULL, NULL, XLTW_None);
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(idx, NoLock);
-	return found;
-}
-
-/*
  * Inserts *rows[0..n) into cdc.outbox_rows through the table access method
  * and the executor's index maintenance, as COPY FROM does (copyfrom.c):
  * table_multi_insert writes the rows of a page with one WAL record, then
@@ -794,15 +727,22 @@ OutboxKeyTakenPg(Relation rel, const OutboxRow &r)
  * differently: the current user lacks USAGE on schema cdc or INSERT on the
  * table (the statement reports the error), or the table has triggers,
  * rules, row-level security or generated columns (someone added them; the
- * statement honours them).  With `skip_taken`, a row whose key is taken
- * (OutboxKeyTakenPg) is left out, as ON CONFLICT DO NOTHING leaves it out:
- * for one row (a row of the same call is not seen by the probe).
- * PostgreSQL regime: call through PgCallAs, as the owner of the extension's
- * tables (RunAs::ExtensionOwner).
+ * statement honours them), or the transaction is read-only (the statement
+ * raises 25006).  With `skip_taken` (one row), the row is inserted as
+ * INSERT ... ON CONFLICT (target, v1, v2, ikey) DO NOTHING inserts it, by
+ * speculative insertion (InsertOnConflictDoNothingPg): a row with its key,
+ * committed or being inserted, leaves it out; not under REPEATABLE READ or
+ * SERIALIZABLE, where the statement also checks that such a row is
+ * visible to its snapshot (-1 there).  PostgreSQL regime: call through
+ * PgCallAs, as the owner of the extension's tables
+ * (RunAs::ExtensionOwner).
  */
 static int64
 InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken)
 {
+	if (XactReadOnly || (skip_taken && IsolationUsesXactSnapshot()))
+		return -1;
+	Assert(!skip_taken || n == 1);
 	Oid nsp = get_namespace_oid("cdc", true);
 	Oid relid = OidIsValid(nsp) ? get_relname_relid("outbox_rows", nsp) : InvalidOid;
 	if (!OidIsValid(relid) || pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK ||
@@ -819,16 +759,8 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 	}
 	const int *attno = layout->attno;
 
-	if (skip_taken) {
-		Assert(n == 1);
-		if (OutboxKeyTakenPg(rel, *rows[0])) {
-			table_close(rel, NoLock);
-			return 0;
-		}
-	}
-
 	ExecWrite w;
-	BeginExecWritePg(rel, ACL_INSERT, &w);
+	BeginExecWritePg(rel, ACL_INSERT, &w, skip_taken);
 	EState *estate = w.estate;
 	ResultRelInfo *rri = w.rri;
 
@@ -853,6 +785,7 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 		s->tts_values[attno[c] - 1] = d;
 		s->tts_isnull[attno[c] - 1] = isnull;
 	};
+	int64 inserted = int64(n); /* without skip_taken every row goes in (a duplicate raises 23505) */
 	for (size_t from = 0; from < n; from += size_t(chunk)) {
 		int m = int(std::min<size_t>(n - from, size_t(chunk)));
 		MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
@@ -880,20 +813,24 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 			set(s, 11, r.entity_key.value_or((Datum) 0), !r.entity_key);
 			set(s, 12, r.payload.value_or((Datum) 0), !r.payload);
 			ExecStoreVirtualTuple(s);
-			if (desc->constr != NULL)
+			if (desc->constr != NULL && !skip_taken) /* InsertOnConflictDoNothingPg checks them */
 				ExecConstraints(rri, s, estate);
 		}
-		table_multi_insert(rel, slots, m, estate->es_output_cid, 0, NULL);
-		for (int j = 0; j < m; j++)
-			if (rri->ri_NumIndices > 0)
-				ExecInsertIndexTuples(rri, slots[j], estate, false, false, NULL, NIL);
+		if (skip_taken) {
+			inserted = InsertOnConflictDoNothingPg(&w, slots[0]) ? 1 : 0;
+		} else {
+			table_multi_insert(rel, slots, m, estate->es_output_cid, 0, NULL);
+			for (int j = 0; j < m; j++)
+				if (rri->ri_NumIndices > 0)
+					ExecInsertIndexTuples(rri, slots[j], estate, false, false, NULL, NIL);
+		}
 		ResetPerTupleExprContext(estate);
 	}
 	for (int j = 0; j < chunk; j++)
 		ExecDropSingleTupleTableSlot(slots[j]);
 	EndExecWritePg(&w);
 	table_close(rel, NoLock);
-	return int64(n);
+	return inserted;
 }
 
 // Inserts the queued outbox rows in input order (one statement, every

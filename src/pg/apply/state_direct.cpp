@@ -123,49 +123,6 @@ FillEntityRow(TupleTableSlot *slot, const AttrNumber *attno, Oid target, Datum k
 	ExecStoreVirtualTuple(slot);
 }
 
-/*
- * INSERT ... ON CONFLICT (primary key) DO NOTHING of the row in `slot`, by
- * the executor's speculative insertion protocol (nodeModifyTable.c,
- * ExecInsert).  A pre-check on the key index waits for an uncommitted row
- * with the key and reports a committed one (then: false, nothing
- * inserted).  Otherwise the row goes in marked with a speculative token;
- * its index entries are inserted without raising a duplicate error; a
- * conflict found there (a concurrent transaction inserted the key after
- * the pre-check) kills our row and the whole thing starts over, now
- * waiting for that transaction; else the insertion is confirmed and true
- * returned.  Sessions that meanwhile found our row wait on the token, not
- * on our transaction's end, so two speculative inserters cannot deadlock.
- * Needs the indexes opened for speculative insertion (BeginExecWritePg,
- * speculative = true).  Read committed only: under a transaction snapshot
- * the statement also checks that a conflicting row is visible to it
- * (the caller falls back to the statement there).
- */
-bool
-InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot)
-{
-	Relation rel = w->rri->ri_RelationDesc;
-	List *arbiter = list_make1_oid(RelationGetPrimaryKeyIndex(rel));
-	TupleDesc desc = RelationGetDescr(rel);
-	if (desc->constr != NULL)
-		ExecConstraints(w->rri, slot, w->estate); /* NOT NULL, as the statement checks before inserting */
-	for (;;) {
-		CHECK_FOR_INTERRUPTS();
-		ItemPointerData conflict;
-		if (!ExecCheckIndexConstraints(w->rri, slot, w->estate, &conflict, arbiter))
-			return false;
-		TransactionId xid = GetCurrentTransactionId();
-		uint32 token = SpeculativeInsertionLockAcquire(xid);
-		table_tuple_insert_speculative(rel, slot, w->estate->es_output_cid, 0, NULL, token);
-		bool spec_conflict = false;
-		List *recheck = ExecInsertIndexTuples(w->rri, slot, w->estate, false, true, &spec_conflict, arbiter);
-		table_tuple_complete_speculative(rel, slot, token, !spec_conflict);
-		SpeculativeInsertionLockRelease(xid);
-		list_free(recheck);
-		if (!spec_conflict)
-			return true;
-	}
-}
-
 } // namespace
 
 int

@@ -18,6 +18,7 @@ extern "C" {
 #include "catalog/pg_index.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -139,6 +140,32 @@ EndExecWritePg(ExecWrite *w)
 	FreeExecutorState(w->estate);
 	w->estate = nullptr;
 	CommandCounterIncrement();
+}
+
+bool
+InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot)
+{
+	Relation rel = w->rri->ri_RelationDesc;
+	List *arbiter = list_make1_oid(RelationGetPrimaryKeyIndex(rel));
+	TupleDesc desc = RelationGetDescr(rel);
+	if (desc->constr != NULL)
+		ExecConstraints(w->rri, slot, w->estate); /* NOT NULL, as the statement checks before inserting */
+	for (;;) {
+		CHECK_FOR_INTERRUPTS();
+		ItemPointerData conflict;
+		if (!ExecCheckIndexConstraints(w->rri, slot, w->estate, &conflict, arbiter))
+			return false;
+		TransactionId xid = GetCurrentTransactionId();
+		uint32 token = SpeculativeInsertionLockAcquire(xid);
+		table_tuple_insert_speculative(rel, slot, w->estate->es_output_cid, 0, NULL, token);
+		bool spec_conflict = false;
+		List *recheck = ExecInsertIndexTuples(w->rri, slot, w->estate, false, true, &spec_conflict, arbiter);
+		table_tuple_complete_speculative(rel, slot, token, !spec_conflict);
+		SpeculativeInsertionLockRelease(xid);
+		list_free(recheck);
+		if (!spec_conflict)
+			return true;
+	}
 }
 
 bool

@@ -41,6 +41,24 @@ struct ExecWrite {
 void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculative = false);
 void EndExecWritePg(ExecWrite *w);
 
+// INSERT ... ON CONFLICT (primary key) DO NOTHING of the row in `slot`, by
+// the executor's speculative insertion protocol (nodeModifyTable.c,
+// ExecInsert).  A pre-check on the key index waits for an uncommitted row
+// with the key and reports a committed one (then: false, nothing
+// inserted).  Otherwise the row goes in marked with a speculative token;
+// its index entries are inserted without raising a duplicate error; a
+// conflict found there (a concurrent transaction inserted the key after
+// the pre-check) kills our row and the whole thing starts over, now
+// waiting for that transaction; else the insertion is confirmed and true
+// returned.  Sessions that meanwhile found our row wait on the token, not
+// on our transaction's end, so two speculative inserters cannot deadlock.
+// Needs the indexes opened for speculative insertion (BeginExecWritePg,
+// speculative = true).  Read committed only: under a transaction snapshot
+// the statement also checks that a conflicting row is visible to it
+// (the caller falls back to the statement there).
+// PostgreSQL regime.
+bool InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot);
+
 // Upserts the full after-images `images` (one per key, no key twice) into
 // `t` as `as`: each row is looked up by the target's unique key index
 // (RelationFindReplTupleByIndex, which locks it) and updated
