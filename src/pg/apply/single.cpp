@@ -90,25 +90,34 @@ Complete(EntityChange &c)
 	}
 }
 
-// Is the row an upsert leaves exactly its image, so that the outbox payload
-// can be built from the image's Datums (PayloadFromImage) instead of read
-// back with RETURNING?  For a full image (every column the destination
-// does not compute, none unavailable) written to a state-mode table whose
-// rows nothing else changes (independent_rows: no triggers, rules or row
-// security; no generated columns, PayloadFromImageAllowed; no non-key
-// GENERATED ALWAYS identity column): the same conditions as the batch's
-// merged outbox rows (segment.cpp, CollapseAllowed).
+// Is `c` an upsert of a full image (every column the destination does not
+// compute, none unavailable) into a state-mode table whose rows nothing
+// else changes (independent_rows: no triggers, rules, row security, CHECK
+// constraints or unique index besides the key's)?  Then the row the upsert
+// leaves depends on the image alone, as for the batch's merged rows
+// (segment.cpp, CollapseAllowed).
 bool
-PayloadIsImage(const EntityChange &c)
+FullStateUpsert(const EntityChange &c)
 {
 	const Target &t = *c.t;
-	if (c.is_delete || c.image->has_unavailable || t.modes.mode != Mode::State || !t.independent_rows ||
-	    t.has_nonkey_identity_always || !PayloadFromImageAllowed(t))
+	if (c.is_delete || c.image->has_unavailable || t.modes.mode != Mode::State || !t.independent_rows)
 		return false;
 	for (size_t i = 0; i < t.columns.size(); i++)
 		if (!t.columns[i].generated && !c.image->cells[i].present)
 			return false;
 	return true;
+}
+
+// Is the row an upsert leaves exactly its image, so that the outbox payload
+// can be built from the image's Datums (PayloadFromImage) instead of read
+// back with RETURNING?  For a full state upsert (FullStateUpsert) into a
+// table without generated columns (PayloadFromImageAllowed) or non-key
+// GENERATED ALWAYS identity columns.
+bool
+PayloadIsImage(const EntityChange &c)
+{
+	const Target &t = *c.t;
+	return FullStateUpsert(c) && !t.has_nonkey_identity_always && PayloadFromImageAllowed(t);
 }
 
 // Reads columns `cols` of the row with the key of `key_img` as text.
@@ -472,33 +481,22 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 
 // May the applied upsert `c` be written as PostgreSQL's own apply worker
 // writes a row (UpsertRowsDirect, table_write.hpp) instead of MutateTarget's
-// INSERT ... ON CONFLICT DO UPDATE, with the same result?  A state mapping
-// on a table whose rows are independent (IndependentRowsPg: no triggers,
-// rules, row-level security, CHECK constraints or other unique index), no
-// GENERATED ALWAYS identity column (the statement's OVERRIDING SYSTEM VALUE
-// and its identity check), and an image carrying every column the table
-// does not compute (so no default is evaluated; an unavailable value is
-// never one) and some column besides the key (else the statement leaves the
-// row as it is).  With `payload`, the outbox payload must be the image
-// itself (PayloadFromImageAllowed: no generated columns).  Two writers of
-// one key cannot race here: both would hold the entity's record first.
+// INSERT ... ON CONFLICT DO UPDATE, with the same result?  A full state
+// upsert (FullStateUpsert: no default is evaluated, nothing else changes
+// the row), no GENERATED ALWAYS identity column (the statement's OVERRIDING
+// SYSTEM VALUE and its identity check), and some column besides the key
+// (else the statement leaves the row as it is).  Two writers of one key
+// cannot race here: both would hold the entity's record first.
 bool
-DirectUpsertAllowed(const EntityChange &c, bool payload)
+DirectUpsertAllowed(const EntityChange &c)
 {
 	const Target &t = *c.t;
-	if (!cdc_direct_writes || c.is_delete || t.modes.mode != Mode::State || !t.independent_rows ||
-	    t.has_identity_always || (payload && !PayloadFromImageAllowed(t)))
+	if (!cdc_direct_writes || !FullStateUpsert(c) || t.has_identity_always)
 		return false;
-	bool nonkey = false;
-	for (size_t i = 0; i < t.columns.size(); i++) {
-		const Cell &cell = c.image->cells[i];
-		if (t.columns[i].generated)
-			continue;
-		if (!cell.present || cell.unavailable)
-			return false;
-		nonkey = nonkey || std::find(t.key.begin(), t.key.end(), int(i)) == t.key.end();
-	}
-	return nonkey;
+	for (size_t i = 0; i < t.columns.size(); i++)
+		if (!t.columns[i].generated && std::find(t.key.begin(), t.key.end(), int(i)) == t.key.end())
+			return true;
+	return false;
 }
 
 // The applied change's writes: the target row (with the handler call of
@@ -532,14 +530,13 @@ ApplyDecided(EntityChange &c, Counters &cnt)
 	/* only the outbox needs the row: as jsonb, no text in between */
 	std::optional<Datum> jrow;
 	std::optional<std::string> row;
-	if (!handler && !partial_stream && DirectUpsertAllowed(c, outbox_row) && UpsertRowsDirect(t, {c.image}, c.as)) {
-		if (outbox_row) /* the row written is the image */
-			jrow = PayloadFromImage(t, *c.image, c.as);
-	} else {
+	/* an outbox row needs the payload from the image: the direct write reads nothing back */
+	const bool direct = !handler && !partial_stream && (!outbox_row || payload_from_image) && DirectUpsertAllowed(c) &&
+	                    UpsertRowsDirect(t, {c.image}, c.as);
+	if (!direct)
 		row = MutateTarget(c, !payload_from_image && (handler || outbox_row || partial_stream), handler ? nullptr : &jrow);
-		if (payload_from_image)
-			jrow = PayloadFromImage(t, *c.image, c.as);
-	}
+	if (payload_from_image)
+		jrow = PayloadFromImage(t, *c.image, c.as);
 	if (!c.is_delete && !handler)
 		TrimFreedMemory(ReleaseValues(t, *c.image)); /* written (and in the payload): an event-sized value is not held on */
 	if (partial_stream && !row) {
