@@ -344,9 +344,18 @@ QuoteIdent(const std::string &ident)
 namespace {
 
 #ifdef USE_OPENSSL
-/* The MD5 implementation, fetched once per backend (a plain pointer, never freed). */
-EVP_MD *md5_impl = nullptr;
-bool md5_fetched = false;
+/* The MD5 implementation, fetched once per backend (a plain pointer, never freed); NULL when unavailable. */
+EVP_MD *
+Md5Impl()
+{
+	static EVP_MD *md5_impl = nullptr;
+	static bool md5_fetched = false;
+	if (!md5_fetched) {
+		md5_fetched = true;
+		md5_impl = EVP_MD_fetch(nullptr, "MD5", nullptr);
+	}
+	return md5_impl;
+}
 #endif
 
 } // namespace
@@ -355,10 +364,7 @@ void
 Md5Binary(const std::string &data, unsigned char out[16])
 {
 #ifdef USE_OPENSSL
-	if (!md5_fetched) {
-		md5_fetched = true;
-		md5_impl = EVP_MD_fetch(nullptr, "MD5", nullptr);
-	}
+	EVP_MD *md5_impl = Md5Impl();
 	unsigned int len = 0;
 	if (md5_impl != nullptr && EVP_Digest(data.data(), data.size(), out, &len, md5_impl, nullptr) == 1 && len == 16)
 		return;
@@ -398,11 +404,7 @@ Md5Hex(const std::string &data)
 Md5Stream::Md5Stream()
 {
 #ifdef USE_OPENSSL
-	if (!md5_fetched) {
-		md5_fetched = true;
-		md5_impl = EVP_MD_fetch(nullptr, "MD5", nullptr);
-	}
-	if (md5_impl != nullptr) {
+	if (EVP_MD *md5_impl = Md5Impl()) {
 		EVP_MD_CTX *c = EVP_MD_CTX_new();
 		if (c != nullptr && EVP_DigestInit_ex(c, md5_impl, nullptr) == 1)
 			ctx_ = c;
