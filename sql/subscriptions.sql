@@ -34,8 +34,16 @@ SELECT cdc.create_subscription('third', NULL, ARRAY['p']);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- a conninfo libpq cannot parse is refused (22P02, as CREATE SUBSCRIPTION
 -- checks it; found by a fresh-user run: a bare word was taken as a
--- database name); the empty one means libpq's defaults, as for CREATE SUBSCRIPTION
+-- database name); one that sets no parameter (empty, blank, a bare URI),
+-- which libpq would take for its defaults, is refused (22023; found by a
+-- fresh-user run: the error text said conninfo was required, yet '' passed)
 SELECT cdc.create_subscription('third', 'shop', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', '', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', '   ', ARRAY['p']);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('third', 'postgresql://', ARRAY['p']);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.create_subscription('third', 'host=/nonexistent dbname', ARRAY['p']);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
@@ -59,6 +67,8 @@ SELECT cdc.alter_subscription('shop', publications => ARRAY['']);
 SELECT cdc.alter_subscription('nosuch', conninfo => 'x');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.alter_subscription('shop', conninfo => 'shop');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.alter_subscription('shop', conninfo => '');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT name, conninfo, publications, source_epoch FROM cdc.subscription WHERE name = 'shop';
 

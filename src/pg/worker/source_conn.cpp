@@ -334,7 +334,9 @@ publication_tables_pg(FunctionCallInfo fcinfo)
  * connect functions would take a bare word for a database name
  * (expand_dbname), so a typo would only show when the worker connects to the
  * wrong database.  PQconninfoParse takes key=value strings and URIs, never
- * a bare word.  Errors: 22P02 naming the parameter, with libpq's reason.
+ * a bare word.  Errors: 22P02 naming the parameter, with libpq's reason;
+ * 22023 for a conninfo that sets no parameter (empty, blank, a bare
+ * "postgresql://").
  */
 void
 check_conninfo_pg(text *conninfo_text)
@@ -353,7 +355,20 @@ check_conninfo_pg(text *conninfo_text)
 		                errmsg("invalid conninfo: %s", msg),
 		                errhint("conninfo is a libpq connection string (host=... dbname=...) or URI (postgresql://...).")));
 	}
+	bool sets_any = false;
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		sets_any = sets_any || (o->val != NULL && o->val[0] != '\0');
 	PQconninfoFree(opts);
+	/*
+	 * An empty conninfo (or "postgresql://") parses, and libpq would then
+	 * connect with its defaults: this server's socket, the OS user's name as
+	 * role and database.  A source named by nothing is a mistake, not a
+	 * choice: refused, as "conninfo ... required" says.
+	 */
+	if (!sets_any)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("conninfo sets no connection parameter"),
+		                errhint("Name the source, e.g. 'host=... dbname=...'; for libpq's defaults name one of them "
+		                        "(e.g. 'dbname=postgres').")));
 }
 
 /* ------------------------------------------------------------------------
