@@ -18,14 +18,24 @@ RESULTS="$ROOT/test/results"
 # so that several checkouts can run their suites at the same time.
 PORT_BASE=${CDC_PORT_BASE:-58431}
 # CDC_TAP_TESTS narrows the TAP step to some files (default: all of test/t).
+# CDC_SUITES runs only some suites, by the names in brackets below (comma-
+# separated: unit, regress, isolation, pgtap, tap, bench; default: all), and
+# CDC_REGRESS_TESTS only some pg_regress tests (space-separated names of
+# sql/*.sql; `setup`, which the others need, is added in front).  For
+# development only: CI runs everything.
 mkdir -p "$RESULTS"
 
 passed=0
 failed=0
 failures=()
-step() { # name, command...
-	local name=$1
-	shift
+not_selected=()
+step() { # suite key, name, command...
+	local key=$1 name=$2
+	shift 2
+	if [ -n "${CDC_SUITES:-}" ] && [[ ",$CDC_SUITES," != *",$key,"* ]]; then
+		not_selected+=("$name")
+		return 0
+	fi
 	echo "=== $name"
 	if "$@"; then
 		passed=$((passed + 1))
@@ -56,17 +66,21 @@ unit() {
 		cmake --build "$ROOT/build" --target cdc_unit_tests -j2 >/dev/null &&
 		(cd "$ROOT/build" && ctest --output-on-failure -R "^unit\\.")
 }
-step "unit (GoogleTest)" unit
+step unit "unit (GoogleTest)" unit
 
 # 3. pg_regress: the SQL surface
 REGRESS=$(sed -n 's/^REGRESS = //p' Makefile)
+if [ -n "${CDC_REGRESS_TESTS:-}" ]; then
+	REGRESS="$CDC_REGRESS_TESTS"
+	[[ " $REGRESS " == *" setup "* ]] || REGRESS="setup $REGRESS"
+fi
 regress() {
 	rm -rf "$RESULTS/regress" && mkdir -p "$RESULTS/regress" && chmod a+rwx "$RESULTS/regress"
 	as_pg "$PG_REGRESS" --temp-instance="$RESULTS/regress/tmp_instance" --temp-config="$ROOT/test/regress.conf" \
 		--bindir="$BINDIR" --inputdir="$ROOT" --outputdir="$RESULTS/regress" --port=$PORT_BASE $REGRESS ||
 		{ cat "$RESULTS/regress/regression.diffs" 2>/dev/null | head -200; return 1; }
 }
-step "pg_regress" regress
+step regress "pg_regress" regress
 
 # 4. isolation specs: concurrent appliers
 ISOLATION=$(sed -n 's/^ISOLATION = //p' Makefile)
@@ -77,7 +91,7 @@ isolation() {
 		--outputdir="$RESULTS/isolation" --port=$((PORT_BASE + 1)) $ISOLATION ||
 		{ cat "$RESULTS/isolation/regression.diffs" 2>/dev/null | head -200; return 1; }
 }
-step "isolation" isolation
+step isolation "isolation" isolation
 
 # 5. pgTAP: catalog and API contracts (run through pg_regress)
 PGTAP=$(cd "$ROOT/test/pgtap/sql" && ls *.sql | sed 's/\.sql$//' | tr '\n' ' ')
@@ -87,7 +101,7 @@ pgtap() {
 		--bindir="$BINDIR" --inputdir="$ROOT/test/pgtap" --outputdir="$RESULTS/pgtap" --port=$((PORT_BASE + 2)) $PGTAP ||
 		{ cat "$RESULTS/pgtap/regression.diffs" 2>/dev/null | head -200; return 1; }
 }
-step "pgTAP" pgtap
+step pgtap "pgTAP" pgtap
 
 # 6. TAP: real clusters, crashes, restarts (PostgreSQL::Test::Cluster)
 # 054_upgrade.pl writes state with the release 0.1.0's own module: build it
@@ -108,7 +122,7 @@ tap() {
 		CDC_RELEASE_0_1_0_SO="$release_so" PG_CONFIG="$PG_CONFIG" \
 		prove -I "$TAP_PERL" -I "$ROOT/test/t" ${CDC_TAP_TESTS:-"$ROOT"/test/t/*.pl})
 }
-step "TAP" tap
+step tap "TAP" tap
 
 # 7. the benchmark's correctness check at its smallest size: every method
 # (plain upsert, PL/pgSQL reference, cdc_apply, cdc_apply_batch, native
@@ -117,10 +131,11 @@ step "TAP" tap
 bench_check() {
 	PG_CONFIG="$PG_CONFIG" bash "$ROOT/bench/run.sh" --sizes 2000 --txn 100 --no-build --port-base "$PORT_BASE"
 }
-step "bench (correctness, 2,000 changes)" bench_check
+step bench "bench (correctness, 2,000 changes)" bench_check
 
 echo
 echo "suites: $passed passed, $failed failed"
+[ ${#not_selected[@]} -eq 0 ] || printf 'not run (CDC_SUITES=%s): %s\n' "$CDC_SUITES" "$(IFS=,; echo "${not_selected[*]}")"
 if [ "$failed" -gt 0 ]; then
 	printf 'failed suite: %s\n' "${failures[@]}"
 	exit 1
