@@ -1733,11 +1733,21 @@ COMMENT ON FUNCTION cdc._note_subscription_database() IS
 
 -- Stopping a subscription's worker: the launcher starts a new one, which
 -- reads the subscription again.
+CREATE FUNCTION cdc._stop_subscription_workers(subid integer, timeout_ms bigint) RETURNS integer
+LANGUAGE c STRICT VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_stop_subscription_workers';
+COMMENT ON FUNCTION cdc._stop_subscription_workers(integer, bigint) IS
+  'Internal (cdc._stop_worker): SIGTERM to every apply worker of the subscription that the launchers'' registry in shared memory knows, including one started a moment ago that has not recorded its pid in cdc.subscription_state yet; with timeout_ms > 0 waits up to that long (milliseconds) for each to exit (a WARNING for one that does not). Returns how many were signalled; 0 without shared_preload_libraries. No errors.';
+
 CREATE FUNCTION cdc._stop_worker(subid integer, timeout_ms bigint DEFAULT 0) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   worker integer;
 BEGIN
+  -- every worker of the subscription the registry knows (a new one has not written its pid below yet)
+  PERFORM cdc._stop_subscription_workers(_stop_worker.subid, timeout_ms);
+  -- and the recorded one (a server without the registry)
   SELECT st.worker_pid INTO worker FROM cdc.subscription_state st WHERE st.subid = _stop_worker.subid;
   -- only that worker: the pid of one that exited may belong to another backend now
   IF worker IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = worker AND a.backend_type = 'cdc_apply worker') THEN
@@ -2106,6 +2116,7 @@ REVOKE ALL ON FUNCTION cdc._publication_tables(text, text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._check_conninfo(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._reconcile_tables(integer, text[], text[], boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._stop_worker(integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._stop_subscription_workers(integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.enable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;

@@ -67,7 +67,8 @@ fault_after_change(int nchanges)
 /*
  * Fault point pause_after:<transition> (tests of durable control state,
  * test/t/040_worker_control_durability.pl): right after the transition
- * (copy_done, skip, commit, accept_gap) has committed, the worker logs it and
+ * (copy_done, skip, commit, accept_gap; origin: the replication origin set
+ * up at start, before the status row names the worker) has committed, the worker logs it and
  * waits until it is terminated, so the test can crash the server exactly
  * there.
  */
@@ -447,6 +448,8 @@ cdc_apply_worker_main(Datum arg)
 				 */
 				W->progress = replorigin_session_get_progress(true);
 				CommitTransactionCommand();
+				/* the origin is ours, the status row does not name us yet (test/t/056_worker_drop_many.pl) */
+				fault_pause("origin");
 
 				write_status("starting", false);
 				started = true;

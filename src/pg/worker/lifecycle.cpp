@@ -37,6 +37,7 @@ extern "C" {
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/syscache.h"
@@ -260,6 +261,47 @@ CDC_PG_FUNCTION(cdc_force_sync_commit)
 {
 	cdc::pg::PgCall([&]() { ForceSyncCommit(); });
 	PG_RETURN_VOID();
+}
+
+/*
+ * cdc._stop_subscription_workers(subid integer, timeout_ms bigint) RETURNS
+ * integer: SIGTERM to every apply worker of the subscription that the
+ * registry knows (registry_stop_subscription_workers), then, with
+ * timeout_ms > 0, waits up to that long (milliseconds) for each to leave
+ * the process array, which it does after releasing its replication
+ * origin (on_shmem_exit runs ReplicationOriginExitCleanup before ProcKill).
+ * Returns how many were signalled; 0 without shared_preload_libraries.
+ * A worker still there at the timeout is left (a WARNING, as
+ * pg_terminate_backend gives): the caller's origin drop then reports it
+ * (55006).  Why the registry and not the status row's pid: a worker the
+ * launcher started a moment ago has read its subscription but not written
+ * its pid yet, and would take the origin the caller is about to drop
+ * (found by a fresh-user run dropping two subscriptions in one
+ * transaction, one of them retrying).
+ */
+CDC_PG_FUNCTION(cdc_stop_subscription_workers)
+{
+	int subid = PG_GETARG_INT32(0);
+	int64 timeout_ms = PG_GETARG_INT64(1);
+	int n = cdc::pg::PgCall([&]() {
+		int pids[8];
+		int stopped = registry_stop_subscription_workers(MyDatabaseId, subid, pids, 8);
+		TimestampTz give_up = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+		for (int i = 0; i < stopped && i < 8 && timeout_ms > 0; i++) {
+			while (BackendPidGetProc(pids[i]) != NULL) {
+				if (GetCurrentTimestamp() >= give_up) {
+					ereport(WARNING, (errmsg("cdc_apply worker with PID %d did not exit within %lld milliseconds",
+					                         pids[i], (long long) timeout_ms)));
+					break;
+				}
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10, PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+			}
+		}
+		return stopped;
+	});
+	PG_RETURN_INT32(n);
 }
 
 /*

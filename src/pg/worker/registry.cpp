@@ -310,6 +310,26 @@ registry_stop_workers(Oid db, const int *keep_subids, int nkeep)
 	return n;
 }
 
+int
+registry_stop_subscription_workers(Oid db, int subid, int *pids, int max)
+{
+	int n = 0;
+	if (CdcRegistry == NULL)
+		return 0;
+	LWLockAcquire(registry_lock, LW_SHARED);
+	CdcWorkerSlot *slots = registry_slots();
+	for (int i = 0; i < CdcRegistry->nslots; i++) {
+		if (!slots[i].in_use || slots[i].dboid != db || slots[i].subid != subid || slots[i].pid == 0)
+			continue;
+		kill(slots[i].pid, SIGTERM);
+		if (n < max)
+			pids[n] = slots[i].pid;
+		n++;
+	}
+	LWLockRelease(registry_lock);
+	return n;
+}
+
 void
 registry_copy_start(const char *schema, const char *table, int64 estimate)
 {

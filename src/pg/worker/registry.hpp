@@ -115,6 +115,13 @@ void registry_release_reservation(int index, uint32 generation);
 bool registry_worker_attach(int index, uint32 generation, Oid db, int subid);
 bool registry_subscription_has_worker(Oid db, int subid);
 int registry_stop_workers(Oid db, const int *keep_subids, int nkeep);
+/*
+ * SIGTERM to every attached worker of subscription `subid` of database
+ * `db` (whatever pid its status row recorded: a worker that just started
+ * has not written it yet); up to `max` of their pids go to pids[].
+ * Returns how many were signalled.
+ */
+int registry_stop_subscription_workers(Oid db, int subid, int *pids, int max);
 
 /* The worker's table copy (docs/worker.md, "Progress"): started, rows so far, finished. */
 void registry_copy_start(const char *schema, const char *table, int64 estimate);

@@ -1,0 +1,83 @@
+# Dropping subscriptions whose worker has just started (docs/worker.md,
+# "Dropping"): a worker the launcher started a moment ago has read its
+# subscription and taken its replication origin, but has not yet written
+# its pid into the status row.  cdc.drop_subscription() used to stop only
+# the worker that row named, so the origin drop found the origin in use
+# (55006); a fresh-user run hit it dropping two subscriptions in one
+# transaction while one of them was retrying.  The fault point
+# pause_after:origin holds a starting worker exactly in that window.
+#
+# Asserts: one subscription and then two in one transaction are dropped
+# with their workers in that window (no 55006), leaving no subscription,
+# replication origin or worker behind; a third subscription streaming
+# alongside keeps its worker and its rows.
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use CdcWorkerTest;
+
+my $source = new_source();
+my $dest = new_dest();
+sub dq { return $dest->safe_psql('postgres', $_[0]); }
+
+for my $t (qw(a b c k)) {
+	$source->safe_psql('postgres', "CREATE TABLE dm_$t (id int PRIMARY KEY, v text); CREATE PUBLICATION pub_dm_$t FOR TABLE dm_$t;");
+	dq("CREATE TABLE dm_$t (id int PRIMARY KEY, v text)");
+}
+
+# The subscription that must not be disturbed: streaming before the fault is set.
+create_subscription($dest, $source, 'dm_k', ['pub_dm_k']);
+$source->safe_psql('postgres', "INSERT INTO dm_k VALUES (1, 'before')");
+ok(wait_caught_up($source, $dest, 'dm_k'), 'dm_k streaming');
+my $k_pid = status_row($dest, 'dm_k', 'worker_pid');
+
+# Starts subscription $name and waits until its worker holds its origin at
+# the fault point, its pid not in the status row.
+sub start_paused
+{
+	my ($name) = @_;
+	my $off = -s $dest->logfile;
+	create_subscription($dest, $source, $name, ["pub_$name"], 'copy_data => false');
+	ok(wait_for_log($dest, qr/fault point pause_after:origin reached/, $off), "$name: worker holds its origin");
+	is(dq(qq{SELECT count(*) FROM pg_replication_origin_status s JOIN pg_replication_origin o ON o.roident = s.local_id
+	           JOIN cdc.subscription sub ON o.roname = cdc._origin_name(sub.subid) WHERE sub.name = '$name'}),
+		'1', "$name: its origin exists");
+	is(dq(qq{SELECT worker_pid IS NULL FROM cdc.subscription_status WHERE name = '$name'}), 't',
+		"$name: the status row names no worker yet");
+}
+
+set_fault($dest, 'pause_after:origin');
+
+# One subscription.
+start_paused('dm_a');
+my ($rc, $out, $err) = $dest->psql('postgres', "SELECT cdc.drop_subscription('dm_a')");
+is($rc, 0, 'one subscription with a starting worker is dropped') or diag($err);
+
+# Two in one transaction (the fresh-user case).
+start_paused('dm_b');
+start_paused('dm_c');
+($rc, $out, $err) = $dest->psql('postgres',
+	"BEGIN; SELECT cdc.drop_subscription('dm_b'); SELECT cdc.drop_subscription('dm_c'); COMMIT;");
+is($rc, 0, 'two subscriptions dropped in one transaction') or diag($err);
+unlike($err // '', qr/in use/, 'no origin in use');
+
+set_fault($dest, undef);
+
+is(dq(q{SELECT count(*) FROM cdc.subscription WHERE name LIKE 'dm\_%' AND name <> 'dm_k'}), '0', 'no subscription left');
+is(dq(q{SELECT count(*) FROM pg_replication_origin o WHERE o.roname LIKE 'cdc\_%'
+          AND NOT EXISTS (SELECT 1 FROM cdc.subscription s WHERE o.roname = cdc._origin_name(s.subid))}),
+	'0', 'no replication origin left behind');
+ok($dest->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cdc_apply worker'}),
+	'only the streaming subscription has a worker');
+
+# The other subscription was not touched.
+$source->safe_psql('postgres', "INSERT INTO dm_k VALUES (2, 'after')");
+ok(wait_caught_up($source, $dest, 'dm_k'), 'dm_k still streaming');
+is(status_row($dest, 'dm_k', 'worker_pid'), $k_pid, 'dm_k kept its worker');
+is(dq('SELECT string_agg(id || v, \',\' ORDER BY id) FROM dm_k'), '1before,2after', 'dm_k has every row');
+
+done_testing();
