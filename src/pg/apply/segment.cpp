@@ -663,9 +663,9 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	bool set_based = true;
 	for (size_t k = 0; k < n; k++) {
 		const ChangeRequest &req = reqs[begin + k];
-		SetEventLabel(PositionLabel(positions[begin + k]));
+		SetEventPosition(positions[begin + k]);
 		Target &t = LoadTarget(req.target);
-		SetContext(&t, req.delivery_key.value_or(""));
+		SetContextKey(&t, req.delivery_key);
 		const RunAs &as = Authorize(t);
 		CheckSource(t, req);
 		if (t.mapping.stream_ordered)
@@ -686,7 +686,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	const bool stream = n_stream == n;
 	if (n_stream > 0 && !stream) {
 		for (size_t k = 0; k < n; k++) {
-			SetEventLabel(PositionLabel(positions[begin + k]));
+			SetEventPosition(positions[begin + k]);
 			out[begin + k] = ApplyChange(reqs[begin + k]);
 		}
 		return;
@@ -726,7 +726,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 
 	/* Change by change, with the batch's claim or stream decision (ApplyChange -> TakeClaim). */
 	auto apply_one = [&](size_t k) {
-		SetEventLabel(PositionLabel(positions[begin + k]));
+		SetEventPosition(positions[begin + k]);
 		if (deferred_outbox)
 			deferred_outbox->position = k;
 		if (stream)
@@ -754,8 +754,8 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	for (size_t k = 0; k < n; k++)
 		if (stream ? fresh_change[k] != 0 : claimed[k] != 0) {
 			const ChangeRequest &req = reqs[begin + k];
-			SetEventLabel(PositionLabel(positions[begin + k]));
-			SetContext(target[k], req.delivery_key.value_or(""));
+			SetEventPosition(positions[begin + k]);
+			SetContextKey(target[k], req.delivery_key);
 			const RunAs &as = Authorize(*target[k]);
 			for (std::optional<Image> *img : {&prep[k].after, &prep[k].before})
 				if (*img)
