@@ -788,8 +788,9 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	std::map<std::pair<Oid, std::string>, size_t> chain_index;
 	std::vector<Chain> chains;
 	std::vector<size_t> chain_of(n);
-	auto chain_for = [&](Target *t, const Image &img, const char *which) {
-		std::string entity_key = EntityKey(*t, img, which);
+	/* known_key: EntityKey(*t, img, which) when the caller has it (PrepareChange made it for the main image) */
+	auto chain_for = [&](Target *t, const Image &img, const char *which, const std::string *known_key) {
+		std::string entity_key = known_key ? *known_key : EntityKey(*t, img, which);
 		auto [it, inserted] = chain_index.emplace(std::make_pair(t->relid, entity_key), chains.size());
 		if (inserted) {
 			chains.emplace_back();
@@ -804,12 +805,12 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			continue;
 		Target &t = *target[k];
 		const ChangeRequest &req = reqs[begin + k];
-		size_t c = chain_for(&t, prep[k].Main(), prep[k].is_delete ? "before" : "after");
+		size_t c = chain_for(&t, prep[k].Main(), prep[k].is_delete ? "before" : "after", &prep[k].entity_key);
 		chains[c].events.push_back(k);
 		chain_of[k] = c;
 		bool key_change = IsKeyChange(t, req, prep[k]);
 		if (key_change)
-			chains[chain_for(&t, *prep[k].before, "before")].set_based = false;
+			chains[chain_for(&t, *prep[k].before, "before", nullptr)].set_based = false;
 		if (key_change || !FullImage(t, prep[k]))
 			chains[c].set_based = false;
 	}
