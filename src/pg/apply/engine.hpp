@@ -16,7 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <cstdio>
+#include <charconv>
 #include <string>
 #include <string_view>
 
@@ -248,11 +248,11 @@ class ApplyEngine {
 	void AppendPositionLabel(std::string &s, size_t position) const
 	{
 		char digits[24];
-		int n = snprintf(digits, sizeof digits, "%zu", position);
-		s.reserve(s.size() + position_unit_.size() + position_scope_.size() + size_t(n) + 2);
+		char *end = std::to_chars(digits, digits + sizeof digits, position).ptr;
+		s.reserve(s.size() + position_unit_.size() + position_scope_.size() + size_t(end - digits) + 2);
 		s += position_unit_;
 		s += ' ';
-		s.append(digits, size_t(n));
+		s.append(digits, size_t(end - digits));
 		s += ' ';
 		s += position_scope_;
 	}
