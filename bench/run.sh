@@ -349,11 +349,11 @@ SQL
 		chmod 644 "$D/prepare_$m.sql" "$D/finish_$m.sql"
 		dpsql "m_$m" -c "CHECKPOINT"
 		local w0 w1
-		w0=$(dval "m_$m" -c "SELECT pg_current_wal_lsn()")
+		w0=$(dval "m_$m" -c "SELECT pg_current_wal_insert_lsn()")
 		t0=$(now)
 		dpsql "m_$m" -o /dev/null -f "$D/prepare_$m.sql" -f "$script" -f "$D/finish_$m.sql"
 		t1=$(now)
-		w1=$(dval "m_$m" -c "SELECT pg_current_wal_lsn() - '$w0'::pg_lsn")
+		w1=$(dval "m_$m" -c "SELECT pg_current_wal_insert_lsn() - '$w0'::pg_lsn")
 		SECS[$m]=$(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.3f", a - b }')
 		CPU[$m]=$(awk -v t="$(cat "$D/cpu_$m")" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
 		WAL[$m]=$w1
@@ -367,10 +367,10 @@ SQL
 		local origin
 		origin=$(dval m_4 -c "SELECT 'pg_' || oid FROM pg_subscription WHERE subname = 'native_sub'")
 		out=$(dval m_4 <<SQL
-SELECT clock_timestamp() AS t0, pg_current_wal_lsn() AS w0 \gset
+SELECT clock_timestamp() AS t0, pg_current_wal_insert_lsn() AS w0 \gset
 ALTER SUBSCRIPTION native_sub ENABLE;
 CALL bench_wait_origin('$origin', '$marker', 3600);
-SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_lsn() - :'w0'::pg_lsn)
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_insert_lsn() - :'w0'::pg_lsn)
        || ' ' || (SELECT $(proc_cpu_of "pid") FROM pg_stat_subscription WHERE subname = 'native_sub' AND relid IS NULL);
 SQL
 		)
@@ -394,12 +394,12 @@ SQL
 		# The subscription is created after the backlog, on the slot that was
 		# created before it; pg_reload_conf() wakes the launcher at once.
 		out=$(dval "m_$m" <<SQL
-SELECT clock_timestamp() AS t0, pg_current_wal_lsn() AS w0 \gset
+SELECT clock_timestamp() AS t0, pg_current_wal_insert_lsn() AS w0 \gset
 SELECT cdc.create_subscription('bench', '$conninfo', ARRAY['bench_pub'], slot_name => 'cdc_slot_$m',
                                create_slot => false, copy_data => false) AS subid \gset
 SELECT pg_reload_conf() \gset
 CALL bench_wait_origin(cdc._origin_name(:subid), '$marker', 3600);
-SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_lsn() - :'w0'::pg_lsn)
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3) || ' ' || (pg_current_wal_insert_lsn() - :'w0'::pg_lsn)
        || ' ' || (SELECT $(proc_cpu_of "worker_pid") FROM cdc.subscription_status WHERE name = 'bench');
 SQL
 		) || { dpsql "m_$m" -c "SELECT * FROM cdc.subscription_status"; false; }

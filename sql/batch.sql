@@ -384,6 +384,28 @@ SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_xact_user_tables WHERE relid
 COMMIT;
 SELECT op, payload->'n' AS n, payload->'pair' AS pair FROM cdc.outbox WHERE target = 'bat_types'::regclass ORDER BY id;
 
+-- Payloads of tables whose columns are all built-in scalars are built
+-- straight from the image, with the keys in jsonb order worked out once per
+-- target (outbox.cpp, ImageJsonbFastPg): names of one length in byte order
+-- ("Ab" before "ab"), shorter names first, a multibyte name, declared out
+-- of order.  Every payload must be to_jsonb() of the written row, as text
+-- too (the stored key order).
+CREATE TABLE bat_fast (zz text, id int8 PRIMARY KEY, a int2, bb int4, ab numeric, b2 float4, ccc float8,
+                       "Ab" boolean, dd date, ts timestamp, tz timestamptz, vc varchar(5), u uuid, "é" text);
+SELECT target FROM cdc.register_mapping('bat_fast', outbox => true);
+SELECT applied FROM cdc_apply_batch(ARRAY[
+  dbz('c', 'bat_fast', '{"id": 1, "zz": "z\"q", "a": -2, "bb": 2147483647, "ab": 1.50, "b2": 0.1, "ccc": 12345.678,
+                         "Ab": true, "dd": 19000, "ts": "2024-01-02T03:04:05.5", "tz": "2024-01-02T03:04:05.123456Z",
+                         "vc": "abcde", "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "é": "ü"}', '0/1000', 100),
+  dbz('c', 'bat_fast', '{"id": 2, "zz": null, "a": null, "bb": null, "ab": "NaN", "b2": "-Infinity", "ccc": "NaN",
+                         "Ab": false, "dd": null, "ts": null, "tz": null, "vc": null, "u": null, "é": null}', '0/1100', 101),
+  dbz('u', 'bat_fast', '{"id": 1, "zz": "", "a": 3, "bb": -1, "ab": -0.001, "b2": 3.5, "ccc": -2.25,
+                         "Ab": null, "dd": 0, "ts": null, "tz": null, "vc": "é", "u": null, "é": "x"}', '0/1200', 102)]);
+SELECT o.id = max(o.id) OVER (PARTITION BY o.entity_key) AS last_of_its_row, o.op,
+       o.payload::text = to_jsonb(b)::text AS same_text, o.payload = to_jsonb(b) AS same_jsonb, o.payload
+  FROM cdc.outbox o JOIN bat_fast b ON b.id = (o.entity_key->>'id')::int8
+ WHERE o.target = 'bat_fast'::regclass ORDER BY o.id;
+
 -- A composite column travels as one column of the batch's upsert (before,
 -- its array's unnest in FROM split it into its fields and the batch failed),
 -- with or without outbox.

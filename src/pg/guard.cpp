@@ -5,6 +5,8 @@
 #include "core/errors.hpp"
 #include "core/json.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 extern "C" {
@@ -78,6 +80,27 @@ void
 SetErrorContext(const char *text) noexcept
 {
 	apply_context = text;
+}
+
+void
+SetErrorContextCopy(const char *text, size_t len) noexcept
+{
+	/* plain pointers, never freed: no C++ global with a destructor */
+	static char *buffer = nullptr;
+	static size_t capacity = 0;
+	if (len + 1 > capacity) {
+		size_t want = std::max<size_t>(len + 1, 2 * capacity);
+		char *grown = static_cast<char *>(std::realloc(buffer, want));
+		if (grown == nullptr) {
+			apply_context = nullptr;
+			return;
+		}
+		buffer = grown;
+		capacity = want;
+	}
+	std::memcpy(buffer, text, len);
+	buffer[len] = '\0';
+	apply_context = buffer;
 }
 
 void

@@ -377,6 +377,30 @@ Md5Binary(const std::string &data, unsigned char out[16])
 		throw std::runtime_error("could not compute MD5 hash");
 }
 
+void
+Md5BinaryOf(std::initializer_list<std::string_view> pieces, unsigned char out[16])
+{
+#ifdef USE_OPENSSL
+	/* one context per backend: a plain pointer, never freed (no C++ global with a destructor) */
+	static EVP_MD_CTX *ctx = nullptr;
+	EVP_MD *md5_impl = Md5Impl();
+	if (md5_impl != nullptr && ctx == nullptr)
+		ctx = EVP_MD_CTX_new();
+	if (md5_impl != nullptr && ctx != nullptr && EVP_DigestInit_ex(ctx, md5_impl, nullptr) == 1) {
+		bool ok = true;
+		for (std::string_view p : pieces)
+			ok = ok && EVP_DigestUpdate(ctx, p.data(), p.size()) == 1;
+		unsigned int len = 0;
+		if (ok && EVP_DigestFinal_ex(ctx, out, &len) == 1 && len == 16)
+			return;
+	}
+#endif
+	std::string data;
+	for (std::string_view p : pieces)
+		data.append(p);
+	Md5Binary(data, out);
+}
+
 namespace {
 
 std::string

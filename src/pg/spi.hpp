@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -164,6 +165,13 @@ std::string QuoteIdent(const std::string &ident);
 void Md5Binary(const std::string &data, unsigned char out[16]);
 // The same as the 32 lowercase hex digits of md5().
 std::string Md5Hex(const std::string &data);
+// Md5Binary of the concatenation of `pieces`, without building it: the
+// pieces go one by one into one EVP digest context kept per backend (set up
+// once, initialised again per digest; a plain pointer, never freed), which
+// saves the context's allocation and the concatenated text per digest (the
+// outbox idempotency key, once per outbox row).  The same 16 bytes as
+// Md5Binary of the concatenated text; the same fallback and errors.
+void Md5BinaryOf(std::initializer_list<std::string_view> pieces, unsigned char out[16]);
 
 // Md5Hex of a text given in pieces (Update), without the text ever being
 // built: the content hash of an image streams its columns' texts, each as

@@ -98,6 +98,21 @@ compare_table($source, $dest, $items_q, 'items equal the source');
 is($stats->('orders'), '29|0|0|0|20', '9 streamed changes applied');
 is(outbox_summary($dest), '10|10', 'one outbox row per change (the key change: delete + insert)');
 is($bookkeeping->(), '0|0', 'no ledger row and no entity record for stream-ordered targets');
+# The worker's outbox rows: every idempotency key follows the rule
+# (docs/semantics.md, "Outbox"), and each entity's last payload is its row
+# as written, to_jsonb() of it to the text (key order): the payload is
+# built from the image, not by to_jsonb() (outbox.cpp, ImageJsonbFastPg).
+is($dest->safe_psql('postgres', q{
+	SELECT count(*) FILTER (WHERE o.idempotency_key = md5(concat_ws(E'\n', o.source->>'name',
+	         (o.source->>'schema') || '.' || (o.source->>'table'), o.op, o.version::text, o.entity_key::text)))
+	       || '|' || count(*)
+	  FROM cdc.outbox o WHERE o.target = 'orders'::regclass}), '10|10', 'every worker outbox key follows the rule');
+is($dest->safe_psql('postgres', q{
+	SELECT count(*) FILTER (WHERE l.payload::text = to_jsonb(r)::text) || '|' || count(*)
+	  FROM (SELECT DISTINCT ON (o.entity_key) o.entity_key, o.op, o.payload FROM cdc.outbox o
+	         WHERE o.target = 'orders'::regclass ORDER BY o.entity_key, o.id DESC) l
+	  JOIN orders r ON r.id = (l.entity_key->>'id')::int WHERE l.op <> 'd'}), '7|7',
+	'the last payload of each entity is to_jsonb() of its row (ids 1-5, 21, 100)');
 like($mark->('orders'), qr/^pg:$sysid \{0,\d+,1,0\}$/, 'the mark is the last change (position 1 of its transaction)');
 is($dest->safe_psql('postgres', "SELECT cdc.delivery_processed('orders', 'pgoutput:pg:$sysid:0/1:1')"), 't',
 	'delivery_processed answers from the mark (a change below it)');

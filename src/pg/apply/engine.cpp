@@ -45,7 +45,7 @@ ApplyEngine::~ApplyEngine() = default;
 Outcome
 ApplyEngine::ApplyDebezium(Json event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
 {
-	SetContext(nullptr, delivery_key_arg.value_or(""));
+	SetContextKey(nullptr, delivery_key_arg);
 	ChangeRequest req;
 	{
 		ChangeEvent ev = ParseDebeziumEnvelope(std::move(event));
@@ -68,7 +68,7 @@ ApplyEngine::DebeziumRequest(ChangeEvent &ev, Oid target, const std::optional<st
 	ChangeRequest req;
 	req.target = target;
 	Target &t = LoadTarget(req.target);
-	SetContext(&t, delivery_key.value_or(""));
+	SetContextKey(&t, delivery_key);
 	req.op = ev.op;
 	req.source = ev.source;
 	req.total_order = ev.total_order;
@@ -84,17 +84,31 @@ ApplyEngine::DebeziumRequest(ChangeEvent &ev, Oid target, const std::optional<st
 }
 
 void
-ApplyEngine::SetContext(const Target *t, const std::string &delivery_key)
+ApplyEngine::SetContext(const Target *t, std::string_view delivery_key)
 {
-	std::string s = "cdc_apply";
-	if (!event_label_.empty())
-		s += " " + event_label_;
-	if (t)
-		s += ", target table " + t->display;
-	if (!delivery_key.empty())
-		s += ", delivery key \"" + delivery_key + "\"";
-	const char *c = PgCall([&]() { return pstrdup(s.c_str()); });
-	SetErrorContext(c);
+	/* per change on the batch and worker paths: built in place, no temporaries, copied once (SetErrorContextCopy) */
+	std::string &s = context_text_;
+	s.assign("cdc_apply");
+	if (!event_label_.empty()) {
+		s += ' ';
+		s += event_label_;
+	}
+	if (t) {
+		s += ", target table ";
+		s += t->display;
+	}
+	if (!delivery_key.empty()) {
+		s += ", delivery key \"";
+		s += delivery_key;
+		s += '"';
+	}
+	SetErrorContextCopy(s.data(), s.size());
+}
+
+void
+ApplyEngine::SetContextKey(const Target *t, const std::optional<std::string> &delivery_key)
+{
+	SetContext(t, delivery_key ? std::string_view(*delivery_key) : std::string_view());
 }
 
 void
@@ -156,8 +170,8 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 	};
 	std::vector<Parsed> parsed;
 	for (size_t i = 0; i < events.size(); i++) {
-		SetEventLabel(PositionLabel(i + 1));
-		SetContext(nullptr, dk_of(i).value_or(""));
+		SetEventPosition(i + 1);
+		SetContextKey(nullptr, dk_of(i));
 		ChangeEvent ev = ParseDebeziumEnvelope(std::move(events[i]));
 		if (ev.ignored) {
 			counters_[target_arg].ignored++;
@@ -169,13 +183,13 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 	/* Truncated targets are locked before anything else (LockForTruncate). */
 	for (const Parsed &p : parsed)
 		if (p.ev.op == Op::Truncate) {
-			SetEventLabel(PositionLabel(p.index + 1));
+			SetEventPosition(p.index + 1);
 			LockForTruncate(p.target);
 		}
 	std::vector<ChangeRequest> reqs;
 	std::vector<size_t> positions;
 	for (Parsed &p : parsed) {
-		SetEventLabel(PositionLabel(p.index + 1));
+		SetEventPosition(p.index + 1);
 		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));
 		positions.push_back(p.index + 1);
 		p.ev.before.reset(); /* decoded into the request: not held twice */
@@ -218,7 +232,7 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 	std::vector<Outcome> out(reqs.size(), Outcome::Ignored);
 	for (size_t i = 0; i < reqs.size(); i++)
 		if (reqs[i].op == Op::Truncate) {
-			SetEventLabel(PositionLabel(positions[i]));
+			SetEventPosition(positions[i]);
 			LockForTruncate(reqs[i].target);
 		}
 	/*
@@ -237,14 +251,14 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 			const bool first = i == 0 || reqs[i - 1].op != Op::Truncate;
 			const bool last = i + 1 == reqs.size() || reqs[i + 1].op != Op::Truncate;
 			grouping_truncates_ = !(first && last);
-			SetEventLabel(PositionLabel(positions[i]));
+			SetEventPosition(positions[i]);
 			out[i] = ApplyChange(reqs[i]);
 			if (last && grouping_truncates_) {
 				/* errors of the statement name the run's first change */
 				size_t j = i;
 				while (j > 0 && reqs[j - 1].op == Op::Truncate)
 					j--;
-				SetEventLabel(PositionLabel(positions[j]));
+				SetEventPosition(positions[j]);
 				SetContext(nullptr, "");
 				FlushTruncates();
 			}

@@ -16,7 +16,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <charconv>
 #include <string>
+#include <string_view>
 
 namespace cdc::pg {
 
@@ -213,7 +215,10 @@ class ApplyEngine {
 	Oid ResolveTarget(const std::string &source_name, const std::string &schema, const std::string &table);
 	Oid ResolveUncached(const std::string &source_name, const std::string &schema, const std::string &table,
 	                    bool same_name_fallback);
-	void SetContext(const Target *t, const std::string &delivery_key);
+	// The error context of what follows (SetErrorContext): the event label,
+	// the target and the delivery key ("" or nullopt: none).
+	void SetContext(const Target *t, std::string_view delivery_key);
+	void SetContextKey(const Target *t, const std::optional<std::string> &delivery_key);
 	// Stream ordering: 55000 unless this engine is a stream intake.
 	void RequireStreamIntake(const Target &t) const;
 	// The high-water mark of (target, source) for this transaction: locked
@@ -236,8 +241,28 @@ class ApplyEngine {
 	std::string subscription_;
 	std::string PositionLabel(size_t position) const
 	{
-		return position_unit_ + " " + std::to_string(position) + " " + position_scope_;
+		std::string s;
+		AppendPositionLabel(s, position);
+		return s;
 	}
+	void AppendPositionLabel(std::string &s, size_t position) const
+	{
+		char digits[24];
+		char *end = std::to_chars(digits, digits + sizeof digits, position).ptr;
+		s.reserve(s.size() + position_unit_.size() + position_scope_.size() + size_t(end - digits) + 2);
+		s += position_unit_;
+		s += ' ';
+		s.append(digits, size_t(end - digits));
+		s += ' ';
+		s += position_scope_;
+	}
+	// SetEventLabel(PositionLabel(position)), formatted in place (per change on the batch and worker paths).
+	void SetEventPosition(size_t position)
+	{
+		event_label_.clear();
+		AppendPositionLabel(event_label_, position);
+	}
+	std::string context_text_; // SetContext's text, built in place
 
 	std::string event_label_;
 	std::string position_unit_ = "event";

@@ -325,13 +325,14 @@ EntityKey(const Target &t, const Image &img, const char *which)
 	for (int idx : t.key) {
 		const Column &col = t.columns[size_t(idx)];
 		const Cell &c = img.cells[size_t(idx)];
-		std::string path = std::string(which) + "." + col.name;
-		if (!c.present)
-			Fail("22023", "field \"" + path + "\" is missing: it is a key column of table " + t.display);
-		if (c.unavailable)
-			Fail("22023", "field \"" + path + "\" is the unavailable-value placeholder: it is a key column of table " + t.display);
-		if (c.isnull)
+		if (!c.present || c.unavailable || c.isnull) { /* the path only for the error: this runs per change */
+			std::string path = std::string(which) + "." + col.name;
+			if (!c.present)
+				Fail("22023", "field \"" + path + "\" is missing: it is a key column of table " + t.display);
+			if (c.unavailable)
+				Fail("22023", "field \"" + path + "\" is the unavailable-value placeholder: it is a key column of table " + t.display);
 			Fail("22004", "field \"" + path + "\" is null: it is a key column of table " + t.display);
+		}
 		if (!first)
 			k += ", ";
 		first = false;

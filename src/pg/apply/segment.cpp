@@ -663,9 +663,9 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	bool set_based = true;
 	for (size_t k = 0; k < n; k++) {
 		const ChangeRequest &req = reqs[begin + k];
-		SetEventLabel(PositionLabel(positions[begin + k]));
+		SetEventPosition(positions[begin + k]);
 		Target &t = LoadTarget(req.target);
-		SetContext(&t, req.delivery_key.value_or(""));
+		SetContextKey(&t, req.delivery_key);
 		const RunAs &as = Authorize(t);
 		CheckSource(t, req);
 		if (t.mapping.stream_ordered)
@@ -686,7 +686,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	const bool stream = n_stream == n;
 	if (n_stream > 0 && !stream) {
 		for (size_t k = 0; k < n; k++) {
-			SetEventLabel(PositionLabel(positions[begin + k]));
+			SetEventPosition(positions[begin + k]);
 			out[begin + k] = ApplyChange(reqs[begin + k]);
 		}
 		return;
@@ -726,7 +726,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 
 	/* Change by change, with the batch's claim or stream decision (ApplyChange -> TakeClaim). */
 	auto apply_one = [&](size_t k) {
-		SetEventLabel(PositionLabel(positions[begin + k]));
+		SetEventPosition(positions[begin + k]);
 		if (deferred_outbox)
 			deferred_outbox->position = k;
 		if (stream)
@@ -754,8 +754,8 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	for (size_t k = 0; k < n; k++)
 		if (stream ? fresh_change[k] != 0 : claimed[k] != 0) {
 			const ChangeRequest &req = reqs[begin + k];
-			SetEventLabel(PositionLabel(positions[begin + k]));
-			SetContext(target[k], req.delivery_key.value_or(""));
+			SetEventPosition(positions[begin + k]);
+			SetContextKey(target[k], req.delivery_key);
 			const RunAs &as = Authorize(*target[k]);
 			for (std::optional<Image> *img : {&prep[k].after, &prep[k].before})
 				if (*img)
@@ -788,8 +788,9 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	std::map<std::pair<Oid, std::string>, size_t> chain_index;
 	std::vector<Chain> chains;
 	std::vector<size_t> chain_of(n);
-	auto chain_for = [&](Target *t, const Image &img, const char *which) {
-		std::string entity_key = EntityKey(*t, img, which);
+	/* known_key: EntityKey(*t, img, which) when the caller has it (PrepareChange made it for the main image) */
+	auto chain_for = [&](Target *t, const Image &img, const char *which, const std::string *known_key) {
+		std::string entity_key = known_key ? *known_key : EntityKey(*t, img, which);
 		auto [it, inserted] = chain_index.emplace(std::make_pair(t->relid, entity_key), chains.size());
 		if (inserted) {
 			chains.emplace_back();
@@ -804,12 +805,12 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			continue;
 		Target &t = *target[k];
 		const ChangeRequest &req = reqs[begin + k];
-		size_t c = chain_for(&t, prep[k].Main(), prep[k].is_delete ? "before" : "after");
+		size_t c = chain_for(&t, prep[k].Main(), prep[k].is_delete ? "before" : "after", &prep[k].entity_key);
 		chains[c].events.push_back(k);
 		chain_of[k] = c;
 		bool key_change = IsKeyChange(t, req, prep[k]);
 		if (key_change)
-			chains[chain_for(&t, *prep[k].before, "before")].set_based = false;
+			chains[chain_for(&t, *prep[k].before, "before", nullptr)].set_based = false;
 		if (key_change || !FullImage(t, prep[k]))
 			chains[c].set_based = false;
 	}

@@ -678,7 +678,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 {
 	Oid relid = req.target;
 	Target &t = LoadTarget(relid);
-	SetContext(&t, req.delivery_key.value_or(""));
+	SetContextKey(&t, req.delivery_key);
 	const RunAs &as = Authorize(t);
 	CheckSource(t, req);
 	Counters &cnt = counters_[relid];

@@ -96,6 +96,20 @@ struct Target {
 	// ordering (cdc.stream_mark, source id -> version), the implicit record
 	// of every key without one.  Empty for most targets.
 	std::map<int32_t, Version> stream_marks;
+	// The outbox payload's plan (outbox.cpp, PayloadFromImage), worked out on
+	// first use: the columns in jsonb key order (shorter names first, then
+	// bytewise, as jsonb stores an object's keys) and whether every column
+	// has a kind the payload is built for without to_jsonb().
+	struct PayloadPlan {
+		const void *built_for = nullptr; // the Target it was worked out for (names point into its columns): a copy works it out again
+		bool fast = false;
+		std::vector<int> order;            // indexes into columns, in key order
+		std::vector<int8_t> kinds;         // per position of `order`
+		std::vector<const char *> names;   // per position of `order` (the columns' names)
+		std::vector<int> name_lens;
+		std::vector<FmgrInfo *> outs;
+	};
+	mutable PayloadPlan payload_plan;
 };
 
 // Raises 42501 unless `role` may SELECT, INSERT, UPDATE and DELETE on table
