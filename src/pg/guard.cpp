@@ -6,11 +6,11 @@
 #include "core/json.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 extern "C" {
 #include "utils/errcodes.h"
+#include "utils/memutils.h"
 }
 
 namespace cdc::pg {
@@ -85,17 +85,24 @@ SetErrorContext(const char *text) noexcept
 void
 SetErrorContextCopy(const char *text, size_t len) noexcept
 {
-	/* plain pointers, never freed: no C++ global with a destructor */
+	/*
+	 * Plain pointers (no C++ global with a destructor) to memory PostgreSQL
+	 * owns: TopMemoryContext, allocated without raising (MCXT_ALLOC_NO_OOM:
+	 * nothing here may longjmp), so it shows in the backend's memory
+	 * context statistics.
+	 */
 	static char *buffer = nullptr;
 	static size_t capacity = 0;
 	if (len + 1 > capacity) {
 		size_t want = std::max<size_t>(len + 1, 2 * capacity);
-		char *grown = static_cast<char *>(std::realloc(buffer, want));
+		void *grown = MemoryContextAllocExtended(TopMemoryContext, want, MCXT_ALLOC_NO_OOM);
 		if (grown == nullptr) {
 			apply_context = nullptr;
 			return;
 		}
-		buffer = grown;
+		if (buffer != nullptr)
+			pfree(buffer);
+		buffer = static_cast<char *>(grown);
 		capacity = want;
 	}
 	std::memcpy(buffer, text, len);

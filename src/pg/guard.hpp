@@ -138,8 +138,8 @@ Datum InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo, int counted_as = 0) noe
 // the entry point returns (palloc it in the call's memory context).
 void SetErrorContext(const char *text) noexcept;
 // The same for a text the caller need not keep: copied into one buffer per
-// backend (grown with malloc, never freed: a plain pointer, no allocation
-// per call once it is large enough), which the next SetErrorContextCopy
+// backend (in TopMemoryContext, grown without raising; no allocation per
+// call once it is large enough), which the next SetErrorContextCopy
 // overwrites.  The engine sets its context per change with it.  Without
 // memory to grow the buffer the context is left empty.
 void SetErrorContextCopy(const char *text, size_t len) noexcept;
