@@ -208,6 +208,93 @@ TEST(Json, NestingDeeperThanTheLimitIsRefused)
 	}
 }
 
+// JsonBuilder (the jsonb intake's tree builder, pg/sql_api.cpp) gives the
+// tree Json::Parse gives for the same document, whatever the size hints.
+TEST(JsonBuilder, BuildsTheTreeParseBuilds)
+{
+	for (std::size_t hint : {std::size_t(0), std::size_t(1), std::size_t(3), std::size_t(100)}) {
+		JsonBuilder b;
+		b.BeginObject(hint);
+		b.Key("op");
+		b.String("c");
+		b.Key(std::string("after"));
+		b.BeginObject(hint);
+		b.Key("id");
+		b.Number("12.50");
+		b.Key("tags");
+		b.BeginArray(hint);
+		b.String(std::string("a"));
+		b.Null();
+		b.BeginArray(hint);
+		b.End();
+		b.BeginObject(hint);
+		b.End();
+		b.Bool(true);
+		b.End();
+		b.Key("n");
+		b.Null();
+		b.End();
+		b.Key("ok");
+		b.Bool(false);
+		b.End();
+		EXPECT_EQ(b.Depth(), 0u);
+		Json j = b.Take();
+		Json parsed = Json::Parse(R"({"op": "c", "after": {"id": 12.50, "tags": ["a", null, [], {}, true], "n": null}, "ok": false})");
+		EXPECT_EQ(j.Serialize(), parsed.Serialize()) << "hint " << hint;
+		EXPECT_EQ(j.Find("after")->Find("id")->Scalar(), "12.50");
+		EXPECT_TRUE(j.Find("after")->Find("id")->IsNumber());
+		EXPECT_TRUE(j.Find("after")->Find("tags")->Items()[2].IsArray());
+		EXPECT_TRUE(j.Find("after")->Find("tags")->Items()[3].IsObject());
+	}
+	// a top-level scalar, and nothing at all (JSON null)
+	JsonBuilder s;
+	s.Number("7");
+	EXPECT_EQ(s.Take().Serialize(), "7");
+	EXPECT_TRUE(JsonBuilder().Take().IsNull());
+}
+
+TEST(JsonBuilder, CurrentPathNamesTheNextValue)
+{
+	JsonBuilder b;
+	EXPECT_EQ(b.CurrentPath(), "");
+	b.BeginArray();
+	EXPECT_EQ(b.CurrentPath(), "[0]");
+	b.BeginObject();
+	b.Key("op");
+	EXPECT_EQ(b.CurrentPath(), "[0].op");
+	b.String("c");
+	b.End();
+	b.BeginObject();
+	b.Key("after");
+	b.BeginObject(2);
+	b.Key("a");
+	b.BeginArray();
+	b.Number("1");
+	EXPECT_EQ(b.CurrentPath(), "[1].after.a[1]");
+}
+
+TEST(JsonBuilder, RefusesNestingBeyondTheLimitAndMisuse)
+{
+	JsonBuilder b;
+	for (std::size_t i = 0; i < Json::kMaxDepth; i++)
+		b.BeginArray(1);
+	EXPECT_EQ(SqlStateOf([&] { b.BeginObject(); }), "54001");
+	EXPECT_EQ(SqlStateOf([&] { b.BeginArray(); }), "54001");
+
+	JsonBuilder k;
+	k.BeginObject();
+	EXPECT_THROW(k.String("no key"), std::logic_error);
+	k.Key("a");
+	EXPECT_THROW(k.Key("b"), std::logic_error);
+	EXPECT_THROW(k.End(), std::logic_error);
+	k.Null();
+	EXPECT_THROW(k.Take(), std::logic_error);
+	k.End();
+	EXPECT_THROW(k.End(), std::logic_error);
+	EXPECT_THROW(k.Null(), std::logic_error); /* a second top-level value */
+	EXPECT_EQ(k.Take().Serialize(), R"({"a":null})");
+}
+
 TEST(Json, SerializeRoundTripsEscapes)
 {
 	Json j = Json::Parse(R"({"s": "a\"b\\c\n\u0001é", "a": [1, true, null, {"x": []}]})");
