@@ -105,92 +105,185 @@ CheckJsonbBatchSizes(Datum d)
 	}
 }
 
-// A jsonb scalar as a Json value.
-Json
-JsonbScalarToJson(const JsonbValue &v)
+/*
+ * One token of a jsonb document as JsonbTokensPg collects it: the
+ * iterator's token, and for a scalar (key, value, element) its type and
+ * text: strings and keys point into the jsonb itself (not copied), numbers
+ * to numeric_out's text.  For WJB_BEGIN_OBJECT / WJB_BEGIN_ARRAY, `len` is
+ * the container's number of pairs or elements.  Plain C: it lives in a
+ * PostgreSQL memory context.
+ */
+struct JsonbToken {
+	JsonbIteratorToken tok;
+	enum jbvType type;
+	bool boolean;
+	bool raw_scalar; /* WJB_BEGIN_ARRAY: the wrapper of a top-level scalar */
+	int len;
+	const char *text;
+};
+
+/*
+ * Every token of jsonb container `c` in document order (the jsonb
+ * iterator's walk), in one array allocated in CurrentMemoryContext; its
+ * length in *count.  PostgreSQL regime: called once per event through
+ * PgCall, instead of a guarded call per token.
+ */
+JsonbToken *
+JsonbTokensPg(JsonbContainer *c, int *count)
 {
-	switch (v.type) {
-	case jbvNull: return Json();
-	case jbvBool: return Json::MakeBool(v.val.boolean);
-	case jbvString: return Json::MakeString(std::string(v.val.string.val, size_t(v.val.string.len)));
-	case jbvNumeric: {
-		char *text = PgCall([&]() { return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))); });
-		return Json::MakeNumber(text);
+	Size cap = 64;
+	int n = 0;
+	/* huge: a token per scalar of an event of up to cdc.max_event_size (1 GB at most) */
+	JsonbToken *tokens = (JsonbToken *) MemoryContextAllocHuge(CurrentMemoryContext, cap * sizeof(JsonbToken));
+	JsonbIterator *it = JsonbIteratorInit(c);
+	JsonbValue v;
+	JsonbIteratorToken tok;
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE) {
+		if (Size(n) == cap) {
+			cap *= 2;
+			tokens = (JsonbToken *) repalloc_huge(tokens, cap * sizeof(JsonbToken));
+		}
+		JsonbToken *t = &tokens[n++];
+		t->tok = tok;
+		t->type = v.type;
+		t->boolean = false;
+		t->raw_scalar = false;
+		t->len = 0;
+		t->text = NULL;
+		switch (tok) {
+		case WJB_BEGIN_OBJECT: t->len = v.val.object.nPairs; break;
+		case WJB_BEGIN_ARRAY:
+			t->len = v.val.array.nElems;
+			t->raw_scalar = v.val.array.rawScalar;
+			break;
+		case WJB_KEY:
+		case WJB_VALUE:
+		case WJB_ELEM:
+			if (v.type == jbvString) {
+				t->text = v.val.string.val;
+				t->len = v.val.string.len;
+			} else if (v.type == jbvNumeric) {
+				t->text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+				t->len = int(strlen(t->text));
+			} else if (v.type == jbvBool) {
+				t->boolean = v.val.boolean;
+			}
+			break;
+		default: break;
+		}
 	}
-	default: throw std::runtime_error("unexpected jsonb value type " + std::to_string(int(v.type)));
-	}
+	*count = n;
+	return tokens;
 }
 
 /*
- * A jsonb value as our Json tree, read with PostgreSQL's jsonb iterator: no
+ * A jsonb container as our Json tree: its tokens collected by
+ * JsonbTokensPg (in `scratch`, reset afterwards), then the tree built by
+ * JsonBuilder with each container's storage reserved from its size; no
  * text in between (JsonbToCString and a parse cost more than the rest of
  * the conversion).  Object members come in jsonb's stored order, the order
  * JsonbToCString prints them in, and numbers keep numeric_out's text, so the
  * tree is the one parsed from the jsonb's text form.
  */
 Json
-JsonbDatumToJson(Datum d)
+JsonbContainerToJson(JsonbContainer *c, MemoryContext scratch)
 {
-	struct Frame {
-		bool is_object;
-		std::vector<Json> items;
-		std::vector<Json::Member> members;
-		std::string key;
-	};
-	std::vector<Frame> stack;
-	Json result;
-	bool raw_scalar = false; /* a top-level scalar is stored as a one-element "raw scalar" array */
-	auto add = [&](Json j) {
-		if (stack.empty()) {
-			result = std::move(j);
-		} else if (stack.back().is_object) {
-			stack.back().members.emplace_back(std::move(stack.back().key), std::move(j));
-		} else {
-			stack.back().items.push_back(std::move(j));
-		}
-	};
-	JsonbIterator *it = PgCall([&]() {
-		Jsonb *jb = DatumGetJsonbP(d);
-		return JsonbIteratorInit(&jb->root);
+	int n = 0;
+	const JsonbToken *tokens = PgCall([&]() {
+		MemoryContext old = MemoryContextSwitchTo(scratch);
+		JsonbToken *t = JsonbTokensPg(c, &n);
+		MemoryContextSwitchTo(old);
+		return t;
 	});
-	JsonbValue v;
-	for (;;) {
-		JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, false); });
-		switch (tok) {
-		case WJB_DONE: return result;
+	cdc::JsonBuilder b;
+	bool raw_scalar = false; /* a top-level scalar is stored as a one-element "raw scalar" array */
+	for (int i = 0; i < n; i++) {
+		const JsonbToken &t = tokens[i];
+		switch (t.tok) {
+		case WJB_BEGIN_OBJECT: b.BeginObject(size_t(t.len)); break;
 		case WJB_BEGIN_ARRAY:
-			if (v.val.array.rawScalar && stack.empty()) {
+			if (t.raw_scalar && b.Depth() == 0)
 				raw_scalar = true;
-				break;
-			}
-			[[fallthrough]];
-		case WJB_BEGIN_OBJECT:
-			/* the same limit as Json::Parse: the tree's destructor recurses */
-			if (stack.size() >= Json::kMaxDepth)
-				throw cdc::InputError("54001", "JSON nesting is deeper than " + std::to_string(Json::kMaxDepth) + " levels",
-				                      {}, "Change events nest a few levels deep; flatten the value or send it as a string.");
-			stack.push_back(Frame{tok == WJB_BEGIN_OBJECT, {}, {}, {}});
+			else
+				b.BeginArray(size_t(t.len));
 			break;
-		case WJB_KEY: stack.back().key.assign(v.val.string.val, size_t(v.val.string.len)); break;
-		case WJB_VALUE:
-		case WJB_ELEM: add(JsonbScalarToJson(v)); break;
 		case WJB_END_ARRAY:
-			if (raw_scalar && stack.empty())
+			if (raw_scalar && b.Depth() == 0)
 				break;
-			{
-				std::vector<Json> items = std::move(stack.back().items);
-				stack.pop_back();
-				add(Json::MakeArray(std::move(items)));
+			[[fallthrough]];
+		case WJB_END_OBJECT: b.End(); break;
+		case WJB_KEY: b.Key(std::string(t.text, size_t(t.len))); break;
+		case WJB_VALUE:
+		case WJB_ELEM:
+			switch (t.type) {
+			case jbvNull: b.Null(); break;
+			case jbvBool: b.Bool(t.boolean); break;
+			case jbvString: b.String(std::string(t.text, size_t(t.len))); break;
+			case jbvNumeric: b.Number(std::string(t.text, size_t(t.len))); break;
+			default: throw std::runtime_error("unexpected jsonb value type " + std::to_string(int(t.type)));
 			}
 			break;
-		case WJB_END_OBJECT: {
-			std::vector<Json::Member> members = std::move(stack.back().members);
-			stack.pop_back();
-			add(Json::MakeObject(std::move(members)));
-			break;
-		}
+		case WJB_DONE: break;
 		}
 	}
+	PgCall([&]() { MemoryContextReset(scratch); });
+	return b.Take();
+}
+
+// A scratch context for JsonbContainerToJson, a child of the current one
+// (freed with it should an error come first).
+MemoryContext
+IntakeContext()
+{
+	return PgCall([&]() { return AllocSetContextCreate(CurrentMemoryContext, "cdc_apply jsonb intake", ALLOCSET_DEFAULT_SIZES); });
+}
+
+// A jsonb datum (one event) as our Json tree.
+Json
+JsonbDatumToJson(Datum d)
+{
+	MemoryContext scratch = IntakeContext();
+	JsonbContainer *root = PgCall([&]() { return &DatumGetJsonbP(d)->root; });
+	Json j = JsonbContainerToJson(root, scratch);
+	PgCall([&]() { MemoryContextDelete(scratch); });
+	return j;
+}
+
+// The elements of a jsonb array, each converted on its own (their tokens
+// never all held at once), into `out`; false, with `out` untouched, when
+// `d` is not an array (a top-level scalar is not).
+bool
+JsonbArrayToJson(Datum d, std::vector<Json> &out)
+{
+	JsonbContainer *root = PgCall([&]() { return &DatumGetJsonbP(d)->root; });
+	if (!JsonContainerIsArray(root) || JsonContainerIsScalar(root))
+		return false;
+	MemoryContext scratch = IntakeContext();
+	out.reserve(JsonContainerSize(root));
+	JsonbIterator *it = PgCall([&]() { return JsonbIteratorInit(root); });
+	JsonbValue v;
+	for (;;) {
+		/* skipNested: each element comes as one binary container */
+		JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, true); });
+		if (tok == WJB_DONE)
+			break;
+		if (tok != WJB_ELEM)
+			continue;
+		switch (v.type) {
+		case jbvBinary: out.push_back(JsonbContainerToJson(v.val.binary.data, scratch)); break;
+		case jbvNull: out.emplace_back(); break;
+		case jbvBool: out.push_back(Json::MakeBool(v.val.boolean)); break;
+		case jbvString: out.push_back(Json::MakeString(std::string(v.val.string.val, size_t(v.val.string.len)))); break;
+		case jbvNumeric: {
+			char *text = PgCall([&]() { return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))); });
+			out.push_back(Json::MakeNumber(text));
+			break;
+		}
+		default: throw std::runtime_error("unexpected jsonb value type " + std::to_string(int(v.type)));
+		}
+	}
+	PgCall([&]() { MemoryContextDelete(scratch); });
+	return true;
 }
 
 Datum
@@ -372,11 +465,12 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
 	/* detoasted once, for the size check and the conversion */
 	Datum events = PgCall([&]() { return PointerGetDatum(PG_DETOAST_DATUM(PG_GETARG_DATUM(0))); });
 	CheckJsonbBatchSizes(events);
-	Json arr = JsonbDatumToJson(events);
+	std::vector<Json> items;
+	if (!JsonbArrayToJson(events, items))
+		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") +
+		                                   JsonbDatumToJson(events).KindName());
 	FreeDetoasted(DatumGetPointer(events), PG_GETARG_DATUM(0));
-	if (!arr.IsArray())
-		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
-	return ApplyBatch(fcinfo, arr.TakeItems());
+	return ApplyBatch(fcinfo, std::move(items));
 }
 
 /*
