@@ -15,6 +15,7 @@
 #include "pg/shared_stats.hpp"
 #include "pg/worker/worker.hpp"
 
+#include "core/envelope.hpp"
 #include "core/errors.hpp"
 #include "core/json.hpp"
 
@@ -127,18 +128,33 @@ struct JsonbToken {
  * iterator's walk), in one array allocated in CurrentMemoryContext; its
  * length in *count.  PostgreSQL regime: called once per event through
  * PgCall, instead of a guarded call per token.
+ *
+ * With `envelope` (a Debezium value), a member the envelope never reads
+ * (cdc::EnvelopeMemberPart: version, ts_us, sequence, ...) comes as its key
+ * and a JSON null: its value is stepped over without being walked or
+ * printed.  ParseDebeziumEnvelope reads the same from that tree as from the
+ * whole one (PruneEnvelope, and its GoogleTest).
  */
 JsonbToken *
-JsonbTokensPg(JsonbContainer *c, int *count)
+JsonbTokensPg(JsonbContainer *c, bool envelope, int *count)
 {
 	Size cap = 64;
 	int n = 0;
 	/* huge: a token per scalar of an event of up to cdc.max_event_size (1 GB at most) */
 	JsonbToken *tokens = (JsonbToken *) MemoryContextAllocHuge(CurrentMemoryContext, cap * sizeof(JsonbToken));
+	/*
+	 * The parts of the open objects read member by member: the outermost
+	 * `nparts` open containers (Root, Payload, Source or Transaction; below
+	 * a Whole value everything is Whole).  `part`: that of the next value.
+	 */
+	cdc::EnvelopePart parts[4];
+	int nparts = 0, depth = 0;
+	cdc::EnvelopePart part = envelope ? cdc::EnvelopePart::Root : cdc::EnvelopePart::Whole;
 	JsonbIterator *it = JsonbIteratorInit(c);
 	JsonbValue v;
 	JsonbIteratorToken tok;
-	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE) {
+	bool skip = false; /* the next value is one the envelope never reads */
+	while ((tok = JsonbIteratorNext(&it, &v, skip)) != WJB_DONE) {
 		if (Size(n) == cap) {
 			cap *= 2;
 			tokens = (JsonbToken *) repalloc_huge(tokens, cap * sizeof(JsonbToken));
@@ -150,6 +166,30 @@ JsonbTokensPg(JsonbContainer *c, int *count)
 		t->raw_scalar = false;
 		t->len = 0;
 		t->text = NULL;
+		if (skip) {
+			/* skipNested: the value, container or scalar, is this one token */
+			Assert(tok == WJB_VALUE);
+			t->type = jbvNull;
+			skip = false;
+			continue;
+		}
+		switch (tok) {
+		case WJB_BEGIN_OBJECT:
+		case WJB_BEGIN_ARRAY:
+			if (tok == WJB_BEGIN_OBJECT && nparts == depth && nparts < int(lengthof(parts)) &&
+			    part != cdc::EnvelopePart::Whole)
+				parts[nparts++] = part;
+			depth++;
+			part = cdc::EnvelopePart::Whole; /* an array's items; an object's members are decided by their keys */
+			break;
+		case WJB_END_OBJECT:
+		case WJB_END_ARRAY:
+			depth--;
+			if (nparts > depth)
+				nparts = depth;
+			break;
+		default: break;
+		}
 		switch (tok) {
 		case WJB_BEGIN_OBJECT: t->len = v.val.object.nPairs; break;
 		case WJB_BEGIN_ARRAY:
@@ -157,6 +197,12 @@ JsonbTokensPg(JsonbContainer *c, int *count)
 			t->raw_scalar = v.val.array.rawScalar;
 			break;
 		case WJB_KEY:
+			if (nparts == depth && nparts > 0) {
+				part = cdc::EnvelopeMemberPart(parts[nparts - 1],
+				                               std::string_view(v.val.string.val, size_t(v.val.string.len)));
+				skip = part == cdc::EnvelopePart::Skipped;
+			}
+			[[fallthrough]];
 		case WJB_VALUE:
 		case WJB_ELEM:
 			if (v.type == jbvString) {
@@ -183,15 +229,16 @@ JsonbTokensPg(JsonbContainer *c, int *count)
  * text in between (JsonbToCString and a parse cost more than the rest of
  * the conversion).  Object members come in jsonb's stored order, the order
  * JsonbToCString prints them in, and numbers keep numeric_out's text, so the
- * tree is the one parsed from the jsonb's text form.
+ * tree is the one parsed from the jsonb's text form (with `envelope`, but
+ * for the values of members the envelope never reads: JSON null).
  */
 Json
-JsonbContainerToJson(JsonbContainer *c, MemoryContext scratch)
+JsonbContainerToJson(JsonbContainer *c, MemoryContext scratch, bool envelope)
 {
 	int n = 0;
 	const JsonbToken *tokens = PgCall([&]() {
 		MemoryContext old = MemoryContextSwitchTo(scratch);
-		JsonbToken *t = JsonbTokensPg(c, &n);
+		JsonbToken *t = JsonbTokensPg(c, envelope, &n);
 		MemoryContextSwitchTo(old);
 		return t;
 	});
@@ -238,19 +285,20 @@ IntakeContext()
 	return PgCall([&]() { return AllocSetContextCreate(CurrentMemoryContext, "cdc_apply jsonb intake", ALLOCSET_DEFAULT_SIZES); });
 }
 
-// A jsonb datum (one event) as our Json tree.
+// A jsonb datum (one event) as our Json tree, without the members the
+// envelope never reads when `envelope` (JsonbTokensPg).
 Json
-JsonbDatumToJson(Datum d)
+JsonbDatumToJson(Datum d, bool envelope = true)
 {
 	MemoryContext scratch = IntakeContext();
 	JsonbContainer *root = PgCall([&]() { return &DatumGetJsonbP(d)->root; });
-	Json j = JsonbContainerToJson(root, scratch);
+	Json j = JsonbContainerToJson(root, scratch, envelope);
 	PgCall([&]() { MemoryContextDelete(scratch); });
 	return j;
 }
 
-// The elements of a jsonb array, each converted on its own (their tokens
-// never all held at once), into `out`; false, with `out` untouched, when
+// The elements of a jsonb array (events), each converted on its own (their
+// tokens never all held at once) as JsonbDatumToJson does, into `out`; false, with `out` untouched, when
 // `d` is not an array (a top-level scalar is not).
 bool
 JsonbArrayToJson(Datum d, std::vector<Json> &out)
@@ -270,7 +318,7 @@ JsonbArrayToJson(Datum d, std::vector<Json> &out)
 		if (tok != WJB_ELEM)
 			continue;
 		switch (v.type) {
-		case jbvBinary: out.push_back(JsonbContainerToJson(v.val.binary.data, scratch)); break;
+		case jbvBinary: out.push_back(JsonbContainerToJson(v.val.binary.data, scratch, true)); break;
 		case jbvNull: out.emplace_back(); break;
 		case jbvBool: out.push_back(Json::MakeBool(v.val.boolean)); break;
 		case jbvString: out.push_back(Json::MakeString(std::string(v.val.string.val, size_t(v.val.string.len)))); break;
@@ -468,7 +516,7 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
 	std::vector<Json> items;
 	if (!JsonbArrayToJson(events, items))
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") +
-		                                   JsonbDatumToJson(events).KindName());
+		                                   JsonbDatumToJson(events, false).KindName());
 	FreeDetoasted(DatumGetPointer(events), PG_GETARG_DATUM(0));
 	return ApplyBatch(fcinfo, std::move(items));
 }
