@@ -422,32 +422,12 @@ Md5Stream::~Md5Stream()
 }
 
 void
-Md5Stream::Flush()
-{
-#ifdef USE_OPENSSL
-	if (used_ > 0 && EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(ctx_), buf_, used_) != 1)
-		throw std::runtime_error("could not compute MD5 hash");
-#endif
-	used_ = 0;
-}
-
-void
 Md5Stream::Update(std::string_view piece)
 {
 #ifdef USE_OPENSSL
 	if (ctx_ != nullptr) {
-		if (piece.size() <= kBuffer - used_) {
-			memcpy(buf_ + used_, piece.data(), piece.size());
-			used_ += piece.size();
-			return;
-		}
-		Flush();
-		if (piece.size() < kBuffer) {
-			memcpy(buf_, piece.data(), piece.size());
-			used_ = piece.size();
-		} else if (EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(ctx_), piece.data(), piece.size()) != 1) {
+		if (EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(ctx_), piece.data(), piece.size()) != 1)
 			throw std::runtime_error("could not compute MD5 hash");
-		}
 		return;
 	}
 #endif
@@ -460,7 +440,6 @@ Md5Stream::Hex()
 	unsigned char sum[16];
 #ifdef USE_OPENSSL
 	if (ctx_ != nullptr) {
-		Flush();
 		unsigned int len = 0;
 		if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX *>(ctx_), sum, &len) != 1 || len != 16)
 			throw std::runtime_error("could not compute MD5 hash");

@@ -170,10 +170,7 @@ std::string Md5Hex(const std::string &data);
 // large as the event, into it (docs/benchmarks.md, "Memory per event").
 // OpenSSL's incremental EVP digest with the implementation Md5Binary
 // fetches; without it the pieces are gathered and Md5Binary hashes them.
-// Small pieces (a column name, a quote, a short value) are gathered in a
-// buffer of kBuffer bytes and hashed together: a digest call per piece
-// costs more than the hashing (the same bytes in the same order, so the
-// same sum).  Errors: XX000 when the digest cannot be computed.
+// Errors: XX000 when the digest cannot be computed.
 class Md5Stream {
   public:
 	Md5Stream();
@@ -185,12 +182,8 @@ class Md5Stream {
 	std::string Hex();
 
   private:
-	static constexpr std::size_t kBuffer = 512;
-	void Flush();
 	void *ctx_ = nullptr;  // EVP_MD_CTX, when OpenSSL's MD5 is available
 	std::string gathered_; // the fallback's text
-	char buf_[kBuffer];    // pieces not hashed yet (ctx_ only)
-	std::size_t used_ = 0;
 };
 
 } // namespace cdc::pg
