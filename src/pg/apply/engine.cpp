@@ -86,13 +86,15 @@ ApplyEngine::DebeziumRequest(ChangeEvent &ev, Oid target, const std::optional<st
 void
 ApplyEngine::SetContext(const Target *t, const std::string &delivery_key)
 {
+	/* appended in place: this runs two or three times per change */
 	std::string s = "cdc_apply";
+	s.reserve(64 + event_label_.size() + (t ? t->display.size() : 0) + delivery_key.size());
 	if (!event_label_.empty())
-		s += " " + event_label_;
+		s.append(" ").append(event_label_);
 	if (t)
-		s += ", target table " + t->display;
+		s.append(", target table ").append(t->display);
 	if (!delivery_key.empty())
-		s += ", delivery key \"" + delivery_key + "\"";
+		s.append(", delivery key \"").append(delivery_key).append("\"");
 	const char *c = PgCall([&]() { return pstrdup(s.c_str()); });
 	SetErrorContext(c);
 }
@@ -155,6 +157,7 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 		Oid target;
 	};
 	std::vector<Parsed> parsed;
+	parsed.reserve(events.size()); /* a ChangeEvent is large: not moved as the vector grows */
 	for (size_t i = 0; i < events.size(); i++) {
 		SetEventLabel(PositionLabel(i + 1));
 		SetContext(nullptr, dk_of(i).value_or(""));
@@ -174,6 +177,8 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 		}
 	std::vector<ChangeRequest> reqs;
 	std::vector<size_t> positions;
+	reqs.reserve(parsed.size());
+	positions.reserve(parsed.size());
 	for (Parsed &p : parsed) {
 		SetEventLabel(PositionLabel(p.index + 1));
 		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));

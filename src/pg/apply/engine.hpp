@@ -236,7 +236,9 @@ class ApplyEngine {
 	std::string subscription_;
 	std::string PositionLabel(size_t position) const
 	{
-		return position_unit_ + " " + std::to_string(position) + " " + position_scope_;
+		std::string s;
+		s.reserve(position_unit_.size() + position_scope_.size() + 22);
+		return s.append(position_unit_).append(" ").append(std::to_string(position)).append(" ").append(position_scope_);
 	}
 
 	std::string event_label_;
