@@ -303,7 +303,8 @@ Prune(const Json &j, EnvelopePart part)
 	members.reserve(j.Members().size());
 	for (const auto &m : j.Members()) {
 		EnvelopePart p = EnvelopeMemberPart(part, m.first);
-		members.emplace_back(m.first, p == EnvelopePart::Skipped ? Json() : Prune(m.second, p));
+		const bool container = m.second.IsObject() || m.second.IsArray();
+		members.emplace_back(m.first, p != EnvelopePart::Skipped ? Prune(m.second, p) : container ? m.second : Json());
 	}
 	return Json::MakeObject(std::move(members));
 }

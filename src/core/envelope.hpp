@@ -65,8 +65,10 @@ const char *OpName(Op op); // "c", "u", ...
 // sequence, xmin, data_collection_order ... that nothing reads).  A part
 // tells how a value is read:
 enum class EnvelopePart : char {
-	Skipped,     // never read: the member is kept with JSON null as its value
-	             // (its name stays: a heartbeat is told by its member names)
+	Skipped,     // never read: a scalar value may be left out, JSON null in its
+	             // place (the name stays: a heartbeat is told by its member
+	             // names); a container value is kept whole, so that the
+	             // nesting limit (Json::kMaxDepth, 54001) applies to it
 	Whole,       // read as it is, all of it: op, the images, the schema, the source fields used
 	Root,        // the value itself: its members are read one by one
 	Payload,     // the JsonConverter wrapper's payload: read as Root, but not unwrapped again
@@ -80,7 +82,7 @@ enum class EnvelopePart : char {
 // intake calls it in the PostgreSQL regime.
 EnvelopePart EnvelopeMemberPart(EnvelopePart parent, std::string_view key) noexcept;
 // The tree ParseDebeziumEnvelope reads of `root`: the value with every
-// Skipped member's value replaced by JSON null.  ParseDebeziumEnvelope
+// Skipped member's scalar value replaced by JSON null (containers kept).  ParseDebeziumEnvelope
 // gives the same ChangeEvent, or the same error, for both.
 Json PruneEnvelope(const Json &root);
 

@@ -130,10 +130,12 @@ struct JsonbToken {
  * PgCall, instead of a guarded call per token.
  *
  * With `envelope` (a Debezium value), a member the envelope never reads
- * (cdc::EnvelopeMemberPart: version, ts_us, sequence, ...) comes as its key
- * and a JSON null: its value is stepped over without being walked or
- * printed.  ParseDebeziumEnvelope reads the same from that tree as from the
- * whole one (PruneEnvelope, and its GoogleTest).
+ * (cdc::EnvelopeMemberPart: version, ts_us, sequence, ...) whose value is a
+ * scalar comes as its key and a JSON null: the value is not copied or
+ * printed.  A container value of such a member is kept whole, so that the
+ * nesting limit (54001) applies to it as to the text form.  The tree is
+ * PruneEnvelope's, from which ParseDebeziumEnvelope reads what it reads
+ * from the whole value (GoogleTest).
  */
 JsonbToken *
 JsonbTokensPg(JsonbContainer *c, bool envelope, int *count)
@@ -153,8 +155,8 @@ JsonbTokensPg(JsonbContainer *c, bool envelope, int *count)
 	JsonbIterator *it = JsonbIteratorInit(c);
 	JsonbValue v;
 	JsonbIteratorToken tok;
-	bool skip = false; /* the next value is one the envelope never reads */
-	while ((tok = JsonbIteratorNext(&it, &v, skip)) != WJB_DONE) {
+	bool skip = false; /* the next value is a member's the envelope never reads */
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE) {
 		if (Size(n) == cap) {
 			cap *= 2;
 			tokens = (JsonbToken *) repalloc_huge(tokens, cap * sizeof(JsonbToken));
@@ -167,11 +169,12 @@ JsonbTokensPg(JsonbContainer *c, bool envelope, int *count)
 		t->len = 0;
 		t->text = NULL;
 		if (skip) {
-			/* skipNested: the value, container or scalar, is this one token */
-			Assert(tok == WJB_VALUE);
-			t->type = jbvNull;
 			skip = false;
-			continue;
+			if (tok == WJB_VALUE) { /* a scalar: JSON null in its place */
+				t->type = jbvNull;
+				continue;
+			}
+			/* a container: read whole (part is Whole) */
 		}
 		switch (tok) {
 		case WJB_BEGIN_OBJECT:
@@ -200,7 +203,10 @@ JsonbTokensPg(JsonbContainer *c, bool envelope, int *count)
 			if (nparts == depth && nparts > 0) {
 				part = cdc::EnvelopeMemberPart(parts[nparts - 1],
 				                               std::string_view(v.val.string.val, size_t(v.val.string.len)));
-				skip = part == cdc::EnvelopePart::Skipped;
+				if (part == cdc::EnvelopePart::Skipped) {
+					skip = true;
+					part = cdc::EnvelopePart::Whole;
+				}
 			}
 			[[fallthrough]];
 		case WJB_VALUE:
@@ -230,7 +236,7 @@ JsonbTokensPg(JsonbContainer *c, bool envelope, int *count)
  * the conversion).  Object members come in jsonb's stored order, the order
  * JsonbToCString prints them in, and numbers keep numeric_out's text, so the
  * tree is the one parsed from the jsonb's text form (with `envelope`, but
- * for the values of members the envelope never reads: JSON null).
+ * for the scalar values of members the envelope never reads: JSON null).
  */
 Json
 JsonbContainerToJson(JsonbContainer *c, MemoryContext scratch, bool envelope)

@@ -561,11 +561,13 @@ TEST(Envelope, PrunedValueParsesAsTheWholeValue)
 		EXPECT_EQ(ParseOutcome(pruned), ParseOutcome(whole)) << text;
 	}
 	EXPECT_EQ(ParseOutcome(Json::Parse(junk)), R"(op c before - after {"id":1} schemas - - source |s|||||64|64|9|5 tx t|3)");
-	// what is left out: values only, names kept
+	// what is left out: scalar values only, names kept; containers stay whole
 	Json p = PruneEnvelope(Json::Parse(junk));
-	EXPECT_EQ(p.Serialize(), R"({"op":"c","after":{"id":1},"ts_us":null,"source":{"version":null,"xmin":null,"lsn":64,)"
+	EXPECT_EQ(p.Serialize(), R"({"op":"c","after":{"id":1},"ts_us":[1,{"a":2}],"source":{"version":{"v":1},"xmin":[],"lsn":64,)"
 	                         R"("sequence":null,"name":"s","txId":"9","commit_lsn":"0/40","ts_ms":5},)"
-	                         R"("transaction":{"id":"t","total_order":3,"data_collection_order":null}})");
+	                         R"("transaction":{"id":"t","total_order":3,"data_collection_order":{"x":1}}})");
+	EXPECT_EQ(PruneEnvelope(Json::Parse(R"({"ts_ms": 1, "ts_us": 2, "source": {"version": "2.5", "ts_ns": 3}})")).Serialize(),
+	          R"({"ts_ms":null,"ts_us":null,"source":{"version":null,"ts_ns":null}})");
 }
 
 TEST(Envelope, MemberPartsFollowTheWrapper)
