@@ -34,7 +34,7 @@ JsonBuilder::Slot()
 void
 JsonBuilder::Begin(Json::Kind kind, std::size_t size_hint)
 {
-	if (open_.size() >= Json::kMaxDepth)
+	if (outer_depth_ + open_.size() >= Json::kMaxDepth)
 		throw InputError("54001", "JSON nesting is deeper than " + std::to_string(Json::kMaxDepth) + " levels",
 		                 {}, "Change events nest a few levels deep; flatten the value or send it as a string.");
 	Json &j = Slot();

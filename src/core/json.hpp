@@ -116,6 +116,10 @@ class Json {
 // throw InputError 54001 beyond Json::kMaxDepth levels, as Json::Parse.
 class JsonBuilder {
   public:
+	// outer_depth: containers already open around the document being built
+	// (1 for an element of a batch array converted on its own), counted in
+	// the nesting limit as if they were part of it.
+	explicit JsonBuilder(std::size_t outer_depth = 0) : outer_depth_(outer_depth) {}
 	// size_hint: the container's number of members or items when known
 	// (reserved), 0 when not.
 	void BeginObject(std::size_t size_hint = 0);
@@ -139,6 +143,7 @@ class JsonBuilder {
   private:
 	Json &Slot(); // where the next value goes
 	void Begin(Json::Kind kind, std::size_t size_hint);
+	std::size_t outer_depth_;
 	Json root_;
 	bool rooted_ = false;   // the top-level value has been started
 	bool key_ready_ = false; // Key() was called for the innermost open object

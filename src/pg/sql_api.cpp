@@ -239,7 +239,7 @@ JsonbTokensPg(JsonbContainer *c, bool envelope, int *count)
  * for the scalar values of members the envelope never reads: JSON null).
  */
 Json
-JsonbContainerToJson(JsonbContainer *c, MemoryContext scratch, bool envelope)
+JsonbContainerToJson(JsonbContainer *c, MemoryContext scratch, bool envelope, size_t outer_depth = 0)
 {
 	int n = 0;
 	const JsonbToken *tokens = PgCall([&]() {
@@ -248,7 +248,7 @@ JsonbContainerToJson(JsonbContainer *c, MemoryContext scratch, bool envelope)
 		MemoryContextSwitchTo(old);
 		return t;
 	});
-	cdc::JsonBuilder b;
+	cdc::JsonBuilder b(outer_depth);
 	bool raw_scalar = false; /* a top-level scalar is stored as a one-element "raw scalar" array */
 	for (int i = 0; i < n; i++) {
 		const JsonbToken &t = tokens[i];
@@ -324,7 +324,9 @@ JsonbArrayToJson(Datum d, std::vector<Json> &out)
 		if (tok != WJB_ELEM)
 			continue;
 		switch (v.type) {
-		case jbvBinary: out.push_back(JsonbContainerToJson(v.val.binary.data, scratch, true)); break;
+		case jbvBinary: /* nested in the batch array: the nesting limit counts it, as Json::Parse of the text form */
+			out.push_back(JsonbContainerToJson(v.val.binary.data, scratch, true, 1));
+			break;
 		case jbvNull: out.emplace_back(); break;
 		case jbvBool: out.push_back(Json::MakeBool(v.val.boolean)); break;
 		case jbvString: out.push_back(Json::MakeString(std::string(v.val.string.val, size_t(v.val.string.len)))); break;

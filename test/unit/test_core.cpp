@@ -281,6 +281,12 @@ TEST(JsonBuilder, RefusesNestingBeyondTheLimitAndMisuse)
 	EXPECT_EQ(SqlStateOf([&] { b.BeginObject(); }), "54001");
 	EXPECT_EQ(SqlStateOf([&] { b.BeginArray(); }), "54001");
 
+	// a document built on its own inside an outer container (a batch's element)
+	JsonBuilder e(1);
+	for (std::size_t i = 0; i + 1 < Json::kMaxDepth; i++)
+		e.BeginArray();
+	EXPECT_EQ(SqlStateOf([&] { e.BeginObject(); }), "54001");
+
 	JsonBuilder k;
 	k.BeginObject();
 	EXPECT_THROW(k.String("no key"), std::logic_error);
