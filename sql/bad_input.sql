@@ -60,6 +60,25 @@ SELECT cdc_apply('{"op": "c", "extra": ' || repeat('[', 400000) || repeat(']', 4
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc_apply(('{"op": "c", "extra": ' || repeat('[', 5000) || repeat(']', 5000) || '}')::jsonb, 'bad_items', 'bad-json');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- The same in unread members (source.version, ts_us) of an otherwise valid event
+-- (the jsonb intake leaves out the scalar values of members nothing reads, never
+-- a container: its nesting is checked as in the text form).
+SELECT cdc_apply(('{"op": "c", "after": {"id": 1, "name": "a", "qty": 1}, "source": {"lsn": 4096, "version": ' || repeat('[', 5000) || repeat(']', 5000) || '}}')::jsonb, 'bad_items', 'bad-json');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(('{"op": "c", "ts_us": {"x": ' || repeat('[', 5000) || repeat(']', 5000) || '}, "after": {"id": 1, "name": "a", "qty": 1}}')::jsonb, 'bad_items', 'bad-json');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- In a batch given as one JSON array (jsonb or text) the array is one of the
+-- 1000 levels: 999 levels under an event's member are refused there, and
+-- not in a jsonb[] element or alone (each its own document: then the
+-- after-image is missing).
+SELECT cdc_apply_batch(('[{"op": "c", "extra": ' || repeat('[', 999) || repeat(']', 999) || '}]')::jsonb, 'bad_items');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply_batch(ARRAY[('{"op": "c", "extra": ' || repeat('[', 999) || repeat(']', 999) || '}')::jsonb], 'bad_items');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply_batch(('[{"op": "c", "extra": ' || repeat('[', 999) || repeat(']', 999) || '}]')::text, 'bad_items');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(('{"op": "c", "extra": ' || repeat('[', 999) || repeat(']', 999) || '}')::jsonb, 'bad_items', 'bad-json');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT * FROM bad_unchanged('bad-json');
 SELECT cdc_apply('{"op": "c", "source": {"name": "srv", "lsn": 4096}, "after": {"id": 1, "name": "a", "qty": 1}}',
                  'bad_items', 'bad-json') AS retry;

@@ -258,6 +258,65 @@ ParseDebeziumEnvelope(Json &&root)
 	return ParseEnvelope(root, &root);
 }
 
+EnvelopePart
+EnvelopeMemberPart(EnvelopePart parent, std::string_view key) noexcept
+{
+	switch (parent) {
+	case EnvelopePart::Skipped:
+	case EnvelopePart::Whole: return EnvelopePart::Whole;
+	case EnvelopePart::Root:
+		/* the wrapper ({"schema", "payload"}) is recognised and read here only */
+		if (key == "payload")
+			return EnvelopePart::Payload;
+		if (key == "schema")
+			return EnvelopePart::Whole;
+		[[fallthrough]];
+	case EnvelopePart::Payload:
+		/* ParseEnvelope: op, the images, the blocks; status and id tell transaction markers */
+		if (key == "op" || key == "before" || key == "after" || key == "status" || key == "id")
+			return EnvelopePart::Whole;
+		if (key == "source")
+			return EnvelopePart::Source;
+		if (key == "transaction")
+			return EnvelopePart::Transaction;
+		return EnvelopePart::Skipped;
+	case EnvelopePart::Source:
+		/* SourceInfo's fields */
+		for (std::string_view f : {"connector", "name", "db", "schema", "table", "snapshot", "lsn", "commit_lsn", "txId", "ts_ms"})
+			if (key == f)
+				return EnvelopePart::Whole;
+		return EnvelopePart::Skipped;
+	case EnvelopePart::Transaction:
+		return key == "id" || key == "total_order" ? EnvelopePart::Whole : EnvelopePart::Skipped;
+	}
+	return EnvelopePart::Whole;
+}
+
+namespace {
+
+Json
+Prune(const Json &j, EnvelopePart part)
+{
+	if (part == EnvelopePart::Whole || !j.IsObject())
+		return j;
+	std::vector<Json::Member> members;
+	members.reserve(j.Members().size());
+	for (const auto &m : j.Members()) {
+		EnvelopePart p = EnvelopeMemberPart(part, m.first);
+		const bool container = m.second.IsObject() || m.second.IsArray();
+		members.emplace_back(m.first, p != EnvelopePart::Skipped ? Prune(m.second, p) : container ? m.second : Json());
+	}
+	return Json::MakeObject(std::move(members));
+}
+
+} // namespace
+
+Json
+PruneEnvelope(const Json &root)
+{
+	return Prune(root, EnvelopePart::Root);
+}
+
 Version
 DeriveDebeziumVersion(const ChangeEvent &ev, int64_t epoch)
 {

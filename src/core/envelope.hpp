@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace cdc {
 
@@ -57,6 +58,34 @@ ChangeEvent ParseDebeziumEnvelope(const Json &root);
 ChangeEvent ParseDebeziumEnvelope(Json &&root);
 
 const char *OpName(Op op); // "c", "u", ...
+
+// What ParseDebeziumEnvelope reads of a Debezium value, for a reader that
+// builds the value's tree itself and may leave the rest out (the jsonb
+// intake, pg/sql_api.cpp: a Debezium value carries version, ts_us, ts_ns,
+// sequence, xmin, data_collection_order ... that nothing reads).  A part
+// tells how a value is read:
+enum class EnvelopePart : char {
+	Skipped,     // never read: a scalar value may be left out, JSON null in its
+	             // place (the name stays: a heartbeat is told by its member
+	             // names); a container value is kept whole, so that the
+	             // nesting limit (Json::kMaxDepth, 54001) applies to it
+	Whole,       // read as it is, all of it: op, the images, the schema, the source fields used
+	Root,        // the value itself: its members are read one by one
+	Payload,     // the JsonConverter wrapper's payload: read as Root, but not unwrapped again
+	Source,      // the source block
+	Transaction, // the transaction block
+};
+// The part of member `key` of an object read as `parent` (Whole's members
+// and items are Whole; an array's items are read Whole whatever its part).
+// Must list every member ParseEnvelope reads: PruneEnvelope and its
+// GoogleTest keep the two in step.  No allocation, no exception: the jsonb
+// intake calls it in the PostgreSQL regime.
+EnvelopePart EnvelopeMemberPart(EnvelopePart parent, std::string_view key) noexcept;
+// The tree ParseDebeziumEnvelope reads of `root`: the value with every
+// Skipped member's scalar value replaced by JSON null (containers kept).  ParseDebeziumEnvelope
+// gives the same ChangeEvent, or the same error, for both.
+Json PruneEnvelope(const Json &root);
+
 
 // The version of a Debezium event when the mapping uses the source position
 // (SPEC §3, second question):

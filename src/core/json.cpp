@@ -13,26 +13,132 @@ Json Json::MakeString(std::string s) { Json j; j.kind_ = Kind::String; j.scalar_
 Json Json::MakeArray(std::vector<Json> items) { Json j; j.kind_ = Kind::Array; j.items_ = std::move(items); return j; }
 Json Json::MakeObject(std::vector<Member> members) { Json j; j.kind_ = Kind::Object; j.members_ = std::move(members); return j; }
 
+Json &
+JsonBuilder::Slot()
+{
+	if (open_.empty()) {
+		if (rooted_)
+			throw std::logic_error("JsonBuilder: a second top-level value");
+		rooted_ = true;
+		return root_;
+	}
+	Json &c = *open_.back();
+	if (c.kind_ == Json::Kind::Array)
+		return c.items_.emplace_back();
+	if (!key_ready_)
+		throw std::logic_error("JsonBuilder: an object member without a key");
+	key_ready_ = false;
+	return c.members_.back().second;
+}
+
+void
+JsonBuilder::Begin(Json::Kind kind, std::size_t size_hint)
+{
+	if (outer_depth_ + open_.size() >= Json::kMaxDepth)
+		throw InputError("54001", "JSON nesting is deeper than " + std::to_string(Json::kMaxDepth) + " levels",
+		                 {}, "Change events nest a few levels deep; flatten the value or send it as a string.");
+	Json &j = Slot();
+	j.kind_ = kind;
+	if (kind == Json::Kind::Object)
+		j.members_.reserve(size_hint);
+	else
+		j.items_.reserve(size_hint);
+	/* stable: nothing is added to a container while a child of it is open */
+	open_.push_back(&j);
+}
+
+void JsonBuilder::BeginObject(std::size_t size_hint) { Begin(Json::Kind::Object, size_hint); }
+void JsonBuilder::BeginArray(std::size_t size_hint) { Begin(Json::Kind::Array, size_hint); }
+
+void
+JsonBuilder::End()
+{
+	if (open_.empty() || key_ready_)
+		throw std::logic_error("JsonBuilder: End() without an open container, or after a key");
+	open_.pop_back();
+}
+
+void
+JsonBuilder::Key(std::string key)
+{
+	if (open_.empty() || open_.back()->kind_ != Json::Kind::Object || key_ready_)
+		throw std::logic_error("JsonBuilder: a key outside an object, or two keys in a row");
+	open_.back()->members_.emplace_back(std::move(key), Json());
+	key_ready_ = true;
+}
+
+void
+JsonBuilder::Bool(bool b)
+{
+	Json &j = Slot();
+	j.kind_ = Json::Kind::Bool;
+	j.bool_ = b;
+}
+
+void
+JsonBuilder::Number(std::string lexeme)
+{
+	Json &j = Slot();
+	j.kind_ = Json::Kind::Number;
+	j.scalar_ = std::move(lexeme);
+}
+
+void
+JsonBuilder::String(std::string s)
+{
+	Json &j = Slot();
+	j.kind_ = Json::Kind::String;
+	j.scalar_ = std::move(s);
+}
+
+std::string
+JsonBuilder::CurrentPath() const
+{
+	std::string path;
+	for (std::size_t i = 0; i < open_.size(); i++) {
+		const Json &c = *open_[i];
+		const bool innermost = i + 1 == open_.size();
+		if (c.kind_ == Json::Kind::Object) {
+			/* the key of the member being built (set before its value) */
+			std::string key = c.members_.empty() || (innermost && !key_ready_) ? std::string() : c.members_.back().first;
+			path += (path.empty() ? "" : ".") + key;
+		} else {
+			/* an open child is already in place; the innermost's next item is not */
+			std::size_t index = innermost ? c.items_.size() : c.items_.size() - 1;
+			path += "[" + std::to_string(index) + "]";
+		}
+	}
+	return path;
+}
+
+Json
+JsonBuilder::Take()
+{
+	if (!open_.empty())
+		throw std::logic_error("JsonBuilder: Take() before the document is complete");
+	rooted_ = false;
+	return std::exchange(root_, Json());
+}
+
 namespace {
 
-// Builds a Json tree from nlohmann's SAX events.  Containers under
-// construction sit on a stack; a finished value is attached to its parent.
+// Feeds nlohmann's SAX events to a JsonBuilder.
 class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
   public:
-	Json result;
+	JsonBuilder builder;
 
-	bool null() override { return Add(Json::MakeNull()); }
-	bool boolean(bool v) override { return Add(Json::MakeBool(v)); }
-	bool number_integer(number_integer_t v) override { return Add(Json::MakeNumber(std::to_string(v))); }
-	bool number_unsigned(number_unsigned_t v) override { return Add(Json::MakeNumber(std::to_string(v))); }
-	bool number_float(number_float_t, const string_t &lexeme) override { return Add(Json::MakeNumber(lexeme)); }
-	bool string(string_t &v) override { return Add(Json::MakeString(std::move(v))); }
+	bool null() override { builder.Null(); return true; }
+	bool boolean(bool v) override { builder.Bool(v); return true; }
+	bool number_integer(number_integer_t v) override { builder.Number(std::to_string(v)); return true; }
+	bool number_unsigned(number_unsigned_t v) override { builder.Number(std::to_string(v)); return true; }
+	bool number_float(number_float_t, const string_t &lexeme) override { builder.Number(lexeme); return true; }
+	bool string(string_t &v) override { builder.String(std::move(v)); return true; }
 	bool binary(binary_t &) override { return false; }
-	bool key(string_t &k) override { stack_.back().pending_key = std::move(k); return true; }
-	bool start_object(std::size_t) override { return Open(true); }
-	bool start_array(std::size_t) override { return Open(false); }
-	bool end_object() override { return Close(); }
-	bool end_array() override { return Close(); }
+	bool key(string_t &k) override { builder.Key(std::move(k)); return true; }
+	bool start_object(std::size_t) override { builder.BeginObject(); return true; }
+	bool start_array(std::size_t) override { builder.BeginArray(); return true; }
+	bool end_object() override { builder.End(); return true; }
+	bool end_array() override { builder.End(); return true; }
 	bool parse_error(std::size_t pos, const std::string &last_token, const nlohmann::detail::exception &ex) override
 	{
 		/*
@@ -43,7 +149,7 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
 		 */
 		if (ex.id == 406)
 			throw InputError("22003",
-			                 "field \"" + CurrentPath() + "\": number " + last_token +
+			                 "field \"" + builder.CurrentPath() + "\": number " + last_token +
 			                     " is out of range: the text form reads numbers with an exponent or a fraction as double precision",
 			                 {},
 			                 "Pass the event as jsonb (its numbers are numeric), or send the value as a JSON string.");
@@ -52,56 +158,6 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
 		auto colon = what.find(": ");
 		throw JsonSyntaxError("invalid JSON at byte " + std::to_string(pos) + ": " +
 		                      (colon == std::string::npos ? what : what.substr(colon + 2)));
-	}
-
-  private:
-	struct Frame {
-		bool is_object;
-		std::string pending_key;
-		std::vector<Json> items;
-		std::vector<Json::Member> members;
-	};
-	std::vector<Frame> stack_;
-
-	// The path of the value being parsed, as the envelope's messages name
-	// fields: members joined by '.', array items as [i] ("after.x",
-	// "[1].after.a[1]"); "" for a top-level scalar.
-	std::string CurrentPath() const
-	{
-		std::string path;
-		for (const Frame &f : stack_) {
-			if (f.is_object)
-				path += (path.empty() ? "" : ".") + f.pending_key;
-			else
-				path += "[" + std::to_string(f.items.size()) + "]";
-		}
-		return path;
-	}
-
-	bool Add(Json v)
-	{
-		if (stack_.empty()) {
-			result = std::move(v);
-		} else if (stack_.back().is_object) {
-			stack_.back().members.emplace_back(std::move(stack_.back().pending_key), std::move(v));
-		} else {
-			stack_.back().items.push_back(std::move(v));
-		}
-		return true;
-	}
-	bool Open(bool is_object)
-	{
-		if (stack_.size() >= Json::kMaxDepth)
-			throw InputError("54001", "JSON nesting is deeper than " + std::to_string(Json::kMaxDepth) + " levels",
-			                 {}, "Change events nest a few levels deep; flatten the value or send it as a string.");
-		stack_.push_back(Frame{is_object, {}, {}, {}});
-		return true;
-	}
-	bool Close()
-	{
-		Frame f = std::move(stack_.back());
-		stack_.pop_back();
-		return Add(f.is_object ? Json::MakeObject(std::move(f.members)) : Json::MakeArray(std::move(f.items)));
 	}
 };
 
@@ -114,7 +170,7 @@ Json::Parse(std::string_view text)
 	bool ok = nlohmann::json::sax_parse(text.begin(), text.end(), &builder);
 	if (!ok)
 		throw JsonSyntaxError("invalid JSON");
-	return std::move(builder.result);
+	return builder.builder.Take();
 }
 
 const Json *

@@ -93,11 +93,61 @@ class Json {
 	const char *KindName() const;
 
   private:
+	friend class JsonBuilder;
 	Kind kind_ = Kind::Null;
 	bool bool_ = false;
 	std::string scalar_;
 	std::vector<Json> items_;
 	std::vector<Member> members_;
+};
+
+// Builds a Json tree from a stream of tokens, in document order: a
+// parser's callbacks (Json::Parse) or a jsonb iterator's tokens
+// (pg/sql_api.cpp).  Each value is made in its final place: a member's key
+// is written once, where the member lives, and a container whose size is
+// known up front (jsonb stores it) gets its storage reserved, so nothing
+// is moved or copied as the tree grows.
+//
+// Use: Begin{Object,Array} ... End() around containers; Key() before each
+// member's value; one value call (Null, Bool, Number, String, or a nested
+// container) per member or item; Take() once the document is complete.
+// The calls must form one well-nested document (the callers' parsers
+// guarantee it); a misuse is a std::logic_error.  Begin{Object,Array}
+// throw InputError 54001 beyond Json::kMaxDepth levels, as Json::Parse.
+class JsonBuilder {
+  public:
+	// outer_depth: containers already open around the document being built
+	// (1 for an element of a batch array converted on its own), counted in
+	// the nesting limit as if they were part of it.
+	explicit JsonBuilder(std::size_t outer_depth = 0) : outer_depth_(outer_depth) {}
+	// size_hint: the container's number of members or items when known
+	// (reserved), 0 when not.
+	void BeginObject(std::size_t size_hint = 0);
+	void BeginArray(std::size_t size_hint = 0);
+	void End();
+	void Key(std::string key);
+	void Null() { Slot(); }
+	void Bool(bool b);
+	// lexeme: the number exactly as written (see Json::MakeNumber).
+	void Number(std::string lexeme);
+	void String(std::string s);
+	// Containers open (0 outside the document).
+	std::size_t Depth() const { return open_.size(); }
+	// The path of the next value, as the envelope's messages name fields:
+	// members joined by '.', array items as [i] ("after.x", "[1].after.a[1]");
+	// "" at the top level.
+	std::string CurrentPath() const;
+	// The finished document (JSON null when nothing was built).
+	Json Take();
+
+  private:
+	Json &Slot(); // where the next value goes
+	void Begin(Json::Kind kind, std::size_t size_hint);
+	std::size_t outer_depth_;
+	Json root_;
+	bool rooted_ = false;   // the top-level value has been started
+	bool key_ready_ = false; // Key() was called for the innermost open object
+	std::vector<Json *> open_; // containers being built, outermost first (stable: see Slot)
 };
 
 // Appends s to out as a JSON string literal (with quotes and escapes).

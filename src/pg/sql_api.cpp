@@ -15,6 +15,7 @@
 #include "pg/shared_stats.hpp"
 #include "pg/worker/worker.hpp"
 
+#include "core/envelope.hpp"
 #include "core/errors.hpp"
 #include "core/json.hpp"
 
@@ -105,92 +106,240 @@ CheckJsonbBatchSizes(Datum d)
 	}
 }
 
-// A jsonb scalar as a Json value.
-Json
-JsonbScalarToJson(const JsonbValue &v)
+/*
+ * One token of a jsonb document as JsonbTokensPg collects it: the
+ * iterator's token, and for a scalar (key, value, element) its type and
+ * text: strings and keys point into the jsonb itself (not copied), numbers
+ * to numeric_out's text.  For WJB_BEGIN_OBJECT / WJB_BEGIN_ARRAY, `len` is
+ * the container's number of pairs or elements.  Plain C: it lives in a
+ * PostgreSQL memory context.
+ */
+struct JsonbToken {
+	JsonbIteratorToken tok;
+	enum jbvType type;
+	bool boolean;
+	bool raw_scalar; /* WJB_BEGIN_ARRAY: the wrapper of a top-level scalar */
+	int len;
+	const char *text;
+};
+
+/*
+ * Every token of jsonb container `c` in document order (the jsonb
+ * iterator's walk), in one array allocated in CurrentMemoryContext; its
+ * length in *count.  PostgreSQL regime: called once per event through
+ * PgCall, instead of a guarded call per token.
+ *
+ * With `envelope` (a Debezium value), a member the envelope never reads
+ * (cdc::EnvelopeMemberPart: version, ts_us, sequence, ...) whose value is a
+ * scalar comes as its key and a JSON null: the value is not copied or
+ * printed.  A container value of such a member is kept whole, so that the
+ * nesting limit (54001) applies to it as to the text form.  The tree is
+ * PruneEnvelope's, from which ParseDebeziumEnvelope reads what it reads
+ * from the whole value (GoogleTest).
+ */
+JsonbToken *
+JsonbTokensPg(JsonbContainer *c, bool envelope, int *count)
 {
-	switch (v.type) {
-	case jbvNull: return Json();
-	case jbvBool: return Json::MakeBool(v.val.boolean);
-	case jbvString: return Json::MakeString(std::string(v.val.string.val, size_t(v.val.string.len)));
-	case jbvNumeric: {
-		char *text = PgCall([&]() { return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))); });
-		return Json::MakeNumber(text);
+	Size cap = 64;
+	int n = 0;
+	/* huge: a token per scalar of an event of up to cdc.max_event_size (1 GB at most) */
+	JsonbToken *tokens = (JsonbToken *) MemoryContextAllocHuge(CurrentMemoryContext, cap * sizeof(JsonbToken));
+	/*
+	 * The parts of the open objects read member by member: the outermost
+	 * `nparts` open containers (Root, Payload, Source or Transaction; below
+	 * a Whole value everything is Whole).  `part`: that of the next value.
+	 */
+	cdc::EnvelopePart parts[4];
+	int nparts = 0, depth = 0;
+	cdc::EnvelopePart part = envelope ? cdc::EnvelopePart::Root : cdc::EnvelopePart::Whole;
+	JsonbIterator *it = JsonbIteratorInit(c);
+	JsonbValue v;
+	JsonbIteratorToken tok;
+	bool skip = false; /* the next value is a member's the envelope never reads */
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE) {
+		if (Size(n) == cap) {
+			cap *= 2;
+			tokens = (JsonbToken *) repalloc_huge(tokens, cap * sizeof(JsonbToken));
+		}
+		JsonbToken *t = &tokens[n++];
+		t->tok = tok;
+		t->type = v.type;
+		t->boolean = false;
+		t->raw_scalar = false;
+		t->len = 0;
+		t->text = NULL;
+		if (skip) {
+			skip = false;
+			if (tok == WJB_VALUE) { /* a scalar: JSON null in its place */
+				t->type = jbvNull;
+				continue;
+			}
+			/* a container: read whole (part is Whole) */
+		}
+		switch (tok) {
+		case WJB_BEGIN_OBJECT:
+		case WJB_BEGIN_ARRAY:
+			if (tok == WJB_BEGIN_OBJECT && nparts == depth && nparts < int(lengthof(parts)) &&
+			    part != cdc::EnvelopePart::Whole)
+				parts[nparts++] = part;
+			depth++;
+			part = cdc::EnvelopePart::Whole; /* an array's items; an object's members are decided by their keys */
+			break;
+		case WJB_END_OBJECT:
+		case WJB_END_ARRAY:
+			depth--;
+			if (nparts > depth)
+				nparts = depth;
+			break;
+		default: break;
+		}
+		switch (tok) {
+		case WJB_BEGIN_OBJECT: t->len = v.val.object.nPairs; break;
+		case WJB_BEGIN_ARRAY:
+			t->len = v.val.array.nElems;
+			t->raw_scalar = v.val.array.rawScalar;
+			break;
+		case WJB_KEY:
+			if (nparts == depth && nparts > 0) {
+				part = cdc::EnvelopeMemberPart(parts[nparts - 1],
+				                               std::string_view(v.val.string.val, size_t(v.val.string.len)));
+				if (part == cdc::EnvelopePart::Skipped) {
+					skip = true;
+					part = cdc::EnvelopePart::Whole;
+				}
+			}
+			[[fallthrough]];
+		case WJB_VALUE:
+		case WJB_ELEM:
+			if (v.type == jbvString) {
+				t->text = v.val.string.val;
+				t->len = v.val.string.len;
+			} else if (v.type == jbvNumeric) {
+				t->text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
+				t->len = int(strlen(t->text));
+			} else if (v.type == jbvBool) {
+				t->boolean = v.val.boolean;
+			}
+			break;
+		default: break;
+		}
 	}
-	default: throw std::runtime_error("unexpected jsonb value type " + std::to_string(int(v.type)));
-	}
+	*count = n;
+	return tokens;
 }
 
 /*
- * A jsonb value as our Json tree, read with PostgreSQL's jsonb iterator: no
+ * A jsonb container as our Json tree: its tokens collected by
+ * JsonbTokensPg (in `scratch`, reset afterwards), then the tree built by
+ * JsonBuilder with each container's storage reserved from its size; no
  * text in between (JsonbToCString and a parse cost more than the rest of
  * the conversion).  Object members come in jsonb's stored order, the order
  * JsonbToCString prints them in, and numbers keep numeric_out's text, so the
- * tree is the one parsed from the jsonb's text form.
+ * tree is the one parsed from the jsonb's text form (with `envelope`, but
+ * for the scalar values of members the envelope never reads: JSON null).
  */
 Json
-JsonbDatumToJson(Datum d)
+JsonbContainerToJson(JsonbContainer *c, MemoryContext scratch, bool envelope, size_t outer_depth = 0)
 {
-	struct Frame {
-		bool is_object;
-		std::vector<Json> items;
-		std::vector<Json::Member> members;
-		std::string key;
-	};
-	std::vector<Frame> stack;
-	Json result;
-	bool raw_scalar = false; /* a top-level scalar is stored as a one-element "raw scalar" array */
-	auto add = [&](Json j) {
-		if (stack.empty()) {
-			result = std::move(j);
-		} else if (stack.back().is_object) {
-			stack.back().members.emplace_back(std::move(stack.back().key), std::move(j));
-		} else {
-			stack.back().items.push_back(std::move(j));
-		}
-	};
-	JsonbIterator *it = PgCall([&]() {
-		Jsonb *jb = DatumGetJsonbP(d);
-		return JsonbIteratorInit(&jb->root);
+	int n = 0;
+	const JsonbToken *tokens = PgCall([&]() {
+		MemoryContext old = MemoryContextSwitchTo(scratch);
+		JsonbToken *t = JsonbTokensPg(c, envelope, &n);
+		MemoryContextSwitchTo(old);
+		return t;
 	});
-	JsonbValue v;
-	for (;;) {
-		JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, false); });
-		switch (tok) {
-		case WJB_DONE: return result;
+	cdc::JsonBuilder b(outer_depth);
+	bool raw_scalar = false; /* a top-level scalar is stored as a one-element "raw scalar" array */
+	for (int i = 0; i < n; i++) {
+		const JsonbToken &t = tokens[i];
+		switch (t.tok) {
+		case WJB_BEGIN_OBJECT: b.BeginObject(size_t(t.len)); break;
 		case WJB_BEGIN_ARRAY:
-			if (v.val.array.rawScalar && stack.empty()) {
+			if (t.raw_scalar && b.Depth() == 0)
 				raw_scalar = true;
-				break;
-			}
-			[[fallthrough]];
-		case WJB_BEGIN_OBJECT:
-			/* the same limit as Json::Parse: the tree's destructor recurses */
-			if (stack.size() >= Json::kMaxDepth)
-				throw cdc::InputError("54001", "JSON nesting is deeper than " + std::to_string(Json::kMaxDepth) + " levels",
-				                      {}, "Change events nest a few levels deep; flatten the value or send it as a string.");
-			stack.push_back(Frame{tok == WJB_BEGIN_OBJECT, {}, {}, {}});
+			else
+				b.BeginArray(size_t(t.len));
 			break;
-		case WJB_KEY: stack.back().key.assign(v.val.string.val, size_t(v.val.string.len)); break;
-		case WJB_VALUE:
-		case WJB_ELEM: add(JsonbScalarToJson(v)); break;
 		case WJB_END_ARRAY:
-			if (raw_scalar && stack.empty())
+			if (raw_scalar && b.Depth() == 0)
 				break;
-			{
-				std::vector<Json> items = std::move(stack.back().items);
-				stack.pop_back();
-				add(Json::MakeArray(std::move(items)));
+			[[fallthrough]];
+		case WJB_END_OBJECT: b.End(); break;
+		case WJB_KEY: b.Key(std::string(t.text, size_t(t.len))); break;
+		case WJB_VALUE:
+		case WJB_ELEM:
+			switch (t.type) {
+			case jbvNull: b.Null(); break;
+			case jbvBool: b.Bool(t.boolean); break;
+			case jbvString: b.String(std::string(t.text, size_t(t.len))); break;
+			case jbvNumeric: b.Number(std::string(t.text, size_t(t.len))); break;
+			default: throw std::runtime_error("unexpected jsonb value type " + std::to_string(int(t.type)));
 			}
 			break;
-		case WJB_END_OBJECT: {
-			std::vector<Json::Member> members = std::move(stack.back().members);
-			stack.pop_back();
-			add(Json::MakeObject(std::move(members)));
-			break;
-		}
+		case WJB_DONE: break;
 		}
 	}
+	PgCall([&]() { MemoryContextReset(scratch); });
+	return b.Take();
+}
+
+// A scratch context for JsonbContainerToJson, a child of the current one
+// (freed with it should an error come first).
+MemoryContext
+IntakeContext()
+{
+	return PgCall([&]() { return AllocSetContextCreate(CurrentMemoryContext, "cdc_apply jsonb intake", ALLOCSET_DEFAULT_SIZES); });
+}
+
+// A jsonb datum (one event) as our Json tree, without the members the
+// envelope never reads when `envelope` (JsonbTokensPg).
+Json
+JsonbDatumToJson(Datum d, bool envelope = true)
+{
+	MemoryContext scratch = IntakeContext();
+	JsonbContainer *root = PgCall([&]() { return &DatumGetJsonbP(d)->root; });
+	Json j = JsonbContainerToJson(root, scratch, envelope);
+	PgCall([&]() { MemoryContextDelete(scratch); });
+	return j;
+}
+
+// The elements of a jsonb array (events), each converted on its own (their
+// tokens never all held at once) as JsonbDatumToJson does, into `out`; false, with `out` untouched, when
+// `d` is not an array (a top-level scalar is not).
+bool
+JsonbArrayToJson(Datum d, std::vector<Json> &out)
+{
+	JsonbContainer *root = PgCall([&]() { return &DatumGetJsonbP(d)->root; });
+	if (!JsonContainerIsArray(root) || JsonContainerIsScalar(root))
+		return false;
+	MemoryContext scratch = IntakeContext();
+	out.reserve(JsonContainerSize(root));
+	JsonbIterator *it = PgCall([&]() { return JsonbIteratorInit(root); });
+	JsonbValue v;
+	for (;;) {
+		/* skipNested: each element comes as one binary container */
+		JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, true); });
+		if (tok == WJB_DONE)
+			break;
+		if (tok != WJB_ELEM)
+			continue;
+		switch (v.type) {
+		case jbvBinary: /* nested in the batch array: the nesting limit counts it, as Json::Parse of the text form */
+			out.push_back(JsonbContainerToJson(v.val.binary.data, scratch, true, 1));
+			break;
+		case jbvNull: out.emplace_back(); break;
+		case jbvBool: out.push_back(Json::MakeBool(v.val.boolean)); break;
+		case jbvString: out.push_back(Json::MakeString(std::string(v.val.string.val, size_t(v.val.string.len)))); break;
+		case jbvNumeric: {
+			char *text = PgCall([&]() { return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))); });
+			out.push_back(Json::MakeNumber(text));
+			break;
+		}
+		default: throw std::runtime_error("unexpected jsonb value type " + std::to_string(int(v.type)));
+		}
+	}
+	PgCall([&]() { MemoryContextDelete(scratch); });
+	return true;
 }
 
 Datum
@@ -372,11 +521,12 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
 	/* detoasted once, for the size check and the conversion */
 	Datum events = PgCall([&]() { return PointerGetDatum(PG_DETOAST_DATUM(PG_GETARG_DATUM(0))); });
 	CheckJsonbBatchSizes(events);
-	Json arr = JsonbDatumToJson(events);
+	std::vector<Json> items;
+	if (!JsonbArrayToJson(events, items))
+		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") +
+		                                   JsonbDatumToJson(events, false).KindName());
 	FreeDetoasted(DatumGetPointer(events), PG_GETARG_DATUM(0));
-	if (!arr.IsArray())
-		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
-	return ApplyBatch(fcinfo, arr.TakeItems());
+	return ApplyBatch(fcinfo, std::move(items));
 }
 
 /*

@@ -208,6 +208,99 @@ TEST(Json, NestingDeeperThanTheLimitIsRefused)
 	}
 }
 
+// JsonBuilder (the jsonb intake's tree builder, pg/sql_api.cpp) gives the
+// tree Json::Parse gives for the same document, whatever the size hints.
+TEST(JsonBuilder, BuildsTheTreeParseBuilds)
+{
+	for (std::size_t hint : {std::size_t(0), std::size_t(1), std::size_t(3), std::size_t(100)}) {
+		JsonBuilder b;
+		b.BeginObject(hint);
+		b.Key("op");
+		b.String("c");
+		b.Key(std::string("after"));
+		b.BeginObject(hint);
+		b.Key("id");
+		b.Number("12.50");
+		b.Key("tags");
+		b.BeginArray(hint);
+		b.String(std::string("a"));
+		b.Null();
+		b.BeginArray(hint);
+		b.End();
+		b.BeginObject(hint);
+		b.End();
+		b.Bool(true);
+		b.End();
+		b.Key("n");
+		b.Null();
+		b.End();
+		b.Key("ok");
+		b.Bool(false);
+		b.End();
+		EXPECT_EQ(b.Depth(), 0u);
+		Json j = b.Take();
+		Json parsed = Json::Parse(R"({"op": "c", "after": {"id": 12.50, "tags": ["a", null, [], {}, true], "n": null}, "ok": false})");
+		EXPECT_EQ(j.Serialize(), parsed.Serialize()) << "hint " << hint;
+		EXPECT_EQ(j.Find("after")->Find("id")->Scalar(), "12.50");
+		EXPECT_TRUE(j.Find("after")->Find("id")->IsNumber());
+		EXPECT_TRUE(j.Find("after")->Find("tags")->Items()[2].IsArray());
+		EXPECT_TRUE(j.Find("after")->Find("tags")->Items()[3].IsObject());
+	}
+	// a top-level scalar, and nothing at all (JSON null)
+	JsonBuilder s;
+	s.Number("7");
+	EXPECT_EQ(s.Take().Serialize(), "7");
+	EXPECT_TRUE(JsonBuilder().Take().IsNull());
+}
+
+TEST(JsonBuilder, CurrentPathNamesTheNextValue)
+{
+	JsonBuilder b;
+	EXPECT_EQ(b.CurrentPath(), "");
+	b.BeginArray();
+	EXPECT_EQ(b.CurrentPath(), "[0]");
+	b.BeginObject();
+	b.Key("op");
+	EXPECT_EQ(b.CurrentPath(), "[0].op");
+	b.String("c");
+	b.End();
+	b.BeginObject();
+	b.Key("after");
+	b.BeginObject(2);
+	b.Key("a");
+	b.BeginArray();
+	b.Number("1");
+	EXPECT_EQ(b.CurrentPath(), "[1].after.a[1]");
+}
+
+TEST(JsonBuilder, RefusesNestingBeyondTheLimitAndMisuse)
+{
+	JsonBuilder b;
+	for (std::size_t i = 0; i < Json::kMaxDepth; i++)
+		b.BeginArray(1);
+	EXPECT_EQ(SqlStateOf([&] { b.BeginObject(); }), "54001");
+	EXPECT_EQ(SqlStateOf([&] { b.BeginArray(); }), "54001");
+
+	// a document built on its own inside an outer container (a batch's element)
+	JsonBuilder e(1);
+	for (std::size_t i = 0; i + 1 < Json::kMaxDepth; i++)
+		e.BeginArray();
+	EXPECT_EQ(SqlStateOf([&] { e.BeginObject(); }), "54001");
+
+	JsonBuilder k;
+	k.BeginObject();
+	EXPECT_THROW(k.String("no key"), std::logic_error);
+	k.Key("a");
+	EXPECT_THROW(k.Key("b"), std::logic_error);
+	EXPECT_THROW(k.End(), std::logic_error);
+	k.Null();
+	EXPECT_THROW(k.Take(), std::logic_error);
+	k.End();
+	EXPECT_THROW(k.End(), std::logic_error);
+	EXPECT_THROW(k.Null(), std::logic_error); /* a second top-level value */
+	EXPECT_EQ(k.Take().Serialize(), R"({"a":null})");
+}
+
 TEST(Json, SerializeRoundTripsEscapes)
 {
 	Json j = Json::Parse(R"({"s": "a\"b\\c\n\u0001é", "a": [1, true, null, {"x": []}]})");
@@ -398,6 +491,104 @@ TEST(Envelope, NulInEnvelopeTextFieldsIsRefusedNamingTheField)
 	std::string tx = message(R"({"op": "c", "after": {"id": 1}, "transaction": {"id": "7\u0000"}})");
 	EXPECT_EQ(tx.substr(0, 5), "22P02") << tx;
 	EXPECT_NE(tx.find("\"transaction.id\""), std::string::npos) << tx;
+}
+
+namespace {
+
+// A ChangeEvent, or the error parsing gives, as text: what two parses are
+// compared by.
+std::string
+ParseOutcome(const Json &root)
+{
+	auto opt = [](const std::optional<int64_t> &v) { return v ? std::to_string(*v) : std::string("-"); };
+	try {
+		ChangeEvent e = ParseDebeziumEnvelope(root);
+		std::string s = e.ignored ? "ignored " + e.ignored_reason : std::string("op ") + OpName(e.op);
+		s += " before " + (e.before ? e.before->Serialize() : "-") + " after " + (e.after ? e.after->Serialize() : "-");
+		s += " schemas " + (e.before_schema ? e.before_schema->type + "/" + std::to_string(e.before_schema->fields.size()) : "-") +
+		     " " + (e.after_schema ? e.after_schema->type + "/" + std::to_string(e.after_schema->fields.size()) : "-");
+		const SourceInfo &src = e.source;
+		s += " source " + src.connector + "|" + src.name + "|" + src.db + "|" + src.schema + "|" + src.table + "|" + src.snapshot +
+		     "|" + opt(src.lsn) + "|" + opt(src.commit_lsn) + "|" + opt(src.tx_id) + "|" + opt(src.ts_ms);
+		s += " tx " + e.transaction_id + "|" + opt(e.total_order);
+		return s;
+	} catch (const InputError &e) {
+		return std::string("error ") + e.sqlstate() + " " + e.what();
+	}
+}
+
+} // namespace
+
+// The jsonb intake leaves out what the envelope never reads
+// (EnvelopeMemberPart); PruneEnvelope is that tree, and parsing it gives
+// the same event, or the same error naming the same field, as parsing the
+// whole value: for every fixture and for values whose unread members are
+// junk or whose read members are wrong.
+TEST(Envelope, PrunedValueParsesAsTheWholeValue)
+{
+	/* unread members of every kind, read ones right */
+	const char *junk = R"({"op": "c", "after": {"id": 1}, "ts_us": [1, {"a": 2}], "source": {"version": {"v": 1}, "xmin": [], "lsn": 64,
+	             "sequence": "[\"1\",\"2\"]", "name": "s", "txId": "9", "commit_lsn": "0/40", "ts_ms": 5},
+	             "transaction": {"id": "t", "total_order": 3, "data_collection_order": {"x": 1}}})";
+	std::vector<std::string> texts;
+	for (const char *name :
+	     {"pg-create-with-schema.json", "pg-create-with-transaction-block.payload-only.json", "pg-create.payload-only.json",
+	      "pg-delete-replica-identity-default-with-schema.json", "pg-delete-replica-identity-default.payload-only.json",
+	      "pg-key-customers-with-schema.json", "pg-message-non-transactional.payload-only.json",
+	      "pg-message-transactional.payload-only.json", "pg-read-incremental-snapshot.payload-only.json",
+	      "pg-transaction-begin.json", "pg-transaction-end.json", "pg-truncate.payload-only.json",
+	      "pg-update-replica-identity-default-with-schema.json", "pg-update-replica-identity-default.payload-only.json"})
+		texts.push_back(ReadFixture(name));
+	for (const char *t : {
+	         "null", "[1, 2]", "\"c\"",
+	         R"({"ts_ms": 1})",                                      // heartbeat
+	         R"({"ts_ms": 1, "ts_us": {"x": [1]}})",                 // not one: named by its other member
+	         R"({"ts_ms": 1, "status": "BEGIN", "id": "7"})",
+	         junk,
+	         R"({"op": "c", "after": {"id": 1}, "source": {"lsn": "abc", "version": 1}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": {"name": {"a": [1, 2]}, "ts_ms": 1.5}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": [1, 2]})",
+	         R"({"op": "c", "after": {"id": 1}, "transaction": {"total_order": "x", "data_collection_order": 1}})",
+	         R"({"op": "c", "after": {"id": 1}, "transaction": 5})",
+	         R"({"op": {"c": 1}, "after": {"id": 1}})",
+	         R"({"op": "r", "after": [1], "ts_ns": 1})",
+	         R"({"op": "d", "after": {"id": 1}, "extra": {"before": {"id": 1}}})",
+	         R"({"op": "t", "source": {"schema": "s", "table": "t", "snapshot": true}})",
+	         R"({"schema": {"fields": [{"field": "after", "type": "struct", "fields": [{"field": "id", "type": "int32"}]}]},
+	             "payload": {"op": "c", "after": {"id": 1}, "schema": {"x": 1}, "payload": {"op": "d"}, "ts_ms": 2}})",
+	         R"({"schema": null, "payload": {"ts_ms": 2}})",
+	         R"({"schema": {}, "payload": null})",
+	         R"({"schema": {}, "payload": {"ts_ms": 2, "version": 1}})",
+	         R"({"op": "c", "after": {"id": 1}, "payload": {"op": "d"}, "schema": {}})"})
+		texts.push_back(t);
+	for (const std::string &text : texts) {
+		const Json whole = Json::Parse(text);
+		const Json pruned = PruneEnvelope(whole);
+		EXPECT_EQ(ParseOutcome(pruned), ParseOutcome(whole)) << text;
+	}
+	EXPECT_EQ(ParseOutcome(Json::Parse(junk)), R"(op c before - after {"id":1} schemas - - source |s|||||64|64|9|5 tx t|3)");
+	// what is left out: scalar values only, names kept; containers stay whole
+	Json p = PruneEnvelope(Json::Parse(junk));
+	EXPECT_EQ(p.Serialize(), R"({"op":"c","after":{"id":1},"ts_us":[1,{"a":2}],"source":{"version":{"v":1},"xmin":[],"lsn":64,)"
+	                         R"("sequence":null,"name":"s","txId":"9","commit_lsn":"0/40","ts_ms":5},)"
+	                         R"("transaction":{"id":"t","total_order":3,"data_collection_order":{"x":1}}})");
+	EXPECT_EQ(PruneEnvelope(Json::Parse(R"({"ts_ms": 1, "ts_us": 2, "source": {"version": "2.5", "ts_ns": 3}})")).Serialize(),
+	          R"({"ts_ms":null,"ts_us":null,"source":{"version":null,"ts_ns":null}})");
+}
+
+TEST(Envelope, MemberPartsFollowTheWrapper)
+{
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Root, "payload"), EnvelopePart::Payload);
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Root, "schema"), EnvelopePart::Whole);
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Payload, "payload"), EnvelopePart::Skipped); /* unwrapped once */
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Payload, "schema"), EnvelopePart::Skipped);
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Payload, "source"), EnvelopePart::Source);
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Payload, "ts_ms"), EnvelopePart::Skipped);
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Source, "schema"), EnvelopePart::Whole);
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Source, "ts_us"), EnvelopePart::Skipped);
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Transaction, "total_order"), EnvelopePart::Whole);
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Transaction, "data_collection_order"), EnvelopePart::Skipped);
+	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Whole, "anything"), EnvelopePart::Whole);
 }
 
 TEST(Envelope, VersionRule)

@@ -169,6 +169,7 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 		Oid target;
 	};
 	std::vector<Parsed> parsed;
+	parsed.reserve(events.size()); /* a ChangeEvent is large: not moved as the vector grows */
 	for (size_t i = 0; i < events.size(); i++) {
 		SetEventPosition(i + 1);
 		SetContextKey(nullptr, dk_of(i));
@@ -188,6 +189,8 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 		}
 	std::vector<ChangeRequest> reqs;
 	std::vector<size_t> positions;
+	reqs.reserve(parsed.size());
+	positions.reserve(parsed.size());
 	for (Parsed &p : parsed) {
 		SetEventPosition(p.index + 1);
 		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));

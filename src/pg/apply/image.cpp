@@ -123,12 +123,17 @@ RawImage
 DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const char *which)
 {
 	RawImage raw;
+	raw.values.reserve(obj.Members().size());
+	/* "after.<field>", for the messages: one buffer for all fields */
+	std::string path = std::string(which) + ".";
+	const size_t prefix = path.size();
 	for (size_t i = 0; i < obj.Members().size(); i++) {
 		const auto &member = obj.Members()[i];
 		const std::string &field = member.first;
 		if (field.find('\0') != std::string::npos)
 			Fail("22P02", std::string("a field name of \"") + which + "\" contains a NUL character (\\u0000), which no column name can hold");
-		std::string path = std::string(which) + "." + field;
+		path.resize(prefix);
+		path += field;
 		if (field.empty() || field.size() >= NAMEDATALEN)
 			Fail("42602", "field \"" + path + "\" is not a valid column name");
 		auto f = t.by_name.find(field);
