@@ -178,7 +178,7 @@ load_subscription(int subid)
 	 * functions commit synchronously; this covers a state committed any
 	 * other way.
 	 */
-	XLogFlush(GetXLogInsertRecPtr());
+	flush_inserted_wal();
 }
 
 /* ------------------------------------------------------------------------

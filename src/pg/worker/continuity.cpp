@@ -24,6 +24,7 @@
 extern "C" {
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "catalog/pg_replication_origin.h"
 #include "executor/spi.h"
 #include "replication/origin.h"
@@ -42,6 +43,17 @@ parse_lsn(const char *text)
 }
 
 /* Commits the current transaction and flushes its commit record (a control transition). */
+void
+flush_inserted_wal(void)
+{
+	XLogRecPtr upto = GetXLogInsertRecPtr();
+	if (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD)
+		upto -= SizeOfXLogLongPHD; /* the first page of a segment has the long header */
+	else if (upto % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		upto -= SizeOfXLogShortPHD;
+	XLogFlush(upto);
+}
+
 void
 commit_control_transition(void)
 {
@@ -135,7 +147,7 @@ move_origin(XLogRecPtr lsn)
 	LockRelationOid(ReplicationOriginRelationId, RowExclusiveLock);
 	replorigin_advance(W->origin, lsn, InvalidXLogRecPtr, true /* go backward */, true /* WAL-log */);
 	commit_control_transition();
-	XLogFlush(GetXLogInsertRecPtr());
+	flush_inserted_wal();
 	StartTransactionCommand();
 	replorigin_session_setup(W->origin);
 	replorigin_session_origin = W->origin;

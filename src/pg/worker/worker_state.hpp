@@ -217,5 +217,13 @@ void lookup_table_state(const char *schema, const char *table, char *state, XLog
 void verify_continuity(void);
 void record_slot_identity(XLogRecPtr start_lsn);
 void commit_control_transition(void);
+/*
+ * XLogFlush of all the WAL inserted so far, by any backend.  Not of
+ * GetXLogInsertRecPtr() as it stands: when the last record ended exactly at
+ * a page end, that is where the next record will start, past the next
+ * page's header, which nothing has written ("xlog flush request … is not
+ * satisfied"; test/t/057_worker_wal_page_boundary.pl).
+ */
+void flush_inserted_wal(void);
 void confirm_idle_position(XLogRecPtr lsn);
 void mark_healthy(void);
