@@ -1738,7 +1738,7 @@ LANGUAGE c STRICT VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_stop_subscription_workers';
 COMMENT ON FUNCTION cdc._stop_subscription_workers(integer, bigint) IS
-  'Internal (cdc._stop_worker): SIGTERM to every apply worker of the subscription that the launchers'' registry in shared memory knows, including one started a moment ago that has not recorded its pid in cdc.subscription_state yet; with timeout_ms > 0 waits up to that long (milliseconds) for each to exit (a WARNING for one that does not). Returns how many were signalled; 0 without shared_preload_libraries. No errors.';
+  'Internal (cdc._stop_worker): SIGTERM to every apply worker of the subscription that the launchers'' registry in shared memory knows, including one started a moment ago that has not recorded its pid in cdc.subscription_state yet; with timeout_ms > 0 waits up to that long (milliseconds) for each to exit (a WARNING for one that does not). Returns how many were signalled; -1 without shared_preload_libraries (no registry). No errors.';
 
 CREATE FUNCTION cdc._stop_worker(subid integer, timeout_ms bigint DEFAULT 0) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -1746,8 +1746,10 @@ DECLARE
   worker integer;
 BEGIN
   -- every worker of the subscription the registry knows (a new one has not written its pid below yet)
-  PERFORM cdc._stop_subscription_workers(_stop_worker.subid, timeout_ms);
-  -- and the recorded one (a server without the registry)
+  IF cdc._stop_subscription_workers(_stop_worker.subid, timeout_ms) >= 0 THEN
+    RETURN;
+  END IF;
+  -- a server without the registry (cdc_apply not preloaded): the recorded worker
   SELECT st.worker_pid INTO worker FROM cdc.subscription_state st WHERE st.subid = _stop_worker.subid;
   -- only that worker: the pid of one that exited may belong to another backend now
   IF worker IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = worker AND a.backend_type = 'cdc_apply worker') THEN
@@ -1755,7 +1757,7 @@ BEGIN
   END IF;
 END $fn$;
 COMMENT ON FUNCTION cdc._stop_worker(integer, bigint) IS
-  'Internal: stops the running apply worker of a subscription (SIGTERM; timeout_ms > 0 waits that long for it to exit, as pg_terminate_backend does); the launcher starts a new one, which reads the subscription again. Callers hold the subscription''s row lock, so the new worker only starts once their change is committed.';
+  'Internal: stops the apply workers of a subscription (every one the launchers'' registry knows, cdc._stop_subscription_workers; the pid cdc.subscription_state records on a server without it) with SIGTERM; timeout_ms > 0 waits that long for each to exit. The launcher starts a new one, which reads the subscription again. Callers hold the subscription''s row lock, so the new worker only starts once their change is committed.';
 
 CREATE FUNCTION cdc.create_subscription(
   name         text,

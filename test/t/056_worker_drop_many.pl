@@ -64,6 +64,7 @@ start_paused('dm_c');
 	"BEGIN; SELECT cdc.drop_subscription('dm_b'); SELECT cdc.drop_subscription('dm_c'); COMMIT;");
 is($rc, 0, 'two subscriptions dropped in one transaction') or diag($err);
 unlike($err // '', qr/in use/, 'no origin in use');
+unlike($err // '', qr/not a PostgreSQL backend process/, 'no exited worker signalled by its recorded pid');
 
 set_fault($dest, undef);
 
@@ -73,6 +74,22 @@ is(dq(q{SELECT count(*) FROM pg_replication_origin o WHERE o.roname LIKE 'cdc\_%
 	'0', 'no replication origin left behind');
 ok($dest->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cdc_apply worker'}),
 	'only the streaming subscription has a worker');
+
+# Three streaming subscriptions dropped by one statement, slots too (a
+# fresh-user run saw "PID … is not a PostgreSQL backend process" warnings
+# there: the recorded pid of a worker already stopped was signalled again).
+for my $t (qw(x y z)) {
+	$source->safe_psql('postgres', "CREATE TABLE dm_$t (id int PRIMARY KEY); CREATE PUBLICATION pub_dm_$t FOR TABLE dm_$t;");
+	dq("CREATE TABLE dm_$t (id int PRIMARY KEY)");
+	create_subscription($dest, $source, "dm_$t", ["pub_dm_$t"]);
+}
+ok(wait_caught_up($source, $dest, "dm_$_"), "dm_$_ streaming") for qw(x y z);
+($rc, $out, $err) = $dest->psql('postgres',
+	q{SELECT count(cdc.drop_subscription(name, drop_slot => true)) FROM cdc.subscription WHERE name IN ('dm_x', 'dm_y', 'dm_z')});
+is($rc, 0, 'three streaming subscriptions dropped by one statement') or diag($err);
+is($err // '', '', 'without a warning');
+is($source->safe_psql('postgres', q{SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ('dm_x', 'dm_y', 'dm_z')}),
+	'0', 'their slots dropped');
 
 # The other subscription was not touched.
 $source->safe_psql('postgres', "INSERT INTO dm_k VALUES (2, 'after')");

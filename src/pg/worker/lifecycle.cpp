@@ -270,7 +270,8 @@ CDC_PG_FUNCTION(cdc_force_sync_commit)
  * timeout_ms > 0, waits up to that long (milliseconds) for each to leave
  * the process array, which it does after releasing its replication
  * origin (on_shmem_exit runs ReplicationOriginExitCleanup before ProcKill).
- * Returns how many were signalled; 0 without shared_preload_libraries.
+ * Returns how many were signalled; -1 without shared_preload_libraries
+ * (no registry: the caller signals the pid the status row records).
  * A worker still there at the timeout is left (a WARNING, as
  * pg_terminate_backend gives): the caller's origin drop then reports it
  * (55006).  Why the registry and not the status row's pid: a worker the
@@ -284,6 +285,8 @@ CDC_PG_FUNCTION(cdc_stop_subscription_workers)
 	int subid = PG_GETARG_INT32(0);
 	int64 timeout_ms = PG_GETARG_INT64(1);
 	int n = cdc::pg::PgCall([&]() {
+		if (CdcRegistry == NULL)
+			return -1;
 		int pids[8];
 		int stopped = registry_stop_subscription_workers(MyDatabaseId, subid, pids, 8);
 		TimestampTz give_up = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
