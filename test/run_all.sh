@@ -20,10 +20,20 @@ PORT_BASE=${CDC_PORT_BASE:-58431}
 # CDC_TAP_TESTS narrows the TAP step to some files (default: all of test/t).
 # CDC_SUITES runs only some suites, by the names in brackets below (comma-
 # separated: unit, regress, isolation, pgtap, tap, bench; default: all), and
-# CDC_REGRESS_TESTS only some pg_regress tests (space-separated names of
-# sql/*.sql; `setup`, which the others need, is added in front).  For
+# CDC_REGRESS_TESTS only some pg_regress tests (names of sql/*.sql separated
+# by spaces or commas; `setup`, which the others need, runs first).  A name
+# that is no suite, or a list naming nothing, exits 2 before the build.  For
 # development only: CI runs everything.
 mkdir -p "$RESULTS"
+if [ -n "${CDC_SUITES+x}" ]; then
+	CDC_SUITES=$(echo "$CDC_SUITES" | tr -d ' \t')
+	[ -n "$CDC_SUITES" ] || { echo "CDC_SUITES is empty: name suites (unit, regress, isolation, pgtap, tap, bench) or unset it" >&2; exit 2; }
+	for s in ${CDC_SUITES//,/ }; do
+		case $s in unit | regress | isolation | pgtap | tap | bench) ;;
+		*) echo "CDC_SUITES: unknown suite \"$s\" (known: unit, regress, isolation, pgtap, tap, bench)" >&2; exit 2 ;;
+		esac
+	done
+fi
 
 passed=0
 failed=0
@@ -70,9 +80,11 @@ step unit "unit (GoogleTest)" unit
 
 # 3. pg_regress: the SQL surface
 REGRESS=$(sed -n 's/^REGRESS = //p' Makefile)
-if [ -n "${CDC_REGRESS_TESTS:-}" ]; then
-	REGRESS="$CDC_REGRESS_TESTS"
-	[[ " $REGRESS " == *" setup "* ]] || REGRESS="setup $REGRESS"
+if [ -n "${CDC_REGRESS_TESTS+x}" ]; then
+	# names separated by spaces or commas; setup first, as the others need it
+	REGRESS=$(echo "$CDC_REGRESS_TESTS" | tr ',' ' ' | xargs -n1 2>/dev/null | grep -vx setup | xargs)
+	[ -n "$REGRESS" ] || { echo "CDC_REGRESS_TESTS names no test besides setup" >&2; exit 2; }
+	REGRESS="setup $REGRESS"
 fi
 regress() {
 	rm -rf "$RESULTS/regress" && mkdir -p "$RESULTS/regress" && chmod a+rwx "$RESULTS/regress"
