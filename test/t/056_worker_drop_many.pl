@@ -91,6 +91,31 @@ is($err // '', '', 'without a warning');
 is($source->safe_psql('postgres', q{SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ('dm_x', 'dm_y', 'dm_z')}),
 	'0', 'their slots dropped');
 
+# A worker whose CREATE_REPLICATION_SLOT waits for a transaction open on
+# the source (a fresh-user run: it sat in a blocking PQexec that SIGTERM
+# could not interrupt, the drop waited 10 s for it twice and failed with
+# 55006).  Without drop_slot the slot, once the source transaction ends,
+# stays on the source by contract.
+{
+	$source->safe_psql('postgres', 'CREATE TABLE dm_w (id int PRIMARY KEY); CREATE PUBLICATION pub_dm_w FOR TABLE dm_w;');
+	dq('CREATE TABLE dm_w (id int PRIMARY KEY)');
+	my $open = $source->background_psql('postgres');
+	$open->query_safe('BEGIN');
+	$open->query_safe('SELECT pg_catalog.txid_current()');
+	create_subscription($dest, $source, 'dm_w', ['pub_dm_w']);
+	ok($source->poll_query_until('postgres', q{SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+	     WHERE backend_type = 'walsender' AND wait_event_type = 'Lock' AND query LIKE 'CREATE_REPLICATION_SLOT%')}),
+		'the worker waits in CREATE_REPLICATION_SLOT for the open source transaction');
+	($rc, $out, $err) = $dest->psql('postgres', "SELECT cdc.drop_subscription('dm_w')");
+	is($rc, 0, 'a subscription whose worker waits on the source is dropped') or diag($err);
+	unlike($err // '', qr/did not exit|in use/, 'its worker stopped when told to');
+	is(dq(q{SELECT count(*) FROM cdc.subscription WHERE name = 'dm_w'}), '0', 'dm_w gone');
+	$open->query_safe('COMMIT');
+	$open->quit;
+	$source->poll_query_until('postgres', q{SELECT NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'dm_w' AND active)});
+	$source->safe_psql('postgres', q{SELECT pg_drop_replication_slot('dm_w') FROM pg_replication_slots WHERE slot_name = 'dm_w'});
+}
+
 # The other subscription was not touched.
 $source->safe_psql('postgres', "INSERT INTO dm_k VALUES (2, 'after')");
 ok(wait_caught_up($source, $dest, 'dm_k'), 'dm_k still streaming');

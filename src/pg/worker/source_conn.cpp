@@ -18,6 +18,9 @@ extern "C" {
 #include "funcapi.h"
 #include "libpq/pqformat.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -35,13 +38,100 @@ source_exec(const char *sql, ExecStatusType expected)
 	return conn_exec(W->conn, sql, expected);
 }
 
+/*
+ * Waits on the latch and on the connection's socket for `events`
+ * (WL_SOCKET_READABLE / WL_SOCKET_WRITEABLE) at most `timeout_ms` (-1: no
+ * limit), handling interrupts meanwhile: a SIGTERM (cdc.drop_subscription,
+ * a server shutdown) or a cancel ends the wait with the process's own
+ * exit or error, as PostgreSQL's walreceiver waits (libpqwalreceiver.c).
+ * Returns the WaitLatchOrSocket result.
+ */
+static int
+wait_for_source(PGconn *conn, int events, long timeout_ms)
+{
+	int rc = WaitLatchOrSocket(MyLatch, WL_EXIT_ON_PM_DEATH | WL_LATCH_SET | events | (timeout_ms >= 0 ? WL_TIMEOUT : 0),
+	                           PQsocket(conn), timeout_ms, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET) {
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return rc;
+}
+
+/* PQgetResult without blocking outside the wait above; NULL also when the connection broke. */
+static PGresult *
+get_result_interruptible(PGconn *conn, bool *broken)
+{
+	*broken = false;
+	while (PQisBusy(conn)) {
+		(void) wait_for_source(conn, WL_SOCKET_READABLE, -1);
+		if (PQconsumeInput(conn) == 0) {
+			*broken = true;
+			return NULL; /* PQerrorMessage says why */
+		}
+	}
+	return PQgetResult(conn);
+}
+
+PGresult *
+exec_interruptible(PGconn *conn, const char *sql)
+{
+	/*
+	 * The results of the command before (the end of a COPY) are read to the
+	 * end first, as PQexec does: PQsendQuery refuses to start while any is
+	 * pending ("another command is already in progress").
+	 */
+	bool broken = false;
+	for (PGresult *r; (r = get_result_interruptible(conn, &broken)) != NULL;) {
+		ExecStatusType st = PQresultStatus(r);
+		PQclear(r);
+		if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH)
+			return NULL; /* a copy not ended by its reader: a bug of ours, not something to wait for */
+	}
+	if (broken || !PQsendQuery(conn, sql))
+		return NULL;
+	PGresult *last = NULL;
+	for (;;) {
+		PGresult *res = get_result_interruptible(conn, &broken);
+		if (broken) {
+			PQclear(last);
+			return NULL;
+		}
+		if (res == NULL)
+			break;
+		ExecStatusType st = PQresultStatus(res);
+		if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
+			PQclear(last);
+			return res; /* the caller reads or writes the copy data */
+		}
+		PQclear(last);
+		last = res;
+		if (PQstatus(conn) == CONNECTION_BAD)
+			break;
+	}
+	return last;
+}
+
+int
+get_copy_data_interruptible(PGconn *conn, char **buf)
+{
+	for (;;) {
+		int len = PQgetCopyData(conn, buf, /* async */ 1);
+		if (len != 0)
+			return len;
+		(void) wait_for_source(conn, WL_SOCKET_READABLE, -1);
+		if (PQconsumeInput(conn) == 0)
+			return -2;
+	}
+}
+
 /* Runs a command on a source connection; an error keeps the source's SQLSTATE. */
 PGresult *
 conn_exec(PGconn *conn, const char *sql, ExecStatusType expected)
 {
-	PGresult *res = PQexec(conn, sql);
+	PGresult *res = exec_interruptible(conn, sql);
 	if (PQresultStatus(res) != expected) {
-		char *msg = pstrdup(PQresultErrorMessage(res));
+		char *msg = pstrdup(res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn));
 		char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 		int code = sqlstate && strlen(sqlstate) == 5
 		               ? MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4])
@@ -114,17 +204,36 @@ connect_pinned(const char *conninfo, bool replication, const char *appname, char
 	}
 	keys[n] = NULL;
 	vals[n] = NULL;
-	PGconn *conn = PQconnectdbParams(keys, vals, /* expand_dbname */ 1);
+	/*
+	 * Connected without blocking, so that a SIGTERM or a cancel can end the
+	 * wait (libpqwalreceiver.c, libpqrcv_connect); the 10 s the worker gives
+	 * a connection attempt are counted here, as PQconnectPoll does not.
+	 */
+	PGconn *conn = PQconnectStartParams(keys, vals, /* expand_dbname */ 1);
+	PostgresPollingStatusType status = PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+	TimestampTz give_up = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 10 * 1000);
+	while (status != PGRES_POLLING_OK && status != PGRES_POLLING_FAILED) {
+		long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), give_up);
+		int io = status == PGRES_POLLING_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+		int rc = left > 0 ? wait_for_source(conn, io, left) : WL_TIMEOUT;
+		if (rc & io)
+			status = PQconnectPoll(conn);
+		else if (rc & WL_TIMEOUT) {
+			*err = pstrdup("timeout expired (10 s)");
+			PQfinish(conn);
+			return NULL;
+		}
+	}
 	if (PQstatus(conn) != CONNECTION_OK) {
 		*err = pstrdup(PQerrorMessage(conn));
 		PQfinish(conn);
 		return NULL;
 	}
-	PGresult *res = PQexec(conn, "SELECT pg_catalog.set_config('search_path', '', false), "
+	PGresult *res = exec_interruptible(conn, "SELECT pg_catalog.set_config('search_path', '', false), "
 	                             "pg_catalog.current_setting('DateStyle'), pg_catalog.current_setting('IntervalStyle'), "
 	                             "pg_catalog.current_setting('extra_float_digits'), pg_catalog.current_setting('client_encoding')");
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		*err = psprintf("could not set up the session: %s", PQresultErrorMessage(res));
+		*err = psprintf("could not set up the session: %s", res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn));
 		PQclear(res);
 		PQfinish(conn);
 		return NULL;

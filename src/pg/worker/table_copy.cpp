@@ -265,7 +265,7 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	for (;;) {
 		MemoryContextReset(row_context);
 		char *buf = NULL;
-		int len = PQgetCopyData(W->conn, &buf, 0);
+		int len = get_copy_data_interruptible(W->conn, &buf);
 		if (len == -1)
 			break;
 		if (len < 0)

@@ -176,6 +176,17 @@ void record_error_and_exit(ErrorData *edata);
 /* source_conn.cpp: the replication connection */
 PGconn *connect_pinned(const char *conninfo, bool replication, const char *appname, char **err);
 PGresult *conn_exec(PGconn *conn, const char *sql, ExecStatusType expected);
+/*
+ * PQexec that a SIGTERM or a cancel can interrupt: the command is sent and
+ * its result waited for on the latch and the socket (as PostgreSQL's
+ * walreceiver, libpqrcv_PQexec), so that cdc.drop_subscription can stop a
+ * worker whose CREATE_REPLICATION_SLOT waits for a source transaction.
+ * Returns the last result (a COPY result at once), or NULL when the
+ * command could not be sent or the connection broke (PQerrorMessage).
+ */
+PGresult *exec_interruptible(PGconn *conn, const char *sql);
+/* PQgetCopyData of a COPY OUT, waiting interruptibly: its length, -1 at the end, -2 on an error. */
+int get_copy_data_interruptible(PGconn *conn, char **buf);
 PGresult *source_exec(const char *sql, ExecStatusType expected);
 int source_published_tables(PGconn *conn, const char *publications_sql, char ***schemas, char ***tables);
 void connect_source(void);
