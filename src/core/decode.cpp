@@ -71,7 +71,7 @@ enum class Unit { Milli, Micro, Nano };
 Fail(const char *sqlstate, const std::string &path, const std::string &what, std::string hint = {},
      std::string detail = {})
 {
-	throw InputError(sqlstate, "field \"" + path + "\": " + what, std::move(detail), std::move(hint));
+	throw InputError(sqlstate, "field " + QuotedField(path) + ": " + what, std::move(detail), std::move(hint));
 }
 
 /*

@@ -26,6 +26,13 @@ RefuseNul(const std::string &s, const char *path)
 		                 {}, "Remove the NUL character from the field.");
 }
 
+// A field's value for a message: its JSON text, cut to a readable length.
+std::string
+Shown(const Json &j)
+{
+	return ClippedForMessage(j.Serialize());
+}
+
 std::string
 OptString(const Json *j, const char *path)
 {
@@ -42,14 +49,51 @@ OptString(const Json *j, const char *path)
 	return s;
 }
 
+// A name of the source block (name, db, schema, table, connector): a JSON
+// string; JSON null or absent: "".  Anything else would be stored or
+// matched as its JSON text (source.name {"a":1} as a source id).
+std::string
+OptName(const Json *j, const char *path)
+{
+	if (!j || j->IsNull())
+		return {};
+	if (!j->IsString())
+		Bad("field " + QuotedField(path) + " must be a string, got " + j->KindName() + " " + Shown(*j));
+	RefuseNul(j->Scalar(), path);
+	return j->Scalar();
+}
+
+// source.snapshot: one of the values Debezium writes (its SnapshotRecord,
+// lower case), or a boolean (older Debezium versions); JSON null or absent:
+// "".  A boolean reads as "true" / "false".
+std::string
+OptSnapshot(const Json *j)
+{
+	if (!j || j->IsNull())
+		return {};
+	if (j->IsBool())
+		return j->AsBool() ? "true" : "false";
+	if (j->IsString())
+		for (const char *v : {"true", "false", "last", "first", "first_in_data_collection", "last_in_data_collection",
+		                      "incremental"})
+			if (j->Scalar() == v)
+				return j->Scalar();
+	Bad("field \"source.snapshot\" must be a boolean or one of Debezium's values, got " + std::string(j->KindName()) +
+	        " " + Shown(*j),
+	    "Debezium writes true, false, first, last, first_in_data_collection, last_in_data_collection or incremental.");
+}
+
+// An integer field: a JSON number whose value is an integer (1e2 and 100.0
+// count as 100, as in jsonb, which cannot tell them from 100) or a string
+// holding a plain integer.
 std::optional<int64_t>
 OptInt(const Json *j, const char *path)
 {
 	if (!j || j->IsNull())
 		return std::nullopt;
-	auto v = j->AsInt64();
+	auto v = j->AsIntegral();
 	if (!v)
-		Bad(std::string("field \"") + path + "\" must be an integer, got " + j->KindName() + " " + j->Serialize());
+		Bad("field " + QuotedField(path) + " must be an integer, got " + j->KindName() + " " + Shown(*j));
 	return v;
 }
 
@@ -58,13 +102,17 @@ OptLsn(const Json *j, const char *path)
 {
 	if (!j || j->IsNull())
 		return std::nullopt;
-	if (j->IsNumber() || j->IsString()) {
+	if (j->IsNumber()) {
+		auto v = j->AsIntegral();
+		if (v && *v >= 0)
+			return v;
+	} else if (j->IsString()) {
 		auto v = ParseLsn(j->Scalar());
 		if (v)
 			return v;
 	}
-	Bad(std::string("field \"") + path + "\" is not an LSN: " + j->Serialize(),
-	    "An LSN is a decimal integer (Debezium) or PostgreSQL text such as \"16/B374D848\".");
+	Bad("field " + QuotedField(path) + " is not an LSN: " + Shown(*j),
+	    "An LSN is a non-negative integer (Debezium; 1e2 and 100.0 count as 100) or PostgreSQL text such as \"16/B374D848\".");
 }
 
 std::optional<Json>
@@ -181,12 +229,12 @@ ParseEnvelope(const Json &root, Json *owned)
 	if (const Json *src = payload->FindNonNull("source")) {
 		if (!src->IsObject())
 			Bad(std::string("field \"source\" must be an object, got ") + src->KindName());
-		ev.source.connector = OptString(src->Find("connector"), "source.connector");
-		ev.source.name = OptString(src->Find("name"), "source.name");
-		ev.source.db = OptString(src->Find("db"), "source.db");
-		ev.source.schema = OptString(src->Find("schema"), "source.schema");
-		ev.source.table = OptString(src->Find("table"), "source.table");
-		ev.source.snapshot = OptString(src->Find("snapshot"), "source.snapshot");
+		ev.source.connector = OptName(src->Find("connector"), "source.connector");
+		ev.source.name = OptName(src->Find("name"), "source.name");
+		ev.source.db = OptName(src->Find("db"), "source.db");
+		ev.source.schema = OptName(src->Find("schema"), "source.schema");
+		ev.source.table = OptName(src->Find("table"), "source.table");
+		ev.source.snapshot = OptSnapshot(src->Find("snapshot"));
 		ev.source.lsn = OptLsn(src->Find("lsn"), "source.lsn");
 		ev.source.commit_lsn = OptLsn(src->Find("commit_lsn"), "source.commit_lsn");
 		ev.source.tx_id = OptInt(src->Find("txId"), "source.txId");

@@ -3,7 +3,9 @@
 #include "core/errors.hpp"
 
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 namespace cdc {
 
@@ -55,7 +57,68 @@ JsonBuilder::End()
 {
 	if (open_.empty() || key_ready_)
 		throw std::logic_error("JsonBuilder: End() without an open container, or after a key");
+	Json &c = *open_.back();
+	if (last_key_wins_ && c.kind_ == Json::Kind::Object && c.members_.size() > 1)
+		DropRepeatedKeys(c);
 	open_.pop_back();
+}
+
+/*
+ * Keeps the last occurrence of each key of `object` (jsonb's rule for a
+ * repeated key).  The check is the common case and must stay cheap: a
+ * pairwise comparison for a few members, else one pass with an open
+ * addressing table of member indexes (kept between objects, so no
+ * allocation once it is large enough).  Only an object with a repeated key
+ * pays for the rebuild.
+ */
+void
+JsonBuilder::DropRepeatedKeys(Json &object)
+{
+	std::vector<Json::Member> &m = object.members_;
+	const std::size_t n = m.size();
+	bool repeated = false;
+	if (n <= 8) {
+		for (std::size_t i = 1; i < n && !repeated; i++)
+			for (std::size_t j = 0; j < i; j++)
+				if (m[i].first == m[j].first) {
+					repeated = true;
+					break;
+				}
+	} else {
+		std::size_t cap = 16;
+		while (cap < 2 * n)
+			cap <<= 1;
+		key_slots_.assign(cap, 0);
+		for (std::size_t i = 0; i < n && !repeated; i++) {
+			for (std::size_t h = std::hash<std::string_view>()(m[i].first) & (cap - 1);; h = (h + 1) & (cap - 1)) {
+				std::uint32_t slot = key_slots_[h];
+				if (slot == 0) {
+					key_slots_[h] = std::uint32_t(i + 1);
+					break;
+				}
+				if (m[slot - 1].first == m[i].first) {
+					repeated = true;
+					break;
+				}
+			}
+		}
+	}
+	if (!repeated)
+		return;
+	std::vector<bool> keep(n);
+	{
+		std::unordered_set<std::string_view> seen;
+		for (std::size_t i = n; i-- > 0;)
+			keep[i] = seen.insert(m[i].first).second;
+	}
+	std::size_t out = 0;
+	for (std::size_t i = 0; i < n; i++)
+		if (keep[i]) {
+			if (out != i)
+				m[out] = std::move(m[i]);
+			out++;
+		}
+	m.erase(m.begin() + std::ptrdiff_t(out), m.end());
 }
 
 void
@@ -125,13 +188,16 @@ namespace {
 // Feeds nlohmann's SAX events to a JsonBuilder.
 class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
   public:
-	JsonBuilder builder;
+	JsonBuilder builder{0, true}; /* a repeated key: the last value, as jsonb */
+	bool overflow = false;        /* stopped at a number beyond double's range */
+	/* the second pass (Json::Parse): lexemes of numbers blanked out of the text, by ordinal */
+	const std::vector<std::pair<std::size_t, std::string>> *restore = nullptr;
 
 	bool null() override { builder.Null(); return true; }
 	bool boolean(bool v) override { builder.Bool(v); return true; }
-	bool number_integer(number_integer_t v) override { builder.Number(std::to_string(v)); return true; }
-	bool number_unsigned(number_unsigned_t v) override { builder.Number(std::to_string(v)); return true; }
-	bool number_float(number_float_t, const string_t &lexeme) override { builder.Number(lexeme); return true; }
+	bool number_integer(number_integer_t v) override { return Number(std::to_string(v)); }
+	bool number_unsigned(number_unsigned_t v) override { return Number(std::to_string(v)); }
+	bool number_float(number_float_t, const string_t &lexeme) override { return Number(lexeme); }
 	bool string(string_t &v) override { builder.String(std::move(v)); return true; }
 	bool binary(binary_t &) override { return false; }
 	bool key(string_t &k) override { builder.Key(std::move(k)); return true; }
@@ -139,37 +205,162 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
 	bool start_array(std::size_t) override { builder.BeginArray(); return true; }
 	bool end_object() override { builder.End(); return true; }
 	bool end_array() override { builder.End(); return true; }
-	bool parse_error(std::size_t pos, const std::string &last_token, const nlohmann::detail::exception &ex) override
+	bool parse_error(std::size_t pos, const std::string &, const nlohmann::detail::exception &ex) override
 	{
 		/*
 		 * 406: a number beyond double's range (nlohmann converts every
 		 * number with a fraction or exponent, and stops at an infinite one).
-		 * Named by its field with 22003, as the jsonb form names a value out
-		 * of its column's range, instead of nlohmann's "number overflow".
+		 * Not an error of ours: Json::Parse parses again without the
+		 * conversion.
 		 */
-		if (ex.id == 406)
-			throw InputError("22003",
-			                 "field \"" + builder.CurrentPath() + "\": number " + last_token +
-			                     " is out of range: the text form reads numbers with an exponent or a fraction as double precision",
-			                 {},
-			                 "Pass the event as jsonb (its numbers are numeric), or send the value as a JSON string.");
+		if (ex.id == 406) {
+			overflow = true;
+			return false;
+		}
 		std::string what = ex.what();
 		// nlohmann prefixes "[json.exception.parse_error.101] parse error at line 1, column 3: ".
 		auto colon = what.find(": ");
 		throw JsonSyntaxError("invalid JSON at byte " + std::to_string(pos) + ": " +
 		                      (colon == std::string::npos ? what : what.substr(colon + 2)));
 	}
+
+  private:
+	std::size_t ordinal_ = 0, next_restore_ = 0;
+	bool Number(std::string lexeme)
+	{
+		if (restore && next_restore_ < restore->size() && (*restore)[next_restore_].first == ordinal_)
+			lexeme = (*restore)[next_restore_++].second;
+		ordinal_++;
+		builder.Number(std::move(lexeme));
+		return true;
+	}
 };
+
+bool
+IsDigit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+// True for a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+bool
+IsJsonNumber(std::string_view s)
+{
+	std::size_t i = 0, n = s.size();
+	if (i < n && s[i] == '-')
+		i++;
+	if (i < n && s[i] == '0')
+		i++;
+	else if (i < n && IsDigit(s[i]))
+		while (i < n && IsDigit(s[i]))
+			i++;
+	else
+		return false;
+	if (i < n && s[i] == '.') {
+		std::size_t start = ++i;
+		while (i < n && IsDigit(s[i]))
+			i++;
+		if (i == start)
+			return false;
+	}
+	if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+		i++;
+		if (i < n && (s[i] == '+' || s[i] == '-'))
+			i++;
+		std::size_t start = i;
+		while (i < n && IsDigit(s[i]))
+			i++;
+		if (i == start)
+			return false;
+	}
+	return i == n;
+}
+
+/*
+ * Replaces, in `text`, every JSON number with a fraction or an exponent,
+ * or of more than 18 characters (an integer nlohmann would read as a
+ * double), by "0" and spaces (same length: byte offsets in messages stay right), and
+ * lists their lexemes by ordinal among all the numbers of the text (the
+ * order the parser reports them in).  Strings are skipped.  A token that is
+ * not a JSON number is left for the parser to refuse.
+ */
+std::vector<std::pair<std::size_t, std::string>>
+BlankFractionalNumbers(std::string &text)
+{
+	std::vector<std::pair<std::size_t, std::string>> blanked;
+	std::size_t ordinal = 0, i = 0, n = text.size();
+	bool in_string = false, escaped = false;
+	while (i < n) {
+		char c = text[i];
+		if (in_string) {
+			if (escaped)
+				escaped = false;
+			else if (c == '\\')
+				escaped = true;
+			else if (c == '"')
+				in_string = false;
+			i++;
+			continue;
+		}
+		if (c == '"') {
+			in_string = true;
+			i++;
+			continue;
+		}
+		if (c != '-' && !IsDigit(c)) {
+			i++;
+			continue;
+		}
+		std::size_t start = i;
+		bool fractional = false;
+		for (; i < n; i++) {
+			char d = text[i];
+			if (d == '.' || d == 'e' || d == 'E')
+				fractional = true;
+			else if (!IsDigit(d) && d != '-' && d != '+')
+				break;
+		}
+		std::string_view token(text.data() + start, i - start);
+		/* an integer too large for 64 bits is converted to double as well (19+ digits: its text is its lexeme anyway) */
+		if ((fractional || token.size() > 18) && IsJsonNumber(token)) {
+			blanked.emplace_back(ordinal, std::string(token));
+			text[start] = '0';
+			for (std::size_t k = start + 1; k < i; k++)
+				text[k] = ' ';
+		}
+		ordinal++;
+	}
+	return blanked;
+}
 
 } // namespace
 
 Json
 Json::Parse(std::string_view text)
 {
+	{
+		TreeBuilder builder;
+		if (nlohmann::json::sax_parse(text.begin(), text.end(), &builder))
+			return builder.builder.Take();
+		if (!builder.overflow)
+			throw JsonSyntaxError("invalid JSON");
+	}
+	/*
+	 * A number beyond double's range stopped the parser (rare: a value
+	 * such as 1e400).  Parse again with every number the parser would
+	 * convert to double blanked out, and put their lexemes back as the parser
+	 * reports them: the tree is what the first pass would have built, each
+	 * number kept as written.
+	 */
+	std::string blanked(text);
+	const auto restore = BlankFractionalNumbers(blanked);
 	TreeBuilder builder;
-	bool ok = nlohmann::json::sax_parse(text.begin(), text.end(), &builder);
-	if (!ok)
+	builder.restore = &restore;
+	if (!nlohmann::json::sax_parse(blanked.begin(), blanked.end(), &builder)) {
+		if (builder.overflow)
+			throw std::logic_error("Json::Parse: a blanked number still overflows");
 		throw JsonSyntaxError("invalid JSON");
+	}
 	return builder.builder.Take();
 }
 
@@ -242,10 +433,103 @@ Json::AsInt64() const
 	}
 }
 
+namespace {
+
+/*
+ * The value of JSON number lexeme `s` when it is an integer in int64's
+ * range, however written (1e2, 4.0e3, 100.0, -0); nullopt for a fraction,
+ * for anything that is not a JSON number, and (with *out_of_range set) for
+ * an integer beyond int64.  Exact: works on the digits, never a double.
+ */
+std::optional<int64_t>
+IntegralLexemeValue(std::string_view s, bool *out_of_range)
+{
+	if (!IsJsonNumber(s))
+		return std::nullopt;
+	std::size_t i = 0, n = s.size();
+	const bool negative = s[0] == '-';
+	if (negative)
+		i++;
+	std::string digits;
+	long long scale = 0; /* value = digits * 10^scale */
+	for (; i < n && IsDigit(s[i]); i++)
+		digits.push_back(s[i]);
+	if (i < n && s[i] == '.')
+		for (i++; i < n && IsDigit(s[i]); i++, scale--)
+			digits.push_back(s[i]);
+	if (i < n) { /* the exponent; its size is capped: beyond, the value is out of range or not whole anyway */
+		i++;
+		bool exp_negative = false;
+		if (s[i] == '+' || s[i] == '-')
+			exp_negative = s[i++] == '-';
+		long long exp = 0;
+		for (; i < n; i++)
+			if (exp < 1000000000)
+				exp = exp * 10 + (s[i] - '0');
+		scale += exp_negative ? -exp : exp;
+	}
+	std::size_t first = digits.find_first_not_of('0');
+	if (first == std::string::npos)
+		return int64_t(0);
+	std::size_t last = digits.find_last_not_of('0');
+	scale += (long long) (digits.size() - 1 - last);
+	digits = digits.substr(first, last + 1 - first);
+	if (scale < 0)
+		return std::nullopt; /* a fraction */
+	if ((long long) digits.size() + scale > 19) {
+		if (out_of_range)
+			*out_of_range = true;
+		return std::nullopt;
+	}
+	digits.append(std::size_t(scale), '0');
+	unsigned long long v = std::stoull(digits);
+	const unsigned long long limit = negative ? 9223372036854775808ULL : 9223372036854775807ULL;
+	if (v > limit) {
+		if (out_of_range)
+			*out_of_range = true;
+		return std::nullopt;
+	}
+	if (!negative)
+		return int64_t(v);
+	return v == limit ? INT64_MIN : -int64_t(v);
+}
+
+} // namespace
+
+std::optional<int64_t>
+Json::AsIntegral(bool *out_of_range) const
+{
+	if (auto v = AsInt64())
+		return v; /* the common case: a plain integer */
+	if (kind_ != Kind::Number)
+		return std::nullopt;
+	return IntegralLexemeValue(scalar_, out_of_range);
+}
+
 void
 AppendJsonString(std::string &out, std::string_view s)
 {
 	StreamJsonString(s, [&out](std::string_view piece) { out.append(piece); });
+}
+
+std::string
+QuotedField(std::string_view path)
+{
+	std::string out;
+	AppendJsonString(out, path);
+	return out;
+}
+
+std::string
+ClippedForMessage(std::string_view s, std::size_t max_bytes)
+{
+	if (s.size() <= max_bytes)
+		return std::string(s);
+	std::size_t cut = max_bytes;
+	/* not inside a UTF-8 sequence: back to the start of the character at `cut` */
+	while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+		cut--;
+	return std::string(s.substr(0, cut)) + "\xE2\x80\xA6"; /* … */
 }
 
 namespace {

@@ -44,10 +44,11 @@ class Json {
 	static constexpr std::size_t kMaxDepth = 1000;
 
 	// Parses one JSON document.  Throws JsonSyntaxError with the byte offset,
-	// InputError 54001 when nesting exceeds kMaxDepth, or InputError 22003
-	// naming the field's path ("after.x") for a number with a fraction or an
-	// exponent beyond double's range (the parser converts those to double;
-	// the lexeme kept in the tree is still the text as written).
+	// or InputError 54001 when nesting exceeds kMaxDepth.  Every number is
+	// kept as written, whatever its size (1e400 too: the parser's double
+	// conversion is not used), as jsonb keeps it as numeric.  An object
+	// with a repeated key keeps the last value of that key, at the place
+	// of its last occurrence, as jsonb does (docs/sql-reference.md).
 	static Json Parse(std::string_view text);
 
 	Kind kind() const { return kind_; }
@@ -86,6 +87,13 @@ class Json {
 	// Integer value of a Number, or of a String holding a plain integer
 	// (Debezium docs sometimes quote int64 fields).  nullopt otherwise.
 	std::optional<int64_t> AsInt64() const;
+	// Like AsInt64, but a Number counts by its value, however written:
+	// 100, 1e2, 1.0E+2 and 100.0 all give 100 (jsonb stores 1e2 as the
+	// numeric 100, so the text and jsonb forms accept the same numbers);
+	// 1.5, 1e-1 and values beyond int64 give nullopt.  A String must still
+	// be a plain integer.  *out_of_range (when given) is set when the value
+	// is an integer beyond int64.
+	std::optional<int64_t> AsIntegral(bool *out_of_range = nullptr) const;
 
 	// Compact JSON text; object member order is kept as received.
 	std::string Serialize() const;
@@ -119,7 +127,11 @@ class JsonBuilder {
 	// outer_depth: containers already open around the document being built
 	// (1 for an element of a batch array converted on its own), counted in
 	// the nesting limit as if they were part of it.
-	explicit JsonBuilder(std::size_t outer_depth = 0) : outer_depth_(outer_depth) {}
+	// last_key_wins: an object with a repeated key keeps only the last
+	// value of that key (at the place of its last occurrence), as jsonb
+	// does; the text parser sets it (jsonb's own tokens never repeat a key).
+	explicit JsonBuilder(std::size_t outer_depth = 0, bool last_key_wins = false)
+	    : outer_depth_(outer_depth), last_key_wins_(last_key_wins) {}
 	// size_hint: the container's number of members or items when known
 	// (reserved), 0 when not.
 	void BeginObject(std::size_t size_hint = 0);
@@ -143,7 +155,10 @@ class JsonBuilder {
   private:
 	Json &Slot(); // where the next value goes
 	void Begin(Json::Kind kind, std::size_t size_hint);
+	void DropRepeatedKeys(Json &object);
 	std::size_t outer_depth_;
+	bool last_key_wins_;
+	std::vector<std::uint32_t> key_slots_; // DropRepeatedKeys' hash table, kept between objects
 	Json root_;
 	bool rooted_ = false;   // the top-level value has been started
 	bool key_ready_ = false; // Key() was called for the innermost open object
@@ -152,6 +167,17 @@ class JsonBuilder {
 
 // Appends s to out as a JSON string literal (with quotes and escapes).
 void AppendJsonString(std::string &out, std::string_view s);
+
+// A field path or name for a message: as a JSON string literal, so a name
+// holding a double quote or a control character reads unambiguously
+// (field "after.na\"me").
+std::string QuotedField(std::string_view path);
+
+// A value for a message: `s` when it has at most max_bytes bytes, else its
+// first max_bytes bytes (not cutting a UTF-8 sequence) and "…", so that a
+// 400-digit number does not fill the message.
+constexpr std::size_t kMessageValueBytes = 40;
+std::string ClippedForMessage(std::string_view s, std::size_t max_bytes = kMessageValueBytes);
 
 // The escape sequence AppendJsonString writes for byte `c`, into `buf`;
 // empty when `c` is written as itself.

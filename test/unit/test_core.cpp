@@ -166,31 +166,119 @@ TEST(Envelope, TakingTheTreeOverGivesTheSameEvent)
 }
 
 // A number beyond double's range: nlohmann's parser stops at it (its own
-// "number overflow"); the text form names the field with 22003, as the jsonb
-// form does for a double column (found by a fresh-user run).
-TEST(Json, NumberBeyondDoubleRangeNamesTheField)
+// "number overflow"); the text form used to refuse it (22003) even where
+// nothing reads it, while jsonb keeps it as numeric (found by a fresh-user
+// run).  Now every number is kept as written, in both forms.
+TEST(Json, NumbersBeyondDoubleRangeAreKeptAsWritten)
 {
-	struct Case {
-		const char *text;
-		const char *field;
-		const char *lexeme;
-	};
-	for (const Case &c : {Case{R"({"op": "c", "after": {"id": 1, "x": 1e999}})", "\"after.x\"", "1e999"},
-	                      Case{R"({"payload": {"after": {"x": -2.5E+400}}})", "\"payload.after.x\"", "-2.5E+400"},
-	                      Case{R"([{"op": "c"}, {"after": {"a": [1, 1e309]}}])", "\"[1].after.a[1]\"", "1e309"},
-	                      Case{"1e999", "\"\"", "1e999"}}) {
-		try {
-			Json::Parse(c.text);
-			FAIL() << c.text << " was accepted";
-		} catch (const InputError &e) {
-			EXPECT_STREQ(e.sqlstate(), "22003") << c.text;
-			EXPECT_NE(std::string(e.what()).find(c.field), std::string::npos) << e.what();
-			EXPECT_NE(std::string(e.what()).find(c.lexeme), std::string::npos) << e.what();
-		}
-	}
-	// the largest doubles and the smallest (underflow to 0) still parse, lexemes kept
+	Json j = Json::Parse(R"({"op": "c", "after": {"id": 1, "x": 1e999, "y": 2.5, "s": "1e999 \" 3.5e400"}, "ts_ms": -5E+400,
+	                         "a": [1, 1e309, 0.5, 7, 4.0e3, 1e-999]})");
+	EXPECT_EQ(j.Find("after")->Find("x")->Scalar(), "1e999");
+	EXPECT_EQ(j.Find("after")->Find("y")->Scalar(), "2.5");
+	EXPECT_EQ(j.Find("after")->Find("s")->Scalar(), "1e999 \" 3.5e400") << "strings are not numbers";
+	EXPECT_EQ(j.Find("ts_ms")->Scalar(), "-5E+400");
+	EXPECT_EQ(j.Find("a")->Serialize(), "[1,1e309,0.5,7,4.0e3,1e-999]");
+	EXPECT_EQ(Json::Parse("1e999").Scalar(), "1e999");
+	EXPECT_EQ(Json::Parse("[2.5e309]").Serialize(), "[2.5e309]");
+	// the largest doubles and the smallest (underflow to 0) parse in the first pass, lexemes kept
 	EXPECT_EQ(Json::Parse(R"({"x": 1.7976931348623157e308})").Find("x")->Scalar(), "1.7976931348623157e308");
 	EXPECT_EQ(Json::Parse(R"({"x": 1e-999})").Find("x")->Scalar(), "1e-999");
+	// malformed JSON after such a number is still malformed, at the same byte
+	for (const char *bad : {R"({"x": 1e999, "y": })", R"([1e999, 1.e5])", R"([1e999] x)"}) {
+		try {
+			Json::Parse(bad);
+			FAIL() << bad << " was accepted";
+		} catch (const JsonSyntaxError &e) {
+			EXPECT_NE(std::string(e.what()).find("at byte"), std::string::npos) << e.what();
+		}
+	}
+	EXPECT_EQ(SqlStateOf([] { Json::Parse(std::string("[1e999,") + std::string(Json::kMaxDepth, '[') + std::string(Json::kMaxDepth, ']') + "]"); }),
+	          "54001");
+}
+
+// jsonb keeps the last value of a repeated key; the text form kept the
+// first for some lookups and every occurrence for others (an after-image
+// {"id":90,"name":"a","id":91,"name":"b"} applied row 91|a).  Now the text
+// form keeps the last value too, at the place of its last occurrence.
+TEST(Json, RepeatedKeyKeepsTheLastValueAsJsonb)
+{
+	EXPECT_EQ(Json::Parse(R"({"id":90,"name":"a","id":91,"name":"b"})").Serialize(), R"({"id":91,"name":"b"})");
+	EXPECT_EQ(Json::Parse(R"({"a":1,"b":2,"a":3})").Serialize(), R"({"b":2,"a":3})");
+	EXPECT_EQ(Json::Parse(R"({"a":{"x":1,"x":[1,{"y":1,"y":2}]},"a":{"x":2,"z":1,"x":3}})").Serialize(), R"({"a":{"z":1,"x":3}})");
+	EXPECT_EQ(Json::Parse(R"([{"k":1,"k":2},{"k":3}])").Serialize(), R"([{"k":2},{"k":3}])");
+	// larger objects take the hashed check: no repeat, nothing dropped; a repeat, the last kept
+	std::string many = "{", expected = "{";
+	for (int i = 0; i < 40; i++) {
+		many += (i ? "," : "") + std::string("\"c") + std::to_string(i) + "\":" + std::to_string(i);
+		if (i != 7)
+			expected += (expected.size() > 1 ? "," : "") + std::string("\"c") + std::to_string(i) + "\":" + std::to_string(i);
+	}
+	EXPECT_EQ(Json::Parse(many + "}").Members().size(), 40u);
+	EXPECT_EQ(Json::Parse(many + ",\"c7\":\"last\"}").Serialize(), expected + ",\"c7\":\"last\"}");
+	EXPECT_EQ(Json::Parse(many + ",\"c7\":1,\"c7\":2,\"c39\":0}").Members().size(), 40u);
+	// a builder not told to (the jsonb intake: jsonb has no repeated keys) keeps what it is given
+	JsonBuilder b;
+	b.BeginObject();
+	b.Key("a"), b.Number("1"), b.Key("a"), b.Number("2");
+	b.End();
+	EXPECT_EQ(b.Take().Serialize(), R"({"a":1,"a":2})");
+	// the envelope reads the last op, lsn, payload and image values
+	auto outcome = [](const char *text) {
+		ChangeEvent e = ParseDebeziumEnvelope(Json::Parse(text));
+		return std::string(OpName(e.op)) + " " + (e.after ? e.after->Serialize() : "-") + " " +
+		       (e.source.lsn ? std::to_string(*e.source.lsn) : "-");
+	};
+	EXPECT_EQ(outcome(R"({"op":"d","after":{"id":90,"name":"a","id":91,"name":"b"},"op":"c","source":{"lsn":1,"lsn":2}})"),
+	          R"(c {"id":91,"name":"b"} 2)");
+	EXPECT_EQ(outcome(R"({"schema":{},"payload":{"op":"c","after":{"id":1}},"payload":{"op":"u","after":{"id":2}}})"),
+	          R"(u {"id":2} -)");
+}
+
+TEST(Json, AsIntegralReadsIntegralNumbersHoweverWritten)
+{
+	auto integral = [](const std::string &lexeme) {
+		bool out_of_range = false;
+		auto v = Json::MakeNumber(lexeme).AsIntegral(&out_of_range);
+		return v ? std::to_string(*v) : out_of_range ? std::string("range") : std::string("no");
+	};
+	EXPECT_EQ(integral("100"), "100");
+	EXPECT_EQ(integral("1e2"), "100");
+	EXPECT_EQ(integral("1E+2"), "100");
+	EXPECT_EQ(integral("4.0e3"), "4000");
+	EXPECT_EQ(integral("1.5e1"), "15");
+	EXPECT_EQ(integral("100.0"), "100");
+	EXPECT_EQ(integral("10e-1"), "1");
+	EXPECT_EQ(integral("-0"), "0");
+	EXPECT_EQ(integral("0e999999999999999999999"), "0");
+	EXPECT_EQ(integral("-2.5e1"), "-25");
+	EXPECT_EQ(integral("9.223372036854775807e18"), "9223372036854775807");
+	EXPECT_EQ(integral("-9223372036854775808.000"), "-9223372036854775808");
+	EXPECT_EQ(integral("1.5"), "no");
+	EXPECT_EQ(integral("1e-1"), "no");
+	EXPECT_EQ(integral("15e-1"), "no");
+	EXPECT_EQ(integral("1e-99999999999999"), "no");
+	EXPECT_EQ(integral("9223372036854775808"), "range");
+	EXPECT_EQ(integral("1e19"), "range");
+	EXPECT_EQ(integral("1e400"), "range");
+	EXPECT_EQ(integral("1e99999999999999999999"), "range");
+	EXPECT_EQ(integral("1" + std::string(400, '0')), "range");
+	// a string must still be a plain integer
+	EXPECT_EQ(*Json::MakeString("42").AsIntegral(), 42);
+	EXPECT_FALSE(Json::MakeString("1e2").AsIntegral());
+	EXPECT_FALSE(Json::MakeBool(true).AsIntegral());
+}
+
+TEST(Json, MessageHelpersQuoteNamesAndClipValues)
+{
+	EXPECT_EQ(QuotedField("after.na\"me"), R"("after.na\"me")");
+	EXPECT_EQ(QuotedField("after.x"), R"("after.x")");
+	EXPECT_EQ(QuotedField("a\nb"), R"("a\nb")");
+	EXPECT_EQ(ClippedForMessage("short"), "short");
+	std::string digits = "1" + std::string(400, '0');
+	EXPECT_EQ(ClippedForMessage(digits), digits.substr(0, 40) + "\xE2\x80\xA6");
+	// never inside a UTF-8 sequence: "é" is two bytes at bytes 39 and 40
+	std::string accented = std::string(39, 'a') + "\xC3\xA9" + std::string(10, 'b');
+	EXPECT_EQ(ClippedForMessage(accented), std::string(39, 'a') + "\xE2\x80\xA6");
 }
 
 TEST(Json, NestingDeeperThanTheLimitIsRefused)
@@ -465,6 +553,89 @@ TEST(Envelope, BadEnvelopesAreInputErrors)
 	EXPECT_EQ(state(ReadFixture("pg-key-customers-with-schema.json").c_str()), "22023") << "a Kafka key is not a value";
 }
 
+// Found by a fresh-user run: wrong JSON types in `source` were accepted
+// and stored as their JSON text (source.name {"a":1} as a source id in
+// cdc.entities).  A name must be a string, source.snapshot one of
+// Debezium's values or a boolean; 22023 naming the field.  JSON null is
+// absent, as before.
+TEST(Envelope, SourceNamesMustBeStringsAndSnapshotDebeziumsValues)
+{
+	auto message = [](const std::string &source) -> std::string {
+		try {
+			ChangeEvent e = ParseDebeziumEnvelope(Json::Parse(R"({"op": "c", "after": {"id": 1}, "source": )" + source + "}"));
+			return "ok " + e.source.name + "|" + e.source.db + "|" + e.source.schema + "|" + e.source.table + "|" +
+			       e.source.connector + "|" + e.source.snapshot;
+		} catch (const InputError &e) {
+			return e.sqlstate() + std::string(" ") + e.what();
+		}
+	};
+	for (const char *field : {"name", "db", "schema", "table", "connector"})
+		for (const char *value : {"5", "{\"a\":1}", "[1]", "true", "1.5"}) {
+			std::string m = message(std::string("{\"") + field + "\": " + value + "}");
+			EXPECT_EQ(m.substr(0, 5), "22023") << field << " " << value << ": " << m;
+			EXPECT_NE(m.find(std::string("field \"source.") + field + "\" must be a string"), std::string::npos) << m;
+		}
+	EXPECT_EQ(message(R"({"name": null, "db": null, "schema": null, "table": null, "connector": null, "snapshot": null})"),
+	          "ok |||||");
+	EXPECT_EQ(message(R"({"name": "s", "db": "d", "schema": "p", "table": "t", "connector": "postgresql", "snapshot": "last"})"),
+	          "ok s|d|p|t|postgresql|last");
+	for (const char *v : {"true", "false", "last", "first", "first_in_data_collection", "last_in_data_collection", "incremental"})
+		EXPECT_EQ(message(std::string(R"({"snapshot": ")") + v + "\"}"), std::string("ok |||||") + v);
+	EXPECT_EQ(message(R"({"snapshot": true})"), "ok |||||true");
+	EXPECT_EQ(message(R"({"snapshot": false})"), "ok |||||false");
+	for (const char *bad : {"7", "{}", "\"bogus\"", "\"\"", "\"TRUE\"", "[true]"}) {
+		std::string m = message(std::string(R"({"snapshot": )") + bad + "}");
+		EXPECT_EQ(m.substr(0, 5), "22023") << bad << ": " << m;
+		EXPECT_NE(m.find("field \"source.snapshot\""), std::string::npos) << m;
+	}
+	// every fixture's source block still reads (names are strings; snapshot booleans or "incremental")
+	for (const char *name : {"pg-create-with-schema.json", "pg-read-incremental-snapshot.payload-only.json",
+	                         "pg-update-replica-identity-default.payload-only.json", "pg-truncate.payload-only.json"})
+		EXPECT_NO_THROW(ParseFixture(name)) << name;
+}
+
+namespace {
+std::string ParseOutcome(const Json &root);
+} // namespace
+
+// Found by a fresh-user run: source.lsn 1e2 was applied from jsonb (numeric
+// 100) and refused from text.  An integer field takes a JSON number by its
+// value in both forms: the text lexeme and numeric_out's text of the same
+// number give the same event.
+TEST(Envelope, IntegerFieldsTakeIntegralNumbersInBothForms)
+{
+	auto outcome = [](const std::string &source, const std::string &tx) {
+		return ParseOutcome(Json::Parse(R"({"op": "u", "after": {"id": 1}, "source": )" + source + R"(, "transaction": )" + tx + "}"));
+	};
+	/* text lexeme -> what jsonb's numeric_out prints for it */
+	const std::pair<const char *, const char *> same[] = {{"1e2", "100"}, {"4.0e3", "4000"}, {"100.0", "100.0"},
+	                                                      {"1.50e1", "15.0"}, {"10e-1", "1.0"}, {"7", "7"}};
+	for (const auto &[text, jsonb] : same) {
+		auto src = [](const char *n) {
+			return std::string(R"({"lsn": )") + n + R"(, "commit_lsn": )" + n + R"(, "txId": )" + n + R"(, "ts_ms": )" + n + "}";
+		};
+		auto tx = [](const char *n) { return std::string(R"({"id": "t", "total_order": )") + n + "}"; };
+		std::string a = outcome(src(text), tx(text)), b = outcome(src(jsonb), tx(jsonb));
+		EXPECT_EQ(a, b) << text;
+		EXPECT_EQ(a.find("error"), std::string::npos) << a;
+	}
+	EXPECT_NE(outcome(R"({"lsn": 1e2})", "{}").find("|100|-|"), std::string::npos) << outcome(R"({"lsn": 1e2})", "{}");
+	for (const char *bad : {"1.5", "1e-1", "1e400", "-1e2"}) {
+		std::string m = outcome(std::string(R"({"lsn": )") + bad + "}", "{}");
+		EXPECT_NE(m.find("error 22023 field \"source.lsn\" is not an LSN"), std::string::npos) << m;
+	}
+	for (const char *bad : {"1.5", "1e400", "\"1e2\""}) {
+		std::string m = outcome(std::string(R"({"txId": )") + bad + "}", "{}");
+		EXPECT_NE(m.find("error 22023 field \"source.txId\" must be an integer"), std::string::npos) << m;
+	}
+	// a long value is cut in the message (jsonb prints 1e400 as 401 digits)
+	std::string m = outcome("{\"ts_ms\": 1" + std::string(400, '0') + "}", "{}");
+	EXPECT_NE(m.find("got number 1" + std::string(39, '0') + "\xE2\x80\xA6"), std::string::npos) << m;
+	EXPECT_LT(m.size(), 200u) << m;
+	// unread members never fail, whatever their numbers
+	EXPECT_EQ(outcome(R"({"lsn": 5, "sequence": 1e400})", R"({"data_collection_order": -2.5e999})").find("error"), std::string::npos);
+}
+
 // Found by a fresh-user run: a NUL in a source text field went into
 // cdc.source as text PostgreSQL cannot hold, and a second such name made the
 // dictionary insert spin.  Every text field of the envelope refuses it, as
@@ -482,7 +653,8 @@ TEST(Envelope, NulInEnvelopeTextFieldsIsRefusedNamingTheField)
 	for (const char *field : {"name", "db", "schema", "table", "connector", "snapshot"}) {
 		std::string json = std::string(R"({"op": "c", "after": {"id": 1}, "source": {")") + field + R"(": "a\u0000b"}})";
 		std::string m = message(json);
-		EXPECT_EQ(m.substr(0, 5), "22P02") << field << ": " << m;
+		/* source.snapshot takes Debezium's values only: refused as not one of them */
+		EXPECT_EQ(m.substr(0, 5), std::string(field) == "snapshot" ? "22023" : "22P02") << field << ": " << m;
 		EXPECT_NE(m.find(std::string("\"source.") + field + "\""), std::string::npos) << m;
 	}
 	std::string op = message(R"({"op": "c\u0000", "after": {"id": 1}})");

@@ -135,10 +135,10 @@ DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const ch
 		path.resize(prefix);
 		path += field;
 		if (field.empty() || field.size() >= NAMEDATALEN)
-			Fail("42602", "field \"" + path + "\" is not a valid column name");
+			Fail("42602", "field " + cdc::QuotedField(path) + " is not a valid column name");
 		auto f = t.by_name.find(field);
 		if (f == t.by_name.end())
-			Fail("42703", "field \"" + path + "\" has no column in table " + t.display, {},
+			Fail("42703", "field " + cdc::QuotedField(path) + " has no column in table " + t.display, {},
 			     "Add the column to the target table; events are applied column by column by name.");
 		const Column &col = t.columns[size_t(f->second)];
 		const FieldSchema *fs = schema ? schema->Member(field) : nullptr;
@@ -177,9 +177,17 @@ ConvertCell(const Target &t, int idx, const DecodedValue &dv, const char *which,
 	} catch (const PgError &e) {
 		/* Name the field and column in the primary message; keep SQLSTATE, detail, hint. */
 		ErrorData *ed = e.edata();
-		std::string prefix = "field \"" + std::string(which) + "." + name + "\" (column \"" + col.name + "\" of type " +
+		std::string prefix = "field " + cdc::QuotedField(std::string(which) + "." + name) + " (column \"" + col.name + "\" of type " +
 		                     col.ctype.type_name + "): ";
-		PgCall([&]() { ed->message = psprintf("%s%s", prefix.c_str(), ed->message ? ed->message : ""); });
+		std::string message = ed->message ? ed->message : "";
+		/* the input function quotes the value: a long one (a 400-digit number) is cut for the message */
+		if (dv.text.size() > cdc::kMessageValueBytes) {
+			const std::string clipped = cdc::ClippedForMessage(dv.text);
+			for (size_t at = message.find(dv.text); at != std::string::npos; at = message.find(dv.text, at + clipped.size()))
+				message.replace(at, dv.text.size(), clipped);
+		}
+		message = prefix + message;
+		PgCall([&]() { ed->message = pstrdup(message.c_str()); });
 		throw;
 	}
 	cell.isnull = false;
@@ -208,7 +216,7 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 	for (const auto &[name, dv] : raw.values) {
 		auto f = t.by_name.find(name);
 		if (f == t.by_name.end())
-			Fail("42703", "field \"" + std::string(which) + "." + name + "\" has no column in table " + t.display);
+			Fail("42703", "field " + cdc::QuotedField(std::string(which) + "." + name) + " has no column in table " + t.display);
 		const Column &col = t.columns[size_t(f->second)];
 		if (col.generated)
 			continue; /* generated columns are computed by the destination */
@@ -333,10 +341,10 @@ EntityKey(const Target &t, const Image &img, const char *which)
 		if (!c.present || c.unavailable || c.isnull) { /* the path only for the error: this runs per change */
 			std::string path = std::string(which) + "." + col.name;
 			if (!c.present)
-				Fail("22023", "field \"" + path + "\" is missing: it is a key column of table " + t.display);
+				Fail("22023", "field " + cdc::QuotedField(path) + " is missing: it is a key column of table " + t.display);
 			if (c.unavailable)
-				Fail("22023", "field \"" + path + "\" is the unavailable-value placeholder: it is a key column of table " + t.display);
-			Fail("22004", "field \"" + path + "\" is null: it is a key column of table " + t.display);
+				Fail("22023", "field " + cdc::QuotedField(path) + " is the unavailable-value placeholder: it is a key column of table " + t.display);
+			Fail("22004", "field " + cdc::QuotedField(path) + " is null: it is a key column of table " + t.display);
 		}
 		if (!first)
 			k += ", ";
@@ -480,7 +488,7 @@ PrepareChange(const Target &t, const ChangeRequest &req, const RunAs &as, bool k
 		const Cell &cell = main.cells[size_t(t.version_col)];
 		std::string path = std::string(is_delete ? "before." : "after.") + vc.name;
 		if (!cell.present || cell.unavailable || cell.isnull)
-			Fail("22023", "field \"" + path + "\" is missing or null: the mapping orders changes by this column", {},
+			Fail("22023", "field " + cdc::QuotedField(path) + " is missing or null: the mapping orders changes by this column", {},
 			     is_delete ? "Deletes need the version column in the before-image (REPLICA IDENTITY FULL on the source)."
 			               : "");
 		int64_t x = PgCall([&]() { return VersionIntPg(vc.type, cell.value); });

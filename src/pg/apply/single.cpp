@@ -380,8 +380,8 @@ ApplyHistory(EntityChange &c, Counters &cnt)
 		if (!cell.present)
 			continue;
 		if (IsHistoryMetaColumn(t.columns[i].name))
-			Fail("42703", std::string("field \"") + (c.is_delete ? "before." : "after.") + t.columns[i].name +
-			                  "\" collides with a metadata column of history table " + t.display,
+			Fail("42703", "field " + cdc::QuotedField(std::string(c.is_delete ? "before." : "after.") + t.columns[i].name) +
+			                  " collides with a metadata column of history table " + t.display,
 			     {}, "Columns named cdc_* of a history table are written by cdc_apply only.");
 		ModeValue v;
 		v.column = t.columns[i].name;
