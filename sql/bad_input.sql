@@ -328,11 +328,13 @@ SELECT (SELECT count(*) FROM bad_nul) AS rows, outbox_count('bad_nul') AS outbox
 SELECT cdc_apply('{"op":"c","after":{"id":6},"source":{"name":"ok","schema":"public","table":"bad_nul","lsn":600,"txId":6}}'::text, 'bad_nul') AS clean_event_still_applies;
 
 -- ---------------------------------------------------------------------------
--- A number beyond double precision's range in the text form (found by a
--- fresh-user run: the JSON parser's own "number overflow" without the
--- field).  22003 naming the field, as the jsonb form names it for a double
--- column; in a batch the field's path starts at the event's position.
--- Nothing is applied or claimed; the corrected retry applies.
+-- A number beyond double precision's range (found by fresh-user runs: the
+-- text form's JSON parser stopped at it, "number overflow" and then 22003,
+-- even for a numeric column or a member nothing reads, while the jsonb form
+-- keeps it as numeric).  Both forms now keep every number as written: a
+-- double column refuses it with its type's 22003 naming the field and the
+-- column (a long value cut to 40 characters and "…" in the message); a
+-- numeric column takes it exactly; an unread member never fails.
 -- ---------------------------------------------------------------------------
 CREATE TABLE bad_big (id int PRIMARY KEY, x float8, n numeric);
 SELECT target FROM cdc.register_mapping('bad_big', outbox => true);
@@ -341,15 +343,15 @@ SELECT cdc_apply('{"op":"c","after":{"id":1,"x":1e999},"source":{"name":"ok","sc
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc_apply('{"op":"c","after":{"id":1,"x":1e999},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":100,"txId":1}}'::jsonb, 'bad_big', 'big-1');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT cdc_apply('{"schema":{},"payload":{"op":"c","after":{"id":1,"n":-5E+400},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":100,"txId":1}}}'::text, 'bad_big', 'big-1');
-\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc_apply_batch('[{"op":"c","after":{"id":2},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":200,"txId":2}},
                          {"op":"c","after":{"id":3,"x":2.5e309},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":300,"txId":3}}]'::text, 'bad_big');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set VERBOSITY terse
 SELECT (SELECT count(*) FROM bad_big) AS rows, outbox_count('bad_big') AS outbox_rows, ledger_count('bad_big') AS ledger_rows;
-SELECT cdc_apply('{"op":"c","after":{"id":1,"x":1e308,"n":"-5E+400"},"source":{"name":"ok","schema":"public","table":"bad_big","lsn":100,"txId":1}}'::text, 'bad_big', 'big-1') AS retry;
-SELECT id, x, n = '-5e400'::numeric AS n_kept FROM bad_big;
+SELECT cdc_apply('{"schema":{},"payload":{"op":"c","after":{"id":1,"x":1e308,"n":-5E+400},"ts_ms":1e400,"source":{"name":"ok","schema":"public","table":"bad_big","lsn":100,"txId":1}}}'::text, 'bad_big', 'big-1') AS text_form;
+SELECT cdc_apply('{"schema":{},"payload":{"op":"c","after":{"id":2,"x":1e308,"n":-5E+400},"ts_ms":1e400,"source":{"name":"ok","schema":"public","table":"bad_big","lsn":200,"txId":2}}}'::jsonb, 'bad_big', 'big-2') AS jsonb_form;
+SELECT id, x, n = '-5e400'::numeric AS n_kept FROM bad_big ORDER BY id;
+SELECT outbox_count('bad_big') AS outbox_rows, ledger_count('bad_big') AS ledger_rows;
 
 -- ---------------------------------------------------------------------------
 -- Non-key values are converted once the dedup claim and the version
@@ -392,3 +394,110 @@ SELECT entity_key, version, is_tombstone FROM cdc.entities WHERE target = 'bad_l
 SELECT cdc_apply(dbz('u', 'bad_late', '{"id": 1, "qty": 3, "note": "third"}', '0/3200', 953), 'bad_late', 'late-4') AS corrected;
 SELECT id, qty, note FROM bad_late;
 SELECT op, payload FROM cdc.outbox WHERE target = 'bad_late'::regclass ORDER BY id;
+
+-- ---------------------------------------------------------------------------
+-- Wrong JSON types in `source` (found by a fresh-user run: accepted and
+-- stored as their JSON text, source.name {"a":1} as a source id in
+-- cdc.entities; source.table 5 without a target gave 42P01 "no mapping for
+-- source table public.5").  A name (name, db, schema, table, connector)
+-- must be a JSON string, source.snapshot a boolean or one of Debezium's
+-- values; JSON null is absent.  22023 naming the field, in both forms,
+-- nothing applied, claimed or recorded.
+-- ---------------------------------------------------------------------------
+CREATE TABLE bad_src (id int PRIMARY KEY, v text);
+SELECT target FROM cdc.register_mapping('bad_src', outbox => true);
+SELECT count(*) AS sources_before FROM cdc.source \gset
+CREATE TABLE bad_src_events (n int, source text);
+INSERT INTO bad_src_events VALUES
+  (1, '{"name":"ok","schema":"public","table":5,"lsn":100}'),
+  (2, '{"name":{"a":1},"schema":"public","table":"bad_src","lsn":100}'),
+  (3, '{"name":[1],"schema":"public","table":"bad_src","lsn":100}'),
+  (4, '{"name":"ok","schema":true,"table":"bad_src","lsn":100}'),
+  (5, '{"name":"ok","db":7,"schema":"public","table":"bad_src","lsn":100}'),
+  (6, '{"name":"ok","schema":"public","table":"bad_src","lsn":100,"snapshot":7}'),
+  (7, '{"name":"ok","schema":"public","table":"bad_src","lsn":100,"snapshot":{}}'),
+  (8, '{"name":"ok","schema":"public","table":"bad_src","lsn":100,"snapshot":"bogus"}'),
+  (9, '{"name":"ok","connector":5,"schema":"public","table":"bad_src","lsn":100}');
+CREATE FUNCTION bad_src_try(doc text, as_jsonb boolean, target regclass) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  IF as_jsonb THEN
+    RETURN cdc_apply(doc::jsonb, target);
+  END IF;
+  RETURN cdc_apply(doc, target);
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ' ' || SQLERRM;
+END $$;
+SELECT n, f.as_jsonb, bad_src_try('{"op":"c","after":{"id":' || n || ',"v":"x"},"source":' || source || '}', f.as_jsonb, 'bad_src') AS outcome
+  FROM bad_src_events, (VALUES (false), (true)) f(as_jsonb) ORDER BY n, f.as_jsonb;
+-- without a target: the type error, not a lookup of table "5"
+SELECT bad_src_try('{"op":"c","after":{"id":1},"source":{"name":"ok","schema":"public","table":5,"lsn":100}}', true, NULL) AS no_target;
+SELECT (SELECT count(*) FROM bad_src) AS rows, outbox_count('bad_src') AS outbox_rows, ledger_count('bad_src') AS ledger_rows,
+       (SELECT count(*) FROM cdc.source) = :sources_before AS no_source_recorded;
+-- JSON null is absent; a boolean snapshot (older Debezium) and Debezium's strings apply
+SELECT cdc_apply('{"op":"c","after":{"id":1,"v":"a"},"source":{"name":"ok","db":null,"connector":null,"schema":"public","table":"bad_src","lsn":100,"snapshot":false}}'::text, 'bad_src') AS nulls_absent;
+SELECT cdc_apply('{"op":"r","after":{"id":2,"v":"b"},"source":{"name":"ok","db":"d","schema":"public","table":"bad_src","lsn":200,"snapshot":"first_in_data_collection"}}'::jsonb) AS debezium_value;
+SELECT cdc_apply('{"op":"r","after":{"id":3,"v":"c"},"source":{"name":"ok","db":"d","schema":"public","table":"bad_src","lsn":200,"snapshot":true}}'::text) AS boolean_snapshot;
+SELECT id, v FROM bad_src ORDER BY id;
+SELECT source_name, entity_key, version FROM cdc.entities WHERE target = 'bad_src'::regclass ORDER BY entity_key::text;
+
+-- ---------------------------------------------------------------------------
+-- Repeated object keys (found by a fresh-user run: the text form kept the
+-- first occurrence for some lookups and not others, an after-image
+-- {"id":90,"name":"a","id":91,"name":"b"} applied row 91|a, while jsonb
+-- keeps the last value of each key).  The text form keeps the last value
+-- too: each document gives the same rows, entity records and ledger rows in
+-- both forms, and through the text batch.
+-- ---------------------------------------------------------------------------
+CREATE TABLE bad_dup_t (id int PRIMARY KEY, name text);
+CREATE TABLE bad_dup_j (LIKE bad_dup_t INCLUDING ALL);
+CREATE TABLE bad_dup_b (LIKE bad_dup_t INCLUDING ALL);
+CREATE TABLE bad_dup_events (n int, doc text);
+INSERT INTO bad_dup_events VALUES
+  (1, '{"op":"c","after":{"id":90,"name":"a","id":91,"name":"b"},"source":{"name":"dup","schema":"public","table":"t","lsn":100,"txId":1}}'),
+  (2, '{"op":"d","op":"c","after":{"id":92,"name":"c"},"source":{"name":"dup","schema":"public","table":"t","lsn":200,"txId":2}}'),
+  -- lsn 300 (the last) is read, not 900: else event 4 (lsn 400) would be stale and 91 would end as b2
+  (3, '{"op":"u","after":{"id":91,"name":"b2"},"source":{"name":"dup","schema":"public","table":"t","lsn":900,"lsn":300,"txId":3}}'),
+  (4, '{"op":"u","after":{"id":91,"name":"b3"},"source":{"name":"dup","schema":"public","table":"t","lsn":400,"txId":4}}'),
+  (5, '{"schema":{},"payload":{"op":"c","after":{"id":93,"name":"wrong"},"source":{"name":"dup","schema":"public","table":"t","lsn":500,"txId":5}},"payload":{"op":"c","after":{"id":94,"name":"d"},"source":{"name":"dup","schema":"public","table":"t","lsn":600,"txId":6}}}');
+SELECT n, cdc_apply(doc, 'bad_dup_t') AS text_form, cdc_apply(doc::jsonb, 'bad_dup_j') AS jsonb_form FROM bad_dup_events ORDER BY n;
+SELECT (cdc_apply_batch('[' || string_agg(doc, ',' ORDER BY n) || ']', 'bad_dup_b', with_outcomes => true)).outcomes AS batch
+  FROM bad_dup_events;
+SELECT * FROM bad_dup_t ORDER BY id;
+SELECT (SELECT array_agg(t ORDER BY id) FROM bad_dup_t t)::text = (SELECT array_agg(j ORDER BY id) FROM bad_dup_j j)::text AS jsonb_same_rows,
+       (SELECT array_agg(t ORDER BY id) FROM bad_dup_t t)::text = (SELECT array_agg(b ORDER BY id) FROM bad_dup_b b)::text AS batch_same_rows;
+SELECT e.entity_key, e.version,
+       e.version = (SELECT version FROM cdc.entities j WHERE j.target = 'bad_dup_j'::regclass AND j.entity_key = e.entity_key) AS jsonb_same,
+       e.version = (SELECT version FROM cdc.entities b WHERE b.target = 'bad_dup_b'::regclass AND b.entity_key = e.entity_key) AS batch_same
+  FROM cdc.entities e WHERE e.target = 'bad_dup_t'::regclass ORDER BY e.entity_key::text;
+SELECT ledger_count('bad_dup_t') AS text_ledger, ledger_count('bad_dup_j') AS jsonb_ledger, ledger_count('bad_dup_b') AS batch_ledger;
+
+-- ---------------------------------------------------------------------------
+-- Integer fields written as integral numbers with an exponent or a ".0"
+-- (found by a fresh-user run: source.lsn 1e2 applied from jsonb, which
+-- holds the numeric 100, and refused from text, "not an LSN: 1e2").  An
+-- integer field (lsn, commit_lsn, txId, ts_ms, total_order) takes a JSON
+-- number by its value in both forms; a fraction is refused in both.  Field
+-- names in messages are quoted as JSON strings; long values are cut.
+-- ---------------------------------------------------------------------------
+CREATE TABLE bad_num_t (id int PRIMARY KEY, v text);
+CREATE TABLE bad_num_j (LIKE bad_num_t INCLUDING ALL);
+CREATE TABLE bad_num_events (n int, doc text);
+INSERT INTO bad_num_events VALUES
+  (1, '{"op":"c","after":{"id":1,"v":"a"},"source":{"name":"num","schema":"public","table":"t","lsn":1e2,"txId":7.0}}'),
+  (2, '{"op":"u","after":{"id":1,"v":"b"},"source":{"name":"num","schema":"public","table":"t","lsn":4.0e3,"commit_lsn":4.5e3,"ts_ms":1.7e12},"transaction":{"id":"x","total_order":2E0}}'),
+  (3, '{"op":"u","after":{"id":1,"v":"c"},"source":{"name":"num","schema":"public","table":"t","lsn":5000.0,"txId":8}}');
+SELECT n, cdc_apply(doc, 'bad_num_t') AS text_form, cdc_apply(doc::jsonb, 'bad_num_j') AS jsonb_form FROM bad_num_events ORDER BY n;
+SELECT t.id, t.v, j.v AS jsonb_v FROM bad_num_t t JOIN bad_num_j j USING (id);
+SELECT t.entity_key, t.version, t.version = j.version AS jsonb_same
+  FROM cdc.entities t JOIN cdc.entities j ON j.entity_key = t.entity_key AND j.target = 'bad_num_j'::regclass
+ WHERE t.target = 'bad_num_t'::regclass;
+\set VERBOSITY default
+SELECT cdc_apply('{"op":"u","after":{"id":1,"v":"d"},"source":{"name":"num","schema":"public","table":"t","lsn":6000,"txId":1.5}}'::text, 'bad_num_t');
+SELECT cdc_apply('{"op":"u","after":{"id":1,"v":"d"},"source":{"name":"num","schema":"public","table":"t","lsn":6000,"txId":1.5}}'::jsonb, 'bad_num_j');
+SELECT cdc_apply('{"op":"u","after":{"id":1,"v":"d"},"source":{"name":"num","schema":"public","table":"t","lsn":1e400}}'::text, 'bad_num_t');
+SELECT cdc_apply('{"op":"u","after":{"id":1,"v":"d"},"source":{"name":"num","schema":"public","table":"t","lsn":1e400}}'::jsonb, 'bad_num_j');
+SELECT cdc_apply('{"op":"u","after":{"id":1,"na\"me":"d"},"source":{"name":"num","schema":"public","table":"t","lsn":6000}}'::jsonb, 'bad_num_j');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT t.v, j.v AS jsonb_v, ledger_count('bad_num_t') AS text_ledger, ledger_count('bad_num_j') AS jsonb_ledger
+  FROM bad_num_t t JOIN bad_num_j j USING (id);

@@ -2,8 +2,8 @@
 #include "core/json.hpp"
 #include "core/errors.hpp"
 
+#include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -63,12 +63,30 @@ JsonBuilder::End()
 	open_.pop_back();
 }
 
+namespace {
+
+// A cheap hash of a key for DropRepeatedKeys' table: its length and three
+// of its bytes.  Keys that differ elsewhere collide, which costs a string
+// comparison, not a wrong answer.
+inline std::size_t
+KeyHash(const std::string &k)
+{
+	const std::size_t n = k.size();
+	if (n == 0)
+		return 0;
+	const auto byte = [&](std::size_t i) { return std::size_t(static_cast<unsigned char>(k[i])); };
+	return (n * 0x9E3779B1u) ^ (byte(n - 1) * 0x85EBCA77u) ^ (byte(n / 2) * 0xC2B2AE3Du) ^ (byte(0) << 7);
+}
+
+} // namespace
+
 /*
  * Keeps the last occurrence of each key of `object` (jsonb's rule for a
  * repeated key).  The check is the common case and must stay cheap: a
  * pairwise comparison for a few members, else one pass with an open
  * addressing table of member indexes (kept between objects, so no
- * allocation once it is large enough).  Only an object with a repeated key
+ * allocation once it is large enough; keys made to collide fall back to
+ * sorting them).  Only an object with a repeated key
  * pays for the rebuild.
  */
 void
@@ -89,8 +107,10 @@ JsonBuilder::DropRepeatedKeys(Json &object)
 		while (cap < 2 * n)
 			cap <<= 1;
 		key_slots_.assign(cap, 0);
-		for (std::size_t i = 0; i < n && !repeated; i++) {
-			for (std::size_t h = std::hash<std::string_view>()(m[i].first) & (cap - 1);; h = (h + 1) & (cap - 1)) {
+		/* keys made to collide (the hash is cheap, not keyed) must not make this quadratic */
+		std::size_t probes_left = 4 * n + 64;
+		for (std::size_t i = 0; i < n && !repeated && probes_left > 0; i++) {
+			for (std::size_t h = KeyHash(m[i].first) & (cap - 1);; h = (h + 1) & (cap - 1)) {
 				std::uint32_t slot = key_slots_[h];
 				if (slot == 0) {
 					key_slots_[h] = std::uint32_t(i + 1);
@@ -100,7 +120,17 @@ JsonBuilder::DropRepeatedKeys(Json &object)
 					repeated = true;
 					break;
 				}
+				if (--probes_left == 0)
+					break;
 			}
+		}
+		if (probes_left == 0) { /* too many collisions: sort the keys instead, O(n log n) */
+			std::vector<std::string_view> sorted;
+			sorted.reserve(n);
+			for (const auto &member : m)
+				sorted.emplace_back(member.first);
+			std::sort(sorted.begin(), sorted.end());
+			repeated = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
 		}
 	}
 	if (!repeated)
@@ -333,6 +363,15 @@ BlankFractionalNumbers(std::string &text)
 	return blanked;
 }
 
+// nlohmann's parser over `text`: one instantiation for both passes of
+// Json::Parse (a second one, over std::string iterators, made the lexer of
+// the first pass measurably slower).
+bool
+SaxParse(std::string_view text, TreeBuilder &builder)
+{
+	return nlohmann::json::sax_parse(text.data(), text.data() + text.size(), &builder);
+}
+
 } // namespace
 
 Json
@@ -340,7 +379,7 @@ Json::Parse(std::string_view text)
 {
 	{
 		TreeBuilder builder;
-		if (nlohmann::json::sax_parse(text.begin(), text.end(), &builder))
+		if (SaxParse(text, builder))
 			return builder.builder.Take();
 		if (!builder.overflow)
 			throw JsonSyntaxError("invalid JSON");
@@ -356,7 +395,7 @@ Json::Parse(std::string_view text)
 	const auto restore = BlankFractionalNumbers(blanked);
 	TreeBuilder builder;
 	builder.restore = &restore;
-	if (!nlohmann::json::sax_parse(blanked.begin(), blanked.end(), &builder)) {
+	if (!SaxParse(blanked, builder)) {
 		if (builder.overflow)
 			throw std::logic_error("Json::Parse: a blanked number still overflows");
 		throw JsonSyntaxError("invalid JSON");

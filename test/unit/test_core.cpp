@@ -7,6 +7,7 @@
 #include "core/json.hpp"
 #include "core/version.hpp"
 
+#include <cstdio>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sstream>
@@ -216,6 +217,18 @@ TEST(Json, RepeatedKeyKeepsTheLastValueAsJsonb)
 	EXPECT_EQ(Json::Parse(many + "}").Members().size(), 40u);
 	EXPECT_EQ(Json::Parse(many + ",\"c7\":\"last\"}").Serialize(), expected + ",\"c7\":\"last\"}");
 	EXPECT_EQ(Json::Parse(many + ",\"c7\":1,\"c7\":2,\"c39\":0}").Members().size(), 40u);
+	// keys made to collide in the cheap hash (same length and bytes 0, n/2, n-1): the sorted check
+	std::string colliding = "{";
+	for (int i = 0; i < 20000; i++) {
+		char key[16];
+		std::snprintf(key, sizeof key, "k%03dx%02dz", i / 100, i % 100); /* 9 bytes: k, x (byte 4), z fixed */
+		colliding += (i ? ",\"" : "\"") + std::string(key) + "\":" + std::to_string(i);
+	}
+	EXPECT_EQ(Json::Parse(colliding + "}").Members().size(), 20000u);
+	Json last = Json::Parse(colliding + ",\"k000x00z\":\"last\"}");
+	EXPECT_EQ(last.Members().size(), 20000u);
+	EXPECT_EQ(last.Members().back().second.Scalar(), "last");
+	EXPECT_EQ(last.Members().front().first, "k000x01z");
 	// a builder not told to (the jsonb intake: jsonb has no repeated keys) keeps what it is given
 	JsonBuilder b;
 	b.BeginObject();
