@@ -3,8 +3,9 @@
 // Accepts the JsonConverter form ({"schema": ..., "payload": ...}) and the
 // bare payload (schemas.enable=false).  Recognises the non-change records a
 // Kafka consumer sees on the same topics (SPEC §4.9) and marks them ignored.
-// Field-level rules, with the fixtures they come from, are in
-// docs/debezium.md.
+// Field-level rules (types of the source fields, integer fields read by
+// value, repeated keys) are in docs/sql-reference.md under cdc_apply;
+// the fixtures they are tested on are in test/fixtures/debezium/.
 #pragma once
 #include "core/decode.hpp"
 #include "core/json.hpp"
@@ -28,7 +29,8 @@ struct SourceInfo {
 	std::optional<int64_t> lsn;        // source.lsn: LSN of the change record
 	std::optional<int64_t> commit_lsn; // source.commit_lsn (a cdc_apply extension, see docs): commit LSN of its transaction
 	std::optional<int64_t> tx_id;      // source.txId
-	std::string snapshot;              // "true", "last", "first", "incremental", "false" or ""
+	std::string snapshot;              // Debezium's value ("true", "false", "first", "last", "first_in_data_collection",
+	                                   // "last_in_data_collection", "incremental"; a boolean reads as "true"/"false") or ""
 	std::optional<int64_t> ts_ms;
 };
 
@@ -51,7 +53,12 @@ struct ChangeEvent {
 // Parses a Debezium value.  `root` may be JSON null (a Kafka tombstone).
 // Throws InputError 22023 naming the field for: missing or unknown `op`,
 // missing `after` on c/u/r, missing `before` on d, a non-object image,
-// malformed `source` fields (lsn not an integer, ...).
+// malformed `source` fields: a name (name, db, schema, table, connector)
+// that is not a JSON string, a snapshot that is neither a boolean nor one
+// of Debezium's values, an integer field (lsn, commit_lsn, txId, ts_ms,
+// transaction.total_order) whose number is not an integer in int64's
+// range (1e2 and 100.0 count as 100: Json::AsIntegral); JSON null is
+// absent.  22P02 for a NUL in a text field.
 ChangeEvent ParseDebeziumEnvelope(const Json &root);
 // The same, taking the tree over: the images are moved out of it, not
 // copied (the tree is left without them).
