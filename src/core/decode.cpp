@@ -169,20 +169,23 @@ IsIntegerLexeme(const std::string &s)
 
 /*
  * RequireInteger
- *		The int64 value of a JSON number (or, when allow_string, of a string
- *		holding an integer, as the Debezium docs sometimes show).  Anything
- *		else is 22P02; an integer beyond int64 is 22003.
+ *		The int64 value of a JSON number whose value is an integer, however
+ *		written (1e3, 1000.0: Json::AsIntegral), or, when allow_string, of a
+ *		string holding a plain integer, as the Debezium docs sometimes show.
+ *		Anything else is 22P02; an integer beyond int64 is 22003.
  */
 int64_t
 RequireInteger(const Json &v, bool allow_string, const std::string &what, const std::string &path,
                const ColumnType &col)
 {
 	if (v.IsNumber() || (allow_string && v.IsString())) {
-		if (auto i = v.AsInt64())
+		/* a number by its value (1e3 = 1000), as the jsonb form's numeric prints it: both forms agree */
+		bool out_of_range = false;
+		if (auto i = v.AsIntegral(&out_of_range))
 			return *i;
-		if (IsIntegerLexeme(v.Scalar()))
-			Fail(sqlstate::kNumericOutOfRange, path, what + " " + v.Scalar() + " is out of range for a 64-bit integer",
-			     {}, ColumnDetail(col));
+		if (out_of_range || IsIntegerLexeme(v.Scalar()))
+			Fail(sqlstate::kNumericOutOfRange, path,
+			     what + " " + ClippedForMessage(v.Scalar()) + " is out of range for a 64-bit integer", {}, ColumnDetail(col));
 	}
 	Fail(sqlstate::kInvalidTextRepresentation, path,
 	     "expected " + what + " as an integer, got " + v.KindName() + " " + Excerpt(v), {}, ColumnDetail(col));

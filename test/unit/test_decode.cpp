@@ -577,7 +577,14 @@ TEST(SchemaTemporal, Timestamps)
 	EXPECT_EQ(Text("-9223372036854775808", &ns, ts), "-infinity");
 	ExpectDecodeError("\"yesterday\"", &us, ts, sqlstate::kInvalidTextRepresentation,
 	                  {"microseconds since the epoch"});
-	ExpectDecodeError("1.5e15", &us, ts, sqlstate::kInvalidTextRepresentation, {"integer"});
+	ExpectDecodeError("1.5", &us, ts, sqlstate::kInvalidTextRepresentation, {"integer"});
+	ExpectDecodeError("1529507596945104.5", &us, ts, sqlstate::kInvalidTextRepresentation, {"integer"});
+	// A number is read by its value, as the jsonb form reads numeric_out's text of it: 1.5e15 in
+	// the text form is 1500000000000000 in the jsonb form (found by a fresh-user run).
+	EXPECT_EQ(Text("1.529507596945104e15", &us, ts), Text("1529507596945104", &us, ts));
+	EXPECT_EQ(Text("1529507596945104.0", &us, ts), Text("1529507596945104", &us, ts));
+	ExpectDecodeError("1e30", &us, ts, sqlstate::kNumericOutOfRange, {"out of range"});
+	ExpectDecodeError("1" + std::string(30, '0'), &us, ts, sqlstate::kNumericOutOfRange, {"out of range"});
 	ExpectDecodeError("99999999999999999999", &us, ts, sqlstate::kNumericOutOfRange, {"out of range"});
 }
 
