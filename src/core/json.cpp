@@ -314,6 +314,19 @@ IsJsonNumber(std::string_view s)
  * order the parser reports them in).  Strings are skipped.  A token that is
  * not a JSON number is left for the parser to refuse.
  */
+// One byte `c` of a scan inside a JSON string literal: after a backslash
+// the byte is escaped; an unescaped quote ends the string (in_string false).
+inline void
+ScanStringByte(char c, bool &in_string, bool &escaped)
+{
+	if (escaped)
+		escaped = false;
+	else if (c == '\\')
+		escaped = true;
+	else if (c == '"')
+		in_string = false;
+}
+
 std::vector<std::pair<std::size_t, std::string>>
 BlankFractionalNumbers(std::string &text)
 {
@@ -323,12 +336,7 @@ BlankFractionalNumbers(std::string &text)
 	while (i < n) {
 		char c = text[i];
 		if (in_string) {
-			if (escaped)
-				escaped = false;
-			else if (c == '\\')
-				escaped = true;
-			else if (c == '"')
-				in_string = false;
+			ScanStringByte(c, in_string, escaped);
 			i++;
 			continue;
 		}
@@ -647,12 +655,7 @@ OversizeTopLevelElement(std::string_view text, std::size_t max_bytes)
 	for (i++; i < n; i++) {
 		char c = text[i];
 		if (in_string) {
-			if (escaped)
-				escaped = false;
-			else if (c == '\\')
-				escaped = true;
-			else if (c == '"')
-				in_string = false;
+			ScanStringByte(c, in_string, escaped);
 			last = i;
 			continue;
 		}
