@@ -90,6 +90,16 @@ SELECT * FROM bad_checkpoint();
 SELECT cdc_apply('{"op": "x", "source": {"name": "srv", "lsn": 4352}, "after": {"id": 2, "name": "b", "qty": 2}}'::jsonb,
                  'bad_items', 'bad-op');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- an unknown op is printed as a JSON string, cut (found by a fresh-user run:
+-- a quote and a newline in it went into the message as they were)
+SELECT cdc_apply(jsonb_build_object('op', E'x"\n' || repeat('q', 500), 'source', jsonb_build_object('name', 'srv', 'lsn', 4352),
+                                    'after', jsonb_build_object('id', 2, 'name', 'b', 'qty', 2)), 'bad_items', 'bad-op2');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- a transaction.total_order beyond 32 bits names its field (22023, was a 22003 about a "position")
+SELECT cdc_apply('{"op": "c", "source": {"name": "srv", "lsn": 4352}, "transaction": {"id": "t", "total_order": 2147483648},
+                   "after": {"id": 2, "name": "b", "qty": 2}}'::jsonb, 'bad_items', 'bad-to');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) AS rows_for_id_2 FROM bad_items WHERE id = 2;
 SELECT cdc_apply('{"op": 99, "source": {"name": "srv", "lsn": 4352}, "after": {"id": 2, "name": "b", "qty": 2}}'::jsonb,
                  'bad_items', 'bad-op');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE

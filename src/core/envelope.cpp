@@ -1,6 +1,8 @@
 #include "core/cpp_only.hpp" // first: this file is pure C++
 #include "core/envelope.hpp"
 
+#include <limits>
+
 #include "core/errors.hpp"
 
 namespace cdc {
@@ -224,7 +226,8 @@ ParseEnvelope(const Json &root, Json *owned)
 	else if (o == "t")
 		ev.op = Op::Truncate;
 	else
-		Bad("unknown op \"" + o + "\"", "Known ops are c, u, d, r, t (changes) and m (messages, ignored).");
+		Bad("unknown op " + QuotedField(ClippedForMessage(o)),
+		    "Known ops are c, u, d, r, t (changes) and m (messages, ignored).");
 
 	if (const Json *src = payload->FindNonNull("source")) {
 		if (!src->IsObject())
@@ -245,6 +248,12 @@ ParseEnvelope(const Json &root, Json *owned)
 			Bad(std::string("field \"transaction\" must be an object, got ") + tx->KindName());
 		ev.transaction_id = OptString(tx->Find("id"), "transaction.id");
 		ev.total_order = OptInt(tx->Find("total_order"), "transaction.total_order");
+		/* the fourth version component is stored in 32 bits (core/layout.hpp) */
+		if (ev.total_order && (*ev.total_order < std::numeric_limits<int32_t>::min() ||
+		                       *ev.total_order > std::numeric_limits<int32_t>::max()))
+			Bad("field \"transaction.total_order\" is out of range: " + std::to_string(*ev.total_order) +
+			        " (at most 2147483647)",
+			    "It is the change's position in its source transaction.");
 	}
 
 	if (schema) {

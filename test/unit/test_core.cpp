@@ -551,6 +551,29 @@ TEST(Envelope, TransactionBlockAndQuotedNumbers)
 	EXPECT_EQ(SqlStateOf([&] { DeriveDebeziumVersion(ev, 0); }), "22023");
 }
 
+// An unknown op is printed as a JSON string, cut to kMessageValueBytes; a
+// transaction.total_order beyond 32 bits is 22023 naming the field (found by
+// a fresh-user run: the op printed raw with its newline and quote, the total
+// order a 22003 about a "position in transaction").
+TEST(Envelope, OpAndTotalOrderMessagesNameWhatIsWrong)
+{
+	auto message = [](const std::string &json) -> std::string {
+		try {
+			ParseDebeziumEnvelope(Json::Parse(json));
+		} catch (const InputError &e) {
+			return std::string(e.sqlstate()) + " " + e.what();
+		}
+		return "no error";
+	};
+	EXPECT_EQ(message(R"({"op": "x\"\n", "after": {"id": 1}})"), "22023 unknown op \"x\\\"\\n\"");
+	std::string long_op = message(R"({"op": ")" + std::string(500, 'q') + R"(", "after": {"id": 1}})");
+	EXPECT_LT(long_op.size(), 80u) << long_op;
+	EXPECT_EQ(message(R"({"op": "c", "after": {"id": 1}, "transaction": {"id": "t", "total_order": 2147483648}})"),
+	          "22023 field \"transaction.total_order\" is out of range: 2147483648 (at most 2147483647)");
+	EXPECT_EQ(message(R"({"op": "c", "after": {"id": 1}, "transaction": {"id": "t", "total_order": 2147483647}})"),
+	          "no error");
+}
+
 TEST(Envelope, BadEnvelopesAreInputErrors)
 {
 	auto state = [](const char *json) {
