@@ -1183,14 +1183,19 @@ BEGIN
   END IF;
   /*
    * The records become the mark: every change of that source applied so far
-   * is at or below the greatest recorded version.  The records themselves
-   * are no longer consulted, so they go (a switch back starts from the mark).
+   * is at or below the greatest recorded version, or the prune watermark
+   * where cdc.prune() removed the newest records (tombstones).  The records
+   * themselves are no longer consulted, so they go (a switch back starts
+   * from the mark); the watermark stays, as entity ordering reads it.
    */
   INSERT INTO cdc.stream_mark AS w (target, src, v0, v1, v2, v3, updated_s)
   SELECT DISTINCT ON (e.src) e.target, e.src, e.v0, e.v1, e.v2, e.v3,
          pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.now()) OPERATOR(pg_catalog.-) 946684800)::integer
-    FROM cdc.entity_state e
-   WHERE e.target OPERATOR(pg_catalog.=) _fold_into_stream_mark.target
+    FROM (SELECT r.target, r.src, r.v0, r.v1, r.v2, r.v3 FROM cdc.entity_state r
+           WHERE r.target OPERATOR(pg_catalog.=) _fold_into_stream_mark.target
+          UNION ALL
+          SELECT p.target, p.src, p.v0, p.v1, p.v2, p.v3 FROM cdc.prune_watermark p
+           WHERE p.target OPERATOR(pg_catalog.=) _fold_into_stream_mark.target) e
    ORDER BY e.src, e.v0 DESC, e.v1 DESC, e.v2 DESC, e.v3 DESC
   ON CONFLICT ON CONSTRAINT stream_mark_pkey DO UPDATE
      SET v0 = EXCLUDED.v0, v1 = EXCLUDED.v1, v2 = EXCLUDED.v2, v3 = EXCLUDED.v3, updated_s = EXCLUDED.updated_s

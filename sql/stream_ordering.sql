@@ -83,6 +83,29 @@ SELECT k, cdc.delivery_processed('so_unmapped', k)
   FROM unnest(ARRAY['pgoutput:pg:4242:0/4FFF:9', 'pgoutput:pg:4242:0/5000:3', 'pgoutput:pg:4242:0/5000:4',
                     'pgoutput:pg:4242:FFFFFFFF/0:1', 'pgoutput:pg:4343:0/10:1', 'pgoutput:pg:4242:garbage']) k;
 
+-- Entity -> stream after pruning: the mark also covers the prune watermark.
+-- Key 2's delete (0/300) is the newest change applied; its tombstone is
+-- pruned, leaving key 1's record (0/100) and a watermark of 0/300.  The mark
+-- must be 0/300, or a re-sent delete of key 2 would be applied again (a
+-- second outbox row, and rows of stream-ordered targets are unique by the
+-- mark alone).
+CREATE TABLE so_pruned (id int PRIMARY KEY, status text NOT NULL);
+SELECT target FROM cdc.register_mapping('so_pruned', outbox => true);
+SELECT cdc_apply(dbz('c', 'so_pruned', '{"id": 1, "status": "a"}', '0/100'));
+SELECT cdc_apply(dbz('c', 'so_pruned', '{"id": 2, "status": "b"}', '0/200'));
+SELECT cdc_apply(dbz('d', 'so_pruned', NULL, '0/300', NULL, before => '{"id": 2}'));
+UPDATE cdc.entity_state SET touched_s = touched_s - 8 * 86400 WHERE target = 'so_pruned'::regclass;
+SELECT sum(removed) > 0 AS pruned FROM cdc.prune(1000);
+SELECT ARRAY[v0::bigint, v1, v2, v3::bigint] AS watermark FROM cdc.prune_watermark WHERE target = 'so_pruned'::regclass;
+SELECT entity_key, version, is_tombstone FROM cdc.entities WHERE target = 'so_pruned'::regclass;
+SELECT ordering FROM cdc.set_ordering('so_pruned', 'stream');
+SELECT version FROM cdc.stream_marks WHERE target = 'so_pruned'::regclass;
+SELECT count(*) AS watermarks_left FROM cdc.prune_watermark WHERE target = 'so_pruned'::regclass;
+-- back to entity ordering: the re-sent delete is a duplicate, no outbox row
+SELECT ordering FROM cdc.set_ordering('so_pruned', 'entity');
+SELECT cdc_apply(dbz('d', 'so_pruned', NULL, '0/300', NULL, before => '{"id": 2}'), delivery_key => 'again') AS resent_delete;
+SELECT op, entity_key FROM cdc.outbox WHERE target = 'so_pruned'::regclass ORDER BY id;
+
 -- A dropped target takes its marks with it.
 DROP TABLE so_unmapped;
 SELECT count(*) AS marks_left FROM cdc.stream_mark WHERE NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = target);
