@@ -20,6 +20,10 @@ SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull
   FROM pg_attribute a WHERE a.attrelid = 'cdc.outbox_rows'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum;
 SELECT indexrelid::regclass AS index, indisunique, pg_get_indexdef(indexrelid) AS definition
   FROM pg_index WHERE indrelid = 'cdc.outbox_rows'::regclass ORDER BY 1::text;
+-- No primary key (rows of stream-ordered targets are not in the unique
+-- index): the table's replica identity is FULL, so that UPDATE and DELETE of
+-- its rows work where a publication includes it.
+SELECT relreplident FROM pg_class WHERE oid = 'cdc.outbox_rows'::regclass;
 
 -- Three changes delivered from generation 1 of the topic.
 CREATE TABLE ob_ev (n int PRIMARY KEY, ev jsonb NOT NULL);

@@ -97,6 +97,8 @@ compare_table($source, $dest, $items_q, 'items equal the source');
 # 1 insert + 5 updates + 1 delete + 1 key change + 1 update = 9 changes
 is($stats->('orders'), '29|0|0|0|20', '9 streamed changes applied');
 is(outbox_summary($dest), '10|10', 'one outbox row per change (the key change: delete + insert)');
+is($dest->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE stream_ordered) || '|' || count(*) FROM cdc.outbox_rows}), '10|10',
+	'the rows of a stream-ordered target are marked stream_ordered (unique by the mark, not in outbox_rows_ikey)');
 is($bookkeeping->(), '0|0', 'no ledger row and no entity record for stream-ordered targets');
 # The worker's outbox rows: every idempotency key follows the rule
 # (docs/semantics.md, "Outbox"), and each entity's last payload is its row
@@ -274,6 +276,13 @@ ok($dest->safe_psql('postgres', q{SELECT count(*) FROM cdc.ledger}) > 0, 'switch
 ok(wait_caught_up($source, $dest, 'sub1b'), 'switching under load: caught up');
 compare_table($source, $dest, $rows_q, 'switching under load: rows equal the source');
 is((split /\|/, outbox_summary($dest))[0] - $outbox_before, 600 + 600 + 200, 'switching under load: exactly one outbox row per change');
+# Rows written in each ordering carry its flag; no idempotency key twice
+# across the two kinds (the unique index holds only the entity-ordered ones).
+my ($by_mark, $by_index, $distinct) = split /\|/, $dest->safe_psql('postgres', qq{
+SELECT count(*) FILTER (WHERE stream_ordered) || '|' || count(*) FILTER (WHERE NOT stream_ordered) || '|' || count(DISTINCT ikey)
+  FROM cdc.outbox_rows WHERE target = 'orders'::regclass});
+ok($by_mark > 0 && $by_index > 0, "switching under load: rows of both orderings ($by_mark stream-ordered, $by_index entity-ordered)");
+is($distinct, $by_mark + $by_index, 'switching under load: every idempotency key once across both orderings');
 my ($applied1, $dup1, $stale1, $conflict1) = split /\|/, $stats->('orders');
 is("$stale1|$conflict1", "$stale0|$conflict0", 'switching under load: no stale and no conflict outcome');
 is($dest->safe_psql('postgres', q{SELECT ordering FROM cdc.mapping WHERE target = 'orders'::regclass}), 'stream', 'ended stream-ordered');

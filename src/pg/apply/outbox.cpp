@@ -677,10 +677,11 @@ InsertOutboxRow(const OutboxRow &r)
 	int8_or_null(p, r.tx_id);
 	p.Add(JSONBOID, r.entity_key.value_or((Datum) 0), !r.entity_key);
 	p.AddVarlena(JSONBOID, r.payload.value_or((Datum) 0), !r.payload);
+	p.Add(BOOLOID, BoolGetDatum(r.new_by_order), false);
 	uint64_t n = Execute("INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, "
-	                     "entity_key, payload) "
-	                     "VALUES ($1, $2::pg_catalog.regclass, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
-	                     "ON CONFLICT (target, v1, v2, ikey) DO NOTHING",
+	                     "entity_key, payload, stream_ordered) "
+	                     "VALUES ($1, $2::pg_catalog.regclass, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
+	                     "ON CONFLICT (target, v1, v2, ikey) WHERE NOT stream_ordered DO NOTHING",
 	                     p, true);
 	return n == 1;
 }
@@ -689,8 +690,10 @@ InsertOutboxRow(const OutboxRow &r)
  * The columns of cdc.outbox_rows the engine fills, by name; the others (id,
  * created_at, published_at) take their column defaults.
  */
-static const char *const kOutboxColumns[] = {"ikey", "target", "src", "op",         "v0",         "v1",     "v2",
-                                             "v3",   "lsn",    "tx_id", "commit_lsn", "entity_key", "payload"};
+static const char *const kOutboxColumns[] = {"ikey",       "target",     "src",     "op",
+                                             "v0",         "v1",         "v2",      "v3",
+                                             "lsn",        "tx_id",      "commit_lsn", "entity_key",
+                                             "payload",    "stream_ordered"};
 constexpr int kOutboxColumnCount = int(sizeof(kOutboxColumns) / sizeof(kOutboxColumns[0]));
 constexpr int kOutboxChunk = 1000; /* rows per table_multi_insert, as COPY buffers them */
 
@@ -710,6 +713,7 @@ struct OutboxLayout {
 	bool valid;
 	int natts;
 	int attno[kOutboxColumnCount];
+	Oid ikey_index; /* outbox_rows_ikey: the arbiter of ON CONFLICT (target, v1, v2, ikey) WHERE NOT stream_ordered */
 	Expr **defaults; /* [natts]: planned default, or NULL */
 };
 static OutboxLayout *outbox_layout = nullptr;
@@ -746,6 +750,9 @@ OutboxLayoutPg(Relation rel)
 		if (attno[c] <= 0)
 			return nullptr;
 	}
+	Oid ikey_index = get_relname_relid("outbox_rows_ikey", RelationGetNamespace(rel));
+	if (!OidIsValid(ikey_index))
+		return nullptr;
 	bool *filled = (bool *) palloc0(sizeof(bool) * desc->natts);
 	for (int c = 0; c < kOutboxColumnCount; c++)
 		filled[attno[c] - 1] = true;
@@ -763,6 +770,7 @@ OutboxLayoutPg(Relation rel)
 	l->relid = RelationGetRelid(rel);
 	l->natts = desc->natts;
 	memcpy(l->attno, attno, sizeof(attno));
+	l->ikey_index = ikey_index;
 	l->defaults = (Expr **) palloc0(sizeof(Expr *) * desc->natts);
 	for (int i = 0; i < desc->natts; i++)
 		if (planned[i] != NULL)
@@ -872,12 +880,13 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 			set(s, 10, r.commit_lsn ? Int64GetDatum(*r.commit_lsn) : (Datum) 0, !r.commit_lsn);
 			set(s, 11, r.entity_key.value_or((Datum) 0), !r.entity_key);
 			set(s, 12, r.payload.value_or((Datum) 0), !r.payload);
+			set(s, 13, BoolGetDatum(r.new_by_order), false);
 			ExecStoreVirtualTuple(s);
 			if (desc->constr != NULL && !skip_taken) /* InsertOnConflictDoNothingPg checks them */
 				ExecConstraints(rri, s, estate);
 		}
 		if (skip_taken) {
-			inserted = InsertOnConflictDoNothingPg(&w, slots[0]) ? 1 : 0;
+			inserted = InsertOnConflictDoNothingPg(&w, slots[0], layout->ikey_index) ? 1 : 0;
 		} else {
 			table_multi_insert(rel, slots, m, estate->es_output_cid, 0, NULL);
 			for (int j = 0; j < m; j++)
@@ -969,6 +978,7 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 	ArrayParam v1 = int8_array(), v2 = int8_array(), v3 = int8_array(), lsn = int8_array(), commit_lsn = int8_array(),
 	           tx_id = int8_array();
 	ArrayParam ekeys(JSONBOID, -1, false, TYPALIGN_INT), payloads(JSONBOID, -1, false, TYPALIGN_INT);
+	ArrayParam stream(BOOLOID, 1, true, TYPALIGN_CHAR);
 	auto add_int8 = [](ArrayParam &a, const std::optional<int64_t> &x) {
 		a.Add(x ? Int64GetDatum(*x) : (Datum) 0, !x);
 	};
@@ -988,6 +998,7 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		add_int8(tx_id, r.tx_id);
 		ekeys.Add(r.entity_key.value_or((Datum) 0), !r.entity_key);
 		payloads.Add(r.payload.value_or((Datum) 0), !r.payload);
+		stream.Add(BoolGetDatum(r.new_by_order), false);
 	}
 	Params p;
 	ikeys.AddTo(p, UUIDARRAYOID);
@@ -1003,12 +1014,14 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 	tx_id.AddTo(p, INT8ARRAYOID);
 	ekeys.AddTo(p, JSONBARRAYOID);
 	payloads.AddTo(p, JSONBARRAYOID, /* by_reference */ true);
+	stream.AddTo(p, BOOLARRAYOID);
 	const std::string insert =
-		"INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, entity_key, payload) "
+		"INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, entity_key, payload, "
+		"stream_ordered) "
 		"SELECT pg_catalog.unnest($1), pg_catalog.unnest($2)::pg_catalog.regclass, pg_catalog.unnest($3), "
 		"pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), "
 		"pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), "
-		"pg_catalog.unnest($12), pg_catalog.unnest($13) ";
+		"pg_catalog.unnest($12), pg_catalog.unnest($13), pg_catalog.unnest($14) ";
 	/*
 	 * ON CONFLICT: an applied change whose row is there already (a change
 	 * applied again under expired_policy 'apply' after its records were
@@ -1019,9 +1032,9 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		/* The same as a plain INSERT, where the direct path does not apply. */
 		counters[only].outbox_rows += int64_t(Execute(insert, p, true));
 	} else if (one_target) {
-		counters[only].outbox_rows += int64_t(Execute(insert + "ON CONFLICT (target, v1, v2, ikey) DO NOTHING", p, true));
+		counters[only].outbox_rows += int64_t(Execute(insert + "ON CONFLICT (target, v1, v2, ikey) WHERE NOT stream_ordered DO NOTHING", p, true));
 	} else {
-		uint64_t n = Execute(insert + "ON CONFLICT (target, v1, v2, ikey) DO NOTHING RETURNING target", p, true);
+		uint64_t n = Execute(insert + "ON CONFLICT (target, v1, v2, ikey) WHERE NOT stream_ordered DO NOTHING RETURNING target", p, true);
 		CountReturnedTargets(n, counters);
 	}
 	q.rows.clear();

@@ -141,7 +141,7 @@ ClaimDeliveryDirectPg(int64 digest, Oid target, int32 claimed_s)
 	SetColumn(slot, attno[1], ObjectIdGetDatum(target));
 	SetColumn(slot, attno[2], Int32GetDatum(claimed_s));
 	ExecStoreVirtualTuple(slot);
-	bool inserted = InsertOnConflictDoNothingPg(&w, slot);
+	bool inserted = InsertOnConflictDoNothingPg(&w, slot, RelationGetPrimaryKeyIndex(rel));
 	ExecResetTupleTable(w.estate->es_tupleTable, false);
 	EndExecWritePg(&w);
 	table_close(rel, NoLock);
@@ -241,7 +241,7 @@ InsertEntityRecordDirectPg(Oid target, const char *key, int key_len, const Entit
 	BeginExecWritePg(rel, ACL_INSERT, &w, true);
 	TupleTableSlot *slot = ExecInitExtraTupleSlot(w.estate, RelationGetDescr(rel), &TTSOpsVirtual);
 	FillEntityRow(slot, attno, target, PointerGetDatum(cstring_to_text_with_len(key, key_len)), row);
-	bool inserted = InsertOnConflictDoNothingPg(&w, slot);
+	bool inserted = InsertOnConflictDoNothingPg(&w, slot, RelationGetPrimaryKeyIndex(rel));
 	ExecResetTupleTable(w.estate->es_tupleTable, false);
 	EndExecWritePg(&w);
 	table_close(rel, NoLock);

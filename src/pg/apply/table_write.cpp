@@ -143,10 +143,10 @@ EndExecWritePg(ExecWrite *w)
 }
 
 bool
-InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot)
+InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot, Oid arbiter_index)
 {
 	Relation rel = w->rri->ri_RelationDesc;
-	List *arbiter = list_make1_oid(RelationGetPrimaryKeyIndex(rel));
+	List *arbiter = list_make1_oid(arbiter_index);
 	TupleDesc desc = RelationGetDescr(rel);
 	if (desc->constr != NULL)
 		ExecConstraints(w->rri, slot, w->estate); /* NOT NULL, as the statement checks before inserting */

@@ -41,7 +41,9 @@ struct ExecWrite {
 void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculative = false);
 void EndExecWritePg(ExecWrite *w);
 
-// INSERT ... ON CONFLICT (primary key) DO NOTHING of the row in `slot`, by
+// INSERT ... ON CONFLICT DO NOTHING of the row in `slot` with the unique
+// index `arbiter` as the conflict target (a partial one only where the row
+// satisfies its predicate, as the statement infers it), by
 // the executor's speculative insertion protocol (nodeModifyTable.c,
 // ExecInsert).  A pre-check on the key index waits for an uncommitted row
 // with the key and reports a committed one (then: false, nothing
@@ -57,7 +59,7 @@ void EndExecWritePg(ExecWrite *w);
 // the statement also checks that a conflicting row is visible to it
 // (the caller falls back to the statement there).
 // PostgreSQL regime.
-bool InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot);
+bool InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot, Oid arbiter);
 
 // Upserts the full after-images `images` (one per key, no key twice) into
 // `t` as `as`: each row is looked up by the target's unique key index

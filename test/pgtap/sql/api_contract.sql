@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(192);
+SELECT plan(197);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -57,9 +57,16 @@ SELECT is(cdc.delivery_digest('cdc.mapping', 'k'), ('x' || substr(md5('cdc.mappi
           'cdc.delivery_digest is the first 64 bits of md5(target oid, newline, delivery key)');
 
 -- The outbox: compact rows keyed by the binary idempotency key, shown by the view cdc.outbox.
-SELECT col_is_pk('cdc', 'outbox_rows', ARRAY['target', 'v1', 'v2', 'ikey'], 'cdc.outbox_rows: the binary idempotency key is the primary key, per target, after the version columns (docs/security.md)');
+SELECT index_is_unique('cdc', 'outbox_rows', 'outbox_rows_ikey', 'cdc.outbox_rows_ikey is unique');
+SELECT has_index('cdc', 'outbox_rows', 'outbox_rows_ikey', ARRAY['target', 'v1', 'v2', 'ikey'], 'cdc.outbox_rows: the binary idempotency key is unique per target, after the version columns (docs/security.md)');
+SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = 'cdc.outbox_rows_ikey'::regclass), '(NOT stream_ordered)',
+          'cdc.outbox_rows_ikey leaves out the rows of stream-ordered targets (unique by their stream mark)');
+SELECT hasnt_pk('cdc', 'outbox_rows', 'cdc.outbox_rows has no primary key (the unique index is partial)');
+SELECT is((SELECT relreplident FROM pg_class WHERE oid = 'cdc.outbox_rows'::regclass), 'f'::"char",
+          'cdc.outbox_rows has REPLICA IDENTITY FULL, so UPDATE and DELETE work where a publication includes it');
+SELECT col_not_null('cdc', 'outbox_rows', 'stream_ordered', 'cdc.outbox_rows.stream_ordered is NOT NULL');
 SELECT col_type_is('cdc', 'outbox_rows', 'ikey', 'uuid', 'cdc.outbox_rows.ikey is uuid (the 16 bytes of the md5)');
-SELECT indexes_are('cdc', 'outbox_rows', ARRAY['outbox_rows_pkey', 'outbox_unpublished_idx'],
+SELECT indexes_are('cdc', 'outbox_rows', ARRAY['outbox_rows_ikey', 'outbox_unpublished_idx'],
                    'cdc.outbox_rows has one unique index and the relay''s work queue');
 SELECT col_is_pk('cdc', 'outbox_source', 'id', 'cdc.outbox_source: id is the primary key');
 SELECT is((SELECT is_updatable || is_insertable_into FROM information_schema.views
