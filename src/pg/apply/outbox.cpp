@@ -86,15 +86,8 @@ namespace {
 /* to_jsonb(anyelement), called with a record argument: set up once per backend. */
 FmgrInfo *to_jsonb_record = nullptr;
 
-/*
- * to_jsonb() of the target's row type formed from `values`: the row a
- * statement writing these values produces (no defaults, no generated
- * columns, no triggers: the caller's conditions), converted by PostgreSQL's
- * own to_jsonb (composite_to_jsonb), exactly as to_jsonb(t) of that row.
- * The relation is locked by the caller (LoadTarget).
- */
-Datum
-ImageJsonbPg(Oid relid, int n, const AttrNumber *attnums, const Datum *values, const bool *nulls)
+FmgrInfo *
+ToJsonbRecordPg()
 {
 	if (to_jsonb_record == nullptr) {
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
@@ -106,6 +99,20 @@ ImageJsonbPg(Oid relid, int n, const AttrNumber *attnums, const Datum *values, c
 		MemoryContextSwitchTo(old);
 		to_jsonb_record = f;
 	}
+	return to_jsonb_record;
+}
+
+/*
+ * to_jsonb() of the target's row type formed from `values`: the row a
+ * statement writing these values produces (no defaults, no generated
+ * columns, no triggers: the caller's conditions), converted by PostgreSQL's
+ * own to_jsonb (composite_to_jsonb), exactly as to_jsonb(t) of that row.
+ * The relation is locked by the caller (LoadTarget).
+ */
+Datum
+ImageJsonbPg(Oid relid, int n, const AttrNumber *attnums, const Datum *values, const bool *nulls)
+{
+	FmgrInfo *to_jsonb = ToJsonbRecordPg();
 	Relation rel = RelationIdGetRelation(relid);
 	if (!RelationIsValid(rel))
 		elog(ERROR, "could not open relation with OID %u", relid);
@@ -120,7 +127,7 @@ ImageJsonbPg(Oid relid, int n, const AttrNumber *attnums, const Datum *values, c
 	/* heap_form_tuple stamps the row type (tdtypeid) into the header: a composite Datum */
 	HeapTuple tup = heap_form_tuple(desc, v, isnull);
 	RelationClose(rel);
-	Datum j = FunctionCall1(to_jsonb_record, HeapTupleGetDatum(tup));
+	Datum j = FunctionCall1(to_jsonb, HeapTupleGetDatum(tup));
 	heap_freetuple(tup);
 	pfree(v);
 	pfree(isnull);
@@ -486,6 +493,13 @@ EmitOutboxMessage(Oid relid, const std::string &message)
 }
 
 } // namespace
+
+Datum
+RowJsonbPg(TupleTableSlot *slot)
+{
+	/* a composite Datum of the slot's row type, TOASTed values inlined (heap_copy_tuple_as_datum) */
+	return FunctionCall1(ToJsonbRecordPg(), ExecFetchSlotHeapTupleDatum(slot));
+}
 
 bool
 PayloadFromImageAllowed(const Target &t)

@@ -28,6 +28,10 @@
 #include <string>
 #include <vector>
 
+extern "C" {
+#include "executor/tuptable.h"
+}
+
 namespace cdc::pg {
 
 // The "source" JSON of history rows, handler metadata and dead letters (the
@@ -63,6 +67,12 @@ struct DeferredOutbox {
 // destructor); reset by every ApplyEngine.
 extern DeferredOutbox *deferred_outbox;
 
+
+// to_jsonb() of the row in `slot` (of a table's row type), exactly as
+// to_jsonb(t) of that row in a statement: the payload of a row found and
+// removed without SQL (table_write.hpp, FindRowsDirect).  The jsonb is
+// allocated in the current memory context.  PostgreSQL regime.
+Datum RowJsonbPg(TupleTableSlot *slot);
 
 // May the payload of an applied upsert be built from its image
 // (PayloadFromImage) instead of being read back from the table?  When the

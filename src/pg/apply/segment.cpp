@@ -504,13 +504,20 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		}
 	}
 	if (!deletes.empty()) {
-		Params p;
-		std::string names, where;
 		std::vector<const Image *> keys;
 		for (size_t d : deletes)
 			keys.push_back(&*prep[writes[d].first].before);
-		KeyArrays(t, keys, p, names, where);
 		const bool back = returning != Returning::None;
+		/* As PostgreSQL's own apply deletes them, without SQL (table_write.hpp). */
+		std::vector<std::optional<Datum>> removed;
+		if (FindRowsDirect(t, keys, /* remove */ true, back ? &removed : nullptr, as)) {
+			for (size_t r = 0; r < removed.size(); r++)
+				rows[deletes[r]] = removed[r];
+			return rows;
+		}
+		Params p;
+		std::string names, where;
+		KeyArrays(t, keys, p, names, where);
 		/*
 		 * The rows are found by one index probe per key (a LATERAL subquery
 		 * with OFFSET 0 is never flattened into a join) and deleted by ctid,
@@ -541,6 +548,12 @@ std::vector<std::optional<Datum>>
 ReadRows(const Target &t, const std::vector<const Image *> &keys, const RunAs &as)
 {
 	std::vector<std::optional<Datum>> rows(keys.size());
+	/*
+	 * Without SQL where the table allows it (table_write.hpp): the rows are
+	 * locked as well, which the chain's upsert in the same batch does anyway.
+	 */
+	if (FindRowsDirect(t, keys, /* remove */ false, &rows, as))
+		return rows;
 	Params p;
 	std::string names, where;
 	KeyArrays(t, keys, p, names, where);

@@ -4,6 +4,7 @@
 // through PgCallAs); UpsertRowsDirect lays the images out for it.
 #include "pg/apply/table_write.hpp"
 
+#include "pg/apply/outbox.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/guc.hpp"
 
@@ -112,6 +113,72 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 	return true;
 }
 
+/*
+ * nkeys x nkey key Datums (row-major, key columns `key`); found[i] and,
+ * with `jsonb`, jsonb[i] (allocated in `out_cxt`) per key.
+ */
+bool
+FindRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, int nkeys, const Datum *values, const bool *nulls,
+                 bool remove, MemoryContext out_cxt, Datum *jsonb, bool *found)
+{
+	Oid userid = GetUserId();
+	AclMode need = ACL_SELECT | (remove ? ACL_DELETE : ACL_UPDATE);
+	if (pg_namespace_aclcheck(get_rel_namespace(relid), userid, ACL_USAGE) != ACLCHECK_OK ||
+	    pg_class_aclmask(relid, userid, need, ACLMASK_ALL) != need)
+		return false;
+	Relation rel = table_open(relid, RowExclusiveLock);
+	Oid index = InvalidOid;
+	bool plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
+	             !rel->rd_rel->relrowsecurity &&
+	             (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL || OidIsValid(RelationGetReplicaIndex(rel)));
+	if (plain)
+		index = UniqueIndexOnPg(rel, key, nkey);
+	if (!OidIsValid(index)) {
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	ExecWrite w;
+	BeginExecWritePg(rel, need, &w);
+	EState *estate = w.estate;
+	estate->es_snapshot = GetActiveSnapshot();
+	EPQState epq;
+	EvalPlanQualInit(&epq, estate, NULL, NIL, -1);
+	TupleDesc desc = RelationGetDescr(rel);
+	TupleTableSlot *searchslot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
+	TupleTableSlot *localslot = table_slot_create(rel, &estate->es_tupleTable);
+	for (int r = 0; r < nkeys; r++) {
+		ExecClearTuple(searchslot);
+		for (int i = 0; i < desc->natts; i++) {
+			searchslot->tts_values[i] = (Datum) 0;
+			searchslot->tts_isnull[i] = true;
+		}
+		for (int k = 0; k < nkey; k++) {
+			searchslot->tts_values[key[k] - 1] = values[size_t(r) * size_t(nkey) + size_t(k)];
+			searchslot->tts_isnull[key[k] - 1] = nulls[size_t(r) * size_t(nkey) + size_t(k)];
+		}
+		ExecStoreVirtualTuple(searchslot);
+		found[r] = RelationFindReplTupleByIndex(rel, index, LockTupleExclusive, searchslot, localslot);
+		if (found[r] && jsonb != NULL) {
+			MemoryContext old = MemoryContextSwitchTo(out_cxt);
+			jsonb[r] = RowJsonbPg(localslot);
+			MemoryContextSwitchTo(old);
+		}
+		if (found[r] && remove) {
+			ExecSimpleRelationDelete(w.rri, estate, &epq, localslot);
+			EvalPlanQualSetSlot(&epq, NULL);
+		}
+		ResetPerTupleExprContext(estate);
+	}
+	EvalPlanQualEnd(&epq);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	EndExecWritePg(&w);
+	PopActiveSnapshot();
+	table_close(rel, NoLock);
+	return true;
+}
+
 } // namespace
 
 void
@@ -198,6 +265,42 @@ UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, cons
 		return UpsertRowsDirectPg(t.relid, key.data(), int(key.size()), attnums.data(), int(attnums.size()),
 		                          int(images.size()), values.data(), nulls.get());
 	});
+}
+
+bool
+FindRowsDirect(const Target &t, const std::vector<const Image *> &keys, bool remove,
+               std::vector<std::optional<Datum>> *rows, const RunAs &as)
+{
+	if (!cdc_direct_writes || keys.empty())
+		return false;
+	const size_t nkey = t.key.size();
+	std::vector<AttrNumber> key;
+	for (int k : t.key)
+		key.push_back(t.columns[size_t(k)].attnum);
+	std::vector<Datum> values;
+	std::unique_ptr<bool[]> nulls(new bool[keys.size() * nkey + 1]);
+	values.reserve(keys.size() * nkey);
+	size_t n = 0;
+	for (const Image *img : keys)
+		for (int k : t.key) {
+			const Cell &cell = img->cells[size_t(k)];
+			values.push_back(cell.isnull ? (Datum) 0 : cell.value);
+			nulls[n++] = cell.isnull;
+		}
+	std::unique_ptr<bool[]> found(new bool[keys.size()]);
+	std::vector<Datum> jsonb(rows != nullptr ? keys.size() : 0);
+	MemoryContext out_cxt = CurrentMemoryContext;
+	bool done = PgCallAs(as, [&]() {
+		return FindRowsDirectPg(t.relid, key.data(), int(nkey), int(keys.size()), values.data(), nulls.get(), remove,
+		                        out_cxt, rows != nullptr ? jsonb.data() : nullptr, found.get());
+	});
+	if (done && rows != nullptr) {
+		rows->assign(keys.size(), std::nullopt);
+		for (size_t i = 0; i < keys.size(); i++)
+			if (found[i])
+				(*rows)[i] = jsonb[i];
+	}
+	return done;
 }
 
 } // namespace cdc::pg

@@ -76,4 +76,19 @@ bool InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot, Oid arbiter
 // 23502 for a NULL in a NOT NULL column), as PgError.
 bool UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as);
 
+// Finds the row of each key of `keys` (images holding at least the key
+// columns, no key twice) by the target's unique key index, locking it as
+// PostgreSQL's own apply does (RelationFindReplTupleByIndex, FOR UPDATE),
+// and with `remove` deletes it (ExecSimpleRelationDelete, as
+// apply_handle_delete_internal).  With `rows` (resized to keys.size()),
+// (*rows)[i] gets to_jsonb() of key i's row as it was (RowJsonbPg: what
+// `RETURNING to_jsonb(t)` gives), in the caller's memory context; nullopt
+// where the key has no row.  Returns false, having read nothing, where a
+// statement could behave differently: the conditions of UpsertRowsDirect,
+// with the privileges SELECT and DELETE for a removal, SELECT and UPDATE
+// for a read (the lock, as SELECT ... FOR UPDATE).  Errors: as the
+// statement's, as PgError.
+bool FindRowsDirect(const Target &t, const std::vector<const Image *> &keys, bool remove,
+                    std::vector<std::optional<Datum>> *rows, const RunAs &as);
+
 } // namespace cdc::pg
