@@ -1760,22 +1760,15 @@ COMMENT ON FUNCTION cdc._stop_subscription_workers(integer, bigint) IS
 
 CREATE FUNCTION cdc._stop_worker(subid integer, timeout_ms bigint DEFAULT 0) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  worker integer;
 BEGIN
-  -- every worker of the subscription the registry knows (a new one has not written its pid below yet)
-  IF cdc._stop_subscription_workers(_stop_worker.subid, timeout_ms) >= 0 THEN
-    RETURN;
-  END IF;
-  -- a server without the registry (cdc_apply not preloaded): the recorded worker
-  SELECT st.worker_pid INTO worker FROM cdc.subscription_state st WHERE st.subid = _stop_worker.subid;
-  -- only that worker: the pid of one that exited may belong to another backend now
-  IF worker IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = worker AND a.backend_type = 'cdc_apply worker') THEN
-    PERFORM pg_terminate_backend(worker, timeout_ms);
-  END IF;
+  -- Every worker of the subscription the registry knows, also a new one that
+  -- has not recorded its pid in cdc.subscription_state yet.  Without the
+  -- registry (cdc_apply not in shared_preload_libraries) no launcher runs,
+  -- so no worker does either: nothing to stop.
+  PERFORM cdc._stop_subscription_workers(_stop_worker.subid, timeout_ms);
 END $fn$;
 COMMENT ON FUNCTION cdc._stop_worker(integer, bigint) IS
-  'Internal: stops the apply workers of a subscription (every one the launchers'' registry knows, cdc._stop_subscription_workers; the pid cdc.subscription_state records on a server without it) with SIGTERM; timeout_ms > 0 waits that long for each to exit. The launcher starts a new one, which reads the subscription again. Callers hold the subscription''s row lock, so the new worker only starts once their change is committed.';
+  'Internal: stops the apply workers of a subscription (every one the launchers'' registry knows, cdc._stop_subscription_workers; on a server without cdc_apply in shared_preload_libraries none runs) with SIGTERM; timeout_ms > 0 waits that long for each to exit. The launcher starts a new one, which reads the subscription again. Callers hold the subscription''s row lock, so the new worker only starts once their change is committed.';
 
 CREATE FUNCTION cdc.create_subscription(
   name         text,
