@@ -511,3 +511,99 @@ SELECT cdc_apply('{"op":"u","after":{"id":1,"na\"me":"d"},"source":{"name":"num"
 \set VERBOSITY terse
 SELECT t.v, j.v AS jsonb_v, ledger_count('bad_num_t') AS text_ledger, ledger_count('bad_num_j') AS jsonb_ledger
   FROM bad_num_t t JOIN bad_num_j j USING (id);
+
+-- ---------------------------------------------------------------------------
+-- Long source identity values (found by a fresh-user run: a source.name of
+-- about 3,000 bytes failed at cdc.source's btree index with 54000 "index
+-- row size ... exceeds maximum" naming no field, and a long source.table
+-- was printed whole in the 42P01 message).  source.name takes at most 1024
+-- bytes, source.db, source.schema and source.table 255 each: a longer value
+-- is refused with 22023 naming the field, its length and its first 40
+-- bytes, in both forms and in the batch, before anything is written.  At
+-- the limits, with incompressible values (md5 hex) and a 512-byte outbox
+-- topic (the limit of cdc.register_mapping), the event applies and its
+-- cdc.source and cdc.outbox_source entries fit their indexes.  The 42P01
+-- message of an unmapped table cuts the names to 40 bytes.
+-- cdc.register_mapping and cdc.rename_source take the same limits.
+-- ---------------------------------------------------------------------------
+-- bad_hex(n, seed): n bytes of hex digits that pglz cannot compress
+CREATE FUNCTION bad_hex(n int, seed text) RETURNS text LANGUAGE sql IMMUTABLE AS
+  $$ SELECT left(string_agg(md5(seed || i), '' ORDER BY i), n) FROM generate_series(1, n / 32 + 1) i $$;
+-- bad_long_ev(id, name, db, schema, table, lsn): a create event for bad_long
+CREATE FUNCTION bad_long_ev(id int, name text, db text, sch text, tbl text, lsn int) RETURNS text LANGUAGE sql IMMUTABLE AS
+  $$ SELECT json_build_object('op', 'c', 'after', json_build_object('id', id),
+                              'source', json_build_object('name', name, 'db', db, 'schema', sch, 'table', tbl,
+                                                          'lsn', lsn, 'txId', lsn))::text $$;
+CREATE TABLE bad_long (id int PRIMARY KEY);
+SELECT target, octet_length(outbox_topic) AS topic_bytes
+  FROM cdc.register_mapping('bad_long', outbox => true, outbox_topic => bad_hex(512, 'topic'));
+CREATE FUNCTION bad_long_state() RETURNS TABLE (rows bigint, ledger bigint, outbox bigint, entities bigint,
+                                                sources bigint, outbox_sources bigint)
+LANGUAGE sql AS $$
+  SELECT (SELECT count(*) FROM bad_long), ledger_count('bad_long'), outbox_count('bad_long'),
+         (SELECT count(*) FROM cdc.entities WHERE target = 'bad_long'::regclass),
+         (SELECT count(*) FROM cdc.source), (SELECT count(*) FROM cdc.outbox_source)
+$$;
+SELECT row(s.*)::text AS long_before FROM bad_long_state() s \gset
+\set VERBOSITY default
+-- one byte over each limit, text form and jsonb form
+SELECT cdc_apply(bad_long_ev(1, bad_hex(1025, 'n'), 'd', 'public', 't', 100), 'bad_long');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(bad_long_ev(1, bad_hex(1025, 'n'), 'd', 'public', 't', 100)::jsonb, 'bad_long');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(bad_long_ev(1, 'n', bad_hex(256, 'd'), 'public', 't', 100), 'bad_long');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(bad_long_ev(1, 'n', 'd', bad_hex(256, 's'), 't', 100)::jsonb, 'bad_long');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(bad_long_ev(1, 'n', 'd', 'public', bad_hex(256, 't'), 100), 'bad_long');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- multi-byte characters count as bytes: 128 x 'é' is 256 bytes
+SELECT cdc_apply(bad_long_ev(1, 'n', 'd', 'public', repeat('é', 128), 100)::jsonb, 'bad_long');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- the case of the report (3,000 bytes) and a multi-megabyte name: the message stays short
+SELECT cdc_apply(bad_long_ev(1, bad_hex(3000, 'n'), 'd', 'public', 't', 100), 'bad_long');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(bad_long_ev(1, repeat('x', 3000000), 'd', 'public', 't', 100)::jsonb, 'bad_long');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- in a batch the good event before it rolls back with it
+SELECT cdc_apply_batch('[' || bad_long_ev(1, 'n', 'd', 'public', 't', 100) || ','
+                       || bad_long_ev(2, bad_hex(1025, 'n'), 'd', 'public', 't', 200) || ']', 'bad_long');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply_batch(ARRAY[bad_long_ev(1, 'n', 'd', 'public', 't', 100)::jsonb,
+                             bad_long_ev(2, 'n', 'd', 'public', bad_hex(300, 't'), 200)::jsonb], 'bad_long');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- no target: an unmapped table's names are cut in the 42P01 message
+SELECT cdc_apply(bad_long_ev(1, bad_hex(1024, 'n'), 'd', bad_hex(255, 's'), bad_hex(255, 't'), 100)::jsonb);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(bad_long_ev(1, 'n', 'd', 'public', repeat('é', 127), 100));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+-- (the dictionaries are shared by every test: their counts are compared, not shown)
+SELECT row(s.*)::text = :'long_before' AS nothing_written, rows, ledger, outbox, entities FROM bad_long_state() s;
+-- at every limit at once, incompressible: applied, in both forms; the dictionaries hold the whole values
+SELECT cdc_apply(bad_long_ev(1, bad_hex(1024, 'n'), bad_hex(255, 'd'), bad_hex(255, 's'), bad_hex(255, 't'), 100), 'bad_long') AS text_form,
+       cdc_apply(bad_long_ev(2, bad_hex(1024, 'm'), bad_hex(255, 'e'), bad_hex(255, 'r'), bad_hex(255, 'u'), 200)::jsonb, 'bad_long') AS jsonb_form;
+SELECT octet_length(topic) AS topic, octet_length(source_name) AS name, octet_length(source_db) AS db,
+       octet_length(source_schema) AS schema, octet_length(source_table) AS tbl
+  FROM cdc.outbox_source WHERE source_name IN (bad_hex(1024, 'n'), bad_hex(1024, 'm')) ORDER BY source_name;
+SELECT count(*) AS long_sources FROM cdc.source WHERE name IN (bad_hex(1024, 'n'), bad_hex(1024, 'm'));
+SELECT rows, ledger, outbox, entities FROM bad_long_state();
+-- cdc.register_mapping and cdc.rename_source: the same limits
+SELECT cdc.register_mapping('bad_long', source_name => bad_hex(1025, 'n'));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.register_mapping('bad_long', source_schema => bad_hex(256, 's'));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.register_mapping('bad_long', source_table => bad_hex(256, 't'));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.register_mapping('bad_long', outbox => true, outbox_topic => bad_hex(513, 'topic'));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.rename_source(bad_hex(1024, 'n'), bad_hex(1025, 'n'));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT octet_length(source_name) AS name, source_table, octet_length(outbox_topic) AS topic
+  FROM cdc.mapping WHERE target = 'bad_long'::regclass;
+SELECT target, octet_length(source_name) AS name, octet_length(source_schema) AS schema, octet_length(source_table) AS tbl
+  FROM cdc.register_mapping('bad_long', source_name => bad_hex(1024, 'n'), source_schema => bad_hex(255, 's'),
+                            source_table => bad_hex(255, 't'), outbox => true, outbox_topic => bad_hex(512, 'topic'));
+-- resolved by its mapping at the limits, no target given
+SELECT cdc_apply(bad_long_ev(3, bad_hex(1024, 'n'), 'd', bad_hex(255, 's'), bad_hex(255, 't'), 300)::jsonb) AS resolved;
+SELECT id FROM bad_long ORDER BY id;

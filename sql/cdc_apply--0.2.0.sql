@@ -1045,6 +1045,24 @@ BEGIN
     RAISE EXCEPTION 'outbox_topic must not be empty' USING ERRCODE = '22023',
       HINT = 'Pass a topic name, or NULL for the target''s qualified name.';
   END IF;
+  -- The byte limits of the envelope's source fields (core/envelope.hpp,
+  -- docs/sql-reference.md "Limits"): a longer name matches no event, and the
+  -- names and the topic are keys of btree indexes (cdc.mapping's and
+  -- cdc.outbox_source's), whose entries hold at most 2,704 bytes.
+  IF octet_length(source_name) > 1024 THEN
+    RAISE EXCEPTION 'source_name is % bytes long, more than the 1024 allowed', octet_length(source_name)
+      USING ERRCODE = '22023', HINT = 'An event''s source.name longer than 1024 bytes is refused (docs/sql-reference.md, "Limits").';
+  END IF;
+  IF octet_length(source_schema) > 255 OR octet_length(source_table) > 255 THEN
+    RAISE EXCEPTION '% is % bytes long, more than the 255 allowed',
+      CASE WHEN octet_length(source_schema) > 255 THEN 'source_schema' ELSE 'source_table' END,
+      greatest(octet_length(source_schema), octet_length(source_table))
+      USING ERRCODE = '22023', HINT = 'An event''s source.schema or source.table longer than 255 bytes is refused (docs/sql-reference.md, "Limits").';
+  END IF;
+  IF octet_length(outbox_topic) > 512 THEN
+    RAISE EXCEPTION 'outbox_topic is % bytes long, more than the 512 allowed', octet_length(outbox_topic)
+      USING ERRCODE = '22023', HINT = 'The topic is a key of cdc.outbox_source''s index with the source identity (docs/sql-reference.md, "Limits").';
+  END IF;
   IF source_epoch IS NULL OR source_epoch < 0 OR source_epoch > 2147483647 THEN
     RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647' USING ERRCODE = '22023';
   END IF;
@@ -1084,7 +1102,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value (also an empty source_name, source_table or outbox_topic), 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner, 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,
@@ -1117,6 +1135,10 @@ DECLARE
 BEGIN
   IF old_name IS NULL OR new_name IS NULL OR new_name = '' THEN
     RAISE EXCEPTION 'old_name and new_name must not be NULL or empty' USING ERRCODE = '22023';
+  END IF;
+  IF octet_length(new_name) > 1024 THEN
+    RAISE EXCEPTION 'new_name is % bytes long, more than the 1024 allowed', octet_length(new_name)
+      USING ERRCODE = '22023', HINT = 'An event''s source.name longer than 1024 bytes is refused (docs/sql-reference.md, "Limits").';
   END IF;
   IF old_name = new_name THEN
     RAISE EXCEPTION 'source "%" already has that name', old_name USING ERRCODE = '22023';
@@ -1164,7 +1186,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.rename_source(text, text) IS
-  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks, truncate barriers and the source_name of mappings of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names or a worker source (pg:...).';
+  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks, truncate barriers and the source_name of mappings of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names, a new_name longer than 1024 bytes (the limit of source.name) or a worker source (pg:...).';
 
 -- Folds a stream-ordered target's entity records into its stream mark.
 -- Runs as the extension owner (the records and marks are its tables), but
@@ -1388,7 +1410,7 @@ LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_apply_jsonb';
 COMMENT ON FUNCTION @extschema@.cdc_apply(jsonb, regclass, text) IS
-  'Applies one Debezium change event (value JSON: schema+payload or bare payload; NULL or JSON null = Kafka tombstone) in the caller''s transaction. target NULL: resolved from cdc.mapping by source.schema/source.table. delivery_key NULL: derived from the source identity. Returns applied, duplicate, stale, conflict or ignored. Errors (nothing is applied, the claim rolls back): 22023 bad envelope field, 22004 null key, 42P01 no mapping/target, 42P10 no usable key, 42703 unknown column, 42602 bad name, 42501 missing SELECT/INSERT/UPDATE/DELETE privilege, type input SQLSTATEs (22P02, 22003, 22007, 22008) for values. See docs/sql-reference.md.';
+  'Applies one Debezium change event (value JSON: schema+payload or bare payload; NULL or JSON null = Kafka tombstone) in the caller''s transaction. target NULL: resolved from cdc.mapping by source.schema/source.table. delivery_key NULL: derived from the source identity. Returns applied, duplicate, stale, conflict or ignored. Errors (nothing is applied, the claim rolls back): 22023 bad envelope field (also a source.name longer than 1024 bytes, a source.db, source.schema or source.table longer than 255), 22004 null key, 42P01 no mapping/target, 42P10 no usable key, 42703 unknown column, 42602 bad name, 42501 missing SELECT/INSERT/UPDATE/DELETE privilege, type input SQLSTATEs (22P02, 22003, 22007, 22008) for values. See docs/sql-reference.md.';
 
 CREATE FUNCTION @extschema@.cdc_apply(event text, target regclass DEFAULT NULL, delivery_key text DEFAULT NULL)
 RETURNS text

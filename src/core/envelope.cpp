@@ -52,17 +52,25 @@ OptString(const Json *j, const char *path)
 }
 
 // A name of the source block (name, db, schema, table, connector): a JSON
-// string; JSON null or absent: "".  Anything else would be stored or
-// matched as its JSON text (source.name {"a":1} as a source id).
+// string of at most max_bytes bytes; JSON null or absent: "".  Anything
+// else would be stored or matched as its JSON text (source.name {"a":1} as
+// a source id).  A longer name would fail later at a btree index of the
+// dictionaries with 54000 naming only the index (kMaxSourceNameBytes): it
+// is refused here, before anything is written, with its start shown.
 std::string
-OptName(const Json *j, const char *path)
+OptName(const Json *j, const char *path, std::size_t max_bytes = std::numeric_limits<std::size_t>::max())
 {
 	if (!j || j->IsNull())
 		return {};
 	if (!j->IsString())
 		Bad("field " + QuotedField(path) + " must be a string, got " + j->KindName() + " " + Shown(*j));
-	RefuseNul(j->Scalar(), path);
-	return j->Scalar();
+	const std::string &s = j->Scalar();
+	if (s.size() > max_bytes)
+		Bad("field " + QuotedField(path) + " is " + std::to_string(s.size()) + " bytes long, more than the " +
+		        std::to_string(max_bytes) + " allowed: " + QuotedField(ClippedForMessage(s)),
+		    "The source identity is stored in btree indexes, which bound its size (docs/sql-reference.md, \"Limits\").");
+	RefuseNul(s, path);
+	return s;
 }
 
 // source.snapshot: one of the values Debezium writes (its SnapshotRecord,
@@ -233,10 +241,10 @@ ParseEnvelope(const Json &root, Json *owned)
 		if (!src->IsObject())
 			Bad(std::string("field \"source\" must be an object, got ") + src->KindName());
 		ev.source.connector = OptName(src->Find("connector"), "source.connector");
-		ev.source.name = OptName(src->Find("name"), "source.name");
-		ev.source.db = OptName(src->Find("db"), "source.db");
-		ev.source.schema = OptName(src->Find("schema"), "source.schema");
-		ev.source.table = OptName(src->Find("table"), "source.table");
+		ev.source.name = OptName(src->Find("name"), "source.name", kMaxSourceNameBytes);
+		ev.source.db = OptName(src->Find("db"), "source.db", kMaxSourceIdentifierBytes);
+		ev.source.schema = OptName(src->Find("schema"), "source.schema", kMaxSourceIdentifierBytes);
+		ev.source.table = OptName(src->Find("table"), "source.table", kMaxSourceIdentifierBytes);
 		ev.source.snapshot = OptSnapshot(src->Find("snapshot"));
 		ev.source.lsn = OptLsn(src->Find("lsn"), "source.lsn");
 		ev.source.commit_lsn = OptLsn(src->Find("commit_lsn"), "source.commit_lsn");

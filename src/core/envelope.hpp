@@ -11,6 +11,7 @@
 #include "core/json.hpp"
 #include "core/version.hpp"
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,11 +51,29 @@ struct ChangeEvent {
 	bool IsChange() const { return !ignored; }
 };
 
+// The longest source identity values an envelope may carry, in bytes of
+// UTF-8 (ParseDebeziumEnvelope refuses longer ones, 22023 naming the field).
+// They are stored in btree indexes: source.name alone in cdc.source's, and
+// with db, schema, table and the outbox topic in cdc.outbox_source's unique
+// key.  A btree entry holds at most 2,704 bytes on 8 kB pages (BTMaxItemSize;
+// beyond, PostgreSQL fails with 54000 naming only the index), and a text
+// value is not always compressible: 1024 + 3 x 255 bytes, the topic's 512
+// (cdc.register_mapping's limit) and the entry's headers stay under 2,400.
+// db, schema and table are PostgreSQL identifiers on the source, at most
+// NAMEDATALEN - 1 = 63 bytes in a standard build; 255 leaves room for a
+// source built with NAMEDATALEN 256.  source.name is the connector's
+// topic.prefix, a part of Kafka topic names (at most 249 characters).
+// source.connector and transaction.id are stored in no index: no limit
+// beyond cdc.max_event_size.  docs/sql-reference.md, "Limits".
+constexpr std::size_t kMaxSourceNameBytes = 1024;       // source.name
+constexpr std::size_t kMaxSourceIdentifierBytes = 255;  // source.db, source.schema, source.table
+
 // Parses a Debezium value.  `root` may be JSON null (a Kafka tombstone).
 // Throws InputError 22023 naming the field for: missing or unknown `op`,
 // missing `after` on c/u/r, missing `before` on d, a non-object image,
 // malformed `source` fields: a name (name, db, schema, table, connector)
-// that is not a JSON string, a snapshot that is neither a boolean nor one
+// that is not a JSON string, a name longer than its limit above
+// (kMaxSourceNameBytes, kMaxSourceIdentifierBytes), a snapshot that is neither a boolean nor one
 // of Debezium's values, an integer field (lsn, commit_lsn, txId, ts_ms,
 // transaction.total_order) whose number is not an integer in int64's
 // range (1e2 and 100.0 count as 100: Json::AsIntegral); JSON null is

@@ -701,6 +701,59 @@ TEST(Envelope, NulInEnvelopeTextFieldsIsRefusedNamingTheField)
 	EXPECT_NE(tx.find("\"transaction.id\""), std::string::npos) << tx;
 }
 
+// Found by a fresh-user run: a source.name of 3,000 bytes failed at
+// cdc.source's btree index (54000, "index row size ... exceeds maximum")
+// naming no field, after the ledger claim.  The source identity fields
+// stored in indexes have a byte limit (kMaxSourceNameBytes for name,
+// kMaxSourceIdentifierBytes for db, schema and table); a longer value is
+// refused with 22023 naming the field, its length, the limit and its first
+// 40 bytes, in both forms (the whole value as the text form reads it, the
+// pruned one as the jsonb intake builds it).  connector is in no index.
+TEST(Envelope, LongSourceIdentityIsRefusedNamingTheField)
+{
+	auto outcome = [](const std::string &source, bool pruned) {
+		const Json whole = Json::Parse(R"({"op": "c", "after": {"id": 1}, "source": )" + source + "}");
+		return ParseOutcome(pruned ? PruneEnvelope(whole) : whole);
+	};
+	const std::pair<const char *, std::size_t> limits[] = {
+		{"name", kMaxSourceNameBytes}, {"db", kMaxSourceIdentifierBytes},
+		{"schema", kMaxSourceIdentifierBytes}, {"table", kMaxSourceIdentifierBytes}};
+	EXPECT_EQ(kMaxSourceNameBytes, 1024u);
+	EXPECT_EQ(kMaxSourceIdentifierBytes, 255u);
+	for (const auto &[field, limit] : limits)
+		for (bool pruned : {false, true}) {
+			/* at the limit: read whole */
+			const std::string at(limit, 'x');
+			std::string ok = outcome(std::string("{\"") + field + "\": \"" + at + "\"}", pruned);
+			EXPECT_EQ(ok.find("error"), std::string::npos) << field << ": " << ok.substr(0, 200);
+			EXPECT_NE(ok.find(at), std::string::npos) << field;
+			/* one byte more, and multi-megabyte: refused, the value cut to 40 bytes */
+			for (std::size_t size : {limit + 1, std::size_t(3) << 20}) {
+				std::string m = outcome(std::string("{\"") + field + "\": \"" + std::string(size, 'y') + "\"}", pruned);
+				EXPECT_EQ(m, "error 22023 field \"source." + std::string(field) + "\" is " + std::to_string(size) +
+				                 " bytes long, more than the " + std::to_string(limit) + " allowed: \"" +
+				                 std::string(40, 'y') + "\xE2\x80\xA6\"")
+					<< field << " " << size << (pruned ? " pruned" : " whole");
+			}
+		}
+	/* bytes, not characters: 128 two-byte characters (256 bytes) are too many for a table; the cut keeps whole characters */
+	std::string two_byte;
+	for (int i = 0; i < 128; i++)
+		two_byte += "\xC3\xA9"; /* é */
+	std::string m = outcome("{\"table\": \"" + two_byte + "\"}", false);
+	EXPECT_EQ(m, "error 22023 field \"source.table\" is 256 bytes long, more than the 255 allowed: \"" + two_byte.substr(0, 40) +
+	                 "\xE2\x80\xA6\"");
+	EXPECT_EQ(outcome("{\"table\": \"" + two_byte.substr(2) + "\"}", true).find("error"), std::string::npos);
+	/* a control character in the shown start is escaped as in the field names */
+	m = outcome("{\"name\": \"a\\nb" + std::string(2000, 'z') + "\"}", false);
+	EXPECT_NE(m.find("allowed: \"a\\nb" + std::string(37, 'z') + "\xE2\x80\xA6\""), std::string::npos) << m.substr(0, 200);
+	/* the length is checked before the NUL: one error, the first found */
+	m = outcome("{\"schema\": \"a\\u0000" + std::string(300, 's') + "\"}", true);
+	EXPECT_EQ(m.substr(0, 45), "error 22023 field \"source.schema\" is 302 byte") << m.substr(0, 200);
+	/* connector is stored in no index: any length */
+	EXPECT_EQ(outcome("{\"connector\": \"" + std::string(100000, 'c') + "\"}", false).find("error"), std::string::npos);
+}
+
 namespace {
 
 // A ChangeEvent, or the error parsing gives, as text: what two parses are

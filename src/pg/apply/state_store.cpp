@@ -2,6 +2,7 @@
 #include "pg/apply/state_store.hpp"
 
 #include "core/errors.hpp"
+#include "core/json.hpp"
 #include "core/layout.hpp"
 #include "core/errors.hpp"
 #include "pg/apply/id_cache.hpp"
@@ -80,7 +81,7 @@ SourceId(const std::string &name, std::map<std::string, int32_t> &cache)
 			return id;
 		}
 	}
-	throw InputError("54000", "no free id for source name \"" + name + "\" in cdc.source", {},
+	throw InputError("54000", "no free id for source name " + QuotedField(ClippedForMessage(name)) + " in cdc.source", {},
 	                 "1,000 ids after its hash are taken by other names.");
 }
 

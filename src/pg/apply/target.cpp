@@ -12,6 +12,7 @@
 #include "pg/apply/state_store.hpp"
 
 #include "core/errors.hpp"
+#include "core/json.hpp"
 #include "pg/apply/internal.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
@@ -606,8 +607,9 @@ ApplyEngine::ResolveUncached(const std::string &source_name, const std::string &
 		Fail("42P01", "published table \"" + schema + "." + table + "\" has no destination table", {},
 		     "Create " + schema + "." + table + " in the destination database, or map it with cdc.register_mapping(..., source_name => <subscription name>).");
 	}
-	Fail("42P01", "no mapping for source table \"" + schema + "." + table + "\"",
-	     "source.name is \"" + source_name + "\"",
+	/* event values, cut as others are (a table name can be up to kMaxSourceIdentifierBytes) */
+	Fail("42P01", "no mapping for source table " + cdc::QuotedField(cdc::ClippedForMessage(schema) + "." + cdc::ClippedForMessage(table)),
+	     "source.name is " + cdc::QuotedField(cdc::ClippedForMessage(source_name)),
 	     "Register one with cdc.register_mapping(), or pass the target table to cdc_apply().");
 }
 
