@@ -401,6 +401,19 @@ ResultOrdinals(uint64_t n, int col)
 // The key columns of `keys` as array parameters, with "k1, k2, ..." for
 // the unnest alias and the predicate "t.c1 = x.k1 AND ..." (the types'
 // schema-qualified equality operators).
+// The predicate "t.c1 = <alias>.k1 AND ..." on the target's key columns.
+std::string
+KeyPredicate(const Target &t, const char *alias)
+{
+	std::string where;
+	for (size_t i = 0; i < t.key.size(); i++) {
+		const Column &col = t.columns[size_t(t.key[i])];
+		where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " " + alias + ".k" +
+		         std::to_string(i + 1);
+	}
+	return where;
+}
+
 void
 KeyArrays(const Target &t, const std::vector<const Image *> &keys, Params &p, std::string &names, std::string &where)
 {
@@ -411,9 +424,8 @@ KeyArrays(const Target &t, const std::vector<const Image *> &keys, Params &p, st
 			a.Add(img->cells[size_t(t.key[i])].value, false);
 		a.AddTo(p, col.array_type);
 		names += "k" + std::to_string(i + 1) + ", ";
-		where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " x.k" +
-		         std::to_string(i + 1);
 	}
+	where = KeyPredicate(t, "x");
 }
 
 // "ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), ...)" over
@@ -522,8 +534,18 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		 * The rows are found by one index probe per key (a LATERAL subquery
 		 * with OFFSET 0 is never flattened into a join) and deleted by ctid,
 		 * so the cost follows the batch, not the table, whatever the
-		 * statistics the cached plan was made with.
+		 * statistics the cached plan was made with.  They are locked first,
+		 * by a statement of their own: a row a concurrent transaction is
+		 * updating is waited for and its new version locked (or, under
+		 * REPEATABLE READ, 40001 raised), so the DELETE, with the next
+		 * statement's snapshot, finds that version by its key.  In one
+		 * statement the DELETE's recheck of the new version would compare
+		 * its ctid with the old one's, skip the row, and count the delete
+		 * as applied all the same.
 		 */
+		Execute("SELECT 1 FROM " + UnnestAll(p) + " AS x(" + names.substr(0, names.size() - 2) +
+		            "), LATERAL (SELECT 1 FROM " + t.qualified + " AS t WHERE " + where + " OFFSET 0 FOR UPDATE) l",
+		        p, as);
 		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM " + UnnestAll(p) +
 		                         " WITH ORDINALITY AS x(" + names + "ord), LATERAL (SELECT t.ctid AS c FROM " +
 		                         t.qualified + " AS t WHERE " + where + " OFFSET 0) l) DELETE FROM " + t.qualified +

@@ -35,10 +35,26 @@ namespace {
  * rows x ncols Datums (row-major) of the columns attnums[0..ncols): every
  * column but the stored generated ones, which the executor computes.
  */
+/*
+ * May a target row be written without the statement in this transaction?
+ * Not under REPEATABLE READ or SERIALIZABLE: RelationFindReplTupleByIndex
+ * finds and locks the newest committed row, where the statement sees the
+ * transaction's snapshot (a row inserted after it is invisible, one updated
+ * after it raises 40001) and SERIALIZABLE takes predicate locks; not in a
+ * read-only transaction, where the statement raises 25006.
+ */
+bool
+DirectTargetWritesAllowedPg()
+{
+	return !IsolationUsesXactSnapshot() && !XactReadOnly && !IsInParallelMode();
+}
+
 bool
 UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber *attnums, int ncols, int nrows,
                    const Datum *values, const bool *nulls)
 {
+	if (!DirectTargetWritesAllowedPg())
+		return false;
 	Oid userid = GetUserId();
 	AclMode need = ACL_SELECT | ACL_INSERT | ACL_UPDATE;
 	if (pg_namespace_aclcheck(get_rel_namespace(relid), userid, ACL_USAGE) != ACLCHECK_OK ||
@@ -121,6 +137,8 @@ bool
 FindRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, int nkeys, const Datum *values, const bool *nulls,
                  bool remove, MemoryContext out_cxt, Datum *jsonb, bool *found)
 {
+	if (!DirectTargetWritesAllowedPg())
+		return false;
 	Oid userid = GetUserId();
 	AclMode need = ACL_SELECT | (remove ? ACL_DELETE : ACL_UPDATE);
 	if (pg_namespace_aclcheck(get_rel_namespace(relid), userid, ACL_USAGE) != ACLCHECK_OK ||

@@ -67,7 +67,9 @@ bool InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot, Oid arbiter
 // (ExecSimpleRelationUpdate: HOT where possible, stored generated columns
 // computed, NOT NULL checked), else inserted (ExecSimpleRelationInsert).
 // Returns false, having written nothing, where an INSERT statement could
-// behave differently: `as` lacks USAGE on the schema or table-level SELECT,
+// behave differently: the transaction is REPEATABLE READ or SERIALIZABLE
+// (the statement works on its snapshot) or read-only, `as` lacks USAGE on
+// the schema or table-level SELECT,
 // INSERT and UPDATE (the statement reports it, or honours column
 // privileges), the table gained triggers, rules or row-level security, the
 // key index is partial or on expressions, UPDATE would need a replica
