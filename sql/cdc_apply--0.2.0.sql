@@ -1211,10 +1211,10 @@ BEGIN
           UNION ALL
           SELECT w.src FROM cdc.prune_watermark w WHERE w.target OPERATOR(pg_catalog.=) _fold_into_stream_mark.target) e;
   IF nsrc > 1 THEN
-    RAISE EXCEPTION 'table % cannot be stream-ordered: it has entity records of % sources', target, nsrc
+    RAISE EXCEPTION 'table % cannot be stream-ordered: it has entity records or prune watermarks of % sources', target, nsrc
       USING ERRCODE = '55000',
-            DETAIL = 'A stream-ordered target is written by one source only (docs/semantics.md, "Stream ordering").',
-            HINT = 'Keep entity ordering, or remove the other sources'' rows and records first.';
+            DETAIL = 'A stream-ordered target is written by one source only (docs/semantics.md, "Stream ordering"); cdc.entities and cdc.prune_watermark show the sources.',
+            HINT = 'Keep entity ordering, or remove the other sources'' rows, records and watermarks first.';
   END IF;
   /*
    * The records become the mark: every change of that source applied so far

@@ -9,6 +9,7 @@
 #include <cstring>
 
 extern "C" {
+#include "mb/pg_wchar.h"
 #include "utils/errcodes.h"
 #include "utils/memutils.h"
 }
@@ -42,8 +43,12 @@ CopyText(char *dst, size_t size, const char *src) noexcept
 {
 	if (!src)
 		src = "";
-	std::strncpy(dst, src, size - 1);
-	dst[size - 1] = '\0';
+	/* a longer text is cut at a character boundary of the database encoding (pure computation, no ERROR) */
+	size_t len = std::strlen(src);
+	if (len > size - 1)
+		len = size_t(pg_mbcliplen(src, int(std::min(len, size_t(INT32_MAX))), int(size - 1)));
+	std::memcpy(dst, src, len);
+	dst[len] = '\0';
 }
 
 PendingError pending;

@@ -745,8 +745,9 @@ ApplyEngine::CheckSource(const Target &t, const ChangeRequest &req) const
 		return;
 	const std::string &source = worker_identity_ ? subscription_ : req.source.name;
 	if (source != *t.mapping.source_name)
-		Fail("42501", "table " + t.display + " accepts changes only from source \"" + *t.mapping.source_name +
-		                  "\", not from \"" + source + "\"",
+		Fail("42501", "table " + t.display + " accepts changes only from source " +
+		                  cdc::QuotedField(cdc::ClippedForMessage(*t.mapping.source_name)) + ", not from " +
+		                  cdc::QuotedField(cdc::ClippedForMessage(source)),
 		     worker_identity_ ? "The mapping's source_name names another subscription."
 		                      : "The mapping's source_name restricts which source.name may write the table.",
 		     "Register the mapping with the right source_name, or without one to accept any source.");
