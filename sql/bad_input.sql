@@ -607,3 +607,7 @@ SELECT target, octet_length(source_name) AS name, octet_length(source_schema) AS
 -- resolved by its mapping at the limits, no target given
 SELECT cdc_apply(bad_long_ev(3, bad_hex(1024, 'n'), 'd', bad_hex(255, 's'), bad_hex(255, 't'), 300)::jsonb) AS resolved;
 SELECT id FROM bad_long ORDER BY id;
+-- Another source at its limit, with multibyte characters: the 42501 message
+-- shows both names clipped to 40 bytes (at a character boundary), not 2 KB.
+SELECT cdc_apply(bad_long_ev(4, repeat('é', 512), 'd', bad_hex(255, 's'), bad_hex(255, 't'), 400), 'bad_long');
+SELECT id FROM bad_long ORDER BY id;
