@@ -198,6 +198,13 @@ SELECT cdc_apply(bad_ev('c', '{"id": 8, "name": "h", "qty": 8}', '0/1800'), 'bad
 \set SHOW_CONTEXT never
 SELECT cdc.register_mapping('bad_nopk');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- A DEFERRABLE primary key does not decide conflicts (ON CONFLICT and the
+-- engine's index lookups need an immediate unique index): refused, and said so.
+CREATE TABLE bad_defpk (id int PRIMARY KEY DEFERRABLE, name text);
+SELECT cdc.register_mapping('bad_defpk');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(bad_ev('c', '{"id": 8, "name": "h"}', '0/1800'), 'bad_defpk', 'bad-defpk');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set SHOW_CONTEXT errors
 SELECT count(*) AS nopk_rows FROM bad_nopk;
 SELECT * FROM bad_unchanged('bad-nopk');

@@ -1001,7 +1001,13 @@ BEGIN
     RAISE EXCEPTION 'table % has no unique index on exactly (%)', target, array_to_string(key_columns, ', ')
       USING ERRCODE = '42P10', HINT = 'Create a unique, non-partial, non-deferrable index on the key columns.';
   END IF;
-  IF mode <> 'history' AND key_columns IS NULL AND NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = target AND indisprimary) THEN
+  IF mode <> 'history' AND key_columns IS NULL AND NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = target AND indisprimary AND indimmediate) THEN
+    IF EXISTS (SELECT 1 FROM pg_index WHERE indrelid = target AND indisprimary) THEN
+      RAISE EXCEPTION 'table % has a deferrable primary key', target
+        USING ERRCODE = '42P10',
+              DETAIL = 'Conflicts are decided by an immediate unique index (as INSERT ... ON CONFLICT requires).',
+              HINT = 'Make the primary key NOT DEFERRABLE, or pass key_columns backed by a non-deferrable unique index.';
+    END IF;
     RAISE EXCEPTION 'table % has no primary key', target
       USING ERRCODE = '42P10', HINT = 'Add a primary key or pass key_columns backed by a unique index.';
   END IF;

@@ -496,7 +496,9 @@ ApplyEngine::LoadTarget(Oid relid)
 			     "Register the mapping with key_columns naming the entity key columns of the history table.");
 		if (info->npk == 0)
 			Fail("42P10", "table " + t->display + " has no primary key and its mapping declares no key columns",
-			     {}, "Add a primary key, or register the mapping with key_columns backed by a unique index.");
+			     "A DEFERRABLE primary key does not count: conflicts are decided by an immediate unique index.",
+			     "Add a primary key (not deferrable), or register the mapping with key_columns backed by a "
+			     "non-deferrable unique index.");
 		for (int i = 0; i < info->npk; i++)
 			for (size_t c = 0; c < t->columns.size(); c++)
 				if (t->columns[c].attnum == info->pk[i])
