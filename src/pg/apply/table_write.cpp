@@ -49,37 +49,88 @@ DirectTargetWritesAllowedPg()
 	return !IsolationUsesXactSnapshot() && !XactReadOnly && !IsInParallelMode();
 }
 
-bool
-UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber *attnums, int ncols, int nrows,
-                   const Datum *values, const bool *nulls)
+/*
+ * Opens the target `relid` (RowExclusiveLock, as the statement locks it)
+ * for a write without the statement, with *index its unique index on the
+ * key columns key[0..nkey): NULL where the statement could behave
+ * differently (DirectTargetWritesAllowedPg; the current user lacks USAGE on
+ * the schema or any of `need` on the table; not a plain table, or one with
+ * triggers, rules or row-level security; no replica identity for UPDATE and
+ * DELETE (CheckCmdReplicaIdentity); no such index).
+ */
+Relation
+OpenDirectTargetPg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Oid *index)
 {
+	*index = InvalidOid;
 	if (!DirectTargetWritesAllowedPg())
-		return false;
+		return NULL;
 	Oid userid = GetUserId();
-	AclMode need = ACL_SELECT | ACL_INSERT | ACL_UPDATE;
 	if (pg_namespace_aclcheck(get_rel_namespace(relid), userid, ACL_USAGE) != ACLCHECK_OK ||
 	    pg_class_aclmask(relid, userid, need, ACLMASK_ALL) != need)
-		return false;
+		return NULL;
 	Relation rel = table_open(relid, RowExclusiveLock);
-	Oid index = InvalidOid;
 	bool plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
 	             !rel->rd_rel->relrowsecurity &&
 	             (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL || OidIsValid(RelationGetReplicaIndex(rel)));
 	if (plain)
-		index = UniqueIndexOnPg(rel, key, nkey);
-	if (!OidIsValid(index)) {
+		*index = UniqueIndexOnPg(rel, key, nkey);
+	if (!OidIsValid(*index)) {
 		table_close(rel, NoLock);
-		return false;
+		return NULL;
 	}
+	return rel;
+}
 
-	PushActiveSnapshot(GetTransactionSnapshot());
+/*
+ * A target write that finds rows by index and updates or deletes them: the
+ * target opened by OpenDirectTargetPg, the transaction snapshot as the
+ * active one (for the index scans), the executor state and an EPQ state for
+ * ExecSimpleRelationUpdate/Delete.  Plain data (PostgreSQL regime).
+ */
+struct TargetWrite {
+	Relation rel;
+	Oid index;
 	ExecWrite w;
-	BeginExecWritePg(rel, need, &w);
-	EState *estate = w.estate;
-	ResultRelInfo *rri = w.rri;
-	estate->es_snapshot = GetActiveSnapshot();
 	EPQState epq;
-	EvalPlanQualInit(&epq, estate, NULL, NIL, -1);
+};
+
+/* false, with nothing open, where OpenDirectTargetPg declines */
+bool
+BeginTargetWritePg(Oid relid, const AttrNumber *key, int nkey, AclMode need, TargetWrite *tw)
+{
+	tw->rel = OpenDirectTargetPg(relid, key, nkey, need, &tw->index);
+	if (tw->rel == NULL)
+		return false;
+	PushActiveSnapshot(GetTransactionSnapshot());
+	BeginExecWritePg(tw->rel, need, &tw->w);
+	tw->w.estate->es_snapshot = GetActiveSnapshot();
+	EvalPlanQualInit(&tw->epq, tw->w.estate, NULL, NIL, -1);
+	return true;
+}
+
+/* Ends it and closes the target (its lock is kept to the end of the transaction). */
+void
+EndTargetWritePg(TargetWrite *tw)
+{
+	EvalPlanQualEnd(&tw->epq);
+	ExecResetTupleTable(tw->w.estate->es_tupleTable, false);
+	EndExecWritePg(&tw->w);
+	PopActiveSnapshot();
+	table_close(tw->rel, NoLock);
+}
+
+bool
+UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber *attnums, int ncols, int nrows,
+                   const Datum *values, const bool *nulls)
+{
+	TargetWrite tw;
+	if (!BeginTargetWritePg(relid, key, nkey, ACL_SELECT | ACL_INSERT | ACL_UPDATE, &tw))
+		return false;
+	Relation rel = tw.rel;
+	Oid index = tw.index;
+	EState *estate = tw.w.estate;
+	ResultRelInfo *rri = tw.w.rri;
+	EPQState *epq = &tw.epq;
 
 	TupleDesc desc = RelationGetDescr(rel);
 	/*
@@ -115,17 +166,13 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 		ExecStoreHeapTuple(row, newslot, true);
 		slot_getallattrs(newslot);
 		if (RelationFindReplTupleByIndex(rel, index, LockTupleExclusive, newslot, localslot))
-			ExecSimpleRelationUpdate(rri, estate, &epq, localslot, newslot);
+			ExecSimpleRelationUpdate(rri, estate, epq, localslot, newslot);
 		else
 			ExecSimpleRelationInsert(rri, estate, newslot);
-		EvalPlanQualSetSlot(&epq, NULL);
+		EvalPlanQualSetSlot(epq, NULL);
 		ResetPerTupleExprContext(estate);
 	}
-	EvalPlanQualEnd(&epq);
-	ExecResetTupleTable(estate->es_tupleTable, false);
-	EndExecWritePg(&w);
-	PopActiveSnapshot();
-	table_close(rel, NoLock);
+	EndTargetWritePg(&tw);
 	return true;
 }
 
@@ -137,32 +184,13 @@ bool
 FindRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, int nkeys, const Datum *values, const bool *nulls,
                  bool remove, MemoryContext out_cxt, Datum *jsonb, bool *found)
 {
-	if (!DirectTargetWritesAllowedPg())
+	TargetWrite tw;
+	if (!BeginTargetWritePg(relid, key, nkey, ACL_SELECT | (remove ? ACL_DELETE : ACL_UPDATE), &tw))
 		return false;
-	Oid userid = GetUserId();
-	AclMode need = ACL_SELECT | (remove ? ACL_DELETE : ACL_UPDATE);
-	if (pg_namespace_aclcheck(get_rel_namespace(relid), userid, ACL_USAGE) != ACLCHECK_OK ||
-	    pg_class_aclmask(relid, userid, need, ACLMASK_ALL) != need)
-		return false;
-	Relation rel = table_open(relid, RowExclusiveLock);
-	Oid index = InvalidOid;
-	bool plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
-	             !rel->rd_rel->relrowsecurity &&
-	             (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL || OidIsValid(RelationGetReplicaIndex(rel)));
-	if (plain)
-		index = UniqueIndexOnPg(rel, key, nkey);
-	if (!OidIsValid(index)) {
-		table_close(rel, NoLock);
-		return false;
-	}
-
-	PushActiveSnapshot(GetTransactionSnapshot());
-	ExecWrite w;
-	BeginExecWritePg(rel, need, &w);
-	EState *estate = w.estate;
-	estate->es_snapshot = GetActiveSnapshot();
-	EPQState epq;
-	EvalPlanQualInit(&epq, estate, NULL, NIL, -1);
+	Relation rel = tw.rel;
+	Oid index = tw.index;
+	EState *estate = tw.w.estate;
+	EPQState *epq = &tw.epq;
 	TupleDesc desc = RelationGetDescr(rel);
 	TupleTableSlot *searchslot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
 	TupleTableSlot *localslot = table_slot_create(rel, &estate->es_tupleTable);
@@ -184,16 +212,12 @@ FindRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, int nkeys, const Da
 			MemoryContextSwitchTo(old);
 		}
 		if (found[r] && remove) {
-			ExecSimpleRelationDelete(w.rri, estate, &epq, localslot);
-			EvalPlanQualSetSlot(&epq, NULL);
+			ExecSimpleRelationDelete(tw.w.rri, estate, epq, localslot);
+			EvalPlanQualSetSlot(epq, NULL);
 		}
 		ResetPerTupleExprContext(estate);
 	}
-	EvalPlanQualEnd(&epq);
-	ExecResetTupleTable(estate->es_tupleTable, false);
-	EndExecWritePg(&w);
-	PopActiveSnapshot();
-	table_close(rel, NoLock);
+	EndTargetWritePg(&tw);
 	return true;
 }
 
