@@ -86,6 +86,7 @@ namespace {
 /* to_jsonb(anyelement), called with a record argument: set up once per backend. */
 FmgrInfo *to_jsonb_record = nullptr;
 
+/* That FmgrInfo, made on first use (in TopMemoryContext). */
 FmgrInfo *
 ToJsonbRecordPg()
 {
@@ -704,10 +705,9 @@ InsertOutboxRow(const OutboxRow &r)
  * The columns of cdc.outbox_rows the engine fills, by name; the others (id,
  * created_at, published_at) take their column defaults.
  */
-static const char *const kOutboxColumns[] = {"ikey",       "target",     "src",     "op",
-                                             "v0",         "v1",         "v2",      "v3",
-                                             "lsn",        "tx_id",      "commit_lsn", "entity_key",
-                                             "payload",    "stream_ordered"};
+static const char *const kOutboxColumns[] = {"ikey", "target", "src",        "op",         "v0",      "v1",
+                                             "v2",   "v3",     "lsn",        "tx_id",      "commit_lsn",
+                                             "entity_key",     "payload",    "stream_ordered"};
 constexpr int kOutboxColumnCount = int(sizeof(kOutboxColumns) / sizeof(kOutboxColumns[0]));
 constexpr int kOutboxChunk = 1000; /* rows per table_multi_insert, as COPY buffers them */
 

@@ -401,19 +401,6 @@ ResultOrdinals(uint64_t n, int col)
 // The key columns of `keys` as array parameters, with "k1, k2, ..." for
 // the unnest alias and the predicate "t.c1 = x.k1 AND ..." (the types'
 // schema-qualified equality operators).
-// The predicate "t.c1 = <alias>.k1 AND ..." on the target's key columns.
-std::string
-KeyPredicate(const Target &t, const char *alias)
-{
-	std::string where;
-	for (size_t i = 0; i < t.key.size(); i++) {
-		const Column &col = t.columns[size_t(t.key[i])];
-		where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " " + alias + ".k" +
-		         std::to_string(i + 1);
-	}
-	return where;
-}
-
 void
 KeyArrays(const Target &t, const std::vector<const Image *> &keys, Params &p, std::string &names, std::string &where)
 {
@@ -424,8 +411,9 @@ KeyArrays(const Target &t, const std::vector<const Image *> &keys, Params &p, st
 			a.Add(img->cells[size_t(t.key[i])].value, false);
 		a.AddTo(p, col.array_type);
 		names += "k" + std::to_string(i + 1) + ", ";
+		where += std::string(i ? " AND " : "") + "t." + QuoteIdent(col.name) + " " + col.eq_op + " x.k" +
+		         std::to_string(i + 1);
 	}
-	where = KeyPredicate(t, "x");
 }
 
 // "ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), ...)" over

@@ -32,10 +32,6 @@ namespace cdc::pg {
 namespace {
 
 /*
- * rows x ncols Datums (row-major) of the columns attnums[0..ncols): every
- * column but the stored generated ones, which the executor computes.
- */
-/*
  * May a target row be written without the statement in this transaction?
  * Not under REPEATABLE READ or SERIALIZABLE: RelationFindReplTupleByIndex
  * finds and locks the newest committed row, where the statement sees the
@@ -119,6 +115,10 @@ EndTargetWritePg(TargetWrite *tw)
 	table_close(tw->rel, NoLock);
 }
 
+/*
+ * rows x ncols Datums (row-major) of the columns attnums[0..ncols): every
+ * column but the stored generated ones, which the executor computes.
+ */
 bool
 UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber *attnums, int ncols, int nrows,
                    const Datum *values, const bool *nulls)
