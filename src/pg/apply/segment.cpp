@@ -567,9 +567,15 @@ ReadRows(const Target &t, const std::vector<const Image *> &keys, const RunAs &a
 	Params p;
 	std::string names, where;
 	KeyArrays(t, keys, p, names, where);
+	/*
+	 * Locked (FOR UPDATE) as well: a row a concurrent transaction is
+	 * updating is waited for and read in its new version, the row the
+	 * chain's delete then removes (without the lock the delete's payload
+	 * was the row before that update).
+	 */
 	uint64_t n = Execute("SELECT x.ord, l.j FROM " + UnnestAll(p) + " WITH ORDINALITY AS x(" + names +
 	                         "ord), LATERAL (SELECT pg_catalog.to_jsonb(t) AS j FROM " + t.qualified + " AS t WHERE " +
-	                         where + " OFFSET 0) l",
+	                         where + " OFFSET 0 FOR UPDATE) l",
 	                     p, as);
 	std::vector<int64_t> ord = ResultOrdinals(n, 1);
 	std::vector<std::optional<Datum>> j = ResultJsonb(n, 2);
