@@ -306,14 +306,6 @@ IsJsonNumber(std::string_view s)
 	return i == n;
 }
 
-/*
- * Replaces, in `text`, every JSON number with a fraction or an exponent,
- * or of more than 18 characters (an integer nlohmann would read as a
- * double), by "0" and spaces (same length: byte offsets in messages stay right), and
- * lists their lexemes by ordinal among all the numbers of the text (the
- * order the parser reports them in).  Strings are skipped.  A token that is
- * not a JSON number is left for the parser to refuse.
- */
 // One byte `c` of a scan inside a JSON string literal: after a backslash
 // the byte is escaped; an unescaped quote ends the string (in_string false).
 inline void
@@ -327,6 +319,14 @@ ScanStringByte(char c, bool &in_string, bool &escaped)
 		in_string = false;
 }
 
+/*
+ * Replaces, in `text`, every JSON number with a fraction or an exponent,
+ * or of more than 18 characters (an integer nlohmann would read as a
+ * double), by "0" and spaces (same length: byte offsets in messages stay right), and
+ * lists their lexemes by ordinal among all the numbers of the text (the
+ * order the parser reports them in).  Strings are skipped.  A token that is
+ * not a JSON number is left for the parser to refuse.
+ */
 std::vector<std::pair<std::size_t, std::string>>
 BlankFractionalNumbers(std::string &text)
 {

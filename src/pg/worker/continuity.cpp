@@ -42,7 +42,7 @@ parse_lsn(const char *text)
 	return DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(text)));
 }
 
-/* Commits the current transaction and flushes its commit record (a control transition). */
+/* See worker_state.hpp: flushes the WAL inserted so far, backed up out of an unwritten page header. */
 void
 flush_inserted_wal(void)
 {
@@ -54,6 +54,7 @@ flush_inserted_wal(void)
 	XLogFlush(upto);
 }
 
+/* Commits the current transaction and flushes its commit record (a control transition). */
 void
 commit_control_transition(void)
 {

@@ -271,7 +271,7 @@ CDC_PG_FUNCTION(cdc_force_sync_commit)
  * the process array, which it does after releasing its replication
  * origin (on_shmem_exit runs ReplicationOriginExitCleanup before ProcKill).
  * Returns how many were signalled; -1 without shared_preload_libraries
- * (no registry: the caller signals the pid the status row records).
+ * (no registry, and so no launcher and no worker to stop).
  * A worker still there at the timeout is left (a WARNING, as
  * pg_terminate_backend gives): the caller's origin drop then reports it
  * (55006).  Why the registry and not the status row's pid: a worker the
