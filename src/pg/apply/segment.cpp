@@ -147,8 +147,8 @@ IsKeyChange(const Target &t, const ChangeRequest &req, const PreparedChange &p)
 	return req.op == Op::Update && p.before && p.after && !SameKey(t, *p.before, *p.after);
 }
 
-// Claims the delivery keys of a segment in cdc.ledger with one statement, in
-// input order (the digests of pg/state_store.hpp, ClaimDelivery).  Returns
+// Claims the delivery keys of a segment in cdc.ledger in input order, through
+// the executor (state_direct.hpp) or else with one statement (the digests of pg/state_store.hpp, ClaimDelivery).  Returns
 // per change whether its claim is new: false when the ledger had the digest
 // already, or an earlier change of the segment claimed it (the same delivery
 // twice in one batch).  As one by one, a change whose claim is not new still
@@ -156,13 +156,22 @@ IsKeyChange(const Target &t, const ChangeRequest &req, const PreparedChange &p)
 std::vector<char>
 ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> &prep, int32_t now_s)
 {
-	ArrayParam digests(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
-	std::vector<int64_t> digest(prep.size());
+	std::vector<int64> digest(prep.size());
+	std::vector<Oid> relid(prep.size());
 	for (size_t k = 0; k < prep.size(); k++) {
 		digest[k] = Int64FromMd5Hex(Md5Hex(LedgerDigestInput(uint32_t(target[k]->relid), prep[k].delivery_key)));
+		relid[k] = target[k]->relid;
+	}
+	std::vector<char> claimed(prep.size());
+	if (PgCallAs(RunAs::ExtensionOwner(), [&]() {
+		    return ClaimDeliveriesDirectPg(int(prep.size()), digest.data(), relid.data(), now_s, claimed.data());
+	    }) != kNotDirect)
+		return claimed;
+	ArrayParam digests(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
+	for (size_t k = 0; k < prep.size(); k++) {
 		digests.Add(Int64GetDatum(digest[k]), false);
-		targets.Add(ObjectIdGetDatum(target[k]->relid), false);
+		targets.Add(ObjectIdGetDatum(relid[k]), false);
 	}
 	Params p;
 	digests.AddTo(p, INT8ARRAYOID);
@@ -176,7 +185,6 @@ ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> 
 	std::multiset<int64_t> inserted;
 	for (uint64_t i = 0; i < n; i++)
 		inserted.insert(std::stoll(ResultText(i, 1).value_or("0")));
-	std::vector<char> claimed(prep.size());
 	for (size_t k = 0; k < prep.size(); k++) {
 		auto it = inserted.find(digest[k]);
 		claimed[k] = it != inserted.end();
@@ -191,10 +199,23 @@ ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> 
 // target whose entity it is.
 struct Chain : cdc::Chain {
 	Target *t = nullptr;
+	EntityLocation loc; /* where LockRecords' direct path locked `stored` */
 };
 
-// Locks and reads the entity records of chains (one statement per target),
-// as LockEntityRecord does for one.
+// The compact keys of chains, for the direct writers (pointing into them).
+std::vector<EntityKeyRef>
+KeyRefs(const std::vector<Chain *> &list)
+{
+	std::vector<EntityKeyRef> keys;
+	keys.reserve(list.size());
+	for (const Chain *c : list)
+		keys.push_back(EntityKeyRef{c->compact_key.data(), int(c->compact_key.size())});
+	return keys;
+}
+
+// Locks and reads the entity records of chains (per target, through the
+// executor, state_direct.hpp, or else one statement), as LockEntityRecord
+// does for one.
 void
 LockRecords(std::vector<Chain *> &chains, const std::map<std::string, int32_t> &source_ids)
 {
@@ -202,9 +223,32 @@ LockRecords(std::vector<Chain *> &chains, const std::map<std::string, int32_t> &
 	for (Chain *c : chains)
 		by_target[c->t->relid].push_back(c);
 	for (auto &[relid, list] : by_target) {
+		const size_t arity = list.front()->t->version_col >= 0 ? 3 : 4;
+		std::vector<EntityKeyRef> refs = KeyRefs(list);
+		std::vector<EntityRow> found_rows(list.size());
+		std::vector<EntityLocation> locs(list.size());
+		std::vector<char> found(list.size());
+		if (PgCallAs(RunAs::ExtensionOwner(), [&]() {
+			    return LockEntityRecordsDirectPg(relid, int(list.size()), refs.data(), found_rows.data(), locs.data(),
+			                                     found.data());
+		    }) != kNotDirect) {
+			for (size_t i = 0; i < list.size(); i++) {
+				list[i]->loc = locs[i];
+				if (!found[i])
+					continue;
+				std::optional<std::string> name = SourceNameOf(found_rows[i].src, source_ids);
+				if (!name)
+					continue; /* as the join with cdc.source did: a record of no source is no record */
+				list[i]->stored = EntityRecordOfRow(found_rows[i], arity);
+				list[i]->stored->source = std::move(*name);
+			}
+			continue;
+		}
 		ArrayParam keys = ArrayParam::Text();
-		for (Chain *c : list)
+		for (Chain *c : list) {
 			keys.AddText(c->compact_key);
+			c->loc = EntityLocation{};
+		}
 		Params p;
 		p.AddOid(relid);
 		keys.AddTo(p, TEXTARRAYOID);
@@ -220,7 +264,6 @@ LockRecords(std::vector<Chain *> &chains, const std::map<std::string, int32_t> &
 		                     "WHERE e.target OPERATOR(pg_catalog.=) $1 AND e.key OPERATOR(pg_catalog.=) x.k "
 		                     "FOR UPDATE OF e) s",
 		                     p, true);
-		const size_t arity = list.front()->t->version_col >= 0 ? 3 : 4;
 		std::vector<std::pair<size_t, int32_t>> rows; /* (ord, src): names are looked up after the result is read */
 		std::vector<EntityRecord> records;
 		for (uint64_t i = 0; i < n; i++) {
@@ -272,11 +315,24 @@ constexpr const char *kRecordArrays =
 	"pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9)) "
 	"AS x(k, s, v0, v1, v2, v3, d, h) ";
 
-// The final records of chains as arrays of cdc.entity_state's columns:
-// $2 key, $3 src, $4 v0, $5 v1, $6 v2, $7 v3, $8 deleted, $9 chash ($1 is
-// the target, $10 the write time).
+// The final records of chains as stored rows.
+std::vector<EntityRow>
+FinalRows(const std::vector<Chain *> &list, const std::map<std::string, int32_t> &source_ids, int32_t now_s)
+{
+	std::vector<EntityRow> rows;
+	rows.reserve(list.size());
+	for (const Chain *c : list) {
+		const EntityRecord &r = *c->final_record;
+		rows.push_back(EntityRowOf(source_ids.at(r.source), r.version, r.deleted, r.content_hash, now_s));
+	}
+	return rows;
+}
+
+// The records of chains (`rows`, FinalRows) as arrays of
+// cdc.entity_state's columns: $2 key, $3 src, $4 v0, $5 v1, $6 v2, $7 v3,
+// $8 deleted, $9 chash ($1 is the target, $10 the write time).
 void
-AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std::string, int32_t> &source_ids)
+AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::vector<EntityRow> &rows)
 {
 	ArrayParam keys = ArrayParam::Text();
 	ArrayParam srcs(INT4OID, sizeof(int32), true, TYPALIGN_INT);
@@ -285,17 +341,16 @@ AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std:
 	ArrayParam v1(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE),
 	    v2(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
 	ArrayParam deleted(BOOLOID, 1, true, TYPALIGN_CHAR);
-	for (const Chain *c : list) {
-		const EntityRecord &r = *c->final_record;
-		StoredVersion sv = ToStoredVersion(r.version);
-		keys.AddText(c->compact_key);
-		srcs.Add(Int32GetDatum(source_ids.at(r.source)), false);
-		v0.Add(Int32GetDatum(sv.v0), false);
-		v1.Add(Int64GetDatum(sv.v1), false);
-		v2.Add(Int64GetDatum(sv.v2), false);
-		v3.Add(Int32GetDatum(sv.v3), false);
+	for (size_t i = 0; i < list.size(); i++) {
+		const EntityRow &r = rows[i];
+		keys.AddText(list[i]->compact_key);
+		srcs.Add(Int32GetDatum(r.src), false);
+		v0.Add(Int32GetDatum(r.v0), false);
+		v1.Add(Int64GetDatum(r.v1), false);
+		v2.Add(Int64GetDatum(r.v2), false);
+		v3.Add(Int32GetDatum(r.v3), false);
 		deleted.Add(BoolGetDatum(r.deleted), false);
-		chash.Add(Int32GetDatum(int32_t(std::stol(r.content_hash))), false);
+		chash.Add(Int32GetDatum(r.chash), false);
 	}
 	keys.AddTo(p, TEXTARRAYOID);
 	srcs.AddTo(p, INT4ARRAYOID);
@@ -308,8 +363,8 @@ AddRecordArrays(Params &p, const std::vector<Chain *> &list, const std::map<std:
 }
 
 /*
- * Inserts the final records of new entities (one statement per target), as
- * WriteEntityRecord does for one.  Returns the chains whose record a
+ * Inserts the final records of new entities (per target, through the
+ * executor or else one statement), as WriteEntityRecord does for one.  Returns the chains whose record a
  * concurrent transaction created first (ON CONFLICT DO NOTHING inserted
  * nothing for them).
  */
@@ -321,9 +376,21 @@ InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 		by_target[c->t->relid].push_back(c);
 	std::vector<Chain *> lost;
 	for (auto &[relid, list] : by_target) {
+		std::vector<EntityRow> rows = FinalRows(list, source_ids, now_s);
+		std::vector<EntityKeyRef> refs = KeyRefs(list);
+		std::vector<char> inserted_direct(list.size());
+		if (PgCallAs(RunAs::ExtensionOwner(), [&]() {
+			    return InsertEntityRecordsDirectPg(relid, int(list.size()), refs.data(), rows.data(),
+			                                       inserted_direct.data());
+		    }) != kNotDirect) {
+			for (size_t i = 0; i < list.size(); i++)
+				if (!inserted_direct[i])
+					lost.push_back(list[i]);
+			continue;
+		}
 		Params p;
 		p.AddOid(relid);
-		AddRecordArrays(p, list, source_ids);
+		AddRecordArrays(p, list, rows);
 		p.Add(INT4OID, Int32GetDatum(now_s), false);
 		uint64_t n = Execute("INSERT INTO cdc.entity_state (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
 		                     "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 " +
@@ -341,8 +408,9 @@ InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 	return lost;
 }
 
-// Writes the final records of entities that had one, locked by LockRecords
-// (one statement per target; ON CONFLICT finds each through the key index).
+// Writes the final records of entities that had one, locked by LockRecords:
+// per target, by the TIDs its direct path locked (state_direct.hpp), else
+// one statement (ON CONFLICT finds each through the key index).
 void
 UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, int32_t> &source_ids, int32_t now_s)
 {
@@ -350,9 +418,18 @@ UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 	for (Chain *c : chains)
 		by_target[c->t->relid].push_back(c);
 	for (auto &[relid, list] : by_target) {
+		std::vector<EntityRow> rows = FinalRows(list, source_ids, now_s);
+		std::vector<EntityKeyRef> refs = KeyRefs(list);
+		std::vector<EntityLocation> locs;
+		for (const Chain *c : list)
+			locs.push_back(c->loc);
+		if (PgCallAs(RunAs::ExtensionOwner(), [&]() {
+			    return UpdateEntityRecordsDirectPg(relid, int(list.size()), refs.data(), locs.data(), rows.data());
+		    }) != kNotDirect)
+			continue;
 		Params p;
 		p.AddOid(relid);
-		AddRecordArrays(p, list, source_ids);
+		AddRecordArrays(p, list, rows);
 		p.Add(INT4OID, Int32GetDatum(now_s), false);
 		Execute("INSERT INTO cdc.entity_state AS e (target, key, src, v0, v1, v2, v3, deleted, chash, touched_s) "
 		        "SELECT $1, x.k, x.s, x.v0, x.v1, x.v2, x.v3, x.d, x.h, $10 " +

@@ -126,7 +126,7 @@ FillEntityRow(TupleTableSlot *slot, const AttrNumber *attno, Oid target, Datum k
 } // namespace
 
 int
-ClaimDeliveryDirectPg(int64 digest, Oid target, int32 claimed_s)
+ClaimDeliveriesDirectPg(int n, const int64 *digest, const Oid *target, int32 claimed_s, char *claimed)
 {
 	AttrNumber attno[kLedgerColumnCount];
 	Relation rel = OpenDirectPg("ledger", kLedgerColumns, kLedgerColumnCount, ACL_INSERT, attno);
@@ -136,22 +136,39 @@ ClaimDeliveryDirectPg(int64 digest, Oid target, int32 claimed_s)
 	ExecWrite w;
 	BeginExecWritePg(rel, ACL_INSERT, &w, true);
 	TupleTableSlot *slot = ExecInitExtraTupleSlot(w.estate, RelationGetDescr(rel), &TTSOpsVirtual);
-	ClearToNulls(slot);
-	SetColumn(slot, attno[0], Int64GetDatum(digest));
-	SetColumn(slot, attno[1], ObjectIdGetDatum(target));
-	SetColumn(slot, attno[2], Int32GetDatum(claimed_s));
-	ExecStoreVirtualTuple(slot);
-	bool inserted = InsertOnConflictDoNothingPg(&w, slot, RelationGetPrimaryKeyIndex(rel));
+	const Oid pkey = RelationGetPrimaryKeyIndex(rel);
+	/*
+	 * In input order, as the statement's ORDER BY inserts them: the dirty
+	 * snapshot of the pre-check sees a digest inserted earlier in this loop,
+	 * so a delivery twice in one batch is claimed once.
+	 */
+	for (int i = 0; i < n; i++) {
+		ClearToNulls(slot);
+		SetColumn(slot, attno[0], Int64GetDatum(digest[i]));
+		SetColumn(slot, attno[1], ObjectIdGetDatum(target[i]));
+		SetColumn(slot, attno[2], Int32GetDatum(claimed_s));
+		ExecStoreVirtualTuple(slot);
+		claimed[i] = InsertOnConflictDoNothingPg(&w, slot, pkey) ? 1 : 0;
+		ResetPerTupleExprContext(w.estate);
+	}
 	ExecResetTupleTable(w.estate->es_tupleTable, false);
 	EndExecWritePg(&w);
 	table_close(rel, NoLock);
-	return inserted ? 1 : 0;
+	return 1;
 }
 
 int
-LockEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *row, EntityLocation *loc)
+ClaimDeliveryDirectPg(int64 digest, Oid target, int32 claimed_s)
 {
-	loc->valid = false;
+	char claimed = 0;
+	int r = ClaimDeliveriesDirectPg(1, &digest, &target, claimed_s, &claimed);
+	return r == kNotDirect ? r : claimed;
+}
+
+int
+LockEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow *rows, EntityLocation *locs,
+                          char *found)
+{
 	AttrNumber attno[kEntityColumnCount];
 	/* SELECT ... FOR UPDATE needs UPDATE; the write that follows INSERT or UPDATE */
 	Relation rel = OpenDirectPg("entity_state", kEntityColumns, kEntityColumnCount, ACL_SELECT | ACL_INSERT | ACL_UPDATE,
@@ -160,46 +177,71 @@ LockEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *ro
 		return kNotDirect;
 	CommandCounterIncrement();
 	TupleDesc desc = RelationGetDescr(rel);
+	const Oid pkey = RelationGetPrimaryKeyIndex(rel);
 	TupleTableSlot *search = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
-	TupleTableSlot *found = MakeSingleTupleTableSlot(desc, table_slot_callbacks(rel));
-	text *key_text = cstring_to_text_with_len(key, key_len);
-	ClearToNulls(search);
-	SetColumn(search, attno[E_TARGET], ObjectIdGetDatum(target));
-	SetColumn(search, attno[E_KEY], PointerGetDatum(key_text));
-	ExecStoreVirtualTuple(search);
-	/*
-	 * Through the primary key with a dirty snapshot: a row another
-	 * transaction is inserting, updating or deleting is waited for, then
-	 * looked up again; the row found is locked FOR UPDATE (LockTupleExclusive),
-	 * following a concurrent update to its newest version.  What the
-	 * statement with a fresh snapshot would lock, in READ COMMITTED.
-	 */
-	bool hit = RelationFindReplTupleByIndex(rel, RelationGetPrimaryKeyIndex(rel), LockTupleExclusive, search, found);
-	if (hit) {
-		slot_getallattrs(found);
-		row->src = DatumGetInt32(found->tts_values[attno[E_SRC] - 1]);
-		row->v0 = DatumGetInt32(found->tts_values[attno[E_V0] - 1]);
-		row->v1 = DatumGetInt64(found->tts_values[attno[E_V1] - 1]);
-		row->v2 = DatumGetInt64(found->tts_values[attno[E_V2] - 1]);
-		row->v3 = DatumGetInt32(found->tts_values[attno[E_V3] - 1]);
-		row->deleted = DatumGetBool(found->tts_values[attno[E_DELETED] - 1]);
-		row->chash = DatumGetInt32(found->tts_values[attno[E_CHASH] - 1]);
-		row->touched_s = DatumGetInt32(found->tts_values[attno[E_TOUCHED] - 1]);
-		loc->tid = found->tts_tid;
-		loc->valid = true;
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, table_slot_callbacks(rel));
+	/* the key's text and what an index lookup allocates, per key */
+	MemoryContext per_key = AllocSetContextCreate(CurrentMemoryContext, "cdc_apply entity record lookup",
+	                                              ALLOCSET_SMALL_SIZES);
+	for (int i = 0; i < n; i++) {
+		locs[i].valid = false;
+		MemoryContext caller = MemoryContextSwitchTo(per_key);
+		ClearToNulls(search);
+		SetColumn(search, attno[E_TARGET], ObjectIdGetDatum(target));
+		SetColumn(search, attno[E_KEY], PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len)));
+		ExecStoreVirtualTuple(search);
+		/*
+		 * Through the primary key with a dirty snapshot: a row another
+		 * transaction is inserting, updating or deleting is waited for, then
+		 * looked up again; the row found is locked FOR UPDATE
+		 * (LockTupleExclusive), following a concurrent update to its newest
+		 * version.  What the statement with a fresh snapshot would lock, in
+		 * READ COMMITTED.
+		 */
+		bool hit = RelationFindReplTupleByIndex(rel, pkey, LockTupleExclusive, search, slot);
+		found[i] = hit ? 1 : 0;
+		if (hit) {
+			slot_getallattrs(slot);
+			EntityRow *row = &rows[i];
+			row->src = DatumGetInt32(slot->tts_values[attno[E_SRC] - 1]);
+			row->v0 = DatumGetInt32(slot->tts_values[attno[E_V0] - 1]);
+			row->v1 = DatumGetInt64(slot->tts_values[attno[E_V1] - 1]);
+			row->v2 = DatumGetInt64(slot->tts_values[attno[E_V2] - 1]);
+			row->v3 = DatumGetInt32(slot->tts_values[attno[E_V3] - 1]);
+			row->deleted = DatumGetBool(slot->tts_values[attno[E_DELETED] - 1]);
+			row->chash = DatumGetInt32(slot->tts_values[attno[E_CHASH] - 1]);
+			row->touched_s = DatumGetInt32(slot->tts_values[attno[E_TOUCHED] - 1]);
+			locs[i].tid = slot->tts_tid;
+			locs[i].valid = true;
+		}
+		ExecClearTuple(slot);
+		ExecClearTuple(search);
+		MemoryContextSwitchTo(caller);
+		MemoryContextReset(per_key);
 	}
-	ExecDropSingleTupleTableSlot(found);
+	MemoryContextDelete(per_key);
+	ExecDropSingleTupleTableSlot(slot);
 	ExecDropSingleTupleTableSlot(search);
-	pfree(key_text);
 	table_close(rel, NoLock);
-	return hit ? 1 : 0;
+	return 1;
 }
 
 int
-UpdateEntityRecordDirectPg(const EntityLocation *loc, Oid target, const char *key, int key_len, const EntityRow *row)
+LockEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *row, EntityLocation *loc)
 {
-	if (!loc->valid)
-		return kNotDirect; /* the statement locked it: the statement updates it */
+	EntityKeyRef ref{key, key_len};
+	char found = 0;
+	int r = LockEntityRecordsDirectPg(target, 1, &ref, row, loc, &found);
+	return r == kNotDirect ? r : found;
+}
+
+int
+UpdateEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const EntityLocation *locs,
+                            const EntityRow *rows)
+{
+	for (int i = 0; i < n; i++)
+		if (!locs[i].valid)
+			return kNotDirect; /* the statement locked it: the statement updates it */
 	AttrNumber attno[kEntityColumnCount];
 	Relation rel = OpenDirectPg("entity_state", kEntityColumns, kEntityColumnCount, ACL_SELECT | ACL_UPDATE, attno);
 	if (rel == NULL)
@@ -211,17 +253,26 @@ UpdateEntityRecordDirectPg(const EntityLocation *loc, Oid target, const char *ke
 	EPQState epq;
 	EvalPlanQualInit(&epq, w.estate, NULL, NIL, -1);
 	TupleDesc desc = RelationGetDescr(rel);
-	/*
-	 * The row locked by LockEntityRecordDirectPg, by its TID: our lock kept
-	 * every other transaction from changing it, and nothing in between
-	 * writes it in ours (were it changed, the update raises "tuple already
-	 * updated by self" rather than write a stale version).
-	 */
 	TupleTableSlot *old_slot = ExecInitExtraTupleSlot(w.estate, desc, &TTSOpsVirtual);
-	old_slot->tts_tid = loc->tid;
 	TupleTableSlot *new_slot = ExecInitExtraTupleSlot(w.estate, desc, &TTSOpsVirtual);
-	FillEntityRow(new_slot, attno, target, PointerGetDatum(cstring_to_text_with_len(key, key_len)), row);
-	ExecSimpleRelationUpdate(w.rri, w.estate, &epq, old_slot, new_slot);
+	for (int i = 0; i < n; i++) {
+		/*
+		 * The row locked by LockEntityRecordsDirectPg, by its TID: our lock
+		 * kept every other transaction from changing it, and nothing in
+		 * between writes it in ours (were it changed, the update raises
+		 * "tuple already updated by self" rather than write a stale
+		 * version).
+		 */
+		MemoryContext caller = MemoryContextSwitchTo(GetPerTupleMemoryContext(w.estate));
+		ExecClearTuple(old_slot);
+		old_slot->tts_tid = locs[i].tid;
+		FillEntityRow(new_slot, attno, target, PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len)),
+		              &rows[i]);
+		ExecSimpleRelationUpdate(w.rri, w.estate, &epq, old_slot, new_slot);
+		EvalPlanQualSetSlot(&epq, NULL);
+		MemoryContextSwitchTo(caller);
+		ResetPerTupleExprContext(w.estate);
+	}
 	EvalPlanQualEnd(&epq);
 	ExecResetTupleTable(w.estate->es_tupleTable, false);
 	EndExecWritePg(&w);
@@ -230,7 +281,14 @@ UpdateEntityRecordDirectPg(const EntityLocation *loc, Oid target, const char *ke
 }
 
 int
-InsertEntityRecordDirectPg(Oid target, const char *key, int key_len, const EntityRow *row)
+UpdateEntityRecordDirectPg(const EntityLocation *loc, Oid target, const char *key, int key_len, const EntityRow *row)
+{
+	EntityKeyRef ref{key, key_len};
+	return UpdateEntityRecordsDirectPg(target, 1, &ref, loc, row);
+}
+
+int
+InsertEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const EntityRow *rows, char *inserted)
 {
 	AttrNumber attno[kEntityColumnCount];
 	Relation rel = OpenDirectPg("entity_state", kEntityColumns, kEntityColumnCount, ACL_INSERT, attno);
@@ -240,12 +298,29 @@ InsertEntityRecordDirectPg(Oid target, const char *key, int key_len, const Entit
 	ExecWrite w;
 	BeginExecWritePg(rel, ACL_INSERT, &w, true);
 	TupleTableSlot *slot = ExecInitExtraTupleSlot(w.estate, RelationGetDescr(rel), &TTSOpsVirtual);
-	FillEntityRow(slot, attno, target, PointerGetDatum(cstring_to_text_with_len(key, key_len)), row);
-	bool inserted = InsertOnConflictDoNothingPg(&w, slot, RelationGetPrimaryKeyIndex(rel));
+	const Oid pkey = RelationGetPrimaryKeyIndex(rel);
+	for (int i = 0; i < n; i++) {
+		MemoryContext caller = MemoryContextSwitchTo(GetPerTupleMemoryContext(w.estate));
+		FillEntityRow(slot, attno, target, PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len)),
+		              &rows[i]);
+		inserted[i] = InsertOnConflictDoNothingPg(&w, slot, pkey) ? 1 : 0;
+		ExecClearTuple(slot);
+		MemoryContextSwitchTo(caller);
+		ResetPerTupleExprContext(w.estate);
+	}
 	ExecResetTupleTable(w.estate->es_tupleTable, false);
 	EndExecWritePg(&w);
 	table_close(rel, NoLock);
-	return inserted ? 1 : 0;
+	return 1;
+}
+
+int
+InsertEntityRecordDirectPg(Oid target, const char *key, int key_len, const EntityRow *row)
+{
+	EntityKeyRef ref{key, key_len};
+	char inserted = 0;
+	int r = InsertEntityRecordsDirectPg(target, 1, &ref, row, &inserted);
+	return r == kNotDirect ? r : inserted;
 }
 
 } // namespace cdc::pg

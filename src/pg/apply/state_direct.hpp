@@ -2,7 +2,8 @@
 // the table access method instead of an SQL statement (docs/internals.md,
 // "Writes without SQL"): the three statements of every change that
 // cdc_apply() and the worker's change-by-change path run on the engine's
-// own tables, cdc.ledger and cdc.entity_state.
+// own tables, cdc.ledger and cdc.entity_state, and the same statements of a
+// batch's set-based segment (segment.cpp) over all its rows at once.
 //
 //  - ClaimDeliveryDirectPg: INSERT ... ON CONFLICT (digest) DO NOTHING as
 //    the executor runs it, by speculative insertion on the primary key
@@ -65,19 +66,43 @@ struct EntityLocation {
 	ItemPointerData tid;
 };
 
-// 1: claimed (the ledger row is inserted); 0: the digest is there
-// (committed, or committed by the concurrent claimer waited for).
+// An entity record's key (cdc.entity_state.key), not owned.
+struct EntityKeyRef {
+	const char *data;
+	int len;
+};
+
+// The batch forms run one statement's worth of rows with one relation open
+// and one executor state, in array order; each returns 1 when done and
+// kNotDirect, having done nothing, as above.  The single forms are these
+// with one row.
+
+// Claims n digests in order: claimed[i] 1 when inserted, 0 when the digest
+// is there (committed, or committed by the concurrent claimer waited for,
+// or claimed by an earlier element of this call).
+int ClaimDeliveriesDirectPg(int n, const int64 *digest, const Oid *target, int32 claimed_s, char *claimed);
+// 1: claimed (the ledger row is inserted); 0: the digest is there.
 int ClaimDeliveryDirectPg(int64 digest, Oid target, int32 claimed_s);
 
+// Locks the records of n keys of `target`, in order: found[i] 1 with
+// rows[i] and locs[i] filled, 0 (locs[i] not valid) when there is none.
+int LockEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow *rows, EntityLocation *locs,
+                              char *found);
 // 1: found and locked, *row and *loc filled; 0: no record.
 int LockEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *row, EntityLocation *loc);
 
+// Updates the records locked at locs[] to rows[]; kNotDirect when one of
+// them was not locked by the direct path.
+int UpdateEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const EntityLocation *locs,
+                                const EntityRow *rows);
 // Updates the record locked at *loc to *row.  1 when done.
 int UpdateEntityRecordDirectPg(const EntityLocation *loc, Oid target, const char *key, int key_len,
                                const EntityRow *row);
 
-// 1: inserted; 0: a record of (target, key) exists (a concurrent
-// transaction created it and committed).
+// Inserts n records: inserted[i] 0 where a record of (target, key) exists
+// (a concurrent transaction created it and committed).
+int InsertEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const EntityRow *rows, char *inserted);
+// 1: inserted; 0: a record of (target, key) exists.
 int InsertEntityRecordDirectPg(Oid target, const char *key, int key_len, const EntityRow *row);
 
 } // namespace cdc::pg

@@ -142,6 +142,32 @@ EntityRecordFromResult(uint64_t row, int first, size_t arity)
 	return r;
 }
 
+EntityRow
+EntityRowOf(int32_t src, const Version &v, bool deleted, const std::string &content_hash, int32_t now_s)
+{
+	EntityRow row{};
+	StoredVersion sv = ToStoredVersion(v);
+	row.src = src;
+	row.v0 = sv.v0;
+	row.v1 = sv.v1;
+	row.v2 = sv.v2;
+	row.v3 = sv.v3;
+	row.deleted = deleted;
+	row.chash = int32_t(std::stol(content_hash));
+	row.touched_s = now_s;
+	return row;
+}
+
+EntityRecord
+EntityRecordOfRow(const EntityRow &row, size_t arity)
+{
+	EntityRecord r;
+	r.version = FromStoredVersion(StoredVersion{row.v0, row.v1, row.v2, row.v3}, arity);
+	r.deleted = row.deleted;
+	r.content_hash = std::to_string(row.chash); /* as EntityRecordFromResult reads it */
+	return r;
+}
+
 std::optional<EntityRecord>
 LockEntityRecord(Oid target, const std::string &key, size_t arity, const std::map<std::string, int32_t> &known,
                  EntityLocation *loc)
@@ -154,10 +180,7 @@ LockEntityRecord(Oid target, const std::string &key, size_t arity, const std::ma
 	if (direct == 0)
 		return std::nullopt;
 	if (direct == 1) {
-		EntityRecord r;
-		r.version = FromStoredVersion(StoredVersion{row.v0, row.v1, row.v2, row.v3}, arity);
-		r.deleted = row.deleted;
-		r.content_hash = std::to_string(row.chash); /* as EntityRecordFromResult reads it */
+		EntityRecord r = EntityRecordOfRow(row, arity);
 		std::optional<std::string> name = SourceNameOf(row.src, known);
 		if (!name)
 			return std::nullopt; /* as below */
@@ -187,16 +210,7 @@ bool
 WriteEntityRecord(Oid target, const std::string &key, int32_t src, const Version &v, bool deleted,
                   const std::string &content_hash, int32_t now_s, bool existed, const EntityLocation &loc)
 {
-	EntityRow row{};
-	StoredVersion sv = ToStoredVersion(v);
-	row.src = src;
-	row.v0 = sv.v0;
-	row.v1 = sv.v1;
-	row.v2 = sv.v2;
-	row.v3 = sv.v3;
-	row.deleted = deleted;
-	row.chash = int32_t(std::stol(content_hash));
-	row.touched_s = now_s;
+	EntityRow row = EntityRowOf(src, v, deleted, content_hash, now_s);
 	int direct = PgCallAs(RunAs::ExtensionOwner(), [&]() {
 		return existed ? UpdateEntityRecordDirectPg(&loc, target, key.data(), int(key.size()), &row)
 		               : InsertEntityRecordDirectPg(target, key.data(), int(key.size()), &row);

@@ -69,6 +69,12 @@ std::optional<std::string> SourceNameOf(int32_t id, const std::map<std::string, 
 // source name is the caller's.
 EntityRecord EntityRecordFromResult(uint64_t row, int first, size_t arity);
 
+// The columns of an entity record as stored (state_direct.hpp), and back:
+// a record read from them has no source name yet (the caller's, from
+// row.src).  content_hash: decimal text of a 32-bit hash, as below.
+EntityRow EntityRowOf(int32_t src, const Version &v, bool deleted, const std::string &content_hash, int32_t now_s);
+EntityRecord EntityRecordOfRow(const EntityRow &row, size_t arity);
+
 // Writes an entity record: UPDATE when `existed`, else INSERT ... ON
 // CONFLICT DO NOTHING, returning false when a concurrent transaction created
 // it first.  content_hash: decimal text of a 32-bit hash ("0" for deletes).
