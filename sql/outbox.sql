@@ -194,6 +194,29 @@ SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup', '{"id": 1, "v": "a"
 SELECT op, entity_key, payload FROM cdc.outbox WHERE target = 'ob_dup'::regclass ORDER BY id;
 SELECT applied, outbox_rows FROM cdc.stats WHERE target = 'ob_dup'::regclass;
 SELECT * FROM ob_dup ORDER BY id;
+-- The same over two targets, with the rows inserted through the executor
+-- and with the statement (cdc.direct_writes off): one row per change that
+-- had none, counted for its own target.
+CREATE TABLE ob_dup2 (id int PRIMARY KEY, v text);
+SELECT target FROM cdc.register_mapping('ob_dup2', outbox => true);
+SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup2', '{"id": 1, "v": "a"}', '0/4000', 400)]);
+DELETE FROM cdc.ledger WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass);
+DELETE FROM cdc.entity_state WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass);
+BEGIN;
+SET LOCAL cdc.direct_writes = off;
+SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup2', '{"id": 1, "v": "a"}', '0/4000', 400),
+                                          dbz('c', 'ob_dup', '{"id": 3, "v": "y"}', '0/4200', 402),
+                                          dbz('c', 'ob_dup2', '{"id": 2, "v": "z"}', '0/4200', 402),
+                                          dbz('c', 'ob_dup', '{"id": 1, "v": "a"}', '0/4000', 400)]);
+SELECT target, op, entity_key, payload FROM cdc.outbox WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass) ORDER BY id;
+SELECT target, applied, outbox_rows FROM cdc.stats WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass) ORDER BY target;
+ROLLBACK;
+SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup2', '{"id": 1, "v": "a"}', '0/4000', 400),
+                                          dbz('c', 'ob_dup', '{"id": 3, "v": "y"}', '0/4200', 402),
+                                          dbz('c', 'ob_dup2', '{"id": 2, "v": "z"}', '0/4200', 402),
+                                          dbz('c', 'ob_dup', '{"id": 1, "v": "a"}', '0/4000', 400)]);
+SELECT target, op, entity_key, payload FROM cdc.outbox WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass) ORDER BY id;
+SELECT target, applied, outbox_rows FROM cdc.stats WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass) ORDER BY target;
 
 DROP TABLE ob_batch;
 DROP ROLE regress_cdc_nobody;

@@ -639,7 +639,8 @@ WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, c
 	return WriteOutboxJsonb(t, src, op, v, entity_key, jpayload);
 }
 
-static int64 InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken);
+static int64 InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken,
+                                      char *inserted_rows = nullptr);
 bool InsertOutboxRow(const OutboxRow &r);
 
 bool
@@ -810,21 +811,22 @@ OutboxLayoutPg(Relation rel)
  * table (the statement reports the error), or the table has triggers,
  * rules, row-level security or generated columns (someone added them; the
  * statement honours them), or the transaction is read-only (the statement
- * raises 25006).  With `skip_taken` (one row), the row is inserted as
- * INSERT ... ON CONFLICT (target, v1, v2, ikey) DO NOTHING inserts it, by
- * speculative insertion (InsertOnConflictDoNothingPg): a row with its key,
- * committed or being inserted, leaves it out; not under REPEATABLE READ or
- * SERIALIZABLE, where the statement also checks that such a row is
- * visible to its snapshot (-1 there).  PostgreSQL regime: call through
+ * raises 25006).  With `skip_taken`, each row is inserted as INSERT ... ON
+ * CONFLICT (target, v1, v2, ikey) DO NOTHING inserts it, by speculative
+ * insertion (InsertOnConflictDoNothingPg), one after the other in array
+ * order: a row with its key, committed, being inserted, or inserted by an
+ * earlier element, leaves it out (inserted_rows[i] 0 for it, when given);
+ * not under REPEATABLE READ or SERIALIZABLE, where the statement also
+ * checks that such a row is visible to its snapshot (-1 there).
+ * PostgreSQL regime: call through
  * PgCallAs, as the owner of the extension's tables
  * (RunAs::ExtensionOwner).
  */
 static int64
-InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken)
+InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken, char *inserted_rows)
 {
 	if (XactReadOnly || (skip_taken && IsolationUsesXactSnapshot()))
 		return -1;
-	Assert(!skip_taken || n == 1);
 	Oid nsp = get_namespace_oid("cdc", true);
 	Oid relid = OidIsValid(nsp) ? get_relname_relid("outbox_rows", nsp) : InvalidOid;
 	if (!OidIsValid(relid) || pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK ||
@@ -852,7 +854,8 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 		if (layout->defaults[i] != NULL)
 			defaults[i] = ExecInitExpr(layout->defaults[i], NULL);
 
-	int chunk = int(std::min<size_t>(n, size_t(kOutboxChunk)));
+	/* one row at a time where each is a speculative insertion */
+	int chunk = int(std::min<size_t>(n, skip_taken ? 1 : size_t(kOutboxChunk)));
 	TupleTableSlot **slots = (TupleTableSlot **) palloc(sizeof(TupleTableSlot *) * chunk);
 	/*
 	 * The slots share an unpinned copy of the row type: a slot made on the
@@ -867,7 +870,7 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 		s->tts_values[attno[c] - 1] = d;
 		s->tts_isnull[attno[c] - 1] = isnull;
 	};
-	int64 inserted = int64(n); /* without skip_taken every row goes in (a duplicate raises 23505) */
+	int64 inserted = skip_taken ? 0 : int64(n); /* without skip_taken every row goes in (a duplicate raises 23505) */
 	for (size_t from = 0; from < n; from += size_t(chunk)) {
 		int m = int(std::min<size_t>(n - from, size_t(chunk)));
 		MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
@@ -900,7 +903,10 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 				ExecConstraints(rri, s, estate);
 		}
 		if (skip_taken) {
-			inserted = InsertOnConflictDoNothingPg(&w, slots[0], layout->ikey_index) ? 1 : 0;
+			bool in = InsertOnConflictDoNothingPg(&w, slots[0], layout->ikey_index);
+			inserted += in ? 1 : 0;
+			if (inserted_rows != nullptr)
+				inserted_rows[from] = in ? 1 : 0;
 		} else {
 			table_multi_insert(rel, slots, m, estate->es_output_cid, 0, NULL);
 			for (int j = 0; j < m; j++)
@@ -916,9 +922,10 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 	return inserted;
 }
 
-// Inserts the queued outbox rows in input order (one statement, every
-// column a typed array: no text is parsed) and counts the inserted ones per
-// target.  The arrays are unnested in the select list (ProjectSet), which
+// Inserts the queued outbox rows in input order and counts the inserted
+// ones per target: through the executor (InsertOutboxRowsDirectPg) where it
+// gives what the statement gives, else one statement, every column a typed
+// array (no text is parsed).  The statement's arrays are unnested in the select list (ProjectSet), which
 // yields their elements side by side in array order without materializing
 // them, so the ids (nextval, evaluated per row as it is inserted) follow the
 // input.
@@ -968,6 +975,28 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		                   [&]() { return InsertOutboxRowsDirectPg(table.data(), table.size(), false); });
 		if (n >= 0) {
 			counters[only].outbox_rows += int64_t(n);
+			q.rows.clear();
+			return;
+		}
+	}
+	if (cdc_direct_writes && !(one_target && new_by_order)) {
+		/*
+		 * ON CONFLICT DO NOTHING row by row through the executor, counted
+		 * per target from which rows went in.
+		 */
+		std::vector<const OutboxRow *> table;
+		table.reserve(table_rows);
+		for (const OutboxRow &r : q.rows)
+			if (r.message.empty())
+				table.push_back(&r);
+		std::vector<char> went_in(table.size());
+		int64 n = PgCallAs(RunAs::ExtensionOwner(), [&]() {
+			return InsertOutboxRowsDirectPg(table.data(), table.size(), true, went_in.data());
+		});
+		if (n >= 0) {
+			for (size_t i = 0; i < table.size(); i++)
+				if (went_in[i])
+					counters[table[i]->target].outbox_rows++;
 			q.rows.clear();
 			return;
 		}
