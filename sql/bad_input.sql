@@ -520,6 +520,41 @@ SELECT t.v, j.v AS jsonb_v, ledger_count('bad_num_t') AS text_ledger, ledger_cou
   FROM bad_num_t t JOIN bad_num_j j USING (id);
 
 -- ---------------------------------------------------------------------------
+-- Column values written as numbers with an exponent (found by a fresh-user
+-- run: "id": 1e2 filled an integer column from jsonb, which holds the
+-- numeric 100, and was refused from text with 22P02; a text key column
+-- stored 1e2 from text and 100 from jsonb, two entities for one key).  A
+-- JSON number reaches the column's input function as jsonb prints it, in
+-- both forms: exponent applied, numeric's display scale (1.25e-1 is
+-- 0.125, 12.30e-1 is 1.230), no sign on zero.  A number numeric cannot
+-- hold is refused with 22003 in the text form, as jsonb_in refuses it.
+-- ---------------------------------------------------------------------------
+CREATE TABLE bad_exp_t (id int PRIMARY KEY, k text UNIQUE, n numeric, f float8, s text);
+CREATE TABLE bad_exp_j (LIKE bad_exp_t INCLUDING ALL);
+SELECT target FROM cdc.register_mapping('bad_exp_t');
+SELECT target FROM cdc.register_mapping('bad_exp_j');
+CREATE TABLE bad_exp_events (n int, doc text);
+INSERT INTO bad_exp_events VALUES
+  (1, '{"op":"c","after":{"id":1e2,"k":"a","n":1.25e-1,"f":-1.5E+3,"s":12.30e-1},"source":{"name":"exp","schema":"public","table":"t","lsn":100}}'),
+  (2, '{"op":"c","after":{"id":2,"k":"b","n":-0.0,"f":5e-1,"s":0e5},"source":{"name":"exp","schema":"public","table":"t","lsn":200}}');
+SELECT n, cdc_apply(doc, 'bad_exp_t') AS text_form, cdc_apply(doc::jsonb, 'bad_exp_j') AS jsonb_form FROM bad_exp_events ORDER BY n;
+SELECT t.*, (t.*)::text = (j.*)::text AS jsonb_same FROM bad_exp_t t JOIN bad_exp_j j USING (id) ORDER BY id;
+-- a text key: 1e1 and 10 name one entity whichever form carries them
+CREATE TABLE bad_exp_key (k text PRIMARY KEY, v text);
+SELECT target FROM cdc.register_mapping('bad_exp_key');
+SELECT cdc_apply('{"op":"c","after":{"k":1e1,"v":"text form"},"source":{"name":"exp","schema":"public","table":"k","lsn":300}}'::text, 'bad_exp_key') AS text_form,
+       cdc_apply('{"op":"u","after":{"k":10,"v":"jsonb form"},"source":{"name":"exp","schema":"public","table":"k","lsn":400}}'::jsonb, 'bad_exp_key') AS jsonb_form;
+SELECT * FROM bad_exp_key;
+SELECT entity_key, version FROM cdc.entities WHERE target = 'bad_exp_key'::regclass;
+\set VERBOSITY default
+SELECT cdc_apply('{"op":"c","after":{"id":3,"n":1e131072},"source":{"name":"exp","schema":"public","table":"t","lsn":500}}'::text, 'bad_exp_t');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT '{"n":1e131072}'::jsonb;
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT count(*) AS rows_t, ledger_count('bad_exp_t') AS ledger_t FROM bad_exp_t;
+
+-- ---------------------------------------------------------------------------
 -- Long source identity values (found by a fresh-user run: a source.name of
 -- about 3,000 bytes failed at cdc.source's btree index with 54000 "index
 -- row size ... exceeds maximum" naming no field, and a long source.table

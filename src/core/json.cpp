@@ -261,7 +261,8 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
 		if (restore && next_restore_ < restore->size() && (*restore)[next_restore_].first == ordinal_)
 			lexeme = (*restore)[next_restore_++].second;
 		ordinal_++;
-		builder.Number(std::move(lexeme));
+		/* as jsonb holds it (CanonicalNumber); an integer nlohmann read as such is printed by std::to_string already */
+		builder.Number(CanonicalNumber(std::move(lexeme)));
 		return true;
 	}
 };
@@ -381,6 +382,92 @@ SaxParse(std::string_view text, TreeBuilder &builder)
 }
 
 } // namespace
+
+std::string
+CanonicalNumber(std::string written)
+{
+	const std::string_view lexeme = written;
+	/* numeric's limits (numeric.c): NUMERIC_WEIGHT_MAX base-10000 digits, NUMERIC_DSCALE_MAX, the exponent's bound */
+	constexpr long long kMaxIntegerDigits = 131072, kMaxScale = 16383, kMaxExponent = 1073741823;
+	auto overflow = [&lexeme]() {
+		std::string shown(lexeme.substr(0, 40));
+		if (lexeme.size() > 40)
+			shown += "...";
+		return InputError(sqlstate::kNumericOutOfRange, "JSON number " + shown + " overflows numeric format",
+		                  "jsonb, and so cdc_apply in both forms, holds a number as numeric: up to 131,072 digits "
+		                  "before the decimal point and 16,383 after.");
+	};
+	const std::size_t n = lexeme.size();
+	std::size_t i = 0;
+	const bool negative = i < n && lexeme[i] == '-';
+	if (negative)
+		i++;
+	const std::size_t int_start = i;
+	while (i < n && IsDigit(lexeme[i]))
+		i++;
+	const std::string_view int_part = lexeme.substr(int_start, i - int_start);
+	std::string_view frac_part;
+	if (i < n && lexeme[i] == '.') {
+		const std::size_t start = ++i;
+		while (i < n && IsDigit(lexeme[i]))
+			i++;
+		frac_part = lexeme.substr(start, i - start);
+	}
+	long long exponent = 0;
+	const bool has_exponent = i < n && (lexeme[i] == 'e' || lexeme[i] == 'E');
+	if (has_exponent) {
+		i++;
+		const bool exp_negative = i < n && lexeme[i] == '-';
+		if (i < n && (lexeme[i] == '+' || lexeme[i] == '-'))
+			i++;
+		for (; i < n && IsDigit(lexeme[i]); i++) {
+			exponent = exponent * 10 + (lexeme[i] - '0');
+			if (exponent >= kMaxExponent)
+				throw overflow();
+		}
+		if (exp_negative)
+			exponent = -exponent;
+	}
+	const long long scale = std::max(0LL, (long long) frac_part.size() - exponent);
+	if (scale > kMaxScale)
+		throw overflow();
+	const bool zero = std::all_of(int_part.begin(), int_part.end(), [](char c) { return c == '0'; }) &&
+	                  std::all_of(frac_part.begin(), frac_part.end(), [](char c) { return c == '0'; });
+	if (zero)
+		return scale > 0 ? "0." + std::string(std::size_t(scale), '0') : std::string("0");
+	if (!has_exponent) {
+		/* JSON allows no leading zeros: a plain decimal prints as written */
+		if (int_part != "0" && (long long) int_part.size() > kMaxIntegerDigits)
+			throw overflow();
+		return written;
+	}
+	/* the digits, and how many of them stand before the decimal point */
+	std::string digits;
+	digits.reserve(int_part.size() + frac_part.size());
+	digits.append(int_part).append(frac_part);
+	long long point = (long long) int_part.size() + exponent;
+	std::size_t lead = 0;
+	while (lead < digits.size() && digits[lead] == '0')
+		lead++;
+	digits.erase(0, lead);
+	point -= (long long) lead;
+	if (point > kMaxIntegerDigits)
+		throw overflow();
+	std::string out = negative ? "-" : "";
+	if (point <= 0) {
+		out += "0.";
+		out.append(std::size_t(-point), '0');
+		out += digits;
+	} else if (point >= (long long) digits.size()) {
+		out += digits;
+		out.append(std::size_t(point - (long long) digits.size()), '0');
+	} else {
+		out.append(digits, 0, std::size_t(point));
+		out += '.';
+		out.append(digits, std::size_t(point), std::string::npos);
+	}
+	return out;
+}
 
 Json
 Json::Parse(std::string_view text)

@@ -24,6 +24,19 @@ class JsonSyntaxError : public std::runtime_error {
 	using std::runtime_error::runtime_error;
 };
 
+// The text PostgreSQL's numeric prints for a JSON number lexeme (numeric_in
+// then numeric_out), which is how a jsonb value holds and prints it: the
+// exponent applied, the display scale max(0, fraction digits - exponent)
+// (1e2 -> 100, 1.25e-1 -> 0.125, 12.30e-1 -> 1.230, 5E+0 -> 5), no sign on
+// zero (-0.0 -> 0.0); a number without exponent is returned as written.
+// `lexeme` must be a JSON number (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?).
+// Throws InputError 22003 (numeric_value_out_of_range) where numeric_in,
+// and so jsonb_in, refuses it: more than 131,072 digits before the decimal
+// point, a display scale above 16,383, an exponent of 1,073,741,823 or more
+// in size.  Rule source: PostgreSQL's numeric.c (set_var_from_str,
+// make_result, get_str_from_var), checked against jsonb in sql/envelope.sql.
+std::string CanonicalNumber(std::string lexeme);
+
 class Json {
   public:
 	enum class Kind { Null, Bool, Number, String, Array, Object };

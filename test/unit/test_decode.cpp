@@ -615,7 +615,7 @@ TEST(SchemaTypes, PrimitivesPassThrough)
 	FieldSchema b = Schema(R"({"type": "boolean"})");
 	FieldSchema str = Schema(R"({"type": "string"})");
 	EXPECT_EQ(Text("-9223372036854775808", &i64, Col(Family::Integer)), "-9223372036854775808");
-	EXPECT_EQ(Text("1.25e-7", &f64, Col(Family::Float)), "1.25e-7");
+	EXPECT_EQ(Text("1.25e-7", &f64, Col(Family::Float)), "0.000000125"); // as jsonb prints the number (CanonicalNumber)
 	EXPECT_EQ(Text("3.5", &f32, Col(Family::Float)), "3.5");
 	EXPECT_EQ(Text("\"NaN\"", &f64, Col(Family::Float)), "NaN");
 	EXPECT_EQ(Text("123.4500", &f64, Col(Family::Numeric)), "123.4500"); // decimal.handling.mode=double
@@ -758,7 +758,7 @@ TEST(NoSchema, TextLikeColumnsTakeScalars)
 		EXPECT_EQ(Text("true", Col(f)), "true");
 	}
 	EXPECT_EQ(Text("9223372036854775807", Col(Family::Integer)), "9223372036854775807");
-	EXPECT_EQ(Text("1.5e300", Col(Family::Float)), "1.5e300");
+	EXPECT_EQ(Text("1.5e300", Col(Family::Float)), "15" + std::string(299, '0')); // as jsonb prints it
 	EXPECT_EQ(Text("\"\"", Col(Family::Text)), "");
 	EXPECT_EQ(Text("\"h\\u00e9\"", Col(Family::Text)), "h\xc3\xa9");
 	ExpectDecodeError(R"({"a": 1})", nullptr, Col(Family::Text, "text"), sqlstate::kInvalidParameterValue,
@@ -781,7 +781,8 @@ TEST(NoSchema, Numeric)
 	ColumnType num = Col(Family::Numeric, "numeric(12,2)", "amount");
 	EXPECT_EQ(Text("12.50", num), "12.50"); // lexeme kept exactly
 	EXPECT_EQ(Text("123456789012345678901234567890.12", num), "123456789012345678901234567890.12");
-	EXPECT_EQ(Text("-3e2", num), "-3e2");
+	EXPECT_EQ(Text("-3e2", num), "-300"); // as jsonb prints it: the same value in both forms
+	// a string is handed over as written (the column type reads it)
 	for (const char *s : {"12.50", "-1.5e-3", "+7", ".5", "5.", "1E10", "NaN", "Infinity", "-Infinity", "inf", "NAN"})
 		EXPECT_EQ(Text("\"" + std::string(s) + "\"", num), s);
 	// VariableScaleDecimal without schema.
