@@ -143,7 +143,7 @@ COMMENT ON COLUMN cdc.entity_state.chash IS 'First 32 bits of the md5 of the app
 COMMENT ON COLUMN cdc.entity_state.touched_s IS 'When the record was last written, in whole seconds since 2000-01-01 00:00 UTC; a tombstone older than the replay horizon is removed by cdc.prune().';
 COMMENT ON COLUMN cdc.entity_state.src IS 'cdc.source id of the source that produced the version.';
 COMMENT ON COLUMN cdc.entity_state.deleted IS 'True: the latest applied change was a delete (tombstone).';
-COMMENT ON COLUMN cdc.entity_state.key IS 'Entity key, exact and compact: the key column''s output text, or a text[] literal of the key columns'' output texts (cdc.entity_key_json shows it as JSON).';
+COMMENT ON COLUMN cdc.entity_state.key IS 'Entity key, exact and compact: the key column''s output text, or a text[] literal of the key columns'' output texts (cdc.entity_key_json shows it as JSON), printed with fixed settings whatever the session''s: ISO dates, timestamptz in UTC, postgres intervals, hex bytea, shortest floats, numeric without trailing zeros.';
 
 CREATE TABLE cdc.table_barrier (
   target       regclass PRIMARY KEY,
@@ -745,9 +745,17 @@ COMMENT ON FUNCTION cdc._primary_key_columns(regclass) IS
 -- and their greatest version per source is folded into the prune watermark,
 -- exactly as cdc.prune() does with expired tombstones, so an older change
 -- for such an entity is `expired` (expired_policy), never applied as new.
+-- The keys are the columns' output texts under the settings the engine
+-- prints key texts with (src/pg/apply/image.cpp, KeyTextPg: ISO dates,
+-- timestamptz in UTC, hex bytea, shortest floats), whatever the session's.
 CREATE FUNCTION cdc._rekey_entities(target regclass, old_key name[], new_key name[]) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET DateStyle = 'ISO, MDY'
+SET TimeZone = 'UTC'
+SET IntervalStyle = 'postgres'
+SET bytea_output = 'hex'
+SET extra_float_digits = 1
 AS $fn$
 DECLARE
   old_expr text;

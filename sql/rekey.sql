@@ -67,6 +67,21 @@ SELECT cdc_apply(dbz('c', 'k2', '{"id": 7, "region": "eu", "code": "a b", "v": 1
 SELECT cdc_apply(dbz('u', 'k2', '{"id": 7, "region": "eu", "code": "a b", "v": 2}', lsn => '0/400', tx => 31)) AS t2;
 SELECT * FROM k2;
 
+-- A timestamptz key, re-keyed from a session with another TimeZone and
+-- DateStyle: the records move (entity keys are printed in UTC and ISO
+-- style whatever the session's settings), and an older change is stale.
+CREATE TABLE kt (id int PRIMARY KEY, at timestamptz NOT NULL UNIQUE, v int);
+SELECT target FROM cdc.register_mapping('kt');
+SELECT cdc_apply(dbz('c', 'kt', '{"id": 1, "at": "2024-03-01T10:00:00Z", "v": 1}', lsn => '0/600', tx => 50)) AS kt1;
+SET TimeZone = 'America/New_York';
+SET DateStyle = 'SQL, DMY';
+SELECT target FROM cdc.register_mapping('kt', key_columns => '{at}');
+SELECT key FROM cdc.entity_state WHERE target = 'kt'::regclass;
+SELECT cdc_apply(dbz('u', 'kt', '{"id": 1, "at": "2024-03-01T10:00:00Z", "v": 0}', lsn => '0/5FF', tx => 49)) AS kt_older;
+RESET TimeZone;
+RESET DateStyle;
+SELECT id, v FROM kt;
+
 -- ===========================================================================
 -- Refused: a row without a value in the new key (nothing changes)
 -- ===========================================================================

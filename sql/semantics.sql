@@ -676,3 +676,60 @@ SELECT cdc_apply('{"op":"u","after":{"id":1,"v":"a","ver":1},"source":{"name":"k
 SELECT * FROM sem_vc;
 SELECT applied, duplicate, stale, conflict, outbox_rows FROM cdc.stats WHERE target = 'sem_vc'::regclass;
 SELECT count(*) AS conflicts_recorded FROM cdc.conflicts WHERE target = 'sem_vc'::regclass;
+
+-- ===========================================================================
+-- Key text independent of the session's settings (found by a fresh-user
+-- review: the entity key of a timestamptz or date key column was its text
+-- as the session printed it, so a session with another TimeZone or
+-- DateStyle, as a JDBC driver sets them, got a second entity record for
+-- the same row and an older change was applied, rolling the row back).
+-- Entity keys print date and time types in ISO style, timestamptz in UTC,
+-- interval in the postgres style, bytea in hex and floats as their
+-- shortest exact decimal, whatever the session says; one by one and in
+-- batches.  A truncate's late rows (a change newer than the truncate keeps
+-- its row) are matched by the same text under other settings too.
+-- ===========================================================================
+CREATE TABLE sem_kt_tz (at timestamptz PRIMARY KEY, v text);
+CREATE TABLE sem_kt_d (d date, t timestamp, b bytea, f float8, i interval, PRIMARY KEY (d, t, b, f, i), v text);
+SELECT target FROM cdc.register_mapping('sem_kt_tz');
+SELECT target FROM cdc.register_mapping('sem_kt_d');
+-- sem_kt_ev(table, key 1 or 2, op, v, lsn)
+CREATE FUNCTION sem_kt_ev(tbl text, k int, op text, v text, lsn bigint) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('op', op, 'source', jsonb_build_object('name', 'kt', 'schema', 'public', 'table', tbl, 'lsn', lsn, 'txId', lsn),
+    'after', CASE WHEN tbl = 'sem_kt_tz' THEN jsonb_build_object('at', CASE k WHEN 1 THEN '2024-01-01T00:00:00.25Z' ELSE '2024-06-01T12:00:00Z' END, 'v', v)
+                  ELSE jsonb_build_object('d', '2024-01-02', 't', '2024-01-02T03:04:05.5', 'b', 'AP8=', 'f', CASE k WHEN 1 THEN 0.1 ELSE 2.5e-7 END,
+                                          'i', '1 day 02:00:00', 'v', v) END) $$;
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO, MDY';
+SELECT cdc_apply(sem_kt_ev('sem_kt_tz', 1, 'c', 'new', 2000)) AS tz_new, cdc_apply(sem_kt_ev('sem_kt_d', 1, 'c', 'new', 2000)) AS d_new,
+       cdc_apply(sem_kt_ev('sem_kt_tz', 2, 'c', 'two', 2001)) AS tz_two, cdc_apply(sem_kt_ev('sem_kt_d', 2, 'c', 'two', 2001)) AS d_two;
+-- another client's settings
+SET TimeZone = 'Asia/Tokyo';
+SET DateStyle = 'German';
+SET IntervalStyle = 'sql_standard';
+SET bytea_output = 'escape';
+SET extra_float_digits = -3;
+SELECT cdc_apply(sem_kt_ev('sem_kt_tz', 1, 'u', 'OLD', 1000)) AS tz_older, cdc_apply(sem_kt_ev('sem_kt_d', 1, 'u', 'OLD', 1000)) AS d_older;
+SELECT applied, stale FROM cdc_apply_batch(jsonb_build_array(sem_kt_ev('sem_kt_tz', 1, 'u', 'OLD-batch', 1500), sem_kt_ev('sem_kt_d', 1, 'u', 'OLD-batch', 1500)));
+SELECT cdc_apply(sem_kt_ev('sem_kt_tz', 1, 'u', 'newer', 3000)) AS tz_newer, cdc_apply(sem_kt_ev('sem_kt_d', 1, 'u', 'newer', 3000)) AS d_newer;
+RESET IntervalStyle;
+RESET bytea_output;
+RESET extra_float_digits;
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO, MDY';
+SELECT * FROM sem_kt_tz ORDER BY at;
+SELECT * FROM sem_kt_d ORDER BY f;
+SELECT target, key FROM cdc.entity_state WHERE target IN ('sem_kt_tz'::regclass, 'sem_kt_d'::regclass) ORDER BY 1, 2;
+-- a truncate at 2500 under the other settings: key 1 (changed at 3000) stays, key 2 goes
+SET TimeZone = 'Asia/Tokyo';
+SET DateStyle = 'German';
+SET extra_float_digits = -3;
+SELECT cdc_apply('{"op":"t","source":{"name":"kt","schema":"public","table":"sem_kt_tz","lsn":2500,"txId":2500}}'::jsonb, 'sem_kt_tz') AS tz_truncate,
+       cdc_apply('{"op":"t","source":{"name":"kt","schema":"public","table":"sem_kt_d","lsn":2500,"txId":2500}}'::jsonb, 'sem_kt_d') AS d_truncate;
+-- the session's own settings are back after the engine's statement
+SELECT current_setting('TimeZone') AS tz, current_setting('DateStyle') AS ds, current_setting('extra_float_digits') AS efd;
+RESET extra_float_digits;
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO, MDY';
+SELECT * FROM sem_kt_tz ORDER BY at;
+SELECT * FROM sem_kt_d ORDER BY f;

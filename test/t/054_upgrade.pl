@@ -110,6 +110,23 @@ SELECT cdc.register_mapping('public.hh', 'public', 'hh', mode => 'handler', sour
 });
 is(uq(qq{SELECT cdc_apply('${\ ev('c', 1, 'h-a', 100, 'srv', 's')}'::jsonb, 'public.h', 'h1')}), 'applied', '0.1.0 engine: history');
 is(uq(qq{SELECT cdc_apply('${\ ev('c', 1, 'x', 100, 'srv', 'hh')}'::jsonb, 'public.hh', 'x1')}), 'applied', '0.1.0 engine: handler');
+# A timestamptz key written by the 0.1.0 engine from two sessions with
+# different TimeZones: 0.1.0 printed the key as each session did, so the
+# same row got two entity records (and the older change was applied).
+uq(q{CREATE TABLE public.tz (at timestamptz PRIMARY KEY, v text);
+     SELECT cdc.register_mapping('public.tz', 'public', 'tz', source_name => 'srv');});
+sub tzev
+{
+	my ($v, $lsn) = @_;
+	return sprintf('{"op": "u", "after": {"at": "2024-03-01T10:00:00Z", "v": "%s"}, "source": {"name": "srv", "db": "d", '
+		  . '"schema": "public", "table": "tz", "lsn": %d, "txId": %d}}', $v, $lsn, $lsn);
+}
+is(uq(qq{SET TimeZone = 'Asia/Tokyo'; SELECT cdc_apply('${\ tzev('tokyo', 400)}'::jsonb, 'public.tz', 'z1')}), 'applied',
+	'0.1.0 engine: a timestamptz key from a session in Asia/Tokyo');
+is(uq(qq{SET TimeZone = 'UTC'; SELECT cdc_apply('${\ tzev('utc', 300)}'::jsonb, 'public.tz', 'z2')}), 'applied',
+	'0.1.0 engine: an older change of that row from a session in UTC was applied as another entity');
+is(uq(q{SET TimeZone = 'UTC'; SELECT string_agg(key, ' | ' ORDER BY key) FROM cdc.entity_state WHERE target = 'public.tz'::regclass}),
+	'2024-03-01 10:00:00+00 | 2024-03-01 19:00:00+09', '0.1.0: two records for one row');
 uq(q{SELECT cdc.outbox_mark_published(ARRAY[1, 2]::bigint[])});
 uq(q{SELECT cdc.create_subscription('sub1', 'host=/nonexistent dbname=x', ARRAY['pub'], create_slot => false, enabled => false)});
 uq(q{SELECT pg_replication_origin_advance('cdc_1', '0/5A0B0C0')});
@@ -123,10 +140,12 @@ is(uq(q{SELECT count(*) FILTER (WHERE deleted) || '/' || count(*) FROM cdc.entit
 my %state_queries = (
 	outbox => q{SELECT id, idempotency_key, topic, target, entity_key, op, payload, source, version, created_at, published_at
 	              FROM cdc.outbox ORDER BY id},
-	entities => q{SELECT * FROM cdc.entities ORDER BY 1, 2},
+	# (public.tz's records are re-keyed by the update: checked below)
+	entities => q{SELECT * FROM cdc.entities WHERE target <> 'public.tz'::regclass ORDER BY 1, 2},
 	tombstones => q{SELECT * FROM cdc.tombstones ORDER BY 1, 2},
 	entity_state => q{SELECT e.target, e.key, e.v0, e.v1, e.v2, e.v3, e.chash, e.touched_s, e.deleted, s.name
-	                    FROM cdc.entity_state e JOIN cdc.source s ON s.id = e.src ORDER BY 1, 2},
+	                    FROM cdc.entity_state e JOIN cdc.source s ON s.id = e.src
+	                   WHERE e.target <> 'public.tz'::regclass ORDER BY 1, 2},
 	ledger => q{SELECT digest, target, claimed_s FROM cdc.ledger ORDER BY digest},
 	stats => q{SELECT * FROM cdc.stats ORDER BY target::text},
 	conflicts => q{SELECT * FROM cdc.conflicts ORDER BY id},
@@ -238,6 +257,16 @@ is(uq(qq{SELECT cdc_apply('$events[0][0]'::jsonb, 'public.t', 'k1-again')}), 'st
 is(uq(qq{SELECT cdc_apply('${\ ev('c', 11, 'y', 205, 'other', 't2')}'::jsonb, 'public.t2', 'm3')}), 'stale',
 	'an insert older than the truncate barrier is stale');
 is(uq(q{SELECT blocked_resurrections FROM cdc.stats WHERE target = 'public.t'::regclass}), '1', 'counted as a blocked resurrection');
+
+# the timestamptz key: one record, printed in UTC, with the greater version
+is(uq(q{SELECT key || ' ' || v1 FROM cdc.entity_state WHERE target = 'public.tz'::regclass}), '2024-03-01 10:00:00+00 400',
+	'the update re-keyed the timestamptz records: one, in UTC, the greater version');
+is(uq(qq{SET TimeZone = 'Asia/Tokyo'; SELECT cdc_apply('${\ tzev('late', 350)}'::jsonb, 'public.tz', 'z3')}), 'stale',
+	'an older change from a session in Asia/Tokyo is stale');
+is(uq(qq{SET TimeZone = 'America/New_York'; SELECT cdc_apply('${\ tzev('new', 500)}'::jsonb, 'public.tz', 'z4')}), 'applied',
+	'a newer change applies');
+is(uq(q{SELECT v || ' ' || (SELECT count(*) FROM cdc.entity_state WHERE target = 'public.tz'::regclass) FROM public.tz}), 'new 1',
+	'one row, one record');
 
 # new events apply and write outbox rows after the old ones
 is(uq(qq{SELECT cdc_apply('${\ ev('u', 1, 'a3', 300)}'::jsonb, 'public.t', 'k6')}), 'applied', 'a new update applies');

@@ -28,34 +28,105 @@ extern "C" {
 #include "utils/float.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "common/shortest_dec.h"
+#include "miscadmin.h"
+#include "pgtime.h"
+#include "utils/datetime.h"
+#include "utils/guc.h"
 }
 
 namespace cdc::pg {
 
 /*
  * The text of a key value as entity records, entity keys and idempotency
- * keys name it: its output text, except for types whose equal values can
- * print differently, which would give one row two entity records (found by
- * a fresh-user run: numeric 1 and 1.0, float 0 and -0 each resurrected a
- * deleted row).  numeric drops insignificant trailing zeros (trim_scale),
- * float4/float8 print -0 as 0.  CompactKeySql computes the same text in
- * SQL.  PostgreSQL regime.
+ * keys name it: its output text, except where equal values can print
+ * differently, which would give one row two entity records:
+ *  - numeric drops insignificant trailing zeros (trim_scale), float4/float8
+ *    print -0 as 0 (found by a fresh-user run: numeric 1 and 1.0, float 0
+ *    and -0 each resurrected a deleted row);
+ *  - the text does not depend on the session's settings (found by a
+ *    fresh-user review: a session with another TimeZone or DateStyle, as a
+ *    JDBC driver sets them, got a second entity record for a timestamptz
+ *    or date key, so an older change was applied): date and time types in
+ *    ISO style, timestamptz in UTC, interval in the postgres style, bytea
+ *    in hex, floats as the shortest exact decimal, whatever DateStyle,
+ *    TimeZone, IntervalStyle, bytea_output and extra_float_digits say.
+ *    These are what a session with PostgreSQL's default settings and
+ *    TimeZone UTC prints (the output functions of date.c, timestamp.c,
+ *    varlena.c and float.c, with the style fixed).
+ * CompactKeySql computes the same text in SQL, under the same settings
+ * (WithKeyTextSettings).  PostgreSQL regime.
  */
 static char *
 KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 {
+	char buf[MAXDATELEN + 1];
+	struct pg_tm tm;
+	fsec_t fsec;
+	int tz;
 	/* the family is the base type's (target.cpp, FamilyPg): no catalog lookup for other keys */
-	if (family == ColumnType::Family::Numeric) {
-		v = DirectFunctionCall1(numeric_trim_scale, v);
-	} else if (family == ColumnType::Family::Float) {
+	switch (family) {
+	case ColumnType::Family::Numeric: return OutputFunctionCall(out_fn, DirectFunctionCall1(numeric_trim_scale, v));
+	case ColumnType::Family::Float: {
+		char *out = (char *) palloc(32);
 		if (getBaseType(type) == FLOAT4OID) {
-			if (DatumGetFloat4(v) == 0.0f)
-				v = Float4GetDatum(0.0f);
-		} else if (DatumGetFloat8(v) == 0.0) {
-			v = Float8GetDatum(0.0);
+			float4 f = DatumGetFloat4(v);
+			float_to_shortest_decimal_buf(f == 0.0f ? 0.0f : f, out);
+		} else {
+			float8 f = DatumGetFloat8(v);
+			double_to_shortest_decimal_buf(f == 0.0 ? 0.0 : f, out);
 		}
+		return out;
 	}
-	return OutputFunctionCall(out_fn, v);
+	case ColumnType::Family::Date: {
+		DateADT d = DatumGetDateADT(v);
+		if (DATE_NOT_FINITE(d)) {
+			EncodeSpecialDate(d, buf);
+		} else {
+			j2date(d + POSTGRES_EPOCH_JDATE, &tm.tm_year, &tm.tm_mon, &tm.tm_mday);
+			EncodeDateOnly(&tm, USE_ISO_DATES, buf);
+		}
+		return pstrdup(buf);
+	}
+	case ColumnType::Family::Timestamp:
+	case ColumnType::Family::TimestampTz: {
+		Timestamp ts = DatumGetTimestamp(v);
+		const bool with_zone = family == ColumnType::Family::TimestampTz;
+		if (TIMESTAMP_NOT_FINITE(ts))
+			EncodeSpecialTimestamp(ts, buf);
+		else if (with_zone ? timestamp2tm(ts, &tz, &tm, &fsec, NULL, pg_tzset("UTC")) == 0
+		                   : timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) == 0)
+			EncodeDateTime(&tm, fsec, with_zone, with_zone ? tz : 0, NULL, USE_ISO_DATES, buf);
+		else
+			ereport(ERROR, (errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE), errmsg("timestamp out of range")));
+		return pstrdup(buf);
+	}
+	case ColumnType::Family::Time:
+		time2tm(DatumGetTimeADT(v), &tm, &fsec);
+		EncodeTimeOnly(&tm, fsec, false, 0, USE_ISO_DATES, buf);
+		return pstrdup(buf);
+	case ColumnType::Family::TimeTz:
+		timetz2tm(DatumGetTimeTzADTP(v), &tm, &fsec, &tz);
+		EncodeTimeOnly(&tm, fsec, true, tz, USE_ISO_DATES, buf);
+		return pstrdup(buf);
+	case ColumnType::Family::Interval: {
+		struct pg_itm itm;
+		interval2itm(*DatumGetIntervalP(v), &itm);
+		EncodeInterval(&itm, INTSTYLE_POSTGRES, buf);
+		return pstrdup(buf);
+	}
+	case ColumnType::Family::Bytea: {
+		bytea *b = DatumGetByteaPP(v);
+		size_t len = VARSIZE_ANY_EXHDR(b);
+		char *out = (char *) palloc(len * 2 + 3);
+		out[0] = '\\';
+		out[1] = 'x';
+		uint64 n = hex_encode(VARDATA_ANY(b), len, out + 2);
+		out[n + 2] = '\0';
+		return out;
+	}
+	default: return OutputFunctionCall(out_fn, v);
+	}
 }
 
 const std::string &
@@ -368,28 +439,51 @@ CompactKey(const Target &t, const Image &img)
 	return CompactEntityKey(values);
 }
 
-// The same as a SQL expression over the target's row `t`: format('%s', col)
-// is the column type's output function, as Cell::text.
+std::string
+KeyTextSql(const Target &t, int idx)
+{
+	const Column &c = t.columns[size_t(idx)];
+	std::string v = "t." + QuoteIdent(c.name);
+	if (c.ctype.family == ColumnType::Family::Numeric) {
+		v = "pg_catalog.trim_scale(" + v + ")";
+	} else if (c.ctype.family == ColumnType::Family::Float) {
+		bool is4 = PgCall([&]() { return getBaseType(c.type) == FLOAT4OID; });
+		v = "(" + v + " OPERATOR(pg_catalog.+) 0::pg_catalog." + (is4 ? "float4" : "float8") + ")"; /* -0 + 0 = 0 */
+	}
+	return "pg_catalog.format('%s', " + v + ")";
+}
+
 std::string
 CompactKeySql(const Target &t)
 {
-	/* the key text KeyTextPg gives, in SQL */
-	auto text = [&](const Column &c) {
-		std::string v = "t." + QuoteIdent(c.name);
-		if (c.ctype.family == ColumnType::Family::Numeric) {
-			v = "pg_catalog.trim_scale(" + v + ")";
-		} else if (c.ctype.family == ColumnType::Family::Float) {
-			bool is4 = PgCall([&]() { return getBaseType(c.type) == FLOAT4OID; });
-			v = "(" + v + " OPERATOR(pg_catalog.+) 0::pg_catalog." + (is4 ? "float4" : "float8") + ")"; /* -0 + 0 = 0 */
-		}
-		return "pg_catalog.format('%s', " + v + ")";
-	};
 	if (t.key.size() == 1)
-		return text(t.columns[size_t(t.key[0])]);
+		return KeyTextSql(t, t.key[0]);
 	std::string e = "ARRAY[";
 	for (size_t i = 0; i < t.key.size(); i++)
-		e += (i ? ", " : "") + text(t.columns[size_t(t.key[i])]);
+		e += (i ? ", " : "") + KeyTextSql(t, t.key[i]);
 	return e + "]::pg_catalog.text";
+}
+
+uint64_t
+ExecuteWithKeyText(const std::string &sql, Params &params, const RunAs &as)
+{
+	/*
+	 * As a function's SET clause does (fmgr_security_definer): a new GUC
+	 * nest level whose values the end of the level restores; an error
+	 * aborts the (sub)transaction, which restores them too.
+	 */
+	int level = PgCall([]() {
+		int l = NewGUCNestLevel();
+		const char *const settings[][2] = {{"DateStyle", "ISO, MDY"}, {"TimeZone", "UTC"}, {"IntervalStyle", "postgres"},
+		                                   {"bytea_output", "hex"},   {"extra_float_digits", "1"}};
+		for (const auto &kv : settings)
+			(void) set_config_option(kv[0], kv[1], superuser() ? PGC_SUSET : PGC_USERSET, PGC_S_SESSION,
+			                         GUC_ACTION_SAVE, true, 0, false);
+		return l;
+	});
+	uint64_t n = Execute(sql, params, as);
+	PgCall([level]() { AtEOXact_GUC(true, level); });
+	return n;
 }
 
 // Content hash of an image as stored in cdc.entity_state.chash ("0" for deletes).

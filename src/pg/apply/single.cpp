@@ -452,15 +452,16 @@ void
 TruncateWithHandler(const Target &t, const std::string &keep, const ChangeRequest &req, const std::string &dk,
                     const RunAs &as)
 {
+	/* the entity key as EntityKey spells it: the key texts of KeyTextPg */
 	std::string key = "pg_catalog.jsonb_build_object(";
 	for (size_t i = 0; i < t.key.size(); i++) {
 		const std::string &name = t.columns[size_t(t.key[i])].name;
-		key += (i ? ", " : "") + QuoteLiteralText(name) + "::pg_catalog.text, t." + QuoteIdent(name) + "::pg_catalog.text";
+		key += (i ? ", " : "") + QuoteLiteralText(name) + "::pg_catalog.text, " + KeyTextSql(t, t.key[i]);
 	}
 	key += ")";
 	Params del;
 	del.AddText(keep);
-	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
+	uint64_t n = ExecuteWithKeyText("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
 	                         " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[]) " +
 	                         "RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text, " + key + "::pg_catalog.text",
 	                     del, as);
@@ -766,9 +767,9 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		} else {
 			Params del;
 			del.AddText(keep);
-			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
-			            " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[])",
-			        del, as);
+			ExecuteWithKeyText("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
+			                       " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[])",
+			                   del, as);
 		}
 		Params p;
 		p.AddOid(relid);
