@@ -202,21 +202,24 @@ SELECT target FROM cdc.register_mapping('ob_dup2', outbox => true);
 SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup2', '{"id": 1, "v": "a"}', '0/4000', 400)]);
 DELETE FROM cdc.ledger WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass);
 DELETE FROM cdc.entity_state WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass);
+PREPARE ob_dup2_batch AS
+  SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup2', '{"id": 1, "v": "a"}', '0/4000', 400),
+                                            dbz('c', 'ob_dup', '{"id": 3, "v": "y"}', '0/4200', 402),
+                                            dbz('c', 'ob_dup2', '{"id": 2, "v": "z"}', '0/4200', 402),
+                                            dbz('c', 'ob_dup', '{"id": 1, "v": "a"}', '0/4000', 400)]);
+PREPARE ob_dup2_outbox AS
+  SELECT target, op, entity_key, payload FROM cdc.outbox WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass) ORDER BY id;
+PREPARE ob_dup2_stats AS
+  SELECT target, applied, outbox_rows FROM cdc.stats WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass) ORDER BY target;
 BEGIN;
 SET LOCAL cdc.direct_writes = off;
-SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup2', '{"id": 1, "v": "a"}', '0/4000', 400),
-                                          dbz('c', 'ob_dup', '{"id": 3, "v": "y"}', '0/4200', 402),
-                                          dbz('c', 'ob_dup2', '{"id": 2, "v": "z"}', '0/4200', 402),
-                                          dbz('c', 'ob_dup', '{"id": 1, "v": "a"}', '0/4000', 400)]);
-SELECT target, op, entity_key, payload FROM cdc.outbox WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass) ORDER BY id;
-SELECT target, applied, outbox_rows FROM cdc.stats WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass) ORDER BY target;
+EXECUTE ob_dup2_batch;
+EXECUTE ob_dup2_outbox;
+EXECUTE ob_dup2_stats;
 ROLLBACK;
-SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup2', '{"id": 1, "v": "a"}', '0/4000', 400),
-                                          dbz('c', 'ob_dup', '{"id": 3, "v": "y"}', '0/4200', 402),
-                                          dbz('c', 'ob_dup2', '{"id": 2, "v": "z"}', '0/4200', 402),
-                                          dbz('c', 'ob_dup', '{"id": 1, "v": "a"}', '0/4000', 400)]);
-SELECT target, op, entity_key, payload FROM cdc.outbox WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass) ORDER BY id;
-SELECT target, applied, outbox_rows FROM cdc.stats WHERE target IN ('ob_dup'::regclass, 'ob_dup2'::regclass) ORDER BY target;
+EXECUTE ob_dup2_batch;
+EXECUTE ob_dup2_outbox;
+EXECUTE ob_dup2_stats;
 
 DROP TABLE ob_batch;
 DROP ROLE regress_cdc_nobody;
