@@ -55,7 +55,7 @@ namespace cdc::pg {
  *    TimeZone UTC prints (the output functions of date.c, timestamp.c,
  *    varlena.c and float.c, with the style fixed).
  * CompactKeySql computes the same text in SQL, under the same settings
- * (WithKeyTextSettings).  PostgreSQL regime.
+ * (ExecuteWithKeyText).  PostgreSQL regime.
  */
 static char *
 KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)

@@ -104,7 +104,9 @@ std::string CompactKeySql(const Target &t);
 // Execute (pg/spi.hpp) with the settings the key texts are printed under
 // (DateStyle ISO, TimeZone UTC, IntervalStyle postgres, bytea_output hex,
 // extra_float_digits 1) for the statement, as a function's SET clause
-// would; the session's own are back afterwards.  Errors: the statement's.
+// would; the session's own are back afterwards.  Triggers the statement
+// fires, and what it returns (to_jsonb of a timestamptz: UTC), see those
+// settings too.  Errors: the statement's.
 uint64_t ExecuteWithKeyText(const std::string &sql, Params &params, const RunAs &as);
 // An image's content hash as cdc.entity_state.chash stores it.
 std::string ContentHash32(const std::string &md5_hex);
