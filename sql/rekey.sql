@@ -81,6 +81,15 @@ SELECT cdc_apply(dbz('u', 'kt', '{"id": 1, "at": "2024-03-01T10:00:00Z", "v": 0}
 RESET TimeZone;
 RESET DateStyle;
 SELECT id, v FROM kt;
+-- a numeric key column: records are named without insignificant trailing
+-- zeros (1.50 is 1.5), by the engine and by the re-key alike
+CREATE TABLE kd (id int PRIMARY KEY, amount numeric NOT NULL UNIQUE, v int);
+SELECT target FROM cdc.register_mapping('kd');
+SELECT cdc_apply(dbz('c', 'kd', '{"id": 1, "amount": 1.50, "v": 1}', lsn => '0/700', tx => 55)) AS kd1;
+SELECT target FROM cdc.register_mapping('kd', key_columns => '{amount}');
+SELECT key FROM cdc.entity_state WHERE target = 'kd'::regclass;
+SELECT cdc_apply(dbz('u', 'kd', '{"id": 1, "amount": 1.5, "v": 0}', lsn => '0/6FF', tx => 54)) AS kd_older;
+SELECT id, amount, v FROM kd;
 
 -- ===========================================================================
 -- Refused: a row without a value in the new key (nothing changes)
