@@ -127,6 +127,12 @@ is(uq(qq{SET TimeZone = 'UTC'; SELECT cdc_apply('${\ tzev('utc', 300)}'::jsonb, 
 	'0.1.0 engine: an older change of that row from a session in UTC was applied as another entity');
 is(uq(q{SET TimeZone = 'UTC'; SELECT string_agg(key, ' | ' ORDER BY key) FROM cdc.entity_state WHERE target = 'public.tz'::regclass}),
 	'2024-03-01 10:00:00+00 | 2024-03-01 19:00:00+09', '0.1.0: two records for one row');
+# and a history table keyed by a timestamptz, written from Asia/Tokyo
+uq(q{SELECT cdc.create_history_table('public.hz', 'public.tz');
+     SELECT cdc.register_mapping('public.hz', 'public', 'tzh', key_columns => '{at}', mode => 'history', source_name => 'srv');});
+(my $hzev = tzev('h', 400)) =~ s/"table": "tz"/"table": "tzh"/;
+is(uq(qq{SET TimeZone = 'Asia/Tokyo'; SELECT cdc_apply('$hzev'::jsonb, 'public.hz', 'hz1')}), 'applied',
+	'0.1.0 engine: a history row of a timestamptz key from Asia/Tokyo');
 uq(q{SELECT cdc.outbox_mark_published(ARRAY[1, 2]::bigint[])});
 uq(q{SELECT cdc.create_subscription('sub1', 'host=/nonexistent dbname=x', ARRAY['pub'], create_slot => false, enabled => false)});
 uq(q{SELECT pg_replication_origin_advance('cdc_1', '0/5A0B0C0')});
@@ -267,6 +273,10 @@ is(uq(qq{SET TimeZone = 'America/New_York'; SELECT cdc_apply('${\ tzev('new', 50
 	'a newer change applies');
 is(uq(q{SELECT v || ' ' || (SELECT count(*) FROM cdc.entity_state WHERE target = 'public.tz'::regclass) FROM public.tz}), 'new 1',
 	'one row, one record');
+is(uq(q{SELECT cdc_key::text FROM public.hz}), '{"at": "2024-03-01 10:00:00+00"}', "the update re-keyed the history row's cdc_key");
+is(uq(qq{SET TimeZone = 'Asia/Tokyo'; SELECT cdc_apply('$hzev'::jsonb, 'public.hz', 'hz2')}), 'duplicate',
+	'the same change under another delivery key is a duplicate of the history row');
+is(uq(q{SELECT count(*) FROM public.hz}), '1', 'one history row');
 
 # new events apply and write outbox rows after the old ones
 is(uq(qq{SELECT cdc_apply('${\ ev('u', 1, 'a3', 300)}'::jsonb, 'public.t', 'k6')}), 'applied', 'a new update applies');
