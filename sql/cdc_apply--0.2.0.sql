@@ -737,25 +737,16 @@ $$;
 COMMENT ON FUNCTION cdc._primary_key_columns(regclass) IS
   'Internal: the primary key columns of a table in index order, NULL when it has none.';
 
--- The text of key column `col` of `target` as the engine prints it
--- (src/pg/apply/image.cpp, KeyTextPg and KeyTextSql), as a SQL expression
--- over the row alias t: numeric without insignificant trailing zeros, -0
--- as 0; the caller runs it under the engine's fixed settings (ISO dates,
--- timestamptz in UTC, hex bytea, shortest floats).
-CREATE FUNCTION cdc._key_text_sql(target regclass, col name) RETURNS text
-LANGUAGE sql STABLE STRICT
+-- The text entity records name a key value by, whatever the session's
+-- settings (src/pg/sql_api.cpp, cdc_key_text): used by the engine's
+-- statements that match rows by key and by cdc._rekey_entities.  Pure, so
+-- every role may call it (the engine's statements run as the caller).
+CREATE FUNCTION cdc._key_text(value anyelement) RETURNS text
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT format(CASE coalesce(nullif(ty.typbasetype, 0), ty.oid)
-                  WHEN 'numeric'::regtype THEN 'pg_catalog.format(''%%s'', pg_catalog.trim_scale(t.%I))'
-                  WHEN 'float4'::regtype THEN 'pg_catalog.format(''%%s'', t.%I OPERATOR(pg_catalog.+) 0::pg_catalog.float4)'
-                  WHEN 'float8'::regtype THEN 'pg_catalog.format(''%%s'', t.%I OPERATOR(pg_catalog.+) 0::pg_catalog.float8)'
-                  ELSE 'pg_catalog.format(''%%s'', t.%I)' END, col)
-    FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
-   WHERE a.attrelid = target AND a.attname = col AND NOT a.attisdropped
-$$;
-COMMENT ON FUNCTION cdc._key_text_sql(regclass, name) IS
-  'Internal (cdc._rekey_entities): the SQL expression over row alias t that gives key column col of target as entity records name it (numeric without trailing zeros, -0 as 0), to be run under the engine''s fixed settings. NULL when the column does not exist.';
+AS 'MODULE_PATHNAME', 'cdc_key_text';
+COMMENT ON FUNCTION cdc._key_text(anyelement) IS
+  'Internal: the text entity records name a key value by (cdc.entity_state.key): the output text printed with fixed settings (ISO dates, timestamptz in UTC, postgres intervals, hex bytea, shortest floats, numeric without trailing zeros), the same in every session.';
 
 -- Re-keys the entity records of a target from one key definition to another
 -- (B36): each live record is moved to the key its row has under the new key
@@ -765,17 +756,11 @@ COMMENT ON FUNCTION cdc._key_text_sql(regclass, name) IS
 -- and their greatest version per source is folded into the prune watermark,
 -- exactly as cdc.prune() does with expired tombstones, so an older change
 -- for such an entity is `expired` (expired_policy), never applied as new.
--- The keys are the columns' output texts under the settings the engine
--- prints key texts with (src/pg/apply/image.cpp, KeyTextPg: ISO dates,
--- timestamptz in UTC, hex bytea, shortest floats), whatever the session's.
+-- The keys are the columns' key texts (cdc._key_text), whatever the
+-- session's settings.
 CREATE FUNCTION cdc._rekey_entities(target regclass, old_key name[], new_key name[]) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-SET DateStyle = 'ISO, MDY'
-SET TimeZone = 'UTC'
-SET IntervalStyle = 'postgres'
-SET bytea_output = 'hex'
-SET extra_float_digits = 1
 AS $fn$
 DECLARE
   old_expr text;
@@ -787,13 +772,13 @@ DECLARE
   recs cdc.entity_state[];
   moved bigint;
 BEGIN
-  -- the compact key (docs/retention.md): one column's text, or a text[]
-  -- literal of the columns' texts in key order (cdc._key_text_sql)
-  SELECT CASE WHEN cardinality(old_key) = 1 THEN cdc._key_text_sql(target, old_key[1])
-              ELSE 'ARRAY[' || string_agg(cdc._key_text_sql(target, c), ', ' ORDER BY n) || ']::pg_catalog.text' END
+  -- the compact key (docs/retention.md): one column's key text
+  -- (cdc._key_text), or a text[] literal of the columns' key texts in key order
+  SELECT CASE WHEN cardinality(old_key) = 1 THEN format('cdc._key_text(t.%I)', old_key[1])
+              ELSE 'ARRAY[' || string_agg(format('cdc._key_text(t.%I)', c), ', ' ORDER BY n) || ']::pg_catalog.text' END
     INTO old_expr FROM unnest(old_key) WITH ORDINALITY u(c, n);
-  SELECT CASE WHEN cardinality(new_key) = 1 THEN cdc._key_text_sql(target, new_key[1])
-              ELSE 'ARRAY[' || string_agg(cdc._key_text_sql(target, c), ', ' ORDER BY n) || ']::pg_catalog.text' END,
+  SELECT CASE WHEN cardinality(new_key) = 1 THEN format('cdc._key_text(t.%I)', new_key[1])
+              ELSE 'ARRAY[' || string_agg(format('cdc._key_text(t.%I)', c), ', ' ORDER BY n) || ']::pg_catalog.text' END,
          string_agg(format('t.%I IS NULL', c), ' OR ')
     INTO new_expr, null_test FROM unnest(new_key) WITH ORDINALITY u(c, n);
   -- no change of the target's rows while their records move
@@ -2197,7 +2182,6 @@ REVOKE ALL ON FUNCTION cdc._prevent_transaction_block(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._note_subscription_database() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.rename_source(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc._key_text_sql(regclass, name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_dictionary() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._subscription_guard() FROM PUBLIC;

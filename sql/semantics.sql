@@ -720,13 +720,22 @@ SET DateStyle = 'ISO, MDY';
 SELECT * FROM sem_kt_tz ORDER BY at;
 SELECT * FROM sem_kt_d ORDER BY f;
 SELECT target, key FROM cdc.entity_state WHERE target IN ('sem_kt_tz'::regclass, 'sem_kt_d'::regclass) ORDER BY 1, 2;
--- a truncate at 2500 under the other settings: key 1 (changed at 3000) stays, key 2 goes
+-- a truncate at 2500 under the other settings: key 1 (changed at 3000) stays, key 2 goes;
+-- a trigger on the target sees the session's own settings while rows go
+CREATE TABLE sem_kt_seen (tz text, ds text);
+CREATE FUNCTION sem_kt_note() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.sem_kt_seen VALUES (current_setting('TimeZone'), current_setting('DateStyle'));
+  RETURN OLD;
+END $$;
+CREATE TRIGGER sem_kt_note BEFORE DELETE ON sem_kt_tz FOR EACH ROW EXECUTE FUNCTION sem_kt_note();
 SET TimeZone = 'Asia/Tokyo';
 SET DateStyle = 'German';
 SET extra_float_digits = -3;
 SELECT cdc_apply('{"op":"t","source":{"name":"kt","schema":"public","table":"sem_kt_tz","lsn":2500,"txId":2500}}'::jsonb, 'sem_kt_tz') AS tz_truncate,
        cdc_apply('{"op":"t","source":{"name":"kt","schema":"public","table":"sem_kt_d","lsn":2500,"txId":2500}}'::jsonb, 'sem_kt_d') AS d_truncate;
--- the session's own settings are back after the engine's statement
+SELECT * FROM sem_kt_seen;
+-- the session's own settings after the call
 SELECT current_setting('TimeZone') AS tz, current_setting('DateStyle') AS ds, current_setting('extra_float_digits') AS efd;
 RESET extra_float_digits;
 SET TimeZone = 'UTC';

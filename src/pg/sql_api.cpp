@@ -10,6 +10,7 @@
 // must not apply anything itself: that is the engine's (src/pg/apply/).
 #include "pg/apply/counters.hpp"
 #include "pg/apply/engine.hpp"
+#include "pg/apply/image.hpp"
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
 #include "pg/shared_stats.hpp"
@@ -623,6 +624,40 @@ CDC_PG_FUNCTION(cdc_invalidate_dictionary)
 		TriggerData *td = (TriggerData *) fcinfo->context;
 		CacheInvalidateRelcache(td->tg_relation);
 		return PointerGetDatum(NULL);
+	});
+}
+
+/*
+ * cdc._key_text(value anyelement) RETURNS text
+ * The text entity records name a key value by (KeyTextOfPg, apply/image.hpp):
+ * the same whatever the session's DateStyle, TimeZone, IntervalStyle,
+ * bytea_output and extra_float_digits.  The engine's statements that match
+ * rows by their key (a truncate's kept rows: KeyTextSql) and
+ * cdc._rekey_entities use it, so they run with the session's own settings
+ * and still find the records.  The type's output function is kept in
+ * fn_extra across the calls of one statement.
+ */
+CDC_PG_FUNCTION(cdc_key_text)
+{
+	struct OutputCache {
+		Oid type;
+		FmgrInfo out;
+	};
+	return PgCall([&]() -> Datum {
+		Oid type = get_fn_expr_argtype(fcinfo->flinfo, 0);
+		if (!OidIsValid(type))
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("cdc._key_text: argument type unknown")));
+		OutputCache *c = (OutputCache *) fcinfo->flinfo->fn_extra;
+		if (c == NULL || c->type != type) {
+			c = (OutputCache *) MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(OutputCache));
+			Oid out;
+			bool varlena;
+			getTypeOutputInfo(type, &out, &varlena);
+			fmgr_info_cxt(out, &c->out, fcinfo->flinfo->fn_mcxt);
+			c->type = type;
+			fcinfo->flinfo->fn_extra = c;
+		}
+		return PointerGetDatum(cstring_to_text(cdc::pg::KeyTextOfPg(type, PG_GETARG_DATUM(0), &c->out)));
 	});
 }
 

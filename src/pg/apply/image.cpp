@@ -32,7 +32,6 @@ extern "C" {
 #include "miscadmin.h"
 #include "pgtime.h"
 #include "utils/datetime.h"
-#include "utils/guc.h"
 }
 
 namespace cdc::pg {
@@ -54,8 +53,8 @@ namespace cdc::pg {
  *    These are what a session with PostgreSQL's default settings and
  *    TimeZone UTC prints (the output functions of date.c, timestamp.c,
  *    varlena.c and float.c, with the style fixed).
- * CompactKeySql computes the same text in SQL, under the same settings
- * (ExecuteWithKeyText).  PostgreSQL regime.
+ * KeyTextSql computes the same text in SQL (cdc._key_text, KeyTextOfPg).
+ * PostgreSQL regime.
  */
 static char *
 KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
@@ -127,6 +126,13 @@ KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 	}
 	default: return OutputFunctionCall(out_fn, v);
 	}
+}
+
+char *
+KeyTextOfPg(Oid type, Datum value, FmgrInfo *out_fn)
+{
+	Oid elem;
+	return KeyTextPg(FamilyPg(type, &elem), type, out_fn, value);
 }
 
 const std::string &
@@ -442,15 +448,7 @@ CompactKey(const Target &t, const Image &img)
 std::string
 KeyTextSql(const Target &t, int idx)
 {
-	const Column &c = t.columns[size_t(idx)];
-	std::string v = "t." + QuoteIdent(c.name);
-	if (c.ctype.family == ColumnType::Family::Numeric) {
-		v = "pg_catalog.trim_scale(" + v + ")";
-	} else if (c.ctype.family == ColumnType::Family::Float) {
-		bool is4 = PgCall([&]() { return getBaseType(c.type) == FLOAT4OID; });
-		v = "(" + v + " OPERATOR(pg_catalog.+) 0::pg_catalog." + (is4 ? "float4" : "float8") + ")"; /* -0 + 0 = 0 */
-	}
-	return "pg_catalog.format('%s', " + v + ")";
+	return "cdc._key_text(t." + QuoteIdent(t.columns[size_t(idx)].name) + ")";
 }
 
 std::string
@@ -462,28 +460,6 @@ CompactKeySql(const Target &t)
 	for (size_t i = 0; i < t.key.size(); i++)
 		e += (i ? ", " : "") + KeyTextSql(t, t.key[i]);
 	return e + "]::pg_catalog.text";
-}
-
-uint64_t
-ExecuteWithKeyText(const std::string &sql, Params &params, const RunAs &as)
-{
-	/*
-	 * As a function's SET clause does (fmgr_security_definer): a new GUC
-	 * nest level whose values the end of the level restores; an error
-	 * aborts the (sub)transaction, which restores them too.
-	 */
-	int level = PgCall([]() {
-		int l = NewGUCNestLevel();
-		const char *const settings[][2] = {{"DateStyle", "ISO, MDY"}, {"TimeZone", "UTC"}, {"IntervalStyle", "postgres"},
-		                                   {"bytea_output", "hex"},   {"extra_float_digits", "1"}};
-		for (const auto &kv : settings)
-			(void) set_config_option(kv[0], kv[1], superuser() ? PGC_SUSET : PGC_USERSET, PGC_S_SESSION,
-			                         GUC_ACTION_SAVE, true, 0, false);
-		return l;
-	});
-	uint64_t n = Execute(sql, params, as);
-	PgCall([level]() { AtEOXact_GUC(true, level); });
-	return n;
 }
 
 // Content hash of an image as stored in cdc.entity_state.chash ("0" for deletes).

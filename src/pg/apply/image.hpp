@@ -95,19 +95,17 @@ std::string ImageHash(const Target &t, const Image &img);
 std::string EntityKey(const Target &t, const Image &img, const char *which);
 // The compact entity key of cdc.entity_state (core/layout.hpp).
 std::string CompactKey(const Target &t, const Image &img);
-// The key text of column `idx` (KeyTextPg: what entity records store) as
-// a SQL expression over the target's row alias `t`, and CompactKey the
-// same way.  Either gives KeyTextPg's text only in a statement run by
-// ExecuteWithKeyText.
+// The key text of column `idx` (what entity records store) as a SQL
+// expression over the target's row alias `t` (cdc._key_text), and
+// CompactKey the same way; neither depends on the session's settings.
 std::string KeyTextSql(const Target &t, int idx);
 std::string CompactKeySql(const Target &t);
-// Execute (pg/spi.hpp) with the settings the key texts are printed under
-// (DateStyle ISO, TimeZone UTC, IntervalStyle postgres, bytea_output hex,
-// extra_float_digits 1) for the statement, as a function's SET clause
-// would; the session's own are back afterwards.  Triggers the statement
-// fires, and what it returns (to_jsonb of a timestamptz: UTC), see those
-// settings too.  Errors: the statement's.
-uint64_t ExecuteWithKeyText(const std::string &sql, Params &params, const RunAs &as);
+// The key text of `value`, of type `type` (a key column's type), as entity
+// records name it: the output text with fixed settings (ISO dates,
+// timestamptz in UTC, hex bytea, shortest floats, postgres intervals,
+// numeric without trailing zeros).  `out_fn`: the type's output function.
+// cdc._key_text() in SQL.  PostgreSQL regime; palloc'd result.
+char *KeyTextOfPg(Oid type, Datum value, FmgrInfo *out_fn);
 // An image's content hash as cdc.entity_state.chash stores it.
 std::string ContentHash32(const std::string &md5_hex);
 // Do two images carry the same key?  (true when the before-image does not say)

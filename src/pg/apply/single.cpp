@@ -461,10 +461,10 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 	key += ")";
 	Params del;
 	del.AddText(keep);
-	uint64_t n = ExecuteWithKeyText("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
-	                                    " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[]) " +
-	                                    "RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text, " + key + "::pg_catalog.text",
-	                                del, as);
+	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
+	                         " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[]) " +
+	                         "RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text, " + key + "::pg_catalog.text",
+	                     del, as);
 	std::vector<std::pair<std::string, std::string>> removed; /* (row, entity key): SPI results are overwritten by the calls */
 	for (uint64_t i = 0; i < n; i++)
 		removed.emplace_back(ResultText(i, 1).value_or("null"), ResultText(i, 2).value_or("{}"));
@@ -767,9 +767,9 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		} else {
 			Params del;
 			del.AddText(keep);
-			ExecuteWithKeyText("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
-			                       " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[])",
-			                   del, as);
+			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
+			            " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[])",
+			        del, as);
 		}
 		Params p;
 		p.AddOid(relid);

@@ -197,48 +197,6 @@ EqualityOperatorPg(Oid type)
 	return result;
 }
 
-/* Family of a (base) type, for decoding.  Sets *elem for arrays. */
-ColumnType::Family
-FamilyPg(Oid type, Oid *elem)
-{
-	Oid base = getBaseType(type);
-	*elem = InvalidOid;
-	switch (base) {
-	case BOOLOID: return ColumnType::Family::Bool;
-	case INT2OID:
-	case INT4OID:
-	case INT8OID: return ColumnType::Family::Integer;
-	case NUMERICOID: return ColumnType::Family::Numeric;
-	case FLOAT4OID:
-	case FLOAT8OID: return ColumnType::Family::Float;
-	case DATEOID: return ColumnType::Family::Date;
-	case TIMEOID: return ColumnType::Family::Time;
-	case TIMETZOID: return ColumnType::Family::TimeTz;
-	case TIMESTAMPOID: return ColumnType::Family::Timestamp;
-	case TIMESTAMPTZOID: return ColumnType::Family::TimestampTz;
-	case INTERVALOID: return ColumnType::Family::Interval;
-	case BYTEAOID: return ColumnType::Family::Bytea;
-	case JSONOID:
-	case JSONBOID: return ColumnType::Family::Json;
-	case UUIDOID: return ColumnType::Family::Uuid;
-	case BITOID:
-	case VARBITOID: return ColumnType::Family::Bit;
-	case TEXTOID:
-	case VARCHAROID:
-	case BPCHAROID:
-	case NAMEOID:
-	case CHAROID: return ColumnType::Family::Text;
-	default: break;
-	}
-	Oid e = get_element_type(base);
-	if (OidIsValid(e)) {
-		*elem = e;
-		return ColumnType::Family::Array;
-	}
-	if (get_typtype(base) == TYPTYPE_ENUM)
-		return ColumnType::Family::Text;
-	return ColumnType::Family::Other;
-}
 
 ColumnType
 MakeColumnType(const std::string &column, Oid type, int32 typmod)
@@ -390,6 +348,49 @@ Cache()
 }
 
 } // namespace
+
+// Family of a (base) type, for decoding and key texts: see target.hpp.
+ColumnType::Family
+FamilyPg(Oid type, Oid *elem)
+{
+	Oid base = getBaseType(type);
+	*elem = InvalidOid;
+	switch (base) {
+	case BOOLOID: return ColumnType::Family::Bool;
+	case INT2OID:
+	case INT4OID:
+	case INT8OID: return ColumnType::Family::Integer;
+	case NUMERICOID: return ColumnType::Family::Numeric;
+	case FLOAT4OID:
+	case FLOAT8OID: return ColumnType::Family::Float;
+	case DATEOID: return ColumnType::Family::Date;
+	case TIMEOID: return ColumnType::Family::Time;
+	case TIMETZOID: return ColumnType::Family::TimeTz;
+	case TIMESTAMPOID: return ColumnType::Family::Timestamp;
+	case TIMESTAMPTZOID: return ColumnType::Family::TimestampTz;
+	case INTERVALOID: return ColumnType::Family::Interval;
+	case BYTEAOID: return ColumnType::Family::Bytea;
+	case JSONOID:
+	case JSONBOID: return ColumnType::Family::Json;
+	case UUIDOID: return ColumnType::Family::Uuid;
+	case BITOID:
+	case VARBITOID: return ColumnType::Family::Bit;
+	case TEXTOID:
+	case VARCHAROID:
+	case BPCHAROID:
+	case NAMEOID:
+	case CHAROID: return ColumnType::Family::Text;
+	default: break;
+	}
+	Oid e = get_element_type(base);
+	if (OidIsValid(e)) {
+		*elem = e;
+		return ColumnType::Family::Array;
+	}
+	if (get_typtype(base) == TYPTYPE_ENUM)
+		return ColumnType::Family::Text;
+	return ColumnType::Family::Other;
+}
 
 /*
  * A truncate takes the target's ACCESS EXCLUSIVE lock before anything else

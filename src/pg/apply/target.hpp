@@ -124,4 +124,9 @@ void CheckPrivileges(Oid relid, const std::string &display, Oid role, bool worke
 // (cols) infers.  InvalidOid if none.  PostgreSQL regime.
 Oid UniqueIndexOnPg(Relation rel, const AttrNumber *cols, int ncols);
 
+// The family of a column type, as decoding and key texts read it: its base
+// type's (a domain counts as its base type); *elem is set to the element
+// type for arrays.  PostgreSQL regime.
+ColumnType::Family FamilyPg(Oid type, Oid *elem);
+
 } // namespace cdc::pg
