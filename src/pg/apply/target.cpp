@@ -197,7 +197,6 @@ EqualityOperatorPg(Oid type)
 	return result;
 }
 
-
 ColumnType
 MakeColumnType(const std::string &column, Oid type, int32 typmod)
 {
