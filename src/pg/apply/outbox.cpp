@@ -957,44 +957,30 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 			only = r.target;
 			new_by_order = new_by_order && r.new_by_order;
 		}
-	if (one_target && new_by_order && cdc_direct_writes) {
+	if (cdc_direct_writes) {
 		/*
-		 * Rows of a stream-ordered target cannot meet their key (each change
-		 * is newer than anything applied to the target before): they need
-		 * no ON CONFLICT, so they go straight to the table as COPY writes
-		 * them (a duplicate would raise 23505 and roll the group back, never
-		 * drop a row).
+		 * Through the executor.  Rows of a stream-ordered target cannot meet
+		 * their key (each change is newer than anything applied to the
+		 * target before): they need no ON CONFLICT, so they go straight to
+		 * the table as COPY writes them (a duplicate would raise 23505 and
+		 * roll the group back, never drop a row).  Others are ON CONFLICT DO
+		 * NOTHING row by row, counted per target from which rows went in.
 		 */
+		const bool plain = one_target && new_by_order;
 		std::vector<const OutboxRow *> table;
 		table.reserve(table_rows);
 		for (const OutboxRow &r : q.rows)
 			if (r.message.empty())
 				table.push_back(&r);
+		std::vector<char> went_in(plain ? 0 : table.size());
 		/* as the INSERT statement runs: as the owner of the extension's tables */
-		int64 n = PgCallAs(RunAs::ExtensionOwner(),
-		                   [&]() { return InsertOutboxRowsDirectPg(table.data(), table.size(), false); });
-		if (n >= 0) {
-			counters[only].outbox_rows += int64_t(n);
-			q.rows.clear();
-			return;
-		}
-	}
-	if (cdc_direct_writes && !(one_target && new_by_order)) {
-		/*
-		 * ON CONFLICT DO NOTHING row by row through the executor, counted
-		 * per target from which rows went in.
-		 */
-		std::vector<const OutboxRow *> table;
-		table.reserve(table_rows);
-		for (const OutboxRow &r : q.rows)
-			if (r.message.empty())
-				table.push_back(&r);
-		std::vector<char> went_in(table.size());
 		int64 n = PgCallAs(RunAs::ExtensionOwner(), [&]() {
-			return InsertOutboxRowsDirectPg(table.data(), table.size(), true, went_in.data());
+			return InsertOutboxRowsDirectPg(table.data(), table.size(), !plain, plain ? nullptr : went_in.data());
 		});
 		if (n >= 0) {
-			for (size_t i = 0; i < table.size(); i++)
+			if (plain)
+				counters[only].outbox_rows += int64_t(n);
+			for (size_t i = 0; i < went_in.size(); i++)
 				if (went_in[i])
 					counters[table[i]->target].outbox_rows++;
 			q.rows.clear();
