@@ -630,18 +630,19 @@ CDC_PG_FUNCTION(cdc_invalidate_dictionary)
 
 /*
  * cdc._key_text(value anyelement) RETURNS text
- * The text entity records name a key value by (KeyTextOfPg, apply/image.hpp):
+ * The text entity records name a key value by (KeyTextPg, apply/image.hpp):
  * the same whatever the session's DateStyle, TimeZone, IntervalStyle,
  * bytea_output and extra_float_digits.  The engine's statements that match
  * rows by their key (a truncate's kept rows: KeyTextSql) and
  * cdc._rekey_entities use it, so they run with the session's own settings
- * and still find the records.  The type's output function is kept in
- * fn_extra across the calls of one statement.
+ * and still find the records.  The type's output function and family are
+ * kept in fn_extra across the calls of one statement.
  */
 CDC_PG_FUNCTION(cdc_key_text)
 {
 	struct OutputCache {
 		Oid type;
+		cdc::ColumnType::Family family;
 		FmgrInfo out;
 	};
 	return PgCall([&]() -> Datum {
@@ -655,10 +656,12 @@ CDC_PG_FUNCTION(cdc_key_text)
 			bool varlena;
 			getTypeOutputInfo(type, &out, &varlena);
 			fmgr_info_cxt(out, &c->out, fcinfo->flinfo->fn_mcxt);
+			Oid elem;
+			c->family = cdc::pg::FamilyPg(type, &elem);
 			c->type = type;
 			fcinfo->flinfo->fn_extra = c;
 		}
-		return PointerGetDatum(cstring_to_text(cdc::pg::KeyTextOfPg(type, PG_GETARG_DATUM(0), &c->out)));
+		return PointerGetDatum(cstring_to_text(cdc::pg::KeyTextPg(c->family, type, &c->out, PG_GETARG_DATUM(0))));
 	});
 }
 

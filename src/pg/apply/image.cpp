@@ -53,10 +53,10 @@ namespace cdc::pg {
  *    These are what a session with PostgreSQL's default settings and
  *    TimeZone UTC prints (the output functions of date.c, timestamp.c,
  *    varlena.c and float.c, with the style fixed).
- * KeyTextSql computes the same text in SQL (cdc._key_text, KeyTextOfPg).
+ * KeyTextSql computes the same text in SQL (cdc._key_text).
  * PostgreSQL regime.
  */
-static char *
+char *
 KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 {
 	char buf[MAXDATELEN + 1];
@@ -126,13 +126,6 @@ KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 	}
 	default: return OutputFunctionCall(out_fn, v);
 	}
-}
-
-char *
-KeyTextOfPg(Oid type, Datum value, FmgrInfo *out_fn)
-{
-	Oid elem;
-	return KeyTextPg(FamilyPg(type, &elem), type, out_fn, value);
 }
 
 const std::string &

@@ -100,12 +100,13 @@ std::string CompactKey(const Target &t, const Image &img);
 // CompactKey the same way; neither depends on the session's settings.
 std::string KeyTextSql(const Target &t, int idx);
 std::string CompactKeySql(const Target &t);
-// The key text of `value`, of type `type` (a key column's type), as entity
-// records name it: the output text with fixed settings (ISO dates,
-// timestamptz in UTC, hex bytea, shortest floats, postgres intervals,
-// numeric without trailing zeros).  `out_fn`: the type's output function.
-// cdc._key_text() in SQL.  PostgreSQL regime; palloc'd result.
-char *KeyTextOfPg(Oid type, Datum value, FmgrInfo *out_fn);
+// The key text of `value`, of type `type` (a key column's type) and its
+// FamilyPg `family`, as entity records name it: the output text with fixed
+// settings (ISO dates, timestamptz in UTC, hex bytea, shortest floats,
+// postgres intervals, numeric without trailing zeros).  `out_fn`: the
+// type's output function.  cdc._key_text() in SQL.  PostgreSQL regime;
+// palloc'd result.
+char *KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum value);
 // An image's content hash as cdc.entity_state.chash stores it.
 std::string ContentHash32(const std::string &md5_hex);
 // Do two images carry the same key?  (true when the before-image does not say)
