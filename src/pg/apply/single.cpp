@@ -531,9 +531,24 @@ ApplyDecided(EntityChange &c, Counters &cnt)
 	/* only the outbox needs the row: as jsonb, no text in between */
 	std::optional<Datum> jrow;
 	std::optional<std::string> row;
-	/* an outbox row needs the payload from the image: the direct write reads nothing back */
-	const bool direct = !handler && !partial_stream && (!outbox_row || payload_from_image) && DirectUpsertAllowed(c) &&
-	                    UpsertRowsDirect(t, {c.image}, c.as);
+	bool direct = false;
+	if (c.is_delete && !handler) {
+		/*
+		 * As PostgreSQL's own apply and the batch's segments delete
+		 * (FindRowsDirect): the row found by the key index and locked, then
+		 * removed; the outbox gets it as RETURNING to_jsonb(t) would.
+		 */
+		std::vector<std::optional<Datum>> removed;
+		direct = FindRowsDirect(t, {c.key_img}, /* remove */ true, outbox_row ? &removed : nullptr, c.as);
+		if (direct && outbox_row && removed[0]) {
+			jrow = removed[0];
+			row = std::string(); /* found, as MutateTarget marks a jsonb result */
+		}
+	} else if (!c.is_delete) {
+		/* an outbox row needs the payload from the image: the direct write reads nothing back */
+		direct = !handler && !partial_stream && (!outbox_row || payload_from_image) && DirectUpsertAllowed(c) &&
+		         UpsertRowsDirect(t, {c.image}, c.as);
+	}
 	if (!direct)
 		row = MutateTarget(c, !payload_from_image && (handler || outbox_row || partial_stream), handler ? nullptr : &jrow);
 	if (payload_from_image)

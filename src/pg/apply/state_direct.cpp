@@ -7,6 +7,8 @@
 #include "pg/guc.hpp"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -19,6 +21,7 @@ extern "C" {
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -44,16 +47,23 @@ const ColumnSpec kEntityColumns[] = {{"target", REGCLASSOID}, {"key", TEXTOID}, 
                                      {"touched_s", INT4OID}};
 constexpr int kEntityColumnCount = int(sizeof(kEntityColumns) / sizeof(kEntityColumns[0]));
 enum EntityColumn { E_TARGET, E_KEY, E_SRC, E_V0, E_V1, E_V2, E_V3, E_DELETED, E_CHASH, E_TOUCHED };
+/* cdc.prune_watermark, read only: every column, so that a table that gained one is left to the statement */
+const ColumnSpec kWatermarkColumns[] = {{"target", REGCLASSOID}, {"src", INT4OID}, {"v0", INT4OID},
+                                        {"v1", INT8OID},         {"v2", INT8OID},  {"v3", INT4OID},
+                                        {"pruned_at", TIMESTAMPTZOID}};
+constexpr int kWatermarkColumnCount = int(sizeof(kWatermarkColumns) / sizeof(kWatermarkColumns[0]));
+enum WatermarkColumn { W_TARGET, W_SRC, W_V0, W_V1, W_V2, W_V3 };
 
 /*
- * Opens cdc.<name> (RowExclusiveLock, as the statement locks it) when a
- * direct write gives what the statement would, filling attno[] with the
- * attribute numbers of cols[]; NULL otherwise (see state_direct.hpp for
- * the conditions).  `need`: the privileges the statement checks, as the
- * current user.
+ * Opens cdc.<name> (`lockmode`: RowExclusiveLock for a write, as the
+ * statement locks it) when a direct write gives what the statement would,
+ * filling attno[] with the attribute numbers of cols[]; NULL otherwise
+ * (see state_direct.hpp for the conditions).  `need`: the privileges the
+ * statement checks, as the current user.
  */
 Relation
-OpenDirectPg(const char *name, const ColumnSpec *cols, int ncols, AclMode need, AttrNumber *attno)
+OpenDirectPg(const char *name, const ColumnSpec *cols, int ncols, AclMode need, AttrNumber *attno,
+             LOCKMODE lockmode = RowExclusiveLock)
 {
 	/* a read-only transaction (or a standby): the statement raises 25006, as ExecCheckXactReadOnly does */
 	if (!cdc_direct_writes || IsolationUsesXactSnapshot() || XactReadOnly || IsInParallelMode())
@@ -67,7 +77,7 @@ OpenDirectPg(const char *name, const ColumnSpec *cols, int ncols, AclMode need, 
 	    pg_class_aclmask(relid, user, need, ACLMASK_ALL) != need ||
 	    check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
 		return NULL;
-	Relation rel = table_open(relid, RowExclusiveLock);
+	Relation rel = table_open(relid, lockmode);
 	TupleDesc desc = RelationGetDescr(rel);
 	bool plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
 	             OidIsValid(RelationGetPrimaryKeyIndex(rel)) &&
@@ -321,6 +331,48 @@ InsertEntityRecordDirectPg(Oid target, const char *key, int key_len, const Entit
 	char inserted = 0;
 	int r = InsertEntityRecordsDirectPg(target, 1, &ref, row, &inserted);
 	return r == kNotDirect ? r : inserted;
+}
+
+int
+ReadWatermarkDirectPg(Oid target, int32 src, int32 *v0, int64 *v1, int64 *v2, int32 *v3)
+{
+	AttrNumber attno[kWatermarkColumnCount];
+	Relation rel = OpenDirectPg("prune_watermark", kWatermarkColumns, kWatermarkColumnCount, ACL_SELECT, attno,
+	                            AccessShareLock);
+	if (rel == NULL)
+		return kNotDirect;
+	Relation index = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	/* the primary key (target, src) of the extension script, else the statement reads it */
+	if (index->rd_index->indnkeyatts != 2 || index->rd_index->indkey.values[0] != attno[W_TARGET] ||
+	    index->rd_index->indkey.values[1] != attno[W_SRC]) {
+		index_close(index, NoLock);
+		table_close(rel, NoLock);
+		return kNotDirect;
+	}
+	/* as SPI runs a statement that is not read-only: the writes before it visible, a new snapshot (READ COMMITTED) */
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	ScanKeyData skey[2];
+	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(target)); /* regclass: oid_ops */
+	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(src));
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	IndexScanDesc scan = index_beginscan(rel, index, GetActiveSnapshot(), 2, 0);
+	index_rescan(scan, skey, 2, NULL, 0);
+	int found = 0;
+	if (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+		slot_getallattrs(slot);
+		*v0 = DatumGetInt32(slot->tts_values[attno[W_V0] - 1]);
+		*v1 = DatumGetInt64(slot->tts_values[attno[W_V1] - 1]);
+		*v2 = DatumGetInt64(slot->tts_values[attno[W_V2] - 1]);
+		*v3 = DatumGetInt32(slot->tts_values[attno[W_V3] - 1]);
+		found = 1;
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	PopActiveSnapshot();
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	return found;
 }
 
 } // namespace cdc::pg

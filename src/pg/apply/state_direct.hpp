@@ -105,4 +105,10 @@ int InsertEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, con
 // 1: inserted; 0: a record of (target, key) exists.
 int InsertEntityRecordDirectPg(Oid target, const char *key, int key_len, const EntityRow *row);
 
+// The prune watermark of (target, source id), read by the primary key as
+// the statement reads it (a new snapshot after the writes before it,
+// READ COMMITTED): 1 with the version parts filled, 0 when cdc.prune()
+// removed no tombstone of that pair.  Runs as the extension owner (SELECT).
+int ReadWatermarkDirectPg(Oid target, int32 src, int32 *v0, int64 *v1, int64 *v2, int32 *v3);
+
 } // namespace cdc::pg

@@ -240,6 +240,13 @@ WriteEntityRecord(Oid target, const std::string &key, int32_t src, const Version
 std::optional<Version>
 ReadWatermark(Oid target, int32_t src, size_t arity)
 {
+	StoredVersion d;
+	int direct =
+		PgCallAs(RunAs::ExtensionOwner(), [&]() { return ReadWatermarkDirectPg(target, src, &d.v0, &d.v1, &d.v2, &d.v3); });
+	if (direct == 0)
+		return std::nullopt;
+	if (direct == 1)
+		return FromStoredVersion(d, arity);
 	Params p;
 	p.AddOid(target);
 	p.Add(INT4OID, Int32GetDatum(src), false);
