@@ -1213,10 +1213,12 @@ COMMENT ON FUNCTION cdc.rename_source(text, text) IS
 
 -- Folds a stream-ordered target's entity records into its stream mark.
 -- Runs as the extension owner (the records and marks are its tables), but
--- only for a target whose mapping is already stream-ordered in this
--- transaction (cdc.set_ordering switched it, under the caller's rights and
--- the mapping's row-level security): it never changes the ordering of a
--- target itself.
+-- only for a target whose mapping is stream-ordered (cdc.set_ordering
+-- switched it, under the caller's rights and the mapping's row-level
+-- security) and only for a session whose login role may act as the
+-- target's owner: its upsert locks the target's cdc.stream_mark rows, and
+-- any role calling it in an open transaction held them, stalling the
+-- subscription's worker.  It never changes the ordering of a target itself.
 CREATE FUNCTION cdc._fold_into_stream_mark(target regclass) RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -1225,6 +1227,13 @@ AS $fn$
 DECLARE
   nsrc bigint;
 BEGIN
+  -- SECURITY DEFINER: current_user is the extension owner here; the session's
+  -- login role is a member of the owner whenever the caller could SET ROLE
+  -- to it (cdc.set_ordering checks current_user before calling)
+  IF NOT pg_catalog.pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c
+                                                WHERE c.oid OPERATOR(pg_catalog.=) _fold_into_stream_mark.target), 'MEMBER') THEN
+    RAISE EXCEPTION 'must be owner of table % to fold its entity records', target USING ERRCODE = '42501';
+  END IF;
   IF NOT EXISTS (SELECT 1 FROM cdc.mapping mp
                   WHERE mp.target OPERATOR(pg_catalog.=) _fold_into_stream_mark.target AND mp.ordering = 'stream') THEN
     RAISE EXCEPTION 'table % is not stream-ordered', target USING ERRCODE = '55000';
@@ -1262,7 +1271,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc._fold_into_stream_mark(regclass) IS
-  'Internal (cdc.set_ordering): folds the entity records of a target whose mapping is stream-ordered into its cdc.stream_mark row and removes them. Error 55000 when the target is not stream-ordered or has records of several sources. Anyone may call it: it acts only on targets the caller''s cdc.set_ordering already switched.';
+  'Internal (cdc.set_ordering): folds the entity records of a target whose mapping is stream-ordered into its cdc.stream_mark row and removes them. Errors: 42501 when the session''s login role (session_user) is not a member of the target''s owner, 55000 when the target is not stream-ordered or has records of several sources. EXECUTE is granted to PUBLIC so that cdc.set_ordering can call it with its caller''s rights; it acts only on stream-ordered targets of owners the session may act as (it locks their cdc.stream_mark rows).';
 
 CREATE FUNCTION cdc.set_ordering(target regclass, ordering text) RETURNS cdc.mapping
 LANGUAGE plpgsql

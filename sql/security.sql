@@ -573,6 +573,32 @@ RESET cdc.max_event_size;
 SELECT id, pg_catalog.length(note) FROM sec_shared.orders WHERE id IN (80, 81) ORDER BY id;
 
 -- ===========================================================================
+-- cdc._fold_into_stream_mark is SECURITY DEFINER with EXECUTE to PUBLIC (for
+-- cdc.set_ordering, which runs with its caller's rights).  Its upsert locks
+-- the target's cdc.stream_mark rows: any role calling it in an open
+-- transaction held them and stalled the subscription's worker.  A session
+-- whose login role may not act as the target's owner is refused (42501)
+-- before anything is read or locked; the owner's set_ordering still folds.
+-- ===========================================================================
+\set regress_user :USER
+CREATE ROLE regress_sec_login LOGIN;
+CREATE TABLE public.sec_stream (id int PRIMARY KEY, v text);
+SELECT public.cdc_apply('{"op": "c", "source": {"name": "sec-stream", "lsn": 100}, "after": {"id": 1, "v": "a"}}'::pg_catalog.jsonb, 'public.sec_stream');
+SELECT public.cdc_apply('{"op": "d", "source": {"name": "sec-stream", "lsn": 200}, "before": {"id": 1}}'::pg_catalog.jsonb, 'public.sec_stream');
+SELECT (cdc.register_mapping('public.sec_stream', source_schema => 'x', source_table => 'sec_stream')).target;
+SELECT (cdc.set_ordering('public.sec_stream', 'stream')).ordering;
+SELECT v1, v2 FROM cdc.stream_mark WHERE target OPERATOR(pg_catalog.=) 'public.sec_stream'::pg_catalog.regclass;
+\c - regress_sec_login
+SELECT cdc._fold_into_stream_mark('public.sec_stream');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\c - :regress_user
+SET search_path = pg_catalog, pg_temp;
+SELECT cdc._fold_into_stream_mark('public.sec_stream');
+SELECT v1, v2 FROM cdc.stream_mark WHERE target OPERATOR(pg_catalog.=) 'public.sec_stream'::pg_catalog.regclass;
+DROP TABLE public.sec_stream;
+DROP ROLE regress_sec_login;
+
+-- ===========================================================================
 -- The real pipeline still applies, and nothing of the above stayed behind.
 -- ===========================================================================
 SELECT public.cdc_apply(public.dbz('u', 'orders', '{"id": 1, "note": "final", "qty": 8}', '0/A000', 10), 'sec_shared.orders', 'o-final');

@@ -24,11 +24,13 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/transam.h"
+#include "catalog/catalog.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
@@ -644,11 +646,43 @@ RelationDisplayPg(Oid relid)
 	return psprintf("%s.%s", nsp ? nsp : "?", rel);
 }
 
+/*
+ * Is the relation a system catalog (or its TOAST table) or in the
+ * extension's own schema (cdc: its bookkeeping, subscriptions, mappings)?
+ * Cheap: an OID range test and one syscache lookup each.
+ */
+bool
+InternalRelationPg(Oid relid)
+{
+	if (IsCatalogRelationOid(relid))
+		return true;
+	Oid nsp = get_rel_namespace(relid);
+	if (!OidIsValid(nsp))
+		return false;
+	return nsp == PG_CATALOG_NAMESPACE || IsToastNamespace(nsp) || nsp == get_namespace_oid("cdc", true);
+}
+
 } // namespace
 
 void
 ApplyEngine::CheckBeforeLock(Oid relid)
 {
+	/*
+	 * Never a system catalog or a table of cdc_apply itself, on either path
+	 * and before any lock: the worker resolves a published table by a
+	 * mapping or by its schema and name, both of which the source controls
+	 * (a published table named cdc.mapping would be copied into the
+	 * destination's cdc.mapping and route another published table to, say,
+	 * pg_catalog.pg_authid), and it applies as a superuser when the
+	 * subscription's owner is one.  Errors: 42501.
+	 */
+	if (PgCall([&]() { return InternalRelationPg(relid); })) {
+		const char *display = PgCall([&]() { return RelationDisplayPg(relid); });
+		Fail("42501", "table " + std::string(display ? display : std::to_string(relid)) +
+		                  " cannot be a target: it is a system catalog or a table of cdc_apply itself",
+		     worker_identity_ ? "A published table of this schema and name, or a mapping, resolved to it." : "",
+		     "Apply to a table of your own schema; map the source table to it with cdc.register_mapping().");
+	}
 	/* The worker applies to the tables its superuser-made subscription names. */
 	if (worker_identity_)
 		return;

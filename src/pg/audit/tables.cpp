@@ -80,10 +80,21 @@ OrderMismatch(const std::string &table, const char *side)
 	     "The audit needs the same key order on both sides: give the key columns the same collation there.");
 }
 
+/*
+ * A key value of table `t` (text from either side) as a Datum of its key
+ * column's type.  cdc.audit and cdc.resync run as a superuser; the input
+ * function of a type that is not built in can run a role's code (a domain's
+ * CHECK constraint calling a function of the table's owner, a composite's or
+ * array's domain elements), so it runs as the table's owner in a
+ * security-restricted operation, as the worker converts values
+ * (docs/security.md, "The worker's identity").  Built-in types run no SQL.
+ */
 Datum
-KeyDatum(const KeyColumn &c, const std::string &text)
+KeyDatum(const DestTable &t, const KeyColumn &c, const std::string &text)
 {
-	return PgCall([&]() { return OidInputFunctionCall(c.input, const_cast<char *>(text.c_str()), c.ioparam, c.typmod); });
+	return PgCallAs(c.user_type ? RunAs::Role(t.owner, true) : RunAs::Caller(), [&]() {
+		return OidInputFunctionCall(c.input, const_cast<char *>(text.c_str()), c.ioparam, c.typmod);
+	});
 }
 
 } // namespace
@@ -97,12 +108,13 @@ LoadDestTable(Oid relid)
 	t.relid = relid;
 	Params p;
 	p.AddOid(relid);
-	if (Execute("SELECT n.nspname::pg_catalog.text, c.relname::pg_catalog.text, c.relkind::pg_catalog.text "
-	            "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
+	if (Execute("SELECT n.nspname::pg_catalog.text, c.relname::pg_catalog.text, c.relkind::pg_catalog.text, "
+	            "c.relowner FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
 	            "WHERE c.oid OPERATOR(pg_catalog.=) $1",
 	            p, false) == 0)
 		Fail("42P01", "table with OID " + std::to_string(relid) + " does not exist");
 	std::string schema = *ResultText(0, 1), name = *ResultText(0, 2), relkind = *ResultText(0, 3);
+	t.owner = Oid(std::stoul(*ResultText(0, 4)));
 	t.display = schema + "." + name;
 	if (relkind != "r" && relkind != "p")
 		Fail("42809", t.display + " is not a table");
@@ -157,6 +169,7 @@ LoadDestTable(Oid relid)
 			Fail("42703", "key column \"" + k + "\" does not exist in table " + t.display);
 		c.type = Oid(std::stoul(*ResultText(0, 1)));
 		c.typmod = std::stoi(*ResultText(0, 2));
+		c.user_type = c.type >= FirstNormalObjectId;
 		bool ordered = PgCall([&]() {
 			TypeCacheEntry *tc = lookup_type_cache(getBaseType(c.type), TYPECACHE_EQ_OPR | TYPECACHE_LT_OPR | TYPECACHE_GT_OPR);
 			return OidIsValid(tc->lt_opr) && OidIsValid(tc->gt_opr) && OidIsValid(tc->eq_opr) &&
@@ -351,7 +364,7 @@ DestSide::Exprs(const Range &r, Params &p) const
 			continue;
 		std::vector<std::string> &exprs = bound == &r.after ? e.lower : e.upper;
 		for (size_t i = 0; i < (*bound)->size(); i++) {
-			p.Add(t_.key[i].type, KeyDatum(t_.key[i], (**bound)[i]), false);
+			p.Add(t_.key[i].type, KeyDatum(t_, t_.key[i], (**bound)[i]), false);
 			exprs.push_back("$" + std::to_string(p.Count()));
 		}
 	}
@@ -471,7 +484,7 @@ DestRowsByKeys(DestSession &dest, const DestTable &t, const std::vector<Key> &ke
 			const KeyColumn &k = t.key[c];
 			std::vector<Datum> values;
 			for (size_t i = begin; i < end; i++)
-				values.push_back(KeyDatum(k, keys[i][c]));
+				values.push_back(KeyDatum(t, k, keys[i][c]));
 			Datum array = PgCall([&]() {
 				return PointerGetDatum(construct_array(values.data(), int(values.size()), k.type, k.typlen, k.typbyval, k.typalign));
 			});

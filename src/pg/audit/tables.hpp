@@ -44,10 +44,15 @@ struct KeyColumn {
 	int16 typlen = 0;
 	bool typbyval = false;
 	char typalign = 'i';
+	// Its type is not built in (a domain, composite, enum, range or array
+	// created by a role): its input function may run that role's code (a
+	// domain's CHECK constraint), so KeyDatum runs it as the table's owner.
+	bool user_type = false;
 };
 
 struct DestTable {
 	Oid relid = InvalidOid;
+	Oid owner = InvalidOid;           // pg_class.relowner: whose code its key types' input may run
 	std::string display;              // schema.table
 	cdc::audit::HashedTable hashed;   // the same columns and key as the source's
 	std::vector<KeyColumn> key;
