@@ -742,3 +742,41 @@ SET TimeZone = 'UTC';
 SET DateStyle = 'ISO, MDY';
 SELECT * FROM sem_kt_tz ORDER BY at;
 SELECT * FROM sem_kt_d ORDER BY f;
+
+-- ===========================================================================
+-- Content hash independent of the session's settings (found in review: the
+-- hash that tells an equal-version duplicate from a conflict was taken
+-- over the values as the session printed them, so the same change
+-- delivered again under another delivery key, from a session with another
+-- TimeZone, DateStyle, IntervalStyle, bytea_output or extra_float_digits,
+-- was recorded as a conflict, and was an error with conflict policy
+-- 'error').  One by one and in a batch; a real conflict stays one.
+-- ===========================================================================
+CREATE TABLE sem_ch (id int PRIMARY KEY, at timestamptz, d date, ts timestamp, tm time, b bytea, f float8, i interval, v text);
+SELECT target FROM cdc.register_mapping('sem_ch');
+-- sem_ch_ev(id, v, lsn)
+CREATE FUNCTION sem_ch_ev(id int, v text, lsn bigint) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('op', 'c', 'source', jsonb_build_object('name', 'ch', 'schema', 'public', 'table', 'sem_ch', 'lsn', lsn, 'txId', lsn),
+    'after', jsonb_build_object('id', id, 'at', '2024-01-01T00:00:00.25Z', 'd', '2024-01-02', 'ts', '2024-01-02T03:04:05.5',
+                                'tm', '12:34:56.5', 'b', 'AP8=', 'f', 0.1, 'i', '1 day 02:00:00', 'v', v)) $$;
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO, MDY';
+SELECT cdc_apply(sem_ch_ev(1, 'one', 100), NULL, 'ch:1') AS one, cdc_apply(sem_ch_ev(2, 'two', 200), NULL, 'ch:2') AS two;
+SET TimeZone = 'Asia/Tokyo';
+SET DateStyle = 'German';
+SET IntervalStyle = 'sql_standard';
+SET bytea_output = 'escape';
+SET extra_float_digits = -3;
+-- the same changes again, other delivery keys: duplicates
+SELECT cdc_apply(sem_ch_ev(1, 'one', 100), NULL, 'ch:1-again') AS one_again;
+SELECT applied, duplicate, conflict FROM cdc_apply_batch(jsonb_build_array(sem_ch_ev(2, 'two', 200)), delivery_keys => ARRAY['ch:2-again']);
+-- the same version with other content: a conflict
+SELECT cdc_apply(sem_ch_ev(1, 'ONE', 100), NULL, 'ch:1-other') AS one_other;
+RESET IntervalStyle;
+RESET bytea_output;
+RESET extra_float_digits;
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO, MDY';
+SELECT id, at, v FROM sem_ch ORDER BY id;
+SELECT delivery_key, reason FROM cdc.conflicts WHERE target = 'sem_ch'::regclass ORDER BY id;
+SELECT applied, duplicate, conflict FROM cdc.stats WHERE target = 'sem_ch'::regclass;

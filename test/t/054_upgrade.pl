@@ -133,6 +133,20 @@ uq(q{SELECT cdc.create_history_table('public.hz', 'public.tz');
 (my $hzev = tzev('h', 400)) =~ s/"table": "tz"/"table": "tzh"/;
 is(uq(qq{SET TimeZone = 'Asia/Tokyo'; SELECT cdc_apply('$hzev'::jsonb, 'public.hz', 'hz1')}), 'applied',
 	'0.1.0 engine: a history row of a timestamptz key from Asia/Tokyo');
+# A row with a timestamptz value, applied by the 0.1.0 engine from Asia/Tokyo:
+# 0.1.0 hashed the content as the session printed it (the entity record's
+# chash), 0.2.0 hashes it in fixed settings (UTC).
+uq(q{CREATE TABLE public.ch (id integer PRIMARY KEY, at timestamptz, amount numeric);
+     SELECT cdc.register_mapping('public.ch', 'public', 'ch', source_name => 'srv');});
+sub chev
+{
+	my ($id, $lsn) = @_;
+	return sprintf('{"op": "c", "after": {"id": %d, "at": "2024-03-01T10:00:00Z", "amount": 10.50}, "source": {"name": "srv", '
+		  . '"db": "d", "schema": "public", "table": "ch", "lsn": %d, "txId": %d}}', $id, $lsn, $lsn);
+}
+is(uq(qq{SET TimeZone = 'Asia/Tokyo'; SELECT cdc_apply('${\ chev(1, 600)}'::jsonb, 'public.ch', 'c1')
+         || ' ' || cdc_apply('${\ chev(2, 610)}'::jsonb, 'public.ch', 'c2')}), 'applied applied',
+	'0.1.0 engine: rows with a timestamptz value from a session in Asia/Tokyo');
 uq(q{SELECT cdc.outbox_mark_published(ARRAY[1, 2]::bigint[])});
 uq(q{SELECT cdc.create_subscription('sub1', 'host=/nonexistent dbname=x', ARRAY['pub'], create_slot => false, enabled => false)});
 uq(q{SELECT pg_replication_origin_advance('cdc_1', '0/5A0B0C0')});
@@ -277,6 +291,14 @@ is(uq(q{SELECT cdc_key::text FROM public.hz}), '{"at": "2024-03-01 10:00:00+00"}
 is(uq(qq{SET TimeZone = 'Asia/Tokyo'; SELECT cdc_apply('$hzev'::jsonb, 'public.hz', 'hz2')}), 'duplicate',
 	'the same change under another delivery key is a duplicate of the history row');
 is(uq(q{SELECT count(*) FROM public.hz}), '1', 'one history row');
+# The same changes under other delivery keys, from a session with the same
+# settings: 0.1.0's content hash is recognised (AdoptReleaseHash), one by one
+# and in a batch: duplicates, not conflicts.
+is(uq(qq{SET TimeZone = 'Asia/Tokyo'; SELECT cdc_apply('${\ chev(1, 600)}'::jsonb, 'public.ch', 'c1-again')}), 'duplicate',
+	"a change the 0.1.0 engine applied, delivered again from the same settings, is a duplicate");
+is(uq(qq{SET TimeZone = 'Asia/Tokyo'; SELECT duplicate || ' ' || conflict FROM cdc_apply_batch(jsonb_build_array('${\ chev(2, 610)}'::jsonb),
+         'public.ch', ARRAY['c2-again'])}), '1 0', '... and in a batch');
+is(uq(q{SELECT count(*) FROM cdc.conflicts WHERE target = 'public.ch'::regclass}), '0', 'no conflict recorded');
 
 # new events apply and write outbox rows after the old ones
 is(uq(qq{SELECT cdc_apply('${\ ev('u', 1, 'a3', 300)}'::jsonb, 'public.t', 'k6')}), 'applied', 'a new update applies');

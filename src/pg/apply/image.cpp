@@ -37,44 +37,30 @@ extern "C" {
 namespace cdc::pg {
 
 /*
- * The text of a key value as entity records, entity keys and idempotency
- * keys name it: its output text, except where equal values can print
- * differently, which would give one row two entity records:
- *  - numeric drops insignificant trailing zeros (trim_scale), float4/float8
- *    print -0 as 0 (found by a fresh-user run: numeric 1 and 1.0, float 0
- *    and -0 each resurrected a deleted row);
- *  - the text does not depend on the session's settings (found by a
- *    fresh-user review: a session with another TimeZone or DateStyle, as a
- *    JDBC driver sets them, got a second entity record for a timestamptz
- *    or date key, so an older change was applied): date and time types in
- *    ISO style, timestamptz in UTC, interval in the postgres style, bytea
- *    in hex, floats as the shortest exact decimal, whatever DateStyle,
- *    TimeZone, IntervalStyle, bytea_output and extra_float_digits say.
- *    These are what a session with PostgreSQL's default settings and
- *    TimeZone UTC prints (the output functions of date.c, timestamp.c,
- *    varlena.c and float.c, with the style fixed).
- * KeyTextSql computes the same text in SQL (cdc._key_text).
- * PostgreSQL regime.
+ * The output text of a value as a session with PostgreSQL's default
+ * settings and TimeZone UTC prints it, whatever the session's settings:
+ * date and time types in ISO style, timestamptz in UTC, interval in the
+ * postgres style, bytea in hex, floats as the shortest exact decimal
+ * (extra_float_digits 1), whatever DateStyle, TimeZone, IntervalStyle,
+ * bytea_output and extra_float_digits say (the output functions of date.c,
+ * timestamp.c, varlena.c and float.c, with the style fixed).  Other types
+ * print through their output function.  PostgreSQL regime.
  */
 char *
-KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
+SettledTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 {
 	char buf[MAXDATELEN + 1];
 	struct pg_tm tm;
 	fsec_t fsec;
 	int tz;
-	/* the family is the base type's (target.cpp, FamilyPg): no catalog lookup for other keys */
+	/* the family is the base type's (target.cpp, FamilyPg): no catalog lookup for other types */
 	switch (family) {
-	case ColumnType::Family::Numeric: return OutputFunctionCall(out_fn, DirectFunctionCall1(numeric_trim_scale, v));
 	case ColumnType::Family::Float: {
 		char *out = (char *) palloc(32);
-		if (getBaseType(type) == FLOAT4OID) {
-			float4 f = DatumGetFloat4(v);
-			float_to_shortest_decimal_buf(f == 0.0f ? 0.0f : f, out);
-		} else {
-			float8 f = DatumGetFloat8(v);
-			double_to_shortest_decimal_buf(f == 0.0 ? 0.0 : f, out);
-		}
+		if (getBaseType(type) == FLOAT4OID)
+			float_to_shortest_decimal_buf(DatumGetFloat4(v), out);
+		else
+			double_to_shortest_decimal_buf(DatumGetFloat8(v), out);
 		return out;
 	}
 	case ColumnType::Family::Date: {
@@ -125,6 +111,34 @@ KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 		return out;
 	}
 	default: return OutputFunctionCall(out_fn, v);
+	}
+}
+
+/*
+ * The text of a key value as entity records, entity keys and idempotency
+ * keys name it: SettledTextPg's, so that it does not depend on the
+ * session's settings (found by a fresh-user review: a session with another
+ * TimeZone or DateStyle, as a JDBC driver sets them, got a second entity
+ * record for a timestamptz or date key, so an older change was applied),
+ * and where equal values can print differently, which would give one row
+ * two entity records, one text: numeric drops insignificant trailing
+ * zeros (trim_scale), float4/float8 print -0 as 0 (found by a fresh-user
+ * run: numeric 1 and 1.0, float 0 and -0 each resurrected a deleted row).
+ * KeyTextSql computes the same text in SQL (cdc._key_text).
+ * PostgreSQL regime.
+ */
+char *
+KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
+{
+	switch (family) {
+	case ColumnType::Family::Numeric: return OutputFunctionCall(out_fn, DirectFunctionCall1(numeric_trim_scale, v));
+	case ColumnType::Family::Float:
+		if (getBaseType(type) == FLOAT4OID)
+			return DatumGetFloat4(v) == 0.0f ? SettledTextPg(family, type, out_fn, Float4GetDatum(0.0f))
+			                                 : SettledTextPg(family, type, out_fn, v);
+		return DatumGetFloat8(v) == 0.0 ? SettledTextPg(family, type, out_fn, Float8GetDatum(0.0))
+		                                : SettledTextPg(family, type, out_fn, v);
+	default: return SettledTextPg(family, type, out_fn, v);
 	}
 }
 
@@ -367,36 +381,51 @@ OutputIsBytes(const Column &col, Datum value)
 	return !VARATT_IS_EXTENDED(DatumGetPointer(value));
 }
 
-// Canonical hash of an image: column names and output texts in column order,
-// each streamed into md5 (the text hashed is never built; a text value is
-// read in place, other non-key values printed one at a time).
+// Canonical hash of an image: column names and texts in column order, each
+// streamed into md5 (the text hashed is never built; a text value is read
+// in place, other non-key values printed one at a time).  See image.hpp
+// for the two styles.
 std::string
-ImageHash(const Target &t, const Image &img)
+ImageHash(const Target &t, const Image &img, HashStyle style)
 {
 	img.RequireComplete();
+	const bool release = style == HashStyle::Release010;
 	Md5Stream md5;
 	auto put = [&md5](std::string_view piece) { md5.Update(piece); };
 	for (size_t i = 0; i < t.columns.size(); i++) {
 		const Cell &c = img.cells[i];
 		if (!c.present || c.unavailable)
 			continue;
-		StreamJsonString(t.columns[i].name, put);
+		const Column &col = t.columns[i];
+		StreamJsonString(col.name, put);
 		put(c.isnull ? "=null;" : "=");
 		if (c.isnull)
 			continue;
-		if (std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end()) {
+		if (!release && std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end()) {
 			StreamJsonString(c.text, put);
-		} else if (OutputIsBytes(t.columns[i], c.value)) {
+		} else if (OutputIsBytes(col, c.value)) {
 			const char *p = VARDATA_ANY(DatumGetPointer(c.value));
 			StreamJsonString(std::string_view(p, VARSIZE_ANY_EXHDR(DatumGetPointer(c.value))), put);
 		} else {
-			char *out = PgCall([&]() { return OutputFunctionCall(t.columns[i].out_fn, c.value); });
+			char *out = PgCall([&]() {
+				return release ? OutputFunctionCall(col.out_fn, c.value)
+				               : SettledTextPg(col.ctype.family, col.type, col.out_fn, c.value);
+			});
 			StreamJsonString(out, put);
 			PgCall([&]() { pfree(out); });
 		}
 		put(";");
 	}
 	return md5.Hex();
+}
+
+std::string
+AdoptReleaseHash(const Target &t, const Image &img, const std::string &content_hash, const std::string &stored_hash)
+{
+	if (content_hash == stored_hash)
+		return content_hash;
+	std::string release = ContentHash32(ImageHash(t, img, HashStyle::Release010));
+	return release == stored_hash ? release : content_hash;
 }
 
 // The entity key as JSON ({"id": "7"}), from the key columns of `img`.

@@ -88,8 +88,27 @@ size_t ReleaseValues(const Target &t, Image &img);
 // attempt) come on top of it (docs/benchmarks.md, "Memory per event").
 constexpr size_t kTrimBytes = 1024 * 1024;
 void TrimFreedMemory(size_t bytes);
-// Canonical hash (md5 hex) of an image: column names and output texts.
-std::string ImageHash(const Target &t, const Image &img);
+// How ImageHash prints values.
+enum class HashStyle {
+	// Keys as entity records name them (KeyTextPg), other values as
+	// SettledTextPg prints them: the same hash whatever the session's
+	// settings (a replay from a session with another TimeZone was a conflict).
+	Settled,
+	// Every value through its output function, in the session's settings:
+	// the hash of release 0.1.0's records (AdoptReleaseHash).
+	Release010,
+};
+// Canonical hash (md5 hex) of an image: column names and value texts.
+std::string ImageHash(const Target &t, const Image &img, HashStyle style = HashStyle::Settled);
+// The content hash (ContentHash32) to decide an equal-version change of
+// `img` with: `content_hash` (its Settled hash), or the image's
+// Release010 hash where that one equals `stored_hash` (a record written by
+// release 0.1.0, whose hashes were of the session's output texts: replayed
+// from a session with the same settings, it stays a duplicate).  Only
+// called for equal versions whose hashes differ, so the second hash costs
+// nothing on the common path.
+std::string AdoptReleaseHash(const Target &t, const Image &img, const std::string &content_hash,
+                             const std::string &stored_hash);
 // The entity key as JSON ({"id": "7"}); 22023/22004 for a missing,
 // unavailable or null key column.
 std::string EntityKey(const Target &t, const Image &img, const char *which);
@@ -100,12 +119,15 @@ std::string CompactKey(const Target &t, const Image &img);
 // CompactKey the same way; neither depends on the session's settings.
 std::string KeyTextSql(const Target &t, int idx);
 std::string CompactKeySql(const Target &t);
-// The key text of `value`, of type `type` (a key column's type) and its
-// FamilyPg `family`, as entity records name it: the output text with fixed
-// settings (ISO dates, timestamptz in UTC, hex bytea, shortest floats,
-// postgres intervals, numeric without trailing zeros).  `out_fn`: the
-// type's output function.  cdc._key_text() in SQL.  PostgreSQL regime;
-// palloc'd result.
+// The text of `value`, of type `type` and its FamilyPg `family`, as a
+// session with PostgreSQL's default settings and TimeZone UTC prints it
+// (ISO dates, timestamptz in UTC, hex bytea, shortest floats, postgres
+// intervals), whatever the session's settings.  `out_fn`: the type's output
+// function, for the other types.  PostgreSQL regime; palloc'd result.
+char *SettledTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum value);
+// The key text of `value` (a key column's), as entity records name it:
+// SettledTextPg's, with numeric without trailing zeros and float -0 as 0.
+// cdc._key_text() in SQL.  PostgreSQL regime; palloc'd result.
 char *KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum value);
 // An image's content hash as cdc.entity_state.chash stores it.
 std::string ContentHash32(const std::string &md5_hex);

@@ -309,6 +309,24 @@ ReadWatermarks(const std::vector<Chain *> &chains)
 	return out;
 }
 
+// For the claimed upserts of `chains` whose version equals their entity's
+// record before the batch: the content hash Simulate compares, adopted
+// from release 0.1.0's hashing where that one matches the record
+// (AdoptReleaseHash; as ApplyEntity does one by one).
+void
+AdoptReleaseHashes(const std::vector<Chain *> &chains, std::vector<SimInput> &sim,
+                   const std::vector<PreparedChange> &prep)
+{
+	for (const Chain *c : chains) {
+		if (!c->stored)
+			continue;
+		for (size_t k : c->events)
+			if (sim[k].claimed && !prep[k].is_delete && Version::Compare(sim[k].version, c->stored->version) == 0)
+				sim[k].content_hash =
+					AdoptReleaseHash(*c->t, prep[k].Main(), sim[k].content_hash, c->stored->content_hash);
+	}
+}
+
 // The rows of the arrays of AddRecordArrays, for a FROM clause.
 constexpr const char *kRecordArrays =
 	"FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), "
@@ -956,6 +974,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			if (m != target[k]->stream_marks.end())
 				sim[k].stream_mark = m->second;
 		}
+		AdoptReleaseHashes(decided, sim, prep);
 		for (Chain *c : decided)
 			c->set_based = Simulate(*c, sim, c->t->barrier);
 	}
@@ -985,6 +1004,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		if (attempt >= 3)
 			throw std::runtime_error("entity records keep being created concurrently");
 		LockRecords(lost, source_ids_);
+		AdoptReleaseHashes(lost, sim, prep);
 		for (Chain *c : lost) {
 			if (!Simulate(*c, sim, c->t->barrier)) {
 				c->set_based = false;

@@ -609,9 +609,13 @@ ApplyEntity(EntityChange &c, Counters &cnt)
 		 * ledger had is a duplicate unless the decision is "applied", which
 		 * no content hash makes: its hash is not needed either.
 		 */
+		const Image *hashed = c.hash_of;
 		if (c.hash_of && !c.claimed_before && ContentHashDecides(in))
 			Complete(c);
 		in.content_hash = c.content_hash;
+		/* an equal version: the record may be release 0.1.0's, hashed from the session's texts */
+		if (hashed && !c.hash_of && stored && Version::Compare(c.version, stored->version) == 0)
+			in.content_hash = AdoptReleaseHash(t, *hashed, c.content_hash, stored->content_hash);
 		Decision d = Decide(in);
 		if (c.claimed_before &&
 		    (d.outcome != Outcome::Applied || DeliveryHadConflict(t.relid, c.delivery_key))) {
