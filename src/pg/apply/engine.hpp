@@ -105,6 +105,24 @@ class ApplyEngine {
 	Oid ResolveSourceTable(const std::string &source_name, const std::string &schema, const std::string &table,
 	                       bool same_name_fallback);
 
+	// The worker's guard for a source table whose replica identity does not
+	// carry the destination key (docs/worker.md, "Replica identity and the
+	// destination key"): the first key column of state-mode target `relid`
+	// that is not among `identity_columns` (the source's replica-identity
+	// column names, as pgoutput's RELATION message flags them), or nullopt
+	// when all are (and for history and handler mappings).
+	std::optional<std::string> KeyColumnOutsideIdentity(Oid relid, const std::vector<std::string> &identity_columns);
+
+	// An update of such a table carries no old value of `column`, so it
+	// cannot tell whether the update changed the key: it is only applied
+	// when target `relid` has a row with the after-image's key (the key did
+	// not change).  Otherwise ERROR 55000 naming the column and the key,
+	// with what to do; as PostgreSQL's own subscriber refuses such tables
+	// ("publisher did not send replica identity column expected by the
+	// logical replication target relation").  The caller applies what it
+	// has queued first.  Errors of the key's conversion as for ApplyChange.
+	void RequireRowAtKey(Oid relid, const RawImage &after, const std::string &column);
+
 	// Applies a batch of Debezium values in one call (cdc_apply_batch):
 	// events[i] is one Kafka record value (JSON null: a Kafka tombstone),
 	// delivery_keys[i] its delivery key (nullopt: derived; the vector may be

@@ -693,6 +693,38 @@ ApplyEngine::TakeClaim(const std::string &delivery_key, Oid relid, int32_t now_s
 	return Claim(delivery_key, relid, now_s);
 }
 
+std::optional<std::string>
+ApplyEngine::KeyColumnOutsideIdentity(Oid relid, const std::vector<std::string> &identity_columns)
+{
+	const Target &t = LoadTarget(relid);
+	if (t.modes.mode != Mode::State)
+		return std::nullopt;
+	for (int k : t.key) {
+		const std::string &name = t.columns[size_t(k)].name;
+		if (std::find(identity_columns.begin(), identity_columns.end(), name) == identity_columns.end())
+			return name;
+	}
+	return std::nullopt;
+}
+
+void
+ApplyEngine::RequireRowAtKey(Oid relid, const RawImage &after, const std::string &column)
+{
+	const Target &t = LoadTarget(relid);
+	const RunAs &as = Authorize(t);
+	Image img = ConvertImage(t, after, "after", as, true);
+	if (SelectRowImage(t, img, as))
+		return;
+	Fail("55000",
+	     "update of table " + t.display + " cannot be applied: the source's replica identity does not carry key column \"" +
+	         column + "\" of the destination, and the destination has no row with the new image's key, so the update may "
+	                  "have changed the key",
+	     "Applied as an insert it would leave the row under its old key behind.",
+	     "Give the source table a replica identity that carries the destination key (REPLICA IDENTITY FULL, or the same "
+	     "key), or key the destination by the replica identity's columns (cdc.register_mapping(..., key_columns => ...)); "
+	     "then let the worker retry, or repair the row and skip the transaction (cdc.skip_transaction).");
+}
+
 Outcome
 ApplyEngine::ApplyChange(const ChangeRequest &req)
 {

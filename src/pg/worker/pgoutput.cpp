@@ -16,6 +16,7 @@
 #include "core/version.hpp"
 
 extern "C" {
+#include "catalog/pg_class.h"
 #include "libpq/pqformat.h"
 #include "storage/ipc.h"
 #include "utils/memutils.h"
@@ -135,6 +136,37 @@ StampNextChange(ChangeRequest &req, const LogicalRepRelation *rel)
 	req.delivery_key = std::move(dk);
 }
 
+// An update of a source table whose replica identity does not carry every
+// key column of the destination (REPLICA IDENTITY USING INDEX on other
+// columns, or a destination keyed otherwise): the old key is never sent, so
+// an update that changes the destination key would be applied as an insert
+// under the new key and leave the old row behind, silently.  PostgreSQL's
+// subscriber refuses such tables outright (logicalrep_rel_mark_updatable);
+// the worker still applies updates that find their row at the new image's
+// key (the key did not change, docs/semantics.md B36 (a)) and stops with
+// 55000 on one that does not (ApplyEngine::RequireRowAtKey), after applying
+// the queued changes that precede it.
+void
+GuardKeyOutsideIdentity(const LogicalRepRelation *rel, const ChangeRequest &req)
+{
+	if (rel->replident == REPLICA_IDENTITY_FULL)
+		return; /* the old tuple carries every column */
+	std::vector<std::string> identity;
+	for (int i = 0; i < rel->natts; i++)
+		if (bms_is_member(i, rel->attkeys))
+			identity.emplace_back(rel->attnames[i]);
+	std::optional<std::string> column = W->engine->KeyColumnOutsideIdentity(req.target, identity);
+	if (!column || !req.after)
+		return;
+	if (W->engine->QueuedChanges() > 0) {
+		W->cur_table[0] = '\0'; /* the queue spans tables: the engine's context names the change's table */
+		LogQueue("inside source transaction " + std::to_string(W->xid) + ", before an update to check");
+		W->engine->ApplyQueued();
+		W->queue_spans = false;
+	}
+	W->engine->RequireRowAtKey(req.target, *req.after, *column);
+}
+
 // Applies one decoded pgoutput change through the engine.
 void
 ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldtup, char old_kind,
@@ -147,6 +179,8 @@ ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldt
 		req.after = TupleImage(rel, newtup, false);
 	if (oldtup)
 		req.before = TupleImage(rel, oldtup, old_kind == 'K');
+	if (op == Op::Update)
+		GuardKeyOutsideIdentity(rel, req);
 	StampNextChange(req, rel);
 	Submit(std::move(req), size_t(W->seq));
 }
