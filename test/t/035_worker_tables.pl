@@ -253,6 +253,27 @@ my ($ret, $out, $err) = $dest->psql('postgres', q{SELECT cdc.refresh_subscriptio
 like($err, qr/subscription "nosuch" does not exist/, 'refresh of an unknown subscription: 42704');
 ($ret, $out, $err) = $dest->psql('postgres', q{SELECT cdc.resync_table('tab', 't3')});
 like($err, qr/table public\.t3 is not published by subscription "tab"/, 'resync of a table the publications do not publish: refused');
+
+# ---------------------------------------------------------------------------
+# re-add: a table dropped from the publication comes back.  Its new copy
+# deletes the rows the source deleted while it was out (found by a fidelity
+# review: they stayed, with no error), as snapshot deletes at the copy's
+# point: tombstones, no outbox rows.
+# ---------------------------------------------------------------------------
+my $t3_outbox = rows(q{SELECT count(*) FROM cdc.outbox WHERE target = 't3'::regclass});
+$source->safe_psql('postgres', q{DELETE FROM t3 WHERE id <= 5; INSERT INTO t3 VALUES (51, 1, 'while out');
+                                 ALTER PUBLICATION p_tab ADD TABLE t3;});
+is(rows(q{SELECT string_agg(schema_name || '.' || table_name || ' ' || action, ',') FROM cdc.refresh_subscription('tab')}),
+	'public.t3 added', 're-add: t3 added again');
+ok($dest->poll_query_until('postgres', q{SELECT state = 'ready' FROM cdc.subscription_tables WHERE subscription = 'tab' AND table_name = 't3'}),
+	're-add: t3 copied again');
+ok(wait_caught_up($source, $dest, 'tab'), 're-add: caught up');
+same_as_source('t3', 're-add: t3 equals the source (rows 1-5 gone, row 1\'s update and row 51 there)');
+is(rows(q{SELECT string_agg(entity_key ->> 'id', ',' ORDER BY (entity_key ->> 'id')::int) FROM cdc.tombstones WHERE target = 't3'::regclass}),
+	'1,2,3,4,5', 're-add: tombstones of the five deleted rows');
+is(rows(qq{SELECT count(*) - $t3_outbox FROM cdc.outbox WHERE target = 't3'::regclass}), '0', 're-add: no outbox row from the copy');
+ok($dest->log_contains(qr/copied 46 rows of public\.t3 .*\n.*DETAIL:  5 rows the source no longer had at that point were deleted/),
+	're-add: the log says what the copy deleted');
 no_error('end');
 
 probe_drop($source, 'probe');

@@ -123,6 +123,18 @@ class ApplyEngine {
 	// has queued first.  Errors of the key's conversion as for ApplyChange.
 	void RequireRowAtKey(Oid relid, const RawImage &after, const std::string &column);
 
+	// The keys of target `relid`'s rows that a copy of its source table at
+	// version `v` (the worker's snapshot rows, {epoch, S, 0, 0}) did not
+	// refresh: its live entity records from source `source_name` older than
+	// `v`, each as the key columns' texts (names in *key_names).  The copy
+	// had every row the source published at S, so these rows were deleted
+	// there, or left the publication's row filter, while the destination
+	// did not follow the table (dropped from the publication and added
+	// back, an accepted gap): table_copy.cpp deletes them as snapshot
+	// deletes at S.  None for a stream-ordered target (no records).
+	std::vector<std::vector<std::string>> KeysOlderThan(Oid relid, const std::string &source_name, const Version &v,
+	                                                    std::vector<std::string> *key_names);
+
 	// Applies a batch of Debezium values in one call (cdc_apply_batch):
 	// events[i] is one Kafka record value (JSON null: a Kafka tombstone),
 	// delivery_keys[i] its delivery key (nullopt: derived; the vector may be

@@ -725,6 +725,18 @@ ApplyEngine::RequireRowAtKey(Oid relid, const RawImage &after, const std::string
 	     "then let the worker retry, or repair the row and skip the transaction (cdc.skip_transaction).");
 }
 
+std::vector<std::vector<std::string>>
+ApplyEngine::KeysOlderThan(Oid relid, const std::string &source_name, const Version &v, std::vector<std::string> *key_names)
+{
+	const Target &t = LoadTarget(relid);
+	key_names->clear();
+	for (int k : t.key)
+		key_names->push_back(t.columns[size_t(k)].name);
+	if (t.mapping.stream_ordered)
+		return {};
+	return LiveKeysOlderThan(relid, SourceId(source_name, source_ids_), t.key.size(), v);
+}
+
 Outcome
 ApplyEngine::ApplyChange(const ChangeRequest &req)
 {

@@ -296,6 +296,28 @@ LiveKeysNewerThan(Oid target, int32_t src, const Version &v)
 	return n ? ResultText(0, 1).value_or("{}") : "{}";
 }
 
+std::vector<std::vector<std::string>>
+LiveKeysOlderThan(Oid target, int32_t src, size_t nkey, const Version &v)
+{
+	Params p;
+	p.AddOid(target);
+	p.Add(INT4OID, Int32GetDatum(src), false);
+	AddVersion(p, v);
+	/* the compact key: the text of a single key column, else a text[] literal (core/layout.hpp) */
+	std::string cols;
+	for (size_t i = 1; i <= nkey; i++)
+		cols += (i > 1 ? ", " : "") + (nkey == 1 ? std::string("key") : "(key::pg_catalog.text[])[" + std::to_string(i) + "]");
+	uint64_t n = Execute("SELECT " + cols + " FROM cdc.entity_state "
+	                     "WHERE target OPERATOR(pg_catalog.=) $1 AND src OPERATOR(pg_catalog.=) $2 "
+	                     "AND (v0, v1, v2, v3) OPERATOR(pg_catalog.<) ($3, $4, $5, $6) AND NOT deleted ORDER BY key",
+	                     p, true);
+	std::vector<std::vector<std::string>> keys(n);
+	for (uint64_t r = 0; r < n; r++)
+		for (size_t i = 1; i <= nkey; i++)
+			keys[r].push_back(ResultText(r, int(i)).value_or(""));
+	return keys;
+}
+
 void
 DropEntityRecordsUpTo(Oid target, int32_t src, const Version &v)
 {

@@ -98,6 +98,11 @@ void RecordDeadLetter(Oid target, const std::string &entity_key, const std::stri
 // source `src` whose version is newer than `v`: the rows a late truncate
 // keeps.
 std::string LiveKeysNewerThan(Oid target, int32_t src, const Version &v);
+// The keys of target's live entity records (not tombstones) from source
+// id `src` older than `v`, each as its nkey column texts (the compact key
+// split, core/layout.hpp), in key order: the rows a copy of the table at
+// `v` did not refresh (ApplyEngine::KeysOlderThan).  As the extension owner.
+std::vector<std::vector<std::string>> LiveKeysOlderThan(Oid target, int32_t src, size_t nkey, const Version &v);
 
 // Deletes the entity records of `target` from source `src` with versions at
 // or below `v` (a truncate barrier covers them).

@@ -74,6 +74,43 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
 	Submit(std::move(req), size_t(row));
 }
 
+// After the copy of a table at `cp`, in its local transaction: the rows the
+// copy did not refresh (ApplyEngine::KeysOlderThan: entity records of this
+// source older than the snapshot version), which the source no longer
+// published at cp, deleted as snapshot deletes at cp (no outbox row, as
+// cdc.resync deletes them).  Found by a fidelity review: a table dropped
+// from the publication, refreshed, added back and refreshed kept the rows
+// deleted on the source meanwhile.  `rows`: the copy's rows, numbered
+// before these.  Returns how many were deleted.
+long
+DeleteRowsNotCopied(const char *schema, const char *table, XLogRecPtr cp, long rows)
+{
+	const Oid relid = W->engine->ResolveSourceTable(W->name, schema, table, true);
+	W->engine->ApplyQueued(); /* the copy's rows first: their records move to the snapshot version */
+	const cdc::Version v{{W->epoch, int64_t(cp), 0, 0}};
+	std::vector<std::string> names;
+	std::vector<std::vector<std::string>> keys = W->engine->KeysOlderThan(relid, W->source_id, v, &names);
+	for (const std::vector<std::string> &key : keys) {
+		ChangeRequest req;
+		req.target = relid;
+		req.op = Op::Delete;
+		req.snapshot_delete = true;
+		RawImage img;
+		for (size_t i = 0; i < names.size() && i < key.size(); i++)
+			img.values.emplace_back(names[i], DecodedValue::Text(key[i]));
+		req.before = std::move(img);
+		req.source.connector = "pgoutput";
+		req.source.name = W->source_id;
+		req.source.db = W->source_db;
+		req.source.schema = schema;
+		req.source.table = table;
+		req.source.lsn = int64_t(cp);
+		req.version = v;
+		Submit(std::move(req), size_t(++rows));
+	}
+	return long(keys.size());
+}
+
 } // namespace
 
 /*
@@ -298,6 +335,8 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	}
 	PQclear(res);
 	MemoryContextReset(row_context);
+	long removed = 0;
+	cdc::pg::RunCpp([&]() { removed = DeleteRowsNotCopied(schema, table, cp, rows); });
 	cdc::pg::RunCpp([&]() {
 		W->engine->Finish();
 		delete W->engine;
@@ -316,7 +355,8 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	registry_copy_done((uint64) rows, bytes);
 	W->cur_table[0] = '\0';
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": copied %ld rows of %s.%s at %X/%X", W->name, rows, schema, table,
-	                     CDC_LSN_ARGS(cp))));
+	                     CDC_LSN_ARGS(cp)),
+	              removed > 0 ? errdetail("%ld rows the source no longer had at that point were deleted.", removed) : 0));
 }
 
 /* A text[] Datum of `n` C strings. */
