@@ -585,6 +585,7 @@ ApplyEntity(EntityChange &c, Counters &cnt)
 		return ApplyHistory(c, cnt);
 	if (c.stream)
 		return ApplyDecided(c, cnt);
+	const Image *hashed = c.hash_of; /* kept for AdoptReleaseHash: Complete() clears hash_of */
 	for (int attempt = 0;; attempt++) {
 		EntityLocation loc;
 		std::optional<EntityRecord> stored = LockEntity(c, &loc);
@@ -609,7 +610,6 @@ ApplyEntity(EntityChange &c, Counters &cnt)
 		 * ledger had is a duplicate unless the decision is "applied", which
 		 * no content hash makes: its hash is not needed either.
 		 */
-		const Image *hashed = c.hash_of;
 		if (c.hash_of && !c.claimed_before && ContentHashDecides(in))
 			Complete(c);
 		in.content_hash = c.content_hash;
