@@ -274,6 +274,28 @@ is(rows(q{SELECT string_agg(entity_key ->> 'id', ',' ORDER BY (entity_key ->> 'i
 is(rows(qq{SELECT count(*) - $t3_outbox FROM cdc.outbox WHERE target = 't3'::regclass}), '0', 're-add: no outbox row from the copy');
 ok($dest->log_contains(qr/copied 46 rows of public\.t3 .*\n.*DETAIL:  5 rows the source no longer had at that point were deleted/),
 	're-add: the log says what the copy deleted');
+# ... with a key of two columns, text values that need quoting in the
+# compact key's array literal
+my $t6 = q{CREATE TABLE t6 (a int, b text, n int, PRIMARY KEY (a, b));};
+$source->safe_psql('postgres', $t6 . q{INSERT INTO t6 SELECT g, 'x, "' || g || '" {}', g FROM generate_series(1, 10) g;
+                                       ALTER PUBLICATION p_tab ADD TABLE t6;});
+$dest->safe_psql('postgres', $t6 . q{SELECT cdc.register_mapping('t6', outbox => true, source_name => 'tab');});
+my $t6_added = sub {
+	return rows(q{SELECT string_agg(schema_name || '.' || table_name || ' ' || action, ',') FROM cdc.refresh_subscription('tab')});
+};
+is($t6_added->(), 'public.t6 added', 're-add, two key columns: t6 added');
+ok($dest->poll_query_until('postgres', q{SELECT state = 'ready' FROM cdc.subscription_tables WHERE subscription = 'tab' AND table_name = 't6'}),
+	're-add, two key columns: t6 copied');
+$source->safe_psql('postgres', 'ALTER PUBLICATION p_tab DROP TABLE t6');
+is($t6_added->(), 'public.t6 removed', 're-add, two key columns: t6 removed');
+$source->safe_psql('postgres', q{DELETE FROM t6 WHERE a <= 3; ALTER PUBLICATION p_tab ADD TABLE t6;});
+is($t6_added->(), 'public.t6 added', 're-add, two key columns: t6 added again');
+ok($dest->poll_query_until('postgres', q{SELECT state = 'ready' FROM cdc.subscription_tables WHERE subscription = 'tab' AND table_name = 't6'}),
+	're-add, two key columns: t6 copied again');
+ok(wait_caught_up($source, $dest, 'tab'), 're-add, two key columns: caught up');
+compare_table($source, $dest, q{SELECT count(*), md5(string_agg(x::text, ',' ORDER BY a, b)) FROM t6 x},
+	're-add, two key columns: t6 equals the source (rows 1-3 gone)');
+is(rows(q{SELECT count(*) FROM cdc.tombstones WHERE target = 't6'::regclass}), '3', 're-add, two key columns: three tombstones');
 no_error('end');
 
 probe_drop($source, 'probe');

@@ -306,10 +306,12 @@ LiveKeysOlderThan(Oid target, int32_t src, size_t nkey, const Version &v)
 	/* the compact key: the text of a single key column, else a text[] literal (core/layout.hpp) */
 	std::string cols;
 	for (size_t i = 1; i <= nkey; i++)
-		cols += (i > 1 ? ", " : "") + (nkey == 1 ? std::string("key") : "(key::pg_catalog.text[])[" + std::to_string(i) + "]");
-	uint64_t n = Execute("SELECT " + cols + " FROM cdc.entity_state "
-	                     "WHERE target OPERATOR(pg_catalog.=) $1 AND src OPERATOR(pg_catalog.=) $2 "
-	                     "AND (v0, v1, v2, v3) OPERATOR(pg_catalog.<) ($3, $4, $5, $6) AND NOT deleted ORDER BY key",
+		cols += (i > 1 ? ", " : "") + (nkey == 1 ? std::string("e.key") : "(e.key::pg_catalog.text[])[" + std::to_string(i) + "]");
+	/* ordered by the table's column (each element of a split key is also called "key") */
+	uint64_t n = Execute("SELECT " + cols + " FROM cdc.entity_state e "
+	                     "WHERE e.target OPERATOR(pg_catalog.=) $1 AND e.src OPERATOR(pg_catalog.=) $2 "
+	                     "AND (e.v0, e.v1, e.v2, e.v3) OPERATOR(pg_catalog.<) ($3, $4, $5, $6) AND NOT e.deleted "
+	                     "ORDER BY e.key",
 	                     p, true);
 	std::vector<std::vector<std::string>> keys(n);
 	for (uint64_t r = 0; r < n; r++)
