@@ -232,3 +232,64 @@ SELECT op, entity_key, left(payload->>'name', 20) AS name, length(payload->>'nam
 SELECT dwb_apply('dwb_st_on', true) = dwb_apply('dwb_st_off', false) AS same_outcomes;
 SELECT * FROM dw_diff('dwb_st_on', 'dwb_st_off');
 SELECT id, name, qty FROM dwb_st_on ORDER BY id;
+
+-- ===========================================================================
+-- Where the key index finds other rows than the statement's "DELETE FROM t
+-- WHERE key = $1": the direct writer must step aside, and a batch must not
+-- merge a key's delete into its re-creation.
+-- (a) An inheritance parent: the statement also removes a child's row of
+--     the key (the parent's index alone finds none).
+-- (b) A unique index declared with another collation than its column (a
+--     nondeterministic, case-insensitive one on a "C" column): the index
+--     finds 'ABC' for the key 'abc', which the statement's = does not match.
+-- Each applies the same delete with the setting on and off, in a rolled
+-- back transaction, and compares the rows and the outbox payloads.
+-- ===========================================================================
+CREATE TABLE dw_par (id int PRIMARY KEY, v text);
+CREATE TABLE dw_par_child (extra int) INHERITS (dw_par);
+INSERT INTO dw_par_child VALUES (1, 'child row', 0);
+SELECT count(*) FROM cdc.register_mapping('dw_par', outbox => true);
+CREATE COLLATION dw_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE dw_ci_key (k text COLLATE "C" NOT NULL, v text);
+CREATE UNIQUE INDEX dw_ci_key_k ON dw_ci_key (k COLLATE dw_ci);
+-- (a replica identity: without one the direct writer steps aside anyway)
+ALTER TABLE dw_ci_key REPLICA IDENTITY USING INDEX dw_ci_key_k;
+INSERT INTO dw_ci_key VALUES ('ABC', 'upper case');
+SELECT count(*) FROM cdc.register_mapping('dw_ci_key', key_columns => ARRAY['k'], outbox => true);
+-- the deliveries `evs` applied to `tbl` one by one (or as one batch) with
+-- the setting `direct`; the rows (with the table each is in) and the outbox
+-- payloads, then everything rolled back
+CREATE FUNCTION dw_scope(tbl regclass, evs jsonb, direct boolean, batch boolean) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  r text;
+  e jsonb;
+BEGIN
+  BEGIN
+    PERFORM set_config('cdc.direct_writes', direct::text, true);
+    IF batch THEN
+      PERFORM cdc_apply_batch(evs);
+    ELSE
+      FOR e IN SELECT * FROM jsonb_array_elements(evs) LOOP
+        PERFORM cdc_apply(e);
+      END LOOP;
+    END IF;
+    EXECUTE format('SELECT coalesce(string_agg(t.tableoid::regclass || '' '' || to_jsonb(t)::text, ''; '' ORDER BY to_jsonb(t)::text), ''no rows'') FROM %s t', tbl)
+      INTO r;
+    r := r || ' | outbox: ' || coalesce((SELECT string_agg(op || ' ' || payload::text, '; ' ORDER BY id) FROM cdc.outbox WHERE target = tbl), 'none');
+    RAISE EXCEPTION USING ERRCODE = 'P0099', MESSAGE = r;
+  EXCEPTION WHEN SQLSTATE 'P0099' THEN
+    RETURN SQLERRM;
+  END;
+END $$;
+-- (a) the delete removes the child's row either way, and its payload is that row
+SELECT dw_scope('dw_par', jsonb_build_array(dbz('d', 'dw_par', NULL, '0/100', 1, '{"id": 1, "v": "before"}')), true, false) AS direct_on;
+SELECT dw_scope('dw_par', jsonb_build_array(dbz('d', 'dw_par', NULL, '0/100', 1, '{"id": 1, "v": "before"}')), false, false) AS direct_off;
+-- a batch with the key's delete and its re-creation: the child's row goes, as one by one
+SELECT dw_scope('dw_par', jsonb_build_array(dbz('d', 'dw_par', NULL, '0/100', 1, '{"id": 1, "v": "before"}'),
+                                            dbz('c', 'dw_par', '{"id": 1, "v": "again"}', '0/200', 2)), true, true) AS batch_on;
+SELECT dw_scope('dw_par', jsonb_build_array(dbz('d', 'dw_par', NULL, '0/100', 1, '{"id": 1, "v": "before"}'),
+                                            dbz('c', 'dw_par', '{"id": 1, "v": "again"}', '0/200', 2)), false, false) AS one_by_one_off;
+-- (b) the delete of 'abc' leaves the row 'ABC' either way
+SELECT dw_scope('dw_ci_key', jsonb_build_array(dbz('d', 'dw_ci_key', NULL, '0/100', 1, '{"k": "abc", "v": "lower case"}')), true, false) AS direct_on;
+SELECT dw_scope('dw_ci_key', jsonb_build_array(dbz('d', 'dw_ci_key', NULL, '0/100', 1, '{"k": "abc", "v": "lower case"}')), false, false) AS direct_off;
+SELECT dw_scope('dw_ci_key', jsonb_build_array(dbz('d', 'dw_ci_key', NULL, '0/100', 1, '{"k": "abc", "v": "lower case"}')), true, true) AS batch_on;

@@ -11,6 +11,7 @@
 #include <memory>
 
 extern "C" {
+#include "access/genam.h"
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -25,6 +26,7 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 }
 
 namespace cdc::pg {
@@ -46,13 +48,42 @@ DirectTargetWritesAllowedPg()
 }
 
 /*
+ * Does the unique index `indexoid` of `rel` compare its key columns as the
+ * statement's "t.col = $n" does: the column's collation and an operator
+ * family holding the type's default equality (the operator the statement
+ * uses, target.cpp, EqualityOperatorPg)?  An index declared with another
+ * collation (say a nondeterministic, case-insensitive one on a "C" column)
+ * finds a row the statement's predicate does not match: the key 'abc'
+ * would find and remove the row 'ABC'.
+ */
+bool
+IndexComparesAsColumnsPg(Relation rel, Oid indexoid)
+{
+	Relation idx = index_open(indexoid, AccessShareLock);
+	TupleDesc desc = RelationGetDescr(rel);
+	bool ok = true;
+	for (int j = 0; ok && j < idx->rd_index->indnkeyatts; j++) {
+		AttrNumber a = idx->rd_index->indkey.values[j];
+		Form_pg_attribute att = TupleDescAttr(desc, a - 1);
+		TypeCacheEntry *tce = lookup_type_cache(att->atttypid, TYPECACHE_EQ_OPR);
+		ok = idx->rd_indcollation[j] == att->attcollation && OidIsValid(tce->eq_opr) &&
+		     op_in_opfamily(tce->eq_opr, idx->rd_opfamily[j]);
+	}
+	index_close(idx, NoLock);
+	return ok;
+}
+
+/*
  * Opens the target `relid` (RowExclusiveLock, as the statement locks it)
  * for a write without the statement, with *index its unique index on the
  * key columns key[0..nkey): NULL where the statement could behave
  * differently (DirectTargetWritesAllowedPg; the current user lacks USAGE on
  * the schema or any of `need` on the table; not a plain table, or one with
- * triggers, rules or row-level security; no replica identity for UPDATE and
- * DELETE (CheckCmdReplicaIdentity); no such index).
+ * triggers, rules, row-level security or inheritance children (the
+ * statement's DELETE FROM t also removes a child's row of the key, the
+ * index of t alone finds none); no replica identity for UPDATE and DELETE
+ * (CheckCmdReplicaIdentity); no such index, or one comparing the key with
+ * another collation or equality than the statement's).
  */
 Relation
 OpenDirectTargetPg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Oid *index)
@@ -66,10 +97,12 @@ OpenDirectTargetPg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Oid
 		return NULL;
 	Relation rel = table_open(relid, RowExclusiveLock);
 	bool plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
-	             !rel->rd_rel->relrowsecurity &&
+	             !rel->rd_rel->relrowsecurity && !rel->rd_rel->relhassubclass &&
 	             (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL || OidIsValid(RelationGetReplicaIndex(rel)));
 	if (plain)
 		*index = UniqueIndexOnPg(rel, key, nkey);
+	if (OidIsValid(*index) && !IndexComparesAsColumnsPg(rel, *index))
+		*index = InvalidOid;
 	if (!OidIsValid(*index)) {
 		table_close(rel, NoLock);
 		return NULL;

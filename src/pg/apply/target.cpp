@@ -143,15 +143,17 @@ HasUniqueIndexPg(Oid relid, const AttrNumber *cols, int ncols)
  * one row earlier, later or not at all can only be seen in that row?  A
  * plain table (not partitioned) with no triggers (which also rules out
  * foreign keys in either direction: they are triggers), no rules, no
- * row-level security, no CHECK constraints, and no unique or exclusion
- * index other than the one on the key columns.
+ * row-level security, no CHECK constraints, no inheritance children (a
+ * delete of the parent also removes a child's row of the key, so a merged
+ * "delete, create" would leave that row), and no unique or exclusion index
+ * other than the one on the key columns.
  */
 bool
 IndependentRowsPg(Oid relid, const AttrNumber *key, int nkey)
 {
 	Relation rel = table_open(relid, NoLock);
 	bool ok = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && rel->rd_rules == NULL &&
-	          !rel->rd_rel->relrowsecurity && rel->rd_rel->relchecks == 0;
+	          !rel->rd_rel->relrowsecurity && !rel->rd_rel->relhassubclass && rel->rd_rel->relchecks == 0;
 	List *indexes = ok ? RelationGetIndexList(rel) : NIL;
 	ListCell *lc;
 	foreach (lc, indexes) {
