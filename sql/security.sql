@@ -599,6 +599,18 @@ DROP TABLE public.sec_stream;
 DROP ROLE regress_sec_login;
 
 -- ===========================================================================
+-- A system catalog or a table of the cdc schema cannot be mapped, by a
+-- superuser either (found by a fresh-user run: the mapping was accepted and
+-- every apply through it refused; docs/security.md, "Targets").
+-- ===========================================================================
+\set VERBOSITY terse
+SELECT cdc.register_mapping('cdc.ledger', source_schema => 'public', source_table => 'sec_ledger');
+SELECT cdc.register_mapping('pg_catalog.pg_authid', source_schema => 'public', source_table => 'sec_authid');
+\set VERBOSITY default
+SELECT count(*) AS mappings_to_internal_tables FROM cdc.mapping
+ WHERE target::text IN ('cdc.ledger', 'pg_authid', 'pg_catalog.pg_authid');
+
+-- ===========================================================================
 -- The real pipeline still applies, and nothing of the above stayed behind.
 -- ===========================================================================
 SELECT public.cdc_apply(public.dbz('u', 'orders', '{"id": 1, "note": "final", "qty": 8}', '0/A000', 10), 'sec_shared.orders', 'o-final');
