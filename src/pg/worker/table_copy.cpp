@@ -46,6 +46,27 @@ using cdc::Op;
 using cdc::pg::ChangeRequest;
 using cdc::pg::RawImage;
 
+// A change of source table schema.table known from its copy at point `cp`
+// (a snapshot row, or a snapshot delete): the source identity of the
+// subscription and the copy's version {epoch, cp, 0, 0}; its delivery key
+// is derived from that identity (dbz-style, with the op and the snapshot
+// point).
+ChangeRequest
+CopyChange(Oid target, Op op, const char *schema, const char *table, XLogRecPtr cp)
+{
+	ChangeRequest req;
+	req.target = target;
+	req.op = op;
+	req.source.connector = "pgoutput";
+	req.source.name = W->source_id;
+	req.source.db = W->source_db;
+	req.source.schema = schema;
+	req.source.table = table;
+	req.source.lsn = int64_t(cp);
+	req.version = cdc::Version{{W->epoch, int64_t(cp), 0, 0}};
+	return req;
+}
+
 // One row of the initial copy, applied as a snapshot row at point `cp`;
 // `row` is its 1-based number in the copy of the table.
 void
@@ -56,21 +77,11 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
 	if (int(values.size()) != ncolumns)
 		throw cdc::InputError("22P02", "COPY row of " + std::string(schema) + "." + table + " has " +
 		                                   std::to_string(values.size()) + " columns, expected " + std::to_string(ncolumns));
-	ChangeRequest req;
-	req.target = W->engine->ResolveSourceTable(W->name, schema, table, true);
-	req.op = Op::Read;
+	ChangeRequest req = CopyChange(W->engine->ResolveSourceTable(W->name, schema, table, true), Op::Read, schema, table, cp);
 	RawImage img;
 	for (int i = 0; i < ncolumns; i++)
 		img.values.emplace_back(columns[i], values[size_t(i)] ? DecodedValue::Text(*values[size_t(i)]) : DecodedValue::Null());
 	req.after = std::move(img);
-	req.source.connector = "pgoutput";
-	req.source.name = W->source_id;
-	req.source.db = W->source_db;
-	req.source.schema = schema;
-	req.source.table = table;
-	req.source.lsn = int64_t(cp);
-	req.version = cdc::Version{{W->epoch, int64_t(cp), 0, 0}};
-	/* delivery key derived from the source identity: dbz-style, with op r and the snapshot point */
 	Submit(std::move(req), size_t(row));
 }
 
@@ -91,21 +102,12 @@ DeleteRowsNotCopied(const char *schema, const char *table, XLogRecPtr cp, long r
 	std::vector<std::string> names;
 	std::vector<std::vector<std::string>> keys = W->engine->KeysOlderThan(relid, W->source_id, v, &names);
 	for (const std::vector<std::string> &key : keys) {
-		ChangeRequest req;
-		req.target = relid;
-		req.op = Op::Delete;
+		ChangeRequest req = CopyChange(relid, Op::Delete, schema, table, cp);
 		req.snapshot_delete = true;
 		RawImage img;
 		for (size_t i = 0; i < names.size() && i < key.size(); i++)
 			img.values.emplace_back(names[i], DecodedValue::Text(key[i]));
 		req.before = std::move(img);
-		req.source.connector = "pgoutput";
-		req.source.name = W->source_id;
-		req.source.db = W->source_db;
-		req.source.schema = schema;
-		req.source.table = table;
-		req.source.lsn = int64_t(cp);
-		req.version = v;
 		Submit(std::move(req), size_t(++rows));
 	}
 	return long(keys.size());
