@@ -780,3 +780,22 @@ SET DateStyle = 'ISO, MDY';
 SELECT id, at, v FROM sem_ch ORDER BY id;
 SELECT delivery_key, reason FROM cdc.conflicts WHERE target = 'sem_ch'::regclass ORDER BY id;
 SELECT applied, duplicate, conflict FROM cdc.stats WHERE target = 'sem_ch'::regclass;
+-- ... and a session whose extra_float_digits rounds floats (0 or less)
+-- prints 0.10000000000000002 as "0.1": the release 0.1.0 hash of such a
+-- change equalled the record of 0.1, and the different value was taken
+-- for a duplicate (found by a hostile test).  One by one and in a batch.
+CREATE TABLE sem_chf (id int PRIMARY KEY, f float8, r real);
+SELECT target FROM cdc.register_mapping('sem_chf');
+CREATE FUNCTION sem_chf_ev(id int, f jsonb, r jsonb) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('op', 'c', 'source', jsonb_build_object('name', 'ch', 'schema', 'public', 'table', 'sem_chf', 'lsn', 300 + id, 'txId', 300 + id),
+    'after', jsonb_build_object('id', id, 'f', f, 'r', r)) $$;
+SELECT cdc_apply(sem_chf_ev(id, '0.1', '0.1'), NULL, 'chf:' || id) FROM generate_series(1, 4) id;
+SET extra_float_digits = 0;
+SELECT cdc_apply(sem_chf_ev(1, '0.10000000000000002', '0.1'), NULL, 'chf:1-other') AS float8_other;
+SELECT cdc_apply(sem_chf_ev(2, '0.1', '0.10000001'), NULL, 'chf:2-other') AS real_other;
+SELECT applied, duplicate, conflict FROM cdc_apply_batch(jsonb_build_array(sem_chf_ev(3, '0.10000000000000002', '0.1')), delivery_keys => ARRAY['chf:3-other']);
+-- the same values again from this session: duplicates
+SELECT cdc_apply(sem_chf_ev(4, '0.1', '0.1'), NULL, 'chf:4-again') AS same_again;
+RESET extra_float_digits;
+SELECT * FROM sem_chf ORDER BY id;
+SELECT delivery_key, reason FROM cdc.conflicts WHERE target = 'sem_chf'::regclass ORDER BY id;

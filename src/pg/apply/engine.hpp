@@ -123,6 +123,19 @@ class ApplyEngine {
 	// has queued first.  Errors of the key's conversion as for ApplyChange.
 	void RequireRowAtKey(Oid relid, const RawImage &after, const std::string &column);
 
+	// The name of another subscription of this database (not
+	// `subscription`) of the source cluster `system_id` (or of one not
+	// known yet: no slot_system_id) with a published table whose target is
+	// `relid` (its cdc.mapping row, else the table of the same name), or
+	// nullopt.  Its rows carry the same source id (pg:<system identifier>):
+	// it reads the same source cluster (another database, another row
+	// filter of the table), so a copy cannot tell them from its own rows the
+	// source deleted: table_copy.cpp then deletes none (found by a hostile
+	// test: the copy of a second subscription, whose publication filtered
+	// another part of the table, deleted every row of the first).
+	std::optional<std::string> OtherSubscriptionWriting(Oid relid, const std::string &subscription,
+	                                                    const std::string &system_id);
+
 	// The keys of target `relid`'s rows that a copy of its source table at
 	// version `v` (the worker's snapshot rows, {epoch, S, 0, 0}) did not
 	// refresh: its live entity records from source `source_name` older than

@@ -14,6 +14,7 @@
 #include "pg/spi.hpp"
 
 #include <algorithm>
+#include <cmath>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -419,10 +420,45 @@ ImageHash(const Target &t, const Image &img, HashStyle style)
 	return md5.Hex();
 }
 
+namespace {
+
+// Whether every float value of `img` prints, in the session's settings, a
+// text that reads back as the same value.  With extra_float_digits below 1
+// the output function rounds (0.10000000000000002 prints "0.1"), so two
+// different values can have one Release010 text.  PostgreSQL regime.
+bool
+FloatTextsExactPg(const Target &t, const Image &img)
+{
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Column &col = t.columns[i];
+		const Cell &c = img.cells[i];
+		if (col.ctype.family != ColumnType::Family::Float || !c.present || c.unavailable || c.isnull)
+			continue;
+		char *out = OutputFunctionCall(col.out_fn, c.value);
+		bool same;
+		if (getBaseType(col.type) == FLOAT4OID) {
+			float4 a = DatumGetFloat4(c.value), b = DatumGetFloat4(DirectFunctionCall1(float4in, CStringGetDatum(out)));
+			same = float4_eq(a, b) && std::signbit(a) == std::signbit(b);
+		} else {
+			float8 a = DatumGetFloat8(c.value), b = DatumGetFloat8(DirectFunctionCall1(float8in, CStringGetDatum(out)));
+			same = float8_eq(a, b) && std::signbit(a) == std::signbit(b);
+		}
+		pfree(out);
+		if (!same)
+			return false;
+	}
+	return true;
+}
+
+} // namespace
+
 std::string
 AdoptReleaseHash(const Target &t, const Image &img, const std::string &content_hash, const std::string &stored_hash)
 {
 	if (content_hash == stored_hash)
+		return content_hash;
+	/* a rounded float text would make another value's hash equal the record's: a conflict hidden as a duplicate */
+	if (!PgCall([&]() { return FloatTextsExactPg(t, img); }))
 		return content_hash;
 	std::string release = ContentHash32(ImageHash(t, img, HashStyle::Release010));
 	return release == stored_hash ? release : content_hash;

@@ -106,7 +106,10 @@ std::string ImageHash(const Target &t, const Image &img, HashStyle style = HashS
 // release 0.1.0, whose hashes were of the session's output texts: replayed
 // from a session with the same settings, it stays a duplicate).  Only
 // called for equal versions whose hashes differ, so the second hash costs
-// nothing on the common path.
+// nothing on the common path.  Not adopted when a float value of `img`
+// prints, in the session's settings, a text that does not read back as the
+// same value (extra_float_digits below 1): its Release010 hash would equal
+// a record of another value (a content difference taken for a duplicate).
 std::string AdoptReleaseHash(const Target &t, const Image &img, const std::string &content_hash,
                              const std::string &stored_hash);
 // The entity key as JSON ({"id": "7"}); 22023/22004 for a missing,

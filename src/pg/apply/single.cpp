@@ -725,6 +725,31 @@ ApplyEngine::RequireRowAtKey(Oid relid, const RawImage &after, const std::string
 	     "then let the worker retry, or repair the row and skip the transaction (cdc.skip_transaction).");
 }
 
+std::optional<std::string>
+ApplyEngine::OtherSubscriptionWriting(Oid relid, const std::string &subscription, const std::string &system_id)
+{
+	Params p;
+	p.AddOid(relid);
+	p.AddText(subscription);
+	p.AddText(system_id);
+	/* a published table's target as the worker resolves it (ResolveUncached): its mapping, else the same name */
+	uint64_t n = Execute(
+		"SELECT s.name FROM cdc.subscription s JOIN cdc.subscription_rel r "
+		"ON r.subid OPERATOR(pg_catalog.=) s.subid "
+		"WHERE s.name OPERATOR(pg_catalog.<>) $2 "
+		"AND (s.slot_system_id IS NULL OR s.slot_system_id OPERATOR(pg_catalog.=) $3) AND COALESCE("
+		"(SELECT m.target::pg_catalog.oid FROM cdc.mapping m "
+		"WHERE m.source_schema OPERATOR(pg_catalog.=) r.schema_name AND m.source_table OPERATOR(pg_catalog.=) r.table_name "
+		"AND (m.source_name IS NULL OR m.source_name OPERATOR(pg_catalog.=) s.name) ORDER BY m.source_name IS NULL LIMIT 1), "
+		"pg_catalog.to_regclass(pg_catalog.quote_ident(r.schema_name) OPERATOR(pg_catalog.||) '.' "
+		"OPERATOR(pg_catalog.||) pg_catalog.quote_ident(r.table_name))::pg_catalog.oid) OPERATOR(pg_catalog.=) $1 "
+		"ORDER BY s.name LIMIT 1",
+		p, true);
+	if (n == 0)
+		return std::nullopt;
+	return ResultText(0, 1);
+}
+
 std::vector<std::vector<std::string>>
 ApplyEngine::KeysOlderThan(Oid relid, const std::string &source_name, const Version &v, std::vector<std::string> *key_names)
 {

@@ -91,7 +91,9 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
 // published at cp, deleted as snapshot deletes at cp (no outbox row, as
 // cdc.resync deletes them).  Found by a fidelity review: a table dropped
 // from the publication, refreshed, added back and refreshed kept the rows
-// deleted on the source meanwhile.  `rows`: the copy's rows, numbered
+// deleted on the source meanwhile.  None when another subscription writes
+// the same target (ApplyEngine::OtherSubscriptionWriting: its rows have the
+// same source id), with a WARNING.  `rows`: the copy's rows, numbered
 // before these.  Returns how many were deleted.
 long
 DeleteRowsNotCopied(const char *schema, const char *table, XLogRecPtr cp, long rows)
@@ -99,6 +101,18 @@ DeleteRowsNotCopied(const char *schema, const char *table, XLogRecPtr cp, long r
 	const Oid relid = W->engine->ResolveSourceTable(W->name, schema, table, true);
 	W->engine->ApplyQueued(); /* the copy's rows first: their records move to the snapshot version */
 	const cdc::Version v{{W->epoch, int64_t(cp), 0, 0}};
+	if (std::optional<std::string> other = W->engine->OtherSubscriptionWriting(relid, W->name, W->system_id)) {
+		cdc::pg::PgCall([&]() {
+			ereport(WARNING,
+			        (errmsg("cdc_apply subscription \"%s\": the copy of %s.%s deletes no rows the source no longer has", W->name,
+			                schema, table),
+			         errdetail("Subscription \"%s\" also writes its destination table, and the entity records do not "
+			                   "tell its rows from this subscription's.",
+			                   other->c_str()),
+			         errhint("Compare the table with the source (CALL cdc.audit) and repair it with CALL cdc.resync.")));
+		});
+		return 0;
+	}
 	std::vector<std::string> names;
 	std::vector<std::vector<std::string>> keys = W->engine->KeysOlderThan(relid, W->source_id, v, &names);
 	for (const std::vector<std::string> &key : keys) {
