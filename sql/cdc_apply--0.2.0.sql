@@ -2585,8 +2585,13 @@ CREATE VIEW cdc.copy_progress AS
     FROM cdc.subscription_rel r
     JOIN cdc.subscription s ON s.subid OPERATOR(pg_catalog.=) r.subid
    WHERE r.state OPERATOR(pg_catalog.=) 'init'
+     -- a copy that shared memory shows, running or done, is not waiting: the
+     -- state read from cdc.subscription_rel is this query's snapshot's, and
+     -- the worker marks a finished copy done in shared memory right after
+     -- the commit that made the table ready, which a snapshot taken just
+     -- before does not see (the table showed as done and waiting at once)
      AND NOT EXISTS (SELECT 1 FROM cdc._copy_progress() p
-                      WHERE p.subid OPERATOR(pg_catalog.=) r.subid AND p.state OPERATOR(pg_catalog.=) 'copying'
+                      WHERE p.subid OPERATOR(pg_catalog.=) r.subid AND p.state OPERATOR(pg_catalog.=) ANY (ARRAY['copying', 'done'])
                         AND p.schema_name OPERATOR(pg_catalog.=) r.schema_name
                         AND p.table_name OPERATOR(pg_catalog.=) r.table_name);
 COMMENT ON VIEW cdc.copy_progress IS
