@@ -4,7 +4,11 @@
 // or history row -> outbox row -> counts.  Also truncate barriers (TRUNCATE
 // or the keep-newer delete, cdc.table_barrier), key-changing updates (the
 // implied delete that moves unsent columns), conflicts (cdc.conflicts and
-// the conflict policy) and dead letters of expired changes.
+// the conflict policy) and dead letters of expired changes.  And the
+// worker's questions about a target around its changes: the replica
+// identity guard (KeyColumnOutsideIdentity, RequireRowAtKey) and, after a
+// table's copy, the rows the copy did not refresh (KeysOlderThan,
+// OtherSubscriptionWriting).
 //
 // Glue, C++ regime: every statement through SPI, PostgreSQL calls through
 // PgCall.  Must not hold state across calls: everything lives in the

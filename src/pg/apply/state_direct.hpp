@@ -18,6 +18,8 @@
 //    the row locked before (ExecSimpleRelationUpdate: HOT where possible),
 //    or INSERT ... ON CONFLICT (target, key) DO NOTHING by speculative
 //    insertion.
+//  - ReadWatermarkDirectPg: the SELECT of cdc.prune_watermark by its
+//    primary key, an index scan with the statement's new snapshot.
 //
 // Each returns kNotDirect, having done nothing, where the SQL statement
 // could behave differently, and the caller (state_store.cpp) then runs the
