@@ -133,12 +133,13 @@ KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 {
 	switch (family) {
 	case ColumnType::Family::Numeric: return OutputFunctionCall(out_fn, DirectFunctionCall1(numeric_trim_scale, v));
-	case ColumnType::Family::Float:
-		if (getBaseType(type) == FLOAT4OID)
-			return DatumGetFloat4(v) == 0.0f ? SettledTextPg(family, type, out_fn, Float4GetDatum(0.0f))
-			                                 : SettledTextPg(family, type, out_fn, v);
-		return DatumGetFloat8(v) == 0.0 ? SettledTextPg(family, type, out_fn, Float8GetDatum(0.0))
-		                                : SettledTextPg(family, type, out_fn, v);
+	case ColumnType::Family::Float: {
+		/* -0 as 0 */
+		const bool f4 = getBaseType(type) == FLOAT4OID;
+		if (f4 ? DatumGetFloat4(v) == 0.0f : DatumGetFloat8(v) == 0.0)
+			v = f4 ? Float4GetDatum(0.0f) : Float8GetDatum(0.0);
+		return SettledTextPg(family, type, out_fn, v);
+	}
 	default: return SettledTextPg(family, type, out_fn, v);
 	}
 }
