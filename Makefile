@@ -5,7 +5,7 @@ MODULEDIR = extension
 
 CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/core/decode.cpp src/core/decision.cpp \
             src/core/copy_text.cpp src/core/modes.cpp src/core/layout.cpp src/core/batch_plan.cpp \
-            src/core/audit_sql.cpp src/core/audit_diff.cpp src/core/stats_math.cpp
+            src/core/audit_sql.cpp src/core/audit_diff.cpp src/core/stats_math.cpp src/core/offset_claims.cpp
 PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/pg/sql_api.cpp \
           src/pg/apply/engine.cpp src/pg/apply/target.cpp src/pg/apply/image.cpp src/pg/apply/single.cpp \
           src/pg/apply/segment.cpp src/pg/apply/outbox.cpp src/pg/apply/table_write.cpp src/pg/apply/state_store.cpp src/pg/apply/state_direct.cpp src/pg/apply/modes.cpp \
@@ -28,7 +28,7 @@ DATA_built = sql/cdc_apply--0.1.0--0.2.0.sql
 
 # pg_regress suites (sql/*.sql -> expected/*.out); run against a server that
 # has the extension installed (make installcheck).
-REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox outbox_message retention subscriptions batch metadata_cache drop_target security target_features rekey subscription_control stream_ordering audit counters direct_writes direct_state_writes truncate_groups
+REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox outbox_message retention subscriptions batch batch_offsets metadata_cache drop_target security target_features rekey subscription_control stream_ordering audit counters direct_writes direct_state_writes truncate_groups
 REGRESS_OPTS = --inputdir=.
 
 ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions security_prune_lock security_lock_queue outbox_concurrent direct_writes_concurrent batch_target_concurrent batch_state_concurrent

@@ -15,6 +15,10 @@
 #   3a  cdc_apply(), one call per change
 #   3b  cdc_apply_batch(), one call per batch
 #   3c  cdc_apply_batch() on a mapping without outbox (state only)
+#   3k  cdc_apply_batch() with claims by offset range (source_partition and
+#       offsets, as a Kafka consumer passes them: one cdc.ledger_range row per
+#       batch instead of a ledger row per change; docs/semantics.md)
+#   3kn 3k on a mapping without outbox (state only)
 #   3m  cdc_apply_batch() with the outbox as logical decoding messages
 #       (outbox_via => 'message'); opt-in: it sets wal_level = logical on the
 #       destination, which the other methods then share
@@ -35,20 +39,21 @@
 # method in turn: the launcher serves one database, cdc.database, so the
 # destination restarts between them).  Every method must end with exactly
 # the source's rows (count and md5 of the ordered rows), every change
-# applied, one ledger row per change for entity ordering and none for
-# stream ordering, and exactly one outbox row (or message) per change where
+# applied, one ledger row per change for entity ordering (for 3k and 3kn
+# none, and offset ranges covering every change) and none for stream
+# ordering, and exactly one outbox row (or message) per change where
 # it writes them;
 # otherwise the run fails.  Rates are printed on wall-clock time and on the CPU time
 # of the applying backend or worker (steadier on a shared machine).
 # docs/benchmarks.md explains the set-up and the figures.
 #
 # Usage: bash bench/run.sh [--sizes 20000,200000] [--txn 1000] [--outbox on|off]
-#                          [--methods 1,1b,2a,2b,3a,3b,3c,3m,4,5,5s,5sn,5sm] [--per-change-max N]
+#                          [--methods 1,1b,2a,2b,3a,3b,3c,3k,3kn,3m,4,5,5s,5sn,5sm] [--per-change-max N]
 #                          [--port-base P] [--dest-conf SETTINGS] [--no-build] [--keep]
 #                          [--dump-outbox DIR]
 #   --sizes           changes per run, comma-separated (keys = changes / 4)
 #   --txn             changes per source transaction (and per batch)
-#   --outbox          whether methods 3a, 3b, 3m, 5, 5s and 5sm write outbox rows or messages (default on; 2 always does)
+#   --outbox          whether methods 3a, 3b, 3k, 3m, 5, 5s and 5sm write outbox rows or messages (default on; 2 always does)
 #   --per-change-max  skip methods 1b, 2a and 3a above this size (default 200000)
 #   --port-base       source on P, destination on P+1 (default $BENCH_PORT_BASE or 55460)
 #   --dest-conf       extra postgresql.conf lines for the destination (e.g. to load
@@ -67,7 +72,7 @@ ROOT=$(pwd)
 SIZES=20000,200000
 TXN=1000
 OUTBOX=on
-METHODS=1,1b,2a,2b,3a,3b,3c,4,5,5s,5sn
+METHODS=1,1b,2a,2b,3a,3b,3c,3k,3kn,4,5,5s,5sn
 PER_CHANGE_MAX=200000
 PORT_BASE=${BENCH_PORT_BASE:-55460}
 BUILD=1
@@ -203,6 +208,10 @@ $DEST_CONF"
 	dval bench -o "$D/per_batch.sql" -c "
 		SELECT format('EXECUTE apply_batch(%L);', jsonb_agg(event ORDER BY seq)::text)
 		  FROM bench_events GROUP BY txn ORDER BY txn"
+	# 3k, 3kn: the same batches with their offsets (the events' sequence numbers)
+	dval bench -o "$D/per_batch_offsets.sql" -c "
+		SELECT format('EXECUTE apply_batch(%L, %L);', jsonb_agg(event ORDER BY seq)::text, array_agg(seq ORDER BY seq)::text)
+		  FROM bench_events GROUP BY txn ORDER BY txn"
 	local ops
 	ops=$(dval bench -c "SELECT string_agg(op || ' ' || n, ', ' ORDER BY op) FROM (SELECT op, count(*) n FROM bench_events GROUP BY op) x")
 	echo "workload: $ops; $(dval bench -c "SELECT count(DISTINCT id) FROM bench_events") keys; generated in $(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }') s"
@@ -261,17 +270,17 @@ SQL
 
 	# Destination databases, one per method, all with the same orders table.
 	local m
-	for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn 5sm; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3k 3kn 3m 4 5 5s 5sn 5sm; do
 		has_method "$m" || continue
 		dpsql postgres -c "CREATE DATABASE m_$m"
 		dpsql "m_$m" -f "$WORK/schema.sql"
 	done
 	for m in 1 1b; do has_method $m && dpsql "m_$m" -f "$WORK/plain.sql"; done
 	for m in 2a 2b; do has_method $m && dpsql "m_$m" -f "$WORK/plpgsql_reference.sql"; done
-	for m in 3a 3b 3c 3m 5 5s 5sn 5sm; do
+	for m in 3a 3b 3c 3k 3kn 3m 5 5s 5sn 5sm; do
 		has_method $m || continue
 		local ob=$OUTBOX_SQL via=""
-		[[ $m == 3c || $m == 5sn ]] && ob=false
+		[[ $m == 3c || $m == 3kn || $m == 5sn ]] && ob=false
 		[[ $m == 3m || $m == 5sm ]] && via=", outbox_via => 'message'"
 		dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench'$via)" >/dev/null
 		[[ $m == 5s* ]] && dpsql "m_$m" -c "SELECT 1 FROM cdc.set_ordering('orders', 'stream')" >/dev/null
@@ -314,6 +323,7 @@ SQL
 		[1]="plain upsert, batch (ceiling)" [1b]="plain upsert, per statement"
 		[2a]="PL/pgSQL reference, per change" [2b]="PL/pgSQL reference, batch"
 		[3a]="cdc_apply(), per change" [3b]="cdc_apply_batch()" [3c]="cdc_apply_batch(), no outbox"
+		[3k]="cdc_apply_batch(), offset claims" [3kn]="offset claims, no outbox"
 		[3m]="cdc_apply_batch(), message outbox"
 		[4]="native logical replication" [5]="cdc_apply worker" [5s]="worker, stream ordering"
 		[5sn]="worker, stream ordering, no outbox" [5sm]="worker, stream ordering, message outbox")
@@ -325,20 +335,22 @@ SQL
 		[3a]="PREPARE apply_one(jsonb) AS SELECT cdc_apply(\$1);"
 		[3b]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);"
 		[3c]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);"
+		[3k]="PREPARE apply_batch(jsonb, bigint[]) AS SELECT cdc_apply_batch(\$1, source_partition => 'bench:0:0', offsets => \$2);"
+		[3kn]="PREPARE apply_batch(jsonb, bigint[]) AS SELECT cdc_apply_batch(\$1, source_partition => 'bench:0:0', offsets => \$2);"
 		[3m]="PREPARE apply_batch(jsonb) AS SELECT cdc_apply_batch(\$1);")
 	local have_batch=f
-	for m in 3b 3c 3m; do
+	for m in 3b 3c 3k 3kn 3m; do
 		has_method $m && have_batch=$(dval "m_$m" -c "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'cdc_apply_batch')")
 	done
 
-	for m in 1 1b 2a 2b 3a 3b 3c 3m; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3k 3kn 3m; do
 		has_method $m || continue
 		local script="$D/per_batch.sql"
 		case $m in 1b | 2a | 3a)
 			if [ "$N" -gt "$PER_CHANGE_MAX" ]; then echo "method $m skipped above --per-change-max $PER_CHANGE_MAX"; continue; fi ;;
 		esac
-		case $m in 2a | 3a) script="$D/per_change.sql" ;; esac
-		if [[ $m == 3[bcm] ]] && [ "$have_batch" != t ]; then echo "method $m skipped: cdc_apply_batch() is not installed"; continue; fi
+		case $m in 2a | 3a) script="$D/per_change.sql" ;; 3k | 3kn) script="$D/per_batch_offsets.sql" ;; esac
+		if [[ $m == 3[bckm]* ]] && [ "$have_batch" != t ]; then echo "method $m skipped: cdc_apply_batch() is not installed"; continue; fi
 		# The session's backend notes its own CPU time before and after the
 		# work (/proc/self/stat of the backend: utime + stime, in clock ticks).
 		{
@@ -414,7 +426,7 @@ SQL
 	# to $extra and sets failed (the caller's variables).
 	check_outbox() {
 		local ob_want=0 ob_got
-		[ "$OUTBOX" = on ] && [ "$m" != 3c ] && [ "$m" != 5sn ] && ob_want=$N
+		[ "$OUTBOX" = on ] && [ "$m" != 3c ] && [ "$m" != 3kn ] && [ "$m" != 5sn ] && ob_want=$N
 		if [[ $m == 3m || $m == 5sm ]]; then
 			# messages instead of rows: none in cdc.outbox, N counted, N decoded
 			ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || (SELECT coalesce(sum(outbox_rows), 0) FROM cdc.stats) FROM cdc.outbox")
@@ -429,7 +441,7 @@ SQL
 			ob_got=$(dval "m_$m" -c "SELECT count(*) || ' ' || count(DISTINCT idempotency_key) || ' ' || (SELECT coalesce(sum(outbox_rows), 0) FROM cdc.stats) FROM cdc.outbox")
 			[ "$ob_got" = "$ob_want $ob_want $ob_want" ] || { extra="$extra (outbox should have $ob_want rows, distinct keys, counted: rows, keys, counted = $ob_got)"; failed=1; }
 		fi
-		if [ -n "$DUMP_OUTBOX" ] && [ "$m" != 3c ] && [ "$m" != 3m ] && [ "$m" != 5sn ] && [ "$m" != 5sm ]; then
+		if [ -n "$DUMP_OUTBOX" ] && [ "$m" != 3c ] && [ "$m" != 3kn ] && [ "$m" != 3m ] && [ "$m" != 5sn ] && [ "$m" != 5sm ]; then
 			mkdir -p "$DUMP_OUTBOX"
 			if [[ $m == 5* ]]; then
 				# The worker's source identity holds the source's system
@@ -457,7 +469,7 @@ SQL
 	local failed=0 got
 	echo
 	echo "verification against the source ($expected):"
-	for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn 5sm; do
+	for m in 1 1b 2a 2b 3a 3b 3c 3k 3kn 3m 4 5 5s 5sn 5sm; do
 		[ -n "${SECS[$m]:-}" ] || continue
 		got=$(dval "m_$m" -c "SELECT count(*) || ' ' || md5(coalesce(string_agg(o::text, E'\n' ORDER BY id), '')) FROM orders o")
 		local extra=""
@@ -466,6 +478,10 @@ SQL
 			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; } ;;
 		3a | 3b | 3c | 3m | 5) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
 			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; }
+			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; }
+			check_outbox ;;
+		3k | 3kn) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), offset ranges $(dval "m_$m" -c "SELECT count(*) || ' covering ' || coalesce(sum(hi - lo + 1), 0) FROM cdc.ledger_range"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
+			[[ $extra == "ledger 0, offset ranges "*" covering $N,"* ]] || { extra="$extra (claims by offset range keep no ledger rows and cover all $N offsets)"; failed=1; }
 			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; }
 			check_outbox ;;
 		5s | 5sn | 5sm) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), entity records $(dval "m_$m" -c "SELECT count(*) FROM cdc.entity_state"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
@@ -485,11 +501,15 @@ SQL
 	# outbox bytes per row, heap and indexes after VACUUM, from the database
 	# itself.
 	local space=""
-	for m in 2b 3b 3c 5 5s 5sn 5sm; do
+	for m in 2b 3b 3c 3k 3kn 5 5s 5sn 5sm; do
 		[ -n "${SECS[$m]:-}" ] || continue
 		case $m in
 		2b) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s ledger %s B/entry, version state %s B/entity', '$m', '${LABEL[$m]}',
 			pg_total_relation_size('ref.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('ref.entity_version') / greatest(count(*), 1) FROM ref.entity_version)) FROM ref.ledger")"$'\n' ;;
+		3k | 3kn) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s no ledger rows: %s offset range(s), %s B in all; version state %s B/entity%s', '$m', '${LABEL[$m]}',
+			count(*), pg_total_relation_size('cdc.ledger_range') + pg_total_relation_size('cdc.ledger_partition'),
+			(SELECT pg_total_relation_size('cdc.entity_state') / greatest(count(*), 1) FROM cdc.entity_state),
+			(SELECT ', outbox ' || (pg_total_relation_size('cdc.outbox_rows') / count(*)) || ' B/row' FROM cdc.outbox HAVING count(*) > 0)) FROM cdc.ledger_range")"$'\n' ;;
 		5s | 5sn | 5sm) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s no ledger rows or entity records; %s stream mark(s), %s B in all', '$m', '${LABEL[$m]}',
 			count(*), pg_total_relation_size('cdc.stream_mark')) FROM cdc.stream_mark")"$'\n' ;;
 		*) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s ledger %s B/entry, version state %s B/entity%s', '$m', '${LABEL[$m]}',
@@ -508,7 +528,7 @@ SQL
 		local base1="" base4="" cbase1="" cbase4=""
 		[ -n "${SECS[1]:-}" ] && base1=$(fdiv "$N" "${SECS[1]}") && cbase1=$(fdiv "$N" "${CPU[1]}")
 		[ -n "${SECS[4]:-}" ] && base4=$(fdiv "$N" "${SECS[4]}") && cbase4=$(fdiv "$N" "${CPU[4]}")
-		for m in 1 1b 2a 2b 3a 3b 3c 3m 4 5 5s 5sn 5sm; do
+		for m in 1 1b 2a 2b 3a 3b 3c 3k 3kn 3m 4 5 5s 5sn 5sm; do
 			[ -n "${SECS[$m]:-}" ] || continue
 			local rate crate
 			rate=$(fdiv "$N" "${SECS[$m]}")

@@ -438,6 +438,52 @@ CREATE POLICY readable_targets ON cdc.ledger FOR SELECT TO PUBLIC
 COMMENT ON POLICY readable_targets ON cdc.ledger IS
   'A role reads the ledger entries of the targets it may SELECT from, unless row-level security applies to it on that target.';
 
+-- Claims by offset range (docs/semantics.md, "Claims by offset range"):
+-- cdc_apply_batch(..., source_partition, offsets) claims the deliveries of
+-- one ordered source partition (a Kafka topic partition) as ranges of
+-- offsets per target, one row per batch instead of one ledger row per
+-- delivery.  The partition's row is the lock that serialises two batches
+-- of one partition and target.
+CREATE TABLE cdc.ledger_partition (
+  id        integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  target    regclass NOT NULL,
+  name      text NOT NULL,
+  claimed_s integer NOT NULL,
+  UNIQUE (target, name)
+);
+COMMENT ON TABLE cdc.ledger_partition IS
+  'Source partitions whose deliveries a target claims by offset range (cdc_apply_batch with source_partition and offsets): one row per (target, partition). Claiming a range updates the row first, which serialises two batches of the same partition and target.';
+COMMENT ON COLUMN cdc.ledger_partition.id IS 'Id used by cdc.ledger_range.partition_id.';
+COMMENT ON COLUMN cdc.ledger_partition.target IS 'Destination table of the deliveries.';
+COMMENT ON COLUMN cdc.ledger_partition.name IS 'The source_partition argument: the name of one ordered sequence of offsets, for Kafka topic:generation:partition. The delivery key of offset o is name || '':'' || o.';
+COMMENT ON COLUMN cdc.ledger_partition.claimed_s IS 'Time of the last claim, in whole seconds since 2000-01-01 00:00 UTC (cdc.seconds_to_timestamptz).';
+
+CREATE TABLE cdc.ledger_range (
+  partition_id integer NOT NULL,
+  lo           bigint NOT NULL,
+  hi           bigint NOT NULL,
+  claimed_s    integer NOT NULL,
+  PRIMARY KEY (partition_id, hi),
+  CHECK (lo <= hi)
+);
+COMMENT ON TABLE cdc.ledger_range IS
+  'Processed deliveries claimed by offset range: every offset in [lo, hi] of the partition was processed for its target (the deliveries of one batch, and the offsets between them that the batch did not carry: Kafka tombstones, transaction markers, compacted records). Ranges of one partition are disjoint. cdc.delivery_processed() reads them; cdc.prune() removes ranges older than the replay horizon.';
+COMMENT ON COLUMN cdc.ledger_range.partition_id IS 'cdc.ledger_partition.id: the target and partition.';
+COMMENT ON COLUMN cdc.ledger_range.lo IS 'First offset of the range.';
+COMMENT ON COLUMN cdc.ledger_range.hi IS 'Last offset of the range (inclusive).';
+COMMENT ON COLUMN cdc.ledger_range.claimed_s IS 'Claim time: start of the claiming transaction, in whole seconds since 2000-01-01 00:00 UTC (cdc.seconds_to_timestamptz).';
+
+ALTER TABLE cdc.ledger_partition ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_targets ON cdc.ledger_partition FOR SELECT TO PUBLIC
+  USING (pg_catalog.has_table_privilege(target, 'SELECT') AND NOT pg_catalog.row_security_active(target));
+COMMENT ON POLICY readable_targets ON cdc.ledger_partition IS
+  'A role reads the partitions of the targets it may SELECT from, unless row-level security applies to it on that target.';
+ALTER TABLE cdc.ledger_range ENABLE ROW LEVEL SECURITY;
+CREATE POLICY readable_targets ON cdc.ledger_range FOR SELECT TO PUBLIC
+  USING (EXISTS (SELECT 1 FROM cdc.ledger_partition p WHERE p.id OPERATOR(pg_catalog.=) partition_id));
+COMMENT ON POLICY readable_targets ON cdc.ledger_range IS
+  'A role reads the ranges of the partitions it may read in cdc.ledger_partition (the targets it may SELECT from without row-level security).';
+
 CREATE FUNCTION cdc.delivery_processed(target regclass, delivery_key text) RETURNS boolean
 LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
@@ -449,6 +495,21 @@ BEGIN
             HINT = 'cdc.delivery_processed() needs SELECT on the target, without row-level security applying to the caller.';
   END IF;
   RETURN EXISTS (SELECT 1 FROM cdc.ledger l WHERE l.digest OPERATOR(pg_catalog.=) cdc.delivery_digest(delivery_processed.target, delivery_processed.delivery_key))
+      -- <partition>:<offset> of a partition claimed by offset range: the
+      -- range of the partition ending at or after the offset starts at or
+      -- before it (ranges are disjoint)
+      OR EXISTS (SELECT 1
+                   FROM pg_catalog.regexp_match(delivery_processed.delivery_key, '^(.*):(-?[0-9]{1,19})$') r,
+                        LATERAL (SELECT CASE WHEN r[2]::pg_catalog.numeric
+                                                  BETWEEN -9223372036854775808 AND 9223372036854775807
+                                             THEN r[2]::pg_catalog.int8 END AS o) x,
+                        cdc.ledger_partition p
+                  WHERE p.target OPERATOR(pg_catalog.=) delivery_processed.target
+                    AND p.name OPERATOR(pg_catalog.=) r[1]
+                    AND (SELECT g.lo FROM cdc.ledger_range g
+                          WHERE g.partition_id OPERATOR(pg_catalog.=) p.id
+                            AND g.hi OPERATOR(pg_catalog.>=) x.o
+                          ORDER BY g.hi LIMIT 1) OPERATOR(pg_catalog.<=) x.o)
       -- a worker delivery key pgoutput:<source>:<commit LSN>:<position> of a
       -- stream-ordered target: processed when the target's mark of that
       -- source has reached it (docs/semantics.md, "Stream ordering")
@@ -463,7 +524,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.delivery_processed(regclass, text) IS
-  'True when the delivery key was processed for the target: the ledger holds it (within the replay horizon: older ledger entries are pruned), or it is a worker delivery key (pgoutput:<source>:<commit LSN>:<position>) at or below the target''s stream mark of that source (stream-ordered targets keep no ledger rows; the mark is never pruned). Runs with the caller''s rights: error 42501 unless the caller may SELECT from the target and row-level security does not apply to it there (the ledger''s policy shows the caller those entries only).';
+  'True when the delivery key was processed for the target: the ledger holds it (within the replay horizon: older ledger entries are pruned), or it has the form <partition>:<offset> and a range the target claimed for that partition holds the offset (cdc.ledger_range, cdc_apply_batch with source_partition and offsets; pruned as the ledger is), or it is a worker delivery key (pgoutput:<source>:<commit LSN>:<position>) at or below the target''s stream mark of that source (stream-ordered targets keep no ledger rows; the mark is never pruned). Runs with the caller''s rights: error 42501 unless the caller may SELECT from the target and row-level security does not apply to it there (the ledger''s policy shows the caller those entries only).';
 
 CREATE FUNCTION cdc.entity_key_json(target regclass, key text) RETURNS jsonb
 LANGUAGE sql STABLE STRICT
@@ -591,16 +652,16 @@ COMMENT ON POLICY readable_targets ON cdc.stream_mark IS
   'A role reads the stream marks of the targets it may SELECT from, unless row-level security applies to it on that target (cdc.delivery_processed() reads them with the caller''s rights).';
 
 CREATE TABLE cdc.prune_state (
-  relation           text PRIMARY KEY CHECK (relation IN ('ledger', 'entity_state', 'outbox')),
+  relation           text PRIMARY KEY CHECK (relation IN ('ledger', 'ledger_range', 'entity_state', 'outbox')),
   next_block         bigint NOT NULL DEFAULT 0,
   last_run_at        timestamptz,
   last_sweep_done_at timestamptz,
   removed            bigint NOT NULL DEFAULT 0
 );
-INSERT INTO cdc.prune_state (relation) VALUES ('ledger'), ('entity_state'), ('outbox');
+INSERT INTO cdc.prune_state (relation) VALUES ('ledger'), ('ledger_range'), ('entity_state'), ('outbox');
 COMMENT ON TABLE cdc.prune_state IS
   'Where cdc.prune() continues in each table: it scans at most max_pages blocks per table per call, from next_block, wrapping around at the end (a completed pass is a sweep).';
-COMMENT ON COLUMN cdc.prune_state.relation IS 'ledger, entity_state (tombstones) or outbox (published rows).';
+COMMENT ON COLUMN cdc.prune_state.relation IS 'ledger, ledger_range (claims by offset range), entity_state (tombstones) or outbox (published rows).';
 COMMENT ON COLUMN cdc.prune_state.next_block IS 'First block the next call scans.';
 COMMENT ON COLUMN cdc.prune_state.last_run_at IS 'When cdc.prune() last scanned this table.';
 COMMENT ON COLUMN cdc.prune_state.last_sweep_done_at IS 'When a pass over the whole table last completed: everything older than the horizon of that time is gone.';
@@ -658,6 +719,11 @@ BEGIN
        WHERE l.ctid >= format('(%s,0)', st.next_block)::tid AND l.ctid < format('(%s,0)', upto)::tid
          AND l.claimed_s < cutoff_s;
       GET DIAGNOSTICS n = ROW_COUNT;
+    ELSIF st.relation = 'ledger_range' THEN
+      DELETE FROM cdc.ledger_range g
+       WHERE g.ctid >= format('(%s,0)', st.next_block)::tid AND g.ctid < format('(%s,0)', upto)::tid
+         AND g.claimed_s < cutoff_s;
+      GET DIAGNOSTICS n = ROW_COUNT;
     ELSIF st.relation = 'entity_state' THEN
       -- tombstones only (a live entity's record is needed as long as its row
       -- lives); the greatest pruned version per target and source becomes
@@ -698,7 +764,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.prune(integer, interval) IS
-  'Removes ledger entries, tombstones and published outbox rows older than the replay horizon (default cdc.replay_horizon()), scanning at most max_pages blocks of each table per call and continuing where the last call stopped (cdc.prune_state): call it repeatedly, or let the launcher call it every cdc.prune_interval. Pruned tombstones raise the prune watermark. Returns per table the blocks scanned, the rows removed and whether a pass over the table completed. A concurrent call returns no rows. Errors: 22023 negative horizon or max_pages < 1.';
+  'Removes ledger entries (digests and offset ranges), tombstones and published outbox rows older than the replay horizon (default cdc.replay_horizon()), scanning at most max_pages blocks of each table per call and continuing where the last call stopped (cdc.prune_state): call it repeatedly, or let the launcher call it every cdc.prune_interval. Pruned tombstones raise the prune watermark. Returns per table the blocks scanned, the rows removed and whether a pass over the table completed. A concurrent call returns no rows. Errors: 22023 negative horizon or max_pages < 1.';
 
 CREATE VIEW cdc.horizon_status AS
   SELECT h.horizon,
@@ -706,6 +772,7 @@ CREATE VIEW cdc.horizon_status AS
          (SELECT cdc.seconds_to_timestamptz(min(l.claimed_s)) FROM cdc.ledger l) AS oldest_ledger_entry,
          (SELECT count(*) FROM cdc.ledger) AS ledger_rows,
          pg_total_relation_size('cdc.ledger') AS ledger_bytes,
+         (SELECT count(*) FROM cdc.ledger_range) AS ledger_ranges,
          (SELECT cdc.seconds_to_timestamptz(min(e.touched_s)) FROM cdc.entity_state e WHERE e.deleted) AS oldest_tombstone,
          (SELECT count(*) FROM cdc.entity_state e WHERE e.deleted) AS tombstones,
          (SELECT count(*) FROM cdc.entity_state e WHERE NOT e.deleted) AS live_entities,
@@ -1479,30 +1546,33 @@ COMMENT ON COLUMN cdc.batch_result.expired IS 'Events with no entity record and 
 COMMENT ON COLUMN cdc.batch_result.outcomes IS 'Outcome of each event in input order (applied, duplicate, stale, conflict, ignored, expired); NULL unless with_outcomes.';
 
 CREATE FUNCTION @extschema@.cdc_apply_batch(events jsonb, target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
-                                            with_outcomes boolean DEFAULT false)
+                                            with_outcomes boolean DEFAULT false,
+                                            source_partition text DEFAULT NULL, offsets bigint[] DEFAULT NULL)
 RETURNS cdc.batch_result
 LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_apply_batch_jsonb';
-COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb, regclass, text[], boolean) IS
-  'Applies a JSON array of Debezium change events (each as cdc_apply() takes it; JSON null = Kafka tombstone) in one call, in the caller''s transaction, with exactly the result of applying them one by one in order: rows, tombstones, ledger, outbox, conflicts and counters. target NULL: resolved per event from cdc.mapping. delivery_keys: one per event (NULL or a NULL element: derived). Returns the count of each outcome and, with with_outcomes, the outcome of every event in input order. Errors: 22004 events NULL, 22023 events not an array or delivery_keys of another length, and every error of cdc_apply() with "event N of the batch" in the context; nothing of the batch is applied. See docs/sql-reference.md.';
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb, regclass, text[], boolean, text, bigint[]) IS
+  'Applies a JSON array of Debezium change events (each as cdc_apply() takes it; JSON null = Kafka tombstone) in one call, in the caller''s transaction, with exactly the result of applying them one by one in order: rows, tombstones, ledger, outbox, conflicts and counters. target NULL: resolved per event from cdc.mapping. delivery_keys: one per event (NULL or a NULL element: derived). source_partition and offsets (instead of delivery_keys): the events were read from one ordered source partition (Kafka: topic:generation:partition) at these strictly increasing offsets, one per event; event i''s delivery key is source_partition || '':'' || offsets[i], and the batch claims its deliveries as offset ranges per target (cdc.ledger_range) instead of one ledger row each (docs/semantics.md, "Claims by offset range"). Returns the count of each outcome and, with with_outcomes, the outcome of every event in input order. Errors: 22004 events NULL, 22023 events not an array, delivery_keys or offsets of another length, source_partition without offsets or the other way round, both with delivery_keys, a NULL offset or offsets not strictly increasing, and every error of cdc_apply() with "event N of the batch" in the context; nothing of the batch is applied. See docs/sql-reference.md.';
 
 CREATE FUNCTION @extschema@.cdc_apply_batch(events jsonb[], target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
-                                            with_outcomes boolean DEFAULT false)
+                                            with_outcomes boolean DEFAULT false,
+                                            source_partition text DEFAULT NULL, offsets bigint[] DEFAULT NULL)
 RETURNS cdc.batch_result
 LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_apply_batch_array';
-COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb[], regclass, text[], boolean) IS
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb[], regclass, text[], boolean, text, bigint[]) IS
   'Same as cdc_apply_batch(jsonb, ...) for an array of jsonb events (NULL elements are Kafka tombstones).';
 
 CREATE FUNCTION @extschema@.cdc_apply_batch(events text, target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
-                                            with_outcomes boolean DEFAULT false)
+                                            with_outcomes boolean DEFAULT false,
+                                            source_partition text DEFAULT NULL, offsets bigint[] DEFAULT NULL)
 RETURNS cdc.batch_result
 LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_apply_batch_text';
-COMMENT ON FUNCTION @extschema@.cdc_apply_batch(text, regclass, text[], boolean) IS
+COMMENT ON FUNCTION @extschema@.cdc_apply_batch(text, regclass, text[], boolean, text, bigint[]) IS
   'Same as cdc_apply_batch(jsonb, ...) for a JSON array as text (such as Kafka record values joined by a consumer); malformed JSON raises 22P02 naming the byte offset.';
 
 -- ---------------------------------------------------------------------------
@@ -2171,7 +2241,7 @@ COMMENT ON FUNCTION cdc.resync_table(text, regclass) IS
 -- writes these tables directly.  Reading state is open to everyone.
 REVOKE ALL ON ALL TABLES IN SCHEMA cdc FROM PUBLIC;
 GRANT USAGE ON SCHEMA cdc TO PUBLIC;
-GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.stream_marks, cdc.mapping, cdc.source, cdc.horizon_status, cdc.ledger, cdc.stream_mark TO PUBLIC;
+GRANT SELECT ON cdc.stats, cdc.entities, cdc.tombstones, cdc.stream_marks, cdc.mapping, cdc.source, cdc.horizon_status, cdc.ledger, cdc.ledger_partition, cdc.ledger_range, cdc.stream_mark TO PUBLIC;
 REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;

@@ -39,7 +39,7 @@ DECLARE
   n int := 0;
   ok boolean := true;
 BEGIN
-  WHILE cardinality(done) < 3 LOOP
+  WHILE cardinality(done) < 4 LOOP
     n := n + 1;
     FOR r IN SELECT * FROM cdc.prune(max_pages, horizon) LOOP
       total := total || jsonb_build_object(r.relation, coalesce((total->>r.relation)::bigint, 0) + r.removed);

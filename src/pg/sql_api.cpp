@@ -462,9 +462,47 @@ ApplyBatch(FunctionCallInfo fcinfo, std::vector<Json> &&events)
 	}
 	bool with_outcomes = PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
 
+	/* claims by offset range: source_partition and offsets (docs/semantics.md, "Claims by offset range") */
+	const bool has_partition = PG_NARGS() > 4 && !PG_ARGISNULL(4);
+	const bool has_offsets = PG_NARGS() > 5 && !PG_ARGISNULL(5);
+	std::optional<cdc::pg::ApplyEngine::OffsetClaims> by_offset;
+	if (has_partition != has_offsets)
+		throw cdc::InputError("22023", has_partition ? "source_partition is given without offsets"
+		                                             : "offsets are given without source_partition",
+		                      "", "Pass both (claims by offset range) or neither (a ledger row per delivery).");
+	if (has_partition) {
+		if (!delivery_keys.empty())
+			throw cdc::InputError("22023", "delivery_keys and source_partition are both given", "",
+			                      "With source_partition, the delivery key of event i is source_partition:offsets[i].");
+		by_offset.emplace();
+		by_offset->partition = PgCall([&]() { return TextDatumGetCString(PG_GETARG_DATUM(4)); });
+		if (by_offset->partition.empty())
+			throw cdc::InputError("22023", "source_partition must not be empty", "",
+			                      "Name the partition the events were read from, for Kafka topic:generation:partition.");
+		ArrayElements offs = ArrayArg(fcinfo, 5, INT8OID);
+		if (size_t(offs.count) != events.size())
+			throw cdc::InputError("22023", "offsets has " + std::to_string(offs.count) + " elements, events has " +
+			                                   std::to_string(events.size()),
+			                      "", "Pass the offset of every event, Kafka tombstones included.");
+		for (int i = 0; i < offs.count; i++) {
+			if (offs.nulls[i])
+				throw cdc::InputError("22023", "offsets[" + std::to_string(i + 1) + "] is NULL", "",
+				                      "Every event needs its offset in the partition.");
+			int64_t o = DatumGetInt64(offs.values[i]);
+			if (i > 0 && o <= by_offset->offsets.back())
+				throw cdc::InputError("22023",
+				                      "offsets must be strictly increasing: offsets[" + std::to_string(i + 1) + "] = " +
+				                          std::to_string(o) + " follows offsets[" + std::to_string(i) +
+				                          "] = " + std::to_string(by_offset->offsets.back()),
+				                      "", "Pass one partition's events in the order they were read.");
+			by_offset->offsets.push_back(o);
+			delivery_keys.emplace_back(by_offset->partition + ":" + std::to_string(o));
+		}
+	}
+
 	cdc::pg::ApplyEngine engine;
-	std::vector<cdc::Outcome> outcomes =
-		engine.ApplyDebeziumBatch(std::move(events), OptOidArg(fcinfo, 1), delivery_keys);
+	std::vector<cdc::Outcome> outcomes = engine.ApplyDebeziumBatch(std::move(events), OptOidArg(fcinfo, 1), delivery_keys,
+	                                                               by_offset ? &*by_offset : nullptr);
 	engine.Finish();
 
 	int64 counts[int(cdc::Outcome::Expired) + 1] = {};
@@ -506,16 +544,24 @@ RequireEvents(FunctionCallInfo fcinfo)
 
 /*
  * cdc_apply_batch(events jsonb, target regclass DEFAULT NULL,
- *                 delivery_keys text[] DEFAULT NULL, with_outcomes boolean DEFAULT false)
+ *                 delivery_keys text[] DEFAULT NULL, with_outcomes boolean DEFAULT false,
+ *                 source_partition text DEFAULT NULL, offsets bigint[] DEFAULT NULL)
  *   RETURNS cdc.batch_result
  *
  * Applies a JSON array of Debezium change events in one call, in the
  * caller's transaction, with the result of applying them one by one in
  * order (SPEC §2, batch form; docs/semantics.md, "Batches").  Returns the
  * count of each outcome and, with with_outcomes, the outcome of every event
- * in input order.  Errors: 22004 events NULL, 22023 not an array or
- * delivery_keys of another length, and every error of cdc_apply() with
- * "event N of the batch" in the context; nothing of the batch is applied.
+ * in input order.  source_partition and offsets (one per event, strictly
+ * increasing): the events were read from one ordered partition; event i's
+ * delivery key is source_partition:offsets[i] and the deliveries are claimed
+ * as offset ranges (cdc.ledger_range) instead of one ledger row each
+ * (docs/semantics.md, "Claims by offset range").  Errors: 22004 events
+ * NULL, 22023 not an array, delivery_keys or offsets of another length,
+ * source_partition without offsets (or the reverse), with delivery_keys, or
+ * empty, a NULL offset, offsets not strictly increasing; and every error of
+ * cdc_apply() with "event N of the batch" in the context; nothing of the
+ * batch is applied.
  */
 CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
 {

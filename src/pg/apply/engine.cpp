@@ -157,7 +157,8 @@ ApplyEngine::WriteMarks()
 
 std::vector<Outcome>
 ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
-                                const std::vector<std::optional<std::string>> &delivery_keys)
+                                const std::vector<std::optional<std::string>> &delivery_keys,
+                                const OffsetClaims *by_offset)
 {
 	auto dk_of = [&](size_t i) {
 		return i < delivery_keys.size() ? delivery_keys[i] : std::optional<std::string>();
@@ -198,6 +199,22 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 		p.ev.before.reset(); /* decoded into the request: not held twice */
 		p.ev.after.reset();
 	}
+	if (by_offset) {
+		/* the claims of the whole batch at once, before its first segment (docs/semantics.md, "Claims by offset range") */
+		std::vector<Oid> targets(reqs.size());
+		std::vector<int64_t> offsets(reqs.size());
+		for (size_t j = 0; j < reqs.size(); j++) {
+			targets[j] = reqs[j].target;
+			offsets[j] = by_offset->offsets[positions[j] - 1];
+		}
+		SetEventLabel("events of the batch (claiming their offsets)");
+		SetContext(nullptr, "");
+		claims_made_ = ClaimOffsetRanges(by_offset->partition, targets, offsets, TransactionSeconds());
+	}
+	struct ResetClaims { /* also when an error unwinds: plain C++ */
+		std::vector<char> &claims;
+		~ResetClaims() { claims.clear(); }
+	} reset_claims{claims_made_};
 	std::vector<Outcome> applied = ApplyChanges(reqs, positions);
 	for (size_t j = 0; j < applied.size(); j++)
 		out[positions[j] - 1] = applied[j];
@@ -255,7 +272,10 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 			const bool last = i + 1 == reqs.size() || reqs[i + 1].op != Op::Truncate;
 			grouping_truncates_ = !(first && last);
 			SetEventPosition(positions[i]);
+			if (!claims_made_.empty())
+				pending_claim_ = claims_made_[i] != 0;
 			out[i] = ApplyChange(reqs[i]);
+			pending_claim_.reset();
 			if (last && grouping_truncates_) {
 				/* errors of the statement name the run's first change */
 				size_t j = i;

@@ -157,8 +157,19 @@ class ApplyEngine {
 	// (docs/semantics.md, "Batches").  Errors as for ApplyDebezium, with
 	// "event N of the batch" in the error context; the caller's transaction
 	// rolls back whole.
+	//
+	// by_offset (nullptr: each delivery claimed by its digest in cdc.ledger):
+	// the events were read from one ordered source partition at
+	// by_offset->offsets[i] (one per event, strictly increasing; the caller
+	// made delivery_keys[i] partition:offset), and the deliveries are claimed
+	// as offset ranges per target (ClaimOffsetRanges, state_store.hpp).
+	struct OffsetClaims {
+		std::string partition;
+		std::vector<int64_t> offsets;
+	};
 	std::vector<Outcome> ApplyDebeziumBatch(std::vector<Json> events, Oid target,
-	                                        const std::vector<std::optional<std::string>> &delivery_keys);
+	                                        const std::vector<std::optional<std::string>> &delivery_keys,
+	                                        const OffsetClaims *by_offset = nullptr);
 
 	// The batch engine behind it, for any input path: applies `reqs` in order
 	// with the result of one-by-one application.  The delivery keys are
@@ -314,6 +325,9 @@ class ApplyEngine {
 	std::vector<size_t> queued_positions_;
 	size_t queued_bytes_ = 0;
 	std::optional<bool> pending_claim_;
+	// ApplyChanges' claims made beforehand (claims by offset range), per
+	// request; empty: each segment claims its delivery keys (ClaimAll).
+	std::vector<char> claims_made_;
 	bool stream_intake_ = false;
 	std::map<std::pair<Oid, int32_t>, StreamMark> marks_;
 	// A segment's stream decision for a change it hands to ApplyChange (the

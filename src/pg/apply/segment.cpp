@@ -844,8 +844,13 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			m.dirty = true;
 		}
 	} else {
-		stage("claiming their delivery keys", nullptr);
-		claimed = ClaimAll(target, prep, now_s);
+		if (!claims_made_.empty()) {
+			/* claimed by offset range before the first segment (ApplyDebeziumBatch) */
+			claimed.assign(claims_made_.begin() + std::ptrdiff_t(begin), claims_made_.begin() + std::ptrdiff_t(end));
+		} else {
+			stage("claiming their delivery keys", nullptr);
+			claimed = ClaimAll(target, prep, now_s);
+		}
 	}
 
 	/* Change by change, with the batch's claim or stream decision (ApplyChange -> TakeClaim). */

@@ -4,6 +4,8 @@
 #include "core/errors.hpp"
 #include "core/json.hpp"
 #include "core/layout.hpp"
+#include "core/offset_claims.hpp"
+#include "pg/apply/internal.hpp"
 #include "core/errors.hpp"
 #include "pg/apply/id_cache.hpp"
 #include "pg/apply/state_direct.hpp"
@@ -14,6 +16,8 @@ extern "C" {
 #include "catalog/pg_type.h"
 }
 
+#include <algorithm>
+#include <climits>
 #include <stdexcept>
 
 namespace cdc::pg {
@@ -101,6 +105,89 @@ ClaimDelivery(Oid target, const std::string &delivery_key, int32_t now_s)
 	                     "ON CONFLICT (digest) DO NOTHING",
 	                     p, true);
 	return n == 1;
+}
+
+namespace {
+
+// The id of the (target, partition) row of cdc.ledger_partition, updated (or
+// created) so that a concurrent batch of the same partition and target
+// waits for this transaction (ClaimOffsetRanges).
+int32_t
+LockLedgerPartition(Oid target, const std::string &partition, int32_t now_s)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		Params p;
+		p.AddOid(target);
+		p.AddText(partition);
+		p.Add(INT4OID, Int32GetDatum(now_s), false);
+		if (Execute("UPDATE cdc.ledger_partition SET claimed_s = $3 "
+		            "WHERE target OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 RETURNING id",
+		            p, true) == 1)
+			return int32_t(ResultInt(0, 1).value_or(0));
+		/* none yet: create it; a concurrent creator's row is updated on the next attempt */
+		if (Execute("INSERT INTO cdc.ledger_partition (target, name, claimed_s) VALUES ($1, $2, $3) "
+		            "ON CONFLICT (target, name) DO NOTHING RETURNING id",
+		            p, true) == 1)
+			return int32_t(ResultInt(0, 1).value_or(0));
+	}
+	throw std::runtime_error("cdc.ledger_partition: no row for the partition after three attempts");
+}
+
+} // namespace
+
+std::vector<char>
+ClaimOffsetRanges(const std::string &partition, const std::vector<Oid> &target, const std::vector<int64_t> &offsets,
+                  int32_t now_s)
+{
+	std::vector<Oid> targets(target);
+	std::sort(targets.begin(), targets.end()); /* locks in one order: two multi-target batches cannot deadlock */
+	targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+	std::vector<size_t> group(target.size());
+	for (size_t k = 0; k < target.size(); k++)
+		group[k] = size_t(std::lower_bound(targets.begin(), targets.end(), target[k]) - targets.begin());
+
+	std::vector<int32_t> partition_id(targets.size());
+	std::vector<std::vector<cdc::OffsetRange>> existing(targets.size());
+	for (size_t g = 0; g < targets.size(); g++) {
+		int64_t first = INT64_MAX, last = INT64_MIN;
+		for (size_t k = 0; k < target.size(); k++)
+			if (group[k] == g) {
+				first = std::min(first, offsets[k]);
+				last = std::max(last, offsets[k]);
+			}
+		partition_id[g] = LockLedgerPartition(targets[g], partition, now_s);
+		Params p;
+		p.Add(INT4OID, Int32GetDatum(partition_id[g]), false);
+		p.AddInt8(first);
+		p.AddInt8(last);
+		uint64_t n = Execute("SELECT lo, hi FROM cdc.ledger_range WHERE partition_id OPERATOR(pg_catalog.=) $1 "
+		                     "AND hi OPERATOR(pg_catalog.>=) $2 AND lo OPERATOR(pg_catalog.<=) $3",
+		                     p, true);
+		for (uint64_t i = 0; i < n; i++)
+			existing[g].push_back(cdc::OffsetRange{ResultInt(i, 1).value_or(0), ResultInt(i, 2).value_or(0)});
+	}
+
+	cdc::OffsetClaimPlan plan = cdc::PlanOffsetClaims(offsets, group, std::move(existing));
+	if (!plan.ranges.empty()) {
+		ArrayParam ids(INT4OID, sizeof(int32), true, TYPALIGN_INT);
+		ArrayParam los(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+		ArrayParam his(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+		for (const cdc::NewOffsetRange &r : plan.ranges) {
+			ids.Add(Int32GetDatum(partition_id[r.group]), false);
+			los.Add(Int64GetDatum(r.range.lo), false);
+			his.Add(Int64GetDatum(r.range.hi), false);
+		}
+		Params p;
+		ids.AddTo(p, INT4ARRAYOID);
+		los.AddTo(p, INT8ARRAYOID);
+		his.AddTo(p, INT8ARRAYOID);
+		p.Add(INT4OID, Int32GetDatum(now_s), false);
+		Execute("INSERT INTO cdc.ledger_range (partition_id, lo, hi, claimed_s) "
+		        "SELECT x.p, x.lo, x.hi, $4 FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+		        "pg_catalog.unnest($3)) AS x(p, lo, hi)",
+		        p, true);
+	}
+	return std::move(plan.claimed);
 }
 
 bool

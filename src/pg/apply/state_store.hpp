@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace cdc::pg {
 
@@ -44,6 +45,20 @@ int32_t SourceId(const std::string &name, std::map<std::string, int32_t> &cache)
 // can only change an outcome's label, never skip a change).  Waits for a
 // concurrent transaction holding the same claim.
 bool ClaimDelivery(Oid target, const std::string &delivery_key, int32_t now_s);
+
+// Claims by offset range (core/offset_claims.hpp; docs/semantics.md,
+// "Claims by offset range"): the changes of one batch read from source
+// partition `partition` at offsets[k] (strictly increasing), change k for
+// target[k].  Per target, in OID order: updates (or creates) its
+// cdc.ledger_partition row, which waits for a concurrent batch of the same
+// partition and target and serialises the two, reads the ranges that may
+// overlap, and inserts the ranges of the new claims (one per run, usually
+// one per batch).  Returns per change whether its claim is new; a change
+// whose offset a range already holds goes on to the version decision as a
+// delivery the ledger had.  Errors: the statements' (40001 under
+// REPEATABLE READ when a concurrent batch of the partition committed).
+std::vector<char> ClaimOffsetRanges(const std::string &partition, const std::vector<Oid> &target,
+                                    const std::vector<int64_t> &offsets, int32_t now_s);
 
 // True when cdc.conflicts holds a conflict recorded for this delivery of
 // `target`: a processed delivery whose outcome was a conflict, which a
