@@ -166,13 +166,17 @@ SELECT cdc.delivery_processed('bo_x', 'routed:0:2') AS y_offset_for_x, cdc.deliv
 
 -- ===========================================================================
 -- 4. Pruning: ranges older than the replay horizon go, in bounded steps
---    (cdc.prune_state 'ledger_range'); the partition rows stay.
+--    (cdc.prune_state 'ledger_range'); at the end of a pass, so do the
+--    partitions that have no range left and were not claimed within the
+--    horizon (bo_x's was; bo_y's was not).
 -- ===========================================================================
 UPDATE cdc.ledger_range SET claimed_s = claimed_s - 8 * 86400
  WHERE partition_id IN (SELECT id FROM cdc.ledger_partition WHERE name = 'routed:0:0');
+UPDATE cdc.ledger_partition SET claimed_s = claimed_s - 8 * 86400 WHERE name = 'routed:0:0' AND target = 'bo_y'::regclass;
 SELECT relation, removed > 0 AS removed_some FROM cdc.prune(1000) WHERE relation = 'ledger_range';
 SELECT count(*) AS routed_ranges_left FROM cdc.ledger_range g JOIN cdc.ledger_partition p ON p.id = g.partition_id
  WHERE p.name = 'routed:0:0';
+SELECT target FROM cdc.ledger_partition WHERE name = 'routed:0:0' ORDER BY 1;
 SELECT count(*) AS bo_t_ranges_left FROM cdc.ledger_range g JOIN cdc.ledger_partition p ON p.id = g.partition_id
  WHERE p.target = 'bo_t'::regclass;
 SELECT ledger_ranges > 0 AS horizon_status_counts_ranges FROM cdc.horizon_status;

@@ -445,7 +445,7 @@ COMMENT ON POLICY readable_targets ON cdc.ledger IS
 -- delivery.  The partition's row is the lock that serialises two batches
 -- of one partition and target.
 CREATE TABLE cdc.ledger_partition (
-  id        integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   target    regclass NOT NULL,
   name      text NOT NULL,
   claimed_s integer NOT NULL,
@@ -453,13 +453,13 @@ CREATE TABLE cdc.ledger_partition (
 );
 COMMENT ON TABLE cdc.ledger_partition IS
   'Source partitions whose deliveries a target claims by offset range (cdc_apply_batch with source_partition and offsets): one row per (target, partition). Claiming a range updates the row first, which serialises two batches of the same partition and target.';
-COMMENT ON COLUMN cdc.ledger_partition.id IS 'Id used by cdc.ledger_range.partition_id.';
+COMMENT ON COLUMN cdc.ledger_partition.id IS 'Id used by cdc.ledger_range.partition_id (a bigint: ids that rolled-back calls consumed never run out).';
 COMMENT ON COLUMN cdc.ledger_partition.target IS 'Destination table of the deliveries.';
 COMMENT ON COLUMN cdc.ledger_partition.name IS 'The source_partition argument: the name of one ordered sequence of offsets, for Kafka topic:generation:partition. The delivery key of offset o is name || '':'' || o.';
-COMMENT ON COLUMN cdc.ledger_partition.claimed_s IS 'Time of the last claim, in whole seconds since 2000-01-01 00:00 UTC (cdc.seconds_to_timestamptz).';
+COMMENT ON COLUMN cdc.ledger_partition.claimed_s IS 'Time of the last claim, in whole seconds since 2000-01-01 00:00 UTC (cdc.seconds_to_timestamptz). cdc.prune() removes a partition older than the replay horizon once it has no ranges left.';
 
 CREATE TABLE cdc.ledger_range (
-  partition_id integer NOT NULL,
+  partition_id bigint NOT NULL,
   lo           bigint NOT NULL,
   hi           bigint NOT NULL,
   claimed_s    integer NOT NULL,
@@ -724,6 +724,16 @@ BEGIN
        WHERE g.ctid >= format('(%s,0)', st.next_block)::tid AND g.ctid < format('(%s,0)', upto)::tid
          AND g.claimed_s < cutoff_s;
       GET DIAGNOSTICS n = ROW_COUNT;
+      -- at the end of a pass, the partitions left without ranges that were
+      -- not claimed within the horizon (one row per target and partition:
+      -- few, so the scan of the whole table once per pass is bounded by
+      -- them).  A batch claiming one meanwhile holds its row lock: the
+      -- DELETE waits and then finds claimed_s renewed.
+      IF upto >= nblocks THEN
+        DELETE FROM cdc.ledger_partition p
+         WHERE p.claimed_s < cutoff_s
+           AND NOT EXISTS (SELECT 1 FROM cdc.ledger_range g WHERE g.partition_id = p.id);
+      END IF;
     ELSIF st.relation = 'entity_state' THEN
       -- tombstones only (a live entity's record is needed as long as its row
       -- lives); the greatest pruned version per target and source becomes

@@ -112,7 +112,7 @@ namespace {
 // The id of the (target, partition) row of cdc.ledger_partition, updated (or
 // created) so that a concurrent batch of the same partition and target
 // waits for this transaction (ClaimOffsetRanges).
-int32_t
+int64_t
 LockLedgerPartition(Oid target, const std::string &partition, int32_t now_s)
 {
 	for (int attempt = 0; attempt < 3; attempt++) {
@@ -123,12 +123,12 @@ LockLedgerPartition(Oid target, const std::string &partition, int32_t now_s)
 		if (Execute("UPDATE cdc.ledger_partition SET claimed_s = $3 "
 		            "WHERE target OPERATOR(pg_catalog.=) $1 AND name OPERATOR(pg_catalog.=) $2 RETURNING id",
 		            p, true) == 1)
-			return int32_t(ResultInt(0, 1).value_or(0));
+			return ResultInt(0, 1).value_or(0);
 		/* none yet: create it; a concurrent creator's row is updated on the next attempt */
 		if (Execute("INSERT INTO cdc.ledger_partition (target, name, claimed_s) VALUES ($1, $2, $3) "
 		            "ON CONFLICT (target, name) DO NOTHING RETURNING id",
 		            p, true) == 1)
-			return int32_t(ResultInt(0, 1).value_or(0));
+			return ResultInt(0, 1).value_or(0);
 	}
 	throw std::runtime_error("cdc.ledger_partition: no row for the partition after three attempts");
 }
@@ -146,7 +146,7 @@ ClaimOffsetRanges(const std::string &partition, const std::vector<Oid> &target, 
 	for (size_t k = 0; k < target.size(); k++)
 		group[k] = size_t(std::lower_bound(targets.begin(), targets.end(), target[k]) - targets.begin());
 
-	std::vector<int32_t> partition_id(targets.size());
+	std::vector<int64_t> partition_id(targets.size());
 	std::vector<std::vector<cdc::OffsetRange>> existing(targets.size());
 	for (size_t g = 0; g < targets.size(); g++) {
 		int64_t first = INT64_MAX, last = INT64_MIN;
@@ -157,7 +157,7 @@ ClaimOffsetRanges(const std::string &partition, const std::vector<Oid> &target, 
 			}
 		partition_id[g] = LockLedgerPartition(targets[g], partition, now_s);
 		Params p;
-		p.Add(INT4OID, Int32GetDatum(partition_id[g]), false);
+		p.AddInt8(partition_id[g]);
 		p.AddInt8(first);
 		p.AddInt8(last);
 		uint64_t n = Execute("SELECT lo, hi FROM cdc.ledger_range WHERE partition_id OPERATOR(pg_catalog.=) $1 "
@@ -169,16 +169,16 @@ ClaimOffsetRanges(const std::string &partition, const std::vector<Oid> &target, 
 
 	cdc::OffsetClaimPlan plan = cdc::PlanOffsetClaims(offsets, group, std::move(existing));
 	if (!plan.ranges.empty()) {
-		ArrayParam ids(INT4OID, sizeof(int32), true, TYPALIGN_INT);
+		ArrayParam ids(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
 		ArrayParam los(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
 		ArrayParam his(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
 		for (const cdc::NewOffsetRange &r : plan.ranges) {
-			ids.Add(Int32GetDatum(partition_id[r.group]), false);
+			ids.Add(Int64GetDatum(partition_id[r.group]), false);
 			los.Add(Int64GetDatum(r.range.lo), false);
 			his.Add(Int64GetDatum(r.range.hi), false);
 		}
 		Params p;
-		ids.AddTo(p, INT4ARRAYOID);
+		ids.AddTo(p, INT8ARRAYOID);
 		los.AddTo(p, INT8ARRAYOID);
 		his.AddTo(p, INT8ARRAYOID);
 		p.Add(INT4OID, Int32GetDatum(now_s), false);
