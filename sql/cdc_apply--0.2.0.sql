@@ -131,7 +131,7 @@ CREATE TABLE cdc.entity_state (
   deleted   boolean NOT NULL,
   key       text NOT NULL,
   PRIMARY KEY (target, key)
-) WITH (fillfactor = 90);
+) WITH (fillfactor = 50);  -- every applied change of an entity updates its record: room for HOT updates (docs/retention.md, "Fill factor")
 COMMENT ON TABLE cdc.entity_state IS
   'Per-entity source version of the latest applied change; deleted = true makes the row a tombstone that blocks older inserts and updates. Columns ordered for alignment; read it through cdc.entities and cdc.tombstones.';
 COMMENT ON COLUMN cdc.entity_state.v1 IS 'Version component 2: commit LSN (or the LSN), the snapshot point, or the version column''s value.';
