@@ -39,9 +39,10 @@
 # method in turn: the launcher serves one database, cdc.database, so the
 # destination restarts between them).  Every method must end with exactly
 # the source's rows (count and md5 of the ordered rows), every change
-# applied, one ledger row per change for entity ordering (for 3k and 3kn
-# none, and offset ranges covering every change) and none for stream
-# ordering, and exactly one outbox row (or message) per change where
+# applied, every change claimed once for entity ordering (a ledger row, or
+# for 3k, 3kn and the worker's source transactions of 16 changes or more a
+# place in an offset range; 3k and 3kn keep no ledger rows) and nothing for
+# stream ordering, and exactly one outbox row (or message) per change where
 # it writes them;
 # otherwise the run fails.  Rates are printed on wall-clock time and on the CPU time
 # of the applying backend or worker (steadier on a shared machine).
@@ -476,8 +477,8 @@ SQL
 		case $m in
 		2a | 2b) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM ref.ledger"), outbox $(dval "m_$m" -c "SELECT count(*) FROM ref.outbox")"
 			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; } ;;
-		3a | 3b | 3c | 3m | 5) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
-			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger should have $N rows)"; failed=1; }
+		3a | 3b | 3c | 3m | 5) extra="ledger $(dval "m_$m" -c "SELECT count(*) + (SELECT coalesce(sum(hi - lo + 1), 0) FROM cdc.ledger_range) FROM cdc.ledger"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
+			[ "${extra%%,*}" = "ledger $N" ] || { extra="$extra (ledger rows and offset ranges should claim $N changes)"; failed=1; }
 			[[ $extra == *"applied $N,"* ]] || { extra="$extra (all $N changes should be applied)"; failed=1; }
 			check_outbox ;;
 		3k | 3kn) extra="ledger $(dval "m_$m" -c "SELECT count(*) FROM cdc.ledger"), offset ranges $(dval "m_$m" -c "SELECT count(*) || ' covering ' || coalesce(sum(hi - lo + 1), 0) FROM cdc.ledger_range"), $(dval "m_$m" -c "SELECT 'applied ' || coalesce(sum(applied), 0) || ', duplicate ' || coalesce(sum(duplicate), 0) || ', stale ' || coalesce(sum(stale), 0) || ', conflict ' || coalesce(sum(conflict), 0) || ', outbox ' || (SELECT count(*) FROM cdc.outbox) FROM cdc.stats")"
@@ -512,8 +513,11 @@ SQL
 			(SELECT ', outbox ' || (pg_total_relation_size('cdc.outbox_rows') / count(*)) || ' B/row' FROM cdc.outbox HAVING count(*) > 0)) FROM cdc.ledger_range")"$'\n' ;;
 		5s | 5sn | 5sm) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s no ledger rows or entity records; %s stream mark(s), %s B in all', '$m', '${LABEL[$m]}',
 			count(*), pg_total_relation_size('cdc.stream_mark')) FROM cdc.stream_mark")"$'\n' ;;
-		*) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s ledger %s B/entry, version state %s B/entity%s', '$m', '${LABEL[$m]}',
-			pg_total_relation_size('cdc.ledger') / greatest(count(*), 1), (SELECT pg_total_relation_size('cdc.entity_state') / greatest(count(*), 1) FROM cdc.entity_state),
+		*) space+="$(dval "m_$m" -c "VACUUM" -c "SELECT format('  %-4s %-36s %s, version state %s B/entity%s', '$m', '${LABEL[$m]}',
+			CASE WHEN count(*) > 0 THEN 'ledger ' || pg_total_relation_size('cdc.ledger') / count(*) || ' B/entry' ELSE 'no ledger rows' END
+			  || coalesce((SELECT ' (' || count(*) || ' offset range(s) too, ' || pg_total_relation_size('cdc.ledger_range') + pg_total_relation_size('cdc.ledger_partition') || ' B in all)'
+			                 FROM cdc.ledger_range HAVING count(*) > 0), ''),
+			(SELECT pg_total_relation_size('cdc.entity_state') / greatest(count(*), 1) FROM cdc.entity_state),
 			(SELECT ', outbox ' || (pg_total_relation_size(coalesce(to_regclass('cdc.outbox_rows'), 'cdc.outbox')) / count(*)) || ' B/row'
 			   FROM cdc.outbox HAVING count(*) > 0)) FROM cdc.ledger")"$'\n' ;;
 		esac

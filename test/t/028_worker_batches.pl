@@ -12,8 +12,9 @@
 #     commit LSN, and nothing of the transaction commits, not even the queue
 #     applied before;
 #   - cdc.apply_batch_changes = 1 (change by change) gives the same state.
-# Each part ends with the destination equal to the source, one ledger row
-# and one outbox row per source change.
+# Each part ends with the destination equal to the source, every source
+# change claimed once (a ledger row, or within its transaction's offset
+# range) and one outbox row per source change.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -52,8 +53,14 @@ sub check_state
 	ok(wait_caught_up($source, $dest, 'bat'), "$label: caught up");
 	compare_table($source, $dest, $compare, "$label: destination equals source");
 	is(outbox_summary($dest), "$changes|$changes", "$label: $changes outbox rows, one per source change");
-	is($dest->safe_psql('postgres', q{SELECT count(*) FROM cdc.ledger WHERE target = 'wb'::regclass}),
-		$changes, "$label: one ledger row per source change");
+	# a source transaction of at least 16 changes is claimed as one offset
+	# range of its positions (docs/semantics.md, "Claims by offset range"),
+	# a smaller one as a ledger row per change
+	is($dest->safe_psql('postgres', q{
+		SELECT (SELECT count(*) FROM cdc.ledger WHERE target = 'wb'::regclass)
+		     + (SELECT coalesce(sum(g.hi - g.lo + 1), 0) FROM cdc.ledger_range g
+		          JOIN cdc.ledger_partition p ON p.id = g.partition_id WHERE p.target = 'wb'::regclass)}),
+		$changes, "$label: every source change claimed once, by a ledger row or in an offset range");
 	is($dest->safe_psql('postgres', q{SELECT coalesce(sum(duplicate + stale + conflict + expired), 0) FROM cdc.stats}),
 		'0', "$label: no duplicate, stale, conflict or expired outcome");
 }
@@ -212,4 +219,42 @@ COMMIT;
 });
 check_state('change by change');
 is(scalar(@{ queue_sizes($offset, '\\d+') }), 0, 'change by change: nothing was queued');
+
+# --- claims by offset range: what they keep, and an origin rewound ----------
+# A source transaction of 40 changes (batched again) is claimed as one range
+# of its positions; a transaction of 3 changes as three ledger rows.  Then
+# the replication origin is moved back before both: the source sends them
+# again, every re-sent change is a duplicate, and no row, outbox row, ledger
+# row or range changes.
+worker_setting('cdc.apply_batch_changes', undef);
+ok(wait_caught_up($source, $dest, 'bat'), 'rewind: caught up before');
+my $lsn_before = $dest->safe_psql('postgres', q{SELECT applied_lsn FROM cdc.subscription_status WHERE name = 'bat'});
+slot_save($source, 'bat', 'bat_saved'); # the slot as it is now: it can send what follows again
+$source->safe_psql('postgres', q{UPDATE wb SET v = v || 'g' WHERE id BETWEEN 1 AND 40});
+$source->safe_psql('postgres', q{UPDATE wb SET v = v || 'h' WHERE id BETWEEN 41 AND 43});
+$changes += 43;
+check_state('a transaction of 40 changes and one of 3');
+my $claims = q{SELECT (SELECT count(*) FROM cdc.ledger WHERE target = 'wb'::regclass) || '|' ||
+                      (SELECT string_agg(p.name || ' ' || g.lo || '-' || g.hi, ',' ORDER BY p.id, g.lo) FROM cdc.ledger_range g
+                         JOIN cdc.ledger_partition p ON p.id = g.partition_id WHERE p.target = 'wb'::regclass)};
+my $claims_before = $dest->safe_psql('postgres', $claims);
+my $sysid = $source->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+like($claims_before, qr/pgoutput:pg:$sysid:[0-9A-F]+\/[0-9A-F]+ 1-40$/,
+	'rewind: the 40-change transaction is the last range, positions 1 to 40');
+my ($range_part) = $claims_before =~ /(pgoutput:pg:$sysid:[0-9A-F]+\/[0-9A-F]+) 1-40$/;
+is($dest->safe_psql('postgres', "SELECT cdc.delivery_processed('wb', '$range_part:' || p) FROM unnest(ARRAY[1, 40, 41]) p"),
+	"t\nt\nf", 'rewind: delivery_processed answers from the range (positions 1 and 40 processed, 41 not)');
+my $rows_before = $dest->safe_psql('postgres', 'SELECT md5(string_agg(wb::text, \',\' ORDER BY id)) FROM wb');
+my $stats_before = $dest->safe_psql('postgres', q{SELECT applied || '|' || duplicate FROM cdc.stats WHERE target = 'wb'::regclass});
+disable_and_wait($source, $dest, 'bat');
+slot_restore($source, 'bat', 'bat_saved');
+origin_rewind($dest, 'bat', $lsn_before);
+enable_subscription($dest, 'bat');
+ok(wait_caught_up($source, $dest, 'bat'), 'rewind: caught up again');
+my ($applied_before, $dup_before) = split /\|/, $stats_before;
+is($dest->safe_psql('postgres', q{SELECT applied || '|' || duplicate FROM cdc.stats WHERE target = 'wb'::regclass}),
+	$applied_before . '|' . ($dup_before + 43), 'rewind: the 43 re-sent changes are duplicates, nothing applied');
+is($dest->safe_psql('postgres', 'SELECT md5(string_agg(wb::text, \',\' ORDER BY id)) FROM wb'), $rows_before, 'rewind: rows unchanged');
+is(outbox_summary($dest), "$changes|$changes", 'rewind: no outbox row added');
+is($dest->safe_psql('postgres', $claims), $claims_before, 'rewind: ledger rows and ranges unchanged');
 done_testing();

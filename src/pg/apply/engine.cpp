@@ -199,22 +199,12 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 		p.ev.before.reset(); /* decoded into the request: not held twice */
 		p.ev.after.reset();
 	}
-	if (by_offset) {
-		/* the claims of the whole batch at once, before its first segment (docs/semantics.md, "Claims by offset range") */
-		std::vector<Oid> targets(reqs.size());
-		std::vector<int64_t> offsets(reqs.size());
-		for (size_t j = 0; j < reqs.size(); j++) {
-			targets[j] = reqs[j].target;
-			offsets[j] = by_offset->offsets[positions[j] - 1];
-		}
-		SetEventLabel("events of the batch (claiming their offsets)");
-		SetContext(nullptr, "");
-		claims_made_ = ClaimOffsetRanges(by_offset->partition, targets, offsets, TransactionSeconds());
-	}
 	struct ResetClaims { /* also when an error unwinds: plain C++ */
 		std::vector<char> &claims;
 		~ResetClaims() { claims.clear(); }
 	} reset_claims{claims_made_};
+	if (by_offset)
+		ClaimByOffsetRange(reqs, positions, by_offset);
 	std::vector<Outcome> applied = ApplyChanges(reqs, positions);
 	for (size_t j = 0; j < applied.size(); j++)
 		out[positions[j] - 1] = applied[j];
@@ -243,7 +233,74 @@ ApplyEngine::ApplyQueued()
 	reqs.swap(queued_);
 	positions.swap(queued_positions_);
 	queued_bytes_ = 0;
+	struct ResetClaims { /* also when an error unwinds: plain C++ */
+		std::vector<char> &claims;
+		~ResetClaims() { claims.clear(); }
+	} reset_claims{claims_made_};
+	if (stream_intake_)
+		ClaimByOffsetRange(reqs, positions, nullptr);
 	ApplyChanges(reqs, positions);
+}
+
+void
+ApplyEngine::ClaimByOffsetRange(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions,
+                                const OffsetClaims *by_offset)
+{
+	claims_made_.assign(reqs.size(), kClaimByDigest);
+	/* partition -> the requests claimed in it, in input order */
+	std::map<std::string, std::vector<size_t>> parts;
+	std::vector<int64_t> offset(reqs.size());
+	for (size_t j = 0; j < reqs.size(); j++) {
+		if (by_offset) {
+			offset[j] = by_offset->offsets[positions[j] - 1];
+			parts[by_offset->partition].push_back(j);
+			continue;
+		}
+		/*
+		 * The worker: pgoutput:<source>:<commit LSN>:<position> (StampNextChange),
+		 * an entity-ordered target (stream-ordered ones claim nothing).
+		 */
+		const std::optional<std::string> &dk = reqs[j].delivery_key;
+		if (!dk || dk->compare(0, 9, "pgoutput:") != 0 || !reqs[j].total_order)
+			continue;
+		const size_t colon = dk->rfind(':');
+		if (colon == std::string::npos || dk->compare(colon + 1, std::string::npos, std::to_string(*reqs[j].total_order)) != 0)
+			continue;
+		if (LoadTarget(reqs[j].target).mapping.stream_ordered)
+			continue;
+		offset[j] = *reqs[j].total_order;
+		parts[dk->substr(0, colon)].push_back(j);
+	}
+	for (auto &[partition, members] : parts) {
+		if (!by_offset) {
+			if (members.size() < kMinWorkerRangeClaim)
+				continue; /* a small transaction: a ledger row per change costs less than four statements */
+			bool increasing = true;
+			for (size_t i = 1; i < members.size(); i++)
+				increasing = increasing && offset[members[i]] > offset[members[i - 1]];
+			if (!increasing)
+				continue;
+		}
+		std::vector<Oid> targets(members.size());
+		std::vector<int64_t> offsets(members.size());
+		for (size_t i = 0; i < members.size(); i++) {
+			targets[i] = reqs[members[i]].target;
+			offsets[i] = offset[members[i]];
+		}
+		SetEventLabel(by_offset ? std::string("events of the batch (claiming their offsets)")
+		                        : position_unit_ + "s " + std::to_string(positions[members.front()]) + " to " +
+		                              std::to_string(positions[members.back()]) + " " + position_scope_ +
+		                              " (claiming their positions)");
+		SetContext(nullptr, "");
+		std::vector<char> claimed = ClaimOffsetRanges(partition, targets, offsets, TransactionSeconds());
+		for (size_t i = 0; i < members.size(); i++)
+			claims_made_[members[i]] = claimed[i];
+	}
+	bool any = false;
+	for (char c : claims_made_)
+		any = any || c != kClaimByDigest;
+	if (!any)
+		claims_made_.clear();
 }
 
 std::vector<Outcome>
@@ -272,7 +329,7 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 			const bool last = i + 1 == reqs.size() || reqs[i + 1].op != Op::Truncate;
 			grouping_truncates_ = !(first && last);
 			SetEventPosition(positions[i]);
-			if (!claims_made_.empty())
+			if (!claims_made_.empty() && claims_made_[i] != kClaimByDigest)
 				pending_claim_ = claims_made_[i] != 0;
 			out[i] = ApplyChange(reqs[i]);
 			pending_claim_.reset();

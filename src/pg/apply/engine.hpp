@@ -326,8 +326,20 @@ class ApplyEngine {
 	size_t queued_bytes_ = 0;
 	std::optional<bool> pending_claim_;
 	// ApplyChanges' claims made beforehand (claims by offset range), per
-	// request; empty: each segment claims its delivery keys (ClaimAll).
+	// request: 1 a new claim, 0 processed before, kClaimByDigest not made
+	// (claimed by its digest as usual); empty: every request by digest.
 	std::vector<char> claims_made_;
+	static constexpr char kClaimByDigest = 2;
+	// Claims by offset range for requests [0, n) of `reqs` as their batch
+	// or queue is applied (claims_made_): for cdc_apply_batch() with
+	// source_partition (by_offset), every request; for the worker's queue
+	// (by_offset nullptr), the changes of each source transaction with at
+	// least kMinWorkerRangeClaim changes to entity-ordered targets in the
+	// queue, as the partition pgoutput:<source>:<commit LSN> at offsets
+	// = their positions (docs/semantics.md, "Claims by offset range").
+	void ClaimByOffsetRange(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions,
+	                        const OffsetClaims *by_offset);
+	static constexpr size_t kMinWorkerRangeClaim = 16;
 	bool stream_intake_ = false;
 	std::map<std::pair<Oid, int32_t>, StreamMark> marks_;
 	// A segment's stream decision for a change it hands to ApplyChange (the

@@ -147,29 +147,35 @@ IsKeyChange(const Target &t, const ChangeRequest &req, const PreparedChange &p)
 	return req.op == Op::Update && p.before && p.after && !SameKey(t, *p.before, *p.after);
 }
 
-// Claims the delivery keys of a segment in cdc.ledger in input order, through
-// the executor (state_direct.hpp) or else with one statement (the digests of pg/state_store.hpp, ClaimDelivery).  Returns
-// per change whether its claim is new: false when the ledger had the digest
+// Claims the delivery keys of changes `which` of a segment (indexes into
+// target and prep, ascending) in cdc.ledger in input order, through the
+// executor (state_direct.hpp) or else with one statement (the digests of
+// pg/state_store.hpp, ClaimDelivery).  Returns per change of `which` whether
+// its claim is new: false when the ledger had the digest
 // already, or an earlier change of the segment claimed it (the same delivery
 // twice in one batch).  As one by one, a change whose claim is not new still
 // goes through the version decision (Simulate, ApplyEntity).
 std::vector<char>
-ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> &prep, int32_t now_s)
+ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> &prep, const std::vector<size_t> &which,
+         int32_t now_s)
 {
-	std::vector<int64> digest(prep.size());
-	std::vector<Oid> relid(prep.size());
-	for (size_t k = 0; k < prep.size(); k++) {
-		digest[k] = Int64FromMd5Hex(Md5Hex(LedgerDigestInput(uint32_t(target[k]->relid), prep[k].delivery_key)));
-		relid[k] = target[k]->relid;
+	const size_t n = which.size();
+	std::vector<int64> digest(n);
+	std::vector<Oid> relid(n);
+	for (size_t k = 0; k < n; k++) {
+		digest[k] = Int64FromMd5Hex(Md5Hex(LedgerDigestInput(uint32_t(target[which[k]]->relid), prep[which[k]].delivery_key)));
+		relid[k] = target[which[k]]->relid;
 	}
-	std::vector<char> claimed(prep.size());
+	std::vector<char> claimed(n);
+	if (n == 0)
+		return claimed;
 	if (PgCallAs(RunAs::ExtensionOwner(), [&]() {
-		    return ClaimDeliveriesDirectPg(int(prep.size()), digest.data(), relid.data(), now_s, claimed.data());
+		    return ClaimDeliveriesDirectPg(int(n), digest.data(), relid.data(), now_s, claimed.data());
 	    }) != kNotDirect)
 		return claimed;
 	ArrayParam digests(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
 	ArrayParam targets(OIDOID, sizeof(Oid), true, TYPALIGN_INT);
-	for (size_t k = 0; k < prep.size(); k++) {
+	for (size_t k = 0; k < n; k++) {
 		digests.Add(Int64GetDatum(digest[k]), false);
 		targets.Add(ObjectIdGetDatum(relid[k]), false);
 	}
@@ -177,15 +183,15 @@ ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> 
 	digests.AddTo(p, INT8ARRAYOID);
 	targets.AddTo(p, OIDARRAYOID);
 	p.Add(INT4OID, Int32GetDatum(now_s), false);
-	uint64_t n = Execute("INSERT INTO cdc.ledger (digest, target, claimed_s) "
-	                     "SELECT x.d, x.t::pg_catalog.regclass, $3 "
-	                     "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS x(d, t, ord) "
-	                     "ORDER BY x.ord ON CONFLICT (digest) DO NOTHING RETURNING digest",
-	                     p, true);
+	uint64_t rows = Execute("INSERT INTO cdc.ledger (digest, target, claimed_s) "
+	                        "SELECT x.d, x.t::pg_catalog.regclass, $3 "
+	                        "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS x(d, t, ord) "
+	                        "ORDER BY x.ord ON CONFLICT (digest) DO NOTHING RETURNING digest",
+	                        p, true);
 	std::multiset<int64_t> inserted;
-	for (uint64_t i = 0; i < n; i++)
+	for (uint64_t i = 0; i < rows; i++)
 		inserted.insert(std::stoll(ResultText(i, 1).value_or("0")));
-	for (size_t k = 0; k < prep.size(); k++) {
+	for (size_t k = 0; k < n; k++) {
 		auto it = inserted.find(digest[k]);
 		claimed[k] = it != inserted.end();
 		if (claimed[k])
@@ -811,7 +817,10 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	if (n_stream > 0 && !stream) {
 		for (size_t k = 0; k < n; k++) {
 			SetEventPosition(positions[begin + k]);
+			if (!claims_made_.empty() && claims_made_[begin + k] != kClaimByDigest)
+				pending_claim_ = claims_made_[begin + k] != 0;
 			out[begin + k] = ApplyChange(reqs[begin + k]);
+			pending_claim_.reset();
 		}
 		return;
 	}
@@ -844,12 +853,19 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			m.dirty = true;
 		}
 	} else {
-		if (!claims_made_.empty()) {
-			/* claimed by offset range before the first segment (ApplyDebeziumBatch) */
-			claimed.assign(claims_made_.begin() + std::ptrdiff_t(begin), claims_made_.begin() + std::ptrdiff_t(end));
-		} else {
+		/* claimed by offset range before the first segment (ClaimByOffsetRange), the others by digest now */
+		std::vector<size_t> by_digest;
+		for (size_t k = 0; k < n; k++) {
+			if (claims_made_.empty() || claims_made_[begin + k] == kClaimByDigest)
+				by_digest.push_back(k);
+			else
+				claimed[k] = claims_made_[begin + k];
+		}
+		if (!by_digest.empty()) {
 			stage("claiming their delivery keys", nullptr);
-			claimed = ClaimAll(target, prep, now_s);
+			std::vector<char> digests = ClaimAll(target, prep, by_digest, now_s);
+			for (size_t j = 0; j < by_digest.size(); j++)
+				claimed[by_digest[j]] = digests[j];
 		}
 	}
 
