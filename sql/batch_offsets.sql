@@ -190,6 +190,7 @@ SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 
 SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9)), delivery_keys => '{k}',
                        source_partition => 'p', offsets => '{1}');
 SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9)), source_partition => '', offsets => '{1}');
+SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9)), source_partition => repeat('p', 1025), offsets => '{1}');
 SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9)), source_partition => 'p', offsets => '{1,2}');
 SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9), kafka_tombstone()),
                        source_partition => 'p', offsets => '{1,NULL}');
@@ -210,6 +211,10 @@ SELECT count(*) AS row_9 FROM bo_x WHERE id = 9;
 SELECT applied FROM cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9, "v": "ok"}', '0/900', 9),
                                                       dbz('c', 'bo_x', '{"id": 10}', '0/910', 9)),
                                     source_partition => 'p', offsets => '{1,2}');
+-- a partition name of 1,024 bytes, the longest allowed, is stored
+SELECT applied FROM cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 11}', '0/920', 9)),
+                                    source_partition => repeat('q', 1024), offsets => '{7}');
+SELECT length(name) FROM cdc.ledger_partition WHERE name LIKE 'qqq%';
 -- an empty batch claims nothing
 SELECT events FROM cdc_apply_batch('[]'::jsonb, source_partition => 'empty', offsets => '{}');
 SELECT count(*) AS partitions_of_empty FROM cdc.ledger_partition WHERE name = 'empty';

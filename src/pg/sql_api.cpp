@@ -479,6 +479,12 @@ ApplyBatch(FunctionCallInfo fcinfo, std::vector<Json> &&events)
 		if (by_offset->partition.empty())
 			throw cdc::InputError("22023", "source_partition must not be empty", "",
 			                      "Name the partition the events were read from, for Kafka topic:generation:partition.");
+		/* it is stored in a btree index (cdc.ledger_partition), which bounds its size: refused before anything is written */
+		if (by_offset->partition.size() > cdc::kMaxSourceNameBytes)
+			throw cdc::InputError("22023",
+			                      "source_partition is " + std::to_string(by_offset->partition.size()) +
+			                          " bytes long, more than the " + std::to_string(cdc::kMaxSourceNameBytes) + " allowed",
+			                      "", "Name the partition the events were read from, for Kafka topic:generation:partition.");
 		ArrayElements offs = ArrayArg(fcinfo, 5, INT8OID);
 		if (size_t(offs.count) != events.size())
 			throw cdc::InputError("22023", "offsets has " + std::to_string(offs.count) + " elements, events has " +
@@ -558,8 +564,8 @@ RequireEvents(FunctionCallInfo fcinfo)
  * as offset ranges (cdc.ledger_range) instead of one ledger row each
  * (docs/semantics.md, "Claims by offset range").  Errors: 22004 events
  * NULL, 22023 not an array, delivery_keys or offsets of another length,
- * source_partition without offsets (or the reverse), with delivery_keys, or
- * empty, a NULL offset, offsets not strictly increasing; and every error of
+ * source_partition without offsets (or the reverse), with delivery_keys,
+ * empty or longer than 1,024 bytes, a NULL offset, offsets not strictly increasing; and every error of
  * cdc_apply() with "event N of the batch" in the context; nothing of the
  * batch is applied.
  */
