@@ -225,7 +225,8 @@ is($sw->{streaming}, 1, 'cdc_subscription: sw streams');
 my ($wk) = grep { $_->{subscription} eq 'sw' } @{ $r->{cdc_worker} };
 is(scalar(@{ $wk->{apply_latency_seconds} }), 19, 'cdc_worker: 19 latency bounds (+Inf is the count)');
 ok($wk->{apply_latency_seconds_count} >= 200, 'cdc_worker: the latency count');
-is(scalar(@{ $r->{cdc_prune} }), 3, 'cdc_prune: ledger, entity_state, outbox');
+is(join(',', sort map { $_->{relation} } @{ $r->{cdc_prune} }), 'entity_state,ledger,ledger_range,outbox',
+	'cdc_prune: ledger, ledger_range, entity_state, outbox');
 is($r->{cdc_shared_stats}[0]{available}, 1, 'cdc_shared_stats: available');
 
 # ---------------------------------------------------------------------------

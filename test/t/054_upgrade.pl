@@ -177,7 +177,9 @@ my %state_queries = (
 	                         skip_lsn, created_at FROM cdc.subscription ORDER BY subid},
 	subscription_state => q{SELECT subid, state, received_lsn, flushed_lsn, retry_count, last_error, applied_xacts
 	                          FROM cdc.subscription_state ORDER BY subid},
-	prune_state => q{SELECT relation, last_run_at, last_sweep_done_at, removed FROM cdc.prune_state ORDER BY relation},
+	# (the relations of 0.1.0: ledger_range is new in 0.2.0, checked below)
+	prune_state => q{SELECT relation, last_run_at, last_sweep_done_at, removed FROM cdc.prune_state
+	                   WHERE relation <> 'ledger_range' ORDER BY relation},
 	t => q{SELECT * FROM public.t ORDER BY id},
 	t2 => q{SELECT * FROM public.t2 ORDER BY id},
 	h => q{SELECT id, v, cdc_key, cdc_version, cdc_op FROM public.h ORDER BY cdc_seq},
@@ -250,6 +252,8 @@ like(join("\n", @init), qr/function cdc\.outbox_mark_published\(bigint\[\]\): \{
 for my $q (sort keys %state_queries) {
 	is(uq($state_queries{$q}), $before{$q}, "$q is as before the update");
 }
+is(uq(q{SELECT relation, last_run_at, last_sweep_done_at, removed FROM cdc.prune_state WHERE relation = 'ledger_range'}),
+	'ledger_range|||0', 'prune_state: ledger_range (claims by offset range, new in 0.2.0) has not run yet');
 is(uq(q{SELECT count(*) FROM cdc.source WHERE id <> (('x' || substr(md5(name), 1, 8))::bit(32)::integer & 2147483647)}), '0',
 	'every source id is the 0.2.0 hash of its name');
 is(uq(q{SELECT count(*) FROM cdc.outbox_source}), '2', 'two outbox source identities (t, t2)');
@@ -328,7 +332,8 @@ is(uq(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM cdc.outbox WHERE publi
 # the launcher serves the database now
 $log_offset = -s $node->logfile;
 $node->restart;
-is(uq(q{SELECT count(*) FROM cdc.prune_state}), '3', 'restart with the updated extension');
+is(uq(q{SELECT string_agg(relation, ',' ORDER BY relation) FROM cdc.prune_state}), 'entity_state,ledger,ledger_range,outbox',
+	'restart with the updated extension');
 ok(!(slurp_file($node->logfile, $log_offset) =~ /is version 0\.1\.0/), 'no version warning after the update');
 
 done_testing();

@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(197);
+SELECT plan(212);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -24,7 +24,7 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'cdc_apply'), false, 'extension is not relocatable');
 
 -- Tables and views.
-SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'source', 'entity_state', 'table_barrier', 'outbox_rows', 'outbox_source',
+SELECT tables_are('cdc', ARRAY['mapping', 'ledger', 'ledger_partition', 'ledger_range', 'source', 'entity_state', 'table_barrier', 'outbox_rows', 'outbox_source',
                          'conflicts', 'counters', 'subscription', 'subscription_state', 'subscription_rel', 'skipped_transactions',
                          'dead_letter', 'prune_watermark', 'prune_state', 'subscription_errors', 'accepted_gaps', 'source_renames',
                          'stream_mark', 'audit_runs', 'audit_findings'],
@@ -53,6 +53,18 @@ SELECT col_type_is('cdc', 'ledger', 'digest', 'bigint', 'cdc.ledger.digest is bi
 SELECT col_type_is('cdc', 'ledger', 'target', 'regclass', 'cdc.ledger.target is regclass');
 SELECT col_type_is('cdc', 'ledger', 'claimed_s', 'integer', 'cdc.ledger.claimed_s is integer (seconds since 2000)');
 SELECT col_not_null('cdc', 'ledger', 'claimed_s', 'cdc.ledger.claimed_s is NOT NULL');
+-- Claims by offset range (cdc_apply_batch with source_partition and
+-- offsets): one row per (target, partition), ranges keyed by their end.
+SELECT columns_are('cdc', 'ledger_partition', ARRAY['id', 'target', 'name', 'claimed_s'], 'cdc.ledger_partition has exactly the documented columns');
+SELECT col_is_pk('cdc', 'ledger_partition', 'id', 'cdc.ledger_partition: id is the primary key');
+SELECT col_is_unique('cdc', 'ledger_partition', ARRAY['target', 'name'], 'cdc.ledger_partition: one row per (target, partition), the lock of its claims');
+SELECT col_type_is('cdc', 'ledger_partition', 'target', 'regclass', 'cdc.ledger_partition.target is regclass');
+SELECT col_type_is('cdc', 'ledger_partition', 'name', 'text', 'cdc.ledger_partition.name is text');
+SELECT columns_are('cdc', 'ledger_range', ARRAY['partition_id', 'lo', 'hi', 'claimed_s'], 'cdc.ledger_range has exactly the documented columns');
+SELECT col_is_pk('cdc', 'ledger_range', ARRAY['partition_id', 'hi'], 'cdc.ledger_range: (partition, last offset) is the primary key');
+SELECT col_type_is('cdc', 'ledger_range', 'lo', 'bigint', 'cdc.ledger_range.lo is bigint');
+SELECT col_type_is('cdc', 'ledger_range', 'hi', 'bigint', 'cdc.ledger_range.hi is bigint');
+SELECT col_type_is('cdc', 'ledger_range', 'claimed_s', 'integer', 'cdc.ledger_range.claimed_s is integer (seconds since 2000)');
 SELECT is(cdc.delivery_digest('cdc.mapping', 'k'), ('x' || substr(md5('cdc.mapping'::regclass::oid::text || E'\n' || 'k'), 1, 16))::bit(64)::bigint,
           'cdc.delivery_digest is the first 64 bits of md5(target oid, newline, delivery key)');
 
@@ -196,7 +208,7 @@ SELECT has_function('cdc', 'replay_horizon', ARRAY[]::text[], 'cdc.replay_horizo
 SELECT is(cdc.replay_horizon(), interval '7 days', 'the replay horizon defaults to 7 days');
 SELECT col_default_is('cdc', 'mapping', 'expired_policy', 'refuse', 'cdc.mapping.expired_policy defaults to refuse');
 SELECT col_default_is('cdc', 'mapping', 'outbox_via', 'table', 'cdc.mapping.outbox_via defaults to table');
-SELECT columns_are('cdc', 'horizon_status', ARRAY['horizon', 'cutoff', 'oldest_ledger_entry', 'ledger_rows', 'ledger_bytes',
+SELECT columns_are('cdc', 'horizon_status', ARRAY['horizon', 'cutoff', 'oldest_ledger_entry', 'ledger_rows', 'ledger_bytes', 'ledger_ranges',
                    'oldest_tombstone', 'tombstones', 'live_entities', 'entity_state_bytes', 'outbox_unpublished',
                    'outbox_published', 'outbox_bytes', 'watermarks', 'expired_changes', 'last_prune_at', 'last_full_sweep_at'],
                    'cdc.horizon_status has exactly the documented columns');
@@ -238,6 +250,13 @@ SELECT table_privs_are('cdc', 'ledger', 'public', ARRAY['SELECT'], 'PUBLIC may r
 SELECT ok((SELECT relrowsecurity AND NOT relforcerowsecurity FROM pg_class WHERE oid = 'cdc.ledger'::regclass),
           'cdc.ledger has row-level security (the extension owner, who writes it, is not subject to it)');
 SELECT policies_are('cdc', 'ledger', ARRAY['readable_targets'], 'cdc.ledger has exactly the policy readable_targets');
+SELECT table_privs_are('cdc', 'ledger_partition', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.ledger_partition (row by row: policy readable_targets)');
+SELECT table_privs_are('cdc', 'ledger_range', 'public', ARRAY['SELECT'], 'PUBLIC may read cdc.ledger_range (row by row: policy readable_targets)');
+SELECT ok((SELECT bool_and(relrowsecurity AND NOT relforcerowsecurity) FROM pg_class
+            WHERE oid IN ('cdc.ledger_partition'::regclass, 'cdc.ledger_range'::regclass)),
+          'cdc.ledger_partition and cdc.ledger_range have row-level security (not forced: the extension owner writes them)');
+SELECT policies_are('cdc', 'ledger_partition', ARRAY['readable_targets'], 'cdc.ledger_partition has exactly the policy readable_targets');
+SELECT policies_are('cdc', 'ledger_range', ARRAY['readable_targets'], 'cdc.ledger_range has exactly the policy readable_targets');
 SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'cdc.mapping'::regclass),
           'cdc.mapping has row-level security (delegated writers write only their own tables'' mappings)');
 SELECT policies_are('cdc', 'mapping', ARRAY['readable', 'own_targets'], 'cdc.mapping has exactly the policies readable and own_targets');
