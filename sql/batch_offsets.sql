@@ -200,6 +200,12 @@ SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 
                        source_partition => 'p', offsets => '{6,5}');
 SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9)), source_partition => 'p',
                        offsets => '{{1}}');
+\set VERBOSITY default
+-- the error names the argument
+SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9)), source_partition => 'p',
+                       offsets => '{{1}}');
+SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9)), delivery_keys => '{{a}}');
+\set VERBOSITY sqlstate
 -- an error in the batch rolls its claims back with everything else
 SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9, "v": "ok"}', '0/900', 9),
                                          dbz('c', 'bo_x', '{"id": "not a number"}', '0/910', 9)),

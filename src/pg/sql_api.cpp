@@ -411,7 +411,9 @@ CDC_PG_ENTRY_POINT(cdc_apply_text, cdc::pg::kCallApply)
 
 namespace {
 
-// Elements of a one-dimensional array argument (NULL elements included).
+// Elements of a one-dimensional array argument (NULL elements included);
+// `name`: the argument's name, for the error (2202E) when it has more
+// dimensions.
 struct ArrayElements {
 	Datum *values = nullptr;
 	bool *nulls = nullptr;
@@ -419,7 +421,7 @@ struct ArrayElements {
 };
 
 ArrayElements
-ArrayArg(FunctionCallInfo fcinfo, int n, Oid elemtype)
+ArrayArg(FunctionCallInfo fcinfo, int n, Oid elemtype, const char *name)
 {
 	ArrayElements a;
 	if (PG_NARGS() <= n || PG_ARGISNULL(n))
@@ -428,7 +430,7 @@ ArrayArg(FunctionCallInfo fcinfo, int n, Oid elemtype)
 		ArrayType *arr = PG_GETARG_ARRAYTYPE_P(n);
 		if (ARR_NDIM(arr) > 1)
 			ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-			                errmsg("argument %d must be a one-dimensional array", n + 1)));
+			                errmsg("%s must be a one-dimensional array", name)));
 		int16 typlen;
 		bool typbyval;
 		char typalign;
@@ -445,7 +447,7 @@ Datum
 ApplyBatch(FunctionCallInfo fcinfo, std::vector<Json> &&events)
 {
 	std::vector<std::optional<std::string>> delivery_keys;
-	ArrayElements dks = ArrayArg(fcinfo, 2, TEXTOID);
+	ArrayElements dks = ArrayArg(fcinfo, 2, TEXTOID, "delivery_keys");
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2)) {
 		if (size_t(dks.count) != events.size())
 			throw cdc::InputError("22023", "delivery_keys has " + std::to_string(dks.count) + " elements, events has " +
@@ -485,7 +487,7 @@ ApplyBatch(FunctionCallInfo fcinfo, std::vector<Json> &&events)
 			                      "source_partition is " + std::to_string(by_offset->partition.size()) +
 			                          " bytes long, more than the " + std::to_string(cdc::kMaxSourceNameBytes) + " allowed",
 			                      "", "Name the partition the events were read from, for Kafka topic:generation:partition.");
-		ArrayElements offs = ArrayArg(fcinfo, 5, INT8OID);
+		ArrayElements offs = ArrayArg(fcinfo, 5, INT8OID, "offsets");
 		if (size_t(offs.count) != events.size())
 			throw cdc::InputError("22023", "offsets has " + std::to_string(offs.count) + " elements, events has " +
 			                                   std::to_string(events.size()),
@@ -590,7 +592,7 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
 CDC_PG_ENTRY_POINT(cdc_apply_batch_array, cdc::pg::kCallApplyBatch)
 {
 	RequireEvents(fcinfo);
-	ArrayElements a = ArrayArg(fcinfo, 0, JSONBOID);
+	ArrayElements a = ArrayArg(fcinfo, 0, JSONBOID, "events");
 	std::vector<Json> events;
 	events.reserve(size_t(a.count));
 	for (int i = 0; i < a.count; i++)
