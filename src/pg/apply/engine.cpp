@@ -183,9 +183,16 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 		parsed.push_back(Parsed{i, std::move(ev), target});
 	}
 	/* Truncated targets are locked before anything else (LockForTruncate). */
+	/*
+	 * Each loop below names its event in the error context before it loads
+	 * the event's target (LoadTarget checks privileges, row-level security,
+	 * stream ordering): else an error there would carry the context of the
+	 * event handled before.
+	 */
 	for (const Parsed &p : parsed)
 		if (p.ev.op == Op::Truncate) {
 			SetEventPosition(p.index + 1);
+			SetContextKey(nullptr, dk_of(p.index));
 			LockForTruncate(p.target);
 		}
 	std::vector<ChangeRequest> reqs;
@@ -194,6 +201,7 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 	positions.reserve(parsed.size());
 	for (Parsed &p : parsed) {
 		SetEventPosition(p.index + 1);
+		SetContextKey(nullptr, dk_of(p.index));
 		reqs.push_back(DebeziumRequest(p.ev, p.target, dk_of(p.index)));
 		positions.push_back(p.index + 1);
 		p.ev.before.reset(); /* decoded into the request: not held twice */
