@@ -118,6 +118,10 @@ SELECT k, cdc.delivery_processed('bo_t', k) AS processed
   FROM unnest(ARRAY['orders:0:3:99', 'orders:0:3:100', 'orders:0:3:103', 'orders:0:3:105', 'orders:0:3:112', 'orders:0:3:113',
                     'orders:0:4:100', 'orders:0:3', 'orders:0:3:1x', 'orders:0:3:-1',
                     'orders:0:3:99999999999999999999']) k;
+-- only the offset as the batch spells it in the delivery key: 'orders:0:3:0100'
+-- and 'orders:0:3:+100' are other delivery keys than 'orders:0:3:100'
+SELECT k, cdc.delivery_processed('bo_t', k) AS processed
+  FROM unnest(ARRAY['orders:0:3:0100', 'orders:0:3:+100', 'orders:0:3:100 ', 'orders:0:3:-0']) k;
 
 -- ===========================================================================
 -- 2. Redelivery with gaps: the topic was compacted meanwhile, so a re-read
@@ -244,5 +248,16 @@ SET ROLE bo_reader;
 SELECT p.target, count(*) AS ranges FROM cdc.ledger_partition p JOIN cdc.ledger_range g ON g.partition_id = p.id GROUP BY 1;
 SELECT cdc.delivery_processed('bo_x', 'p:1') AS processed;
 RESET ROLE;
+-- A role that may write bo_x but not bo_y: a batch with an event of each
+-- fails on bo_y's event, and the error's context names that event and its
+-- delivery key (not the event before it); nothing is applied or claimed.
+GRANT INSERT, UPDATE, DELETE ON bo_x TO bo_reader;
+SET ROLE bo_reader;
+SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 20}', '0/a00', 20),
+                                         dbz('c', 'bo_y', '{"id": 20}', '0/a10', 20)),
+                       source_partition => 'denied', offsets => '{1,2}');
+RESET ROLE;
+SELECT count(*) AS partitions_of_denied FROM cdc.ledger_partition WHERE name = 'denied';
+SELECT count(*) AS row_20 FROM bo_x WHERE id = 20;
 DROP OWNED BY bo_reader;
 DROP ROLE bo_reader;

@@ -497,9 +497,11 @@ BEGIN
   RETURN EXISTS (SELECT 1 FROM cdc.ledger l WHERE l.digest OPERATOR(pg_catalog.=) cdc.delivery_digest(delivery_processed.target, delivery_processed.delivery_key))
       -- <partition>:<offset> of a partition claimed by offset range: the
       -- range of the partition ending at or after the offset starts at or
-      -- before it (ranges are disjoint)
+      -- before it (ranges are disjoint).  The offset as cdc_apply_batch
+      -- spells it in the delivery key (no sign but '-', no leading zero, no
+      -- '-0'): 'p:05' is another delivery key than 'p:5'.
       OR EXISTS (SELECT 1
-                   FROM pg_catalog.regexp_match(delivery_processed.delivery_key, '^(.*):(-?[0-9]{1,19})$') r,
+                   FROM pg_catalog.regexp_match(delivery_processed.delivery_key, '^(.*):(0|-?[1-9][0-9]{0,18})$') r,
                         LATERAL (SELECT CASE WHEN r[2]::pg_catalog.numeric
                                                   BETWEEN -9223372036854775808 AND 9223372036854775807
                                              THEN r[2]::pg_catalog.int8 END AS o) x,
