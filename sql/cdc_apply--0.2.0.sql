@@ -689,6 +689,7 @@ DECLARE
   nblocks  bigint;
   upto     bigint;
   n        bigint;
+  parts    bigint[];
 BEGIN
   IF h < interval '0' THEN
     RAISE EXCEPTION 'the replay horizon must not be negative: %', h USING ERRCODE = '22023';
@@ -729,11 +730,18 @@ BEGIN
       -- at the end of a pass, the partitions left without ranges that were
       -- not claimed within the horizon (one row per target and partition:
       -- few, so the scan of the whole table once per pass is bounded by
-      -- them).  A batch claiming one meanwhile holds its row lock: the
-      -- DELETE waits and then finds claimed_s renewed.
+      -- them).  The candidates are locked first, skipping any a batch is
+      -- claiming in (it holds the row lock until it ends); a batch that
+      -- comes later waits for this transaction.  Then the DELETE, a
+      -- statement of its own, so that its snapshot is taken after the locks:
+      -- it sees the ranges of a batch that committed before a lock was
+      -- taken, and keeps that partition (its claim may be older than the
+      -- cutoff when the horizon is shorter than the batch's transaction).
       IF upto >= nblocks THEN
+        parts := ARRAY(SELECT q.id FROM cdc.ledger_partition q WHERE q.claimed_s < cutoff_s
+                        FOR UPDATE SKIP LOCKED);
         DELETE FROM cdc.ledger_partition p
-         WHERE p.claimed_s < cutoff_s
+         WHERE p.id = ANY (parts)
            AND NOT EXISTS (SELECT 1 FROM cdc.ledger_range g WHERE g.partition_id = p.id);
       END IF;
     ELSIF st.relation = 'entity_state' THEN

@@ -155,6 +155,18 @@ ApplyEngine::WriteMarks()
 		}
 }
 
+namespace {
+
+// Empties the claims made beforehand (ApplyEngine::claims_made_) when the
+// batch or queue they belong to is done, also when an error unwinds: plain
+// C++, nothing of PostgreSQL.
+struct ClaimsReset {
+	std::vector<char> &claims;
+	~ClaimsReset() { claims.clear(); }
+};
+
+} // namespace
+
 std::vector<Outcome>
 ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
                                 const std::vector<std::optional<std::string>> &delivery_keys,
@@ -207,10 +219,7 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 		p.ev.before.reset(); /* decoded into the request: not held twice */
 		p.ev.after.reset();
 	}
-	struct ResetClaims { /* also when an error unwinds: plain C++ */
-		std::vector<char> &claims;
-		~ResetClaims() { claims.clear(); }
-	} reset_claims{claims_made_};
+	ClaimsReset reset_claims{claims_made_};
 	if (by_offset)
 		ClaimByOffsetRange(reqs, positions, by_offset);
 	std::vector<Outcome> applied = ApplyChanges(reqs, positions);
@@ -241,10 +250,7 @@ ApplyEngine::ApplyQueued()
 	reqs.swap(queued_);
 	positions.swap(queued_positions_);
 	queued_bytes_ = 0;
-	struct ResetClaims { /* also when an error unwinds: plain C++ */
-		std::vector<char> &claims;
-		~ResetClaims() { claims.clear(); }
-	} reset_claims{claims_made_};
+	ClaimsReset reset_claims{claims_made_};
 	if (stream_intake_)
 		ClaimByOffsetRange(reqs, positions, nullptr);
 	ApplyChanges(reqs, positions);
