@@ -22,6 +22,8 @@
 #   CDC_TORTURE_CONCURRENT_EVERY a run with 2 or 4 concurrent appliers every N seeds (5)
 #   CDC_TORTURE_EXPIRY_EVERY     a ledger-expiry run (prune everything, replay a window) every N seeds (3)
 #   CDC_TORTURE_BATCH_EVERY      a run through cdc_apply_batch() every N seeds (2)
+#   CDC_TORTURE_MODES_EVERY      the same deliveries applied one by one, in batches and in batches
+#                                claimed by offset range, every N seeds (3)
 #   CDC_TORTURE_SHRINKS          failing seeds to shrink (3)
 use strict;
 use warnings;
@@ -29,6 +31,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../torture";
 use File::Path qw(make_path);
 use Time::HiRes ();
+use List::Util qw(max);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -49,6 +52,7 @@ my %cfg = (
 	concurrent_every => $ENV{CDC_TORTURE_CONCURRENT_EVERY} // 5,
 	expiry_every     => $ENV{CDC_TORTURE_EXPIRY_EVERY} // 3,
 	batch_every      => $ENV{CDC_TORTURE_BATCH_EVERY} // 2,
+	modes_every      => $ENV{CDC_TORTURE_MODES_EVERY} // 3,
 	shrinks          => $ENV{CDC_TORTURE_SHRINKS} // 3,
 );
 my @seeds = defined $ENV{CDC_TORTURE_SEED}
@@ -263,6 +267,45 @@ for my $seed (@seeds)
 		$check->("batched-$D->{mode}-$D->{dk}" . (@crashes ? '-terminate' : ''),
 			$driver->run_plan({ batches => $D->{batches}, twice => $plan->chance(0.3), crashes => \@crashes }), $D->{batches});
 	}
+	# H: one delivery plan applied three times: one by one (cdc_apply()),
+	# through cdc_apply_batch() with a delivery key per event, and through
+	# cdc_apply_batch() with claims by offset range for every Kafka-keyed
+	# delivery (source_partition and offsets).  Each run must equal the
+	# model (outcomes included; in the offsets run cdc.delivery_processed()
+	# stands in for the ledger rows), and the three must end with the same
+	# rows, entity records, barriers, counters, conflicts and outbox, in
+	# order.  Its draws come from a stream of its own, so adding it changed
+	# no other run.
+	if ($seed % $cfg{modes_every} == 0)
+	{
+		my $hp = CdcTorture::Rng->new($seed)->fork('plan-modes');
+		my $D = CdcTorture::Generator::deliveries($H, $seed, label => 'H',
+			mode => $hp->weighted({ partitions => 5, inorder => 1, perkey => 2, arbitrary => 2 }),
+			dk => $hp->weighted({ kafka => 7, mixed => 3 }), rewinds => 0.04, copies => 0.15,
+			gen2 => $hp->chance(0.3), batch => 'random', max_batch => 12);
+		my $n = @{ $D->{batches} };
+		my @crashes = $hp->chance(0.3)
+		  ? ({ at => $hp->int($n), kind => 'terminate', partial => $hp->range(1, 3) }) : ();
+		$crashes[0]{rewind_to} = max(0, $crashes[0]{at} - $hp->int(3)) if @crashes;
+		my $twice = $hp->chance(0.3);
+		my %state;
+		for my $apply (qw(single batch offsets))
+		{
+			local $driver->{apply_default} = $apply;
+			my $r = $driver->run_plan({ batches => $D->{batches}, twice => $twice, crashes => \@crashes });
+			$check->("modes-$apply-$D->{mode}-$D->{dk}" . (@crashes ? '-terminate' : ''), $r, $D->{batches});
+			$state{$apply} = [ grep { !/^(?:led|dp)\|/ } @{ $r->{lines} } ];
+		}
+		for my $apply (qw(batch offsets))
+		{
+			my @d = CdcTorture::Driver::diff_lines($state{single}, $state{$apply});
+			next unless @d;
+			s/expected, missing:/only one by one:   / for @d;
+			s/unexpected:       /only in mode $apply:/ for @d;
+			$check->("modes-equal-$apply", { ok => 0, diffs => [ "one by one and mode $apply end in different states:", @d ] },
+				undef);
+		}
+	}
 	ok($seed_ok, "seed $seed: " . join(', ', @names));
 }
 
@@ -280,12 +323,13 @@ my $summary = {
 diag(sprintf("torture: %d seeds, %d runs, %d cdc_apply calls, %d backends terminated mid-transaction, "
 		. "%d errors injected mid-transaction, %d postmaster crashes (%d with a transaction in flight), "
 		. "%d concurrent runs (%d appliers, %d of them terminated, %d deadlocks), "
-		. "%d ledger-expiry runs (%d replays, %d expired, %d former conflicts applied), %d cdc_apply_batch calls, "
-		. "%d shrink trials, %.0f s",
+		. "%d ledger-expiry runs (%d replays, %d expired, %d former conflicts applied), %d cdc_apply_batch calls "
+		. "(%d of them with claims by offset range, for %d events, %d calls with several), %d shrink trials, %.0f s",
 		scalar @seeds, $c->{runs} + $c->{concurrent_runs}, $c->{calls}, $c->{terminations}, $c->{injected_errors} // 0,
 		$c->{postmaster_crashes}, $c->{inflight_crashes}, $c->{concurrent_runs}, $c->{concurrent_appliers},
 		$c->{concurrent_terminations} // 0, $c->{deadlocks}, $c->{expiry_runs} // 0, $c->{expiry_replays} // 0,
-		$c->{expiry_expired} // 0, $c->{expiry_reapplied_conflicts} // 0, $c->{batch_calls} // 0, $c->{shrink_trials},
+		$c->{expiry_expired} // 0, $c->{expiry_reapplied_conflicts} // 0, $c->{batch_calls} // 0,
+		$c->{offsets_calls} // 0, $c->{offsets_events} // 0, $c->{offsets_multi_calls} // 0, $c->{shrink_trials},
 		$elapsed));
 diag('torture history stats: ' . join(', ', map {"$_=$stats{$_}"} sort keys %stats));
 make_path($PostgreSQL::Test::Utils::tmp_check);

@@ -66,14 +66,15 @@ sub reset_sql
 	# DELETE rather than TRUNCATE: the tables are tiny, and TRUNCATE of a
 	# dozen tables per run (new files each time) dominates a run's time.
 	my $sql = join('', map {qq{DELETE FROM "$_";\n}} sort keys %{ $self->{tables} });
-	$sql .= "DELETE FROM cdc.$_;\n" for qw(ledger entity_state table_barrier outbox conflicts counters prune_watermark dead_letter);
+	$sql .= "DELETE FROM cdc.$_;\n"
+	  for qw(ledger ledger_range ledger_partition entity_state table_barrier outbox conflicts counters prune_watermark dead_letter);
 	# Every run re-uses the same delivery keys and entity keys; dead index
 	# entries of earlier runs would make every unique check slower, so
 	# vacuum now and then.
 	if (++$self->{resets} % 8 == 0)
 	{
 		$sql .= 'VACUUM ' . join(', ', (map {qq{"$_"}} sort keys %{ $self->{tables} }),
-			map {"cdc.$_"} qw(ledger entity_state table_barrier outbox conflicts counters)) . ";\n";
+			map {"cdc.$_"} qw(ledger ledger_range ledger_partition entity_state table_barrier outbox_rows conflicts counters)) . ";\n";
 	}
 	for my $t (sort keys %{ $self->{tables} })
 	{
@@ -114,8 +115,35 @@ sub delivery_sql
 sub batch_call_sql
 {
 	my ($self, $group, $tag, $n0) = @_;
-	my $target = defined $group->[0]{target} ? _lit($group->[0]{target}) . '::regclass' : 'NULL';
 	my $dks = 'ARRAY[' . join(', ', map { _lit($_->{dk}) } @$group) . ']::text[]';
+	$self->{counts}{batch_calls}++;
+	return _batch_call($group, $tag, $n0, "$dks, true");
+}
+
+# One cdc_apply_batch() call with claims by offset range: the deliveries of
+# $group share their target argument and the source partition $partition
+# (topic:generation:partition), their offsets strictly increase, and the
+# offsets between them hold no delivery to come (offsets_run_extends).  The
+# delivery key of each is <partition>:<offset>, the one cdc_apply() gets in
+# the other modes.
+sub offsets_call_sql
+{
+	my ($self, $group, $tag, $n0, $partition) = @_;
+	my $offs = 'ARRAY[' . join(', ', map { (_kafka_coordinates($_->{dk}))[1] } @$group) . ']::bigint[]';
+	$self->{counts}{batch_calls}++;
+	$self->{counts}{offsets_calls}++;
+	$self->{counts}{offsets_events} += @$group;
+	$self->{counts}{offsets_multi_calls}++ if @$group > 1;
+	return _batch_call($group, $tag, $n0, 'NULL, true, ' . _lit($partition) . ", $offs");
+}
+
+# The call of cdc_apply_batch() with the events of $group and the arguments
+# after the target ($rest); the three input forms rotate: jsonb[], a JSON
+# array (jsonb), and the JSON array as text.
+sub _batch_call
+{
+	my ($group, $tag, $n0, $rest) = @_;
+	my $target = defined $group->[0]{target} ? _lit($group->[0]{target}) . '::regclass' : 'NULL';
 	my $events;
 	my $form = $n0 % 3;
 	if ($form == 0)
@@ -126,35 +154,94 @@ sub batch_call_sql
 	{
 		$events = _lit('[' . join(', ', map { $_->{json} // 'null' } @$group) . ']') . ($form == 1 ? '::jsonb' : '::text');
 	}
-	$self->{counts}{batch_calls}++;
-	return "SELECT '$tag|' || ($n0 + o.ord - 1) || '|' || o.outcome FROM cdc_apply_batch($events, $target, $dks, true) r, "
+	return "SELECT '$tag|' || ($n0 + o.ord - 1) || '|' || o.outcome FROM cdc_apply_batch($events, $target, $rest) r, "
 	  . "unnest(r.outcomes) WITH ORDINALITY AS o(outcome, ord) ORDER BY o.ord;\n";
+}
+
+# (partition, offset) of a Kafka delivery key topic:generation:partition:offset.
+sub _kafka_coordinates
+{
+	my ($dk) = @_;
+	return unless defined $dk && $dk =~ /^(.+:\d+:\d+):(\d+)$/;
+	return ($1, $2);
+}
+
+# The records of a plan for apply mode 'offsets': partition -> offset ->
+# {change => the record is a change (not a Kafka tombstone), kafka => it is
+# delivered under its Kafka key}, from every delivery of the plan.
+sub offsets_records
+{
+	my ($batches) = @_;
+	my %rec;
+	for my $d (map {@$_} @$batches)
+	{
+		my ($p, $o) = _kafka_coordinates($d->{kafka} // $d->{dk}) or next;
+		my $r = $rec{$p}{$o} //= {};
+		$r->{change} = 1 if defined $d->{json} && $d->{json} ne 'null';
+		$r->{kafka} = 1 if defined $d->{dk};
+	}
+	return \%rec;
+}
+
+# May a call with claims by offset range that ends at offset $a of
+# $partition take the delivery at offset $b > $a as well?  Its range would
+# cover every offset in between (ledger_range: "the offsets between them
+# that the batch did not carry"), so each must be something no delivery to
+# the target will ever bring: a Kafka tombstone, an offset that no delivery
+# of the plan has (compacted away), or one delivered under its Kafka key
+# and committed already (its own range lies in between, and the new claim
+# stops short of it).  A change that comes later, or only under a derived
+# key, ends the call: a consumer reads a partition in order, so it never
+# skips a record it will deliver afterwards.
+sub offsets_run_extends
+{
+	my ($self, $partition, $a, $b) = @_;
+	my $rec = $self->{offsets_records}{$partition} || {};
+	for my $o ($a + 1 .. $b - 1)
+	{
+		my $r = $rec->{$o} or next;
+		next unless $r->{change};
+		return 0 unless $r->{kafka} && $self->{offsets_done}{"$partition:$o"};
+	}
+	return 1;
 }
 
 # SQL for a list of batches; a batch of several deliveries is one
 # transaction.  In apply mode 'batch' (run_plan's {apply => 'batch'}) the
 # deliveries of a batch go through cdc_apply_batch(), one call per run of
 # deliveries with the same target argument; control records stay single.
+# In apply mode 'offsets' every delivery with a Kafka delivery key
+# (topic:generation:partition:offset) goes through cdc_apply_batch() with
+# source_partition and offsets: one call per run of deliveries with the same
+# target argument, the same partition and strictly increasing offsets
+# (offsets_run_extends says when a gap ends a run); the deliveries with
+# derived keys go as in mode 'batch', control records stay single.  So no
+# delivery key is ever claimed both by range and by a ledger row.  $tag 'o'
+# marks deliveries that commit (later runs may then claim around their
+# offsets), anything else a transaction that will not.
 sub batches_sql
 {
 	my ($self, $batches, $tag, $n0) = @_;
 	my $sql = '';
 	my $n = $n0 // 0;
-	my $batch_mode = ($self->{apply} // 'single') eq 'batch';
+	my $apply = $self->{apply} // 'single';
+	local $self->{offsets_done} = { %{ $self->{offsets_done} || {} } } if $tag ne 'o';
 	for my $b (@$batches)
 	{
 		my $tx = @$b > 1;
 		$sql .= "BEGIN;\n" if $tx;
-		if (!$batch_mode)
+		if ($apply eq 'single')
 		{
 			$sql .= $self->delivery_sql($_, $tag, $n++) for @$b;
 		}
 		else
 		{
 			my @group;
+			my $partition;    # of the group: claims by offset range
 			my $flush = sub {
 				return unless @group;
-				$sql .= $self->batch_call_sql([@group], $tag, $n);
+				$sql .= defined $partition ? $self->offsets_call_sql([@group], $tag, $n, $partition)
+				  : $self->batch_call_sql([@group], $tag, $n);
 				$n += @group;
 				@group = ();
 			};
@@ -166,8 +253,21 @@ sub batches_sql
 					$sql .= $self->delivery_sql($d, $tag, $n++);
 					next;
 				}
-				$flush->() if @group && ($group[0]{target} // '') ne ($d->{target} // '');
+				my ($p, $o) = $apply eq 'offsets' ? _kafka_coordinates($d->{dk}) : ();
+				die "apply mode $apply: unknown" unless $apply eq 'batch' || $apply eq 'offsets';
+				if (@group)
+				{
+					my $same = ($group[0]{target} // '') eq ($d->{target} // '') && ($partition // '') eq ($p // '');
+					if ($same && defined $p)
+					{
+						my $last = (_kafka_coordinates($group[-1]{dk}))[1];
+						$same = $o > $last && $self->offsets_run_extends($p, $last, $o);
+					}
+					$flush->() unless $same;
+				}
+				$partition = $p;
 				push @group, $d;
+				$self->{offsets_done}{"$p:$o"} = 1 if defined $p;
 			}
 			$flush->();
 		}
@@ -188,11 +288,63 @@ sub dump_sql
 SELECT 'S|ent|' || target::text || '|' || entity_key::text || '|' || source_name || '|' || version::text || '|' || CASE WHEN is_tombstone THEN 't' ELSE 'f' END FROM cdc.entities;
 SELECT 'S|bar|' || target::text || '|' || source_name || '|' || version::text FROM cdc.table_barrier;
 SELECT 'S|led|' || target::text || '|' || digest FROM cdc.ledger;
-SELECT 'S|obx|' || idempotency_key || '|' || target::text || '|' || coalesce(entity_key::text, 'null') || '|' || op || '|' || version::text FROM cdc.outbox;
-SELECT 'S|cfl|' || target::text || '|' || entity_key::text || '|' || delivery_key || '|' || op || '|' || event_version::text FROM cdc.conflicts;
+SELECT 'S|obx|' || idempotency_key || '|' || target::text || '|' || coalesce(entity_key::text, 'null') || '|' || op || '|' || version::text || '|' || row_number() OVER (PARTITION BY target, entity_key ORDER BY id) FROM cdc.outbox;
+SELECT 'S|obo|' || row_number() OVER (ORDER BY id) || '|' || idempotency_key FROM cdc.outbox;
+SELECT 'S|cfl|' || target::text || '|' || entity_key::text || '|' || delivery_key || '|' || op || '|' || event_version::text || '|' || row_number() OVER (ORDER BY id) FROM cdc.conflicts;
 SELECT 'S|st|' || target::text || '|' || applied || '|' || duplicate || '|' || stale || '|' || conflict || '|' || ignored || '|' || blocked_resurrections || '|' || outbox_rows || '|' || snapshot_rows FROM cdc.stats;
 SQL
+	# Claims by offset range leave no ledger row: what cdc.delivery_processed()
+	# says about the probes of the run (offsets_probes).
+	if (my @p = @{ $self->{dp_probes} || [] })
+	{
+		$sql .= "SELECT 'S|dp|' || x.t || '|' || x.dk || '|' || cdc.delivery_processed(x.t::regclass, x.dk)::text FROM unnest("
+		  . 'ARRAY[' . join(', ', map { _lit($_->[0]) } @p) . ']::text[], '
+		  . 'ARRAY[' . join(', ', map { _lit($_->[1]) } @p) . ']::text[]) AS x(t, dk);' . "\n";
+	}
 	return $sql;
+}
+
+# The (target, delivery key) pairs whose cdc.delivery_processed() a run in
+# apply mode 'offsets' reads: every Kafka-keyed change or truncate of the
+# plan (all are committed at least once, so each must be true), and keys
+# that must be false: the offset after the last record of each partition,
+# the Kafka coordinates of changes delivered only under derived keys (no
+# range may cover them: offsets_run_extends), and each partition's first
+# offset for another target.  The model and the oracle know which is
+# which: a pair is processed when their ledger holds it.  Offsets of
+# records that are no delivery to a target (Kafka tombstones, truncates of
+# a table whose mapping ignores them) are not probed: a range covers them
+# when they lie between claimed offsets, and the truncate's own offset is
+# claimed as well (docs/torture.md, "Observations").
+sub offsets_probes
+{
+	my ($self, $batches) = @_;
+	my $m = CdcTorture::Model->new(tables => $self->{tables});
+	my (%p, %last, %target_of);
+	my $rec = $self->{offsets_records} || {};
+	for my $d (map {@$_} @$batches)
+	{
+		next if $d->{control};
+		my ($part, $o) = _kafka_coordinates($d->{kafka} // $d->{dk}) or next;
+		my $x = eval { $m->interpret($self->model_delivery($d)) } or next;
+		next if $x->{kind} eq 'ignored';
+		$p{"$x->{target}\n$part:$o"} = [ $x->{target}, "$part:$o" ];
+		$last{"$x->{target}\n$part"} = 1 + List::Util::max(keys %{ $rec->{$part} || {} }, $o);
+		$target_of{$part} //= [ $x->{target}, $o ];
+	}
+	for my $k (keys %last)
+	{
+		my ($t, $part) = split /\n/, $k;
+		$p{"$t\n$part:$last{$k}"} = [ $t, "$part:$last{$k}" ];
+	}
+	my @targets = sort grep { $self->{tables}{$_}{oid} } keys %{ $self->{tables} };
+	for my $part (keys %target_of)
+	{
+		my ($t, $o) = @{ $target_of{$part} };
+		my ($other) = grep { $_ ne $t } @targets or next;
+		$p{"$other\n$part:$o"} = [ $other, "$part:$o" ];
+	}
+	return [ map { $p{$_} } sort keys %p ];
 }
 
 # Parses psql output: outcomes (tag o only: committed deliveries) and the
@@ -338,6 +490,10 @@ sub run_plan
 	my $c = $self->{counts};
 	my $batches = $plan->{batches};
 	local $self->{apply} = $plan->{apply} // $self->{apply_default} // 'single';
+	my $offsets = $self->{apply} eq 'offsets';
+	local $self->{offsets_records} = $offsets ? offsets_records($batches) : undef;
+	local $self->{offsets_done} = {};
+	local $self->{dp_probes} = $offsets ? $self->offsets_probes($batches) : undef;
 	my @committed;    # deliveries in the order the destination committed them
 	my @outcomes;
 	my @errors;
@@ -413,14 +569,18 @@ sub run_plan
 	push @committed, map {@$_} @rest;
 	$c->{calls} += scalar map {@$_} @rest;
 	$c->{runs}++;
-	return $self->judge(\@committed, \@outcomes, $lines, \@errors, $plan->{no_oracle});
+	return $self->judge(\@committed, \@outcomes, $lines, \@errors, $plan->{no_oracle}, $offsets ? $self->{dp_probes} : undef);
 }
 
 # Compares a committed delivery sequence, its outcomes and the database
-# state with the model and the oracle.
+# state with the model and the oracle.  $probes (apply mode 'offsets'): the
+# pairs of offsets_probes; then the deliveries with a delivery key given
+# (all Kafka keys) were claimed by offset range: they have no ledger row,
+# and cdc.delivery_processed() must say true for exactly the probes the
+# model's ledger holds.
 sub judge
 {
-	my ($self, $committed, $outcomes, $lines, $errors, $no_oracle) = @_;
+	my ($self, $committed, $outcomes, $lines, $errors, $no_oracle, $probes) = @_;
 	my $t0 = Time::HiRes::time();
 	my $model = CdcTorture::Model->new(tables => { map { $_ => { %{ $self->{tables}{$_} } } } keys %{ $self->{tables} } });
 	my @md = map { $self->model_delivery($_) } @$committed;
@@ -442,7 +602,12 @@ sub judge
 		}
 		push @expected, $o;
 	}
-	my $want = $model->state_lines;
+	my $want = $model->state_lines(ranged => !!$probes);
+	if ($probes)
+	{
+		push @$want, map { "dp|$_->[0]|$_->[1]|" . ($model->claimed($_->[0], $_->[1]) ? 'true' : 'false') } @$probes;
+		$want = [ sort @$want ];
+	}
 	push @diffs, diff_lines($want, $lines);
 	my @bad_outcomes;
 	for my $i (0 .. max($#expected, $#$outcomes))
@@ -453,7 +618,7 @@ sub judge
 	}
 	push @diffs, "outcomes differ:", @bad_outcomes if @bad_outcomes;
 	my $t1 = Time::HiRes::time();
-	my @v = $no_oracle ? () : CdcTorture::Oracle::check($self->{tables}, \@md, $lines, scalar @$committed);
+	my @v = $no_oracle ? () : CdcTorture::Oracle::check($self->{tables}, \@md, $lines, scalar @$committed, ranged => !!$probes);
 	push @diffs, map {"oracle: $_"} @v;
 	$self->{counts}{model_seconds} += $t1 - $t0;
 	$self->{counts}{oracle_seconds} += Time::HiRes::time() - $t1;
@@ -704,6 +869,9 @@ sub describe
 sub reproduction
 {
 	my ($self, $name, $batches, $result) = @_;
+	local $self->{apply} = $self->{apply_default} // 'single';
+	local $self->{offsets_records} = offsets_records($batches);
+	local $self->{offsets_done} = {};
 	my $text = "minimal reproduction of $name (" . scalar(map {@$_} @$batches) . " deliveries, in this order):\n";
 	my $i = 0;
 	for my $b (@$batches)
@@ -718,7 +886,7 @@ sub reproduction
 		}
 	}
 	$text .= "differences (model/oracle vs database):\n" . join("\n", @{ $result->{diffs} }) . "\n";
-	$text .= "SQL:\n" . $self->batches_sql($batches, 'o', 0);
+	$text .= "SQL (apply mode $self->{apply}):\n" . $self->batches_sql($batches, 'o', 0);
 	my $file = json_encode({
 		name       => $name,
 		batches    => [ map { [ map { { json => $_->{json}, dk => $_->{dk}, target => $_->{target} } } @$_ ] } @$batches ],

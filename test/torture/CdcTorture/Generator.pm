@@ -25,8 +25,8 @@
 #
 # deliveries($history, $seed, %opt) turns the records into what a consumer
 # receives: delivery keys (topic:generation:partition:offset, or none so the
-# engine derives one), an order (in production order; per-key order kept; or
-# arbitrary), duplicates (offset rewinds, random re-deliveries), a rebuilt
+# engine derives one), an order (in production order; per-key order kept;
+# arbitrary; or as a Kafka consumer polls the partitions), duplicates (offset rewinds, random re-deliveries), a rebuilt
 # topic (generation 2: the same changes under new delivery keys) and batch
 # boundaries (several events in one destination transaction).
 package CdcTorture::Generator;
@@ -555,15 +555,46 @@ sub _per_key_order
 	return @out;
 }
 
+# The order in which a Kafka consumer of every partition sees the records
+# (mode 'partitions'): each partition in offset order, the partitions
+# interleaved in polls of 1-12 records from one partition at a time.  Per-key
+# order holds within a partition; a truncate (a random partition) and the
+# records of a key change's old key (the old key's partition) may come
+# before or after the key's other records.  @$items: [id, gen, key2] in
+# production order (so in offset order within each partition).
+sub _partition_order
+{
+	my ($rng, $items, $keys1) = @_;
+	my (%queue, @parts);
+	for my $it (@$items)
+	{
+		my $dk = $it->[1] == 1 ? $keys1->[ $it->[0] ] : $it->[2];
+		(my $p = $dk) =~ s/:\d+$//;
+		push @parts, $p unless $queue{$p};
+		push @{ $queue{$p} }, $it;
+	}
+	my @out;
+	while (@parts)
+	{
+		my $i = $rng->int(scalar @parts);
+		my $q = $queue{ $parts[$i] };
+		push @out, splice(@$q, 0, $rng->range(1, 12));
+		splice(@parts, $i, 1) unless @$q;
+	}
+	return @out;
+}
+
 # Returns {batches => [[delivery, ...], ...], mode => ..., ...}; a delivery is
-#   {msg => id, gen => 1|2, dk => text|undef, json => text|undef, target =>
-#    undef|table, text_arg => 0|1}
+#   {msg => id, gen => 1|2, dk => text|undef, kafka => text, json =>
+#    text|undef, target => undef|table, text_arg => 0|1}
+# where kafka is the record's topic:generation:partition:offset even when
+# the delivery key sent is derived (dk undef).
 sub deliveries
 {
 	my ($H, $seed, %opt) = @_;
 	my $rng = CdcTorture::Rng->new($seed)->fork("deliveries/" . ($opt{label} // ''));
 	my $msgs = $H->{messages};
-	my $mode = $opt{mode} // 'perkey';             # inorder | perkey | arbitrary
+	my $mode = $opt{mode} // 'perkey';             # inorder | perkey | arbitrary | partitions
 	my $dkstyle = $opt{dk} // 'kafka';             # kafka | derived | mixed
 	my $rewinds = $opt{rewinds} // 0;              # probability of an offset rewind after a delivery
 	my $copies = $opt{copies} // 0;                # random re-deliveries, as a fraction of the records
@@ -591,11 +622,14 @@ sub deliveries
 		my @it = @_;
 		return @it if $mode eq 'inorder';
 		return $rng->shuffle(@it) if $mode eq 'arbitrary';
+		return _partition_order($rng, \@it, $keys1) if $mode eq 'partitions';
 		my @ids = map { $_->[0] } @it;
 		my %by = map { $_->[0] => $_ } @it;
 		return map { $by{$_} } _per_key_order($rng, $msgs, \@ids);
 	};
-	my @seq = $mode eq 'arbitrary' ? $rng->shuffle(@gen1, @gen2) : ($order->(@gen1), $order->(@gen2));
+	my @seq = $mode eq 'arbitrary' ? $rng->shuffle(@gen1, @gen2)
+	  : $mode eq 'partitions' ? $order->(@gen1, @gen2)
+	  : ($order->(@gen1), $order->(@gen2));
 
 	# Offset rewinds (re-deliver the last few records) and random copies.
 	my @out;
@@ -628,6 +662,7 @@ sub deliveries
 			msg      => $id,
 			gen      => $gen,
 			dk       => $style eq 'kafka' ? ($gen == 1 ? $keys1->[$id] : $k2) : undef,
+			kafka    => $gen == 1 ? $keys1->[$id] : $k2,    # the record's coordinates, whatever key is sent
 			json     => $json,
 			target   => ($m->{kind} eq 'ktomb' && $rng->chance(0.5)) ? $m->{table} : undef,
 			text_arg => $rng->chance(0.2) ? 1 : 0,

@@ -148,6 +148,7 @@ sub interpret
 		return { %x, kind => 'ignored', why => 'truncate policy ignore' } if $t->{truncate} eq 'ignore';
 		$x{version} = $self->_version($t, $p);
 		$x{delivery_key} = $d->{dk} // _derived_key($src, 't', $x{total_order}, '');
+		$x{given_key} = defined $d->{dk} ? 1 : 0;
 		return { %x, kind => 'truncate' };
 	}
 
@@ -164,6 +165,7 @@ sub interpret
 	$x{entity_key}   = entity_key_string($t, $main);
 	$x{version}      = $self->_version($t, $p);
 	$x{delivery_key} = $d->{dk} // _derived_key($src, $op, $x{total_order}, $x{entity_key});
+	$x{given_key}    = defined $d->{dk} ? 1 : 0;
 	$x{content}      = $is_delete ? 'delete' : _content($t, $main);
 	if ($op eq 'u' && $before && !_same_key($t, $before, $after))
 	{
@@ -293,6 +295,7 @@ sub _deliver
 		target     => $target,
 		entity_key => $x->{kind} eq 'truncate' ? undef : $x->{entity_key},
 		version    => $x->{version},
+		given      => $x->{given_key},    # the delivery named its key (not derived)
 	};
 
 	return $self->_truncate($x) if $x->{kind} eq 'truncate';
@@ -468,8 +471,16 @@ sub _outbox
 		entity_key => $entity_key eq '' ? undef : $entity_key,
 		op         => $op,
 		version    => $c->{version},
+		seq        => ++$self->{outbox_seq},    # insertion order (cdc.outbox.id)
 	};
 	return 1;
+}
+
+# Does the ledger hold the delivery key for the target (was it processed)?
+sub claimed
+{
+	my ($self, $target, $dk) = @_;
+	return exists $self->{ledger}{"$target\n$dk"};
 }
 
 # ---------------------------------------------------------------------------
@@ -495,9 +506,15 @@ sub canon_key
 	return json_encode(json_decode($k));
 }
 
+# The state as lines.  With ranged => 1 (claims by offset range) the
+# deliveries that named their key leave no ledger line: they are claimed
+# by offset range, which the driver checks through
+# cdc.delivery_processed() (claimed).  Outbox lines carry the row's rank
+# among the rows of its entity (per-key order), obo lines the order of all
+# rows, conflict lines their rank: all in insertion order.
 sub state_lines
 {
-	my ($self) = @_;
+	my ($self, %opt) = @_;
 	my @l;
 	for my $t (sort keys %{ $self->{rows} })
 	{
@@ -517,17 +534,23 @@ sub state_lines
 	}
 	while (my ($k, $r) = each %{ $self->{ledger} })
 	{
+		next if $opt{ranged} && $r->{given};
 		my (undef, $dk) = split /\n/, $k, 2;
 		push @l, join('|', 'led', $r->{target}, ledger_digest($self->{tables}{ $r->{target} }{oid}, $dk));
 	}
-	while (my ($ik, $r) = each %{ $self->{outbox} })
+	my (%krank, $rank);
+	for my $ik (sort { $self->{outbox}{$a}{seq} <=> $self->{outbox}{$b}{seq} } keys %{ $self->{outbox} })
 	{
-		push @l, join('|', 'obx', $ik, $r->{target}, canon_key($r->{entity_key}), $r->{op}, version_text($r->{version}));
+		my $r = $self->{outbox}{$ik};
+		my $ek = canon_key($r->{entity_key});
+		push @l, join('|', 'obx', $ik, $r->{target}, $ek, $r->{op}, version_text($r->{version}), ++$krank{"$r->{target}|$ek"});
+		push @l, join('|', 'obo', ++$rank, $ik);
 	}
+	my $crank = 0;
 	for my $c (@{ $self->{conflicts} })
 	{
 		push @l, join('|', 'cfl', $c->{target}, canon_key($c->{entity_key}), $c->{delivery_key}, $c->{op},
-			version_text($c->{version}));
+			version_text($c->{version}), ++$crank);
 	}
 	for my $t (sort keys %{ $self->{stats} })
 	{

@@ -17,15 +17,29 @@
 #                delete, and holds that change's available columns; no row
 #                without an entity record; no placeholder is ever stored.
 #   P4 ledger    the ledger holds exactly the (target, delivery key) pairs of
-#                the delivered change records (as digests).
+#                the delivered change records (as digests).  With claims by
+#                offset range (ranged => 1: every delivery that names its
+#                key is claimed by range) it holds exactly those with
+#                derived keys, and cdc.delivery_processed() (the driver's
+#                dp lines) is true for a probed pair if and only if it is
+#                one of the delivered change records.
 #   P5 outbox    every outbox row is one delivered non-snapshot change (or
 #                truncate) with the idempotency key of its source identity;
 #                the stored change of every entity, unless a snapshot read,
 #                has its outbox row; the greatest truncate has its row;
-#                count(outbox) = sum(cdc.stats.outbox_rows).
+#                per target, count(outbox) = cdc.stats.outbox_rows.
 #   P6 counts    sum(cdc.stats.conflict) = count(cdc.conflicts); when the
 #                number of committed calls is known, the outcome counters
 #                add up to it.
+#   P7 outbox =  the outbox holds exactly the applied changes, in per-key
+#      applied   order: per target with an outbox, its rows are as many as
+#                its applied changes that are no snapshot reads, plus the
+#                implied deletes of applied key changes (applied -
+#                snapshot_rows + implied deletes = rows), and the rows of
+#                one entity (of a table's truncates), in insertion order,
+#                have strictly increasing versions: a change applies only
+#                above the stored version (or the barrier), so its row
+#                comes after the rows of every older change of the key.
 package CdcTorture::Oracle;
 use strict;
 use warnings;
@@ -34,19 +48,27 @@ use CdcTorture::Schema qw(json_encode json_decode version_text version_cmp $PLAC
 
 # $tables: table descriptions; $deliveries: every delivery that may have been
 # committed (at least once) -- {event, dk, target}; $lines: the database
-# state as lines (Driver::read_state); $calls: committed calls, if known.
-# Returns a list of violations (strings).
+# state as lines (Driver::read_state); $calls: committed calls, if known;
+# %opt: ranged => 1 when the deliveries that name their key were claimed by
+# offset range (P4).  Returns a list of violations (strings).
 sub check
 {
-	my ($tables, $deliveries, $lines, $calls) = @_;
+	my ($tables, $deliveries, $lines, $calls, %opt) = @_;
 	my $m = CdcTorture::Model->new(tables => $tables);
-	my (%trunc, %cand, %dk, %db);
+	my (%trunc, %cand, %dk, %ranged, %db);
 	for my $d (@$deliveries)
 	{
 		my $x = $m->interpret($d);
 		next if $x->{kind} eq 'ignored';
-		$dk{ "$x->{target}|" . CdcTorture::Model::ledger_digest($tables->{ $x->{target} }{oid}, $x->{delivery_key}) } =
-		  $x->{delivery_key};
+		if ($opt{ranged} && $x->{given_key})
+		{
+			$ranged{"$x->{target}|$x->{delivery_key}"} = 1;
+		}
+		else
+		{
+			$dk{ "$x->{target}|" . CdcTorture::Model::ledger_digest($tables->{ $x->{target} }{oid}, $x->{delivery_key}) } =
+			  $x->{delivery_key};
+		}
 		if ($x->{kind} eq 'truncate')
 		{
 			$trunc{ $x->{target} } = $x
@@ -55,7 +77,7 @@ sub check
 		}
 		my @ents = ($x);
 		push @ents, { %$x, entity_key => $x->{old_key}{entity_key}, is_delete => 1, op => 'd', image => {},
-			is_snapshot => 0 } if $x->{old_key};
+			is_snapshot => 0, implied => 1 } if $x->{old_key};
 		for my $e (@ents)
 		{
 			my $ek = CdcTorture::Model::canon_key($e->{entity_key});
@@ -190,6 +212,21 @@ sub check
 	{
 		push @v, "P4 ledger has $k, which was never delivered" unless exists $dk{$k};
 	}
+	my %dp;
+	for my $p (@{ $db{dp} || [] })
+	{
+		my ($t, $key, $processed) = @$p;
+		$dp{"$t|$key"} = 1;
+		my $want = $ranged{"$t|$key"} ? 'true' : 'false';
+		push @v, "P4 cdc.delivery_processed($t, $key) is $processed, expected $want"
+		  . ($want eq 'true' ? ' (a delivered change claimed by offset range)' : ' (never delivered to that target)')
+		  if $processed ne $want;
+	}
+	for my $k (sort keys %ranged)
+	{
+		push @v, "P4 delivered change $k (claimed by offset range) was not probed with cdc.delivery_processed()"
+		  unless $dp{$k};
+	}
 
 	# P5: every outbox row is a delivered change.
 	my %valid;
@@ -201,7 +238,7 @@ sub check
 			{
 				next if $c->{is_snapshot};
 				my $ik = CdcTorture::Model::idempotency_key($c->{source_info}, $c->{op}, $c->{version}, $c->{entity_key});
-				$valid{"$ik|$t|$ek|$c->{op}"} = 1;
+				$valid{"$ik|$t|$ek|$c->{op}"} = $c->{implied} ? 'implied' : 'change';
 			}
 		}
 	}
@@ -211,7 +248,7 @@ sub check
 		my $x = $m2->interpret($d);
 		next unless $x->{kind} eq 'truncate';
 		my $ik = CdcTorture::Model::idempotency_key($x->{source_info}, 't', $x->{version}, '');
-		$valid{"$ik|$x->{target}|null|t"} = 1;
+		$valid{"$ik|$x->{target}|null|t"} = 'truncate';
 	}
 	for my $k (sort keys %outbox)
 	{
@@ -223,19 +260,55 @@ sub check
 		my $ik = CdcTorture::Model::idempotency_key($trunc{$t}{source_info}, 't', $trunc{$t}{version}, '');
 		push @v, "P5 greatest truncate of $t has no outbox row" unless $outbox{"$ik|$t|null|t"};
 	}
-	my ($sum_outbox, $sum_conflict, $sum_calls) = (0, 0, 0);
-	for my $s (@{ $db{st} || [] })
+	my ($sum_conflict, $sum_calls) = (0, 0);
+	my %st = map { $_->[0] => $_ } @{ $db{st} || [] };
+	for my $s (values %st)
 	{
-		$sum_outbox += $s->[7];
 		$sum_conflict += $s->[4];
 		$sum_calls += $s->[1] + $s->[2] + $s->[3] + $s->[4] + $s->[5];
 	}
-	push @v, "P5 outbox has " . scalar(keys %outbox) . " rows, cdc.stats says $sum_outbox"
-	  if $sum_outbox != keys %outbox;
+	my (%rows_of, %implied_of);
+	for my $k (keys %outbox)
+	{
+		my $t = $outbox{$k}[1];
+		$rows_of{$t}++;
+		$implied_of{$t}++ if ($valid{$k} // '') eq 'implied';
+	}
+	for my $t (sort keys %{ { %rows_of, %st } })
+	{
+		my $s = $st{$t} || [ $t, (0) x 8 ];
+		my $rows = $rows_of{$t} // 0;
+		push @v, "P5 outbox has $rows rows of $t, cdc.stats says $s->[7]" if $s->[7] != $rows;
+		next unless $tables->{$t} && $tables->{$t}{outbox};
+		my $want = $s->[1] - $s->[8] + ($implied_of{$t} // 0);
+		push @v, "P7 outbox has $rows rows of $t, expected one per applied change: $s->[1] applied - $s->[8] snapshot rows + "
+		  . ($implied_of{$t} // 0) . " implied deletes of key changes = $want"
+		  if $rows != $want;
+	}
+	# P7 per-key order: the rows of a key in insertion order (rank).
+	my %by_key;
+	push @{ $by_key{"$_->[1]|$_->[2]"} }, $_ for values %outbox;
+	for my $k (sort keys %by_key)
+	{
+		my @r = sort { $a->[5] <=> $b->[5] } @{ $by_key{$k} };
+		for my $i (1 .. $#r)
+		{
+			my ($p, $c) = ($r[ $i - 1 ][4], $r[$i][4]);
+			push @v, "P7 outbox rows of $k out of order: row $r[$i][5] ($r[$i][3]) has version $c, row $r[$i-1][5] ($r[$i-1][3]) before it $p"
+			  unless version_cmp(_version_of($c), _version_of($p)) > 0;
+		}
+	}
 	my $ncfl = scalar @{ $db{cfl} || [] };
 	push @v, "P6 cdc.conflicts has $ncfl rows, cdc.stats says $sum_conflict" if $ncfl != $sum_conflict;
 	push @v, "P6 outcome counters add up to $sum_calls, $calls calls committed" if defined $calls && $calls != $sum_calls;
 	return @v;
+}
+
+# A version from its text in cdc.outbox ({2,4096,4000,1}).
+sub _version_of
+{
+	my ($text) = @_;
+	return [ map { 0 + $_ } $text =~ /-?\d+/g ];
 }
 
 1;
