@@ -32,6 +32,8 @@ extern "C" {
 #include "storage/backendid.h"
 }
 
+#include <system_error>
+
 namespace cdc::pg {
 
 ApplyEngine::ApplyEngine()
@@ -264,6 +266,8 @@ ApplyEngine::ClaimByOffsetRange(const std::vector<ChangeRequest> &reqs, const st
 	/* partition -> the requests claimed in it, in input order */
 	std::map<std::string, std::vector<size_t>> parts;
 	std::vector<int64_t> offset(reqs.size());
+	std::string_view last_partition; /* the previous change's: a transaction's changes are consecutive */
+	std::vector<size_t> *last_members = nullptr;
 	for (size_t j = 0; j < reqs.size(); j++) {
 		if (by_offset) {
 			offset[j] = by_offset->offsets[positions[j] - 1];
@@ -278,12 +282,22 @@ ApplyEngine::ClaimByOffsetRange(const std::vector<ChangeRequest> &reqs, const st
 		if (!dk || dk->compare(0, 9, "pgoutput:") != 0 || !reqs[j].total_order)
 			continue;
 		const size_t colon = dk->rfind(':');
-		if (colon == std::string::npos || dk->compare(colon + 1, std::string::npos, std::to_string(*reqs[j].total_order)) != 0)
+		if (colon == std::string::npos)
+			continue;
+		int64_t position = 0;
+		const char *end = dk->data() + dk->size();
+		const std::from_chars_result parsed = std::from_chars(dk->data() + colon + 1, end, position);
+		if (parsed.ec != std::errc() || parsed.ptr != end || position != *reqs[j].total_order)
 			continue;
 		if (LoadTarget(reqs[j].target).mapping.stream_ordered)
 			continue;
-		offset[j] = *reqs[j].total_order;
-		parts[dk->substr(0, colon)].push_back(j);
+		offset[j] = position;
+		const std::string_view partition(dk->data(), colon);
+		if (last_members == nullptr || partition != last_partition) {
+			last_members = &parts[std::string(partition)];
+			last_partition = partition;
+		}
+		last_members->push_back(j);
 	}
 	for (auto &[partition, members] : parts) {
 		if (!by_offset) {
@@ -317,6 +331,16 @@ ApplyEngine::ClaimByOffsetRange(const std::vector<ChangeRequest> &reqs, const st
 		claims_made_.clear();
 }
 
+Outcome
+ApplyEngine::ApplyChangeWithClaimMade(const std::vector<ChangeRequest> &reqs, size_t i)
+{
+	if (!claims_made_.empty() && claims_made_[i] != kClaimByDigest)
+		pending_claim_ = claims_made_[i] != 0;
+	Outcome o = ApplyChange(reqs[i]);
+	pending_claim_.reset();
+	return o;
+}
+
 std::vector<Outcome>
 ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions)
 {
@@ -343,10 +367,7 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 			const bool last = i + 1 == reqs.size() || reqs[i + 1].op != Op::Truncate;
 			grouping_truncates_ = !(first && last);
 			SetEventPosition(positions[i]);
-			if (!claims_made_.empty() && claims_made_[i] != kClaimByDigest)
-				pending_claim_ = claims_made_[i] != 0;
-			out[i] = ApplyChange(reqs[i]);
-			pending_claim_.reset();
+			out[i] = ApplyChangeWithClaimMade(reqs, i);
 			if (last && grouping_truncates_) {
 				/* errors of the statement name the run's first change */
 				size_t j = i;

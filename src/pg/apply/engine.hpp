@@ -340,6 +340,9 @@ class ApplyEngine {
 	void ClaimByOffsetRange(const std::vector<ChangeRequest> &reqs, const std::vector<size_t> &positions,
 	                        const OffsetClaims *by_offset);
 	static constexpr size_t kMinWorkerRangeClaim = 16;
+	// ApplyChange(reqs[i]) with the claim made beforehand for request i
+	// (claims_made_), when there is one; else ApplyChange claims by digest.
+	Outcome ApplyChangeWithClaimMade(const std::vector<ChangeRequest> &reqs, size_t i);
 	bool stream_intake_ = false;
 	std::map<std::pair<Oid, int32_t>, StreamMark> marks_;
 	// A segment's stream decision for a change it hands to ApplyChange (the

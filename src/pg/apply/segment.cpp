@@ -817,10 +817,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	if (n_stream > 0 && !stream) {
 		for (size_t k = 0; k < n; k++) {
 			SetEventPosition(positions[begin + k]);
-			if (!claims_made_.empty() && claims_made_[begin + k] != kClaimByDigest)
-				pending_claim_ = claims_made_[begin + k] != 0;
-			out[begin + k] = ApplyChange(reqs[begin + k]);
-			pending_claim_.reset();
+			out[begin + k] = ApplyChangeWithClaimMade(reqs, begin + k);
 		}
 		return;
 	}

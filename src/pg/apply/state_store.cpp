@@ -17,7 +17,7 @@ extern "C" {
 }
 
 #include <algorithm>
-#include <climits>
+#include <cstdint>
 #include <stdexcept>
 
 namespace cdc::pg {
@@ -146,20 +146,20 @@ ClaimOffsetRanges(const std::string &partition, const std::vector<Oid> &target, 
 	for (size_t k = 0; k < target.size(); k++)
 		group[k] = size_t(std::lower_bound(targets.begin(), targets.end(), target[k]) - targets.begin());
 
+	/* each target's first and last offset: the ranges that may overlap its changes */
+	std::vector<int64_t> first(targets.size(), INT64_MAX), last(targets.size(), INT64_MIN);
+	for (size_t k = 0; k < target.size(); k++) {
+		first[group[k]] = std::min(first[group[k]], offsets[k]);
+		last[group[k]] = std::max(last[group[k]], offsets[k]);
+	}
 	std::vector<int64_t> partition_id(targets.size());
 	std::vector<std::vector<cdc::OffsetRange>> existing(targets.size());
 	for (size_t g = 0; g < targets.size(); g++) {
-		int64_t first = INT64_MAX, last = INT64_MIN;
-		for (size_t k = 0; k < target.size(); k++)
-			if (group[k] == g) {
-				first = std::min(first, offsets[k]);
-				last = std::max(last, offsets[k]);
-			}
 		partition_id[g] = LockLedgerPartition(targets[g], partition, now_s);
 		Params p;
 		p.AddInt8(partition_id[g]);
-		p.AddInt8(first);
-		p.AddInt8(last);
+		p.AddInt8(first[g]);
+		p.AddInt8(last[g]);
 		uint64_t n = Execute("SELECT lo, hi FROM cdc.ledger_range WHERE partition_id OPERATOR(pg_catalog.=) $1 "
 		                     "AND hi OPERATOR(pg_catalog.>=) $2 AND lo OPERATOR(pg_catalog.<=) $3",
 		                     p, true);
