@@ -811,11 +811,13 @@ OutboxLayoutPg(Relation rel)
  * table (the statement reports the error), or the table has triggers,
  * rules, row-level security or generated columns (someone added them; the
  * statement honours them), or the transaction is read-only (the statement
- * raises 25006).  With `skip_taken`, each row is inserted as INSERT ... ON
- * CONFLICT (target, v1, v2, ikey) DO NOTHING inserts it, by speculative
- * insertion (InsertOnConflictDoNothingPg), one after the other in array
- * order: a row with its key, committed, being inserted, or inserted by an
- * earlier element, leaves it out (inserted_rows[i] 0 for it, when given);
+ * raises 25006).  With `skip_taken`, the rows end as INSERT ... ON
+ * CONFLICT (target, v1, v2, ikey) DO NOTHING leaves them, one after the
+ * other in array order (InsertSkippingTakenKeysPg, without speculative
+ * insertion: rows of entity-ordered targets, whose writers hold the
+ * entity's record, so no two transactions insert one key at once): a row
+ * with its key, committed, being inserted, or inserted by an earlier
+ * element, leaves it out (inserted_rows[i] 0 for it, when given);
  * not under REPEATABLE READ or SERIALIZABLE, where the statement also
  * checks that such a row is visible to its snapshot (-1 there).
  * PostgreSQL regime: call through
@@ -854,8 +856,8 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 		if (layout->defaults[i] != NULL)
 			defaults[i] = ExecInitExpr(layout->defaults[i], NULL);
 
-	/* one row at a time where each is a speculative insertion */
-	int chunk = int(std::min<size_t>(n, skip_taken ? 1 : size_t(kOutboxChunk)));
+	int chunk = int(std::min<size_t>(n, size_t(kOutboxChunk)));
+	char *went_in = skip_taken ? (char *) palloc(size_t(chunk)) : nullptr;
 	TupleTableSlot **slots = (TupleTableSlot **) palloc(sizeof(TupleTableSlot *) * chunk);
 	/*
 	 * The slots share an unpinned copy of the row type: a slot made on the
@@ -899,14 +901,13 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 			set(s, 12, r.payload.value_or((Datum) 0), !r.payload);
 			set(s, 13, BoolGetDatum(r.new_by_order), false);
 			ExecStoreVirtualTuple(s);
-			if (desc->constr != NULL && !skip_taken) /* InsertOnConflictDoNothingPg checks them */
+			if (desc->constr != NULL)
 				ExecConstraints(rri, s, estate);
 		}
 		if (skip_taken) {
-			bool in = InsertOnConflictDoNothingPg(&w, slots[0], layout->ikey_index);
-			inserted += in ? 1 : 0;
+			inserted += InsertSkippingTakenKeysPg(&w, slots, m, layout->ikey_index, went_in);
 			if (inserted_rows != nullptr)
-				inserted_rows[from] = in ? 1 : 0;
+				memcpy(inserted_rows + from, went_in, size_t(m));
 		} else {
 			table_multi_insert(rel, slots, m, estate->es_output_cid, 0, NULL);
 			for (int j = 0; j < m; j++)

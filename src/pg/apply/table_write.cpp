@@ -16,6 +16,7 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "executor/executor.h"
@@ -308,6 +309,112 @@ InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot, Oid arbiter_inde
 		if (!spec_conflict)
 			return true;
 	}
+}
+
+namespace {
+
+/*
+ * Is the arbiter key of the row in `slot` (stored at slot->tts_tid) held by
+ * another row, committed or of this transaction?  Waits for an uncommitted
+ * row of another transaction and looks again (as
+ * check_exclusion_or_unique_constraint in execIndexing.c, CEOUC_WAIT).
+ * `ii` is the arbiter's IndexInfo, built for speculative insertion (its
+ * equality procedures).
+ */
+bool
+KeyTakenByAnotherRowPg(ExecWrite *w, Relation idx, IndexInfo *ii, TupleTableSlot *slot)
+{
+	Relation rel = w->rri->ri_RelationDesc;
+	Datum values[INDEX_MAX_KEYS];
+	bool isnull[INDEX_MAX_KEYS];
+	ExprContext *econtext = GetPerTupleExprContext(w->estate);
+	TupleTableSlot *saved = econtext->ecxt_scantuple;
+	econtext->ecxt_scantuple = slot;
+	FormIndexDatum(ii, slot, w->estate, values, isnull);
+	econtext->ecxt_scantuple = saved;
+	const int nkeys = ii->ii_NumIndexKeyAttrs;
+	if (!ii->ii_NullsNotDistinct)
+		for (int i = 0; i < nkeys; i++)
+			if (isnull[i])
+				return false; /* a NULL never conflicts */
+	ScanKeyData skeys[INDEX_MAX_KEYS];
+	for (int i = 0; i < nkeys; i++)
+		ScanKeyEntryInitialize(&skeys[i], isnull[i] ? SK_ISNULL | SK_SEARCHNULL : 0, AttrNumber(i + 1),
+		                       ii->ii_UniqueStrats[i], InvalidOid, idx->rd_indcollation[i], ii->ii_UniqueProcs[i],
+		                       values[i]);
+	TupleTableSlot *existing = table_slot_create(rel, NULL);
+	bool taken = false;
+	for (;;) {
+		CHECK_FOR_INTERRUPTS();
+		SnapshotData dirty;
+		InitDirtySnapshot(dirty);
+		IndexScanDesc scan = index_beginscan(rel, idx, &dirty, nkeys, 0);
+		index_rescan(scan, skeys, nkeys, NULL, 0);
+		TransactionId xwait = InvalidTransactionId;
+		ItemPointerData wait_tid;
+		uint32 token = 0;
+		while (index_getnext_slot(scan, ForwardScanDirection, existing)) {
+			if (ItemPointerEquals(&existing->tts_tid, &slot->tts_tid))
+				continue; /* our own new row */
+			xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+			if (TransactionIdIsValid(xwait)) {
+				wait_tid = existing->tts_tid;
+				token = dirty.speculativeToken;
+				break;
+			}
+			taken = true;
+			break;
+		}
+		index_endscan(scan);
+		if (!TransactionIdIsValid(xwait))
+			break;
+		if (token != 0)
+			SpeculativeInsertionWait(dirty.xmin, token);
+		else
+			XactLockTableWait(xwait, rel, &wait_tid, XLTW_InsertIndex);
+	}
+	ExecDropSingleTupleTableSlot(existing);
+	return taken;
+}
+
+} // namespace
+
+int
+InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbiter_index, char *inserted)
+{
+	Relation rel = w->rri->ri_RelationDesc;
+	List *arbiter = list_make1_oid(arbiter_index);
+	Relation idx = NULL;
+	IndexInfo *ii = NULL;
+	for (int k = 0; k < w->rri->ri_NumIndices; k++)
+		if (RelationGetRelid(w->rri->ri_IndexRelationDescs[k]) == arbiter_index) {
+			idx = w->rri->ri_IndexRelationDescs[k];
+			ii = w->rri->ri_IndexRelationInfo[k];
+		}
+	if (idx == NULL || ii->ii_UniqueProcs == NULL)
+		elog(ERROR, "arbiter index %u is not open for speculative insertion", arbiter_index);
+	table_multi_insert(rel, slots, n, w->estate->es_output_cid, 0, NULL);
+	int count = 0;
+	for (int j = 0; j < n; j++) {
+		bool conflict = false;
+		List *recheck = ExecInsertIndexTuples(w->rri, slots[j], w->estate, false, true, &conflict, arbiter);
+		list_free(recheck);
+		bool taken = conflict && KeyTakenByAnotherRowPg(w, idx, ii, slots[j]);
+		if (taken) {
+			/*
+			 * Delete the new row again: the command counter moves on so that
+			 * heap_delete sees it (inserted by an earlier command); the
+			 * arbiter's entry for it stays, dead, for VACUUM, as after an
+			 * aborted INSERT.
+			 */
+			CommandCounterIncrement();
+			simple_table_tuple_delete(rel, &slots[j]->tts_tid, w->estate->es_snapshot);
+		}
+		inserted[j] = taken ? 0 : 1;
+		count += taken ? 0 : 1;
+	}
+	list_free(arbiter);
+	return count;
 }
 
 bool

@@ -61,6 +61,33 @@ void EndExecWritePg(ExecWrite *w);
 // PostgreSQL regime.
 bool InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot, Oid arbiter);
 
+// Inserts the rows of slots[0..n) (NOT NULL and CHECK constraints already
+// checked by the caller) so that they end as INSERT ... ON CONFLICT
+// (arbiter) DO NOTHING, row after row, leaves them, without the
+// speculative insertion protocol: the rows go in together
+// (table_multi_insert, one WAL record per page), then their index entries,
+// the arbiter's with a partial uniqueness check (UNIQUE_CHECK_PARTIAL, as
+// for a deferred constraint: no error, a possible duplicate reported).
+// Only where a duplicate is reported does the row's key get looked up (a
+// dirty-snapshot scan of the arbiter, as check_exclusion_or_unique_constraint
+// does): an uncommitted row of another transaction is waited for and the
+// key looked up again; a committed row, or one of this transaction
+// (an earlier element among them), means the key is taken, and the new row
+// is deleted again (it was never visible to anyone: it dies with the
+// command).  inserted[i] gets 1 or 0; returns the number inserted.
+// Costs against InsertOnConflictDoNothingPg: no pre-check index descent, no
+// speculative token, no confirmation WAL record per row.  The price: a
+// concurrent inserter of the same key is waited for as a plain INSERT waits
+// (two transactions inserting two same keys in opposite orders can
+// deadlock, 40P01), where speculative insertion never deadlocks; so only
+// for keys that concurrent transactions do not insert at once: outbox rows
+// of entity-ordered targets, whose writers hold the entity record's lock
+// (docs/internals.md, "The outbox without speculative insertion").
+// Read committed only (as InsertOnConflictDoNothingPg).  Needs the indexes
+// opened as for speculative insertion (BeginExecWritePg, speculative =
+// true: the arbiter's equality procedures).  PostgreSQL regime.
+int InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbiter, char *inserted);
+
 // Upserts the full after-images `images` (one per key, no key twice) into
 // `t` as `as`: each row is looked up by the target's unique key index
 // (RelationFindReplTupleByIndex, which locks it) and updated
