@@ -220,6 +220,36 @@ ROLLBACK;
 EXECUTE ob_dup2_batch;
 EXECUTE ob_dup2_outbox;
 EXECUTE ob_dup2_stats;
+-- The key taken by a row of the same transaction, not yet committed: the
+-- change applied, its state forgotten and the change applied again, by
+-- cdc_apply() and by a batch, in one transaction: one outbox row in all,
+-- through the executor and with the statement.
+CREATE TABLE ob_dup3 (id int PRIMARY KEY, v text);
+SELECT target FROM cdc.register_mapping('ob_dup3', outbox => true);
+CREATE FUNCTION ob_forget() RETURNS void LANGUAGE sql AS $$
+  DELETE FROM cdc.ledger WHERE target = 'ob_dup3'::regclass;
+  DELETE FROM cdc.entity_state WHERE target = 'ob_dup3'::regclass $$;
+PREPARE ob_dup3_twice AS
+  SELECT cdc_apply(dbz('c', 'ob_dup3', '{"id": 1, "v": "a"}', '0/5000', 500)) AS first,
+         ob_forget() IS NULL AS forgotten,
+         cdc_apply(dbz('c', 'ob_dup3', '{"id": 1, "v": "a"}', '0/5000', 500)) AS again,
+         ob_forget() IS NULL AS forgotten_again,
+         (SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup3', '{"id": 1, "v": "a"}', '0/5000', 500),
+                                                    dbz('u', 'ob_dup3', '{"id": 1, "v": "b"}', '0/5100', 501)])) AS batch_applied;
+BEGIN;
+SET LOCAL cdc.direct_writes = off;
+EXECUTE ob_dup3_twice;
+SELECT op, payload FROM cdc.outbox WHERE target = 'ob_dup3'::regclass ORDER BY id;
+ROLLBACK;
+BEGIN;
+EXECUTE ob_dup3_twice;
+SELECT op, payload FROM cdc.outbox WHERE target = 'ob_dup3'::regclass ORDER BY id;
+SELECT applied, outbox_rows FROM cdc.stats WHERE target = 'ob_dup3'::regclass;
+COMMIT;
+SELECT op, payload FROM cdc.outbox WHERE target = 'ob_dup3'::regclass ORDER BY id;
+SELECT * FROM ob_dup3;
+DROP TABLE ob_dup3;
+DROP FUNCTION ob_forget();
 
 DROP TABLE ob_batch;
 DROP ROLE regress_cdc_nobody;
