@@ -828,8 +828,8 @@ COMMENT ON FUNCTION cdc._primary_key_columns(regclass) IS
 -- settings (src/pg/sql_api.cpp, cdc_key_text): used by the engine's
 -- statements that match rows by key and by cdc._rekey_entities.  Without
 -- side effects, so every role may call it (the engine's statements run as
--- the caller).  STABLE, not IMMUTABLE: an array, range or composite value
--- still prints with the session's settings (docs/semantics.md).  The
+-- the caller).  STABLE, not IMMUTABLE: a composite type's attributes can
+-- change (ALTER TYPE), and an output function is only STABLE.  The
 -- search_path clause, like every function's here, costs about 1 us a call
 -- (measured); it is only called where rows are matched by key.
 CREATE FUNCTION cdc._key_text(value anyelement) RETURNS text
@@ -837,7 +837,7 @@ LANGUAGE c STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_key_text';
 COMMENT ON FUNCTION cdc._key_text(anyelement) IS
-  'Internal: the text entity records name a key value by (cdc.entity_state.key): the output text printed with fixed settings (ISO dates, timestamptz in UTC, postgres intervals, hex bytea, shortest floats, numeric without trailing zeros), the same in every session; array, range and composite values still print with the session''s settings.';
+  'Internal: the text entity records name a key value by (cdc.entity_state.key): the output text printed with fixed settings (ISO dates, timestamptz in UTC, postgres intervals, hex bytea, shortest floats, numeric without trailing zeros), the same in every session; array, range, multirange and composite values and money print through their output function under those settings (and lc_monetary C).';
 
 -- Re-keys the entity records of a target from one key definition to another
 -- (B36): each live record is moved to the key its row has under the new key

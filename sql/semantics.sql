@@ -743,6 +743,57 @@ SET DateStyle = 'ISO, MDY';
 SELECT * FROM sem_kt_tz ORDER BY at;
 SELECT * FROM sem_kt_d ORDER BY f;
 
+-- The same for keys of array, range and composite types, and money (found
+-- in review: their elements, bounds and attributes printed as the session
+-- said, so a timestamptz[] or tstzrange key from a session in another
+-- TimeZone got a second entity record and an older change was applied).
+-- One by one and in a batch; arrays of settings-free types print as before.
+CREATE TYPE sem_kt_pair AS (at timestamptz, d date);
+CREATE TABLE sem_kt_c (a timestamptz[], r tstzrange, p sem_kt_pair, m money, f float8[], PRIMARY KEY (a, r, p, m, f), v text);
+CREATE TABLE sem_kt_ia (a int[] PRIMARY KEY, v text);
+SELECT target FROM cdc.register_mapping('sem_kt_c');
+SELECT target FROM cdc.register_mapping('sem_kt_ia');
+CREATE FUNCTION sem_kt_cev(tbl text, op text, v text, lsn bigint) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('op', op, 'source', jsonb_build_object('name', 'kt', 'schema', 'public', 'table', tbl, 'lsn', lsn, 'txId', lsn),
+    'after', CASE WHEN tbl = 'sem_kt_c'
+                  THEN jsonb_build_object('a', jsonb_build_array('2024-01-01T00:00:00.25Z', '2024-06-01T12:00:00Z'),
+                                          'r', '["2024-01-01 00:00:00+00","2024-06-01 00:00:00+00")',
+                                          'p', '("2024-01-01 00:00:00+00",2024-01-02)', 'm', 12.5,
+                                          'f', jsonb_build_array(0.1, 2.5e-7), 'v', v)
+                  ELSE jsonb_build_object('a', jsonb_build_array(1, 2), 'v', v) END) $$;
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO, MDY';
+SELECT cdc_apply(sem_kt_cev('sem_kt_c', 'c', 'new', 2000)) AS c_new, cdc_apply(sem_kt_cev('sem_kt_ia', 'c', 'new', 2000)) AS ia_new;
+SET TimeZone = 'Asia/Tokyo';
+SET DateStyle = 'German';
+SET extra_float_digits = -3;
+SET lc_monetary = 'C';
+SELECT cdc_apply(sem_kt_cev('sem_kt_c', 'u', 'OLD', 1000)) AS c_older, cdc_apply(sem_kt_cev('sem_kt_ia', 'u', 'OLD', 1000)) AS ia_older;
+SELECT applied, stale FROM cdc_apply_batch(jsonb_build_array(sem_kt_cev('sem_kt_c', 'u', 'OLD-batch', 1500), sem_kt_cev('sem_kt_ia', 'u', 'OLD-batch', 1500)));
+SELECT cdc_apply(sem_kt_cev('sem_kt_c', 'u', 'newer', 3000)) AS c_newer;
+-- the session's own settings after the calls
+SELECT current_setting('TimeZone') AS tz, current_setting('DateStyle') AS ds, current_setting('extra_float_digits') AS efd;
+RESET extra_float_digits;
+RESET lc_monetary;
+SET TimeZone = 'UTC';
+SET DateStyle = 'ISO, MDY';
+-- the change applied under those settings, delivered again under another
+-- delivery key from this session: its content hash is the same, a duplicate
+SELECT cdc_apply(sem_kt_cev('sem_kt_c', 'u', 'newer', 3000), NULL, 'kt-c-again') AS c_newer_again;
+SELECT count(*) AS conflicts_recorded FROM cdc.conflicts WHERE target = 'sem_kt_c'::regclass;
+SELECT v FROM sem_kt_c;
+SELECT v FROM sem_kt_ia;
+SELECT target, key FROM cdc.entity_state WHERE target IN ('sem_kt_c'::regclass, 'sem_kt_ia'::regclass) ORDER BY 1, 2;
+-- cdc._key_text prints them the same way in SQL, whatever the settings
+SET TimeZone = 'Asia/Tokyo';
+SELECT cdc._key_text(ARRAY['2024-01-01 09:00:00+09'::timestamptz]) AS arr,
+       cdc._key_text(tstzrange('2024-01-01 09:00:00+09', NULL)) AS rng,
+       cdc._key_text(ROW('2024-01-01 09:00:00+09', '2024-01-02')::sem_kt_pair) AS comp;
+SET TimeZone = 'UTC';
+DROP TABLE sem_kt_c, sem_kt_ia;
+DROP TYPE sem_kt_pair;
+DROP FUNCTION sem_kt_cev(text, text, text, bigint);
+
 -- ===========================================================================
 -- Content hash independent of the session's settings (found in review: the
 -- hash that tells an equal-version duplicate from a conflict was taken

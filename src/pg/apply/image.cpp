@@ -26,6 +26,8 @@ extern "C" {
 #include "utils/date.h"
 #include "utils/fmgrprotos.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/typcache.h"
 #include "utils/float.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -37,6 +39,77 @@ extern "C" {
 
 namespace cdc::pg {
 
+namespace {
+
+/*
+ * Does the output text of a value of `type` depend on the session's
+ * settings through an element, bound or attribute: an array, range or
+ * multirange of (or a domain over) a date, time, float, bytea or money
+ * type, or any composite type (whose attributes may change)?  Type cache
+ * lookups only (hash probes), so the common scalar types cost little.
+ */
+bool
+ContainerPrintsWithSettingsPg(Oid type, int depth = 0)
+{
+	check_stack_depth();
+	TypeCacheEntry *tc = lookup_type_cache(type, 0);
+	switch (tc->typtype) {
+	case TYPTYPE_DOMAIN: return ContainerPrintsWithSettingsPg(getBaseType(type), depth);
+	case TYPTYPE_COMPOSITE: return true;
+	case TYPTYPE_RANGE:
+		tc = lookup_type_cache(type, TYPECACHE_RANGE_INFO);
+		return tc->rngelemtype != NULL && ContainerPrintsWithSettingsPg(tc->rngelemtype->type_id, depth + 1);
+	case TYPTYPE_MULTIRANGE:
+		tc = lookup_type_cache(type, TYPECACHE_MULTIRANGE_INFO);
+		return tc->rngtype != NULL && ContainerPrintsWithSettingsPg(tc->rngtype->type_id, depth + 1);
+	default: break;
+	}
+	if (depth > 0) {
+		switch (type) {
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case DATEOID:
+		case TIMEOID:
+		case TIMETZOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case INTERVALOID:
+		case BYTEAOID:
+		case CASHOID: return true;
+		default: break;
+		}
+	}
+	/* a true array (typelem set, variable length), as get_element_type tells it */
+	if (OidIsValid(tc->typelem) && tc->typlen == -1)
+		return ContainerPrintsWithSettingsPg(tc->typelem, depth + 1);
+	return type == CASHOID;
+}
+
+/*
+ * The output function's text of `v` under the settings SettledTextPg
+ * prints with (DateStyle ISO, TimeZone UTC, IntervalStyle postgres,
+ * extra_float_digits 1, bytea_output hex, lc_monetary C), set for the call
+ * only, as a function's SET clause sets them (fmgr_security_definer: a GUC
+ * nest level, undone after the call, or by the abort of the transaction
+ * when the output function raises an error).
+ */
+char *
+OutputInSettledSettingsPg(FmgrInfo *out_fn, Datum v)
+{
+	static const char *const settings[][2] = {
+		{"datestyle", "ISO, MDY"}, {"timezone", "UTC"},          {"intervalstyle", "postgres"},
+		{"extra_float_digits", "1"}, {"bytea_output", "hex"}, {"lc_monetary", "C"},
+	};
+	int nest = NewGUCNestLevel();
+	for (const auto &s : settings)
+		(void) set_config_option(s[0], s[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	char *out = OutputFunctionCall(out_fn, v);
+	AtEOXact_GUC(true, nest);
+	return out;
+}
+
+} // namespace
+
 /*
  * The output text of a value as a session with PostgreSQL's default
  * settings and TimeZone UTC prints it, whatever the session's settings:
@@ -44,8 +117,13 @@ namespace cdc::pg {
  * postgres style, bytea in hex, floats as the shortest exact decimal
  * (extra_float_digits 1), whatever DateStyle, TimeZone, IntervalStyle,
  * bytea_output and extra_float_digits say (the output functions of date.c,
- * timestamp.c, varlena.c and float.c, with the style fixed).  Other types
- * print through their output function.  PostgreSQL regime.
+ * timestamp.c, varlena.c and float.c, with the style fixed).  Arrays,
+ * ranges and multiranges of such types, composite values and money print
+ * through their output function under those settings
+ * (OutputInSettledSettingsPg: found in review, a tstzrange or
+ * timestamptz[] key printed in the session's TimeZone got a second entity
+ * record).  Other types print through their output function.  PostgreSQL
+ * regime.
  */
 char *
 SettledTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
@@ -111,6 +189,11 @@ SettledTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 		out[n + 2] = '\0';
 		return out;
 	}
+	case ColumnType::Family::Array:
+	case ColumnType::Family::Other:
+		if (ContainerPrintsWithSettingsPg(type))
+			return OutputInSettledSettingsPg(out_fn, v);
+		return OutputFunctionCall(out_fn, v);
 	default: return OutputFunctionCall(out_fn, v);
 	}
 }
