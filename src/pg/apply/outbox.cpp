@@ -905,7 +905,7 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 				ExecConstraints(rri, s, estate);
 		}
 		if (skip_taken) {
-			inserted += InsertSkippingTakenKeysPg(&w, slots, m, layout->ikey_index, went_in);
+			inserted += InsertSkippingTakenKeysPg(&w, slots, m, layout->ikey_index, false, went_in);
 			if (inserted_rows != nullptr)
 				memcpy(inserted_rows + from, went_in, size_t(m));
 		} else {

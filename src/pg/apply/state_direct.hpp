@@ -5,9 +5,9 @@
 // own tables, cdc.ledger and cdc.entity_state, and the same statements of a
 // batch's set-based segment (segment.cpp) over all its rows at once.
 //
-//  - ClaimDeliveryDirectPg: INSERT ... ON CONFLICT (digest) DO NOTHING as
-//    the executor runs it, by speculative insertion on the primary key
-//    (nodeModifyTable.c, ExecInsert): a concurrent uncommitted claim of the
+//  - ClaimDeliveryDirectPg: INSERT ... ON CONFLICT (digest) DO NOTHING
+//    with the statement's outcome (InsertSkippingTakenKeysPg with its
+//    pre-check, table_write.hpp): a concurrent uncommitted claim of the
 //    same digest is waited for, then is a duplicate (or, when it aborted,
 //    the claim goes through); never 23505.
 //  - LockEntityRecordDirectPg: SELECT ... FOR UPDATE by the primary key as
@@ -16,8 +16,8 @@
 //    its update, locks the row.
 //  - UpdateEntityRecordDirectPg / InsertEntityRecordDirectPg: the UPDATE of
 //    the row locked before (ExecSimpleRelationUpdate: HOT where possible),
-//    or INSERT ... ON CONFLICT (target, key) DO NOTHING by speculative
-//    insertion.
+//    or INSERT ... ON CONFLICT (target, key) DO NOTHING
+//    (InsertSkippingTakenKeysPg, without pre-check).
 //  - ReadWatermarkDirectPg: the SELECT of cdc.prune_watermark by its
 //    primary key, an index scan with the statement's new snapshot.
 //

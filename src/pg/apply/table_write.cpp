@@ -285,32 +285,6 @@ EndExecWritePg(ExecWrite *w)
 	CommandCounterIncrement();
 }
 
-bool
-InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot, Oid arbiter_index)
-{
-	Relation rel = w->rri->ri_RelationDesc;
-	List *arbiter = list_make1_oid(arbiter_index);
-	TupleDesc desc = RelationGetDescr(rel);
-	if (desc->constr != NULL)
-		ExecConstraints(w->rri, slot, w->estate); /* NOT NULL, as the statement checks before inserting */
-	for (;;) {
-		CHECK_FOR_INTERRUPTS();
-		ItemPointerData conflict;
-		if (!ExecCheckIndexConstraints(w->rri, slot, w->estate, &conflict, arbiter))
-			return false;
-		TransactionId xid = GetCurrentTransactionId();
-		uint32 token = SpeculativeInsertionLockAcquire(xid);
-		table_tuple_insert_speculative(rel, slot, w->estate->es_output_cid, 0, NULL, token);
-		bool spec_conflict = false;
-		List *recheck = ExecInsertIndexTuples(w->rri, slot, w->estate, false, true, &spec_conflict, arbiter);
-		table_tuple_complete_speculative(rel, slot, token, !spec_conflict);
-		SpeculativeInsertionLockRelease(xid);
-		list_free(recheck);
-		if (!spec_conflict)
-			return true;
-	}
-}
-
 namespace {
 
 /*
@@ -380,7 +354,8 @@ KeyTakenByAnotherRowPg(ExecWrite *w, Relation idx, IndexInfo *ii, TupleTableSlot
 } // namespace
 
 int
-InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbiter_index, char *inserted)
+InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbiter_index, bool precheck,
+                          char *inserted)
 {
 	Relation rel = w->rri->ri_RelationDesc;
 	List *arbiter = list_make1_oid(arbiter_index);
@@ -393,13 +368,32 @@ InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbit
 		}
 	if (idx == NULL || ii->ii_UniqueProcs == NULL)
 		elog(ERROR, "arbiter index %u is not open for speculative insertion", arbiter_index);
-	table_multi_insert(rel, slots, n, w->estate->es_output_cid, 0, NULL);
+	/* the rows that go in (all, without `precheck`), and where they are in slots[] */
+	TupleTableSlot **go = slots;
+	int *at = NULL;
+	int m = n;
+	if (precheck) {
+		go = (TupleTableSlot **) palloc(sizeof(TupleTableSlot *) * size_t(n));
+		at = (int *) palloc(sizeof(int) * size_t(n));
+		m = 0;
+		for (int j = 0; j < n; j++) {
+			ItemPointerData conflict_tid;
+			inserted[j] = 0;
+			if (ExecCheckIndexConstraints(w->rri, slots[j], w->estate, &conflict_tid, arbiter)) {
+				go[m] = slots[j];
+				at[m++] = j;
+			}
+		}
+	}
+	if (m > 0)
+		table_multi_insert(rel, go, m, w->estate->es_output_cid, 0, NULL);
 	int count = 0;
-	for (int j = 0; j < n; j++) {
+	for (int i = 0; i < m; i++) {
+		const int j = at != NULL ? at[i] : i;
 		bool conflict = false;
-		List *recheck = ExecInsertIndexTuples(w->rri, slots[j], w->estate, false, true, &conflict, arbiter);
+		List *recheck = ExecInsertIndexTuples(w->rri, go[i], w->estate, false, true, &conflict, arbiter);
 		list_free(recheck);
-		bool taken = conflict && KeyTakenByAnotherRowPg(w, idx, ii, slots[j]);
+		bool taken = conflict && KeyTakenByAnotherRowPg(w, idx, ii, go[i]);
 		if (taken) {
 			/*
 			 * Delete the new row again: the command counter moves on so that
@@ -408,10 +402,14 @@ InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbit
 			 * aborted INSERT.
 			 */
 			CommandCounterIncrement();
-			simple_table_tuple_delete(rel, &slots[j]->tts_tid, w->estate->es_snapshot);
+			simple_table_tuple_delete(rel, &go[i]->tts_tid, w->estate->es_snapshot);
 		}
 		inserted[j] = taken ? 0 : 1;
 		count += taken ? 0 : 1;
+	}
+	if (precheck) {
+		pfree(go);
+		pfree(at);
 	}
 	list_free(arbiter);
 	return count;

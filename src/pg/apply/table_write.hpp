@@ -41,52 +41,40 @@ struct ExecWrite {
 void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculative = false);
 void EndExecWritePg(ExecWrite *w);
 
-// INSERT ... ON CONFLICT DO NOTHING of the row in `slot` with the unique
-// index `arbiter` as the conflict target (a partial one only where the row
-// satisfies its predicate, as the statement infers it), by
-// the executor's speculative insertion protocol (nodeModifyTable.c,
-// ExecInsert).  A pre-check on the key index waits for an uncommitted row
-// with the key and reports a committed one (then: false, nothing
-// inserted).  Otherwise the row goes in marked with a speculative token;
-// its index entries are inserted without raising a duplicate error; a
-// conflict found there (a concurrent transaction inserted the key after
-// the pre-check) kills our row and the whole thing starts over, now
-// waiting for that transaction; else the insertion is confirmed and true
-// returned.  Sessions that meanwhile found our row wait on the token, not
-// on our transaction's end, so two speculative inserters cannot deadlock.
-// Needs the indexes opened for speculative insertion (BeginExecWritePg,
-// speculative = true).  Read committed only: under a transaction snapshot
-// the statement also checks that a conflicting row is visible to it
-// (the caller falls back to the statement there).
-// PostgreSQL regime.
-bool InsertOnConflictDoNothingPg(ExecWrite *w, TupleTableSlot *slot, Oid arbiter);
-
 // Inserts the rows of slots[0..n) (NOT NULL and CHECK constraints already
 // checked by the caller) so that they end as INSERT ... ON CONFLICT
-// (arbiter) DO NOTHING, row after row, leaves them, without the
-// speculative insertion protocol: the rows go in together
+// (arbiter) DO NOTHING, row after row in array order, leaves them, without
+// the speculative insertion protocol: the rows go in together
 // (table_multi_insert, one WAL record per page), then their index entries,
 // the arbiter's with a partial uniqueness check (UNIQUE_CHECK_PARTIAL, as
 // for a deferred constraint: no error, a possible duplicate reported).
 // Only where a duplicate is reported does the row's key get looked up (a
 // dirty-snapshot scan of the arbiter, as check_exclusion_or_unique_constraint
 // does): an uncommitted row of another transaction is waited for and the
-// key looked up again; a committed row, or one of this transaction
-// (an earlier element among them), means the key is taken, and the new row
-// is deleted again (it was never visible to anyone: it dies with the
-// command).  inserted[i] gets 1 or 0; returns the number inserted.
-// Costs against InsertOnConflictDoNothingPg: no pre-check index descent, no
-// speculative token, no confirmation WAL record per row.  The price: a
-// concurrent inserter of the same key is waited for as a plain INSERT waits
-// (two transactions inserting two same keys in opposite orders can
-// deadlock, 40P01), where speculative insertion never deadlocks; so only
-// for keys that concurrent transactions do not insert at once: outbox rows
-// of entity-ordered targets, whose writers hold the entity record's lock
-// (docs/internals.md, "The outbox without speculative insertion").
-// Read committed only (as InsertOnConflictDoNothingPg).  Needs the indexes
+// key looked up again; a committed row, or one of this transaction (an
+// earlier element among them), means the key is taken, and the new row is
+// deleted again (it was never visible to anyone: it dies with the
+// command).  With `precheck`, each row's key is first looked up as the
+// statement's pre-check does (ExecCheckIndexConstraints, waiting for an
+// uncommitted row), and a row whose key is taken is not inserted at all:
+// for keys that are often taken (a delivery claimed again).  inserted[i]
+// gets 1 or 0; returns the number inserted.
+// Against the statement's speculative insertion (nodeModifyTable.c,
+// ExecInsert): no speculative insertion lock and no
+// confirmation WAL record per row (48 B), rows inserted a page at a time,
+// and without `precheck` no pre-check descent.  The outcome is the
+// statement's; what speculative insertion adds, that two inserters of one
+// key in flight at once never wait on each other's transaction, matters
+// where a conflict leads to an update of the existing row, not here: after
+// its confirmation a speculative row is waited for as ours is, so
+// transactions inserting the same keys in opposite orders can deadlock
+// (40P01) either way, as with INSERT ... ON CONFLICT DO NOTHING.
+// Read committed only: under a transaction snapshot the statement also
+// checks that a conflicting row is visible to it.  Needs the indexes
 // opened as for speculative insertion (BeginExecWritePg, speculative =
 // true: the arbiter's equality procedures).  PostgreSQL regime.
-int InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbiter, char *inserted);
+// docs/internals.md, "Inserts without speculative insertion".
+int InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbiter, bool precheck, char *inserted);
 
 // Upserts the full after-images `images` (one per key, no key twice) into
 // `t` as `as`: each row is looked up by the target's unique key index
