@@ -28,6 +28,8 @@ extern "C" {
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/typcache.h"
+#include "utils/bytea.h"
+#include "utils/pg_locale.h"
 #include "utils/float.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -41,29 +43,26 @@ namespace cdc::pg {
 
 namespace {
 
+/* What the output text of a type can depend on (ContainerSettingsPg). */
+constexpr int kDependsOnStyles = 1; /* DateStyle, TimeZone, IntervalStyle, extra_float_digits, bytea_output */
+constexpr int kDependsOnMonetary = 2; /* lc_monetary */
+
 /*
- * Does the output text of a value of `type` depend on the session's
- * settings through an element, bound or attribute: an array, range or
- * multirange of (or a domain over) a date, time, float, bytea or money
- * type, or any composite type (whose attributes may change)?  Type cache
- * lookups only (hash probes), so the common scalar types cost little.
+ * On which session settings does the output text of a value of `type`
+ * depend through an element, bound or attribute (kDependsOn* bits): an
+ * array, range or multirange of, a composite with, or a domain over a
+ * date, time, float, bytea or money type, at any depth; money itself.
+ * The scalar types' own texts are SettledTextPg's business, so a scalar
+ * at depth 0 other than money gives 0.  Type cache lookups only (hash
+ * probes; a composite's attributes as the type cache keeps them, current
+ * after ALTER TYPE).
  */
-bool
-ContainerPrintsWithSettingsPg(Oid type, int depth = 0)
+int
+ContainerSettingsPg(Oid type, int depth = 0)
 {
 	check_stack_depth();
-	TypeCacheEntry *tc = lookup_type_cache(type, 0);
-	switch (tc->typtype) {
-	case TYPTYPE_DOMAIN: return ContainerPrintsWithSettingsPg(getBaseType(type), depth);
-	case TYPTYPE_COMPOSITE: return true;
-	case TYPTYPE_RANGE:
-		tc = lookup_type_cache(type, TYPECACHE_RANGE_INFO);
-		return tc->rngelemtype != NULL && ContainerPrintsWithSettingsPg(tc->rngelemtype->type_id, depth + 1);
-	case TYPTYPE_MULTIRANGE:
-		tc = lookup_type_cache(type, TYPECACHE_MULTIRANGE_INFO);
-		return tc->rngtype != NULL && ContainerPrintsWithSettingsPg(tc->rngtype->type_id, depth + 1);
-	default: break;
-	}
+	if (type == CASHOID)
+		return kDependsOnMonetary;
 	if (depth > 0) {
 		switch (type) {
 		case FLOAT4OID:
@@ -74,35 +73,72 @@ ContainerPrintsWithSettingsPg(Oid type, int depth = 0)
 		case TIMESTAMPOID:
 		case TIMESTAMPTZOID:
 		case INTERVALOID:
-		case BYTEAOID:
-		case CASHOID: return true;
+		case BYTEAOID: return kDependsOnStyles;
 		default: break;
 		}
 	}
+	TypeCacheEntry *tc = lookup_type_cache(type, 0);
+	switch (tc->typtype) {
+	case TYPTYPE_DOMAIN: return ContainerSettingsPg(getBaseType(type), depth);
+	case TYPTYPE_COMPOSITE: {
+		tc = lookup_type_cache(type, TYPECACHE_TUPDESC);
+		int bits = 0;
+		for (int i = 0; tc->tupDesc != NULL && i < tc->tupDesc->natts; i++) {
+			Form_pg_attribute att = TupleDescAttr(tc->tupDesc, i);
+			if (!att->attisdropped)
+				bits |= ContainerSettingsPg(att->atttypid, depth + 1);
+		}
+		return bits;
+	}
+	case TYPTYPE_RANGE:
+		tc = lookup_type_cache(type, TYPECACHE_RANGE_INFO);
+		return tc->rngelemtype != NULL ? ContainerSettingsPg(tc->rngelemtype->type_id, depth + 1) : 0;
+	case TYPTYPE_MULTIRANGE:
+		tc = lookup_type_cache(type, TYPECACHE_MULTIRANGE_INFO);
+		return tc->rngtype != NULL ? ContainerSettingsPg(tc->rngtype->type_id, depth + 1) : 0;
+	default: break;
+	}
 	/* a true array (typelem set, variable length), as get_element_type tells it */
 	if (OidIsValid(tc->typelem) && tc->typlen == -1)
-		return ContainerPrintsWithSettingsPg(tc->typelem, depth + 1);
-	return type == CASHOID;
+		return ContainerSettingsPg(tc->typelem, depth + 1);
+	return 0;
 }
 
 /*
  * The output function's text of `v` under the settings SettledTextPg
- * prints with (DateStyle ISO, TimeZone UTC, IntervalStyle postgres,
- * extra_float_digits 1, bytea_output hex, lc_monetary C), set for the call
- * only, as a function's SET clause sets them (fmgr_security_definer: a GUC
- * nest level, undone after the call, or by the abort of the transaction
- * when the output function raises an error).
+ * prints with: DateStyle ISO, TimeZone UTC, IntervalStyle postgres,
+ * extra_float_digits 1 (any value above 0 prints the same shortest exact
+ * decimal), bytea_output hex, and with kDependsOnMonetary lc_monetary C.
+ * Only the settings that differ are set, for the call only, as a
+ * function's SET clause sets them (fmgr_security_definer: a GUC nest
+ * level, undone after the call, or by the abort of the transaction when
+ * the output function raises an error); a session with those settings
+ * already pays nothing.
  */
 char *
-OutputInSettledSettingsPg(FmgrInfo *out_fn, Datum v)
+OutputInSettledSettingsPg(FmgrInfo *out_fn, Datum v, int depends)
 {
-	static const char *const settings[][2] = {
-		{"datestyle", "ISO, MDY"}, {"timezone", "UTC"},          {"intervalstyle", "postgres"},
-		{"extra_float_digits", "1"}, {"bytea_output", "hex"}, {"lc_monetary", "C"},
-	};
+	const char *set[6][2];
+	int n = 0;
+	if (depends & kDependsOnStyles) {
+		if (DateStyle != USE_ISO_DATES)
+			set[n][0] = "datestyle", set[n++][1] = "ISO, MDY";
+		if (session_timezone != pg_tzset("UTC"))
+			set[n][0] = "timezone", set[n++][1] = "UTC";
+		if (IntervalStyle != INTSTYLE_POSTGRES)
+			set[n][0] = "intervalstyle", set[n++][1] = "postgres";
+		if (extra_float_digits < 1)
+			set[n][0] = "extra_float_digits", set[n++][1] = "1";
+		if (bytea_output != BYTEA_OUTPUT_HEX)
+			set[n][0] = "bytea_output", set[n++][1] = "hex";
+	}
+	if ((depends & kDependsOnMonetary) && strcmp(locale_monetary, "C") != 0)
+		set[n][0] = "lc_monetary", set[n++][1] = "C";
+	if (n == 0)
+		return OutputFunctionCall(out_fn, v);
 	int nest = NewGUCNestLevel();
-	for (const auto &s : settings)
-		(void) set_config_option(s[0], s[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	for (int i = 0; i < n; i++)
+		(void) set_config_option(set[i][0], set[i][1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	char *out = OutputFunctionCall(out_fn, v);
 	AtEOXact_GUC(true, nest);
 	return out;
@@ -191,9 +227,7 @@ SettledTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 	}
 	case ColumnType::Family::Array:
 	case ColumnType::Family::Other:
-		if (ContainerPrintsWithSettingsPg(type))
-			return OutputInSettledSettingsPg(out_fn, v);
-		return OutputFunctionCall(out_fn, v);
+		return OutputInSettledSettingsPg(out_fn, v, ContainerSettingsPg(type));
 	default: return OutputFunctionCall(out_fn, v);
 	}
 }
