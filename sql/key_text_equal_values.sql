@@ -6,8 +6,8 @@
 -- the output function as given, so '{1.0}' and '{1}' (equal numeric[]
 -- values, one row of the target) got two entity records, and an older
 -- change of a deleted row was applied (the row resurrected) where stale is
--- right.  This file pins the right outcome and fails until key texts of
--- containers are normalised too.
+-- right.  Key texts of containers are normalised as scalars' are
+-- (KeyTextPg, NormaliseNumbersPg in src/pg/apply/image.cpp).
 --
 CREATE TABLE ktev_n (k numeric[] PRIMARY KEY, v text);
 CREATE TABLE ktev_f (k float8[] PRIMARY KEY, v text);
@@ -40,6 +40,16 @@ SELECT count(*) AS entity_records FROM cdc.entity_state WHERE target = 'ktev_c':
 SELECT cdc._key_text('{1.0}'::numeric[]) = cdc._key_text('{1}'::numeric[]) AS numeric_arrays,
        cdc._key_text('{-0}'::float8[]) = cdc._key_text('{0}'::float8[]) AS float_arrays,
        cdc._key_text(ROW(1.0, '-0')::ktev_t) = cdc._key_text(ROW(1, 0)::ktev_t) AS composites;
+-- ranges, multiranges, arrays of composites, domains; and the texts themselves
+CREATE DOMAIN ktev_d AS numeric[];
+SELECT cdc._key_text(numrange(1.0, 2.50)) = cdc._key_text(numrange(1, 2.5)) AS ranges,
+       cdc._key_text(nummultirange(numrange(1.0, 2.0), numrange(3.00, NULL))) = cdc._key_text(nummultirange(numrange(1, 2), numrange(3, NULL))) AS multiranges,
+       cdc._key_text(ARRAY[ROW(1.0, '-0')::ktev_t]) = cdc._key_text(ARRAY[ROW(1, 0)::ktev_t]) AS arrays_of_composites,
+       cdc._key_text('{1.0}'::ktev_d) = cdc._key_text('{1}'::ktev_d) AS domains;
+SELECT cdc._key_text('{1.10,NULL,-0.0}'::numeric[]) AS numeric_array, cdc._key_text(numrange(1.0, 2.50)) AS num_range,
+       cdc._key_text(ROW(1.0, '-0')::ktev_t) AS composite, cdc._key_text('{{1.0,2},{3,4.00}}'::numeric[]) AS two_dimensions,
+       cdc._key_text('[0:1]={1.0,2}'::numeric[]) AS lower_bound_kept, cdc._key_text('empty'::numrange) AS empty_range;
+DROP DOMAIN ktev_d;
 DROP TABLE ktev_n, ktev_f, ktev_c;
 DROP TYPE ktev_t;
 DROP FUNCTION ktev_ev(text, text, jsonb, text, bigint);

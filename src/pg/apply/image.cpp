@@ -30,6 +30,11 @@ extern "C" {
 #include "utils/typcache.h"
 #include "utils/bytea.h"
 #include "utils/pg_locale.h"
+#include "access/htup_details.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/multirangetypes.h"
+#include "utils/rangetypes.h"
 #include "utils/float.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -46,10 +51,13 @@ namespace {
 /* What the output text of a type can depend on (ContainerSettingsPg). */
 constexpr int kDependsOnStyles = 1; /* DateStyle, TimeZone, IntervalStyle, extra_float_digits, bytea_output */
 constexpr int kDependsOnMonetary = 2; /* lc_monetary */
+constexpr int kHoldsNumbers = 4; /* numeric or float elements, bounds or attributes: KeyTextPg normalises them */
 
 /*
  * On which session settings does the output text of a value of `type`
- * depend through an element, bound or attribute (kDependsOn* bits): an
+ * depend through an element, bound or attribute (kDependsOn* bits; and
+ * kHoldsNumbers for numeric or float ones, whose equal values print
+ * differently: 1.0 and 1, -0 and 0): an
  * array, range or multirange of, a composite with, or a domain over a
  * date, time, float, bytea or money type, at any depth; money itself.
  * The scalar types' own texts are SettledTextPg's business, so a scalar
@@ -65,8 +73,9 @@ ContainerSettingsPg(Oid type, int depth = 0)
 		return kDependsOnMonetary;
 	if (depth > 0) {
 		switch (type) {
+		case NUMERICOID: return kHoldsNumbers;
 		case FLOAT4OID:
-		case FLOAT8OID:
+		case FLOAT8OID: return kDependsOnStyles | kHoldsNumbers;
 		case DATEOID:
 		case TIMEOID:
 		case TIMETZOID:
@@ -142,6 +151,93 @@ OutputInSettledSettingsPg(FmgrInfo *out_fn, Datum v, int depends)
 	char *out = OutputFunctionCall(out_fn, v);
 	AtEOXact_GUC(true, nest);
 	return out;
+}
+
+/*
+ * `v` of `type` with every numeric element, bound or attribute (at any
+ * depth: arrays, ranges, multiranges, composites, domains) without its
+ * insignificant trailing zeros (trim_scale) and every float -0 as 0: an
+ * equal value whose output text is the one KeyTextPg gives every equal
+ * value, as it does for scalar keys (found in review: '{1.0}' and '{1}',
+ * one row of a numeric[]-keyed target, got two entity records, and an
+ * older change of the deleted row brought it back).  New values are
+ * palloc'd; `v` itself is not changed.
+ */
+Datum
+NormaliseNumbersPg(Oid type, Datum v)
+{
+	check_stack_depth();
+	switch (type) {
+	case NUMERICOID: return DirectFunctionCall1(numeric_trim_scale, v);
+	case FLOAT8OID: return DatumGetFloat8(v) == 0.0 ? Float8GetDatum(0.0) : v;
+	case FLOAT4OID: return DatumGetFloat4(v) == 0.0f ? Float4GetDatum(0.0f) : v;
+	default: break;
+	}
+	TypeCacheEntry *tc = lookup_type_cache(type, 0);
+	switch (tc->typtype) {
+	case TYPTYPE_DOMAIN: return NormaliseNumbersPg(getBaseType(type), v);
+	case TYPTYPE_COMPOSITE: {
+		HeapTupleHeader rec = DatumGetHeapTupleHeader(v);
+		TupleDesc desc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(rec), HeapTupleHeaderGetTypMod(rec));
+		HeapTupleData tuple;
+		tuple.t_len = HeapTupleHeaderGetDatumLength(rec);
+		ItemPointerSetInvalid(&tuple.t_self);
+		tuple.t_tableOid = InvalidOid;
+		tuple.t_data = rec;
+		Datum *values = (Datum *) palloc(sizeof(Datum) * (desc->natts + 1));
+		bool *nulls = (bool *) palloc(sizeof(bool) * (desc->natts + 1));
+		heap_deform_tuple(&tuple, desc, values, nulls);
+		for (int i = 0; i < desc->natts; i++) {
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+			if (!att->attisdropped && !nulls[i] && (ContainerSettingsPg(att->atttypid, 1) & kHoldsNumbers))
+				values[i] = NormaliseNumbersPg(att->atttypid, values[i]);
+		}
+		HeapTuple formed = heap_form_tuple(desc, values, nulls);
+		ReleaseTupleDesc(desc);
+		return HeapTupleGetDatum(formed);
+	}
+	case TYPTYPE_RANGE: {
+		tc = lookup_type_cache(type, TYPECACHE_RANGE_INFO);
+		RangeBound lower, upper;
+		bool empty;
+		range_deserialize(tc, DatumGetRangeTypeP(v), &lower, &upper, &empty);
+		if (empty)
+			return v;
+		if (!lower.infinite)
+			lower.val = NormaliseNumbersPg(tc->rngelemtype->type_id, lower.val);
+		if (!upper.infinite)
+			upper.val = NormaliseNumbersPg(tc->rngelemtype->type_id, upper.val);
+		return RangeTypePGetDatum(make_range(tc, &lower, &upper, false));
+	}
+	case TYPTYPE_MULTIRANGE: {
+		tc = lookup_type_cache(type, TYPECACHE_MULTIRANGE_INFO);
+		int32 n;
+		RangeType **ranges;
+		multirange_deserialize(tc->rngtype, DatumGetMultirangeTypeP(v), &n, &ranges);
+		for (int32 i = 0; i < n; i++)
+			ranges[i] = DatumGetRangeTypeP(NormaliseNumbersPg(tc->rngtype->type_id, RangeTypePGetDatum(ranges[i])));
+		return MultirangeTypePGetDatum(make_multirange(type, tc->rngtype, n, ranges));
+	}
+	default: break;
+	}
+	if (OidIsValid(tc->typelem) && tc->typlen == -1) {
+		ArrayType *a = DatumGetArrayTypeP(v);
+		const Oid elem = ARR_ELEMTYPE(a);
+		int16 elmlen;
+		bool elmbyval;
+		char elmalign;
+		get_typlenbyvalalign(elem, &elmlen, &elmbyval, &elmalign);
+		Datum *elems;
+		bool *nulls;
+		int n;
+		deconstruct_array(a, elem, elmlen, elmbyval, elmalign, &elems, &nulls, &n);
+		for (int i = 0; i < n; i++)
+			if (!nulls[i])
+				elems[i] = NormaliseNumbersPg(elem, elems[i]);
+		return PointerGetDatum(construct_md_array(elems, nulls, ARR_NDIM(a), ARR_DIMS(a), ARR_LBOUND(a), elem, elmlen,
+		                                          elmbyval, elmalign));
+	}
+	return v;
 }
 
 } // namespace
@@ -241,7 +337,9 @@ SettledTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
  * and where equal values can print differently, which would give one row
  * two entity records, one text: numeric drops insignificant trailing
  * zeros (trim_scale), float4/float8 print -0 as 0 (found by a fresh-user
- * run: numeric 1 and 1.0, float 0 and -0 each resurrected a deleted row).
+ * run: numeric 1 and 1.0, float 0 and -0 each resurrected a deleted row);
+ * the same for numbers inside arrays, ranges, multiranges and composites
+ * (NormaliseNumbersPg).
  * KeyTextSql computes the same text in SQL (cdc._key_text).
  * PostgreSQL regime.
  */
@@ -257,6 +355,12 @@ KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum v)
 			v = f4 ? Float4GetDatum(0.0f) : Float8GetDatum(0.0);
 		return SettledTextPg(family, type, out_fn, v);
 	}
+	case ColumnType::Family::Array:
+	case ColumnType::Family::Other:
+		/* numbers inside a container: as above, element by element */
+		if (ContainerSettingsPg(type) & kHoldsNumbers)
+			v = NormaliseNumbersPg(type, v);
+		return SettledTextPg(family, type, out_fn, v);
 	default: return SettledTextPg(family, type, out_fn, v);
 	}
 }
