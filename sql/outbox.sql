@@ -236,6 +236,11 @@ PREPARE ob_dup3_twice AS
          ob_forget() IS NULL AS forgotten_again,
          (SELECT applied FROM cdc_apply_batch(ARRAY[dbz('c', 'ob_dup3', '{"id": 1, "v": "a"}', '0/5000', 500),
                                                     dbz('u', 'ob_dup3', '{"id": 1, "v": "b"}', '0/5100', 501)])) AS batch_applied;
+-- ... and a relay decoding cdc.outbox_rows from the WAL sees one insert
+-- per row and nothing of the changes whose key was taken (no insert, no
+-- delete), as with speculative insertion (docs/internals.md, "Inserts
+-- without speculative insertion").
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_cdc_ob_dup3', 'test_decoding');
 BEGIN;
 SET LOCAL cdc.direct_writes = off;
 EXECUTE ob_dup3_twice;
@@ -247,6 +252,10 @@ SELECT op, payload FROM cdc.outbox WHERE target = 'ob_dup3'::regclass ORDER BY i
 SELECT applied, outbox_rows FROM cdc.stats WHERE target = 'ob_dup3'::regclass;
 COMMIT;
 SELECT op, payload FROM cdc.outbox WHERE target = 'ob_dup3'::regclass ORDER BY id;
+SELECT count(*) FILTER (WHERE data LIKE 'table cdc.outbox_rows: INSERT:%') AS outbox_inserts_decoded,
+       count(*) FILTER (WHERE data LIKE 'table cdc.outbox_rows: DELETE:%') AS outbox_deletes_decoded
+  FROM pg_logical_slot_get_changes('regress_cdc_ob_dup3', NULL, NULL);
+SELECT pg_drop_replication_slot('regress_cdc_ob_dup3');
 SELECT * FROM ob_dup3;
 DROP TABLE ob_dup3;
 DROP FUNCTION ob_forget();

@@ -814,10 +814,11 @@ OutboxLayoutPg(Relation rel)
  * raises 25006).  With `skip_taken`, the rows end as INSERT ... ON
  * CONFLICT (target, v1, v2, ikey) DO NOTHING leaves them, one after the
  * other in array order (InsertSkippingTakenKeysPg, without speculative
- * insertion: rows of entity-ordered targets, whose writers hold the
- * entity's record, so no two transactions insert one key at once): a row
- * with its key, committed, being inserted, or inserted by an earlier
- * element, leaves it out (inserted_rows[i] 0 for it, when given);
+ * insertion, with its pre-check: a row whose key is taken is not inserted
+ * at all, so a relay that decodes cdc.outbox_rows from the WAL sees no
+ * insert of it, as with speculative insertion): a row with its key,
+ * committed, being inserted, or inserted by an earlier element, leaves it
+ * out (inserted_rows[i] 0 for it, when given);
  * not under REPEATABLE READ or SERIALIZABLE, where the statement also
  * checks that such a row is visible to its snapshot (-1 there).
  * PostgreSQL regime: call through
@@ -905,7 +906,7 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 				ExecConstraints(rri, s, estate);
 		}
 		if (skip_taken) {
-			inserted += InsertSkippingTakenKeysPg(&w, slots, m, layout->ikey_index, false, went_in);
+			inserted += InsertSkippingTakenKeysPg(&w, slots, m, layout->ikey_index, /* precheck */ true, went_in);
 			if (inserted_rows != nullptr)
 				memcpy(inserted_rows + from, went_in, size_t(m));
 		} else {

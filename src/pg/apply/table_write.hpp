@@ -57,7 +57,9 @@ void EndExecWritePg(ExecWrite *w);
 // command).  With `precheck`, each row's key is first looked up as the
 // statement's pre-check does (ExecCheckIndexConstraints, waiting for an
 // uncommitted row), and a row whose key is taken is not inserted at all:
-// for keys that are often taken (a delivery claimed again).  inserted[i]
+// for keys that are often taken (a delivery claimed again), and where a
+// reader of the WAL must not see the insert of such a row (the outbox, for
+// relays decoding it).  inserted[i]
 // gets 1 or 0; returns the number inserted.
 // Against the statement's speculative insertion (nodeModifyTable.c,
 // ExecInsert): no speculative insertion lock and no
