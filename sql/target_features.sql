@@ -127,3 +127,37 @@ SELECT * FROM tf_arr ORDER BY id;
 SELECT cdc_apply(dbz('c', 'tf_arr', '{"id": 4, "m": "angry"}', '0/1540', 74), 'tf_arr');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set SHOW_CONTEXT errors
+
+-- ===========================================================================
+-- Columns named like the aliases of the engine's statements (found by a
+-- fresh-user run: with a column named "t", RETURNING to_jsonb(t) read the
+-- column, not the row, so an outbox row's payload was that column's value,
+-- or the call failed with XX000 "the row image read back is NULL" when it
+-- was NULL; likewise "h" in a history table).  The row is named t.* /
+-- h.* now.  Full and partial images, updates, deletes, one by one and in a
+-- merged batch, with direct writes on and off, and a history table.
+-- ===========================================================================
+CREATE TABLE tf_alias (id int PRIMARY KEY, t timestamptz, h text, d int, x int, l int);
+SELECT target FROM cdc.register_mapping('tf_alias', outbox => true);
+SELECT cdc_apply(dbz('c', 'tf_alias', '{"id": 1}', '0/1600', 80), 'tf_alias') AS partial_image,
+       cdc_apply(dbz('c', 'tf_alias', '{"id": 2, "t": "2024-01-01T00:00:00Z", "h": "a", "d": 1, "x": 2, "l": 3}', '0/1610', 81), 'tf_alias') AS full_image,
+       cdc_apply(dbz('u', 'tf_alias', '{"id": 2, "h": "b"}', '0/1620', 82), 'tf_alias') AS partial_update,
+       cdc_apply(dbz('d', 'tf_alias', NULL, '0/1630', 83, before => '{"id": 1}'), 'tf_alias') AS delete_;
+SET cdc.direct_writes = off;
+SELECT cdc_apply(dbz('c', 'tf_alias', '{"id": 3, "t": null, "h": "c"}', '0/1640', 84), 'tf_alias') AS statement_path;
+RESET cdc.direct_writes;
+SELECT applied FROM cdc_apply_batch(ARRAY[
+  dbz('u', 'tf_alias', '{"id": 2, "t": "2024-06-01T00:00:00Z", "h": "e", "d": 4, "x": 5, "l": 6}', '0/1650', 85),
+  dbz('d', 'tf_alias', NULL, '0/1660', 86, before => '{"id": 2}'),
+  dbz('c', 'tf_alias', '{"id": 2, "h": "f"}', '0/1670', 87),
+  dbz('c', 'tf_alias', '{"id": 4}', '0/1680', 88)], 'tf_alias');
+SELECT * FROM tf_alias ORDER BY id;
+SELECT op, payload FROM cdc.outbox WHERE target = 'tf_alias'::regclass ORDER BY id;
+CREATE TABLE tf_alias_src (id int PRIMARY KEY, h text, t int);
+SELECT cdc.create_history_table('tf_alias_log', 'tf_alias_src');
+SELECT target FROM cdc.register_mapping('tf_alias_log', source_table => 'tf_alias_src', key_columns => '{id}', mode => 'history', outbox => true);
+SELECT cdc_apply(dbz('c', 'tf_alias_src', '{"id": 1, "h": null, "t": null}', '0/1700', 90), 'tf_alias_log') AS history_c,
+       cdc_apply(dbz('u', 'tf_alias_src', '{"id": 1, "h": "z", "t": 7}', '0/1710', 91), 'tf_alias_log') AS history_u;
+SELECT id, h, t, cdc_op FROM tf_alias_log ORDER BY cdc_version;
+SELECT op, payload - 'cdc_recorded_at' AS payload FROM cdc.outbox WHERE target = 'tf_alias_log'::regclass ORDER BY id;
+DROP TABLE tf_alias, tf_alias_log, tf_alias_src;

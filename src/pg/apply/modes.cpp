@@ -162,7 +162,7 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::ve
 		add(history_column::kDeliveryKey, "$" + std::to_string(p.Count()));
 	}
 	std::string sql = "INSERT INTO " + qualified + " AS h (" + cols + ") VALUES (" + vals +
-	                  ") ON CONFLICT (cdc_key, cdc_version) DO NOTHING RETURNING pg_catalog.to_jsonb(h)::pg_catalog.text";
+	                  ") ON CONFLICT (cdc_key, cdc_version) DO NOTHING RETURNING pg_catalog.to_jsonb(h.*)::pg_catalog.text";
 	if (Execute(sql, p, as) == 0)
 		return HistoryResult::Exists;
 	if (row)

@@ -596,7 +596,7 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ")" +
 		                         (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") + " SELECT " + UnnestColumns(p) +
 		                         " ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
-		                         (back ? " RETURNING pg_catalog.to_jsonb(t)" : ""),
+		                         (back ? " RETURNING pg_catalog.to_jsonb(t.*)" : ""),
 		                     p, as);
 		if (back) {
 			std::vector<std::optional<Datum>> j = ResultJsonb(n, 1);
@@ -640,7 +640,7 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		                         t.qualified + " AS t WHERE " + where + " OFFSET 0) l) DELETE FROM " + t.qualified +
 		                         " AS t USING d WHERE t.ctid OPERATOR(pg_catalog.=) d.c AND t.ctid OPERATOR(pg_catalog.=) "
 		                         "ANY (ARRAY(SELECT c FROM d))" +
-		                         (back ? " RETURNING d.ord, pg_catalog.to_jsonb(t)" : ""),
+		                         (back ? " RETURNING d.ord, pg_catalog.to_jsonb(t.*)" : ""),
 		                     p, as);
 		if (back) {
 			std::vector<int64_t> ord = ResultOrdinals(n, 1);
@@ -675,7 +675,7 @@ ReadRows(const Target &t, const std::vector<const Image *> &keys, const RunAs &a
 	 * was the row before that update).
 	 */
 	uint64_t n = Execute("SELECT x.ord, l.j FROM " + UnnestAll(p) + " WITH ORDINALITY AS x(" + names +
-	                         "ord), LATERAL (SELECT pg_catalog.to_jsonb(t) AS j FROM " + t.qualified + " AS t WHERE " +
+	                         "ord), LATERAL (SELECT pg_catalog.to_jsonb(t.*) AS j FROM " + t.qualified + " AS t WHERE " +
 	                         where + " OFFSET 0 FOR UPDATE) l",
 	                     p, as);
 	std::vector<int64_t> ord = ResultOrdinals(n, 1);

@@ -170,11 +170,13 @@ SameIdentity(const Column &col, const std::string &so_far, int param)
 }
 
 // The row as MutateTarget's statement returns it: JSON text, or (as_jsonb)
-// jsonb, read back as a Datum.
+// jsonb, read back as a Datum.  "t.*", not "t": a target column named t
+// would be taken for the row (found by a fresh-user run: the payload was
+// that column's value, or XX000 when it was NULL; sql/target_features.sql).
 std::string
 RowExpression(bool as_jsonb)
 {
-	return as_jsonb ? "pg_catalog.to_jsonb(t)" : "pg_catalog.to_jsonb(t)::pg_catalog.text";
+	return as_jsonb ? "pg_catalog.to_jsonb(t.*)" : "pg_catalog.to_jsonb(t.*)::pg_catalog.text";
 }
 
 // What MutateTarget's statement returns: the row (RowExpression) when
@@ -467,7 +469,7 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 	del.AddText(keep);
 	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
 	                         " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[]) " +
-	                         "RETURNING pg_catalog.to_jsonb(t)::pg_catalog.text, " + key + "::pg_catalog.text",
+	                         "RETURNING pg_catalog.to_jsonb(t.*)::pg_catalog.text, " + key + "::pg_catalog.text",
 	                     del, as);
 	std::vector<std::pair<std::string, std::string>> removed; /* (row, entity key): SPI results are overwritten by the calls */
 	for (uint64_t i = 0; i < n; i++)
