@@ -23,6 +23,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 KEEP=${1:-}
+case $KEEP in
+"" | --keep) ;;
+*) echo "usage: bash demo/run.sh [--keep]   (unknown argument: $KEEP)" >&2; exit 2 ;;
+esac
+echo "installing the build dependencies, building and installing cdc_apply (a few minutes on a fresh machine) ..."
 bash scripts/install-deps.sh
 if [ -z "${PG_CONFIG:-}" ]; then
 	if [ -x /usr/lib/postgresql/15/bin/pg_config ]; then PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config; else PG_CONFIG=pg_config; fi
@@ -274,4 +279,6 @@ chmod 644 "$WORK/demo.sql"
 if [ "$KEEP" = "--keep" ]; then
 	echo
 	echo "servers left running: psql -h $WORK -p $PORT -U postgres destination   (source: -p $SRC_PORT postgres)"
+	echo "to stop them: $BINDIR/pg_ctl -D $WORK/data stop; $BINDIR/pg_ctl -D $WORK/source stop; rm -rf $WORK"
+	[ "$(id -u)" -eq 0 ] && echo "(as root, run pg_ctl as postgres: runuser -u postgres -- $BINDIR/pg_ctl ...)"
 fi

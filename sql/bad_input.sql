@@ -653,3 +653,27 @@ SELECT id FROM bad_long ORDER BY id;
 -- shows both names clipped to 40 bytes (at a character boundary), not 2 KB.
 SELECT cdc_apply(bad_long_ev(4, repeat('é', 512), 'd', bad_hex(255, 's'), bad_hex(255, 't'), 400), 'bad_long');
 SELECT id FROM bad_long ORDER BY id;
+
+-- An entity key longer than cdc.entity_state's primary key can hold (found
+-- by a fresh-user run: PostgreSQL's 54000 named only the index
+-- entity_state_pkey, with a hint about md5 indexes): 54000 naming the key
+-- column, nothing applied, one by one and in a batch; a key that fits
+-- once compressed, and one just under the limit, are applied.
+\set SHOW_CONTEXT never
+CREATE TABLE bad_long_key (k text PRIMARY KEY, v int);
+SELECT target FROM cdc.register_mapping('bad_long_key');
+CREATE FUNCTION bad_key_ev(k text, lsn int) RETURNS jsonb LANGUAGE sql IMMUTABLE AS
+  $$ SELECT jsonb_build_object('op', 'c', 'after', jsonb_build_object('k', k, 'v', 1),
+                               'source', jsonb_build_object('name', 'lk', 'schema', 'public', 'table', 'bad_long_key', 'lsn', lsn)) $$;
+SELECT cdc_apply(bad_key_ev(bad_hex(3000, 'k'), 10));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT applied FROM cdc_apply_batch(ARRAY[bad_key_ev('short', 11), bad_key_ev(bad_hex(3000, 'k'), 12)]);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) AS rows_, (SELECT count(*) FROM cdc.entity_state WHERE target = 'bad_long_key'::regclass) AS records,
+       (SELECT count(*) FROM cdc.ledger WHERE target = 'bad_long_key'::regclass) AS ledger FROM bad_long_key;
+SELECT cdc_apply(bad_key_ev(repeat('ab', 50000), 13)) AS compressible_100000,
+       cdc_apply(bad_key_ev(bad_hex(2590, 'k'), 14)) AS incompressible_2590;
+SELECT octet_length(key) FROM cdc.entity_state WHERE target = 'bad_long_key'::regclass ORDER BY 1;
+\set SHOW_CONTEXT errors
+DROP TABLE bad_long_key;
+DROP FUNCTION bad_key_ev(text, int);

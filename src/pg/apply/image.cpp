@@ -30,6 +30,8 @@ extern "C" {
 #include "utils/typcache.h"
 #include "utils/bytea.h"
 #include "utils/pg_locale.h"
+#include "access/toast_compression.h"
+#include "access/toast_internals.h"
 #include "access/htup_details.h"
 #include "funcapi.h"
 #include "utils/array.h"
@@ -722,7 +724,42 @@ CompactKey(const Target &t, const Image &img)
 	std::vector<std::string> values;
 	for (int idx : t.key)
 		values.push_back(img.cells[size_t(idx)].text);
-	return CompactEntityKey(values);
+	std::string key = CompactEntityKey(values);
+	if (key.size() > kEntityKeyMaxBytes) {
+		/*
+		 * The key's entry in cdc.entity_state's primary key: an index entry
+		 * holds at most BTMaxItemSize (2,704 bytes on 8 kB pages), with the
+		 * value compressed first as index_form_tuple compresses it (the
+		 * column's default method).  Refused here with the key columns
+		 * named, instead of PostgreSQL's error naming the index (found by
+		 * a fresh-user run).
+		 */
+		/* its size compressed (header included), 0 when it does not compress */
+		size_t stored = PgCall([&]() -> size_t {
+			text *raw = cstring_to_text_with_len(key.data(), int(key.size()));
+			Datum packed = toast_compress_datum(PointerGetDatum(raw), char(default_toast_compression));
+			size_t n = DatumGetPointer(packed) != NULL ? VARSIZE(DatumGetPointer(packed)) : 0;
+			if (DatumGetPointer(packed) != NULL)
+				pfree(DatumGetPointer(packed));
+			pfree(raw);
+			return n;
+		});
+		const bool compresses = stored != 0;
+		if (!compresses)
+			stored = key.size();
+		if (stored > kEntityKeyMaxBytes) {
+			std::string cols;
+			for (int idx : t.key)
+				cols += (cols.empty() ? "\"" : ", \"") + t.columns[size_t(idx)].name + "\"";
+			Fail("54000",
+			     "the entity key of table " + t.display + " (column " + cols + ") is " + std::to_string(key.size()) +
+			         " bytes" +
+			         (compresses ? ", " + std::to_string(stored) + " compressed" : std::string(", and does not compress")) +
+			         ": more than the " + std::to_string(kEntityKeyMaxBytes) + " bytes an entity record's key can hold",
+			     {}, "Key the mapping by shorter columns (cdc.register_mapping's key_columns); docs/sql-reference.md, \"Limits\".");
+		}
+	}
+	return key;
 }
 
 std::string

@@ -115,7 +115,10 @@ std::string AdoptReleaseHash(const Target &t, const Image &img, const std::strin
 // The entity key as JSON ({"id": "7"}); 22023/22004 for a missing,
 // unavailable or null key column.
 std::string EntityKey(const Target &t, const Image &img, const char *which);
-// The compact entity key of cdc.entity_state (core/layout.hpp).
+// The compact entity key of cdc.entity_state (core/layout.hpp).  54000
+// (naming the key columns) for a key longer than kEntityKeyMaxBytes after
+// compression, which cdc.entity_state's primary key could not hold.
+constexpr size_t kEntityKeyMaxBytes = 2600;
 std::string CompactKey(const Target &t, const Image &img);
 // The key text of column `idx` (what entity records store) as a SQL
 // expression over the target's row alias `t` (cdc._key_text), and
