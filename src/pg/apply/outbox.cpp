@@ -710,7 +710,6 @@ static const char *const kOutboxColumns[] = {"ikey", "target", "src",        "op
                                              "v2",   "v3",     "lsn",        "tx_id",      "commit_lsn",
                                              "entity_key",     "payload",    "stream_ordered"};
 constexpr int kOutboxColumnCount = int(sizeof(kOutboxColumns) / sizeof(kOutboxColumns[0]));
-constexpr int kOutboxChunk = 1000; /* rows per table_multi_insert, as COPY buffers them */
 
 /*
  * What inserting into cdc.outbox_rows without a statement needs to know of
@@ -849,7 +848,6 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 	ExecWrite w;
 	BeginExecWritePg(rel, ACL_INSERT, &w, skip_taken);
 	EState *estate = w.estate;
-	ResultRelInfo *rri = w.rri;
 
 	/* Defaults of the columns the engine does not fill, planned once per backend (OutboxLayoutPg). */
 	ExprState **defaults = (ExprState **) palloc0(sizeof(ExprState *) * desc->natts);
@@ -857,68 +855,37 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 		if (layout->defaults[i] != NULL)
 			defaults[i] = ExecInitExpr(layout->defaults[i], NULL);
 
-	int chunk = int(std::min<size_t>(n, size_t(kOutboxChunk)));
-	char *went_in = skip_taken ? (char *) palloc(size_t(chunk)) : nullptr;
-	TupleTableSlot **slots = (TupleTableSlot **) palloc(sizeof(TupleTableSlot *) * chunk);
-	/*
-	 * The slots share an unpinned copy of the row type: a slot made on the
-	 * relation's own descriptor pins it in the resource owner, whose
-	 * forgetting is linear in the pins held (quadratic for a chunk).
-	 */
-	TupleDesc slot_desc = CreateTupleDescCopy(desc);
-	for (int j = 0; j < chunk; j++)
-		slots[j] = MakeSingleTupleTableSlot(slot_desc, table_slot_callbacks(rel));
 	ExprContext *econtext = GetPerTupleExprContext(estate);
 	auto set = [&](TupleTableSlot *s, int c, Datum d, bool isnull) {
 		s->tts_values[attno[c] - 1] = d;
 		s->tts_isnull[attno[c] - 1] = isnull;
 	};
-	int64 inserted = skip_taken ? 0 : int64(n); /* without skip_taken every row goes in (a duplicate raises 23505) */
-	for (size_t from = 0; from < n; from += size_t(chunk)) {
-		int m = int(std::min<size_t>(n - from, size_t(chunk)));
-		MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
-		for (int j = 0; j < m; j++) {
-			const OutboxRow &r = *rows[from + size_t(j)];
-			TupleTableSlot *s = slots[j];
-			ExecClearTuple(s);
-			for (int i = 0; i < desc->natts; i++) {
-				s->tts_isnull[i] = true;
-				s->tts_values[i] = (Datum) 0;
-				if (defaults[i] != NULL)
-					s->tts_values[i] = ExecEvalExpr(defaults[i], econtext, &s->tts_isnull[i]);
-			}
-			set(s, 0, PointerGetDatum(r.ikey.data()), false);
-			set(s, 1, ObjectIdGetDatum(r.target), false);
-			set(s, 2, Int32GetDatum(r.src), false);
-			set(s, 3, CharGetDatum(r.op), false);
-			set(s, 4, Int32GetDatum(r.v0), false);
-			set(s, 5, Int64GetDatum(r.v1), false);
-			set(s, 6, Int64GetDatum(r.v2), false);
-			set(s, 7, r.v3 ? Int64GetDatum(*r.v3) : (Datum) 0, !r.v3);
-			set(s, 8, r.lsn ? Int64GetDatum(*r.lsn) : (Datum) 0, !r.lsn);
-			set(s, 9, r.tx_id ? Int64GetDatum(*r.tx_id) : (Datum) 0, !r.tx_id);
-			set(s, 10, r.commit_lsn ? Int64GetDatum(*r.commit_lsn) : (Datum) 0, !r.commit_lsn);
-			set(s, 11, r.entity_key.value_or((Datum) 0), !r.entity_key);
-			set(s, 12, r.payload.value_or((Datum) 0), !r.payload);
-			set(s, 13, BoolGetDatum(r.new_by_order), false);
-			ExecStoreVirtualTuple(s);
-			if (desc->constr != NULL)
-				ExecConstraints(rri, s, estate);
+	/* without skip_taken every row goes in (a duplicate raises 23505) */
+	int64 inserted = InsertRowsPg(&w, int64(n), skip_taken ? layout->ikey_index : InvalidOid, /* precheck */ true,
+	                              inserted_rows, [&](TupleTableSlot *s, int64 k) {
+		const OutboxRow &r = *rows[k];
+		for (int i = 0; i < desc->natts; i++) {
+			s->tts_isnull[i] = true;
+			s->tts_values[i] = (Datum) 0;
+			if (defaults[i] != NULL)
+				s->tts_values[i] = ExecEvalExpr(defaults[i], econtext, &s->tts_isnull[i]);
 		}
-		if (skip_taken) {
-			inserted += InsertSkippingTakenKeysPg(&w, slots, m, layout->ikey_index, /* precheck */ true, went_in);
-			if (inserted_rows != nullptr)
-				memcpy(inserted_rows + from, went_in, size_t(m));
-		} else {
-			table_multi_insert(rel, slots, m, estate->es_output_cid, 0, NULL);
-			for (int j = 0; j < m; j++)
-				if (rri->ri_NumIndices > 0)
-					ExecInsertIndexTuples(rri, slots[j], estate, false, false, NULL, NIL);
-		}
-		ResetPerTupleExprContext(estate);
-	}
-	for (int j = 0; j < chunk; j++)
-		ExecDropSingleTupleTableSlot(slots[j]);
+		set(s, 0, PointerGetDatum(r.ikey.data()), false);
+		set(s, 1, ObjectIdGetDatum(r.target), false);
+		set(s, 2, Int32GetDatum(r.src), false);
+		set(s, 3, CharGetDatum(r.op), false);
+		set(s, 4, Int32GetDatum(r.v0), false);
+		set(s, 5, Int64GetDatum(r.v1), false);
+		set(s, 6, Int64GetDatum(r.v2), false);
+		set(s, 7, r.v3 ? Int64GetDatum(*r.v3) : (Datum) 0, !r.v3);
+		set(s, 8, r.lsn ? Int64GetDatum(*r.lsn) : (Datum) 0, !r.lsn);
+		set(s, 9, r.tx_id ? Int64GetDatum(*r.tx_id) : (Datum) 0, !r.tx_id);
+		set(s, 10, r.commit_lsn ? Int64GetDatum(*r.commit_lsn) : (Datum) 0, !r.commit_lsn);
+		set(s, 11, r.entity_key.value_or((Datum) 0), !r.entity_key);
+		set(s, 12, r.payload.value_or((Datum) 0), !r.payload);
+		set(s, 13, BoolGetDatum(r.new_by_order), false);
+		ExecStoreVirtualTuple(s);
+	});
 	EndExecWritePg(&w);
 	table_close(rel, NoLock);
 	return inserted;

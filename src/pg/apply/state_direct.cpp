@@ -133,50 +133,6 @@ FillEntityRow(TupleTableSlot *slot, const AttrNumber *attno, Oid target, Datum k
 	ExecStoreVirtualTuple(slot);
 }
 
-constexpr int kInsertChunk = 1000; /* rows per table_multi_insert, as COPY buffers them */
-
-/*
- * Inserts n rows, row i filled into a slot by fill(slot, i), by
- * InsertSkippingTakenKeysPg with `arbiter` (table_write.hpp), in chunks of
- * kInsertChunk; inserted[i] says whether row i went in.  The rows' values
- * live in the per-tuple memory of w's EState, reset per chunk.  The slots
- * share an unpinned copy of the row type (a slot made on the relation's
- * own descriptor pins it in the resource owner, whose forgetting is linear
- * in the pins held: quadratic for a chunk).  PostgreSQL regime; `fill`
- * must not throw.
- */
-template <typename Fill>
-void
-InsertRowsInChunksPg(ExecWrite *w, int n, Oid arbiter, bool precheck, char *inserted, Fill fill)
-{
-	Relation rel = w->rri->ri_RelationDesc;
-	const int chunk = std::min(n, kInsertChunk);
-	if (chunk <= 0)
-		return;
-	TupleDesc slot_desc = CreateTupleDescCopy(RelationGetDescr(rel));
-	TupleTableSlot **slots = (TupleTableSlot **) palloc(sizeof(TupleTableSlot *) * size_t(chunk));
-	for (int j = 0; j < chunk; j++)
-		slots[j] = MakeSingleTupleTableSlot(slot_desc, &TTSOpsVirtual);
-	const bool constrained = RelationGetDescr(rel)->constr != NULL;
-	for (int from = 0; from < n; from += chunk) {
-		const int m = std::min(n - from, chunk);
-		MemoryContext caller = MemoryContextSwitchTo(GetPerTupleMemoryContext(w->estate));
-		for (int j = 0; j < m; j++) {
-			fill(slots[j], from + j);
-			if (constrained)
-				ExecConstraints(w->rri, slots[j], w->estate); /* NOT NULL, as the statement checks */
-		}
-		InsertSkippingTakenKeysPg(w, slots, m, arbiter, precheck, inserted + from);
-		for (int j = 0; j < m; j++)
-			ExecClearTuple(slots[j]);
-		MemoryContextSwitchTo(caller);
-		ResetPerTupleExprContext(w->estate);
-	}
-	for (int j = 0; j < chunk; j++)
-		ExecDropSingleTupleTableSlot(slots[j]);
-	pfree(slots);
-}
-
 } // namespace
 
 int
@@ -197,7 +153,7 @@ ClaimDeliveriesDirectPg(int n, const int64 *digest, const Oid *target, int32 cla
 	 * is claimed once.  With the pre-check: a delivery claimed before (a
 	 * replay) costs a lookup, no insertion.
 	 */
-	InsertRowsInChunksPg(&w, n, pkey, /* precheck */ true, claimed, [&](TupleTableSlot *slot, int i) {
+	InsertRowsPg(&w, n, pkey, /* precheck */ true, claimed, [&](TupleTableSlot *slot, int i) {
 		ClearToNulls(slot);
 		SetColumn(slot, attno[0], Int64GetDatum(digest[i]));
 		SetColumn(slot, attno[1], ObjectIdGetDatum(target[i]));
@@ -354,7 +310,7 @@ InsertEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const E
 	 * Keys that had no record when they were looked up (locked): another
 	 * record of one is rare (a concurrent first writer), so no pre-check.
 	 */
-	InsertRowsInChunksPg(&w, n, pkey, /* precheck */ false, inserted, [&](TupleTableSlot *slot, int i) {
+	InsertRowsPg(&w, n, pkey, /* precheck */ false, inserted, [&](TupleTableSlot *slot, int i) {
 		FillEntityRow(slot, attno, target, PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len)),
 		              &rows[i]);
 	});

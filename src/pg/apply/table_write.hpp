@@ -18,7 +18,10 @@
 #include <vector>
 
 extern "C" {
+#include "access/tableam.h"
+#include "executor/executor.h"
 #include "nodes/execnodes.h"
+#include "utils/rel.h"
 }
 
 namespace cdc::pg {
@@ -77,6 +80,67 @@ void EndExecWritePg(ExecWrite *w);
 // true: the arbiter's equality procedures).  PostgreSQL regime.
 // docs/internals.md, "Inserts without speculative insertion".
 int InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbiter, bool precheck, char *inserted);
+
+// Inserts n rows into w's relation, row i filled into a cleared slot by
+// fill(slot, i), in chunks of kInsertChunk rows as COPY buffers them: with
+// a valid `arbiter`, by InsertSkippingTakenKeysPg (`precheck` as there),
+// else as COPY inserts them (table_multi_insert and every index entry; a
+// duplicate key raises 23505).  NOT NULL and CHECK constraints are checked
+// per row (ExecConstraints).  inserted[i] (when given) says whether row i
+// went in; returns the number inserted.  The rows' values live in the
+// per-tuple memory of w's EState, reset per chunk.  The slots share an
+// unpinned copy of the row type: a slot made on the relation's own
+// descriptor pins it in the resource owner, whose forgetting is linear in
+// the pins held (quadratic for a chunk).  PostgreSQL regime; `fill` must
+// not throw.
+constexpr int kInsertChunk = 1000;
+template <typename Fill>
+int64
+InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, Fill fill)
+{
+	Relation rel = w->rri->ri_RelationDesc;
+	const int chunk = int(n < kInsertChunk ? n : kInsertChunk);
+	if (chunk <= 0)
+		return 0;
+	TupleDesc slot_desc = CreateTupleDescCopy(RelationGetDescr(rel));
+	TupleTableSlot **slots = (TupleTableSlot **) palloc(sizeof(TupleTableSlot *) * size_t(chunk));
+	for (int j = 0; j < chunk; j++)
+		slots[j] = MakeSingleTupleTableSlot(slot_desc, &TTSOpsVirtual);
+	char *scratch = OidIsValid(arbiter) && inserted == nullptr ? (char *) palloc(size_t(chunk)) : nullptr;
+	const bool constrained = RelationGetDescr(rel)->constr != NULL;
+	int64 count = 0;
+	for (int64 from = 0; from < n; from += chunk) {
+		const int m = int(n - from < chunk ? n - from : chunk);
+		MemoryContext caller = MemoryContextSwitchTo(GetPerTupleMemoryContext(w->estate));
+		for (int j = 0; j < m; j++) {
+			ExecClearTuple(slots[j]);
+			fill(slots[j], from + j);
+			if (constrained)
+				ExecConstraints(w->rri, slots[j], w->estate); /* NOT NULL, as the statement checks */
+		}
+		if (OidIsValid(arbiter)) {
+			count += InsertSkippingTakenKeysPg(w, slots, m, arbiter, precheck, scratch != nullptr ? scratch : inserted + from);
+		} else {
+			table_multi_insert(rel, slots, m, w->estate->es_output_cid, 0, NULL);
+			for (int j = 0; j < m; j++)
+				if (w->rri->ri_NumIndices > 0)
+					ExecInsertIndexTuples(w->rri, slots[j], w->estate, false, false, NULL, NIL);
+			for (int j = 0; inserted != nullptr && j < m; j++)
+				inserted[from + j] = 1;
+			count += m;
+		}
+		for (int j = 0; j < m; j++)
+			ExecClearTuple(slots[j]);
+		MemoryContextSwitchTo(caller);
+		ResetPerTupleExprContext(w->estate);
+	}
+	for (int j = 0; j < chunk; j++)
+		ExecDropSingleTupleTableSlot(slots[j]);
+	pfree(slots);
+	if (scratch != nullptr)
+		pfree(scratch);
+	return count;
+}
 
 // Upserts the full after-images `images` (one per key, no key twice) into
 // `t` as `as`: each row is looked up by the target's unique key index
