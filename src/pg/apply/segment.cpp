@@ -205,7 +205,7 @@ ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> 
 // target whose entity it is.
 struct Chain : cdc::Chain {
 	Target *t = nullptr;
-	EntityLocation loc; /* where LockRecords' direct path locked `stored` */
+	EntityLocation loc; /* where FindRecords' direct path found `stored` (locked or not) */
 };
 
 // The compact keys of chains, for the direct writers (pointing into them).
@@ -219,11 +219,13 @@ KeyRefs(const std::vector<Chain *> &list)
 	return keys;
 }
 
-// Locks and reads the entity records of chains (per target, through the
-// executor, state_direct.hpp, or else one statement), as LockEntityRecord
-// does for one.
+// Reads the entity records of chains (per target, through the executor,
+// state_direct.hpp, or else one statement): locked, as LockEntityRecord
+// does for one, or (`lock` false, direct path only) unlocked, for an
+// UpdateRecords that reports the records changed since.  Where the direct
+// path cannot read them, the statement locks them either way.
 void
-LockRecords(std::vector<Chain *> &chains, const std::map<std::string, int32_t> &source_ids)
+FindRecords(std::vector<Chain *> &chains, const std::map<std::string, int32_t> &source_ids, bool lock)
 {
 	std::map<Oid, std::vector<Chain *>> by_target;
 	for (Chain *c : chains)
@@ -234,9 +236,13 @@ LockRecords(std::vector<Chain *> &chains, const std::map<std::string, int32_t> &
 		std::vector<EntityRow> found_rows(list.size());
 		std::vector<EntityLocation> locs(list.size());
 		std::vector<char> found(list.size());
+		for (Chain *c : list)
+			c->stored.reset();
 		if (PgCallAs(RunAs::ExtensionOwner(), [&]() {
-			    return LockEntityRecordsDirectPg(relid, int(list.size()), refs.data(), found_rows.data(), locs.data(),
-			                                     found.data());
+			    return lock ? LockEntityRecordsDirectPg(relid, int(list.size()), refs.data(), found_rows.data(),
+			                                            locs.data(), found.data())
+			                : ReadEntityRecordsDirectPg(relid, int(list.size()), refs.data(), found_rows.data(),
+			                                            locs.data(), found.data());
 		    }) != kNotDirect) {
 			for (size_t i = 0; i < list.size(); i++) {
 				list[i]->loc = locs[i];
@@ -432,25 +438,43 @@ InsertRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 	return lost;
 }
 
-// Writes the final records of entities that had one, locked by LockRecords:
-// per target, by the TIDs its direct path locked (state_direct.hpp), else
-// one statement (ON CONFLICT finds each through the key index).
-void
+// Writes the final records of entities that had one, found by FindRecords:
+// per target, by the TIDs its direct path found (state_direct.hpp), else
+// one statement (ON CONFLICT finds each through the key index; the
+// statement's FindRecords locked them).  Returns the chains whose record,
+// read unlocked, another transaction changed since (nothing written for
+// them).
+std::vector<Chain *>
 UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, int32_t> &source_ids, int32_t now_s)
 {
 	std::map<Oid, std::vector<Chain *>> by_target;
 	for (Chain *c : chains)
 		by_target[c->t->relid].push_back(c);
+	std::vector<Chain *> lost;
 	for (auto &[relid, list] : by_target) {
 		std::vector<EntityRow> rows = FinalRows(list, source_ids, now_s);
 		std::vector<EntityKeyRef> refs = KeyRefs(list);
 		std::vector<EntityLocation> locs;
-		for (const Chain *c : list)
+		bool unlocked = false;
+		for (const Chain *c : list) {
 			locs.push_back(c->loc);
+			unlocked = unlocked || (c->loc.valid && !c->loc.locked);
+		}
+		std::vector<char> changed(list.size());
 		if (PgCallAs(RunAs::ExtensionOwner(), [&]() {
-			    return UpdateEntityRecordsDirectPg(relid, int(list.size()), refs.data(), locs.data(), rows.data());
-		    }) != kNotDirect)
+			    return UpdateEntityRecordsDirectPg(relid, int(list.size()), refs.data(), locs.data(), rows.data(),
+			                                       changed.data());
+		    }) != kNotDirect) {
+			for (size_t i = 0; i < list.size(); i++)
+				if (changed[i])
+					lost.push_back(list[i]);
 			continue;
+		}
+		if (unlocked) {
+			/* the statement would write over a concurrent change of a record read unlocked: lock them first */
+			lost.insert(lost.end(), list.begin(), list.end());
+			continue;
+		}
 		Params p;
 		p.AddOid(relid);
 		AddRecordArrays(p, list, rows);
@@ -462,6 +486,7 @@ UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 		        "touched_s = EXCLUDED.touched_s",
 		        p, true);
 	}
+	return lost;
 }
 
 // Which rows a WriteRows statement returns (as jsonb, for outbox payloads).
@@ -974,27 +999,46 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 				if (reqs[begin + k].IsSnapshot())
 					c.counts.snapshot_rows++;
 		}
-	} else {
-		/* Lock and read the records, decide in memory. */
-		stage("locking their entities", nullptr);
+	}
+	/*
+	 * Reads the records of `list` and decides their chains in memory:
+	 * Simulate's verdict per chain.  The watermarks are read after the
+	 * records (ReadWatermarks); only entities without a record consult
+	 * them.
+	 */
+	auto decide = [&](std::vector<Chain *> &list, bool lock) {
+		FindRecords(list, source_ids_, lock);
+		std::map<std::pair<Oid, int32_t>, Version> watermarks = ReadWatermarks(list);
+		for (const Chain *c : list)
+			for (size_t k : c->events) {
+				auto w = watermarks.find({target[k]->relid, src[k]});
+				if (w != watermarks.end())
+					sim[k].watermark = w->second;
+				auto m = target[k]->stream_marks.find(src[k]);
+				if (m != target[k]->stream_marks.end())
+					sim[k].stream_mark = m->second;
+			}
+		AdoptReleaseHashes(list, sim, prep);
+		std::vector<char> verdict;
+		for (Chain *c : list)
+			verdict.push_back(Simulate(*c, sim, c->t->barrier) ? 1 : 0);
+		return verdict;
+	};
+	if (!stream) {
+		/*
+		 * Read the records without locking them and decide in memory; the
+		 * records' updates below find out whether another transaction
+		 * changed one since (docs/internals.md, "Entity records without a
+		 * row lock").
+		 */
+		stage("reading their entity records", nullptr);
 		std::vector<Chain *> decided;
 		for (Chain &c : chains)
 			if (c.set_based && !c.events.empty())
 				decided.push_back(&c);
-		LockRecords(decided, source_ids_);
-		/* The watermarks only after the locks (ReadWatermarks); only entities without a record consult them. */
-		std::map<std::pair<Oid, int32_t>, Version> watermarks = ReadWatermarks(decided);
-		for (size_t k = 0; k < n; k++) {
-			auto w = watermarks.find({target[k]->relid, src[k]});
-			if (w != watermarks.end())
-				sim[k].watermark = w->second;
-			auto m = target[k]->stream_marks.find(src[k]);
-			if (m != target[k]->stream_marks.end())
-				sim[k].stream_mark = m->second;
-		}
-		AdoptReleaseHashes(decided, sim, prep);
-		for (Chain *c : decided)
-			c->set_based = Simulate(*c, sim, c->t->barrier);
+		std::vector<char> verdict = decide(decided, /* lock */ false);
+		for (size_t i = 0; i < decided.size(); i++)
+			decided[i]->set_based = verdict[i] != 0;
 	}
 
 	DeferredOutbox queue;
@@ -1008,23 +1052,32 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		if (fresh_change[k] && !chains[chain_of[k]].set_based)
 			apply_one(k);
 
-	/* Entity records: new ones first; one created concurrently meanwhile is decided again. */
+	/*
+	 * Entity records: new ones first, then the others.  An entity whose
+	 * record another transaction created, updated or deleted since it was
+	 * read is decided again with its record locked (then its write cannot
+	 * be lost again, except to a record created concurrently once more).
+	 */
 	stage("writing their entity records", nullptr);
 	std::vector<Chain *> fresh, existing;
 	for (Chain &c : chains)
 		if (c.set_based && !c.events.empty() && c.final_record)
 			(c.stored ? existing : fresh).push_back(&c);
-	for (int attempt = 0; !fresh.empty(); attempt++) {
+	for (int attempt = 0; !fresh.empty() || !existing.empty(); attempt++) {
 		std::vector<Chain *> lost = InsertRecords(fresh, source_ids_, now_s);
+		std::vector<Chain *> changed = UpdateRecords(existing, source_ids_, now_s);
+		lost.insert(lost.end(), changed.begin(), changed.end());
 		fresh.clear();
+		existing.clear();
 		if (lost.empty())
 			break;
 		if (attempt >= 3)
 			throw std::runtime_error("entity records keep being created concurrently");
-		LockRecords(lost, source_ids_);
-		AdoptReleaseHashes(lost, sim, prep);
-		for (Chain *c : lost) {
-			if (!Simulate(*c, sim, c->t->barrier)) {
+		stage("locking their entities", nullptr);
+		std::vector<char> verdict = decide(lost, /* lock */ true);
+		for (size_t i = 0; i < lost.size(); i++) {
+			Chain *c = lost[i];
+			if (!verdict[i]) {
 				c->set_based = false;
 				for (size_t k : c->events)
 					apply_one(k);
@@ -1032,8 +1085,8 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 				(c->stored ? existing : fresh).push_back(c);
 			}
 		}
+		stage("writing their entity records", nullptr);
 	}
-	UpdateRecords(existing, source_ids_, now_s);
 
 	/*
 	 * The after-images of the entities decided in memory are converted and

@@ -173,9 +173,17 @@ ClaimDeliveryDirectPg(int64 digest, Oid target, int32 claimed_s)
 	return r == kNotDirect ? r : claimed;
 }
 
+namespace {
+
+/*
+ * The records of n keys of `target` through the primary key (target, key),
+ * in order: locked FOR UPDATE as the apply worker finds a row (`lock`), or
+ * read with a new snapshot, unlocked, for an update that checks they did
+ * not change meanwhile (UpdateEntityRecordsDirectPg with `lost`).
+ */
 int
-LockEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow *rows, EntityLocation *locs,
-                          char *found)
+FindEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow *rows, EntityLocation *locs,
+                          char *found, bool lock)
 {
 	AttrNumber attno[kEntityColumnCount];
 	/* SELECT ... FOR UPDATE needs UPDATE; the write that follows INSERT or UPDATE */
@@ -183,30 +191,58 @@ LockEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow
 	                            attno);
 	if (rel == NULL)
 		return kNotDirect;
+	const Oid pkey = RelationGetPrimaryKeyIndex(rel);
+	Relation index = NULL;
+	if (!lock) {
+		index = index_open(pkey, RowExclusiveLock);
+		/* the primary key (target, key) of the extension script, else the statement reads them */
+		if (index->rd_index->indnkeyatts != 2 || index->rd_index->indkey.values[0] != attno[E_TARGET] ||
+		    index->rd_index->indkey.values[1] != attno[E_KEY]) {
+			index_close(index, NoLock);
+			table_close(rel, NoLock);
+			return kNotDirect;
+		}
+	}
 	CommandCounterIncrement();
 	TupleDesc desc = RelationGetDescr(rel);
-	const Oid pkey = RelationGetPrimaryKeyIndex(rel);
 	TupleTableSlot *search = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, table_slot_callbacks(rel));
+	/* the latest committed rows and this transaction's own: what a new statement's snapshot sees */
+	if (!lock)
+		PushActiveSnapshot(GetLatestSnapshot());
 	/* the key's text and what an index lookup allocates, per key */
 	MemoryContext per_key = AllocSetContextCreate(CurrentMemoryContext, "cdc_apply entity record lookup",
 	                                              ALLOCSET_SMALL_SIZES);
 	for (int i = 0; i < n; i++) {
-		locs[i].valid = false;
+		locs[i] = EntityLocation{};
 		MemoryContext caller = MemoryContextSwitchTo(per_key);
-		ClearToNulls(search);
-		SetColumn(search, attno[E_TARGET], ObjectIdGetDatum(target));
-		SetColumn(search, attno[E_KEY], PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len)));
-		ExecStoreVirtualTuple(search);
-		/*
-		 * Through the primary key with a dirty snapshot: a row another
-		 * transaction is inserting, updating or deleting is waited for, then
-		 * looked up again; the row found is locked FOR UPDATE
-		 * (LockTupleExclusive), following a concurrent update to its newest
-		 * version.  What the statement with a fresh snapshot would lock, in
-		 * READ COMMITTED.
-		 */
-		bool hit = RelationFindReplTupleByIndex(rel, pkey, LockTupleExclusive, search, slot);
+		Datum key = PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len));
+		bool hit;
+		if (lock) {
+			ClearToNulls(search);
+			SetColumn(search, attno[E_TARGET], ObjectIdGetDatum(target));
+			SetColumn(search, attno[E_KEY], key);
+			ExecStoreVirtualTuple(search);
+			/*
+			 * Through the primary key with a dirty snapshot: a row another
+			 * transaction is inserting, updating or deleting is waited for,
+			 * then looked up again; the row found is locked FOR UPDATE
+			 * (LockTupleExclusive), following a concurrent update to its
+			 * newest version.  What the statement with a fresh snapshot
+			 * would lock, in READ COMMITTED.
+			 */
+			hit = RelationFindReplTupleByIndex(rel, pkey, LockTupleExclusive, search, slot);
+		} else {
+			/* as RelationFindReplTupleByIndex builds its keys: the index's collation for the text column */
+			ScanKeyData skey[2];
+			ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(target)); /* regclass: oid_ops */
+			ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ, key);
+			skey[1].sk_collation = index->rd_indcollation[1];
+			IndexScanDesc scan = index_beginscan(rel, index, GetActiveSnapshot(), 2, 0);
+			index_rescan(scan, skey, 2, NULL, 0);
+			hit = index_getnext_slot(scan, ForwardScanDirection, slot);
+			index_endscan(scan);
+		}
 		found[i] = hit ? 1 : 0;
 		if (hit) {
 			slot_getallattrs(slot);
@@ -221,6 +257,7 @@ LockEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow
 			row->touched_s = DatumGetInt32(slot->tts_values[attno[E_TOUCHED] - 1]);
 			locs[i].tid = slot->tts_tid;
 			locs[i].valid = true;
+			locs[i].locked = lock;
 		}
 		ExecClearTuple(slot);
 		ExecClearTuple(search);
@@ -228,10 +265,30 @@ LockEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow
 		MemoryContextReset(per_key);
 	}
 	MemoryContextDelete(per_key);
+	if (!lock) {
+		PopActiveSnapshot();
+		index_close(index, NoLock);
+	}
 	ExecDropSingleTupleTableSlot(slot);
 	ExecDropSingleTupleTableSlot(search);
 	table_close(rel, NoLock);
 	return 1;
+}
+
+} // namespace
+
+int
+LockEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow *rows, EntityLocation *locs,
+                          char *found)
+{
+	return FindEntityRecordsDirectPg(target, n, keys, rows, locs, found, /* lock */ true);
+}
+
+int
+ReadEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow *rows, EntityLocation *locs,
+                          char *found)
+{
+	return FindEntityRecordsDirectPg(target, n, keys, rows, locs, found, /* lock */ false);
 }
 
 int
@@ -245,10 +302,10 @@ LockEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *ro
 
 int
 UpdateEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const EntityLocation *locs,
-                            const EntityRow *rows)
+                            const EntityRow *rows, char *lost)
 {
 	for (int i = 0; i < n; i++)
-		if (!locs[i].valid)
+		if (!locs[i].valid || (!locs[i].locked && lost == NULL))
 			return kNotDirect; /* the statement locked it: the statement updates it */
 	AttrNumber attno[kEntityColumnCount];
 	Relation rel = OpenDirectPg("entity_state", kEntityColumns, kEntityColumnCount, ACL_SELECT | ACL_UPDATE, attno);
@@ -258,30 +315,56 @@ UpdateEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const E
 	ExecWrite w;
 	BeginExecWritePg(rel, ACL_SELECT | ACL_UPDATE, &w, false);
 	w.estate->es_snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : InvalidSnapshot;
-	EPQState epq;
-	EvalPlanQualInit(&epq, w.estate, NULL, NIL, -1);
+	/* what ExecSimpleRelationUpdate checks first; OpenDirectPg left no trigger, CHECK or generated column */
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 	TupleDesc desc = RelationGetDescr(rel);
-	TupleTableSlot *old_slot = ExecInitExtraTupleSlot(w.estate, desc, &TTSOpsVirtual);
 	TupleTableSlot *new_slot = ExecInitExtraTupleSlot(w.estate, desc, &TTSOpsVirtual);
 	for (int i = 0; i < n; i++) {
-		/*
-		 * The row locked by LockEntityRecordsDirectPg, by its TID: our lock
-		 * kept every other transaction from changing it, and nothing in
-		 * between writes it in ours (were it changed, the update raises
-		 * "tuple already updated by self" rather than write a stale
-		 * version).
-		 */
 		MemoryContext caller = MemoryContextSwitchTo(GetPerTupleMemoryContext(w.estate));
-		ExecClearTuple(old_slot);
-		old_slot->tts_tid = locs[i].tid;
 		FillEntityRow(new_slot, attno, target, PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len)),
 		              &rows[i]);
-		ExecSimpleRelationUpdate(w.rri, w.estate, &epq, old_slot, new_slot);
-		EvalPlanQualSetSlot(&epq, NULL);
+		if (desc->constr != NULL)
+			ExecConstraints(w.rri, new_slot, w.estate);
+		/*
+		 * The row at locs[i].tid, as simple_table_tuple_update updates it
+		 * (HOT where possible; waiting for a concurrent writer), except that
+		 * a row that changed since it was read unlocked is reported in
+		 * lost[] instead of raising "tuple concurrently updated": its
+		 * entity is decided again under a lock.  A row we locked cannot have
+		 * changed; a change of our own in between raises, as there, rather
+		 * than write over it.
+		 */
+		ItemPointerData tid = locs[i].tid;
+		TM_FailureData tmfd;
+		LockTupleMode lockmode;
+		bool update_indexes = false;
+		TM_Result r = table_tuple_update(rel, &tid, new_slot, GetCurrentCommandId(true), w.estate->es_snapshot,
+		                                 InvalidSnapshot, true /* wait */, &tmfd, &lockmode, &update_indexes);
+		if (lost != NULL)
+			lost[i] = 0;
+		switch (r) {
+		case TM_Ok:
+			if (w.rri->ri_NumIndices > 0 && update_indexes)
+				list_free(ExecInsertIndexTuples(w.rri, new_slot, w.estate, true, false, NULL, NIL));
+			break;
+		case TM_Updated:
+		case TM_Deleted:
+			if (!locs[i].locked) {
+				lost[i] = 1;
+				break;
+			}
+			elog(ERROR, "tuple concurrently %s", r == TM_Updated ? "updated" : "deleted");
+			break;
+		case TM_SelfModified:
+			elog(ERROR, "tuple already updated by self");
+			break;
+		default:
+			elog(ERROR, "unrecognized table_tuple_update status: %u", r);
+			break;
+		}
 		MemoryContextSwitchTo(caller);
 		ResetPerTupleExprContext(w.estate);
 	}
-	EvalPlanQualEnd(&epq);
 	ExecResetTupleTable(w.estate->es_tupleTable, false);
 	EndExecWritePg(&w);
 	table_close(rel, NoLock);
@@ -292,7 +375,7 @@ int
 UpdateEntityRecordDirectPg(const EntityLocation *loc, Oid target, const char *key, int key_len, const EntityRow *row)
 {
 	EntityKeyRef ref{key, key_len};
-	return UpdateEntityRecordsDirectPg(target, 1, &ref, loc, row);
+	return UpdateEntityRecordsDirectPg(target, 1, &ref, loc, row, nullptr);
 }
 
 int

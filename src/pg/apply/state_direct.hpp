@@ -14,8 +14,12 @@
 //    the apply worker finds a row (execReplication.c,
 //    RelationFindReplTupleByIndex): waits for a concurrent writer, follows
 //    its update, locks the row.
+//  - ReadEntityRecordsDirectPg: the records of a batch's entities read
+//    without a lock, by the primary key with a new snapshot; their update
+//    reports those that changed meanwhile, decided again under the lock.
 //  - UpdateEntityRecordDirectPg / InsertEntityRecordDirectPg: the UPDATE of
-//    the row locked before (ExecSimpleRelationUpdate: HOT where possible),
+//    the row locked or read before (as ExecSimpleRelationUpdate: HOT where
+//    possible),
 //    or INSERT ... ON CONFLICT (target, key) DO NOTHING
 //    (InsertSkippingTakenKeysPg, without pre-check).
 //  - ReadWatermarkDirectPg: the SELECT of cdc.prune_watermark by its
@@ -60,11 +64,13 @@ struct EntityRow {
 	int32 touched_s;
 };
 
-// Where LockEntityRecord found (and locked) an entity record, for the
-// UPDATE that follows in the same engine step: `valid` only when the
-// direct path locked it.
+// Where the direct path found an entity record, for the UPDATE that
+// follows in the same engine step: `valid` only when the direct path found
+// it (LockEntityRecord, LockEntityRecordsDirectPg: `locked`;
+// ReadEntityRecordsDirectPg: not).
 struct EntityLocation {
 	bool valid = false;
+	bool locked = false;
 	ItemPointerData tid;
 };
 
@@ -90,13 +96,28 @@ int ClaimDeliveryDirectPg(int64 digest, Oid target, int32 claimed_s);
 // rows[i] and locs[i] filled, 0 (locs[i] not valid) when there is none.
 int LockEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow *rows, EntityLocation *locs,
                               char *found);
+// As LockEntityRecordsDirectPg, without the lock: the records as a new
+// snapshot sees them (the latest committed and this transaction's own), a
+// concurrent writer not waited for.  Their update (UpdateEntityRecordsDirectPg
+// with `lost`) finds out whether they changed since: the entity record
+// then takes no WAL-logged row lock of its own (docs/internals.md,
+// "Entity records without a row lock").  kNotDirect also when the primary
+// key is not (target, key).
+int ReadEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow *rows, EntityLocation *locs,
+                              char *found);
 // 1: found and locked, *row and *loc filled; 0: no record.
 int LockEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *row, EntityLocation *loc);
 
-// Updates the records locked at locs[] to rows[]; kNotDirect when one of
-// them was not locked by the direct path.
+// Updates the records found at locs[] to rows[].  A record locked there
+// is updated (a concurrent change of it raises XX000, as in
+// ExecSimpleRelationUpdate); one read unlocked is updated unless another
+// transaction updated or deleted it since (waited for, as UPDATE waits):
+// then lost[i] = 1 and nothing is written for it, so that the caller
+// decides its entity again under a lock.  kNotDirect, having written
+// nothing, when one of them was not found by the direct path, or was read
+// unlocked and `lost` is NULL.
 int UpdateEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const EntityLocation *locs,
-                                const EntityRow *rows);
+                                const EntityRow *rows, char *lost);
 // Updates the record locked at *loc to *row.  1 when done.
 int UpdateEntityRecordDirectPg(const EntityLocation *loc, Oid target, const char *key, int key_len,
                                const EntityRow *row);
