@@ -142,14 +142,17 @@ SelectColumnsText(const Target &t, const Image &key_img, const std::vector<int> 
 	return out;
 }
 
+// The entity's record, locked or (`lock` false) read unlocked: see
+// LockEntityRecord.
 std::optional<EntityRecord>
-LockEntity(const EntityChange &c, EntityLocation *loc)
+FindEntity(const EntityChange &c, EntityLocation *loc, bool lock)
 {
-	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4, {{c.source, c.src}}, loc);
+	return LockEntityRecord(c.t->relid, c.compact_key, c.t->version_col >= 0 ? 3 : 4, {{c.source, c.src}}, loc, lock);
 }
 
 // Writes the entity record.  Returns false when a concurrent transaction
-// created the record first (the caller then locks it and decides again).
+// created the record first, or changed it since it was read unlocked (the
+// caller then locks it and decides again).
 bool
 WriteEntity(const EntityChange &c, bool existed, const EntityLocation &loc)
 {
@@ -593,8 +596,13 @@ ApplyEntity(EntityChange &c, Counters &cnt)
 		return ApplyDecided(c, cnt);
 	const Image *hashed = c.hash_of; /* kept for AdoptReleaseHash: Complete() clears hash_of */
 	for (int attempt = 0;; attempt++) {
+		/*
+		 * First read unlocked: the record's write below takes it before the
+		 * row is written, and a record changed meanwhile is decided again,
+		 * locked (docs/internals.md, "Entity records without a row lock").
+		 */
 		EntityLocation loc;
-		std::optional<EntityRecord> stored = LockEntity(c, &loc);
+		std::optional<EntityRecord> stored = FindEntity(c, &loc, /* lock */ attempt > 0);
 		DecisionInput in;
 		in.version = c.version;
 		in.source = c.source;
@@ -666,7 +674,7 @@ ApplyEntity(EntityChange &c, Counters &cnt)
 		if (!WriteEntity(c, stored.has_value(), loc)) {
 			if (attempt >= 3)
 				throw std::runtime_error("entity record for " + c.entity_key + " keeps changing concurrently");
-			continue; /* created concurrently: lock it and decide again */
+			continue; /* created or changed concurrently: lock it and decide again */
 		}
 		return ApplyDecided(c, cnt);
 	}

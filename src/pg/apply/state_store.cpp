@@ -257,12 +257,17 @@ EntityRecordOfRow(const EntityRow &row, size_t arity)
 
 std::optional<EntityRecord>
 LockEntityRecord(Oid target, const std::string &key, size_t arity, const std::map<std::string, int32_t> &known,
-                 EntityLocation *loc)
+                 EntityLocation *loc, bool lock)
 {
 	*loc = EntityLocation{};
 	EntityRow row{};
 	int direct = PgCallAs(RunAs::ExtensionOwner(), [&]() {
-		return LockEntityRecordDirectPg(target, key.data(), int(key.size()), &row, loc);
+		if (lock)
+			return LockEntityRecordDirectPg(target, key.data(), int(key.size()), &row, loc);
+		EntityKeyRef ref{key.data(), int(key.size())};
+		char found = 0;
+		int r = ReadEntityRecordsDirectPg(target, 1, &ref, &row, loc, &found);
+		return r == kNotDirect ? r : found;
 	});
 	if (direct == 0)
 		return std::nullopt;
@@ -298,12 +303,21 @@ WriteEntityRecord(Oid target, const std::string &key, int32_t src, const Version
                   const std::string &content_hash, int32_t now_s, bool existed, const EntityLocation &loc)
 {
 	EntityRow row = EntityRowOf(src, v, deleted, content_hash, now_s);
+	const bool unlocked = existed && loc.valid && !loc.locked;
 	int direct = PgCallAs(RunAs::ExtensionOwner(), [&]() {
+		if (unlocked) {
+			EntityKeyRef ref{key.data(), int(key.size())};
+			char lost = 0;
+			int r = UpdateEntityRecordsDirectPg(target, 1, &ref, &loc, &row, &lost);
+			return r == kNotDirect ? r : (lost ? 0 : 1);
+		}
 		return existed ? UpdateEntityRecordDirectPg(&loc, target, key.data(), int(key.size()), &row)
 		               : InsertEntityRecordDirectPg(target, key.data(), int(key.size()), &row);
 	});
 	if (direct != kNotDirect)
 		return direct == 1;
+	if (unlocked)
+		return false; /* the statement would write over a concurrent change: the caller locks it first */
 	Params p;
 	p.AddOid(target);
 	p.AddText(key);

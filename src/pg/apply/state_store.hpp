@@ -66,14 +66,19 @@ std::vector<char> ClaimOffsetRanges(const std::string &partition, const std::vec
 bool DeliveryHadConflict(Oid target, const std::string &delivery_key);
 
 // Locks (FOR UPDATE) and reads the record of an entity; nullopt when there
-// is none.  `arity`: components of the target's versions (3 for mappings
+// is none.  `lock` false: reads it unlocked where the direct path can
+// (ReadEntityRecordsDirectPg: the latest committed record, no wait), else
+// locks it as the statement does; WriteEntityRecord then finds out whether
+// it changed since.  `arity`: components of the target's versions (3 for mappings
 // with a version column, 4 otherwise).  `known`: source names and their
 // cdc.source ids that the caller has resolved (the call's sources), which
 // spares the lookup of the record's source name (SourceNameOf).  `loc`:
 // where the record is, for WriteEntityRecord's update (set when the direct
-// path locked it).  Waits for a concurrent transaction writing the record.
+// path found it).  Locking, waits for a concurrent transaction writing the
+// record.
 std::optional<EntityRecord> LockEntityRecord(Oid target, const std::string &key, size_t arity,
-                                             const std::map<std::string, int32_t> &known, EntityLocation *loc);
+                                             const std::map<std::string, int32_t> &known, EntityLocation *loc,
+                                             bool lock = true);
 
 // The name of cdc.source id `id`: from `known` (name -> id) when it is
 // there, else read from cdc.source; nullopt when no source has the id.
@@ -92,7 +97,8 @@ EntityRecord EntityRecordOfRow(const EntityRow &row, size_t arity);
 
 // Writes an entity record: UPDATE when `existed`, else INSERT ... ON
 // CONFLICT DO NOTHING, returning false when a concurrent transaction created
-// it first.  content_hash: decimal text of a 32-bit hash ("0" for deletes).
+// it first, or (a record read unlocked) updated or deleted it since it was
+// read: the caller then locks it and decides again.  content_hash: decimal text of a 32-bit hash ("0" for deletes).
 // `loc`: what LockEntityRecord returned for the record (the update goes to
 // the row it locked).
 bool WriteEntityRecord(Oid target, const std::string &key, int32_t src, const Version &v, bool deleted,
