@@ -20,6 +20,7 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -112,16 +113,171 @@ OpenDirectTargetPg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Oid
 }
 
 /*
+ * Finds rows of a table by a unique index as the apply worker does
+ * (RelationFindReplTupleByIndex, execReplication.c): the index's own
+ * equality operators and collations, a dirty snapshot, and a row that
+ * another transaction is inserting, updating, deleting or locking waited
+ * for and looked up again, so that the row found is the key's latest
+ * committed one (or this transaction's own).  Unlike it, the row found is
+ * not locked: UpdateFoundRowPg and DeleteFoundRowPg report a row another
+ * transaction changed after it was found, and the caller looks the key up
+ * again (docs/internals.md, "Target rows without a row lock").  One scan,
+ * its keys built once, serves every row of a write.  Plain data
+ * (PostgreSQL regime).
+ */
+struct RowFinder {
+	MemoryContext cxt; /* the scan's: what the index AM keeps between rows lives there */
+	Relation index;
+	IndexScanDesc scan;
+	SnapshotData dirty;
+	int nkeys;
+	ScanKeyData skey[INDEX_MAX_KEYS];
+	AttrNumber heap_attno[INDEX_MAX_KEYS];
+};
+
+void
+BeginRowFinderPg(RowFinder *f, Relation rel, Oid indexoid)
+{
+	f->index = index_open(indexoid, RowExclusiveLock);
+	f->nkeys = IndexRelationGetNumberOfKeyAttributes(f->index);
+	for (int j = 0; j < f->nkeys; j++) {
+		/* the equality of the key column's operator class, compared in the index's collation */
+		Oid opfamily = f->index->rd_opfamily[j];
+		Oid optype = f->index->rd_opcintype[j];
+		Oid eq = get_opfamily_member(opfamily, optype, optype, BTEqualStrategyNumber);
+		if (!OidIsValid(eq))
+			elog(ERROR, "missing equality operator for the type %u of index column %d of \"%s\"", optype, j + 1,
+			     RelationGetRelationName(f->index));
+		ScanKeyInit(&f->skey[j], AttrNumber(j + 1), BTEqualStrategyNumber, get_opcode(eq), (Datum) 0);
+		f->skey[j].sk_collation = f->index->rd_indcollation[j];
+		f->heap_attno[j] = f->index->rd_index->indkey.values[j];
+	}
+	InitDirtySnapshot(f->dirty);
+	f->cxt = CurrentMemoryContext;
+	f->scan = index_beginscan(rel, f->index, &f->dirty, f->nkeys, 0);
+}
+
+void
+EndRowFinderPg(RowFinder *f)
+{
+	index_endscan(f->scan);
+	index_close(f->index, NoLock);
+}
+
+/* The row holding the key values of `search` (by heap attribute number) into `out`; false when there is none. */
+bool
+FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
+{
+	for (int j = 0; j < f->nkeys; j++) {
+		AttrNumber a = f->heap_attno[j];
+		f->skey[j].sk_argument = search->tts_values[a - 1];
+		/* a NULL key matches no row, as RelationFindReplTupleByIndex's key */
+		if (search->tts_isnull[a - 1])
+			f->skey[j].sk_flags |= SK_ISNULL;
+		else
+			f->skey[j].sk_flags &= ~SK_ISNULL;
+	}
+	/*
+	 * In the scan's context: the index AM allocates state on first need
+	 * (btree's killed-items array) that must live as long as the scan, not
+	 * as long as the caller's per-row context.
+	 */
+	MemoryContext caller = MemoryContextSwitchTo(f->cxt);
+	bool found;
+	for (;;) {
+		index_rescan(f->scan, f->skey, f->nkeys, NULL, 0);
+		found = index_getnext_slot(f->scan, ForwardScanDirection, out);
+		if (!found)
+			break;
+		ExecMaterializeSlot(out);
+		TransactionId xwait = TransactionIdIsValid(f->dirty.xmin) ? f->dirty.xmin : f->dirty.xmax;
+		if (!TransactionIdIsValid(xwait))
+			break;
+		XactLockTableWait(xwait, NULL, NULL, XLTW_None);
+	}
+	MemoryContextSwitchTo(caller);
+	return found;
+}
+
+/*
+ * The UPDATE of the row `found` to `slot`, as ExecSimpleRelationUpdate
+ * makes it on a table without triggers (OpenDirectTargetPg): stored
+ * generated columns computed, constraints and the partition constraint
+ * checked, HOT where possible, index entries otherwise.  A concurrent
+ * writer of the row is waited for; when it updated or deleted the row
+ * (committed), nothing is written and the result is false (the statement's
+ * EvalPlanQual would follow the row; the caller looks the key up again).
+ */
+bool
+UpdateFoundRowPg(ResultRelInfo *rri, EState *estate, TupleTableSlot *found, TupleTableSlot *slot)
+{
+	Relation rel = rri->ri_RelationDesc;
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+	if (rel->rd_att->constr != NULL && rel->rd_att->constr->has_generated_stored)
+		ExecComputeStoredGenerated(rri, estate, slot, CMD_UPDATE);
+	if (rel->rd_att->constr != NULL)
+		ExecConstraints(rri, slot, estate);
+	if (rel->rd_rel->relispartition)
+		ExecPartitionCheck(rri, slot, estate, true);
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	bool update_indexes = false;
+	TM_Result r = table_tuple_update(rel, &found->tts_tid, slot, GetCurrentCommandId(true), estate->es_snapshot,
+	                                 InvalidSnapshot, true /* wait */, &tmfd, &lockmode, &update_indexes);
+	switch (r) {
+	case TM_Ok:
+		break;
+	case TM_Updated:
+	case TM_Deleted:
+		return false;
+	case TM_SelfModified:
+		elog(ERROR, "tuple already updated by self");
+		break;
+	default:
+		elog(ERROR, "unrecognized table_tuple_update status: %u", r);
+		break;
+	}
+	if (rri->ri_NumIndices > 0 && update_indexes)
+		list_free(ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL));
+	return true;
+}
+
+/* The DELETE of the row `found`, as ExecSimpleRelationDelete makes it without triggers; false as above. */
+bool
+DeleteFoundRowPg(ResultRelInfo *rri, EState *estate, TupleTableSlot *found)
+{
+	Relation rel = rri->ri_RelationDesc;
+	CheckCmdReplicaIdentity(rel, CMD_DELETE);
+	TM_FailureData tmfd;
+	TM_Result r = table_tuple_delete(rel, &found->tts_tid, GetCurrentCommandId(true), estate->es_snapshot,
+	                                 InvalidSnapshot, true /* wait */, &tmfd, false /* changingPart */);
+	switch (r) {
+	case TM_Ok:
+		return true;
+	case TM_Updated:
+	case TM_Deleted:
+		return false;
+	case TM_SelfModified:
+		elog(ERROR, "tuple already updated by self");
+		break;
+	default:
+		elog(ERROR, "unrecognized table_tuple_delete status: %u", r);
+		break;
+	}
+	return false;
+}
+
+/*
  * A target write that finds rows by index and updates or deletes them: the
  * target opened by OpenDirectTargetPg, the transaction snapshot as the
- * active one (for the index scans), the executor state and an EPQ state for
- * ExecSimpleRelationUpdate/Delete.  Plain data (PostgreSQL regime).
+ * active one, the executor state, and the finder of rows by the key index.
+ * Plain data (PostgreSQL regime).
  */
 struct TargetWrite {
 	Relation rel;
 	Oid index;
 	ExecWrite w;
-	EPQState epq;
+	RowFinder finder;
 };
 
 /* false, with nothing open, where OpenDirectTargetPg declines */
@@ -134,7 +290,7 @@ BeginTargetWritePg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Tar
 	PushActiveSnapshot(GetTransactionSnapshot());
 	BeginExecWritePg(tw->rel, need, &tw->w);
 	tw->w.estate->es_snapshot = GetActiveSnapshot();
-	EvalPlanQualInit(&tw->epq, tw->w.estate, NULL, NIL, -1);
+	BeginRowFinderPg(&tw->finder, tw->rel, tw->index);
 	return true;
 }
 
@@ -142,7 +298,7 @@ BeginTargetWritePg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Tar
 void
 EndTargetWritePg(TargetWrite *tw)
 {
-	EvalPlanQualEnd(&tw->epq);
+	EndRowFinderPg(&tw->finder);
 	ExecResetTupleTable(tw->w.estate->es_tupleTable, false);
 	EndExecWritePg(&tw->w);
 	PopActiveSnapshot();
@@ -161,10 +317,8 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 	if (!BeginTargetWritePg(relid, key, nkey, ACL_SELECT | ACL_INSERT | ACL_UPDATE, &tw))
 		return false;
 	Relation rel = tw.rel;
-	Oid index = tw.index;
 	EState *estate = tw.w.estate;
 	ResultRelInfo *rri = tw.w.rri;
-	EPQState *epq = &tw.epq;
 
 	TupleDesc desc = RelationGetDescr(rel);
 	/*
@@ -192,18 +346,26 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 		 * The slot owns the tuple (else materialising it copies the tuple
 		 * again): formed in the query context, which outlives the per-tuple
 		 * resets, and freed by the next ExecClearTuple.  Deformed at once:
-		 * RelationFindReplTupleByIndex reads the key from tts_values.
+		 * FindRowPg reads the key from tts_values.
 		 */
 		MemoryContext per_tuple = MemoryContextSwitchTo(estate->es_query_cxt);
 		HeapTuple row = heap_form_tuple(desc, row_values, row_nulls);
 		MemoryContextSwitchTo(per_tuple);
 		ExecStoreHeapTuple(row, newslot, true);
 		slot_getallattrs(newslot);
-		if (RelationFindReplTupleByIndex(rel, index, LockTupleExclusive, newslot, localslot))
-			ExecSimpleRelationUpdate(rri, estate, epq, localslot, newslot);
-		else
-			ExecSimpleRelationInsert(rri, estate, newslot);
-		EvalPlanQualSetSlot(epq, NULL);
+		/*
+		 * The row of the key, updated; a row another transaction changed
+		 * since it was found is looked up again, as the apply worker's lock
+		 * follows it (a row deleted meanwhile: the key is inserted).
+		 */
+		for (;;) {
+			if (!FindRowPg(&tw.finder, newslot, localslot)) {
+				ExecSimpleRelationInsert(rri, estate, newslot);
+				break;
+			}
+			if (UpdateFoundRowPg(rri, estate, localslot, newslot))
+				break;
+		}
 		ResetPerTupleExprContext(estate);
 	}
 	EndTargetWritePg(&tw);
@@ -224,7 +386,6 @@ FindRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, int nkeys, const Da
 	Relation rel = tw.rel;
 	Oid index = tw.index;
 	EState *estate = tw.w.estate;
-	EPQState *epq = &tw.epq;
 	TupleDesc desc = RelationGetDescr(rel);
 	TupleTableSlot *searchslot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
 	TupleTableSlot *localslot = table_slot_create(rel, &estate->es_tupleTable);
@@ -239,15 +400,26 @@ FindRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, int nkeys, const Da
 			searchslot->tts_isnull[key[k] - 1] = nulls[size_t(r) * size_t(nkey) + size_t(k)];
 		}
 		ExecStoreVirtualTuple(searchslot);
-		found[r] = RelationFindReplTupleByIndex(rel, index, LockTupleExclusive, searchslot, localslot);
-		if (found[r] && jsonb != NULL) {
-			MemoryContext old = MemoryContextSwitchTo(out_cxt);
-			jsonb[r] = RowJsonbPg(localslot);
-			MemoryContextSwitchTo(old);
-		}
-		if (found[r] && remove) {
-			ExecSimpleRelationDelete(tw.w.rri, estate, epq, localslot);
-			EvalPlanQualSetSlot(epq, NULL);
+		for (;;) {
+			/*
+			 * Read: the row locked, as the chain's write that follows in the
+			 * batch would lock it.  Removed: found unlocked and deleted; one
+			 * another transaction changed since it was found is looked up
+			 * again (and its payload read again).
+			 */
+			found[r] = remove ? FindRowPg(&tw.finder, searchslot, localslot)
+			                  : RelationFindReplTupleByIndex(rel, index, LockTupleExclusive, searchslot, localslot);
+			if (found[r] && jsonb != NULL) {
+				MemoryContext old = MemoryContextSwitchTo(out_cxt);
+				jsonb[r] = RowJsonbPg(localslot);
+				MemoryContextSwitchTo(old);
+			}
+			if (!found[r] || !remove || DeleteFoundRowPg(tw.w.rri, estate, localslot))
+				break;
+			if (jsonb != NULL) {
+				pfree(DatumGetPointer(jsonb[r]));
+				jsonb[r] = (Datum) 0;
+			}
 		}
 		ResetPerTupleExprContext(estate);
 	}

@@ -143,10 +143,14 @@ InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, 
 }
 
 // Upserts the full after-images `images` (one per key, no key twice) into
-// `t` as `as`: each row is looked up by the target's unique key index
-// (RelationFindReplTupleByIndex, which locks it) and updated
-// (ExecSimpleRelationUpdate: HOT where possible, stored generated columns
-// computed, NOT NULL checked), else inserted (ExecSimpleRelationInsert).
+// `t` as `as`: each row is looked up by the target's unique key index as
+// RelationFindReplTupleByIndex finds it (a dirty snapshot, a concurrent
+// writer waited for), without locking it, and updated as
+// ExecSimpleRelationUpdate updates it (HOT where possible, stored generated
+// columns computed, NOT NULL checked), else inserted
+// (ExecSimpleRelationInsert); a row another transaction changed between
+// the two is looked up again (docs/internals.md, "Target rows without a
+// row lock").
 // Returns false, having written nothing, where an INSERT statement could
 // behave differently: the transaction is REPEATABLE READ or SERIALIZABLE
 // (the statement works on its snapshot) or read-only, `as` lacks USAGE on
@@ -160,10 +164,11 @@ InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, 
 bool UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as);
 
 // Finds the row of each key of `keys` (images holding at least the key
-// columns, no key twice) by the target's unique key index, locking it as
-// PostgreSQL's own apply does (RelationFindReplTupleByIndex, FOR UPDATE),
-// and with `remove` deletes it (ExecSimpleRelationDelete, as
-// apply_handle_delete_internal).  With `rows` (resized to keys.size()),
+// columns, no key twice) by the target's unique key index: with `remove`
+// found as above, unlocked, and deleted as ExecSimpleRelationDelete
+// deletes it (apply_handle_delete_internal), a row changed in between
+// looked up again (and read again); without, locked as PostgreSQL's own
+// apply does (RelationFindReplTupleByIndex, FOR UPDATE).  With `rows` (resized to keys.size()),
 // (*rows)[i] gets to_jsonb() of key i's row as it was (RowJsonbPg: what
 // `RETURNING to_jsonb(t)` gives), in the caller's memory context; nullopt
 // where the key has no row.  Returns false, having read nothing, where a
