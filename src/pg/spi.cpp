@@ -425,19 +425,6 @@ Md5Hex(const std::string &data)
 	return HexOf(sum);
 }
 
-Md5Stream::Md5Stream()
-{
-#ifdef USE_OPENSSL
-	if (EVP_MD *md5_impl = Md5Impl()) {
-		EVP_MD_CTX *c = EVP_MD_CTX_new();
-		if (c != nullptr && EVP_DigestInit_ex(c, md5_impl, nullptr) == 1)
-			ctx_ = c;
-		else
-			EVP_MD_CTX_free(c);
-	}
-#endif
-}
-
 Md5Stream::~Md5Stream()
 {
 #ifdef USE_OPENSSL
@@ -446,8 +433,56 @@ Md5Stream::~Md5Stream()
 }
 
 void
+Md5Stream::Start()
+{
+#ifdef USE_OPENSSL
+	if (ctx_ == nullptr && !no_evp_) {
+		EVP_MD *md5_impl = Md5Impl();
+		EVP_MD_CTX *c = md5_impl != nullptr ? EVP_MD_CTX_new() : nullptr;
+		if (c != nullptr && EVP_DigestInit_ex(c, md5_impl, nullptr) == 1) {
+			ctx_ = c;
+		} else {
+			EVP_MD_CTX_free(c);
+			no_evp_ = true;
+		}
+	}
+#endif
+}
+
+void
+Md5Stream::Flush()
+{
+	if (used_ == 0)
+		return;
+	Start();
+#ifdef USE_OPENSSL
+	if (ctx_ != nullptr) {
+		if (EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(ctx_), buf_, used_) != 1)
+			throw std::runtime_error("could not compute MD5 hash");
+		used_ = 0;
+		return;
+	}
+#endif
+	gathered_.append(buf_, used_);
+	used_ = 0;
+}
+
+void
 Md5Stream::Update(std::string_view piece)
 {
+	if (piece.size() <= kBuffer - used_) {
+		memcpy(buf_ + used_, piece.data(), piece.size());
+		used_ += piece.size();
+		return;
+	}
+	Flush();
+	if (piece.size() < kBuffer) {
+		memcpy(buf_, piece.data(), piece.size());
+		used_ = piece.size();
+		return;
+	}
+	/* an event-sized piece goes through as it is, never copied */
+	Start();
 #ifdef USE_OPENSSL
 	if (ctx_ != nullptr) {
 		if (EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(ctx_), piece.data(), piece.size()) != 1)
@@ -462,6 +497,13 @@ std::string
 Md5Stream::Hex()
 {
 	unsigned char sum[16];
+	if (ctx_ == nullptr && gathered_.empty()) {
+		/* the whole text fitted in the buffer: one digest with the backend's context */
+		Md5BinaryOf({std::string_view(buf_, used_)}, sum);
+		used_ = 0;
+		return HexOf(sum);
+	}
+	Flush();
 #ifdef USE_OPENSSL
 	if (ctx_ != nullptr) {
 		unsigned int len = 0;

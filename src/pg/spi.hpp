@@ -176,12 +176,15 @@ void Md5BinaryOf(std::initializer_list<std::string_view> pieces, unsigned char o
 // Md5Hex of a text given in pieces (Update), without the text ever being
 // built: the content hash of an image streams its columns' texts, each as
 // large as the event, into it (docs/benchmarks.md, "Memory per event").
-// OpenSSL's incremental EVP digest with the implementation Md5Binary
-// fetches; without it the pieces are gathered and Md5Binary hashes them.
-// Errors: XX000 when the digest cannot be computed.
+// Small pieces are gathered in a buffer of kBuffer bytes: a text that fits
+// is hashed in one call with the backend's context (Md5BinaryOf), a longer
+// one goes through OpenSSL's incremental EVP digest a buffer (or a piece
+// of at least kBuffer bytes, uncopied) at a time.  Without OpenSSL the
+// pieces are gathered and Md5Binary hashes them.  Errors: XX000 when the
+// digest cannot be computed.
 class Md5Stream {
   public:
-	Md5Stream();
+	Md5Stream() = default;
 	~Md5Stream();
 	Md5Stream(const Md5Stream &) = delete;
 	Md5Stream &operator=(const Md5Stream &) = delete;
@@ -190,7 +193,13 @@ class Md5Stream {
 	std::string Hex();
 
   private:
-	void *ctx_ = nullptr;  // EVP_MD_CTX, when OpenSSL's MD5 is available
+	static constexpr std::size_t kBuffer = 1024;
+	void Start(); // the incremental digest, once the text outgrows the buffer
+	void Flush(); // the buffer into the digest (or the fallback's text)
+	char buf_[kBuffer];
+	std::size_t used_ = 0;
+	void *ctx_ = nullptr;  // EVP_MD_CTX, once the text outgrew the buffer and OpenSSL's MD5 is available
+	bool no_evp_ = false;  // OpenSSL's MD5 was not available
 	std::string gathered_; // the fallback's text
 };
 
