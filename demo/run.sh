@@ -50,7 +50,6 @@ run "$BINDIR/initdb" -D "$WORK/data" -A trust -U postgres >/dev/null
 run "$BINDIR/initdb" -D "$WORK/source" -A trust -U postgres >/dev/null
 cat >> "$WORK/data/postgresql.conf" <<CONF
 shared_preload_libraries = 'cdc_apply'
-cdc.database = 'destination'
 cdc.naptime = 1
 CONF
 echo "wal_level = logical" >> "$WORK/source/postgresql.conf"
