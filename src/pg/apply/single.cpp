@@ -495,8 +495,10 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 // upsert (FullStateUpsert: no default is evaluated, nothing else changes
 // the row), no GENERATED ALWAYS identity column (the statement's OVERRIDING
 // SYSTEM VALUE and its identity check), and some column besides the key
-// (else the statement leaves the row as it is).  Two writers of one key
-// cannot race here: both would hold the entity's record first.
+// (else the statement leaves the row as it is).  Two appliers of one key
+// do not race here (both take the entity's record first); a writer outside
+// the engine that inserts the key meanwhile makes the insert an update, as
+// the statement's conflict does (UpsertRowsDirect).
 bool
 DirectUpsertAllowed(const EntityChange &c)
 {

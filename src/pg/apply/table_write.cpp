@@ -268,6 +268,35 @@ DeleteFoundRowPg(ResultRelInfo *rri, EState *estate, TupleTableSlot *found)
 }
 
 /*
+ * The INSERT of a row whose key FindRowPg found no row for, as
+ * ExecSimpleRelationInsert makes it on a table without triggers (stored
+ * generated columns computed, constraints and the partition constraint
+ * checked), except that the key index's uniqueness is checked as
+ * INSERT ... ON CONFLICT (key) checks it: a row of the key that another
+ * transaction committed since the look-up (a writer outside the engine:
+ * the engine's own writers of an entity are ordered by its record) is not
+ * 23505.  The new row is removed again and the result is false; the caller
+ * then finds that row and updates it, as the statement's DO UPDATE does
+ * (InsertSkippingTakenKeysPg, without pre-check: a lost race is rare).
+ * Needs the indexes opened for it (BeginTargetWritePg, `inserts`).
+ */
+bool
+InsertMissingRowPg(ExecWrite *w, Oid key_index, TupleTableSlot *slot)
+{
+	Relation rel = w->rri->ri_RelationDesc;
+	CheckCmdReplicaIdentity(rel, CMD_INSERT);
+	if (rel->rd_att->constr != NULL && rel->rd_att->constr->has_generated_stored)
+		ExecComputeStoredGenerated(w->rri, w->estate, slot, CMD_INSERT);
+	if (rel->rd_att->constr != NULL)
+		ExecConstraints(w->rri, slot, w->estate);
+	if (rel->rd_rel->relispartition)
+		ExecPartitionCheck(w->rri, slot, w->estate, true);
+	char inserted = 0;
+	InsertSkippingTakenKeysPg(w, &slot, 1, key_index, /* precheck */ false, &inserted);
+	return inserted != 0;
+}
+
+/*
  * A target write that finds rows by index and updates or deletes them: the
  * target opened by OpenDirectTargetPg, the transaction snapshot as the
  * active one, the executor state, and the finder of rows by the key index.
@@ -280,15 +309,19 @@ struct TargetWrite {
 	RowFinder finder;
 };
 
-/* false, with nothing open, where OpenDirectTargetPg declines */
+/*
+ * false, with nothing open, where OpenDirectTargetPg declines.
+ * `inserts`: the indexes opened for InsertMissingRowPg (the key index's
+ * equality procedures).
+ */
 bool
-BeginTargetWritePg(Oid relid, const AttrNumber *key, int nkey, AclMode need, TargetWrite *tw)
+BeginTargetWritePg(Oid relid, const AttrNumber *key, int nkey, AclMode need, TargetWrite *tw, bool inserts = false)
 {
 	tw->rel = OpenDirectTargetPg(relid, key, nkey, need, &tw->index);
 	if (tw->rel == NULL)
 		return false;
 	PushActiveSnapshot(GetTransactionSnapshot());
-	BeginExecWritePg(tw->rel, need, &tw->w);
+	BeginExecWritePg(tw->rel, need, &tw->w, inserts);
 	tw->w.estate->es_snapshot = GetActiveSnapshot();
 	BeginRowFinderPg(&tw->finder, tw->rel, tw->index);
 	return true;
@@ -314,7 +347,7 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
                    const Datum *values, const bool *nulls)
 {
 	TargetWrite tw;
-	if (!BeginTargetWritePg(relid, key, nkey, ACL_SELECT | ACL_INSERT | ACL_UPDATE, &tw))
+	if (!BeginTargetWritePg(relid, key, nkey, ACL_SELECT | ACL_INSERT | ACL_UPDATE, &tw, /* inserts */ true))
 		return false;
 	Relation rel = tw.rel;
 	EState *estate = tw.w.estate;
@@ -356,14 +389,13 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 		/*
 		 * The row of the key, updated; a row another transaction changed
 		 * since it was found is looked up again, as the apply worker's lock
-		 * follows it (a row deleted meanwhile: the key is inserted).
+		 * follows it (a row deleted meanwhile: the key is inserted).  No row:
+		 * inserted, unless another transaction committed one of the key
+		 * meanwhile, which is then found and updated.
 		 */
 		for (;;) {
-			if (!FindRowPg(&tw.finder, newslot, localslot)) {
-				ExecSimpleRelationInsert(rri, estate, newslot);
-				break;
-			}
-			if (UpdateFoundRowPg(rri, estate, localslot, newslot))
+			if (FindRowPg(&tw.finder, newslot, localslot) ? UpdateFoundRowPg(rri, estate, localslot, newslot)
+			                                               : InsertMissingRowPg(&tw.w, tw.index, newslot))
 				break;
 		}
 		ResetPerTupleExprContext(estate);

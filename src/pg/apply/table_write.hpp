@@ -147,10 +147,12 @@ InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, 
 // RelationFindReplTupleByIndex finds it (a dirty snapshot, a concurrent
 // writer waited for), without locking it, and updated as
 // ExecSimpleRelationUpdate updates it (HOT where possible, stored generated
-// columns computed, NOT NULL checked), else inserted
-// (ExecSimpleRelationInsert); a row another transaction changed between
-// the two is looked up again (docs/internals.md, "Target rows without a
-// row lock").
+// columns computed, NOT NULL checked), else inserted as
+// ExecSimpleRelationInsert inserts it, the key index's uniqueness checked
+// as ON CONFLICT checks it; a row another transaction changed between the
+// look-up and the write is looked up again, and a row of the key another
+// transaction committed meanwhile is updated instead (docs/internals.md,
+// "Target rows without a row lock").
 // Returns false, having written nothing, where an INSERT statement could
 // behave differently: the transaction is REPEATABLE READ or SERIALIZABLE
 // (the statement works on its snapshot) or read-only, `as` lacks USAGE on
@@ -159,8 +161,8 @@ InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, 
 // privileges), the table gained triggers, rules or row-level security, the
 // key index is partial or on expressions, UPDATE would need a replica
 // identity the table lacks, or cdc.direct_writes is off.  Errors: as the
-// statement's (23505 when another transaction inserted the key meanwhile,
-// 23502 for a NULL in a NOT NULL column), as PgError.
+// statement's (23502 for a NULL in a NOT NULL column, 23505 for a
+// duplicate in another unique index), as PgError.
 bool UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as);
 
 // Finds the row of each key of `keys` (images holding at least the key
