@@ -227,6 +227,19 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 	bool nothing_to_set = false;
 	if (c.is_delete) {
 		std::string where = KeyPredicate(t, *c.key_img, p);
+		/*
+		 * The row is locked first, by a statement of its own, as the
+		 * batch's delete statement does (segment.cpp, WriteRows): it waits
+		 * for a transaction writing the row, so that the DELETE, with the
+		 * next statement's snapshot, finds the key's row as that
+		 * transaction left it.  A DELETE alone, in READ COMMITTED, follows
+		 * only the row version it saw: when the other transaction deleted
+		 * the row and inserted the key again, it removed nothing, and the
+		 * new row stayed under the delete's tombstone (found by review on
+		 * the statement path, cdc.direct_writes off; the direct path looks
+		 * the key up again, table_write.cpp).
+		 */
+		Execute("SELECT 1 FROM " + t.qualified + " AS t WHERE " + where + " FOR UPDATE", p, c.as);
 		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where + (returning ? " RETURNING " + RowExpression(as_jsonb) : "");
 	} else if (c.image->has_unavailable) {
 		/* The row exists (Decide checked): set only the columns the source sent. */
