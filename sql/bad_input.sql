@@ -674,6 +674,17 @@ SELECT count(*) AS rows_, (SELECT count(*) FROM cdc.entity_state WHERE target = 
 SELECT cdc_apply(bad_key_ev(repeat('ab', 50000), 13)) AS compressible_100000,
        cdc_apply(bad_key_ev(bad_hex(2590, 'k'), 14)) AS incompressible_2590;
 SELECT octet_length(key) FROM cdc.entity_state WHERE target = 'bad_long_key'::regclass ORDER BY 1;
+-- the error's context names the delivery key, which holds the entity key:
+-- clipped to 200 bytes and an ellipsis (it was the whole 3,000-byte key)
+DO $$
+DECLARE ctx text;
+BEGIN
+  PERFORM cdc_apply(bad_key_ev(bad_hex(3000, 'k'), 15));
+EXCEPTION WHEN program_limit_exceeded THEN
+  GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT;
+  RAISE NOTICE 'context line of % bytes, delivery key clipped: %', octet_length(split_part(ctx, E'\n', 1)),
+    split_part(ctx, E'\n', 1) ~ '…"$';
+END $$;
 \set SHOW_CONTEXT errors
 DROP TABLE bad_long_key;
 DROP FUNCTION bad_key_ev(text, int);

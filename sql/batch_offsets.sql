@@ -208,6 +208,11 @@ SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 
 -- the error names the argument
 SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9)), source_partition => 'p',
                        offsets => '{{1}}');
+-- a negative offset (-1 is Kafka clients' "no offset") is refused, naming the element; nothing claimed
+SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9), kafka_tombstone()),
+                       source_partition => 'p-neg', offsets => '{-1,0}');
+SELECT count(*) AS claimed_ranges FROM cdc.ledger_range r JOIN cdc.ledger_partition p ON p.id = r.partition_id
+ WHERE p.name = 'p-neg';
 SELECT cdc_apply_batch(jsonb_build_array(dbz('c', 'bo_x', '{"id": 9}', '0/900', 9)), delivery_keys => '{{a}}');
 \set VERBOSITY sqlstate
 -- an error in the batch rolls its claims back with everything else

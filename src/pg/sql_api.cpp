@@ -497,6 +497,16 @@ ApplyBatch(FunctionCallInfo fcinfo, std::vector<Json> &&events)
 				throw cdc::InputError("22023", "offsets[" + std::to_string(i + 1) + "] is NULL", "",
 				                      "Every event needs its offset in the partition.");
 			int64_t o = DatumGetInt64(offs.values[i]);
+			/*
+			 * A Kafka offset is never negative; -1 is the clients' "no offset"
+			 * (OFFSET_INVALID, found by a fresh-user run as accepted): claimed
+			 * as a range, it would make the next event passed with it a
+			 * duplicate, dropped.
+			 */
+			if (o < 0)
+				throw cdc::InputError("22023", "offsets[" + std::to_string(i + 1) + "] is " + std::to_string(o) +
+				                                   ": offsets must not be negative",
+				                      "", "Pass the offset each event was read at (Kafka: ConsumerRecord.offset(), from 0).");
 			if (i > 0 && o <= by_offset->offsets.back())
 				throw cdc::InputError("22023",
 				                      "offsets must be strictly increasing: offsets[" + std::to_string(i + 1) + "] = " +
@@ -567,7 +577,7 @@ RequireEvents(FunctionCallInfo fcinfo)
  * (docs/semantics.md, "Claims by offset range").  Errors: 22004 events
  * NULL, 22023 not an array, delivery_keys or offsets of another length,
  * source_partition without offsets (or the reverse), with delivery_keys,
- * empty or longer than 1,024 bytes, a NULL offset, offsets not strictly increasing; and every error of
+ * empty or longer than 1,024 bytes, a NULL or negative offset, offsets not strictly increasing; and every error of
  * cdc_apply() with "event N of the batch" in the context; nothing of the
  * batch is applied.
  */

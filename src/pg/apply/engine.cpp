@@ -100,8 +100,18 @@ ApplyEngine::SetContext(const Target *t, std::string_view delivery_key)
 		s += t->display;
 	}
 	if (!delivery_key.empty()) {
+		/*
+		 * A derived delivery key holds the entity key, which may be
+		 * kilobytes long (a long text key): clipped, so that the context
+		 * line stays readable (found by a fresh-user run: a 5,210-byte
+		 * line for a 5,120-byte key).
+		 */
+		constexpr size_t kContextKeyBytes = 200;
 		s += ", delivery key \"";
-		s += delivery_key;
+		if (delivery_key.size() > kContextKeyBytes)
+			s += ClippedForMessage(delivery_key, kContextKeyBytes);
+		else
+			s += delivery_key;
 		s += '"';
 	}
 	SetErrorContextCopy(s.data(), s.size());

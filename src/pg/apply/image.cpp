@@ -443,7 +443,9 @@ DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const ch
 			Fail("22P02", std::string("a field name of \"") + which + "\" contains a NUL character (\\u0000), which no column name can hold");
 		path.resize(prefix);
 		path += field;
-		if (field.empty() || field.size() >= NAMEDATALEN)
+		if (field.empty())
+			Fail("42602", std::string("a field of \"") + which + "\" has an empty name, which no column can have");
+		if (field.size() >= NAMEDATALEN)
 			Fail("42602", "field " + cdc::QuotedField(path) + " is not a valid column name");
 		auto f = t.by_name.find(field);
 		if (f == t.by_name.end())
