@@ -37,7 +37,8 @@ case "$($PG_CONFIG --version)" in
 *) echo "demo/run.sh needs PostgreSQL 15; $PG_CONFIG is $($PG_CONFIG --version) (set PG_CONFIG)" >&2; exit 1 ;;
 esac
 BINDIR=$($PG_CONFIG --bindir)
-make -s PG_CONFIG="$PG_CONFIG" >/dev/null
+echo "building cdc_apply with $(nproc) jobs (about 2 minutes on 2 cores) ..."
+make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >/dev/null
 if [ -w "$($PG_CONFIG --pkglibdir)" ]; then make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; else sudo make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; fi
 
 WORK=$(mktemp -d /tmp/cdc_apply_demo.XXXXXX)
