@@ -335,33 +335,11 @@ UpdateEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const E
 		 * than write over it.
 		 */
 		ItemPointerData tid = locs[i].tid;
-		TM_FailureData tmfd;
-		LockTupleMode lockmode;
-		bool update_indexes = false;
-		TM_Result r = table_tuple_update(rel, &tid, new_slot, GetCurrentCommandId(true), w.estate->es_snapshot,
-		                                 InvalidSnapshot, true /* wait */, &tmfd, &lockmode, &update_indexes);
+		const bool written = UpdateRowAtPg(w.rri, w.estate, &tid, new_slot);
 		if (lost != NULL)
-			lost[i] = 0;
-		switch (r) {
-		case TM_Ok:
-			if (w.rri->ri_NumIndices > 0 && update_indexes)
-				list_free(ExecInsertIndexTuples(w.rri, new_slot, w.estate, true, false, NULL, NIL));
-			break;
-		case TM_Updated:
-		case TM_Deleted:
-			if (!locs[i].locked) {
-				lost[i] = 1;
-				break;
-			}
-			elog(ERROR, "tuple concurrently %s", r == TM_Updated ? "updated" : "deleted");
-			break;
-		case TM_SelfModified:
-			elog(ERROR, "tuple already updated by self");
-			break;
-		default:
-			elog(ERROR, "unrecognized table_tuple_update status: %u", r);
-			break;
-		}
+			lost[i] = written ? 0 : 1;
+		if (!written && locs[i].locked)
+			elog(ERROR, "tuple concurrently updated");
 		MemoryContextSwitchTo(caller);
 		ResetPerTupleExprContext(w.estate);
 	}

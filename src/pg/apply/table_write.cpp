@@ -219,27 +219,7 @@ UpdateFoundRowPg(ResultRelInfo *rri, EState *estate, TupleTableSlot *found, Tupl
 		ExecConstraints(rri, slot, estate);
 	if (rel->rd_rel->relispartition)
 		ExecPartitionCheck(rri, slot, estate, true);
-	TM_FailureData tmfd;
-	LockTupleMode lockmode;
-	bool update_indexes = false;
-	TM_Result r = table_tuple_update(rel, &found->tts_tid, slot, GetCurrentCommandId(true), estate->es_snapshot,
-	                                 InvalidSnapshot, true /* wait */, &tmfd, &lockmode, &update_indexes);
-	switch (r) {
-	case TM_Ok:
-		break;
-	case TM_Updated:
-	case TM_Deleted:
-		return false;
-	case TM_SelfModified:
-		elog(ERROR, "tuple already updated by self");
-		break;
-	default:
-		elog(ERROR, "unrecognized table_tuple_update status: %u", r);
-		break;
-	}
-	if (rri->ri_NumIndices > 0 && update_indexes)
-		list_free(ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL));
-	return true;
+	return UpdateRowAtPg(rri, estate, &found->tts_tid, slot);
 }
 
 /* The DELETE of the row `found`, as ExecSimpleRelationDelete makes it without triggers; false as above. */
@@ -249,22 +229,8 @@ DeleteFoundRowPg(ResultRelInfo *rri, EState *estate, TupleTableSlot *found)
 	Relation rel = rri->ri_RelationDesc;
 	CheckCmdReplicaIdentity(rel, CMD_DELETE);
 	TM_FailureData tmfd;
-	TM_Result r = table_tuple_delete(rel, &found->tts_tid, GetCurrentCommandId(true), estate->es_snapshot,
-	                                 InvalidSnapshot, true /* wait */, &tmfd, false /* changingPart */);
-	switch (r) {
-	case TM_Ok:
-		return true;
-	case TM_Updated:
-	case TM_Deleted:
-		return false;
-	case TM_SelfModified:
-		elog(ERROR, "tuple already updated by self");
-		break;
-	default:
-		elog(ERROR, "unrecognized table_tuple_delete status: %u", r);
-		break;
-	}
-	return false;
+	return RowWrittenPg(table_tuple_delete(rel, &found->tts_tid, GetCurrentCommandId(true), estate->es_snapshot,
+	                                       InvalidSnapshot, true /* wait */, &tmfd, false /* changingPart */));
 }
 
 /*
@@ -460,6 +426,39 @@ FindRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, int nkeys, const Da
 }
 
 } // namespace
+
+bool
+RowWrittenPg(TM_Result r)
+{
+	switch (r) {
+	case TM_Ok:
+		return true;
+	case TM_Updated:
+	case TM_Deleted:
+		return false;
+	case TM_SelfModified:
+		elog(ERROR, "tuple already updated by self");
+		break;
+	default:
+		elog(ERROR, "unrecognized table_tuple_update/delete status: %u", r);
+		break;
+	}
+	return false;
+}
+
+bool
+UpdateRowAtPg(ResultRelInfo *rri, EState *estate, ItemPointer tid, TupleTableSlot *slot)
+{
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	bool update_indexes = false;
+	if (!RowWrittenPg(table_tuple_update(rri->ri_RelationDesc, tid, slot, GetCurrentCommandId(true), estate->es_snapshot,
+	                                     InvalidSnapshot, true /* wait */, &tmfd, &lockmode, &update_indexes)))
+		return false;
+	if (rri->ri_NumIndices > 0 && update_indexes)
+		list_free(ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL));
+	return true;
+}
 
 void
 BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculative)

@@ -42,6 +42,21 @@ struct ExecWrite {
 	MemoryContext caller_cxt = nullptr;
 };
 void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculative = false);
+
+// For the result of table_tuple_update or table_tuple_delete called with
+// `wait`: true when the row was written; false when another transaction
+// updated or deleted it (and committed: it was waited for) since it was
+// found, nothing written.  A change of this transaction's own since then
+// raises XX000 "tuple already updated by self", as
+// simple_table_tuple_update does.  PostgreSQL regime.
+bool RowWrittenPg(TM_Result r);
+
+// The UPDATE of the row at `tid` of rri's relation to `slot` as
+// simple_table_tuple_update makes it (HOT where possible), then its index
+// entries where it was not HOT (ExecInsertIndexTuples); RowWrittenPg's
+// result (false: nothing written).  Constraints, generated columns and
+// triggers are the caller's.  PostgreSQL regime.
+bool UpdateRowAtPg(ResultRelInfo *rri, EState *estate, ItemPointer tid, TupleTableSlot *slot);
 void EndExecWritePg(ExecWrite *w);
 
 // Inserts the rows of slots[0..n) (NOT NULL and CHECK constraints already
