@@ -654,16 +654,28 @@ QuotedField(std::string_view path)
 	return out;
 }
 
+namespace {
+MessageClip message_clip; /* SetMessageClip's; UTF-8 while both are NULL */
+} // namespace
+
 std::string
 ClippedForMessage(std::string_view s, std::size_t max_bytes)
 {
 	if (s.size() <= max_bytes)
 		return std::string(s);
+	if (message_clip.prefix_bytes != nullptr && message_clip.ellipsis != nullptr)
+		return std::string(s.substr(0, message_clip.prefix_bytes(s, max_bytes))) + message_clip.ellipsis();
 	std::size_t cut = max_bytes;
 	/* not inside a UTF-8 sequence: back to the start of the character at `cut` */
 	while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
 		cut--;
 	return std::string(s.substr(0, cut)) + "\xE2\x80\xA6"; /* … */
+}
+
+void
+SetMessageClip(const MessageClip &clip)
+{
+	message_clip = clip;
 }
 
 namespace {

@@ -187,10 +187,24 @@ void AppendJsonString(std::string &out, std::string_view s);
 std::string QuotedField(std::string_view path);
 
 // A value for a message: `s` when it has at most max_bytes bytes, else its
-// first max_bytes bytes (not cutting a UTF-8 sequence) and "…", so that a
-// 400-digit number does not fill the message.
+// first max_bytes bytes (not cutting a character) and an ellipsis, so that
+// a 400-digit number does not fill the message.  Texts are UTF-8 (cut at a
+// UTF-8 sequence, "…" appended) unless SetMessageClip installed another
+// rule: the PostgreSQL glue does, because the values of events are in the
+// database's encoding, which may be another (EUC_JP, LATIN1: cut at that
+// encoding's characters, "..." appended).
 constexpr std::size_t kMessageValueBytes = 40;
 std::string ClippedForMessage(std::string_view s, std::size_t max_bytes = kMessageValueBytes);
+
+// The rule ClippedForMessage cuts by: the byte length of the longest prefix
+// of `s` of at most max_bytes bytes that ends between two characters, and
+// the ellipsis to append.  Both NULL: UTF-8.  A plain pair of pointers (no
+// destructor), set once per process.
+struct MessageClip {
+	std::size_t (*prefix_bytes)(std::string_view s, std::size_t max_bytes) = nullptr;
+	const char *(*ellipsis)() = nullptr;
+};
+void SetMessageClip(const MessageClip &clip);
 
 // The escape sequence AppendJsonString writes for byte `c`, into `buf`;
 // empty when `c` is written as itself.

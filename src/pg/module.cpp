@@ -15,6 +15,7 @@
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
 #include "pg/shared_stats.hpp"
+#include "pg/spi.hpp"
 #include "pg/worker/lifecycle.hpp"
 #include "pg/worker/registry.hpp"
 #include "pg/worker/worker.hpp"
@@ -42,4 +43,5 @@ _PG_init(void)
 	cdc::pg::InstallRegistry(process_shared_preload_libraries_in_progress);
 	cdc::pg::InstallSharedStats(process_shared_preload_libraries_in_progress);
 	cdc::pg::InstallLifecycleHooks(process_shared_preload_libraries_in_progress && !IsBinaryUpgrade);
+	cdc::pg::InstallMessageClip();
 }

@@ -2,6 +2,7 @@
 #include "pg/spi.hpp"
 
 #include "core/errors.hpp"
+#include "core/json.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -11,6 +12,7 @@ extern "C" {
 #include "common/hashfn.h"
 #include "common/md5.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/params.h"
 #include "utils/builtins.h"
@@ -514,6 +516,31 @@ Md5Stream::Hex()
 #endif
 	Md5Binary(gathered_, sum);
 	return HexOf(sum);
+}
+
+namespace {
+
+std::size_t
+ClipPrefixBytes(std::string_view s, std::size_t max_bytes)
+{
+	return std::size_t(PgCall([&]() { return pg_mbcliplen(s.data(), int(s.size()), int(max_bytes)); }));
+}
+
+const char *
+ClipEllipsis()
+{
+	return PgCall([&]() { return GetDatabaseEncoding() == PG_UTF8; }) ? "\xE2\x80\xA6" : "...";
+}
+
+} // namespace
+
+void
+InstallMessageClip()
+{
+	cdc::MessageClip clip;
+	clip.prefix_bytes = &ClipPrefixBytes;
+	clip.ellipsis = &ClipEllipsis;
+	cdc::SetMessageClip(clip);
 }
 
 } // namespace cdc::pg

@@ -203,4 +203,11 @@ class Md5Stream {
 	std::string gathered_; // the fallback's text
 };
 
+// Makes ClippedForMessage (core/json.hpp) cut texts at the characters of
+// the database's encoding (pg_mbcliplen) and append "…" in a UTF-8
+// database, "..." in any other: event values are in the database's
+// encoding, and a message that is not valid in it turns the error into
+// 22021 on its way to the client.  Called by _PG_init.
+void InstallMessageClip();
+
 } // namespace cdc::pg

@@ -237,29 +237,44 @@ DeleteFoundRowPg(ResultRelInfo *rri, EState *estate, TupleTableSlot *found)
  * The INSERT of a row whose key FindRowPg found no row for, as
  * ExecSimpleRelationInsert makes it on a table without triggers (stored
  * generated columns computed, constraints and the partition constraint
- * checked), except that the key index's uniqueness is checked as
- * INSERT ... ON CONFLICT (key) checks it: a row of the key that another
- * transaction committed since the look-up (a writer outside the engine:
- * the engine's own writers of an entity are ordered by its record) is not
- * 23505.  The new row is removed again and the result is false; the caller
- * then finds that row and updates it, as the statement's DO UPDATE does
- * (InsertSkippingTakenKeysPg, without pre-check: a lost race is rare).
- * Needs the indexes opened for it (BeginTargetWritePg, `inserts`).
+ * checked), except that the key is inserted as INSERT ... ON CONFLICT
+ * (key) inserts it, by speculative insertion (ExecInsert,
+ * nodeModifyTable.c): a row of the key that another transaction inserted
+ * since the look-up (a writer outside the engine: the engine's own writers
+ * of an entity are ordered by its record) is not 23505.  Our row is then
+ * taken back at once (table_tuple_complete_speculative with
+ * succeeded = false, which no transaction waits on afterwards) and the
+ * result is false; the caller looks the key up again, waiting for that
+ * transaction, and updates its row, as the statement's DO UPDATE does.
+ * Taking the row back before waiting is what keeps two writers of the key
+ * from waiting on each other (a plain insert left our row live while we
+ * waited: 40P01 when the other transaction then touched the key again,
+ * direct_upsert_taken_deadlock.spec).  The confirmation is one WAL record
+ * (48 B) per inserted row, as the statement writes.  Needs the indexes
+ * opened for it (BeginTargetWritePg, `inserts`).
  */
 bool
 InsertMissingRowPg(ExecWrite *w, Oid key_index, TupleTableSlot *slot)
 {
 	Relation rel = w->rri->ri_RelationDesc;
+	EState *estate = w->estate;
 	CheckCmdReplicaIdentity(rel, CMD_INSERT);
 	if (rel->rd_att->constr != NULL && rel->rd_att->constr->has_generated_stored)
-		ExecComputeStoredGenerated(w->rri, w->estate, slot, CMD_INSERT);
+		ExecComputeStoredGenerated(w->rri, estate, slot, CMD_INSERT);
 	if (rel->rd_att->constr != NULL)
-		ExecConstraints(w->rri, slot, w->estate);
+		ExecConstraints(w->rri, slot, estate);
 	if (rel->rd_rel->relispartition)
-		ExecPartitionCheck(w->rri, slot, w->estate, true);
-	char inserted = 0;
-	InsertSkippingTakenKeysPg(w, &slot, 1, key_index, /* precheck */ false, &inserted);
-	return inserted != 0;
+		ExecPartitionCheck(w->rri, slot, estate, true);
+	List *arbiter = list_make1_oid(key_index);
+	const TransactionId xid = GetCurrentTransactionId();
+	uint32 token = SpeculativeInsertionLockAcquire(xid);
+	table_tuple_insert_speculative(rel, slot, estate->es_output_cid, 0, NULL, token);
+	bool conflict = false;
+	list_free(ExecInsertIndexTuples(w->rri, slot, estate, false, true, &conflict, arbiter));
+	table_tuple_complete_speculative(rel, slot, token, !conflict);
+	SpeculativeInsertionLockRelease(xid);
+	list_free(arbiter);
+	return !conflict;
 }
 
 /*

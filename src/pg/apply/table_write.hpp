@@ -163,8 +163,8 @@ InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, 
 // writer waited for), without locking it, and updated as
 // ExecSimpleRelationUpdate updates it (HOT where possible, stored generated
 // columns computed, NOT NULL checked), else inserted as
-// ExecSimpleRelationInsert inserts it, the key index's uniqueness checked
-// as ON CONFLICT checks it; a row another transaction changed between the
+// ExecSimpleRelationInsert inserts it, the key by speculative insertion
+// as ON CONFLICT inserts it; a row another transaction changed between the
 // look-up and the write is looked up again, and a row of the key another
 // transaction committed meanwhile is updated instead (docs/internals.md,
 // "Target rows without a row lock").
