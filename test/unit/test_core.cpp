@@ -329,6 +329,20 @@ TEST(Json, MessageHelpersQuoteNamesAndClipValues)
 	EXPECT_EQ(ClippedForMessage(accented), std::string(39, 'a') + "\xE2\x80\xA6");
 }
 
+// A clip rule installed by the PostgreSQL glue (the database's encoding)
+// replaces the UTF-8 one, and removing it restores it.
+TEST(Json, MessageClipRuleCanBeReplaced)
+{
+	MessageClip two_byte;
+	two_byte.prefix_bytes = [](std::string_view, std::size_t max_bytes) { return max_bytes - max_bytes % 2; };
+	two_byte.ellipsis = []() { return "..."; };
+	SetMessageClip(two_byte);
+	EXPECT_EQ(ClippedForMessage(std::string(50, 'x'), 41), std::string(40, 'x') + "...");
+	EXPECT_EQ(ClippedForMessage("short"), "short");
+	SetMessageClip(MessageClip{});
+	EXPECT_EQ(ClippedForMessage(std::string(50, 'x'), 41), std::string(41, 'x') + "\xE2\x80\xA6");
+}
+
 TEST(Json, NestingDeeperThanTheLimitIsRefused)
 {
 	std::string ok = std::string(Json::kMaxDepth, '[') + std::string(Json::kMaxDepth, ']');
