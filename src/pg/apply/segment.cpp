@@ -1006,8 +1006,15 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	 * records (ReadWatermarks); only entities without a record consult
 	 * them.
 	 */
+	/* the hashes as computed, before AdoptReleaseHashes matched any to a record (a second decision starts again from them) */
+	std::vector<std::string> own_hash(n);
+	for (size_t k = 0; k < n && !stream; k++)
+		own_hash[k] = sim[k].content_hash;
 	auto decide = [&](std::vector<Chain *> &list, bool lock) {
 		FindRecords(list, source_ids_, lock);
+		for (const Chain *c : list)
+			for (size_t k : c->events)
+				sim[k].content_hash = own_hash[k];
 		std::map<std::pair<Oid, int32_t>, Version> watermarks = ReadWatermarks(list);
 		for (const Chain *c : list)
 			for (size_t k : c->events) {
