@@ -192,57 +192,36 @@ FindEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow
 	if (rel == NULL)
 		return kNotDirect;
 	const Oid pkey = RelationGetPrimaryKeyIndex(rel);
-	Relation index = NULL;
-	if (!lock) {
-		index = index_open(pkey, RowExclusiveLock);
-		/* the primary key (target, key) of the extension script, else the statement reads them */
-		if (index->rd_index->indnkeyatts != 2 || index->rd_index->indkey.values[0] != attno[E_TARGET] ||
-		    index->rd_index->indkey.values[1] != attno[E_KEY]) {
-			index_close(index, NoLock);
-			table_close(rel, NoLock);
-			return kNotDirect;
-		}
-	}
 	CommandCounterIncrement();
 	TupleDesc desc = RelationGetDescr(rel);
 	TupleTableSlot *search = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, table_slot_callbacks(rel));
-	/* the latest committed rows and this transaction's own: what a new statement's snapshot sees */
-	if (!lock)
+	/* unlocked: the latest committed rows and this transaction's own, what a new statement's snapshot sees */
+	RowFinder finder;
+	if (!lock) {
 		PushActiveSnapshot(GetLatestSnapshot());
+		BeginRowFinderPg(&finder, rel, pkey, GetActiveSnapshot());
+	}
 	/* the key's text and what an index lookup allocates, per key */
 	MemoryContext per_key = AllocSetContextCreate(CurrentMemoryContext, "cdc_apply entity record lookup",
 	                                              ALLOCSET_SMALL_SIZES);
 	for (int i = 0; i < n; i++) {
 		locs[i] = EntityLocation{};
 		MemoryContext caller = MemoryContextSwitchTo(per_key);
-		Datum key = PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len));
-		bool hit;
-		if (lock) {
-			ClearToNulls(search);
-			SetColumn(search, attno[E_TARGET], ObjectIdGetDatum(target));
-			SetColumn(search, attno[E_KEY], key);
-			ExecStoreVirtualTuple(search);
-			/*
-			 * Through the primary key with a dirty snapshot: a row another
-			 * transaction is inserting, updating or deleting is waited for,
-			 * then looked up again; the row found is locked FOR UPDATE
-			 * (LockTupleExclusive), following a concurrent update to its
-			 * newest version.  What the statement with a fresh snapshot
-			 * would lock, in READ COMMITTED.
-			 */
-			hit = RelationFindReplTupleByIndex(rel, pkey, LockTupleExclusive, search, slot);
-		} else {
-			/* as RelationFindReplTupleByIndex builds its keys: the index's collation for the text column */
-			ScanKeyData skey[2];
-			ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(target)); /* regclass: oid_ops */
-			ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ, key);
-			skey[1].sk_collation = index->rd_indcollation[1];
-			IndexScanDesc scan = index_beginscan(rel, index, GetActiveSnapshot(), 2, 0);
-			index_rescan(scan, skey, 2, NULL, 0);
-			hit = index_getnext_slot(scan, ForwardScanDirection, slot);
-			index_endscan(scan);
-		}
+		ClearToNulls(search);
+		SetColumn(search, attno[E_TARGET], ObjectIdGetDatum(target));
+		SetColumn(search, attno[E_KEY], PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len)));
+		ExecStoreVirtualTuple(search);
+		/*
+		 * Locked: through the primary key with a dirty snapshot, a row
+		 * another transaction is inserting, updating or deleting is waited
+		 * for, then looked up again; the row found is locked FOR UPDATE
+		 * (LockTupleExclusive), following a concurrent update to its newest
+		 * version.  What the statement with a fresh snapshot would lock, in
+		 * READ COMMITTED.  Unlocked: the row the snapshot sees.
+		 */
+		bool hit = lock ? RelationFindReplTupleByIndex(rel, pkey, LockTupleExclusive, search, slot)
+		                : FindRowPg(&finder, search, slot);
 		found[i] = hit ? 1 : 0;
 		if (hit) {
 			slot_getallattrs(slot);
@@ -266,8 +245,8 @@ FindEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow
 	}
 	MemoryContextDelete(per_key);
 	if (!lock) {
+		EndRowFinderPg(&finder);
 		PopActiveSnapshot();
-		index_close(index, NoLock);
 	}
 	ExecDropSingleTupleTableSlot(slot);
 	ExecDropSingleTupleTableSlot(search);

@@ -14,9 +14,10 @@
 //    the apply worker finds a row (execReplication.c,
 //    RelationFindReplTupleByIndex): waits for a concurrent writer, follows
 //    its update, locks the row.
-//  - ReadEntityRecordsDirectPg: the records of a batch's entities read
-//    without a lock, by the primary key with a new snapshot; their update
-//    reports those that changed meanwhile, decided again under the lock.
+//  - ReadEntityRecordsDirectPg: entity records read (change by change and
+//    a batch's) without a lock, by the primary key with a new snapshot
+//    (RowFinder, table_write.hpp); their update reports those that changed
+//    meanwhile, decided again under the lock.
 //  - UpdateEntityRecordDirectPg / InsertEntityRecordDirectPg: the UPDATE of
 //    the row locked or read before (as ExecSimpleRelationUpdate: HOT where
 //    possible),
@@ -101,8 +102,7 @@ int LockEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, Entit
 // concurrent writer not waited for.  Their update (UpdateEntityRecordsDirectPg
 // with `lost`) finds out whether they changed since: the entity record
 // then takes no WAL-logged row lock of its own (docs/internals.md,
-// "Entity records without a row lock").  kNotDirect also when the primary
-// key is not (target, key).
+// "Entity records without a row lock").
 int ReadEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow *rows, EntityLocation *locs,
                               char *found);
 // 1: found and locked, *row and *loc filled; 0: no record.

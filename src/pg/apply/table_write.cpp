@@ -113,90 +113,22 @@ OpenDirectTargetPg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Oid
 }
 
 /*
- * Finds rows of a table by a unique index as the apply worker does
- * (RelationFindReplTupleByIndex, execReplication.c): the index's own
- * equality operators and collations, a dirty snapshot, and a row that
- * another transaction is inserting, updating, deleting or locking waited
- * for and looked up again, so that the row found is the key's latest
- * committed one (or this transaction's own).  Unlike it, the row found is
- * not locked: UpdateFoundRowPg and DeleteFoundRowPg report a row another
- * transaction changed after it was found, and the caller looks the key up
- * again (docs/internals.md, "Target rows without a row lock").  One scan,
- * its keys built once, serves every row of a write.  Plain data
- * (PostgreSQL regime).
+ * What ExecSimpleRelationUpdate and ExecSimpleRelationInsert do to a row
+ * before writing it on a table without triggers (OpenDirectTargetPg): the
+ * replica identity check of the command, stored generated columns
+ * computed, constraints and the partition constraint checked.
  */
-struct RowFinder {
-	MemoryContext cxt; /* the scan's: what the index AM keeps between rows lives there */
-	Relation index;
-	IndexScanDesc scan;
-	SnapshotData dirty;
-	int nkeys;
-	ScanKeyData skey[INDEX_MAX_KEYS];
-	AttrNumber heap_attno[INDEX_MAX_KEYS];
-};
-
 void
-BeginRowFinderPg(RowFinder *f, Relation rel, Oid indexoid)
+PrepareRowForWritePg(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot, CmdType cmd)
 {
-	f->index = index_open(indexoid, RowExclusiveLock);
-	f->nkeys = IndexRelationGetNumberOfKeyAttributes(f->index);
-	for (int j = 0; j < f->nkeys; j++) {
-		/* the equality of the key column's operator class, compared in the index's collation */
-		Oid opfamily = f->index->rd_opfamily[j];
-		Oid optype = f->index->rd_opcintype[j];
-		Oid eq = get_opfamily_member(opfamily, optype, optype, BTEqualStrategyNumber);
-		if (!OidIsValid(eq))
-			elog(ERROR, "missing equality operator for the type %u of index column %d of \"%s\"", optype, j + 1,
-			     RelationGetRelationName(f->index));
-		ScanKeyInit(&f->skey[j], AttrNumber(j + 1), BTEqualStrategyNumber, get_opcode(eq), (Datum) 0);
-		f->skey[j].sk_collation = f->index->rd_indcollation[j];
-		f->heap_attno[j] = f->index->rd_index->indkey.values[j];
-	}
-	InitDirtySnapshot(f->dirty);
-	f->cxt = CurrentMemoryContext;
-	f->scan = index_beginscan(rel, f->index, &f->dirty, f->nkeys, 0);
-}
-
-void
-EndRowFinderPg(RowFinder *f)
-{
-	index_endscan(f->scan);
-	index_close(f->index, NoLock);
-}
-
-/* The row holding the key values of `search` (by heap attribute number) into `out`; false when there is none. */
-bool
-FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
-{
-	for (int j = 0; j < f->nkeys; j++) {
-		AttrNumber a = f->heap_attno[j];
-		f->skey[j].sk_argument = search->tts_values[a - 1];
-		/* a NULL key matches no row, as RelationFindReplTupleByIndex's key */
-		if (search->tts_isnull[a - 1])
-			f->skey[j].sk_flags |= SK_ISNULL;
-		else
-			f->skey[j].sk_flags &= ~SK_ISNULL;
-	}
-	/*
-	 * In the scan's context: the index AM allocates state on first need
-	 * (btree's killed-items array) that must live as long as the scan, not
-	 * as long as the caller's per-row context.
-	 */
-	MemoryContext caller = MemoryContextSwitchTo(f->cxt);
-	bool found;
-	for (;;) {
-		index_rescan(f->scan, f->skey, f->nkeys, NULL, 0);
-		found = index_getnext_slot(f->scan, ForwardScanDirection, out);
-		if (!found)
-			break;
-		ExecMaterializeSlot(out);
-		TransactionId xwait = TransactionIdIsValid(f->dirty.xmin) ? f->dirty.xmin : f->dirty.xmax;
-		if (!TransactionIdIsValid(xwait))
-			break;
-		XactLockTableWait(xwait, NULL, NULL, XLTW_None);
-	}
-	MemoryContextSwitchTo(caller);
-	return found;
+	Relation rel = rri->ri_RelationDesc;
+	CheckCmdReplicaIdentity(rel, cmd);
+	if (rel->rd_att->constr != NULL && rel->rd_att->constr->has_generated_stored)
+		ExecComputeStoredGenerated(rri, estate, slot, cmd);
+	if (rel->rd_att->constr != NULL)
+		ExecConstraints(rri, slot, estate);
+	if (rel->rd_rel->relispartition)
+		ExecPartitionCheck(rri, slot, estate, true);
 }
 
 /*
@@ -211,14 +143,7 @@ FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
 bool
 UpdateFoundRowPg(ResultRelInfo *rri, EState *estate, TupleTableSlot *found, TupleTableSlot *slot)
 {
-	Relation rel = rri->ri_RelationDesc;
-	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
-	if (rel->rd_att->constr != NULL && rel->rd_att->constr->has_generated_stored)
-		ExecComputeStoredGenerated(rri, estate, slot, CMD_UPDATE);
-	if (rel->rd_att->constr != NULL)
-		ExecConstraints(rri, slot, estate);
-	if (rel->rd_rel->relispartition)
-		ExecPartitionCheck(rri, slot, estate, true);
+	PrepareRowForWritePg(rri, estate, slot, CMD_UPDATE);
 	return UpdateRowAtPg(rri, estate, &found->tts_tid, slot);
 }
 
@@ -258,13 +183,7 @@ InsertMissingRowPg(ExecWrite *w, Oid key_index, TupleTableSlot *slot)
 {
 	Relation rel = w->rri->ri_RelationDesc;
 	EState *estate = w->estate;
-	CheckCmdReplicaIdentity(rel, CMD_INSERT);
-	if (rel->rd_att->constr != NULL && rel->rd_att->constr->has_generated_stored)
-		ExecComputeStoredGenerated(w->rri, estate, slot, CMD_INSERT);
-	if (rel->rd_att->constr != NULL)
-		ExecConstraints(w->rri, slot, estate);
-	if (rel->rd_rel->relispartition)
-		ExecPartitionCheck(w->rri, slot, estate, true);
+	PrepareRowForWritePg(w->rri, estate, slot, CMD_INSERT);
 	List *arbiter = list_make1_oid(key_index);
 	const TransactionId xid = GetCurrentTransactionId();
 	uint32 token = SpeculativeInsertionLockAcquire(xid);
@@ -304,7 +223,7 @@ BeginTargetWritePg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Tar
 	PushActiveSnapshot(GetTransactionSnapshot());
 	BeginExecWritePg(tw->rel, need, &tw->w, inserts);
 	tw->w.estate->es_snapshot = GetActiveSnapshot();
-	BeginRowFinderPg(&tw->finder, tw->rel, tw->index);
+	BeginRowFinderPg(&tw->finder, tw->rel, tw->index, /* wait */ NULL);
 	return true;
 }
 
@@ -441,6 +360,72 @@ FindRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, int nkeys, const Da
 }
 
 } // namespace
+
+void
+BeginRowFinderPg(RowFinder *f, Relation rel, Oid indexoid, Snapshot snapshot)
+{
+	f->index = index_open(indexoid, RowExclusiveLock);
+	f->nkeys = IndexRelationGetNumberOfKeyAttributes(f->index);
+	for (int j = 0; j < f->nkeys; j++) {
+		/* the equality of the key column's operator class, compared in the index's collation */
+		Oid opfamily = f->index->rd_opfamily[j];
+		Oid optype = f->index->rd_opcintype[j];
+		Oid eq = get_opfamily_member(opfamily, optype, optype, BTEqualStrategyNumber);
+		if (!OidIsValid(eq))
+			elog(ERROR, "missing equality operator for the type %u of index column %d of \"%s\"", optype, j + 1,
+			     RelationGetRelationName(f->index));
+		ScanKeyInit(&f->skey[j], AttrNumber(j + 1), BTEqualStrategyNumber, get_opcode(eq), (Datum) 0);
+		f->skey[j].sk_collation = f->index->rd_indcollation[j];
+		f->heap_attno[j] = f->index->rd_index->indkey.values[j];
+	}
+	InitDirtySnapshot(f->dirty);
+	f->wait = snapshot == NULL;
+	f->cxt = CurrentMemoryContext;
+	f->scan = index_beginscan(rel, f->index, f->wait ? &f->dirty : snapshot, f->nkeys, 0);
+}
+
+void
+EndRowFinderPg(RowFinder *f)
+{
+	index_endscan(f->scan);
+	index_close(f->index, NoLock);
+}
+
+bool
+FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
+{
+	for (int j = 0; j < f->nkeys; j++) {
+		AttrNumber a = f->heap_attno[j];
+		f->skey[j].sk_argument = search->tts_values[a - 1];
+		/* a NULL key matches no row, as RelationFindReplTupleByIndex's key */
+		if (search->tts_isnull[a - 1])
+			f->skey[j].sk_flags |= SK_ISNULL;
+		else
+			f->skey[j].sk_flags &= ~SK_ISNULL;
+	}
+	/*
+	 * In the scan's context: the index AM allocates state on first need
+	 * (btree's killed-items array) that must live as long as the scan, not
+	 * as long as the caller's per-row context.
+	 */
+	MemoryContext caller = MemoryContextSwitchTo(f->cxt);
+	bool found;
+	for (;;) {
+		index_rescan(f->scan, f->skey, f->nkeys, NULL, 0);
+		found = index_getnext_slot(f->scan, ForwardScanDirection, out);
+		if (!found)
+			break;
+		ExecMaterializeSlot(out);
+		if (!f->wait)
+			break;
+		TransactionId xwait = TransactionIdIsValid(f->dirty.xmin) ? f->dirty.xmin : f->dirty.xmax;
+		if (!TransactionIdIsValid(xwait))
+			break;
+		XactLockTableWait(xwait, NULL, NULL, XLTW_None);
+	}
+	MemoryContextSwitchTo(caller);
+	return found;
+}
 
 bool
 RowWrittenPg(TM_Result r)

@@ -18,6 +18,7 @@
 #include <vector>
 
 extern "C" {
+#include "access/genam.h"
 #include "access/tableam.h"
 #include "executor/executor.h"
 #include "nodes/execnodes.h"
@@ -42,6 +43,36 @@ struct ExecWrite {
 	MemoryContext caller_cxt = nullptr;
 };
 void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculative = false);
+
+// Finds rows of a table by a unique index with the index's own equality
+// operators and collations, one scan (its keys built once) serving every
+// look-up of a write.  With `snapshot` NULL, as the apply worker finds a
+// row (RelationFindReplTupleByIndex, execReplication.c): a dirty snapshot,
+// and a row another transaction is inserting, updating, deleting or
+// locking waited for and looked up again, so that the row found is the
+// key's latest committed one (or this transaction's own).  With a
+// snapshot: the row it sees, nothing waited for.  Unlike
+// RelationFindReplTupleByIndex the row found is never locked: its update
+// by TID (UpdateRowAtPg, RowWrittenPg) reports a row another transaction
+// changed since (docs/internals.md, "Target rows without a row lock",
+// "Entity records without a row lock").  Plain data; PostgreSQL regime.
+struct RowFinder {
+	MemoryContext cxt; /* the scan's: what the index AM keeps between look-ups lives there */
+	Relation index;
+	IndexScanDesc scan;
+	SnapshotData dirty;
+	bool wait; /* the dirty snapshot, writers waited for */
+	int nkeys;
+	ScanKeyData skey[INDEX_MAX_KEYS];
+	AttrNumber heap_attno[INDEX_MAX_KEYS];
+};
+// Opens `indexoid` of `rel` and starts the scan in the current memory
+// context; `snapshot` as above (kept by the caller until EndRowFinderPg).
+void BeginRowFinderPg(RowFinder *f, Relation rel, Oid indexoid, Snapshot snapshot);
+void EndRowFinderPg(RowFinder *f);
+// The row holding the key values of `search` (by heap attribute number;
+// a NULL key value matches no row) into `out`; false when there is none.
+bool FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out);
 
 // For the result of table_tuple_update or table_tuple_delete called with
 // `wait`: true when the row was written; false when another transaction
