@@ -271,11 +271,11 @@ ReadEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow
 }
 
 int
-LockEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *row, EntityLocation *loc)
+FindEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *row, EntityLocation *loc, bool lock)
 {
 	EntityKeyRef ref{key, key_len};
 	char found = 0;
-	int r = LockEntityRecordsDirectPg(target, 1, &ref, row, loc, &found);
+	int r = FindEntityRecordsDirectPg(target, 1, &ref, row, loc, &found, lock);
 	return r == kNotDirect ? r : found;
 }
 
@@ -332,7 +332,9 @@ int
 UpdateEntityRecordDirectPg(const EntityLocation *loc, Oid target, const char *key, int key_len, const EntityRow *row)
 {
 	EntityKeyRef ref{key, key_len};
-	return UpdateEntityRecordsDirectPg(target, 1, &ref, loc, row, nullptr);
+	char lost = 0;
+	int r = UpdateEntityRecordsDirectPg(target, 1, &ref, loc, row, &lost);
+	return r == kNotDirect ? r : (lost ? 0 : 1);
 }
 
 int

@@ -10,7 +10,7 @@
 //    pre-check, table_write.hpp): a concurrent uncommitted claim of the
 //    same digest is waited for, then is a duplicate (or, when it aborted,
 //    the claim goes through); never 23505.
-//  - LockEntityRecordDirectPg: SELECT ... FOR UPDATE by the primary key as
+//  - LockEntityRecordsDirectPg: SELECT ... FOR UPDATE by the primary key as
 //    the apply worker finds a row (execReplication.c,
 //    RelationFindReplTupleByIndex): waits for a concurrent writer, follows
 //    its update, locks the row.
@@ -105,8 +105,11 @@ int LockEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, Entit
 // "Entity records without a row lock").
 int ReadEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, EntityRow *rows, EntityLocation *locs,
                               char *found);
-// 1: found and locked, *row and *loc filled; 0: no record.
-int LockEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *row, EntityLocation *loc);
+// One key's record, locked (`lock`: LockEntityRecordsDirectPg) or not
+// (ReadEntityRecordsDirectPg).  1: found, *row and *loc filled; 0: no
+// record.
+int FindEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow *row, EntityLocation *loc,
+                             bool lock);
 
 // Updates the records found at locs[] to rows[].  A record locked there
 // is updated (a concurrent change of it raises XX000, as in
@@ -118,7 +121,9 @@ int LockEntityRecordDirectPg(Oid target, const char *key, int key_len, EntityRow
 // unlocked and `lost` is NULL.
 int UpdateEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const EntityLocation *locs,
                                 const EntityRow *rows, char *lost);
-// Updates the record locked at *loc to *row.  1 when done.
+// Updates the record found at *loc to *row.  1 when done; 0 when it was
+// read unlocked and another transaction changed it since (nothing
+// written).
 int UpdateEntityRecordDirectPg(const EntityLocation *loc, Oid target, const char *key, int key_len,
                                const EntityRow *row);
 

@@ -262,12 +262,7 @@ LockEntityRecord(Oid target, const std::string &key, size_t arity, const std::ma
 	*loc = EntityLocation{};
 	EntityRow row{};
 	int direct = PgCallAs(RunAs::ExtensionOwner(), [&]() {
-		if (lock)
-			return LockEntityRecordDirectPg(target, key.data(), int(key.size()), &row, loc);
-		EntityKeyRef ref{key.data(), int(key.size())};
-		char found = 0;
-		int r = ReadEntityRecordsDirectPg(target, 1, &ref, &row, loc, &found);
-		return r == kNotDirect ? r : found;
+		return FindEntityRecordDirectPg(target, key.data(), int(key.size()), &row, loc, lock);
 	});
 	if (direct == 0)
 		return std::nullopt;
@@ -305,12 +300,6 @@ WriteEntityRecord(Oid target, const std::string &key, int32_t src, const Version
 	EntityRow row = EntityRowOf(src, v, deleted, content_hash, now_s);
 	const bool unlocked = existed && loc.valid && !loc.locked;
 	int direct = PgCallAs(RunAs::ExtensionOwner(), [&]() {
-		if (unlocked) {
-			EntityKeyRef ref{key.data(), int(key.size())};
-			char lost = 0;
-			int r = UpdateEntityRecordsDirectPg(target, 1, &ref, &loc, &row, &lost);
-			return r == kNotDirect ? r : (lost ? 0 : 1);
-		}
 		return existed ? UpdateEntityRecordDirectPg(&loc, target, key.data(), int(key.size()), &row)
 		               : InsertEntityRecordDirectPg(target, key.data(), int(key.size()), &row);
 	});
