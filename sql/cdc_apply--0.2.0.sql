@@ -129,7 +129,7 @@ CREATE TABLE cdc.entity_state (
   touched_s integer NOT NULL,
   src       integer NOT NULL,
   deleted   boolean NOT NULL,
-  key       text NOT NULL,
+  key       text COLLATE "C" NOT NULL,  -- compared byte by byte: a lookup per change, equal texts are equal keys under any deterministic collation
   PRIMARY KEY (target, key)
 ) WITH (fillfactor = 50);  -- every applied change of an entity updates its record: room for HOT updates (docs/retention.md, "Fill factor")
 COMMENT ON TABLE cdc.entity_state IS
@@ -143,7 +143,7 @@ COMMENT ON COLUMN cdc.entity_state.chash IS 'First 32 bits of the md5 of the app
 COMMENT ON COLUMN cdc.entity_state.touched_s IS 'When the record was last written, in whole seconds since 2000-01-01 00:00 UTC; a tombstone older than the replay horizon is removed by cdc.prune().';
 COMMENT ON COLUMN cdc.entity_state.src IS 'cdc.source id of the source that produced the version.';
 COMMENT ON COLUMN cdc.entity_state.deleted IS 'True: the latest applied change was a delete (tombstone).';
-COMMENT ON COLUMN cdc.entity_state.key IS 'Entity key, exact and compact: the key column''s output text, or a text[] literal of the key columns'' output texts (cdc.entity_key_json shows it as JSON), printed with fixed settings whatever the session''s: ISO dates, timestamptz in UTC, postgres intervals, hex bytea, shortest floats, numeric without trailing zeros.';
+COMMENT ON COLUMN cdc.entity_state.key IS 'Entity key, exact and compact, compared byte by byte (COLLATE "C"): the key column''s output text, or a text[] literal of the key columns'' output texts (cdc.entity_key_json shows it as JSON), printed with fixed settings whatever the session''s: ISO dates, timestamptz in UTC, postgres intervals, hex bytea, shortest floats, numeric without trailing zeros.';
 
 CREATE TABLE cdc.table_barrier (
   target       regclass PRIMARY KEY,
