@@ -51,7 +51,7 @@
 # Usage: bash bench/run.sh [--sizes 20000,200000] [--txn 1000] [--outbox on|off]
 #                          [--methods 1,1b,2a,2b,3a,3b,3c,3k,3kn,3m,4,5,5s,5sn,5sm] [--per-change-max N]
 #                          [--port-base P] [--dest-conf SETTINGS] [--no-build] [--keep]
-#                          [--dump-outbox DIR]
+#                          [--dump-outbox DIR] [--rounds R]
 #   --sizes           changes per run, comma-separated (keys = changes / 4)
 #   --txn             changes per source transaction (and per batch)
 #   --outbox          whether methods 3a, 3b, 3k, 3m, 5, 5s and 5sm write outbox rows or messages (default on; 2 always does)
@@ -64,6 +64,10 @@
 #   --dump-outbox DIR write the cdc.outbox view of methods 3a, 3b and 5 (every column
 #                     but created_at, in id order) to DIR/outbox_<method>_<size>.txt, for
 #                     comparing the outbox of two builds byte for byte
+#   --rounds          replay the SQL methods (1-3m) R times, interleaved (round 1
+#                     runs every method once, then round 2, ...), each time into a
+#                     fresh database, and report each one's median CPU and wall time
+#                     (default 1); the workers (4, 5*) run once
 # PG_CONFIG selects the PostgreSQL installation.  As root the servers run as
 # user postgres.
 set -euo pipefail
@@ -80,6 +84,7 @@ BUILD=1
 KEEP=0
 DEST_CONF=
 DUMP_OUTBOX=
+ROUNDS=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--sizes) SIZES=$2; shift 2 ;;
@@ -92,11 +97,13 @@ while [ $# -gt 0 ]; do
 	--no-build) BUILD=0; shift ;;
 	--keep) KEEP=1; shift ;;
 	--dump-outbox) DUMP_OUTBOX=$(realpath -m "$2"); shift 2 ;;
+	--rounds) ROUNDS=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
 done
 case $OUTBOX in on) OUTBOX_SQL=true ;; off) OUTBOX_SQL=false ;; *) echo "--outbox on|off" >&2; exit 2 ;; esac
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "--rounds: a positive integer" >&2; exit 2; }
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
 BINDIR=$($PG_CONFIG --bindir)
@@ -143,6 +150,7 @@ sval() { local db=$1; shift; spsql "$db" -At "$@"; }
 dval() { local db=$1; shift; dpsql "$db" -At "$@"; }
 now() { date +%s.%N; }
 fdiv() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.0f", a / b }'; }
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
 
 echo "== machine"
@@ -271,29 +279,32 @@ SQL
 
 	# Destination databases, one per method, all with the same orders table.
 	local m
-	for m in 1 1b 2a 2b 3a 3b 3c 3k 3kn 3m 4 5 5s 5sn 5sm; do
-		has_method "$m" || continue
-		dpsql postgres -c "CREATE DATABASE m_$m"
-		dpsql "m_$m" -f "$WORK/schema.sql"
-	done
-	for m in 1 1b; do has_method $m && dpsql "m_$m" -f "$WORK/plain.sql"; done
-	for m in 2a 2b; do has_method $m && dpsql "m_$m" -f "$WORK/plpgsql_reference.sql"; done
-	for m in 3a 3b 3c 3k 3kn 3m 5 5s 5sn 5sm; do
-		has_method $m || continue
-		local ob=$OUTBOX_SQL via=""
-		[[ $m == 3c || $m == 3kn || $m == 5sn ]] && ob=false
-		[[ $m == 3m || $m == 5sm ]] && via=", outbox_via => 'message'"
-		dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench'$via)" >/dev/null
-		[[ $m == 5s* ]] && dpsql "m_$m" -c "SELECT 1 FROM cdc.set_ordering('orders', 'stream')" >/dev/null
-	done
 	# 3m, 5sm: a slot each to count the messages afterwards (test_decoding, if installed)
 	local msg_slot=0
-	if [ -f "$($PG_CONFIG --pkglibdir)/test_decoding.so" ]; then
-		msg_slot=1
-		for m in 3m 5sm; do
-			has_method $m && dval "m_$m" -c "SELECT 1 FROM pg_create_logical_replication_slot('bench_msgs_$m', 'test_decoding')" >/dev/null
-		done
-	fi
+	[ -f "$($PG_CONFIG --pkglibdir)/test_decoding.so" ] && msg_slot=1
+	# The database of method $1, as every round starts it: the orders table,
+	# the method's functions or the extension and its mapping.
+	setup_db() {
+		local m=$1
+		dpsql postgres -c "CREATE DATABASE m_$m"
+		dpsql "m_$m" -f "$WORK/schema.sql"
+		case $m in
+		1 | 1b) dpsql "m_$m" -f "$WORK/plain.sql" ;;
+		2a | 2b) dpsql "m_$m" -f "$WORK/plpgsql_reference.sql" ;;
+		3* | 5*)
+			local ob=$OUTBOX_SQL via=""
+			[[ $m == 3c || $m == 3kn || $m == 5sn ]] && ob=false
+			[[ $m == 3m || $m == 5sm ]] && via=", outbox_via => 'message'"
+			dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench'$via)" >/dev/null
+			[[ $m == 5s* ]] && dpsql "m_$m" -c "SELECT 1 FROM cdc.set_ordering('orders', 'stream')" >/dev/null
+			if [ "$msg_slot" = 1 ] && [[ $m == 3m || $m == 5sm ]]; then
+				dval "m_$m" -c "SELECT 1 FROM pg_create_logical_replication_slot('bench_msgs_$m', 'test_decoding')" >/dev/null
+			fi ;;
+		esac
+	}
+	for m in 1 1b 2a 2b 3a 3b 3c 3k 3kn 3m 4 5 5s 5sn 5sm; do
+		has_method "$m" && setup_db "$m"
+	done
 	for m in 4 5 5s 5sn 5sm; do
 		has_method $m || continue
 		dpsql "m_$m" <<'SQL'
@@ -344,12 +355,25 @@ SQL
 		has_method $m && have_batch=$(dval "m_$m" -c "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'cdc_apply_batch')")
 	done
 
+	# --rounds: every round replays each SQL method once into a fresh
+	# database (rounds after the first drop and set up the database again);
+	# the samples of a method are spread over the run, and its median is
+	# reported, so that a drift of the machine's speed moves every method alike.
+	declare -A CPUS SECSS
+	local round
+	for round in $(seq 1 "$ROUNDS"); do
+	[ "$ROUNDS" -gt 1 ] && echo "-- round $round of $ROUNDS"
 	for m in 1 1b 2a 2b 3a 3b 3c 3k 3kn 3m; do
 		has_method $m || continue
 		local script="$D/per_batch.sql"
 		case $m in 1b | 2a | 3a)
-			if [ "$N" -gt "$PER_CHANGE_MAX" ]; then echo "method $m skipped above --per-change-max $PER_CHANGE_MAX"; continue; fi ;;
+			if [ "$N" -gt "$PER_CHANGE_MAX" ]; then [ "$round" = 1 ] && echo "method $m skipped above --per-change-max $PER_CHANGE_MAX"; continue; fi ;;
 		esac
+		if [ "$round" -gt 1 ]; then
+			[ "$msg_slot" = 1 ] && [ "$m" = 3m ] && dval "m_$m" -c "SELECT pg_drop_replication_slot('bench_msgs_$m')" >/dev/null
+			dpsql postgres -c "DROP DATABASE m_$m"
+			setup_db "$m"
+		fi
 		case $m in 2a | 3a) script="$D/per_change.sql" ;; 3k | 3kn) script="$D/per_batch_offsets.sql" ;; esac
 		if [[ $m == 3[bckm]* ]] && [ "$have_batch" != t ]; then echo "method $m skipped: cdc_apply_batch() is not installed"; continue; fi
 		# The session's backend notes its own CPU time before and after the
@@ -370,8 +394,18 @@ SQL
 		SECS[$m]=$(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.3f", a - b }')
 		CPU[$m]=$(awk -v t="$(cat "$D/cpu_$m")" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
 		WAL[$m]=$w1
+		CPUS[$m]="${CPUS[$m]:-} ${CPU[$m]}" SECSS[$m]="${SECSS[$m]:-} ${SECS[$m]}"
 		echo "method $m (${LABEL[$m]}): ${SECS[$m]} s, backend CPU ${CPU[$m]} s"
 	done
+	done
+	if [ "$ROUNDS" -gt 1 ]; then
+		echo "medians of $ROUNDS rounds (CPU s of each round):"
+		for m in 1 1b 2a 2b 3a 3b 3c 3k 3kn 3m; do
+			[ -n "${CPUS[$m]:-}" ] || continue
+			CPU[$m]=$(median <<<"${CPUS[$m]}") SECS[$m]=$(median <<<"${SECSS[$m]}")
+			echo "  method $m: CPU ${CPU[$m]} s (${CPUS[$m]# }), wall ${SECS[$m]} s"
+		done
+	fi
 
 	# Catch-up of the backlog: native logical replication, then the worker.
 	local out
@@ -526,6 +560,7 @@ SQL
 	{
 		echo
 		echo "== results: $N changes over $K keys, $TXN changes per source transaction ($ops)"
+		[ "$ROUNDS" -gt 1 ] && echo "SQL methods (1-3m): medians of $ROUNDS interleaved rounds; workers (4, 5*): one run"
 		echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (wall-clock rates suffer from other load; CPU rates much less)"
 		printf '%-4s %-36s %8s %10s %6s %6s %7s %10s %6s %6s %10s\n' "" method seconds changes/s "vs 1" "vs 4" \
 			"CPU s" "chg/CPU-s" "vs 1" "vs 4" "WAL B/chg"
