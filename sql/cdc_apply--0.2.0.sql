@@ -879,7 +879,7 @@ BEGIN
                  '       pg_catalog.min(CASE WHEN n.nk IS NULL THEN n.ok END) '
                  '  FROM cdc.entity_state e '
                  '  JOIN (SELECT %s AS ok, CASE WHEN %s THEN NULL ELSE %s END AS nk FROM %s t) n '
-                 '    ON n.ok OPERATOR(pg_catalog.=) e.key '
+                 '    ON n.ok OPERATOR(pg_catalog.=) e.key COLLATE pg_catalog."C" '
                  ' WHERE e.target OPERATOR(pg_catalog.=) $1 AND NOT e.deleted',
                  old_expr, null_test, new_expr, target)
     INTO old_keys, new_keys, missing USING target;
