@@ -18,14 +18,16 @@ namespace cdc::pg {
 
 namespace {
 
-// Set by SetErrorContext; a plain pointer (no C++ global with a destructor).
-const char *apply_context = nullptr;
+// The innermost installed ApplyContext (in the frame of an InvokeCpp or
+// RunCpp that is running); a plain pointer (no C++ global with a destructor).
+ApplyContext *current_context = nullptr;
 
 void
-ApplyErrorContextCallback(void *) noexcept
+ApplyErrorContextCallback(void *arg) noexcept
 {
-	if (apply_context)
-		errcontext("%s", apply_context);
+	const ApplyContext *c = static_cast<const ApplyContext *>(arg);
+	if (c->text)
+		errcontext("%s", c->text);
 }
 
 // What the catch blocks copy out, so the ERROR can be raised after them.
@@ -65,26 +67,30 @@ CaptureError(MemoryContext ctx) noexcept
 }
 
 void
-PushApplyContext(ErrorContextCallback *callback) noexcept
+PushApplyContext(ApplyContext *c) noexcept
 {
-	callback->callback = ApplyErrorContextCallback;
-	callback->arg = nullptr;
-	callback->previous = error_context_stack;
-	error_context_stack = callback;
-	apply_context = nullptr;
+	c->text = nullptr;
+	c->outer = current_context;
+	c->depth = current_context != nullptr ? current_context->depth + 1 : 0;
+	c->callback.callback = ApplyErrorContextCallback;
+	c->callback.arg = c;
+	c->callback.previous = error_context_stack;
+	error_context_stack = &c->callback;
+	current_context = c;
 }
 
 void
-PopApplyContext(ErrorContextCallback *callback) noexcept
+PopApplyContext(ApplyContext *c) noexcept
 {
-	error_context_stack = callback->previous;
-	apply_context = nullptr;
+	error_context_stack = c->callback.previous;
+	current_context = c->outer;
 }
 
 void
 SetErrorContext(const char *text) noexcept
 {
-	apply_context = text;
+	if (current_context != nullptr)
+		current_context->text = text;
 }
 
 void
@@ -96,13 +102,22 @@ SetErrorContextCopy(const char *text, size_t len) noexcept
 	 * nothing here may longjmp), so it shows in the backend's memory
 	 * context statistics.
 	 */
-	static char *buffer = nullptr;
-	static size_t capacity = 0;
+	static char *buffers[4] = {};
+	static size_t capacities[4] = {};
+	if (current_context == nullptr)
+		return;
+	const int depth = current_context->depth;
+	if (depth >= int(lengthof(buffers))) {
+		current_context->text = nullptr;
+		return;
+	}
+	char *&buffer = buffers[depth];
+	size_t &capacity = capacities[depth];
 	if (len + 1 > capacity) {
 		size_t want = std::max<size_t>(len + 1, 2 * capacity);
 		void *grown = MemoryContextAllocExtended(TopMemoryContext, want, MCXT_ALLOC_NO_OOM);
 		if (grown == nullptr) {
-			apply_context = nullptr;
+			current_context->text = nullptr;
 			return;
 		}
 		if (buffer != nullptr)
@@ -112,7 +127,7 @@ SetErrorContextCopy(const char *text, size_t len) noexcept
 	}
 	std::memcpy(buffer, text, len);
 	buffer[len] = '\0';
-	apply_context = buffer;
+	current_context->text = buffer;
 }
 
 void
@@ -165,8 +180,8 @@ InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo, int counted_as) noexcept
 	bool failed = false;
 	Datum result = (Datum) 0;
 	MemoryContext entry_context = CurrentMemoryContext;
-	ErrorContextCallback callback;
-	PushApplyContext(&callback);
+	ApplyContext context;
+	PushApplyContext(&context);
 
 	try {
 		result = fn(fcinfo);
@@ -176,7 +191,7 @@ InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo, int counted_as) noexcept
 	}
 
 	if (!failed) {
-		PopApplyContext(&callback);
+		PopApplyContext(&context);
 		return result;
 	}
 
@@ -185,14 +200,18 @@ InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo, int counted_as) noexcept
 	/* counted here: the transaction that would record it rolls back (lock-free, no allocation) */
 	if (counted_as != 0)
 		CountFailedCall(counted_as, pending.edata ? pending.edata->sqlerrcode : pending.sqlerrcode);
-	RaiseStashedApplyError(&callback);
+	RaiseStashedApplyError(&context);
 }
 
 void
-RaiseStashedApplyError(ErrorContextCallback *callback)
+RaiseStashedApplyError(ApplyContext *c)
 {
-	if (pending.edata) /* the copied ErrorData already carries its context */
-		PopApplyContext(callback);
+	if (pending.edata) { /* the copied ErrorData already carries its context */
+		PopApplyContext(c);
+	} else {
+		/* the callback stays for this ERROR's CONTEXT line (it runs before the longjmp leaves this frame) */
+		current_context = c->outer;
+	}
 	RaiseStashedError();
 }
 

@@ -90,15 +90,30 @@ PgCall(F &&f) -> decltype(f())
 void StashCurrentException() noexcept;
 [[noreturn]] void RaiseStashedError();
 
-// Installs (Push) and removes (Pop) the error context callback that adds
-// the engine's SetErrorContext text to errors, around C++ code run from
-// PostgreSQL-regime code (RunCpp, InvokeCpp).
-void PushApplyContext(ErrorContextCallback *callback) noexcept;
-void PopApplyContext(ErrorContextCallback *callback) noexcept;
+// The engine's error context of one run of C++ code from PostgreSQL-regime
+// code (an entry point's call, InvokeCpp, or RunCpp): its error context
+// callback and the text SetErrorContext gave it.  They nest: a call made
+// while another runs (a trigger or handler applying a batch during a batch)
+// has its own, and the outer call's text is intact when it returns or fails
+// (its CONTEXT line shows under the inner one's).  Lives in the frame of
+// InvokeCpp / RunCpp.
+struct ApplyContext {
+	ErrorContextCallback callback;
+	const char *text;    // the CONTEXT line, or nullptr
+	ApplyContext *outer; // the context this one is nested in
+	int depth;           // 0 for the outermost
+};
+// Installs (Push) and removes (Pop) `c` around C++ code run from
+// PostgreSQL-regime code (RunCpp, InvokeCpp); the innermost installed
+// context is the one SetErrorContext sets.
+void PushApplyContext(ApplyContext *c) noexcept;
+void PopApplyContext(ApplyContext *c) noexcept;
 // RaiseStashedError with the callback of PushApplyContext still installed
 // for a C++ exception (so the ERROR gets the engine's CONTEXT line), removed
 // first for a PostgreSQL error (its ErrorData carries its context already).
-[[noreturn]] void RaiseStashedApplyError(ErrorContextCallback *callback);
+// Either way the outer context is the current one again before the ERROR
+// leaves (a caller that catches it goes on with its own text).
+[[noreturn]] void RaiseStashedApplyError(ApplyContext *c);
 
 // Runs C++ code `f` from PostgreSQL-regime code (a background worker's loop,
 // a callback): an exception becomes a PostgreSQL ERROR raised after the
@@ -109,8 +124,8 @@ void
 RunCpp(F &&f)
 {
 	bool failed = false;
-	ErrorContextCallback callback;
-	PushApplyContext(&callback);
+	ApplyContext context;
+	PushApplyContext(&context);
 	try {
 		f();
 	} catch (...) {
@@ -118,8 +133,8 @@ RunCpp(F &&f)
 		StashCurrentException();
 	}
 	if (failed)
-		RaiseStashedApplyError(&callback);
-	PopApplyContext(&callback);
+		RaiseStashedApplyError(&context);
+	PopApplyContext(&context);
 }
 
 using CppFunction = Datum (*)(FunctionCallInfo);
@@ -137,11 +152,12 @@ Datum InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo, int counted_as = 0) noe
 // error raised while an entry point runs.  The string must stay valid until
 // the entry point returns (palloc it in the call's memory context).
 void SetErrorContext(const char *text) noexcept;
-// The same for a text the caller need not keep: copied into one buffer per
-// backend (in TopMemoryContext, grown without raising; no allocation per
-// call once it is large enough), which the next SetErrorContextCopy
-// overwrites.  The engine sets its context per change with it.  Without
-// memory to grow the buffer the context is left empty.
+// The same for a text the caller need not keep: copied into a buffer per
+// nesting depth of ApplyContext (in TopMemoryContext, grown without
+// raising; no allocation per call once it is large enough), which the next
+// SetErrorContextCopy at that depth overwrites.  The engine sets its context
+// per change with it.  Without memory to grow the buffer, or deeper than
+// four nested calls, the context is left empty.
 void SetErrorContextCopy(const char *text, size_t len) noexcept;
 
 } // namespace cdc::pg
