@@ -101,6 +101,42 @@ TEST(Json, SyntaxErrorsNameTheOffset)
 	EXPECT_THROW(Json::Parse("{\"a\": 1} trailing"), JsonSyntaxError);
 }
 
+// The bytes nlohmann quotes as read last are shown as \xHH outside ASCII:
+// a multibyte character cut at the error would make the message invalid
+// text (a client in another encoding got 22021 instead of 22P02).
+TEST(Json, SyntaxErrorsQuoteNonAsciiBytesEscaped)
+{
+	for (const char *doc : {"{\"op\": \xC3\xA9}", "{\"op\": \xF0\x9F\x98\x80}", "[\xEF\xBB\xBF{}]", "{\"op\": \"c\"}\xEF\xBB\xBF"}) {
+		try {
+			Json::Parse(doc);
+			ADD_FAILURE() << "no error for " << doc;
+		} catch (const JsonSyntaxError &e) {
+			const std::string what = e.what();
+			for (unsigned char c : what)
+				EXPECT_LT(c, 0x80) << what;
+			EXPECT_NE(what.find("\\x"), std::string::npos) << what;
+		}
+	}
+	try {
+		Json::Parse("{\"op\": \xC3\xA9}");
+	} catch (const JsonSyntaxError &e) {
+		EXPECT_NE(std::string(e.what()).find("\\xC3"), std::string::npos) << e.what();
+	}
+}
+
+// A leading byte order mark is refused, as PostgreSQL's json and jsonb
+// input refuse it: the text and jsonb forms give the same outcome.
+TEST(Json, LeadingByteOrderMarkIsRefused)
+{
+	try {
+		Json::Parse("\xEF\xBB\xBF{\"op\": \"c\"}");
+		FAIL() << "no error";
+	} catch (const JsonSyntaxError &e) {
+		EXPECT_NE(std::string(e.what()).find("invalid JSON at byte 0: a byte order mark"), std::string::npos) << e.what();
+	}
+	EXPECT_EQ(Json::Parse(" {\"op\": \"c\"}").Find("op")->Scalar(), "c");
+}
+
 // A deeply nested document is refused before the tree gets deep enough for
 // its recursive destructor or serializer to exhaust the stack (a 400,000-level
 // event crashed the server before the limit existed).
