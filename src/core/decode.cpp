@@ -813,7 +813,7 @@ Decoder::ByColumn(const Json &v, const ColumnType &col, const std::string &path)
 		}
 		if (v.IsString() && !IsDecimalLiteral(v.Scalar()))
 			Fail(sqlstate::kInvalidParameterValue, path,
-			     "base64-encoded decimal has no scale (base64 decimal without scale is ambiguous)",
+			     "neither a decimal number nor a base64-encoded decimal with a known scale (base64 decimal without scale is ambiguous)",
 			     std::string(kHintSchema) + " or set decimal.handling.mode=string",
 			     "The value " + Excerpt(v) + " is not a decimal literal; without the schema its scale is unknown. " +
 			         ColumnDetail(col));

@@ -791,7 +791,7 @@ TEST(NoSchema, Numeric)
 	// Base64 (or any non-number) string: the scale is unknown.
 	for (const char *s : {"AN6m", "/zg=", "", "1.2.3", "12e", "e5", "-NaN", "1 000"})
 		ExpectDecodeError("\"" + std::string(s) + "\"", nullptr, num, sqlstate::kInvalidParameterValue,
-		                  {"base64-encoded decimal has no scale"},
+		                  {"neither a decimal number nor a base64-encoded decimal with a known scale"},
 		                  "include the Debezium schema (value.converter.schemas.enable=true) or set "
 		                  "decimal.handling.mode=string");
 	ExpectDecodeError(R"({"x": 1})", nullptr, num, sqlstate::kInvalidParameterValue, {"object"});
@@ -901,7 +901,7 @@ TEST(NoSchema, Arrays)
 	ExpectDecodeError("5", nullptr, ArrayCol(Family::Integer, "integer[]"), sqlstate::kInvalidParameterValue,
 	                  {"expected a JSON array"});
 	ExpectDecodeError(R"(["AN6m"])", nullptr, ArrayCol(Family::Numeric, "numeric[]"), sqlstate::kInvalidParameterValue,
-	                  {"after.amount[0]", "no scale"}, "decimal.handling.mode");
+	                  {"after.amount[0]", "with a known scale"}, "decimal.handling.mode");
 	ExpectDecodeError(R"([{"a": 1}])", nullptr, ArrayCol(Family::Text, "text[]"), sqlstate::kInvalidParameterValue,
 	                  {"after.amount[0]", "object"});
 	DecodeOptions none;
