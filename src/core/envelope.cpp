@@ -121,6 +121,22 @@ OptLsn(const Json *j, const char *path)
 		if (v)
 			return v;
 	}
+	/*
+	 * PostgreSQL text above 7FFFFFFF/FFFFFFFF, or an integer above 2^63 - 1,
+	 * is an LSN PostgreSQL could write but not one a bigint holds (versions
+	 * and positions are stored as bigint): say so, rather than "not an LSN"
+	 * with a hint that shows the very form given (fresh-user run).
+	 */
+	if (j->IsString()) {
+		const std::string &t = j->Scalar();
+		const size_t slash = t.find('/');
+		const auto hex = [](std::string_view h) {
+			return !h.empty() && h.size() <= 8 && h.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos;
+		};
+		if (slash != std::string::npos && hex(std::string_view(t).substr(0, slash)) && hex(std::string_view(t).substr(slash + 1)))
+			Bad("field " + QuotedField(path) + " is LSN " + Shown(*j) + ", above 7FFFFFFF/FFFFFFFF, the largest LSN cdc_apply stores",
+			    "LSNs are stored as bigint; no PostgreSQL server reaches this WAL position in practice.");
+	}
 	Bad("field " + QuotedField(path) + " is not an LSN: " + Shown(*j),
 	    "An LSN is a non-negative integer (Debezium; 1e2 and 100.0 count as 100) or PostgreSQL text such as \"16/B374D848\".");
 }

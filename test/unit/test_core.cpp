@@ -741,10 +741,16 @@ TEST(Envelope, IntegerFieldsTakeIntegralNumbersInBothForms)
 		EXPECT_EQ(a.find("error"), std::string::npos) << a;
 	}
 	EXPECT_NE(outcome(R"({"lsn": 1e2})", "{}").find("|100|-|"), std::string::npos) << outcome(R"({"lsn": 1e2})", "{}");
-	for (const char *bad : {"1.5", "1e-1", "1e400", "-1e2"}) {
+	for (const char *bad : {"1.5", "1e-1", "1e400", "-1e2", "\"G/0\"", "\"1/\"", "\"123456789/0\""}) {
 		std::string m = outcome(std::string(R"({"lsn": )") + bad + "}", "{}");
 		EXPECT_NE(m.find("error 22023 field \"source.lsn\" is not an LSN"), std::string::npos) << m;
 	}
+	// PostgreSQL text above what a bigint holds is named as such (fresh-user run)
+	for (const char *big : {"\"FFFFFFFF/FFFFFFFF\"", "\"80000000/0\""}) {
+		std::string m = outcome(std::string(R"({"lsn": )") + big + "}", "{}");
+		EXPECT_NE(m.find("above 7FFFFFFF/FFFFFFFF, the largest LSN cdc_apply stores"), std::string::npos) << m;
+	}
+	EXPECT_EQ(outcome(R"({"lsn": "7FFFFFFF/FFFFFFFF"})", "{}").find("error"), std::string::npos);
 	for (const char *bad : {"1.5", "1e400", "\"1e2\""}) {
 		std::string m = outcome(std::string(R"({"txId": )") + bad + "}", "{}");
 		EXPECT_NE(m.find("error 22023 field \"source.txId\" must be an integer"), std::string::npos) << m;
