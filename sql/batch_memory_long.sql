@@ -21,28 +21,26 @@ $$;
 CREATE FUNCTION bml_mem() RETURNS bigint LANGUAGE sql AS
   $$ SELECT sum(total_bytes)::bigint FROM pg_backend_memory_contexts $$;
 CREATE TEMP TABLE bml_seen (after_batches int, bytes bigint);
+-- The statements applying batches first..last, each through another input form.
+CREATE FUNCTION bml_statements(first int, last int) RETURNS SETOF text LANGUAGE sql AS $$
+  SELECT format(CASE b % 4
+                  WHEN 0 THEN 'SELECT applied FROM cdc_apply_batch(bml_batch(%s), with_outcomes => true)'
+                  WHEN 1 THEN 'SELECT applied FROM cdc_apply_batch(bml_batch(%s)::text)'
+                  WHEN 2 THEN 'SELECT applied FROM cdc_apply_batch(ARRAY(SELECT jsonb_array_elements(bml_batch(%s))))'
+                  ELSE 'SELECT applied FROM cdc_apply_batch(bml_batch(%1$s), source_partition => ''bml:0'', offsets => ARRAY(SELECT %1$s::bigint * 1000 + g FROM generate_series(1, 200) g))'
+                END, b)
+    FROM generate_series(first, last) b
+$$;
 
 \set ECHO none
 \o /dev/null
-SELECT format(CASE b % 4
-                WHEN 0 THEN 'SELECT applied FROM cdc_apply_batch(bml_batch(%s), with_outcomes => true)'
-                WHEN 1 THEN 'SELECT applied FROM cdc_apply_batch(bml_batch(%s)::text)'
-                WHEN 2 THEN 'SELECT applied FROM cdc_apply_batch(ARRAY(SELECT jsonb_array_elements(bml_batch(%s))))'
-                ELSE 'SELECT applied FROM cdc_apply_batch(bml_batch(%1$s), source_partition => ''bml:0'', offsets => ARRAY(SELECT %1$s::bigint * 1000 + g FROM generate_series(1, 200) g))'
-              END, b)
-  FROM generate_series(1, 50) b \gexec
+SELECT bml_statements(1, 50) \gexec
 \o
 \set ECHO all
 INSERT INTO bml_seen VALUES (50, bml_mem());
 \set ECHO none
 \o /dev/null
-SELECT format(CASE b % 4
-                WHEN 0 THEN 'SELECT applied FROM cdc_apply_batch(bml_batch(%s), with_outcomes => true)'
-                WHEN 1 THEN 'SELECT applied FROM cdc_apply_batch(bml_batch(%s)::text)'
-                WHEN 2 THEN 'SELECT applied FROM cdc_apply_batch(ARRAY(SELECT jsonb_array_elements(bml_batch(%s))))'
-                ELSE 'SELECT applied FROM cdc_apply_batch(bml_batch(%1$s), source_partition => ''bml:0'', offsets => ARRAY(SELECT %1$s::bigint * 1000 + g FROM generate_series(1, 200) g))'
-              END, b)
-  FROM generate_series(51, 300) b \gexec
+SELECT bml_statements(51, 300) \gexec
 \o
 \set ECHO all
 INSERT INTO bml_seen VALUES (300, bml_mem());
