@@ -28,7 +28,7 @@ DATA_built = sql/cdc_apply--0.1.0--0.2.0.sql
 
 # pg_regress suites (sql/*.sql -> expected/*.out); run against a server that
 # has the extension installed (make installcheck).
-REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox outbox_message retention subscriptions batch batch_offsets metadata_cache drop_target security target_features rekey subscription_control stream_ordering audit counters direct_writes direct_state_writes truncate_groups insert_skipping_taken key_text_settings key_text_equal_values content_hash_stable context_clip_encoding batch_memory rekey_collation outbox_taken_decoded nested_error_context json_error_encoding key_case_accents batch_memory_long
+REGRESS = setup basics envelope decoding semantics scenarios bad_input privileges fixtures history handlers outbox outbox_message retention subscriptions batch batch_offsets metadata_cache drop_target security target_features rekey subscription_control stream_ordering audit counters direct_writes direct_state_writes truncate_groups insert_skipping_taken key_text_settings key_text_equal_values content_hash_stable context_clip_encoding batch_memory rekey_collation outbox_taken_decoded nested_error_context json_error_encoding key_case_accents batch_memory_long nested_error_context_deep text_form_encoding
 REGRESS_OPTS = --inputdir=.
 
 ISOLATION = concurrent_claim concurrent_versions prune_concurrent metadata_cache_sessions security_prune_lock security_lock_queue outbox_concurrent direct_writes_concurrent batch_target_concurrent batch_state_concurrent batch_offsets_concurrent insert_skipping_taken direct_upsert_foreign_insert direct_rows_retry direct_upsert_taken_deadlock direct_upsert_taken_outbox
