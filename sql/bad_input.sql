@@ -350,7 +350,7 @@ SELECT cdc_apply('{"op":"c","after":{"id":6},"source":{"name":"ok","schema":"pub
 -- even for a numeric column or a member nothing reads, while the jsonb form
 -- keeps it as numeric).  Both forms now keep every number as written: a
 -- double column refuses it with its type's 22003 naming the field and the
--- column (a long value cut to 40 characters and "…" in the message); a
+-- column (a long value cut to 40 characters and "..." in the message); a
 -- numeric column takes it exactly; an unread member never fails.
 -- ---------------------------------------------------------------------------
 CREATE TABLE bad_big (id int PRIMARY KEY, x float8, n numeric);
@@ -683,7 +683,7 @@ BEGIN
 EXCEPTION WHEN program_limit_exceeded THEN
   GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT;
   RAISE NOTICE 'context line of % bytes, delivery key clipped: %', octet_length(split_part(ctx, E'\n', 1)),
-    split_part(ctx, E'\n', 1) ~ '…"$';
+    split_part(ctx, E'\n', 1) ~ '..."$';
 END $$;
 \set SHOW_CONTEXT errors
 DROP TABLE bad_long_key;

@@ -127,6 +127,7 @@ OptLsn(const Json *j, const char *path)
 	 * and positions are stored as bigint): say so, rather than "not an LSN"
 	 * with a hint that shows the very form given (fresh-user run).
 	 */
+	const char *too_large_hint = "LSNs are stored as bigint; no PostgreSQL server reaches this WAL position in practice.";
 	if (j->IsString()) {
 		const std::string &t = j->Scalar();
 		const size_t slash = t.find('/');
@@ -135,8 +136,14 @@ OptLsn(const Json *j, const char *path)
 		};
 		if (slash != std::string::npos && hex(std::string_view(t).substr(0, slash)) && hex(std::string_view(t).substr(slash + 1)))
 			Bad("field " + QuotedField(path) + " is LSN " + Shown(*j) + ", above 7FFFFFFF/FFFFFFFF, the largest LSN cdc_apply stores",
-			    "LSNs are stored as bigint; no PostgreSQL server reaches this WAL position in practice.");
+			    too_large_hint);
 	}
+	/* Debezium's form, a decimal integer (a number or a string of digits), above 2^63 - 1 */
+	if ((j->IsNumber() || j->IsString()) && !j->Scalar().empty() &&
+	    j->Scalar().find_first_not_of("0123456789") == std::string::npos)
+		Bad("field " + QuotedField(path) + " is LSN " + Shown(*j) +
+		        ", above 9223372036854775807 (7FFFFFFF/FFFFFFFF), the largest LSN cdc_apply stores",
+		    too_large_hint);
 	Bad("field " + QuotedField(path) + " is not an LSN: " + Shown(*j),
 	    "An LSN is a non-negative integer (Debezium; 1e2 and 100.0 count as 100) or PostgreSQL text such as \"16/B374D848\".");
 }

@@ -502,7 +502,7 @@ Json::Parse(std::string_view text)
 	 * outcome (docs/sql-reference.md).  nlohmann would skip a leading one.
 	 */
 	if (text.substr(0, 3) == "\xEF\xBB\xBF")
-		throw JsonSyntaxError("invalid JSON at byte 0: a byte order mark (U+FEFF) is not JSON whitespace");
+		throw JsonSyntaxError("invalid JSON at byte 1: a byte order mark (U+FEFF) is not JSON whitespace");
 	{
 		TreeBuilder builder;
 		if (SaxParse(text, builder))
@@ -686,7 +686,7 @@ QuotedField(std::string_view path)
 }
 
 namespace {
-MessageClip message_clip; /* SetMessageClip's; UTF-8 while both are NULL */
+MessageClip message_clip; /* SetMessageClip's; UTF-8 while NULL */
 } // namespace
 
 std::string
@@ -694,13 +694,13 @@ ClippedForMessage(std::string_view s, std::size_t max_bytes)
 {
 	if (s.size() <= max_bytes)
 		return std::string(s);
-	if (message_clip.prefix_bytes != nullptr && message_clip.ellipsis != nullptr)
-		return std::string(s.substr(0, message_clip.prefix_bytes(s, max_bytes))) + message_clip.ellipsis();
+	if (message_clip.prefix_bytes != nullptr)
+		return std::string(s.substr(0, message_clip.prefix_bytes(s, max_bytes))) + "...";
 	std::size_t cut = max_bytes;
 	/* not inside a UTF-8 sequence: back to the start of the character at `cut` */
 	while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
 		cut--;
-	return std::string(s.substr(0, cut)) + "\xE2\x80\xA6"; /* … */
+	return std::string(s.substr(0, cut)) + "...";
 }
 
 void

@@ -92,6 +92,29 @@ class Json {
 	// twice, and restore the tree when it must be serialised.
 	std::string TakeMemberString(std::size_t i);
 	void PutMemberString(std::size_t i, std::string s);
+	// Rewrites every string value and every object key in place with
+	// `f` (std::string(const std::string &)), in document order: the text
+	// form's strings, parsed as UTF-8, converted to the database's encoding
+	// (pg/sql_api.cpp).  If `f` throws, the tree is left partly rewritten.
+	// Recursion depth is the tree's, at most kMaxDepth.
+	template <typename F>
+	void RewriteStrings(F &&f)
+	{
+		switch (kind_) {
+		case Kind::String: scalar_ = f(scalar_); break;
+		case Kind::Array:
+			for (Json &item : items_)
+				item.RewriteStrings(f);
+			break;
+		case Kind::Object:
+			for (Member &m : members_) {
+				m.first = f(m.first);
+				m.second.RewriteStrings(f);
+			}
+			break;
+		default: break;
+		}
+	}
 	// Moves the items out of an array (empty for anything else).
 	std::vector<Json> TakeItems() { return kind_ == Kind::Array ? std::exchange(items_, {}) : std::vector<Json>(); }
 	// Like Find, but a JSON null member counts as absent.
@@ -188,21 +211,21 @@ std::string QuotedField(std::string_view path);
 
 // A value for a message: `s` when it has at most max_bytes bytes, else its
 // first max_bytes bytes (not cutting a character) and an ellipsis, so that
-// a 400-digit number does not fill the message.  Texts are UTF-8 (cut at a
-// UTF-8 sequence, "…" appended) unless SetMessageClip installed another
-// rule: the PostgreSQL glue does, because the values of events are in the
-// database's encoding, which may be another (EUC_JP, LATIN1: cut at that
-// encoding's characters, "..." appended).
+// a 400-digit number does not fill the message.  The ellipsis is "...":
+// ASCII, which every client encoding holds (a "…" in a UTF-8 database
+// turned the error into 22P05 on its way to a LATIN1 client; found by a
+// review, text_form_encoding.sql).  Texts are cut at a UTF-8 sequence unless
+// SetMessageClip installed another rule: the PostgreSQL glue does, because
+// the values of events are in the database's encoding, which may be another
+// (EUC_JP, LATIN1: cut at that encoding's characters).
 constexpr std::size_t kMessageValueBytes = 40;
 std::string ClippedForMessage(std::string_view s, std::size_t max_bytes = kMessageValueBytes);
 
 // The rule ClippedForMessage cuts by: the byte length of the longest prefix
-// of `s` of at most max_bytes bytes that ends between two characters, and
-// the ellipsis to append.  Both NULL: UTF-8.  A plain pair of pointers (no
-// destructor), set once per process.
+// of `s` of at most max_bytes bytes that ends between two characters.
+// NULL: UTF-8.  A plain pointer (no destructor), set once per process.
 struct MessageClip {
 	std::size_t (*prefix_bytes)(std::string_view s, std::size_t max_bytes) = nullptr;
-	const char *(*ellipsis)() = nullptr;
 };
 void SetMessageClip(const MessageClip &clip);
 

@@ -526,12 +526,6 @@ ClipPrefixBytes(std::string_view s, std::size_t max_bytes)
 	return std::size_t(PgCall([&]() { return pg_mbcliplen(s.data(), int(s.size()), int(max_bytes)); }));
 }
 
-const char *
-ClipEllipsis()
-{
-	return PgCall([&]() { return GetDatabaseEncoding() == PG_UTF8; }) ? "\xE2\x80\xA6" : "...";
-}
-
 } // namespace
 
 void
@@ -539,7 +533,6 @@ InstallMessageClip()
 {
 	cdc::MessageClip clip;
 	clip.prefix_bytes = &ClipPrefixBytes;
-	clip.ellipsis = &ClipEllipsis;
 	cdc::SetMessageClip(clip);
 }
 

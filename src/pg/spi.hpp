@@ -204,10 +204,9 @@ class Md5Stream {
 };
 
 // Makes ClippedForMessage (core/json.hpp) cut texts at the characters of
-// the database's encoding (pg_mbcliplen) and append "…" in a UTF-8
-// database, "..." in any other: event values are in the database's
-// encoding, and a message that is not valid in it turns the error into
-// 22021 on its way to the client.  Called by _PG_init.
+// the database's encoding (pg_mbcliplen): event values are in the
+// database's encoding, and a message that is not valid in it turns the
+// error into 22021 on its way to the client.  Called by _PG_init.
 void InstallMessageClip();
 
 } // namespace cdc::pg

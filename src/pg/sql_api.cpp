@@ -32,6 +32,7 @@ extern "C" {
 #include "utils/syscache.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "mb/pg_wchar.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 #include "utils/lsyscache.h"
@@ -293,6 +294,60 @@ IntakeContext()
 	return PgCall([&]() { return AllocSetContextCreate(CurrentMemoryContext, "cdc_apply jsonb intake", ALLOCSET_DEFAULT_SIZES); });
 }
 
+// A UTF-8 string in the database's encoding (22P05 for a character it
+// cannot hold).  PostgreSQL regime inside; C++ outside.
+std::string
+ToServerEncoding(const std::string &utf8)
+{
+	const char *c = PgCall([&]() { return pg_any_to_server(utf8.data(), int(utf8.size()), PG_UTF8); });
+	std::string out(c);
+	if (c != utf8.data())
+		PgCall([&]() { pfree(const_cast<char *>(c)); });
+	return out;
+}
+
+// The text form's JSON, read as the jsonb form reads it: the argument is
+// text of the database's encoding, while nlohmann parses UTF-8 (and its \u
+// escapes come out as UTF-8).  In a database of another encoding the text
+// is converted to UTF-8 first, and every string and key of the tree back to
+// the database's encoding afterwards: a character the encoding cannot hold
+// (a \u escape) is 22P05, as jsonb's input reports it, and the target gets
+// text of its own encoding.  Before, a raw non-ASCII character was refused
+// (22P02, "ill-formed UTF-8") and an escaped one stored as UTF-8 bytes in,
+// say, an EUC_JP column (found by a review; text_form_encoding.sql).  The
+// byte offset of a syntax error then counts the UTF-8 text's bytes.
+// SQL_ASCII has no conversion: its bytes are parsed as they are.
+Json
+ParseTextForm(std::string_view text)
+{
+	const int encoding = PgCall([]() { return GetDatabaseEncoding(); });
+	if (encoding == PG_UTF8 || encoding == PG_SQL_ASCII)
+		return Json::Parse(text);
+	const auto ascii = [](std::string_view t) {
+		for (unsigned char c : t)
+			if (c >= 0x80)
+				return false;
+		return true;
+	};
+	/* ASCII is the same bytes in every server encoding: only other text is converted (\u escapes come back below) */
+	std::string converted;
+	std::string_view input = text;
+	if (!ascii(text)) {
+		const char *utf8 = PgCall([&]() { return pg_server_to_any(text.data(), int(text.size()), PG_UTF8); });
+		/* the input itself when nothing needed converting (it is not NUL-terminated) */
+		if (utf8 == text.data()) {
+			converted.assign(text);
+		} else {
+			converted = utf8;
+			PgCall([&]() { pfree(const_cast<char *>(utf8)); });
+		}
+		input = converted;
+	}
+	Json j = Json::Parse(input);
+	j.RewriteStrings([&](const std::string &t) { return ascii(t) ? t : ToServerEncoding(t); });
+	return j;
+}
+
 // A jsonb datum (one event) as our Json tree, without the members the
 // envelope never reads when `envelope` (JsonbTokensPg).
 Json
@@ -403,7 +458,7 @@ CDC_PG_ENTRY_POINT(cdc_apply_text, cdc::pg::kCallApply)
 	if (!PG_ARGISNULL(0)) {
 		CheckEventSize(RawSize(PG_GETARG_DATUM(0)), "the event");
 		text *raw = PgCall([&]() { return PG_GETARG_TEXT_PP(0); });
-		event = Json::Parse(std::string_view(VARDATA_ANY(raw), VARSIZE_ANY_EXHDR(raw)));
+		event = ParseTextForm(std::string_view(VARDATA_ANY(raw), VARSIZE_ANY_EXHDR(raw)));
 		FreeDetoasted(raw, PG_GETARG_DATUM(0));
 	}
 	return ApplyOne(fcinfo, std::move(event));
@@ -688,7 +743,7 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_text, cdc::pg::kCallApplyBatch)
 	std::string_view events(VARDATA_ANY(raw), VARSIZE_ANY_EXHDR(raw));
 	if (auto big = cdc::OversizeTopLevelElement(events, size_t(cdc_max_event_size) * 1024))
 		CheckEventSize(big->bytes, "event " + std::to_string(big->index + 1) + " of the batch");
-	Json arr = Json::Parse(events);
+	Json arr = ParseTextForm(events);
 	FreeDetoasted(raw, PG_GETARG_DATUM(0));
 	if (!arr.IsArray())
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
