@@ -65,9 +65,10 @@
 #                     but created_at, in id order) to DIR/outbox_<method>_<size>.txt, for
 #                     comparing the outbox of two builds byte for byte
 #   --rounds          replay the SQL methods (1-3m) R times, interleaved (round 1
-#                     runs every method once, then round 2, ...), each time into a
-#                     fresh database, and report each one's median CPU and wall time
-#                     (default 1); the workers (4, 5*) run once
+#                     runs every method once, then round 2, ...), then the catch-ups
+#                     (4, 5*) R times the same way, each time into a fresh database
+#                     (a catch-up from its own slot), and report each one's median
+#                     CPU and wall time (default 1)
 # PG_CONFIG selects the PostgreSQL installation.  As root the servers run as
 # user postgres.
 set -euo pipefail
@@ -187,7 +188,7 @@ run_size() {
 	echo "== size: $N changes over $K keys, $TXN changes per source transaction"
 	init_cluster "$SRC_DATA" "$SRC_PORT" "wal_level = logical
 max_wal_senders = 10
-max_replication_slots = 10
+max_replication_slots = $((5 * ROUNDS + 5))
 shared_buffers = 256MB"
 	init_cluster "$DST_DATA" "$DST_PORT" "shared_buffers = 1GB
 shared_preload_libraries = 'cdc_apply'
@@ -234,11 +235,12 @@ COPY bench_events FROM '$D/events.copy';
 CREATE INDEX ON bench_events (txn, seq);
 CREATE TABLE bench_marker (lsn pg_lsn);
 CREATE PUBLICATION bench_pub FOR TABLE orders;
-SELECT 1 FROM pg_create_logical_replication_slot('native_slot', 'pgoutput');
-SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5', 'pgoutput');
-SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5s', 'pgoutput');
-SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5sn', 'pgoutput');
-SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_5sm', 'pgoutput');
+$(for r in $(seq 1 "$ROUNDS"); do
+	has_method 4 && echo "SELECT 1 FROM pg_create_logical_replication_slot('native_slot_$r', 'pgoutput');"
+	for m in 5 5s 5sn 5sm; do
+		has_method $m && echo "SELECT 1 FROM pg_create_logical_replication_slot('cdc_slot_${m}_$r', 'pgoutput');"
+	done
+done)
 -- Replays the workload as source transactions of $TXN changes; the last one
 -- records an LSN before its commit record, so a subscriber's replication
 -- origin passing it means the whole backlog is applied.
@@ -305,8 +307,12 @@ SQL
 	for m in 1 1b 2a 2b 3a 3b 3c 3k 3kn 3m 4 5 5s 5sn 5sm; do
 		has_method "$m" && setup_db "$m"
 	done
-	for m in 4 5 5s 5sn 5sm; do
-		has_method $m || continue
+	# Method $1's database for a catch-up: the procedure that waits for its
+	# replication origin, and for native replication the disabled
+	# subscription on round $2's slot.
+	local conninfo="host=$WORK port=$SRC_PORT dbname=postgres user=postgres"
+	setup_catch_up() {
+		local m=$1 r=$2
 		dpsql "m_$m" <<'SQL'
 -- Waits until a replication origin has passed an LSN (the backlog's end).
 CREATE PROCEDURE bench_wait_origin(origin text, target pg_lsn, timeout_s int) LANGUAGE plpgsql AS $$
@@ -324,10 +330,13 @@ BEGIN
   END LOOP;
 END $$;
 SQL
+		[ "$m" = 4 ] && dpsql m_4 -c "CREATE SUBSCRIPTION native_sub CONNECTION '$conninfo' PUBLICATION bench_pub
+			WITH (create_slot = false, slot_name = 'native_slot_$r', copy_data = false, enabled = false)"
+		true
+	}
+	for m in 4 5 5s 5sn 5sm; do
+		has_method $m && setup_catch_up "$m" 1
 	done
-	local conninfo="host=$WORK port=$SRC_PORT dbname=postgres user=postgres"
-	has_method 4 && dpsql m_4 -c "CREATE SUBSCRIPTION native_sub CONNECTION '$conninfo' PUBLICATION bench_pub
-		WITH (create_slot = false, slot_name = 'native_slot', copy_data = false, enabled = false)"
 
 	declare -A SECS WAL CPU
 	local label
@@ -407,9 +416,19 @@ SQL
 		done
 	fi
 
-	# Catch-up of the backlog: native logical replication, then the worker.
+	# Catch-up of the backlog: native logical replication, then the worker;
+	# with --rounds R each R times, round after round, each round into a
+	# fresh database from its own slot (created before the backlog).
 	local out
+	for round in $(seq 1 "$ROUNDS"); do
+	[ "$ROUNDS" -gt 1 ] && echo "-- catch-up round $round of $ROUNDS"
 	if has_method 4; then
+		if [ "$round" -gt 1 ]; then
+			dpsql m_4 -c "ALTER SUBSCRIPTION native_sub SET (slot_name = NONE)" -c "DROP SUBSCRIPTION native_sub"
+			dpsql postgres -c "DROP DATABASE m_4"
+			setup_db 4
+			setup_catch_up 4 "$round"
+		fi
 		dpsql m_4 -c "CHECKPOINT"
 		local origin
 		origin=$(dval m_4 -c "SELECT 'pg_' || oid FROM pg_subscription WHERE subname = 'native_sub'")
@@ -423,11 +442,21 @@ SQL
 		)
 		read -r SECS[4] WAL[4] cpu <<<"$out"
 		CPU[4]=$(awk -v t="$cpu" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
+		CPUS[4]="${CPUS[4]:-} ${CPU[4]}" SECSS[4]="${SECSS[4]:-} ${SECS[4]}"
 		dpsql m_4 -c "ALTER SUBSCRIPTION native_sub DISABLE"
 		echo "method 4 (${LABEL[4]}): ${SECS[4]} s, apply worker CPU ${CPU[4]} s"
 	fi
 	for m in 5 5s 5sn 5sm; do
 		has_method $m || continue
+		if [ "$round" -gt 1 ]; then
+			# a fresh database: the launcher leaves the old one first
+			dpsql postgres -c "ALTER SYSTEM SET cdc.database = 'postgres'" >/dev/null
+			run "$BINDIR/pg_ctl" -D "$DST_DATA" -l "$DST_DATA.log" -w restart >/dev/null
+			[ "$msg_slot" = 1 ] && [ "$m" = 5sm ] && dval "m_$m" -c "SELECT pg_drop_replication_slot('bench_msgs_$m')" >/dev/null
+			dpsql postgres -c "DROP DATABASE m_$m WITH (FORCE)"
+			setup_db "$m"
+			setup_catch_up "$m" "$round"
+		fi
 		# The launcher serves one database (cdc.database): point it at this
 		# method's database and restart the destination, then wait until the
 		# launcher serves it, so that its start-up is not timed.
@@ -442,7 +471,7 @@ SQL
 		# created before it; pg_reload_conf() wakes the launcher at once.
 		out=$(dval "m_$m" <<SQL
 SELECT clock_timestamp() AS t0, pg_current_wal_insert_lsn() AS w0 \gset
-SELECT cdc.create_subscription('bench', '$conninfo', ARRAY['bench_pub'], slot_name => 'cdc_slot_$m',
+SELECT cdc.create_subscription('bench', '$conninfo', ARRAY['bench_pub'], slot_name => 'cdc_slot_${m}_$round',
                                create_slot => false, copy_data => false) AS subid \gset
 SELECT pg_reload_conf() \gset
 CALL bench_wait_origin(cdc._origin_name(:subid), '$marker', 3600);
@@ -452,9 +481,19 @@ SQL
 		) || { dpsql "m_$m" -c "SELECT * FROM cdc.subscription_status"; false; }
 		read -r SECS[$m] WAL[$m] cpu <<<"$out"
 		CPU[$m]=$(awk -v t="$cpu" -v hz="$HZ" 'BEGIN { printf "%.2f", t / hz }')
+		CPUS[$m]="${CPUS[$m]:-} ${CPU[$m]}" SECSS[$m]="${SECSS[$m]:-} ${SECS[$m]}"
 		dpsql "m_$m" -c "SELECT cdc.disable_subscription('bench')" >/dev/null
 		echo "method $m (${LABEL[$m]}): ${SECS[$m]} s, apply worker CPU ${CPU[$m]} s"
 	done
+	done
+	if [ "$ROUNDS" -gt 1 ]; then
+		echo "medians of $ROUNDS catch-up rounds (CPU s of each round):"
+		for m in 4 5 5s 5sn 5sm; do
+			[ -n "${CPUS[$m]:-}" ] || continue
+			CPU[$m]=$(median <<<"${CPUS[$m]}") SECS[$m]=$(median <<<"${SECSS[$m]}")
+			echo "  method $m: CPU ${CPU[$m]} s (${CPUS[$m]# }), wall ${SECS[$m]} s"
+		done
+	fi
 
 	# One outbox row (or message) per applied change, none without outbox,
 	# idempotency keys distinct, and counted as written; method $m, appends
@@ -560,7 +599,7 @@ SQL
 	{
 		echo
 		echo "== results: $N changes over $K keys, $TXN changes per source transaction ($ops)"
-		[ "$ROUNDS" -gt 1 ] && echo "SQL methods (1-3m): medians of $ROUNDS interleaved rounds; workers (4, 5*): one run"
+		[ "$ROUNDS" -gt 1 ] && echo "medians of $ROUNDS rounds: SQL methods (1-3m) interleaved, then the catch-ups (4, 5*)"
 		echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (wall-clock rates suffer from other load; CPU rates much less)"
 		printf '%-4s %-36s %8s %10s %6s %6s %7s %10s %6s %6s %10s\n' "" method seconds changes/s "vs 1" "vs 4" \
 			"CPU s" "chg/CPU-s" "vs 1" "vs 4" "WAL B/chg"
