@@ -949,10 +949,10 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 	 * at the arbiter for the whole flush).
 	 */
 	bool precheck = false;
-	if (skip_taken)
-		for (int k = 0; k < w.rri->ri_NumIndices; k++)
-			if (RelationGetRelid(w.rri->ri_IndexRelationDescs[k]) == layout->ikey_index)
-				precheck = OutboxKeysMayBeTakenPg(rel, w.rri->ri_IndexRelationDescs[k], rows, n);
+	if (skip_taken) {
+		Relation ikey = OpenedIndexPg(&w, layout->ikey_index);
+		precheck = ikey != NULL && OutboxKeysMayBeTakenPg(rel, ikey, rows, n);
+	}
 	int64 inserted = InsertRowsPg(&w, int64(n), skip_taken ? layout->ikey_index : InvalidOid, precheck,
 	                              inserted_rows, [&](TupleTableSlot *s, int64 k) {
 		const OutboxRow &r = *rows[k];

@@ -478,6 +478,18 @@ BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculative)
 	w->estate->es_output_cid = GetCurrentCommandId(true);
 }
 
+Relation
+OpenedIndexPg(const ExecWrite *w, Oid index, IndexInfo **info)
+{
+	for (int k = 0; k < w->rri->ri_NumIndices; k++)
+		if (RelationGetRelid(w->rri->ri_IndexRelationDescs[k]) == index) {
+			if (info != nullptr)
+				*info = w->rri->ri_IndexRelationInfo[k];
+			return w->rri->ri_IndexRelationDescs[k];
+		}
+	return NULL;
+}
+
 void
 EndExecWritePg(ExecWrite *w)
 {
@@ -562,13 +574,8 @@ InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbit
 {
 	Relation rel = w->rri->ri_RelationDesc;
 	List *arbiter = list_make1_oid(arbiter_index);
-	Relation idx = NULL;
 	IndexInfo *ii = NULL;
-	for (int k = 0; k < w->rri->ri_NumIndices; k++)
-		if (RelationGetRelid(w->rri->ri_IndexRelationDescs[k]) == arbiter_index) {
-			idx = w->rri->ri_IndexRelationDescs[k];
-			ii = w->rri->ri_IndexRelationInfo[k];
-		}
+	Relation idx = OpenedIndexPg(w, arbiter_index, &ii);
 	if (idx == NULL || ii->ii_UniqueProcs == NULL)
 		elog(ERROR, "arbiter index %u is not open for speculative insertion", arbiter_index);
 	/* the rows that go in (all, without `precheck`), and where they are in slots[] */

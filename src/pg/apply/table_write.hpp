@@ -90,6 +90,11 @@ bool RowWrittenPg(TM_Result r);
 bool UpdateRowAtPg(ResultRelInfo *rri, EState *estate, ItemPointer tid, TupleTableSlot *slot);
 void EndExecWritePg(ExecWrite *w);
 
+// The index `index` among those BeginExecWritePg opened for w's relation,
+// with its IndexInfo in *info when given; NULL when it is not one of them.
+// PostgreSQL regime.
+Relation OpenedIndexPg(const ExecWrite *w, Oid index, IndexInfo **info = nullptr);
+
 // Inserts the rows of slots[0..n) (NOT NULL and CHECK constraints already
 // checked by the caller) so that they end as INSERT ... ON CONFLICT
 // (arbiter) DO NOTHING, row after row in array order, leaves them, without
