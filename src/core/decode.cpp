@@ -102,20 +102,15 @@ TypeDesc(const ColumnType &col)
 
 /*
  * Excerpt
- *		A JSON value as compact text, cut to a readable length.
+ *		A JSON value as compact text, cut to a readable length: up to 64
+ *		bytes whole, else its first 61 and "..." as ClippedForMessage cuts
+ *		(never inside a character of the database's encoding).
  */
 std::string
 Excerpt(const Json &v)
 {
 	std::string s = v.Serialize();
-	if (s.size() > 64) {
-		/* Cut at a UTF-8 character boundary: never before a continuation byte. */
-		size_t cut = 61;
-		while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
-			cut--;
-		s = s.substr(0, cut) + "...";
-	}
-	return s;
+	return s.size() > 64 ? ClippedForMessage(s, 61) : s;
 }
 
 /*
