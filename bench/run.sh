@@ -429,6 +429,10 @@ SQL
 			setup_db 4
 			setup_catch_up 4 "$round"
 		fi
+		# Every catch-up starts on a freshly started destination, as the
+		# workers' do below (they must restart it): the same cold shared
+		# buffers for each, whose first use costs page faults.
+		run "$BINDIR/pg_ctl" -D "$DST_DATA" -l "$DST_DATA.log" -w restart >/dev/null
 		dpsql m_4 -c "CHECKPOINT"
 		local origin
 		origin=$(dval m_4 -c "SELECT 'pg_' || oid FROM pg_subscription WHERE subname = 'native_sub'")

@@ -447,11 +447,11 @@ DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const ch
 			Fail("42602", std::string("a field of \"") + which + "\" has an empty name, which no column can have");
 		if (field.size() >= NAMEDATALEN)
 			Fail("42602", "field " + cdc::QuotedField(path) + " is not a valid column name");
-		auto f = t.by_name.find(field);
-		if (f == t.by_name.end())
+		const int ci = t.ColumnOf(field, i);
+		if (ci < 0)
 			Fail("42703", "field " + cdc::QuotedField(path) + " has no column in table " + t.display, {},
 			     "Add the column to the target table; events are applied column by column by name.");
-		const Column &col = t.columns[size_t(f->second)];
+		const Column &col = t.columns[size_t(ci)];
 		const FieldSchema *fs = schema ? schema->Member(field) : nullptr;
 		raw.values.emplace_back(field, DecodeValue(member.second, fs, col.ctype, t.mapping.decode, path));
 		/* a string taken as it is (a text column's value): kept once, in the value (Json() puts it back) */
@@ -524,14 +524,15 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 	img.cells.resize(t.columns.size());
 	img.raw = &raw; /* its JSON is built only when needed */
 	img.which = which;
-	for (const auto &[name, dv] : raw.values) {
-		auto f = t.by_name.find(name);
-		if (f == t.by_name.end())
+	for (size_t i = 0; i < raw.values.size(); i++) {
+		const auto &[name, dv] = raw.values[i];
+		const int ci = t.ColumnOf(name, i);
+		if (ci < 0)
 			Fail("42703", "field " + cdc::QuotedField(std::string(which) + "." + name) + " has no column in table " + t.display);
-		const Column &col = t.columns[size_t(f->second)];
+		const Column &col = t.columns[size_t(ci)];
 		if (col.generated)
 			continue; /* generated columns are computed by the destination */
-		Cell &cell = img.cells[size_t(f->second)];
+		Cell &cell = img.cells[size_t(ci)];
 		cell.present = true;
 		if (dv.kind == DecodedValue::Kind::Unavailable) {
 			cell.unavailable = true;
@@ -540,13 +541,12 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 		}
 		if (dv.kind == DecodedValue::Kind::Null)
 			continue;
-		if (keys_only && f->second != t.version_col &&
-		    std::find(t.key.begin(), t.key.end(), f->second) == t.key.end()) {
+		if (keys_only && ci != t.version_col && std::find(t.key.begin(), t.key.end(), ci) == t.key.end()) {
 			cell.pending = true;
 			img.complete = false;
 			continue;
 		}
-		ConvertCell(t, f->second, dv, which, name, as, cell);
+		ConvertCell(t, ci, dv, which, name, as, cell);
 	}
 	return img;
 }
@@ -558,13 +558,14 @@ CompleteImage(const Target &t, Image &img, const RunAs &as)
 		return;
 	if (img.raw->Released()) /* its texts are gone: converting them would store empty values */
 		throw std::logic_error("cdc_apply: an image's values were converted after the image was released");
-	for (const auto &[name, dv] : img.raw->values) {
-		auto f = t.by_name.find(name);
-		if (f == t.by_name.end())
+	for (size_t i = 0; i < img.raw->values.size(); i++) {
+		const auto &[name, dv] = img.raw->values[i];
+		const int ci = t.ColumnOf(name, i);
+		if (ci < 0)
 			continue; /* ConvertImage refused it */
-		Cell &cell = img.cells[size_t(f->second)];
+		Cell &cell = img.cells[size_t(ci)];
 		if (cell.pending)
-			ConvertCell(t, f->second, dv, img.which, name, as, cell);
+			ConvertCell(t, ci, dv, img.which, name, as, cell);
 	}
 	img.complete = true;
 }

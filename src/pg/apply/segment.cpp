@@ -32,6 +32,7 @@ extern "C" {
 #include <algorithm>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace cdc::pg {
 
@@ -952,7 +953,15 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	}
 
 	/* The changes by entity. */
-	std::map<std::pair<Oid, std::string>, size_t> chain_index;
+	/* hashed, not ordered: chains keep input order in `chains`, the index only finds them */
+	struct EntityHash {
+		size_t operator()(const std::pair<Oid, std::string> &k) const
+		{
+			return std::hash<std::string>()(k.second) ^ (size_t(k.first) * 0x9E3779B97F4A7C15ull);
+		}
+	};
+	std::unordered_map<std::pair<Oid, std::string>, size_t, EntityHash> chain_index;
+	chain_index.reserve(n);
 	std::vector<Chain> chains;
 	std::vector<size_t> chain_of(n);
 	/* known_key: EntityKey(*t, img, which) when the caller has it (PrepareChange made it for the main image) */

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 extern "C" {
@@ -83,7 +84,19 @@ struct Target {
 	std::string display;   // schema.table, for messages and outbox
 	Oid owner = InvalidOid; // relowner: the role the worker applies as (docs/security.md)
 	std::vector<Column> columns;
-	std::map<std::string, int> by_name;
+	std::unordered_map<std::string, int> by_name; // hashed: looked up per value of every change
+	// The index into `columns` of the column named `name`, -1 if none.
+	// `guess` is where the caller expects it (the value's position in its
+	// image: pgoutput sends the columns in table order, and Debezium's
+	// fields follow the source's column order): checked with one string
+	// comparison before the hash look-up.
+	int ColumnOf(const std::string &name, size_t guess) const
+	{
+		if (guess < columns.size() && columns[guess].name == name)
+			return int(guess);
+		auto f = by_name.find(name);
+		return f == by_name.end() ? -1 : f->second;
+	}
 	std::vector<int> key; // indexes into columns
 	int version_col = -1;
 	bool independent_rows = false; // nothing relates one row to another (IndependentRowsPg)

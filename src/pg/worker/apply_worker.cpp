@@ -252,18 +252,25 @@ stream(void)
 		MemoryContextReset(CdcMessageContext);
 
 		len = PQgetCopyData(W->conn, &buf, 1);
-		if (len == 0 && W->group_open && !W->in_xact) {
+		if (len == 0) {
 			/*
-			 * Between source transactions with a group open: read what the
-			 * socket holds; if the source has sent nothing more, commit the
-			 * group now rather than wait for more (grouping never adds
-			 * latency to an idle stream).
+			 * Nothing buffered: read what the socket holds before waiting for
+			 * it, as PostgreSQL's walreceiver does (libpqrcv_receive).  While
+			 * the worker catches up the socket nearly always holds more, and
+			 * a wait costs a wait event set of its own (epoll_create, three
+			 * epoll_ctl, epoll_wait, close: 6-8 % of the worker's CPU,
+			 * docs/benchmarks.md, "Reading before waiting").
 			 */
 			if (PQconsumeInput(W->conn) == 0)
 				ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
 				                errmsg("cdc_apply: lost the connection to the source: %s", PQerrorMessage(W->conn))));
 			len = PQgetCopyData(W->conn, &buf, 1);
-			if (len == 0)
+			/*
+			 * Between source transactions with a group open: the source has
+			 * sent nothing more, so the group commits now rather than wait
+			 * for more (grouping never adds latency to an idle stream).
+			 */
+			if (len == 0 && W->group_open && !W->in_xact)
 				close_group();
 		}
 		if (len == 0) {

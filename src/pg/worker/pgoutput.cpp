@@ -78,6 +78,7 @@ RawImage
 TupleImage(const LogicalRepRelation *rel, const LogicalRepTupleData *tup, bool key_only)
 {
 	RawImage img;
+	img.values.reserve(size_t(tup->ncols < rel->natts ? tup->ncols : rel->natts));
 	for (int i = 0; i < tup->ncols && i < rel->natts; i++) {
 		if (key_only && !bms_is_member(i, rel->attkeys))
 			continue;
