@@ -235,6 +235,17 @@ class ApplyEngine {
 	}
 
   private:
+	// ResolveSourceTable's last answer, returned again for the same source
+	// table while no invalidation reached the target cache (changes of one
+	// table come in runs): three string comparisons instead of building the
+	// cache's key and looking it up.
+	struct LastResolved {
+		std::string source_name, schema, table;
+		bool same_name_fallback = false;
+		uint64_t invalidations = 0;
+		Oid target = InvalidOid;
+	};
+	std::optional<LastResolved> last_resolved_;
 	ChangeRequest DebeziumRequest(ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key);
 	// The dedup claim of the change ApplyChange is applying: true when the
 	// claim is new.  The batch's claim when it made one (pending_claim_),

@@ -404,6 +404,8 @@ RawImage::Json() const
 size_t
 RawImage::Release() const
 {
+	if (released_)
+		return 0; /* released before (a batch releases the images it wrote, then every image) */
 	size_t bytes = json_ ? json_->capacity() : 0;
 	released_ = true;
 	json_.reset();

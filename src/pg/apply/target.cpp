@@ -577,15 +577,24 @@ Oid
 ApplyEngine::ResolveSourceTable(const std::string &source_name, const std::string &schema, const std::string &table,
                                 bool same_name_fallback)
 {
-	std::string cache_key = source_name + "\n" + schema + "\n" + table;
 	TargetCache &cache = Cache();
+	const LastResolved *last = last_resolved_ ? &*last_resolved_ : nullptr;
+	if (last && last->invalidations == cache.invalidations && last->same_name_fallback == same_name_fallback &&
+	    last->table == table && last->schema == schema && last->source_name == source_name)
+		return last->target;
+	std::string cache_key = source_name + "\n" + schema + "\n" + table;
 	auto cached = cache.resolved.find(cache_key);
-	if (cached != cache.resolved.end())
-		return cached->second;
-	const uint64_t invalidations_before = cache.invalidations;
-	Oid target = ResolveUncached(source_name, schema, table, same_name_fallback);
-	if (cache.invalidations == invalidations_before) /* else it may be outdated already: not cached */
+	Oid target;
+	if (cached != cache.resolved.end()) {
+		target = cached->second;
+	} else {
+		const uint64_t invalidations_before = cache.invalidations;
+		target = ResolveUncached(source_name, schema, table, same_name_fallback);
+		if (cache.invalidations != invalidations_before)
+			return target; /* it may be outdated already: not cached */
 		cache.resolved[cache_key] = target;
+	}
+	last_resolved_ = LastResolved{source_name, schema, table, same_name_fallback, cache.invalidations, target};
 	return target;
 }
 

@@ -203,6 +203,39 @@ apply_session_settings(void)
 	SetConfigOption("synchronous_commit", value, PGC_SUSET, PGC_S_OVERRIDE);
 }
 
+/*
+ * The stream loop's wait: the latch, the source connection's socket and
+ * postmaster death, in one wait event set made once per connection
+ * (stream()) instead of per wait (WaitLatchOrSocket builds and frees one
+ * each time: epoll_create, three epoll_ctl, close).  Kept in
+ * CdcWorkerContext; the set of an earlier connection (left by an error) is
+ * freed when the next one streams.
+ */
+static WaitEventSet *stream_wait_set = NULL;
+
+static void
+make_stream_wait_set(void)
+{
+	if (stream_wait_set != NULL)
+		FreeWaitEventSet(stream_wait_set);
+	stream_wait_set = CreateWaitEventSet(CdcWorkerContext, 3);
+	AddWaitEventToSet(stream_wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(stream_wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(stream_wait_set, WL_SOCKET_READABLE, PQsocket(W->conn), NULL, NULL);
+}
+
+/* As WaitLatchOrSocket(latch | socket readable | timeout) on the set above: the WL_* bits that fired. */
+static int
+wait_stream(long timeout_ms)
+{
+	WaitEvent events[3];
+	int n = WaitEventSetWait(stream_wait_set, timeout_ms, events, lengthof(events), PG_WAIT_EXTENSION);
+	int rc = n == 0 ? WL_TIMEOUT : 0;
+	for (int i = 0; i < n; i++)
+		rc |= events[i].events;
+	return rc;
+}
+
 static void
 stream(void)
 {
@@ -218,6 +251,7 @@ stream(void)
 	                     cdc_streaming ? LOGICALREP_PROTO_STREAM_VERSION_NUM : LOGICALREP_PROTO_VERSION_NUM,
 	                     cdc_streaming ? ", streaming 'on'" : "", quote_literal_cstr(W->publications));
 	PQclear(source_exec(cmd, PGRES_COPY_BOTH));
+	make_stream_wait_set();
 	/*
 	 * The progress read at start is durable (flushed in
 	 * cdc_apply_worker_main); after a reconnect within this process, commits
@@ -288,8 +322,7 @@ stream(void)
 				if (TimestampDifferenceExceeds(W->last_status, GetCurrentTimestamp(), cdc_status_interval))
 					write_status("streaming", false);
 			}
-			int rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-			                           PQsocket(W->conn), cdc_status_interval, PG_WAIT_EXTENSION);
+			int rc = wait_stream(cdc_status_interval);
 			if (rc & WL_LATCH_SET)
 				ResetLatch(MyLatch);
 			if (PQconsumeInput(W->conn) == 0)
