@@ -51,8 +51,26 @@ SELECT otd_forget('otd_a');
 SELECT applied FROM cdc_apply_batch(jsonb_build_array(otd_ev('otd_a', 'c', 20, 'a20', 50000), otd_ev('otd_a', 'c', 23, 'a23', 60000)));
 COMMIT;
 SELECT * FROM otd_decoded();
+-- one source transaction (one commit LSN: every row has the same v1), the look narrowed to the
+-- flush's v2 range: 3 new; a taken key and a new one above the rows: 1; two new keys between rows
+-- (the per-row pre-check runs): 2; two taken keys at the ends of the range: 0
+CREATE FUNCTION otd_tx(op text, id int, v text, l int, pos int) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT dbz(op, 'otd_a', jsonb_build_object('id', id, 'v', v), lsn => '0/' || to_hex(l), tx => 7, clsn => '0/90000',
+             total_order => pos) $$;
+SELECT applied FROM cdc_apply_batch(jsonb_build_array(otd_tx('c', 40, 'a40', 70000, 1), otd_tx('c', 41, 'a41', 70016, 2),
+  otd_tx('c', 42, 'a42', 70032, 3)));
+SELECT * FROM otd_decoded();
+SELECT otd_forget('otd_a');
+SELECT applied FROM cdc_apply_batch(jsonb_build_array(otd_tx('c', 41, 'a41', 70016, 2), otd_tx('c', 43, 'a43', 70048, 4)));
+SELECT * FROM otd_decoded();
+SELECT otd_forget('otd_a');
+SELECT applied FROM cdc_apply_batch(jsonb_build_array(otd_tx('c', 44, 'a44', 70004, 5), otd_tx('c', 45, 'a45', 70020, 6)));
+SELECT * FROM otd_decoded();
+SELECT otd_forget('otd_a');
+SELECT applied FROM cdc_apply_batch(jsonb_build_array(otd_tx('c', 40, 'a40', 70000, 1), otd_tx('c', 42, 'a42', 70032, 3)));
+SELECT * FROM otd_decoded();
 SELECT target, count(*) AS outbox_rows, count(DISTINCT idempotency_key) AS keys
   FROM cdc.outbox WHERE target IN ('otd_a'::regclass, 'otd_b'::regclass) GROUP BY target ORDER BY target::text;
 SELECT pg_drop_replication_slot('regress_cdc_otd');
 DROP TABLE otd_a, otd_b;
-DROP FUNCTION otd_ev(text, text, int, text, int), otd_forget(regclass[]), otd_decoded();
+DROP FUNCTION otd_ev(text, text, int, text, int), otd_tx(text, int, text, int, int), otd_forget(regclass[]), otd_decoded();

@@ -818,7 +818,8 @@ CompareOutboxKeys(const void *x, const void *y)
  * Could a row of rows[0..n) find its key taken in cdc.outbox_rows?  Looks,
  * per target, for any row of the arbiter index outbox_rows_ikey (target,
  * v1, v2, ikey) with v1 between the smallest and the largest v1 of that
- * target's new rows, under a dirty snapshot (committed rows and rows being
+ * target's new rows (or, where they share one v1, with that v1 and v2
+ * between their smallest and largest v2), under a dirty snapshot (committed rows and rows being
  * inserted by transactions in progress, as the pre-check sees them): one
  * descent per target instead of one per row.  False: no new row's key can
  * be taken, so InsertSkippingTakenKeysPg may go without its per-row
@@ -834,10 +835,16 @@ CompareOutboxKeys(const void *x, const void *y)
 static bool
 OutboxKeysMayBeTakenPg(Relation rel, Relation ikey, const OutboxRow *const *rows, size_t n)
 {
-	/* per target, the v1 range of its rows (few targets per flush: a linear list) */
+	/*
+	 * Per target, the v1 range of its rows (few targets per flush: a linear
+	 * list), and where they all have one v1 (the changes of one source
+	 * transaction, or a single call's row) the v2 range within it: the rows
+	 * an earlier call wrote for the same transaction are then outside it.
+	 */
 	struct Range {
 		Oid target;
 		int64 lo, hi;
+		int64 lo2, hi2;
 	};
 	Range *ranges = (Range *) palloc(sizeof(Range) * n);
 	size_t nranges = 0;
@@ -847,21 +854,32 @@ OutboxKeysMayBeTakenPg(Relation rel, Relation ikey, const OutboxRow *const *rows
 		while (k < nranges && ranges[k].target != r.target)
 			k++;
 		if (k == nranges)
-			ranges[nranges++] = Range{r.target, r.v1, r.v1};
+			ranges[nranges++] = Range{r.target, r.v1, r.v1, r.v2, r.v2};
 		ranges[k].lo = std::min<int64>(ranges[k].lo, r.v1);
 		ranges[k].hi = std::max<int64>(ranges[k].hi, r.v1);
+		ranges[k].lo2 = std::min<int64>(ranges[k].lo2, r.v2);
+		ranges[k].hi2 = std::max<int64>(ranges[k].hi2, r.v2);
 	}
 	SnapshotData dirty;
 	InitDirtySnapshot(dirty);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 	bool found = false;
 	for (size_t k = 0; k < nranges && !found; k++) {
-		ScanKeyData keys[3];
-		ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(ranges[k].target));
-		ScanKeyInit(&keys[1], 2, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(ranges[k].lo));
-		ScanKeyInit(&keys[2], 2, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(ranges[k].hi));
-		IndexScanDesc scan = index_beginscan(rel, ikey, &dirty, 3, 0);
-		index_rescan(scan, keys, 3, NULL, 0);
+		const Range &g = ranges[k];
+		ScanKeyData keys[4];
+		int nkeys = 3;
+		ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(g.target));
+		if (g.lo == g.hi) {
+			ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(g.lo));
+			ScanKeyInit(&keys[2], 3, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(g.lo2));
+			ScanKeyInit(&keys[3], 3, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(g.hi2));
+			nkeys = 4;
+		} else {
+			ScanKeyInit(&keys[1], 2, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(g.lo));
+			ScanKeyInit(&keys[2], 2, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(g.hi));
+		}
+		IndexScanDesc scan = index_beginscan(rel, ikey, &dirty, nkeys, 0);
+		index_rescan(scan, keys, nkeys, NULL, 0);
 		found = index_getnext_slot(scan, ForwardScanDirection, slot);
 		index_endscan(scan);
 	}
