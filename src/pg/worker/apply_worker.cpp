@@ -216,8 +216,10 @@ static WaitEventSet *stream_wait_set = NULL;
 static void
 make_stream_wait_set(void)
 {
-	if (stream_wait_set != NULL)
+	if (stream_wait_set != NULL) {
 		FreeWaitEventSet(stream_wait_set);
+		stream_wait_set = NULL; /* not left dangling if making the next one fails */
+	}
 	stream_wait_set = CreateWaitEventSet(CdcWorkerContext, 3);
 	AddWaitEventToSet(stream_wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(stream_wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
@@ -322,7 +324,17 @@ stream(void)
 				if (TimestampDifferenceExceeds(W->last_status, GetCurrentTimestamp(), cdc_status_interval))
 					write_status("streaming", false);
 			}
-			int rc = wait_stream(cdc_status_interval);
+			/*
+			 * Idle, the next status is due cdc.status_interval after the
+			 * last one, whatever woke the loop meanwhile (a keepalive, a
+			 * reload): wait only for what is left of it.
+			 */
+			long timeout = cdc_status_interval;
+			if (!W->in_xact && !W->in_stream) {
+				long since = TimestampDifferenceMilliseconds(W->last_status, GetCurrentTimestamp());
+				timeout = Max(cdc_status_interval - since, 1);
+			}
+			int rc = wait_stream(timeout);
 			if (rc & WL_LATCH_SET)
 				ResetLatch(MyLatch);
 			if (PQconsumeInput(W->conn) == 0)
@@ -377,6 +389,17 @@ stream(void)
 				W->received = end;
 			if (reply)
 				send_feedback(true, false);
+		}
+		/*
+		 * Between source transactions with no group open: status and
+		 * feedback every cdc.status_interval also while the socket always
+		 * holds more (a catch-up), not only when the loop is about to wait
+		 * (test/t/062_worker_status_during_catch_up.pl).
+		 */
+		if (!W->in_xact && !W->in_stream && !W->group_open &&
+		    TimestampDifferenceExceeds(W->last_status, GetCurrentTimestamp(), cdc_status_interval)) {
+			send_feedback(false, false);
+			write_status("streaming", false);
 		}
 	}
 }
