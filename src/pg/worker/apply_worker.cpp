@@ -293,9 +293,9 @@ stream(void)
 			 * Nothing buffered: read what the socket holds before waiting for
 			 * it, as PostgreSQL's walreceiver does (libpqrcv_receive).  While
 			 * the worker catches up the socket nearly always holds more, and
-			 * a wait costs a wait event set of its own (epoll_create, three
-			 * epoll_ctl, epoll_wait, close: 6-8 % of the worker's CPU,
-			 * docs/benchmarks.md, "Reading before waiting").
+			 * the read saves a wait (with WaitLatchOrSocket per wait, the
+			 * waits were 8 % of the worker's CPU: docs/benchmarks.md,
+			 * "Reading before waiting").
 			 */
 			if (PQconsumeInput(W->conn) == 0)
 				ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
