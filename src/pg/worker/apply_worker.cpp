@@ -311,6 +311,7 @@ stream(void)
 		}
 		if (len == 0) {
 			/* nothing buffered: wait for the socket, the latch or the status interval */
+			long timeout = cdc_status_interval;
 			if (!W->in_xact && !W->in_stream) {
 				/* ask for a keepalive too: its WAL end lets an idle stream confirm progress */
 				send_feedback(false, true);
@@ -323,14 +324,11 @@ stream(void)
 					mark_healthy();
 				if (TimestampDifferenceExceeds(W->last_status, GetCurrentTimestamp(), cdc_status_interval))
 					write_status("streaming", false);
-			}
-			/*
-			 * Idle, the next status is due cdc.status_interval after the
-			 * last one, whatever woke the loop meanwhile (a keepalive, a
-			 * reload): wait only for what is left of it.
-			 */
-			long timeout = cdc_status_interval;
-			if (!W->in_xact && !W->in_stream) {
+				/*
+				 * The next status is due cdc.status_interval after the last
+				 * one, whatever wakes the loop meanwhile (a keepalive, a
+				 * reload): wait only for what is left of it.
+				 */
 				long since = TimestampDifferenceMilliseconds(W->last_status, GetCurrentTimestamp());
 				timeout = Max(cdc_status_interval - since, 1);
 			}
