@@ -8,7 +8,9 @@
 // the engine checks before calling Compare.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,8 +18,72 @@
 
 namespace cdc {
 
+// The components of a Version: a sequence of int64 that holds up to four
+// inline (every derived version has three or four: docs/semantics.md), so
+// that a version is made and copied per change without allocating; a longer
+// one (a bigint[] read back from storage) is kept in a std::vector.
+class VersionParts {
+  public:
+	static constexpr size_t kInline = 4;
+
+	VersionParts() = default;
+	VersionParts(std::initializer_list<int64_t> values)
+	{
+		for (int64_t v : values)
+			push_back(v);
+	}
+
+	size_t size() const { return n_; }
+	bool empty() const { return n_ == 0; }
+	const int64_t *data() const { return n_ <= kInline ? inline_ : spill_.data(); }
+	const int64_t *begin() const { return data(); }
+	const int64_t *end() const { return data() + n_; }
+	int64_t operator[](size_t i) const { return data()[i]; }
+	int64_t back() const { return data()[n_ - 1]; }
+
+	void push_back(int64_t v)
+	{
+		if (n_ < kInline)
+			inline_[n_] = v;
+		else {
+			if (n_ == kInline)
+				spill_.assign(inline_, inline_ + kInline);
+			spill_.push_back(v);
+		}
+		n_++;
+	}
+	void pop_back()
+	{
+		if (n_ == kInline + 1) {
+			for (size_t i = 0; i < kInline; i++)
+				inline_[i] = spill_[i];
+			spill_.clear();
+		} else if (n_ > kInline + 1)
+			spill_.pop_back();
+		n_--;
+	}
+
+	bool operator==(const VersionParts &o) const
+	{
+		if (n_ != o.n_)
+			return false;
+		for (size_t i = 0; i < n_; i++)
+			if ((*this)[i] != o[i])
+				return false;
+		return true;
+	}
+	bool operator!=(const VersionParts &o) const { return !(*this == o); }
+	// The components as a vector (tests, messages).
+	std::vector<int64_t> ToVector() const { return std::vector<int64_t>(begin(), end()); }
+
+  private:
+	int64_t inline_[kInline] = {0, 0, 0, 0}; // components 0..3 while size() <= kInline
+	size_t n_ = 0;
+	std::vector<int64_t> spill_; // every component once size() > kInline; empty (no allocation) otherwise
+};
+
 struct Version {
-	std::vector<int64_t> parts;
+	VersionParts parts;
 
 	// <0, 0, >0 like strcmp; a proper prefix sorts first.
 	static int Compare(const Version &a, const Version &b);

@@ -101,6 +101,11 @@ $source->safe_psql('postgres', q{INSERT INTO t3 VALUES (1, 'a'), (2, 'b')});
 my $after3 = source_lsn($source);
 ok(wait_status($dest, 'sub1', q{state = 'error' AND last_error LIKE '%t3%' AND last_error_lsn IS NOT NULL}),
 	'missing destination table: state error naming the table');
+# the context line names the change's source table (formatted only when an
+# error needs it: the worker keeps a pointer to the relation per change)
+like(status_row($dest, 'sub1', 'last_error'),
+	qr/CONTEXT: .*cdc_apply subscription "sub1": source transaction \d+ committed at [0-9A-F]+\/[0-9A-F]+, table public\.t3/s,
+	'the error context names the source transaction and its table');
 is(status_row($dest, 'sub1', "last_error_lsn > '$before3' AND last_error_lsn < '$after3' AND applied_lsn < '$before3'::pg_lsn + 1000000"),
 	't', 'last_error_lsn is the commit LSN of the failing transaction');
 ok(wait_status($dest, 'sub1', q{retry_count >= 2}), 'the worker retries');

@@ -559,6 +559,26 @@ TEST(Version, LexicographicOrder)
 	EXPECT_LT(Version::Compare(Version{{0, 1}}, Version{{0, 1, 0}}), 0) << "a prefix sorts first";
 }
 
+TEST(Version, LongerThanInlineParts)
+{
+	/* four components inline, more spill to the heap: order, equality, copies and pop_back across the edge */
+	Version four{{1, 2, 3, 4}}, six{{1, 2, 3, 4, 5, 6}};
+	EXPECT_EQ(six.parts.size(), 6u);
+	EXPECT_EQ(six.parts.ToVector(), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+	EXPECT_LT(Version::Compare(four, six), 0) << "a prefix sorts first";
+	EXPECT_GT(Version::Compare(Version{{1, 2, 3, 5}}, six), 0);
+	Version copy = six;
+	EXPECT_EQ(copy, six);
+	copy.parts.pop_back();
+	copy.parts.pop_back();
+	EXPECT_EQ(copy, four) << "back to inline storage";
+	EXPECT_NE(copy, six);
+	copy.parts.push_back(5);
+	EXPECT_EQ(copy.parts.back(), 5);
+	EXPECT_EQ(copy.ToArrayLiteral(), "{1,2,3,4,5}");
+	EXPECT_EQ(*Version::FromArrayLiteral("{1,2,3,4,5,6}"), six);
+}
+
 TEST(Version, ArrayLiteralRoundTrip)
 {
 	Version v{{0, 24023128, -5, 9223372036854775807LL}};
@@ -967,9 +987,9 @@ TEST(Envelope, VersionRule)
 {
 	auto ev = ParseDebeziumEnvelope(Json::Parse(
 	    R"({"op":"u","after":{"id":1},"source":{"lsn":"0/9FF0","commit_lsn":"0/A180"},"transaction":{"id":"1199","total_order":2}})"));
-	EXPECT_EQ(DeriveDebeziumVersion(ev, 3).parts, (std::vector<int64_t>{3, 0xA180, 0x9FF0, 2}));
+	EXPECT_EQ(DeriveDebeziumVersion(ev, 3).parts.ToVector(), (std::vector<int64_t>{3, 0xA180, 0x9FF0, 2}));
 	auto snap = ParseDebeziumEnvelope(Json::Parse(R"({"op":"r","after":{"id":1},"source":{"lsn":"0/A000"}})"));
-	EXPECT_EQ(DeriveDebeziumVersion(snap, 0).parts, (std::vector<int64_t>{0, 0xA000, 0, 0}));
+	EXPECT_EQ(DeriveDebeziumVersion(snap, 0).parts.ToVector(), (std::vector<int64_t>{0, 0xA000, 0, 0}));
 	// B10: a change committed after the snapshot point wins although its change LSN is lower.
 	EXPECT_GT(Version::Compare(DeriveDebeziumVersion(ev, 0), DeriveDebeziumVersion(snap, 0)), 0);
 	auto before_snap = ParseDebeziumEnvelope(

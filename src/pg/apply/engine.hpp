@@ -184,7 +184,8 @@ class ApplyEngine {
 	// transaction (named in the error context).  The caller applies the
 	// queue before anything that must see the changes: the end of the source
 	// transaction, a fault point, Finish().  No PostgreSQL call, no error.
-	void Enqueue(ChangeRequest req, size_t position);
+	// The request is moved into the queue (no copy of its images).
+	void Enqueue(ChangeRequest &&req, size_t position);
 	size_t QueuedChanges() const { return queued_.size(); }
 	// Bytes of the queued images (column names, values and JSON forms): what
 	// the queue holds in memory, give or take the fixed per-change overhead.

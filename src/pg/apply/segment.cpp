@@ -963,18 +963,21 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	std::unordered_map<std::pair<Oid, std::string>, size_t, EntityHash> chain_index;
 	chain_index.reserve(n);
 	std::vector<Chain> chains;
+	chains.reserve(n); /* moved at every doubling otherwise */
 	std::vector<size_t> chain_of(n);
 	/* known_key: EntityKey(*t, img, which) when the caller has it (PrepareChange made it for the main image) */
+	/* found before anything is inserted: emplace would make (and drop) a node for every change of a known entity */
 	auto chain_for = [&](Target *t, const Image &img, const char *which, const std::string *known_key) {
-		std::string entity_key = known_key ? *known_key : EntityKey(*t, img, which);
-		auto [it, inserted] = chain_index.emplace(std::make_pair(t->relid, entity_key), chains.size());
-		if (inserted) {
-			chains.emplace_back();
-			chains.back().t = t;
-			chains.back().entity_key = entity_key;
-			chains.back().compact_key = CompactKey(*t, img);
-		}
-		return it->second;
+		std::pair<Oid, std::string> key(t->relid, known_key ? *known_key : EntityKey(*t, img, which));
+		auto it = chain_index.find(key);
+		if (it != chain_index.end())
+			return it->second;
+		chains.emplace_back();
+		chains.back().t = t;
+		chains.back().entity_key = key.second;
+		chains.back().compact_key = CompactKey(*t, img);
+		chain_index.emplace(std::move(key), chains.size() - 1);
+		return chains.size() - 1;
 	};
 	for (size_t k = 0; k < n; k++) {
 		if (!fresh_change[k])

@@ -97,6 +97,9 @@ worker_error_context(void *arg)
 		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X or one of the %d before it "
 		           "in this local transaction (the delivery key names the change)",
 		           W->name, W->xid, CDC_LSN_ARGS(W->final_lsn), W->group_xacts);
+	else if (W->in_xact && W->cur_rel != NULL)
+		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X, table %s.%s", W->name,
+		           W->xid, CDC_LSN_ARGS(W->final_lsn), W->cur_rel->nspname, W->cur_rel->relname);
 	else if (W->in_xact)
 		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X%s%s", W->name, W->xid,
 		           CDC_LSN_ARGS(W->final_lsn), W->cur_table[0] ? ", table " : "", W->cur_table);
@@ -567,7 +570,7 @@ cdc_apply_worker_main(Datum arg)
 				MemoryContextReset(CdcStreamContext);
 				W->already_applied = false;
 				W->skipping = false;
-				W->cur_table[0] = '\0';
+				clear_cur_table();
 				retry = true;
 			} else {
 				error_context_stack = NULL;

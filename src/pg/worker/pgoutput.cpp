@@ -15,6 +15,9 @@
 #include "core/errors.hpp"
 #include "core/version.hpp"
 
+#include <charconv>
+#include <cstring>
+
 extern "C" {
 #include "catalog/pg_class.h"
 #include "libpq/pqformat.h"
@@ -47,7 +50,7 @@ LogQueue(const std::string &when)
 }
 
 void
-Submit(ChangeRequest req, size_t position)
+Submit(ChangeRequest &&req, size_t position)
 {
 	/*
 	 * The limit is the one read when the local transaction began: a reload
@@ -62,7 +65,7 @@ Submit(ChangeRequest req, size_t position)
 	W->engine->Enqueue(std::move(req), position);
 	if (W->engine->QueuedChanges() >= size_t(W->batch_limit) ||
 	    W->engine->QueuedBytes() >= size_t(cdc_group_max_bytes) * 1024) {
-		W->cur_table[0] = '\0'; /* the queue spans tables: the engine's context names the change's table */
+		clear_cur_table(); /* the queue spans tables: the engine's context names the change's table */
 		LogQueue("inside source transaction " + std::to_string(W->xid));
 		W->engine->ApplyQueued();
 		W->queue_spans = false;
@@ -132,9 +135,13 @@ StampNextChange(ChangeRequest &req, const LogicalRepRelation *rel)
 		snprintf(W->dk_prefix, sizeof(W->dk_prefix), "pgoutput:%s:%X/%X:", W->source_id, CDC_LSN_ARGS(W->final_lsn));
 		W->dk_prefix_lsn = W->final_lsn;
 	}
-	std::string dk(W->dk_prefix);
-	dk += std::to_string(W->seq);
-	req.delivery_key = std::move(dk);
+	/* one allocation: the prefix and the position, no temporaries */
+	char seq[16];
+	const char *seq_end = std::to_chars(seq, seq + sizeof seq, W->seq).ptr;
+	const size_t prefix_len = strlen(W->dk_prefix);
+	std::string &dk = req.delivery_key.emplace();
+	dk.reserve(prefix_len + size_t(seq_end - seq));
+	dk.append(W->dk_prefix, prefix_len).append(seq, size_t(seq_end - seq));
 }
 
 // An update of a source table whose replica identity does not carry every
@@ -160,7 +167,7 @@ GuardKeyOutsideIdentity(const LogicalRepRelation *rel, const ChangeRequest &req)
 	if (!column || !req.after)
 		return;
 	if (W->engine->QueuedChanges() > 0) {
-		W->cur_table[0] = '\0'; /* the queue spans tables: the engine's context names the change's table */
+		clear_cur_table(); /* the queue spans tables: the engine's context names the change's table */
 		LogQueue("inside source transaction " + std::to_string(W->xid) + ", before an update to check");
 		W->engine->ApplyQueued();
 		W->queue_spans = false;
@@ -222,7 +229,8 @@ lookup_relation(LogicalRepRelId relid)
 	if (!found)
 		ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION),
 		                errmsg("cdc_apply: change for unknown relation %u (no RELATION message)", relid)));
-	snprintf(W->cur_table, sizeof(W->cur_table), "%s.%s", e->rel->nspname, e->rel->relname);
+	W->cur_rel = e->rel; /* named by the error context, formatted only there */
+	W->cur_table[0] = '\0';
 	return e;
 }
 

@@ -305,6 +305,7 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	registry_copy_start(schema, table, estimate_rows(select));
 	PGresult *res = source_exec(cmd, PGRES_COPY_OUT);
 	PQclear(res);
+	W->cur_rel = NULL;
 	snprintf(W->cur_table, sizeof(W->cur_table), "%s.%s", schema, table);
 	char **cols = scope.cols;
 	int ncols = scope.ncols;
@@ -369,7 +370,7 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	 */
 	commit_control_transition();
 	registry_copy_done((uint64) rows, bytes);
-	W->cur_table[0] = '\0';
+	clear_cur_table();
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": copied %ld rows of %s.%s at %X/%X", W->name, rows, schema, table,
 	                     CDC_LSN_ARGS(cp)),
 	              removed > 0 ? errdetail("%ld rows the source no longer had at that point were deleted.", removed) : 0));

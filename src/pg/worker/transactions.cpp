@@ -173,7 +173,7 @@ begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committim
 	W->xid = xid;
 	W->committime = committime;
 	W->seq = 0;
-	W->cur_table[0] = '\0';
+	clear_cur_table();
 	W->already_applied = already_applied;
 	W->skipping = skipping;
 	W->foreign_origin = false; /* set by an Origin message with origin = none */
@@ -205,14 +205,14 @@ end_source_xact(const LogicalRepCommitData &commit)
 		return;
 	}
 	if (!W->skipping) {
-		W->cur_table[0] = '\0';
+		clear_cur_table();
 		if (W->one_by_one_until != InvalidXLogRecPtr)
 			flush_queue(); /* retrying one by one: an error names exactly this transaction */
 		else if (W->engine != NULL && W->engine->QueuedChanges() > 0)
 			W->queue_spans = true; /* the queue goes on with the next source transaction of the group */
 	}
 	W->in_xact = false;
-	W->cur_table[0] = '\0';
+	clear_cur_table();
 	if (W->skipping) {
 		const char *args[3] = {psprintf("%d", W->subid), lsn_text(W->final_lsn), psprintf("%u", W->xid)};
 		SetCurrentStatementStartTimestamp();

@@ -112,7 +112,15 @@ typedef struct WorkerState {
 	int seq;
 	XLogRecPtr change_lsn;
 	int64 replays_discarded; /* source transactions re-sent below our progress since the last one applied */
-	char cur_table[2 * NAMEDATALEN + 2]; /* for error context; "" when none */
+	/*
+	 * The table of the change being applied, for the error context (""
+	 * and NULL when none): the initial copy writes its name, the stream
+	 * points at the relation (whose names stay in CdcWorkerContext), so
+	 * that the name is formatted only if an error needs it
+	 * (clear_cur_table() clears both).
+	 */
+	char cur_table[2 * NAMEDATALEN + 2];
+	const LogicalRepRelation *cur_rel;
 	char dk_prefix[128];        /* "pgoutput:<source id>:<commit LSN>:" of the transaction at dk_prefix_lsn */
 	XLogRecPtr dk_prefix_lsn;
 	cdc::pg::ApplyEngine *engine;
@@ -157,6 +165,14 @@ typedef struct WorkerState {
 } WorkerState;
 
 extern WorkerState *W;
+
+/* No table named in the error context (WorkerState.cur_table). */
+static inline void
+clear_cur_table(void)
+{
+	W->cur_table[0] = '\0';
+	W->cur_rel = NULL;
+}
 extern MemoryContext CdcWorkerContext;
 extern MemoryContext CdcMessageContext;
 extern MemoryContext CdcStreamContext; /* the open chunk's file handle; reset at STREAM STOP */
@@ -198,7 +214,7 @@ void remember_flush(XLogRecPtr local_end, XLogRecPtr remote_end);
 
 /* pgoutput.cpp: pgoutput messages -> change requests (C++: only inside RunCpp) */
 void LogQueue(const std::string &when);
-void Submit(cdc::pg::ChangeRequest req, size_t position);
+void Submit(cdc::pg::ChangeRequest &&req, size_t position);
 void handle_relation(StringInfo s);
 void handle_change(char action, StringInfo s);
 void handle_xlogdata(StringInfo s);
