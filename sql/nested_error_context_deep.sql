@@ -2,10 +2,11 @@
 -- nested_error_context_deep (proposed by rev4; passes on integ be6127e):
 -- seven levels of triggers, each applying a two-event batch to the next
 -- table (dn1..dn7), with a NOT NULL, a CHECK or a RAISE at one level, caught
--- (EXCEPTION block) at another or not at all.  Every level up to depth 4
--- names its own event 2 and delivery key, innermost first; deeper levels
--- (depth >= 4 from the outermost call) have no line (guard.hpp: "deeper than
--- four nested calls, the context is left empty"), and nothing crashes.  A
+-- (EXCEPTION block) at another or not at all.  Every level names its own
+-- event 2 and delivery key, innermost first (before the engine formatted its
+-- context only when an error needs it, levels at depth >= 4 from the
+-- outermost call had no line: a text buffer per depth, four of them), and
+-- nothing crashes.  A
 -- statement_timeout inside a three-deep call, then plain calls of the same
 -- session, show the right single line.
 --

@@ -22,11 +22,19 @@ namespace {
 // RunCpp that is running); a plain pointer (no C++ global with a destructor).
 ApplyContext *current_context = nullptr;
 
+// The longest context line a ContextSource formats (a label, a target's
+// qualified name, a delivery key clipped to 200 bytes).
+constexpr size_t kContextBytes = 2048;
+
 void
 ApplyErrorContextCallback(void *arg) noexcept
 {
 	const ApplyContext *c = static_cast<const ApplyContext *>(arg);
-	if (c->text)
+	if (c->source) {
+		char buf[kContextBytes];
+		c->source->FormatContext(buf, sizeof buf);
+		errcontext("%s", buf);
+	} else if (c->text)
 		errcontext("%s", c->text);
 }
 
@@ -70,6 +78,7 @@ void
 PushApplyContext(ApplyContext *c) noexcept
 {
 	c->text = nullptr;
+	c->source = nullptr;
 	c->outer = current_context;
 	c->depth = current_context != nullptr ? current_context->depth + 1 : 0;
 	c->callback.callback = ApplyErrorContextCallback;
@@ -89,12 +98,24 @@ PopApplyContext(ApplyContext *c) noexcept
 void
 SetErrorContext(const char *text) noexcept
 {
-	if (current_context != nullptr)
+	if (current_context != nullptr) {
 		current_context->text = text;
+		current_context->source = nullptr;
+	}
 }
 
 void
-SetErrorContextCopy(const char *text, size_t len) noexcept
+SetErrorContextSource(const ContextSource *source) noexcept
+{
+	if (current_context != nullptr)
+		current_context->source = source;
+}
+
+namespace {
+
+// SetErrorContextCopy into context `c` (its own buffer, by depth).
+void
+CopyContextText(ApplyContext *c, const char *text, size_t len) noexcept
 {
 	/*
 	 * Plain pointers (no C++ global with a destructor) to memory PostgreSQL
@@ -102,13 +123,12 @@ SetErrorContextCopy(const char *text, size_t len) noexcept
 	 * nothing here may longjmp), so it shows in the backend's memory
 	 * context statistics.
 	 */
-	static char *buffers[4] = {};
-	static size_t capacities[4] = {};
-	if (current_context == nullptr)
-		return;
-	const int depth = current_context->depth;
+	static char *buffers[16] = {};
+	static size_t capacities[16] = {};
+	c->source = nullptr;
+	const int depth = c->depth;
 	if (depth >= int(lengthof(buffers))) {
-		current_context->text = nullptr;
+		c->text = nullptr;
 		return;
 	}
 	char *&buffer = buffers[depth];
@@ -117,7 +137,7 @@ SetErrorContextCopy(const char *text, size_t len) noexcept
 		size_t want = std::max<size_t>(len + 1, 2 * capacity);
 		void *grown = MemoryContextAllocExtended(TopMemoryContext, want, MCXT_ALLOC_NO_OOM);
 		if (grown == nullptr) {
-			current_context->text = nullptr;
+			c->text = nullptr;
 			return;
 		}
 		if (buffer != nullptr)
@@ -127,7 +147,28 @@ SetErrorContextCopy(const char *text, size_t len) noexcept
 	}
 	std::memcpy(buffer, text, len);
 	buffer[len] = '\0';
-	current_context->text = buffer;
+	c->text = buffer;
+}
+
+} // namespace
+
+void
+SetErrorContextCopy(const char *text, size_t len) noexcept
+{
+	if (current_context != nullptr)
+		CopyContextText(current_context, text, len);
+}
+
+void
+ReleaseErrorContextSource(const ContextSource *source) noexcept
+{
+	/* any context of the stack may name it (set in an outer run, released in a nested one) */
+	for (ApplyContext *c = current_context; c != nullptr; c = c->outer)
+		if (c->source == source) {
+			char buf[kContextBytes];
+			size_t len = source->FormatContext(buf, sizeof buf);
+			CopyContextText(c, buf, len); /* clears the source */
+		}
 }
 
 void

@@ -97,11 +97,26 @@ void StashCurrentException() noexcept;
 // has its own, and the outer call's text is intact when it returns or fails
 // (its CONTEXT line shows under the inner one's).  Lives in the frame of
 // InvokeCpp / RunCpp.
+// What formats a context line only when a message needs it (the engine,
+// whose context changes per change: its fields are kept, the text is made
+// on error, as PostgreSQL's apply worker does with apply_error_callback).
+// FormatContext writes at most `size` - 1 bytes and a NUL into `buf`; it is
+// called from the error context callback, so it must not raise, throw or
+// allocate.
+class ContextSource {
+  public:
+	virtual size_t FormatContext(char *buf, size_t size) const noexcept = 0;
+
+  protected:
+	~ContextSource() = default;
+};
+
 struct ApplyContext {
 	ErrorContextCallback callback;
-	const char *text;    // the CONTEXT line, or nullptr
-	ApplyContext *outer; // the context this one is nested in
-	int depth;           // 0 for the outermost
+	const char *text;            // the CONTEXT line, or nullptr
+	const ContextSource *source; // else formats it on demand, or nullptr
+	ApplyContext *outer;         // the context this one is nested in
+	int depth;                   // 0 for the outermost
 };
 // Installs (Push) and removes (Pop) `c` around C++ code run from
 // PostgreSQL-regime code (RunCpp, InvokeCpp); the innermost installed
@@ -155,10 +170,20 @@ void SetErrorContext(const char *text) noexcept;
 // The same for a text the caller need not keep: copied into a buffer per
 // nesting depth of ApplyContext (in TopMemoryContext, grown without
 // raising; no allocation per call once it is large enough), which the next
-// SetErrorContextCopy at that depth overwrites.  The engine sets its context
-// per change with it.  Without memory to grow the buffer, or deeper than
-// four nested calls, the context is left empty.
+// SetErrorContextCopy at that depth overwrites (the audit sets its context
+// with it; the engine's is formatted on demand, SetErrorContextSource).
+// Without memory to grow the buffer, or deeper than sixteen nested calls,
+// the context is left empty.
 void SetErrorContextCopy(const char *text, size_t len) noexcept;
+// The context of what follows is formatted by `source` when a message needs
+// it (no text per change).  `source` must call ReleaseErrorContextSource
+// before it goes away.
+void SetErrorContextSource(const ContextSource *source) noexcept;
+// `source` goes away (its destructor, also while an exception unwinds the
+// stack before the ERROR is raised): every context that names it has its
+// text formatted now and kept as SetErrorContextCopy keeps a text, so that
+// the ERROR still names what failed.
+void ReleaseErrorContextSource(const ContextSource *source) noexcept;
 
 } // namespace cdc::pg
 

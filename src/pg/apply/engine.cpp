@@ -32,6 +32,8 @@ extern "C" {
 #include "storage/backendid.h"
 }
 
+#include <algorithm>
+#include <cstring>
 #include <system_error>
 
 namespace cdc::pg {
@@ -42,7 +44,11 @@ ApplyEngine::ApplyEngine()
 	Connect();
 }
 
-ApplyEngine::~ApplyEngine() = default;
+ApplyEngine::~ApplyEngine()
+{
+	/* an error raised after the engine is gone (a C++ exception unwinds it first) still names what failed */
+	ReleaseErrorContextSource(this);
+}
 
 Outcome
 ApplyEngine::ApplyDebezium(Json event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
@@ -88,33 +94,66 @@ ApplyEngine::DebeziumRequest(ChangeEvent &ev, Oid target, const std::optional<st
 void
 ApplyEngine::SetContext(const Target *t, std::string_view delivery_key)
 {
-	/* per change on the batch and worker paths: built in place, no temporaries, copied once (SetErrorContextCopy) */
-	std::string &s = context_text_;
-	s.assign("cdc_apply");
-	if (!event_label_.empty()) {
-		s += ' ';
-		s += event_label_;
+	/*
+	 * Per change on the batch and worker paths: the fields are copied (into
+	 * strings that keep their capacity), the line is formatted only if a
+	 * message needs it (FormatContext).
+	 */
+	context_position_ = label_position_;
+	if (label_position_ == 0)
+		context_label_ = event_label_;
+	context_has_target_ = t != nullptr;
+	if (t)
+		context_target_.assign(t->display);
+	/*
+	 * A derived delivery key holds the entity key, which may be kilobytes
+	 * long (a long text key): clipped, so that the context line stays
+	 * readable (found by a fresh-user run: a 5,210-byte line for a
+	 * 5,120-byte key).
+	 */
+	constexpr size_t kContextKeyBytes = 200;
+	if (delivery_key.size() > kContextKeyBytes)
+		context_key_ = ClippedForMessage(delivery_key, kContextKeyBytes);
+	else
+		context_key_.assign(delivery_key.data(), delivery_key.size());
+	SetErrorContextSource(this);
+}
+
+size_t
+ApplyEngine::FormatContext(char *buf, size_t size) const noexcept
+{
+	/* no allocation, nothing that raises: called from the error context callback */
+	size_t len = 0;
+	auto put = [&](std::string_view piece) {
+		const size_t n = std::min(piece.size(), size - 1 - len);
+		std::memcpy(buf + len, piece.data(), n);
+		len += n;
+	};
+	put("cdc_apply");
+	if (context_position_ != 0) {
+		char digits[24];
+		char *end = std::to_chars(digits, digits + sizeof digits, context_position_).ptr;
+		put(" ");
+		put(position_unit_);
+		put(" ");
+		put(std::string_view(digits, size_t(end - digits)));
+		put(" ");
+		put(position_scope_);
+	} else if (!context_label_.empty()) {
+		put(" ");
+		put(context_label_);
 	}
-	if (t) {
-		s += ", target table ";
-		s += t->display;
+	if (context_has_target_) {
+		put(", target table ");
+		put(context_target_);
 	}
-	if (!delivery_key.empty()) {
-		/*
-		 * A derived delivery key holds the entity key, which may be
-		 * kilobytes long (a long text key): clipped, so that the context
-		 * line stays readable (found by a fresh-user run: a 5,210-byte
-		 * line for a 5,120-byte key).
-		 */
-		constexpr size_t kContextKeyBytes = 200;
-		s += ", delivery key \"";
-		if (delivery_key.size() > kContextKeyBytes)
-			s += ClippedForMessage(delivery_key, kContextKeyBytes);
-		else
-			s += delivery_key;
-		s += '"';
+	if (!context_key_.empty()) {
+		put(", delivery key \"");
+		put(context_key_);
+		put("\"");
 	}
-	SetErrorContextCopy(s.data(), s.size());
+	buf[len] = '\0';
+	return len;
 }
 
 void

@@ -75,7 +75,10 @@ struct ChangeRequest {
 	bool IsSnapshot() const { return op == Op::Read || snapshot_delete; }
 };
 
-class ApplyEngine {
+// The engine is the ContextSource of the error context while it applies:
+// per change it keeps the fields of its CONTEXT line (label, target,
+// delivery key) and formats the line only when a message needs it.
+class ApplyEngine final : private ContextSource {
   public:
 	// Opens the SPI connection.  One engine per entry-point call.
 	ApplyEngine();
@@ -218,7 +221,11 @@ class ApplyEngine {
 	}
 
 	// Label used in error context ("event 3 of the batch").
-	void SetEventLabel(std::string label) { event_label_ = std::move(label); }
+	void SetEventLabel(std::string label)
+	{
+		event_label_ = std::move(label);
+		label_position_ = 0;
+	}
 
 	// Marks this engine as the intake of one complete ordered stream (the
 	// worker's pgoutput stream): only such an engine may apply changes to
@@ -322,15 +329,23 @@ class ApplyEngine {
 		s += ' ';
 		s += position_scope_;
 	}
-	// SetEventLabel(PositionLabel(position)), formatted in place (per change on the batch and worker paths).
-	void SetEventPosition(size_t position)
-	{
-		event_label_.clear();
-		AppendPositionLabel(event_label_, position);
-	}
-	std::string context_text_; // SetContext's text, built in place
+	// SetEventLabel(PositionLabel(position)), kept as the number (per change
+	// on the batch and worker paths): formatted only if a message needs it.
+	// Positions are 1-based.
+	void SetEventPosition(size_t position) { label_position_ = position; }
+	// ContextSource: "cdc_apply <label>, target table <t>, delivery key "<k>""
+	// of the last SetContext.
+	size_t FormatContext(char *buf, size_t size) const noexcept override;
 
-	std::string event_label_;
+	std::string event_label_;   // SetEventLabel's text, when label_position_ is 0
+	size_t label_position_ = 0; // SetEventPosition's, else 0
+	// What SetContext recorded for FormatContext: copies (what they were
+	// copied from may be gone when the message is formatted).
+	size_t context_position_ = 0;    // label_position_ at SetContext, 0: context_label_
+	std::string context_label_;      // event_label_ at SetContext (stage labels: per segment, not per change)
+	bool context_has_target_ = false;
+	std::string context_target_;     // the target's qualified name
+	std::string context_key_;        // the delivery key, clipped to 200 bytes
 	std::string position_unit_ = "event";
 	std::string position_scope_ = "of the batch";
 	std::vector<ChangeRequest> queued_;      // Enqueue() .. ApplyQueued()
