@@ -68,7 +68,8 @@
 #                     runs every method once, then round 2, ...), then the catch-ups
 #                     (4, 5*) R times the same way, each time into a fresh database
 #                     (a catch-up from its own slot), and report each one's median
-#                     CPU and wall time (default 1)
+#                     CPU and wall time, and each method's CPU ratio to its base
+#                     paired within every round, with their median (default 1)
 # PG_CONFIG selects the PostgreSQL installation.  As root the servers run as
 # user postgres.
 set -euo pipefail
@@ -152,6 +153,23 @@ dval() { local db=$1; shift; dpsql "$db" -At "$@"; }
 now() { date +%s.%N; }
 fdiv() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.0f", a / b }'; }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# Per-round CPU ratios of method $1 against base method $2 (base CPU / method
+# CPU: above 1 is faster than the base), paired within each round, and their
+# median: the two ran minutes apart in the same round, so the machine's drift
+# over the run (often ±25 % here) cancels better than in the ratio of the two
+# medians.  Prints nothing unless both have every round.
+paired_ratios() {
+	local m=$1 b=$2 line
+	[ -n "${CPUS[$m]:-}" ] && [ -n "${CPUS[$b]:-}" ] || return 0
+	line=$(awk -v a="${CPUS[$b]}" -v c="${CPUS[$m]}" 'BEGIN {
+		n = split(a, x, " "); k = split(c, y, " "); if (n != k || n == 0) exit
+		for (i = 1; i <= n; i++) { r[i] = (y[i] > 0) ? x[i] / y[i] : 0; s = s sprintf("%s%.2f", i > 1 ? " " : "", r[i]) }
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
+		med = (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
+		printf "%.2f (per round %s)", med, s }')
+	[ -n "$line" ] && echo "  method $m vs $b, CPU ratio paired by round: median $line"
+	return 0
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
 
 echo "== machine"
@@ -414,6 +432,8 @@ SQL
 			CPU[$m]=$(median <<<"${CPUS[$m]}") SECS[$m]=$(median <<<"${SECSS[$m]}")
 			echo "  method $m: CPU ${CPU[$m]} s (${CPUS[$m]# }), wall ${SECS[$m]} s"
 		done
+		for m in 3b 3c 3k 3kn 3m; do paired_ratios "$m" 1; done
+		paired_ratios 3a 2a
 	fi
 
 	# Catch-up of the backlog: native logical replication, then the worker;
@@ -497,6 +517,7 @@ SQL
 			CPU[$m]=$(median <<<"${CPUS[$m]}") SECS[$m]=$(median <<<"${SECSS[$m]}")
 			echo "  method $m: CPU ${CPU[$m]} s (${CPUS[$m]# }), wall ${SECS[$m]} s"
 		done
+		for m in 5 5s 5sn 5sm; do paired_ratios "$m" 4; done
 	fi
 
 	# One outbox row (or message) per applied change, none without outbox,
