@@ -96,4 +96,14 @@ RoundWrite(const Chain &c, bool collapse, size_t round)
 	return std::nullopt;
 }
 
+bool
+RowExpectedAbsent(const Chain &c, bool collapse, size_t round, const std::vector<RowEffect> &effects)
+{
+	if (c.applied.empty() || (collapse && round > 0) || (!collapse && round >= c.applied.size()))
+		return false;
+	if (round == 0)
+		return effects[c.applied.front()] == RowEffect::Create;
+	return effects[c.applied[round - 1]] == RowEffect::Delete;
+}
+
 } // namespace cdc

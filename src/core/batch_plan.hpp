@@ -99,4 +99,19 @@ bool Simulate(Chain &c, const std::vector<SimInput> &sim, const std::optional<Ba
 // written in order).
 std::optional<size_t> RoundWrite(const Chain &c, bool collapse, size_t round);
 
+// What a change does to its row, as far as the row's presence goes.
+enum class RowEffect : char {
+	Create, // a source INSERT (op c): the source had no row of the key before it
+	Delete, // removes the row
+	Other,  // an update or a snapshot row: the row may or may not be there
+};
+// Whether the chain's row is expected to be absent just before its write of
+// round `round` (RoundWrite): in round 0 (and collapsed) when its first
+// applied change is a Create, in a later round when the change written in
+// the round before was a Delete.  Only a hint, from the source's history:
+// the writer then tries the insert first and looks the key up only if the
+// key turns out taken (docs/internals.md, "Insert first").  `effects` is
+// indexed like Chain::events' values.
+bool RowExpectedAbsent(const Chain &c, bool collapse, size_t round, const std::vector<RowEffect> &effects);
+
 } // namespace cdc

@@ -284,6 +284,37 @@ TEST(BatchPlan, WithoutCollapseEachRoundWritesTheNextAppliedChange)
 	EXPECT_EQ(RoundWrite(none, true, 0), std::nullopt);
 }
 
+TEST(BatchPlan, RowExpectedAbsentFollowsTheChainsHistory)
+{
+	using E = RowEffect;
+	/* changes 0..5 of a segment: insert, update, delete, insert, update, snapshot row */
+	const std::vector<RowEffect> effects{E::Create, E::Other, E::Delete, E::Create, E::Other, E::Other};
+	Chain c;
+	c.applied = {0, 1, 2, 3, 4};
+	/* collapsed: one write of the last image, onto what was there before the segment (nothing: it began with an insert) */
+	EXPECT_TRUE(RowExpectedAbsent(c, true, 0, effects));
+	EXPECT_FALSE(RowExpectedAbsent(c, true, 1, effects));
+	/* round by round: absent before the first insert and after the delete, present otherwise */
+	EXPECT_TRUE(RowExpectedAbsent(c, false, 0, effects));
+	EXPECT_FALSE(RowExpectedAbsent(c, false, 1, effects));
+	EXPECT_FALSE(RowExpectedAbsent(c, false, 2, effects));
+	EXPECT_TRUE(RowExpectedAbsent(c, false, 3, effects)) << "the round before wrote the delete";
+	EXPECT_FALSE(RowExpectedAbsent(c, false, 4, effects));
+	EXPECT_FALSE(RowExpectedAbsent(c, false, 5, effects)) << "past the last round";
+	/* a chain that begins with an update, or whose insert was not applied (a duplicate), says nothing */
+	Chain u;
+	u.applied = {1, 3};
+	EXPECT_FALSE(RowExpectedAbsent(u, true, 0, effects));
+	EXPECT_FALSE(RowExpectedAbsent(u, false, 0, effects));
+	EXPECT_FALSE(RowExpectedAbsent(u, false, 1, effects)) << "change 1 is an update";
+	Chain snap;
+	snap.applied = {5};
+	EXPECT_FALSE(RowExpectedAbsent(snap, true, 0, effects)) << "a snapshot row may find its row";
+	Chain none;
+	EXPECT_FALSE(RowExpectedAbsent(none, true, 0, effects));
+	EXPECT_FALSE(RowExpectedAbsent(none, false, 0, effects));
+}
+
 TEST(BatchPlan, AddCountsAddsEveryCount)
 {
 	Counters to{1, 2, 3, 4, 5, 6, 7, 8, 9};

@@ -577,7 +577,8 @@ UnnestAll(const Params &p)
  */
 std::vector<std::optional<Datum>>
 WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &writes,
-          const std::vector<PreparedChange> &prep, Returning returning, const RunAs &as)
+          const std::vector<PreparedChange> &prep, Returning returning, const RunAs &as,
+          const std::vector<char> *absent = nullptr)
 {
 	std::vector<std::optional<Datum>> rows(writes.size());
 	std::vector<size_t> upserts, deletes;
@@ -588,10 +589,14 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 	if (!upserts.empty() && returning != Returning::All) {
 		/* As PostgreSQL's own apply writes them, without SQL (table_write.hpp). */
 		std::vector<const Image *> images;
+		std::vector<char> upsert_absent;
 		images.reserve(upserts.size());
-		for (size_t i : upserts)
+		for (size_t i : upserts) {
 			images.push_back(&*prep[writes[i].first].after);
-		upserted = UpsertRowsDirect(t, images, as);
+			if (absent != nullptr)
+				upsert_absent.push_back((*absent)[i]);
+		}
+		upserted = UpsertRowsDirect(t, images, as, absent != nullptr ? &upsert_absent : nullptr);
 	}
 	if (!upserts.empty() && !upserted) {
 		Params p;
@@ -728,13 +733,17 @@ ReadRows(const Target &t, const std::vector<const Image *> &keys, const RunAs &a
  */
 void
 WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, const std::vector<PreparedChange> &prep,
-                      const ChangeRequest *reqs, DeferredOutbox &queue, const RunAs &as)
+                      const ChangeRequest *reqs, DeferredOutbox &queue, const RunAs &as,
+                      const std::vector<RowEffect> *effects)
 {
 	std::vector<std::pair<size_t, const Chain *>> writes;
+	std::vector<char> absent;
 	std::vector<const Chain *> read_first;
 	std::vector<const Image *> read_keys;
 	for (const Chain *c : list) {
 		writes.emplace_back(c->applied.back(), c);
+		if (effects != nullptr)
+			absent.push_back(RowExpectedAbsent(*c, /* collapse */ true, 0, *effects) ? 1 : 0);
 		if (prep[c->applied.front()].is_delete && !prep[c->applied.back()].is_delete) {
 			read_first.push_back(c);
 			read_keys.push_back(&*prep[c->applied.front()].before);
@@ -746,7 +755,8 @@ WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, c
 		for (size_t i = 0; i < read_first.size(); i++)
 			before_batch[read_first[i]] = rows[i];
 	}
-	std::vector<std::optional<Datum>> removed = WriteRows(t, writes, prep, Returning::Deletes, as);
+	std::vector<std::optional<Datum>> removed =
+		WriteRows(t, writes, prep, Returning::Deletes, as, effects != nullptr ? &absent : nullptr);
 	for (size_t i = 0; i < writes.size(); i++) {
 		const Chain *c = writes[i].second;
 		if (prep[c->applied.front()].is_delete && prep[c->applied.back()].is_delete)
@@ -1121,7 +1131,23 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 					released += reqs[begin + k].after->Release();
 	TrimFreedMemory(released);
 
-	/* Rows: per target, the final image of each entity, or round by round. */
+	/*
+	 * Rows: per target, the final image of each entity, or round by round.
+	 * For the worker's stream, whose op c is a source INSERT, a row the
+	 * source's history says is new is inserted without looking its key up
+	 * first (RowExpectedAbsent; UpsertRowsDirect, "absent").  Not for
+	 * cdc_apply(): producers that send op c for rows the destination has
+	 * would pay a taken-back insert per change.
+	 */
+	std::vector<RowEffect> effects;
+	if (stream_intake_) {
+		effects.resize(n);
+		for (size_t k = 0; k < n; k++)
+			effects[k] = reqs[begin + k].op == Op::Create ? RowEffect::Create
+			             : prep[k].is_delete              ? RowEffect::Delete
+			                                              : RowEffect::Other;
+	}
+	const std::vector<RowEffect> *row_effects = stream_intake_ ? &effects : nullptr;
 	std::map<Oid, std::vector<const Chain *>> by_target;
 	for (const Chain &c : chains)
 		if (c.set_based && !c.applied.empty())
@@ -1132,18 +1158,22 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		const bool collapse = CollapseAllowed(t);
 		const bool outbox = t.mapping.outbox;
 		if (collapse && outbox) {
-			WriteMergedWithOutbox(t, list, prep, &reqs[begin], queue, Authorize(t));
+			WriteMergedWithOutbox(t, list, prep, &reqs[begin], queue, Authorize(t), row_effects);
 			continue;
 		}
 		for (size_t round = 0;; round++) {
 			std::vector<std::pair<size_t, const Chain *>> writes;
+			std::vector<char> absent;
 			for (const Chain *c : list)
-				if (std::optional<size_t> k = RoundWrite(*c, collapse, round))
+				if (std::optional<size_t> k = RoundWrite(*c, collapse, round)) {
 					writes.emplace_back(*k, c);
+					if (row_effects != nullptr)
+						absent.push_back(RowExpectedAbsent(*c, collapse, round, *row_effects) ? 1 : 0);
+				}
 			if (writes.empty())
 				break;
-			std::vector<std::optional<Datum>> rows =
-				WriteRows(t, writes, prep, outbox ? Returning::All : Returning::None, Authorize(t));
+			std::vector<std::optional<Datum>> rows = WriteRows(t, writes, prep, outbox ? Returning::All : Returning::None,
+			                                                   Authorize(t), row_effects != nullptr ? &absent : nullptr);
 			if (!outbox)
 				continue;
 			for (size_t i = 0; i < writes.size(); i++) {

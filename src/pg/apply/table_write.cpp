@@ -244,7 +244,7 @@ EndTargetWritePg(TargetWrite *tw)
  */
 bool
 UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber *attnums, int ncols, int nrows,
-                   const Datum *values, const bool *nulls)
+                   const Datum *values, const bool *nulls, const char *absent)
 {
 	TargetWrite tw;
 	if (!BeginTargetWritePg(relid, key, nkey, ACL_SELECT | ACL_INSERT | ACL_UPDATE, &tw, /* inserts */ true))
@@ -264,6 +264,18 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 	Datum *row_values = (Datum *) palloc(sizeof(Datum) * (desc->natts + 1));
 	bool *row_nulls = (bool *) palloc(sizeof(bool) * (desc->natts + 1));
 	TupleTableSlot *localslot = table_slot_create(rel, &estate->es_tupleTable);
+	/*
+	 * Insert first only where a taken key can do nothing but take the
+	 * insert back: with another unique index or an exclusion constraint,
+	 * the row of the key would collide with our own values there and
+	 * raise 23505 / 23P01 where the update it needs succeeds.
+	 */
+	bool insert_first = absent != NULL;
+	for (int k = 0; insert_first && k < rri->ri_NumIndices; k++) {
+		IndexInfo *ii = rri->ri_IndexRelationInfo[k];
+		if (RelationGetRelid(rri->ri_IndexRelationDescs[k]) != tw.index && (ii->ii_Unique || ii->ii_ExclusionOps != NULL))
+			insert_first = false;
+	}
 	for (int r = 0; r < nrows; r++) {
 		MemoryContextSwitchTo(GetPerTupleMemoryContext(estate));
 		ExecClearTuple(newslot);
@@ -293,11 +305,20 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 		 * inserted, unless another transaction committed one of the key
 		 * meanwhile, which is then found and updated.
 		 */
-		for (;;) {
-			if (FindRowPg(&tw.finder, newslot, localslot) ? UpdateFoundRowPg(rri, estate, localslot, newslot)
-			                                               : InsertMissingRowPg(&tw.w, tw.index, newslot))
-				break;
-		}
+		/*
+		 * A row the source's history says is new is inserted first: the
+		 * look-up would only find nothing (a descent of the key index for
+		 * each new row, which native apply's insert does not make).  If the
+		 * key is taken after all, the speculative insertion is taken back
+		 * and the loop looks the row up and updates it, as when another
+		 * transaction inserted the key between a look-up and the insert.
+		 */
+		if (!insert_first || !absent[r] || !InsertMissingRowPg(&tw.w, tw.index, newslot))
+			for (;;) {
+				if (FindRowPg(&tw.finder, newslot, localslot) ? UpdateFoundRowPg(rri, estate, localslot, newslot)
+				                                               : InsertMissingRowPg(&tw.w, tw.index, newslot))
+					break;
+			}
 		ResetPerTupleExprContext(estate);
 	}
 	EndTargetWritePg(&tw);
@@ -626,7 +647,8 @@ InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbit
 }
 
 bool
-UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as)
+UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as,
+                 const std::vector<char> *absent)
 {
 	if (!cdc_direct_writes)
 		return false;
@@ -653,7 +675,8 @@ UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, cons
 	}
 	return PgCallAs(as, [&]() {
 		return UpsertRowsDirectPg(t.relid, key.data(), int(key.size()), attnums.data(), int(attnums.size()),
-		                          int(images.size()), values.data(), nulls.get());
+		                          int(images.size()), values.data(), nulls.get(),
+		                          absent != nullptr && absent->size() == images.size() ? absent->data() : nullptr);
 	});
 }
 

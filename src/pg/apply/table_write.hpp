@@ -214,7 +214,14 @@ InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, 
 // identity the table lacks, or cdc.direct_writes is off.  Errors: as the
 // statement's (23502 for a NULL in a NOT NULL column, 23505 for a
 // duplicate in another unique index), as PgError.
-bool UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as);
+// `absent` (nullptr, or one flag per image): images whose row the source's
+// history says is not there (RowExpectedAbsent, core/batch_plan.hpp) are
+// inserted first, by the same speculative insertion, and looked up only if
+// the key is taken after all, which then takes the insert back and updates
+// the row it finds: the result is the same, one index descent less per
+// new row (docs/internals.md, "Insert first").
+bool UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, const RunAs &as,
+                      const std::vector<char> *absent = nullptr);
 
 // Finds the row of each key of `keys` (images holding at least the key
 // columns, no key twice) by the target's unique key index: with `remove`
