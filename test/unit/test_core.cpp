@@ -579,6 +579,30 @@ TEST(Version, LongerThanInlineParts)
 	EXPECT_EQ(*Version::FromArrayLiteral("{1,2,3,4,5,6}"), six);
 }
 
+TEST(Version, MovedFromLongerThanInlineIsValid)
+{
+	/*
+	 * A moved-from std::vector (the type VersionParts replaced) is empty and
+	 * usable; a moved-from VersionParts that had spilled kept its size with
+	 * an empty spill vector: size() 6, data() an empty vector's, so reading
+	 * or growing it reads out of bounds.
+	 */
+	Version six{{1, 2, 3, 4, 5, 6}};
+	Version moved(std::move(six));
+	EXPECT_EQ(moved.parts.size(), 6u);
+	ASSERT_TRUE(six.parts.size() <= VersionParts::kInline || six.parts.data() != nullptr)
+	    << "moved-from: size() " << six.parts.size() << " over a null data()";
+	EXPECT_EQ(six.parts.ToVector().size(), six.parts.size()) << "moved-from parts are readable";
+	six.parts.push_back(7);
+	EXPECT_EQ(six.parts.back(), 7) << "a moved-from version can be reused";
+	Version other{{9, 9, 9, 9, 9}};
+	Version target;
+	target = std::move(other);
+	EXPECT_EQ(target, (Version{{9, 9, 9, 9, 9}}));
+	ASSERT_TRUE(other.parts.size() <= VersionParts::kInline || other.parts.data() != nullptr);
+	EXPECT_EQ(other.parts.ToVector().size(), other.parts.size());
+}
+
 TEST(Version, ArrayLiteralRoundTrip)
 {
 	Version v{{0, 24023128, -5, 9223372036854775807LL}};
