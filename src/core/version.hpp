@@ -27,6 +27,29 @@ class VersionParts {
 	static constexpr size_t kInline = 4;
 
 	VersionParts() = default;
+	VersionParts(const VersionParts &) = default;
+	VersionParts &operator=(const VersionParts &) = default;
+	// A moved-from VersionParts is empty (as a moved-from std::vector): the
+	// implicit moves would leave n_ over a moved-from (empty) spill_.
+	VersionParts(VersionParts &&o) noexcept : n_(o.n_), spill_(std::move(o.spill_))
+	{
+		for (size_t i = 0; i < kInline; i++)
+			inline_[i] = o.inline_[i];
+		o.n_ = 0;
+		o.spill_.clear();
+	}
+	VersionParts &operator=(VersionParts &&o) noexcept
+	{
+		if (this != &o) {
+			for (size_t i = 0; i < kInline; i++)
+				inline_[i] = o.inline_[i];
+			n_ = o.n_;
+			spill_ = std::move(o.spill_);
+			o.n_ = 0;
+			o.spill_.clear();
+		}
+		return *this;
+	}
 	VersionParts(std::initializer_list<int64_t> values)
 	{
 		for (int64_t v : values)
