@@ -69,6 +69,28 @@ ok(wait_caught_up($source, $dest, 'sub1'), 'applied once the constraint is gone'
 compare_table($source, $dest, 'SELECT id, v FROM ca ORDER BY 1', 'ca equal');
 compare_table($source, $dest, 'SELECT * FROM cb ORDER BY 1', 'cb equal');
 
+# 3. the copy of an added table fails (a CHECK on the destination): the
+# context names the table copied.  FAILS (pre-existing, kept by 2a395d5):
+# copy_table sets W->cur_table, but worker_error_context shows it only when
+# W->in_xact, which is false during a copy, so the worker's line is the
+# bare 'cdc_apply subscription "sub1"' (the engine's line still names the
+# target).
+$source->safe_psql('postgres', q{
+CREATE TABLE cc (id int PRIMARY KEY, v text);
+INSERT INTO cc VALUES (1, 'fine'), (2, 'bad');
+ALTER PUBLICATION pub ADD TABLE cc;
+});
+$dest->safe_psql('postgres', q{
+CREATE TABLE cc (id int PRIMARY KEY, v text CHECK (v IS DISTINCT FROM 'bad'));
+SELECT cdc.register_mapping('cc', source_name => 'sub1');
+});
+$dest->safe_psql('postgres', q{SELECT count(*) FROM cdc.refresh_subscription('sub1')});
+ok(wait_status($dest, 'sub1', q{state = 'error' AND last_error LIKE '%cc_v_check%'}), 'copy: check violation, error');
+$err = status_row($dest, 'sub1', 'last_error');
+note $err;
+like($err, qr/target table public\.cc/, 'the engine line names the copied table');
+like($err, qr/cdc_apply subscription "sub1"[^\n]*public\.cc/, 'the worker line names the table being copied');
+
 $dest->stop;
 $source->stop;
 done_testing();
