@@ -4,9 +4,10 @@
 -- the innermost's event 2 names a column the table lacks (a C++ InputError:
 -- its engine is gone before the ERROR is raised, so its line is the copy
 -- ReleaseErrorContextSource made).  Every level's line shows, innermost
--- first.  FAILS on 46e1db9: the copy buffers stop at depth 16, so the one
--- line missing is the failing call's own (L17-2), while the sixteen calls
--- around it, whose engines are alive, all have theirs.  Tables: dd17.
+-- first.  Failed on 46e1db9: the copy buffers stopped at depth 16, so the
+-- one line missing was the failing call's own (L17-2), while the sixteen
+-- calls around it, whose engines are alive, all had theirs; the line is now
+-- kept in the call's own ApplyContext.  Tables: dd17.
 --
 CREATE TABLE dd17 (id bigint PRIMARY KEY, lvl int, tgt int, note text);
 SELECT 1 FROM cdc.register_mapping('dd17', source_table => 'dd17');

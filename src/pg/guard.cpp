@@ -22,16 +22,12 @@ namespace {
 // RunCpp that is running); a plain pointer (no C++ global with a destructor).
 ApplyContext *current_context = nullptr;
 
-// The longest context line a ContextSource formats (a label, a target's
-// qualified name, a delivery key clipped to 200 bytes).
-constexpr size_t kContextBytes = 2048;
-
 void
 ApplyErrorContextCallback(void *arg) noexcept
 {
 	const ApplyContext *c = static_cast<const ApplyContext *>(arg);
 	if (c->source) {
-		char buf[kContextBytes];
+		char buf[kApplyContextBytes];
 		c->source->FormatContext(buf, sizeof buf);
 		errcontext("%s", buf);
 	} else if (c->text)
@@ -80,7 +76,6 @@ PushApplyContext(ApplyContext *c) noexcept
 	c->text = nullptr;
 	c->source = nullptr;
 	c->outer = current_context;
-	c->depth = current_context != nullptr ? current_context->depth + 1 : 0;
 	c->callback.callback = ApplyErrorContextCallback;
 	c->callback.arg = c;
 	c->callback.previous = error_context_stack;
@@ -111,63 +106,19 @@ SetErrorContextSource(const ContextSource *source) noexcept
 		current_context->source = source;
 }
 
-namespace {
-
-// SetErrorContextCopy into context `c` (its own buffer, by depth).
-void
-CopyContextText(ApplyContext *c, const char *text, size_t len) noexcept
-{
-	/*
-	 * Plain pointers (no C++ global with a destructor) to memory PostgreSQL
-	 * owns: TopMemoryContext, allocated without raising (MCXT_ALLOC_NO_OOM:
-	 * nothing here may longjmp), so it shows in the backend's memory
-	 * context statistics.
-	 */
-	static char *buffers[16] = {};
-	static size_t capacities[16] = {};
-	c->source = nullptr;
-	const int depth = c->depth;
-	if (depth >= int(lengthof(buffers))) {
-		c->text = nullptr;
-		return;
-	}
-	char *&buffer = buffers[depth];
-	size_t &capacity = capacities[depth];
-	if (len + 1 > capacity) {
-		size_t want = std::max<size_t>(len + 1, 2 * capacity);
-		void *grown = MemoryContextAllocExtended(TopMemoryContext, want, MCXT_ALLOC_NO_OOM);
-		if (grown == nullptr) {
-			c->text = nullptr;
-			return;
-		}
-		if (buffer != nullptr)
-			pfree(buffer);
-		buffer = static_cast<char *>(grown);
-		capacity = want;
-	}
-	std::memcpy(buffer, text, len);
-	buffer[len] = '\0';
-	c->text = buffer;
-}
-
-} // namespace
-
-void
-SetErrorContextCopy(const char *text, size_t len) noexcept
-{
-	if (current_context != nullptr)
-		CopyContextText(current_context, text, len);
-}
-
 void
 ReleaseErrorContextSource(const ContextSource *source) noexcept
 {
-	/* any context of the stack may name it (set in an outer run, released in a nested one) */
+	/*
+	 * Any context of the stack may name it (set in an outer run, released in
+	 * a nested one); the line goes into the context's own buffer, in the
+	 * frame of its InvokeCpp / RunCpp, so every depth keeps its line.
+	 */
 	for (ApplyContext *c = current_context; c != nullptr; c = c->outer)
 		if (c->source == source) {
-			char buf[kContextBytes];
-			size_t len = source->FormatContext(buf, sizeof buf);
-			CopyContextText(c, buf, len); /* clears the source */
+			source->FormatContext(c->released, sizeof c->released);
+			c->text = c->released;
+			c->source = nullptr;
 		}
 }
 

@@ -111,12 +111,18 @@ class ContextSource {
 	~ContextSource() = default;
 };
 
+// The longest context line a ContextSource formats (a label, a target's
+// qualified name, a delivery key clipped to 200 bytes: well under it).
+constexpr size_t kApplyContextBytes = 2048;
+
 struct ApplyContext {
 	ErrorContextCallback callback;
 	const char *text;            // the CONTEXT line, or nullptr
 	const ContextSource *source; // else formats it on demand, or nullptr
 	ApplyContext *outer;         // the context this one is nested in
-	int depth;                   // 0 for the outermost
+	// The line of a source released while it was this context's
+	// (ReleaseErrorContextSource): text points here.
+	char released[kApplyContextBytes];
 };
 // Installs (Push) and removes (Pop) `c` around C++ code run from
 // PostgreSQL-regime code (RunCpp, InvokeCpp); the innermost installed
@@ -167,22 +173,14 @@ Datum InvokeCpp(CppFunction fn, FunctionCallInfo fcinfo, int counted_as = 0) noe
 // error raised while an entry point runs.  The string must stay valid until
 // the entry point returns (palloc it in the call's memory context).
 void SetErrorContext(const char *text) noexcept;
-// The same for a text the caller need not keep: copied into a buffer per
-// nesting depth of ApplyContext (in TopMemoryContext, grown without
-// raising; no allocation per call once it is large enough), which the next
-// SetErrorContextCopy at that depth overwrites (the audit sets its context
-// with it; the engine's is formatted on demand, SetErrorContextSource).
-// Without memory to grow the buffer, or deeper than sixteen nested calls,
-// the context is left empty.
-void SetErrorContextCopy(const char *text, size_t len) noexcept;
 // The context of what follows is formatted by `source` when a message needs
 // it (no text per change).  `source` must call ReleaseErrorContextSource
 // before it goes away.
 void SetErrorContextSource(const ContextSource *source) noexcept;
 // `source` goes away (its destructor, also while an exception unwinds the
 // stack before the ERROR is raised): every context that names it has its
-// text formatted now and kept as SetErrorContextCopy keeps a text, so that
-// the ERROR still names what failed.
+// line formatted now into its own buffer (ApplyContext::released), so that
+// the ERROR still names what failed, at any nesting depth.
 void ReleaseErrorContextSource(const ContextSource *source) noexcept;
 
 } // namespace cdc::pg

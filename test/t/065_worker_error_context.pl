@@ -70,11 +70,10 @@ compare_table($source, $dest, 'SELECT id, v FROM ca ORDER BY 1', 'ca equal');
 compare_table($source, $dest, 'SELECT * FROM cb ORDER BY 1', 'cb equal');
 
 # 3. the copy of an added table fails (a CHECK on the destination): the
-# context names the table copied.  FAILS (pre-existing, kept by 2a395d5):
-# copy_table sets W->cur_table, but worker_error_context shows it only when
-# W->in_xact, which is false during a copy, so the worker's line is the
-# bare 'cdc_apply subscription "sub1"' (the engine's line still names the
-# target).
+# context names the table copied.  Failed before: copy_table set
+# W->cur_table, but worker_error_context showed it only inside a source
+# transaction, so the worker's line was the bare 'cdc_apply subscription
+# "sub1"' (the engine's line still named the target).
 $source->safe_psql('postgres', q{
 CREATE TABLE cc (id int PRIMARY KEY, v text);
 INSERT INTO cc VALUES (1, 'fine'), (2, 'bad');

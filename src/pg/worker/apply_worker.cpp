@@ -103,6 +103,9 @@ worker_error_context(void *arg)
 	else if (W->in_xact)
 		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X%s%s", W->name, W->xid,
 		           CDC_LSN_ARGS(W->final_lsn), W->cur_table[0] ? ", table " : "", W->cur_table);
+	else if (W->cur_table[0] != '\0')
+		/* the initial copy of a table (table_copy.cpp): one local transaction, no source transaction */
+		errcontext("cdc_apply subscription \"%s\": initial copy of table %s", W->name, W->cur_table);
 	else if (W->committing_group && W->group_xacts == 1)
 		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X, at its local commit", W->name,
 		           W->group_last_xid, CDC_LSN_ARGS(W->group_last_final));
