@@ -93,13 +93,20 @@ worker_error_context(void *arg)
 {
 	if (W == NULL)
 		return;
-	if (W->in_xact && W->queue_spans)
+	/*
+	 * cur_rel is set while the current change is handled (its target
+	 * resolved, its images built, queued) and cleared before any queue is
+	 * applied (Submit, GuardKeyOutsideIdentity, flush_queue): an error
+	 * with cur_rel set is the current change's, even when the queue spans
+	 * earlier source transactions of the group (TAP 064).
+	 */
+	if (W->in_xact && W->cur_rel != NULL)
+		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X, table %s.%s", W->name,
+		           W->xid, CDC_LSN_ARGS(W->final_lsn), W->cur_rel->nspname, W->cur_rel->relname);
+	else if (W->in_xact && W->queue_spans)
 		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X or one of the %d before it "
 		           "in this local transaction (the delivery key names the change)",
 		           W->name, W->xid, CDC_LSN_ARGS(W->final_lsn), W->group_xacts);
-	else if (W->in_xact && W->cur_rel != NULL)
-		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X, table %s.%s", W->name,
-		           W->xid, CDC_LSN_ARGS(W->final_lsn), W->cur_rel->nspname, W->cur_rel->relname);
 	else if (W->in_xact)
 		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X%s%s", W->name, W->xid,
 		           CDC_LSN_ARGS(W->final_lsn), W->cur_table[0] ? ", table " : "", W->cur_table);

@@ -50,6 +50,7 @@ begin_local_xact(void)
 void
 flush_queue(void)
 {
+	clear_cur_table(); /* the queue may hold other tables' changes: the engine's context names the change's table */
 	if (W->engine != NULL)
 		cdc::pg::RunCpp([&]() { W->engine->ApplyQueued(); });
 	W->queue_spans = false;
