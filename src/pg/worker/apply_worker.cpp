@@ -98,7 +98,7 @@ worker_error_context(void *arg)
 	 * resolved, its images built, queued) and cleared before any queue is
 	 * applied (Submit, GuardKeyOutsideIdentity, flush_queue): an error
 	 * with cur_rel set is the current change's, even when the queue spans
-	 * earlier source transactions of the group (TAP 064).
+	 * earlier source transactions of the group (TAP 066).
 	 */
 	if (W->in_xact && W->cur_rel != NULL)
 		errcontext("cdc_apply subscription \"%s\": source transaction %u committed at %X/%X, table %s.%s", W->name,
