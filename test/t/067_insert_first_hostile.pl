@@ -1,0 +1,190 @@
+# Insert first, hostile (docs/internals.md, "Insert first"): wrong hints the
+# destination makes, compared with the source's rows, cdc.stats and the
+# outbox.
+#   1. a destination session holds the key (its own uncommitted INSERT) while
+#      the worker applies the source's INSERT of it: rolled back, then
+#      committed;
+#   2. a destination session deleting a hand-written row of the key, open
+#      while the worker applies the source's INSERT: committed, rolled back;
+#   3. shapes: stored generated column with a CHECK on it, identity key
+#      (GENERATED ALWAYS), a key with a non-default collation;
+#   4. chains split by cdc.apply_batch_changes = 3: insert, update, delete,
+#      re-insert, key changes, a truncate in the middle, REPLICA IDENTITY
+#      FULL, stream- and entity-ordered with outbox;
+#   5. a second unique index (and a partial one) created while the worker
+#      runs, on a table whose rows the destination already has.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use CdcWorkerTest;
+
+my $source = new_source('source');
+my $dest = new_dest('dest', "cdc.database = 'postgres'\ncdc.apply_batch_changes = 3\n");
+
+my $ddl = q{
+CREATE TABLE held (id int PRIMARY KEY, v text NOT NULL);
+CREATE TABLE gen (id int PRIMARY KEY, a int NOT NULL, g int GENERATED ALWAYS AS (a * 2) STORED CHECK (g > 0));
+CREATE TABLE ident (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
+CREATE TABLE coll (k text COLLATE "C" PRIMARY KEY, v text);
+CREATE TABLE chain_s (id int PRIMARY KEY, v text);
+CREATE TABLE chain_e (id int PRIMARY KEY, v text);
+CREATE TABLE full_ri (id int PRIMARY KEY, v text);
+CREATE TABLE late (id int PRIMARY KEY, code text, v text);
+};
+$source->safe_psql('postgres', $ddl . q{ALTER TABLE full_ri REPLICA IDENTITY FULL;
+CREATE PUBLICATION pub FOR TABLE held, gen, ident, coll, chain_s, chain_e, full_ri, late;});
+$dest->safe_psql('postgres', $ddl);
+$dest->safe_psql('postgres', q{
+SELECT cdc.register_mapping('held');
+SELECT cdc.register_mapping('gen');
+SELECT cdc.register_mapping('ident');
+SELECT cdc.register_mapping('coll');
+SELECT cdc.register_mapping('chain_s', outbox => true);
+SELECT cdc.register_mapping('chain_e', outbox => true);
+SELECT cdc.register_mapping('full_ri');
+SELECT cdc.register_mapping('late');
+SELECT cdc.set_ordering('held', 'stream');
+SELECT cdc.set_ordering('chain_s', 'stream');
+SELECT cdc.set_ordering('late', 'stream');
+});
+create_subscription($dest, $source, 'hf', ['pub'], 'copy_data => false');
+ok(wait_caught_up($source, $dest, 'hf'), 'subscription streaming');
+
+sub worker_waits
+{
+	return $dest->poll_query_until('postgres', q{
+		SELECT count(*) > 0 FROM pg_stat_activity a JOIN cdc.subscription_status s ON a.pid = s.worker_pid
+		 WHERE s.name = 'hf' AND a.wait_event_type = 'Lock'});
+}
+
+# 1. uncommitted destination INSERT of the key
+for my $end (qw(ROLLBACK COMMIT)) {
+	my $id = $end eq 'ROLLBACK' ? 1 : 2;
+	my $bg = $dest->background_psql('postgres');
+	$bg->query_safe('BEGIN');
+	$bg->query_safe("INSERT INTO held VALUES ($id, 'local')");
+	$source->safe_psql('postgres', "INSERT INTO held VALUES ($id, 'src'), ($id + 10, 'other')");
+	ok(worker_waits(), "1/$end: the worker waits for the session holding key $id");
+	$bg->query_safe($end);
+	$bg->quit;
+	ok(wait_caught_up($source, $dest, 'hf'), "1/$end: caught up");
+	compare_table($source, $dest, 'SELECT * FROM held ORDER BY id', "1/$end: rows equal the source's");
+}
+
+# 2. a session deleting a hand-written row of the key
+for my $end (qw(COMMIT ROLLBACK)) {
+	my $id = $end eq 'COMMIT' ? 21 : 22;
+	$dest->safe_psql('postgres', "INSERT INTO held VALUES ($id, 'local')");
+	my $bg = $dest->background_psql('postgres');
+	$bg->query_safe('BEGIN');
+	$bg->query_safe("DELETE FROM held WHERE id = $id");
+	$source->safe_psql('postgres', "INSERT INTO held VALUES ($id, 'src')");
+	ok(worker_waits(), "2/$end: the worker waits for the session deleting key $id");
+	$bg->query_safe($end);
+	$bg->quit;
+	ok(wait_caught_up($source, $dest, 'hf'), "2/$end: caught up");
+	compare_table($source, $dest, 'SELECT * FROM held ORDER BY id', "2/$end: rows equal the source's");
+}
+
+# 3. shapes, the destination ahead
+$dest->safe_psql('postgres', q{
+INSERT INTO gen (id, a) SELECT g, 100 + g FROM generate_series(1, 10) g;
+INSERT INTO ident OVERRIDING SYSTEM VALUE SELECT g, 'local' FROM generate_series(1, 10) g;
+INSERT INTO coll SELECT 'k' || g, 'local' FROM generate_series(1, 10) g;
+});
+$source->safe_psql('postgres', q{
+BEGIN;
+INSERT INTO gen (id, a) SELECT g, g FROM generate_series(1, 20) g;
+INSERT INTO ident (v) SELECT 'src' FROM generate_series(1, 20) g;
+INSERT INTO coll SELECT 'k' || g, 'src' FROM generate_series(1, 20) g;
+UPDATE gen SET a = a + 1 WHERE id % 2 = 0;
+DELETE FROM ident WHERE id % 3 = 0;
+INSERT INTO ident OVERRIDING SYSTEM VALUE SELECT g, 'again' FROM generate_series(1, 20) g WHERE g % 3 = 0;
+COMMIT;
+});
+ok(wait_caught_up($source, $dest, 'hf'), '3: caught up');
+is(status_row($dest, 'hf', 'state'), 'streaming', '3: no error');
+for my $t (qw(gen ident coll)) {
+	my $k = $t eq 'coll' ? 'k' : 'id';
+	compare_table($source, $dest, "SELECT * FROM $t ORDER BY $k", "3: $t equals the source's");
+}
+
+# 4. chains in queues of three changes
+$dest->safe_psql('postgres', q{
+INSERT INTO chain_s SELECT g, 'local' FROM generate_series(1, 30, 2) g;
+INSERT INTO chain_e SELECT g, 'local' FROM generate_series(1, 30, 2) g;
+INSERT INTO full_ri SELECT g, 'local' FROM generate_series(1, 30, 2) g;
+});
+for my $t (qw(chain_s chain_e full_ri)) {
+	$source->safe_psql('postgres', qq{
+BEGIN;
+INSERT INTO $t SELECT g, 'a' FROM generate_series(1, 10) g;
+UPDATE $t SET v = 'b' WHERE id % 2 = 0;
+DELETE FROM $t WHERE id % 3 = 0;
+INSERT INTO $t SELECT g, 'c' FROM generate_series(1, 10) g WHERE g % 3 = 0;
+UPDATE $t SET id = id + 100 WHERE id IN (4, 5);
+INSERT INTO $t VALUES (4, 'd'), (5, 'd');
+UPDATE $t SET id = id - 100 + 20 WHERE id IN (104, 105);
+COMMIT;
+INSERT INTO $t VALUES (11, 'x');
+UPDATE $t SET v = 'y' WHERE id = 11;
+DELETE FROM $t WHERE id = 11;
+INSERT INTO $t VALUES (11, 'z');
+BEGIN;
+INSERT INTO $t VALUES (13, 'p');
+UPDATE $t SET id = 15 WHERE id = 13;
+UPDATE $t SET id = 13 WHERE id = 15;
+DELETE FROM $t WHERE id = 13;
+INSERT INTO $t VALUES (13, 'q'), (15, 'q');
+COMMIT;
+});
+}
+ok(wait_caught_up($source, $dest, 'hf'), '4: caught up');
+is(status_row($dest, 'hf', 'state'), 'streaming', '4: no error');
+for my $t (qw(chain_s chain_e full_ri)) {
+	# rows the destination had and the source never touched stay
+	compare_table($source, $dest, "SELECT * FROM $t WHERE id NOT IN (17, 19, 21, 23, 25, 27, 29) ORDER BY id",
+		"4: $t equals the source's");
+}
+# 37 changes, 6 of them key changes, whose outbox rows are two (both
+# entities, docs/semantics.md)
+for my $t (qw(chain_s chain_e)) {
+	is($dest->safe_psql('postgres', qq{SELECT applied || '|' || duplicate || '|' || stale || '|' || conflict FROM cdc.stats WHERE target = '$t'::regclass}),
+		'37|0|0|0', "4: $t every change applied");
+	is(outbox_summary($dest, qq{target = '$t'::regclass}), '43|43', "4: $t one outbox row per change (two per key change)");
+}
+$source->safe_psql('postgres', q{
+BEGIN;
+INSERT INTO chain_s VALUES (40, 'before');
+TRUNCATE chain_s;
+INSERT INTO chain_s VALUES (40, 'after'), (41, 'after');
+COMMIT;
+});
+ok(wait_caught_up($source, $dest, 'hf'), '4/truncate: caught up');
+compare_table($source, $dest, 'SELECT * FROM chain_s ORDER BY id', '4/truncate: chain_s equals the source\'s');
+
+# 5. a unique index created while the worker runs
+$dest->safe_psql('postgres', q{INSERT INTO late SELECT g, 'c' || g, 'local' FROM generate_series(1, 10) g;});
+$source->safe_psql('postgres', q{INSERT INTO late VALUES (100, 'warm', 'x')});
+ok(wait_caught_up($source, $dest, 'hf'), '5: caught up (warm)');
+$dest->safe_psql('postgres', q{CREATE UNIQUE INDEX late_code ON late (code)});
+$source->safe_psql('postgres', q{BEGIN; INSERT INTO late SELECT g, 'c' || g, 'src' FROM generate_series(1, 5) g; COMMIT;});
+ok(wait_caught_up($source, $dest, 'hf'), '5: caught up (unique index)');
+$dest->safe_psql('postgres', q{DROP INDEX late_code; CREATE UNIQUE INDEX late_code_p ON late (code) WHERE v <> 'zz'});
+$source->safe_psql('postgres', q{BEGIN; INSERT INTO late SELECT g, 'c' || g, 'src' FROM generate_series(6, 10) g; COMMIT;});
+ok(wait_caught_up($source, $dest, 'hf'), '5: caught up (partial unique index)');
+is(status_row($dest, 'hf', 'state || coalesce(last_error, \'\')'), 'streaming', '5: no error');
+compare_table($source, $dest, 'SELECT * FROM late ORDER BY id', '5: late equals the source\'s');
+
+# taken-back inserts leave nothing live
+$dest->safe_psql('postgres', 'ANALYZE held, gen, ident, coll, chain_s, chain_e, full_ri, late');
+for my $t (qw(held gen ident coll chain_s chain_e full_ri late)) {
+	is($dest->safe_psql('postgres', qq{SELECT n_live_tup = (SELECT count(*) FROM $t) FROM pg_stat_user_tables WHERE relid = '$t'::regclass}),
+		't', "$t: no taken-back row live");
+}
+
+done_testing();
