@@ -180,6 +180,21 @@ ok(wait_caught_up($source, $dest, 'hf'), '5: caught up (partial unique index)');
 is(status_row($dest, 'hf', 'state || coalesce(last_error, \'\')'), 'streaming', '5: no error');
 compare_table($source, $dest, 'SELECT * FROM late ORDER BY id', '5: late equals the source\'s');
 
+# 6. a deadlock: the worker inserted 51 and waits for a session's 52, the
+# session then inserts 51; whichever is chosen, the rows end as the source's
+{
+	my $bg = $dest->background_psql('postgres', on_error_stop => 0);
+	$bg->query_safe('BEGIN');
+	$bg->query_safe(q{INSERT INTO held VALUES (52, 'local')});
+	$source->safe_psql('postgres', q{BEGIN; INSERT INTO held VALUES (51, 'src'), (52, 'src'); COMMIT;});
+	ok(worker_waits(), '6: the worker waits for the session');
+	$bg->query(q{INSERT INTO held VALUES (51, 'local')});
+	$bg->query('COMMIT');
+	$bg->quit;
+	ok(wait_caught_up($source, $dest, 'hf'), '6: caught up after the deadlock');
+	compare_table($source, $dest, 'SELECT * FROM held ORDER BY id', '6: rows equal the source\'s');
+}
+
 # taken-back inserts leave nothing live
 $dest->safe_psql('postgres', 'ANALYZE held, gen, ident, coll, chain_s, chain_e, full_ri, late');
 for my $t (qw(held gen ident coll chain_s chain_e full_ri late)) {
