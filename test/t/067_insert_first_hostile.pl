@@ -195,6 +195,32 @@ compare_table($source, $dest, 'SELECT * FROM late ORDER BY id', '5: late equals 
 	compare_table($source, $dest, 'SELECT * FROM held ORDER BY id', '6: rows equal the source\'s');
 }
 
+# 7. entity records of the entity-ordered target: one live record per
+# source row, tombstones for the rest of the 17 keys the source had
+is($dest->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE NOT deleted) || '|' || count(*) FROM cdc.entity_state WHERE target = 'chain_e'::regclass}),
+	$source->safe_psql('postgres', 'SELECT count(*) FROM chain_e') . '|17', '7: chain_e entity records and tombstones');
+
+# 8. the worker under lock_timeout while a session holds the key: errors,
+# retries, ends as the source
+$dest->safe_psql('postgres', q{ALTER SYSTEM SET lock_timeout = '300ms'; SELECT pg_reload_conf();});
+disable_and_wait($source, $dest, 'hf');
+enable_subscription($dest, 'hf');
+{
+	my $bg = $dest->background_psql('postgres');
+	$bg->query_safe('BEGIN');
+	$bg->query_safe(q{INSERT INTO chain_e VALUES (61, 'local')});
+	$source->safe_psql('postgres', q{BEGIN; INSERT INTO chain_e VALUES (60, 'src'), (61, 'src'), (62, 'src'); UPDATE chain_e SET v = 'src2' WHERE id = 61; COMMIT;});
+	ok(wait_status($dest, 'hf', q{last_error LIKE '%lock timeout%'}), '8: the worker times out on the held key')
+	  or diag(status_row($dest, 'hf', 'last_error'));
+	$bg->query_safe('COMMIT');
+	$bg->quit;
+	ok(wait_caught_up($source, $dest, 'hf'), '8: caught up after the timeouts');
+	compare_table($source, $dest, 'SELECT * FROM chain_e WHERE id >= 60 ORDER BY id', '8: rows equal the source\'s');
+	is($dest->safe_psql('postgres', q{SELECT applied FROM cdc.stats WHERE target = 'chain_e'::regclass}), '41', '8: the four changes counted once');
+	is(outbox_summary($dest, q{target = 'chain_e'::regclass}), '47|47', '8: one outbox row each');
+}
+$dest->safe_psql('postgres', q{ALTER SYSTEM RESET lock_timeout; SELECT pg_reload_conf();});
+
 # taken-back inserts leave nothing live
 $dest->safe_psql('postgres', 'ANALYZE held, gen, ident, coll, chain_s, chain_e, full_ri, late');
 for my $t (qw(held gen ident coll chain_s chain_e full_ri late)) {
