@@ -34,9 +34,10 @@ CREATE TABLE chain_s (id int PRIMARY KEY, v text);
 CREATE TABLE chain_e (id int PRIMARY KEY, v text);
 CREATE TABLE full_ri (id int PRIMARY KEY, v text);
 CREATE TABLE late (id int PRIMARY KEY, code text, v text);
+CREATE TABLE toasty (id int PRIMARY KEY, big text, n int);
 };
 $source->safe_psql('postgres', $ddl . q{ALTER TABLE full_ri REPLICA IDENTITY FULL;
-CREATE PUBLICATION pub FOR TABLE held, gen, ident, coll, chain_s, chain_e, full_ri, late;});
+CREATE PUBLICATION pub FOR TABLE held, gen, ident, coll, chain_s, chain_e, full_ri, late, toasty;});
 $dest->safe_psql('postgres', $ddl);
 $dest->safe_psql('postgres', q{
 SELECT cdc.register_mapping('held');
@@ -47,6 +48,7 @@ SELECT cdc.register_mapping('chain_s', outbox => true);
 SELECT cdc.register_mapping('chain_e', outbox => true);
 SELECT cdc.register_mapping('full_ri');
 SELECT cdc.register_mapping('late');
+SELECT cdc.register_mapping('toasty', outbox => true);
 SELECT cdc.set_ordering('held', 'stream');
 SELECT cdc.set_ordering('chain_s', 'stream');
 SELECT cdc.set_ordering('late', 'stream');
@@ -221,9 +223,30 @@ enable_subscription($dest, 'hf');
 }
 $dest->safe_psql('postgres', q{ALTER SYSTEM RESET lock_timeout; SELECT pg_reload_conf();});
 
+# 9. unchanged TOAST values after a source INSERT the destination already has
+$dest->safe_psql('postgres', q{INSERT INTO toasty SELECT g, 'local', 0 FROM generate_series(1, 6) g;});
+$source->safe_psql('postgres', q{
+BEGIN;
+INSERT INTO toasty SELECT g, (SELECT string_agg(md5(g::text || i::text), '') FROM generate_series(1, 300) i), 1 FROM generate_series(1, 6) g;
+UPDATE toasty SET n = 2 WHERE id <= 3;
+COMMIT;
+UPDATE toasty SET n = 3 WHERE id IN (2, 4);
+BEGIN;
+INSERT INTO toasty VALUES (7, (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 300) i), 1);
+UPDATE toasty SET n = 4 WHERE id = 7;
+DELETE FROM toasty WHERE id = 5;
+INSERT INTO toasty SELECT 5, big, 9 FROM toasty WHERE id = 7;
+UPDATE toasty SET n = 10 WHERE id = 5;
+COMMIT;
+});
+ok(wait_caught_up($source, $dest, 'hf'), '9: caught up');
+is(status_row($dest, 'hf', 'state'), 'streaming', '9: no error');
+compare_table($source, $dest, 'SELECT id, md5(big), n FROM toasty ORDER BY id', '9: toasty equals the source\'s');
+is(outbox_summary($dest, q{target = 'toasty'::regclass}), '16|16', '9: one outbox row per change');
+
 # taken-back inserts leave nothing live
-$dest->safe_psql('postgres', 'ANALYZE held, gen, ident, coll, chain_s, chain_e, full_ri, late');
-for my $t (qw(held gen ident coll chain_s chain_e full_ri late)) {
+$dest->safe_psql('postgres', 'ANALYZE held, gen, ident, coll, chain_s, chain_e, full_ri, late, toasty');
+for my $t (qw(held gen ident coll chain_s chain_e full_ri late toasty)) {
 	is($dest->safe_psql('postgres', qq{SELECT n_live_tup = (SELECT count(*) FROM $t) FROM pg_stat_user_tables WHERE relid = '$t'::regclass}),
 		't', "$t: no taken-back row live");
 }
