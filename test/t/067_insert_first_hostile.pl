@@ -23,7 +23,7 @@ use lib $FindBin::Bin;
 use CdcWorkerTest;
 
 my $source = new_source('source');
-my $dest = new_dest('dest', "cdc.database = 'postgres'\ncdc.apply_batch_changes = 3\n");
+my $dest = new_dest('dest', "cdc.database = 'postgres'\ncdc.apply_batch_changes = 3\n", allows_streaming => 'logical');
 
 my $ddl = q{
 CREATE TABLE held (id int PRIMARY KEY, v text NOT NULL);
@@ -243,6 +243,18 @@ ok(wait_caught_up($source, $dest, 'hf'), '9: caught up');
 is(status_row($dest, 'hf', 'state'), 'streaming', '9: no error');
 compare_table($source, $dest, 'SELECT id, md5(big), n FROM toasty ORDER BY id', '9: toasty equals the source\'s');
 is(outbox_summary($dest, q{target = 'toasty'::regclass}), '16|16', '9: one outbox row per change');
+
+# 10. a wrong hint's taken-back insert does not reach the destination's own
+# logical decoding: the key's row is decoded as an UPDATE only
+$dest->safe_psql('postgres', q{SELECT pg_create_logical_replication_slot('h3dec', 'test_decoding')});
+$dest->safe_psql('postgres', q{INSERT INTO held VALUES (70, 'local'), (71, 'local')});
+$dest->safe_psql('postgres', q{SELECT count(*) FROM pg_logical_slot_get_changes('h3dec', NULL, NULL)});
+$source->safe_psql('postgres', q{INSERT INTO held VALUES (70, 'src'), (71, 'src'), (72, 'src')});
+ok(wait_caught_up($source, $dest, 'hf'), '10: caught up');
+is($dest->safe_psql('postgres', q{SELECT string_agg(substring(data from '^table public.held: (\w+): id\[integer\]:(\d+)'), ',' ORDER BY lsn)
+  FROM pg_logical_slot_get_changes('h3dec', NULL, NULL) WHERE data LIKE 'table public.held:%'}),
+	'UPDATE,UPDATE,INSERT', '10: taken keys decoded as UPDATE, the new one as INSERT, nothing taken back');
+$dest->safe_psql('postgres', q{SELECT pg_drop_replication_slot('h3dec')});
 
 # taken-back inserts leave nothing live
 $dest->safe_psql('postgres', 'ANALYZE held, gen, ident, coll, chain_s, chain_e, full_ri, late, toasty');
