@@ -12,7 +12,12 @@
 #      re-insert, key changes, a truncate in the middle, REPLICA IDENTITY
 #      FULL, stream- and entity-ordered with outbox;
 #   5. a second unique index (and a partial one) created while the worker
-#      runs, on a table whose rows the destination already has.
+#      runs, on a table whose rows the destination already has;
+#   6. a deadlock between the worker and a destination session;
+#   7. entity records and tombstones; 8. lock_timeout on a held key;
+#   9. unchanged TOAST values; 11. a row locked FOR SHARE or updated by a
+#      session; 10. the destination's own logical decoding shows no
+#      taken-back insert; last, no taken-back row live (n_live_tup).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -243,6 +248,21 @@ ok(wait_caught_up($source, $dest, 'hf'), '9: caught up');
 is(status_row($dest, 'hf', 'state'), 'streaming', '9: no error');
 compare_table($source, $dest, 'SELECT id, md5(big), n FROM toasty ORDER BY id', '9: toasty equals the source\'s');
 is(outbox_summary($dest, q{target = 'toasty'::regclass}), '16|16', '9: one outbox row per change');
+
+# 11. a session locking (FOR SHARE) or updating a hand-written row of the key
+for my $how ('SELECT * FROM held WHERE id = 81 FOR SHARE', q{UPDATE held SET v = 'changed' WHERE id = 82}) {
+	my $id = $how =~ /81/ ? 81 : 82;
+	$dest->safe_psql('postgres', "INSERT INTO held VALUES ($id, 'local')");
+	my $bg = $dest->background_psql('postgres');
+	$bg->query_safe('BEGIN');
+	$bg->query_safe($how);
+	$source->safe_psql('postgres', "INSERT INTO held VALUES ($id, 'src')");
+	ok(worker_waits(), "11/$id: the worker waits for the session");
+	$bg->query_safe('COMMIT');
+	$bg->quit;
+	ok(wait_caught_up($source, $dest, 'hf'), "11/$id: caught up");
+	compare_table($source, $dest, 'SELECT * FROM held ORDER BY id', "11/$id: rows equal the source's");
+}
 
 # 10. a wrong hint's taken-back insert does not reach the destination's own
 # logical decoding: the key's row is decoded as an UPDATE only
