@@ -9,7 +9,8 @@
 #      already exist on the destination with other values: the source
 #      inserts 1-60 in one transaction (some updated after in the same
 #      transaction, some deleted and inserted again): every row equals the
-#      source's;
+#      source's, and the first taken key turns insert first off for the rest
+#      of the write (one taken-back insert, not 40: a DEBUG1 line each);
 #   2. the same with a second unique index (code): the taken key must not
 #      raise 23505 on that index.  Such a table is written change by change
 #      today (its rows are not independent: IndependentRowsPg), and the
@@ -29,7 +30,7 @@ use lib $FindBin::Bin;
 use CdcWorkerTest;
 
 my $source = new_source('source');
-my $dest = new_dest('dest', "cdc.database = 'postgres'\n");
+my $dest = new_dest('dest', "cdc.database = 'postgres'\nlog_min_messages = debug1\n");
 
 my $ddl = q{
 CREATE TABLE pk_only (id int PRIMARY KEY, v text NOT NULL);
@@ -58,6 +59,7 @@ INSERT INTO entity_ob SELECT g, 'local ' || g FROM generate_series(1, 40) g;
 
 # 1-3: one source transaction per table: inserts 1-60, then updates of every
 # third, deletes and re-inserts of every fifth
+my $log_offset = -s $dest->logfile;
 for my $t (qw(pk_only two_unique entity_ob)) {
 	my $cols = $t eq 'two_unique' ? q{g, 'code ' || g, 'src ' || g} : q{g, 'src ' || g};
 	my $recols = $t eq 'two_unique' ? q{g, 'code ' || g, 'again ' || g} : q{g, 'again ' || g};
@@ -80,6 +82,14 @@ is($dest->safe_psql('postgres', q{SELECT applied || '|' || duplicate || '|' || s
 	'104|0|0|0', 'entity-ordered target: every change applied');
 is(outbox_summary($dest, q{target = 'entity_ob'::regclass}), '104|104', 'one outbox row per source change');
 is($dest->safe_psql('postgres', q{SELECT count(*) FROM two_unique WHERE code = 'code 7'}), '1', 'no second row of a unique code');
+# A wrong hint turns insert first off for the rest of its write: 40 taken
+# keys in one write of each table leave one taken-back insert, not 40.
+my $log = slurp_file($dest->logfile, $log_offset);
+my %taken;
+$taken{$1}++ while $log =~ /a key of table "(\w+)" the source inserted is taken on the destination/g;
+is($taken{pk_only} // 0, 1, 'pk_only: one taken-back insert for the 40 taken keys of its write');
+is($taken{entity_ob} // 0, 1, 'entity_ob: one taken-back insert for the 40 taken keys of its write');
+ok(!$taken{two_unique}, 'two_unique (a second unique index): no insert first at all');
 
 # 4. one change per source transaction, the destination ahead again
 $dest->safe_psql('postgres', q{

@@ -313,7 +313,23 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 		 * and the loop looks the row up and updates it, as when another
 		 * transaction inserted the key between a look-up and the insert.
 		 */
-		if (!insert_first || !absent[r] || !InsertMissingRowPg(&tw.w, tw.index, newslot))
+		bool inserted = false;
+		if (insert_first && absent[r]) {
+			inserted = InsertMissingRowPg(&tw.w, tw.index, newslot);
+			/*
+			 * A hint that was wrong says the destination has rows the
+			 * source never had (a preloaded or diverged table): each more
+			 * would leave a dead heap tuple and index entries behind, so
+			 * the rest of this write looks keys up first again.
+			 */
+			if (!inserted) {
+				insert_first = false;
+				elog(DEBUG1, "cdc_apply: a key of table \"%s\" the source inserted is taken on the destination: the rest of "
+				             "this write of %d rows looks keys up first",
+				     RelationGetRelationName(rel), nrows);
+			}
+		}
+		if (!inserted)
 			for (;;) {
 				if (FindRowPg(&tw.finder, newslot, localslot) ? UpdateFoundRowPg(rri, estate, localslot, newslot)
 				                                               : InsertMissingRowPg(&tw.w, tw.index, newslot))
