@@ -56,8 +56,7 @@ BEGIN
   RETURN ARRAY['no error'];
 EXCEPTION WHEN OTHERS THEN
   GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT, st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
-  RETURN st || msg || ARRAY(SELECT l FROM regexp_split_to_table(ctx, E'\n') WITH ORDINALITY AS t(l, n)
-                      WHERE l LIKE 'cdc\_apply%' ORDER BY n);
+  RETURN st || msg || cdc_context_lines(ctx);
 END $$;
 SELECT f, c, kind, dn_ctx(format('go|%s|%s|%s', f, c, kind), f*100 + c*10 + i) AS context FROM
   (VALUES ('null',1),('check',2),('raise',3),('after',4)) AS k(kind,i), generate_series(2,7) f, unnest(ARRAY[0,1,5]) c

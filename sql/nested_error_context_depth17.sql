@@ -34,8 +34,7 @@ BEGIN
   RETURN ARRAY['no error'];
 EXCEPTION WHEN OTHERS THEN
   GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT, st = RETURNED_SQLSTATE;
-  RETURN st || ARRAY(SELECT l FROM regexp_split_to_table(ctx, E'\n') WITH ORDINALITY AS t(l, n)
-                      WHERE l LIKE 'cdc\_apply%' ORDER BY n);
+  RETURN st || cdc_context_lines(ctx);
 END $$;
 
 SELECT n, line FROM unnest(dd17_context(17)) WITH ORDINALITY AS u(line, n) ORDER BY n;

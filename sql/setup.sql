@@ -42,6 +42,10 @@ RETURNS TABLE (delivery_key text, processed boolean, ledger_rows bigint) LANGUAG
   $$ SELECT dk, cdc.delivery_processed(t, dk), ledger_count(t) FROM unnest(dks) dk ORDER BY dk $$;
 CREATE FUNCTION tombstones_of(t regclass) RETURNS TABLE (entity_key jsonb, version bigint[]) LANGUAGE sql AS
   $$ SELECT entity_key, version FROM cdc.tombstones WHERE target = t ORDER BY entity_key::text $$;
+-- the cdc_apply lines of an error's context (PG_EXCEPTION_CONTEXT), innermost first
+CREATE FUNCTION cdc_context_lines(ctx text) RETURNS text[] LANGUAGE sql AS
+  $$ SELECT ARRAY(SELECT l FROM regexp_split_to_table(ctx, E'\n') WITH ORDINALITY AS t(l, n)
+                  WHERE l LIKE 'cdc\_apply%' ORDER BY n) $$;
 
 SELECT dbz('c', 'items', '{"id": 7, "name": "bolt"}', '0/3000', 600);
 SELECT dbz('d', 'items', NULL, '0/3200', 602, before => '{"id": 7}', clsn => '0/3210', total_order => 1);
