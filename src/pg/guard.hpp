@@ -90,13 +90,6 @@ PgCall(F &&f) -> decltype(f())
 void StashCurrentException() noexcept;
 [[noreturn]] void RaiseStashedError();
 
-// The engine's error context of one run of C++ code from PostgreSQL-regime
-// code (an entry point's call, InvokeCpp, or RunCpp): its error context
-// callback and the text SetErrorContext gave it.  They nest: a call made
-// while another runs (a trigger or handler applying a batch during a batch)
-// has its own, and the outer call's text is intact when it returns or fails
-// (its CONTEXT line shows under the inner one's).  Lives in the frame of
-// InvokeCpp / RunCpp.
 // What formats a context line only when a message needs it (the engine,
 // whose context changes per change: its fields are kept, the text is made
 // on error, as PostgreSQL's apply worker does with apply_error_callback).
@@ -115,6 +108,14 @@ class ContextSource {
 // qualified name, a delivery key clipped to 200 bytes: well under it).
 constexpr size_t kApplyContextBytes = 2048;
 
+// The engine's error context of one run of C++ code from PostgreSQL-regime
+// code (an entry point's call, InvokeCpp, or RunCpp): its error context
+// callback and the text SetErrorContext gave it, or the ContextSource that
+// formats it (SetErrorContextSource).  They nest: a call made
+// while another runs (a trigger or handler applying a batch during a batch)
+// has its own, and the outer call's text is intact when it returns or fails
+// (its CONTEXT line shows under the inner one's).  Lives in the frame of
+// InvokeCpp / RunCpp.
 struct ApplyContext {
 	ErrorContextCallback callback;
 	const char *text;            // the CONTEXT line, or nullptr
