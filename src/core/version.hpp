@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cdc {
@@ -31,13 +32,7 @@ class VersionParts {
 	VersionParts &operator=(const VersionParts &) = default;
 	// A moved-from VersionParts is empty (as a moved-from std::vector): the
 	// implicit moves would leave n_ over a moved-from (empty) spill_.
-	VersionParts(VersionParts &&o) noexcept : n_(o.n_), spill_(std::move(o.spill_))
-	{
-		for (size_t i = 0; i < kInline; i++)
-			inline_[i] = o.inline_[i];
-		o.n_ = 0;
-		o.spill_.clear();
-	}
+	VersionParts(VersionParts &&o) noexcept { *this = std::move(o); }
 	VersionParts &operator=(VersionParts &&o) noexcept
 	{
 		if (this != &o) {
