@@ -106,4 +106,14 @@ RowExpectedAbsent(const Chain &c, bool collapse, size_t round, const std::vector
 	return effects[c.applied[round - 1]] == RowEffect::Delete;
 }
 
+void
+MarkCreateFromRecord(const Chain &c, std::vector<RowEffect> &effects)
+{
+	if (!c.set_based || c.applied.empty() || (c.stored && !c.stored->deleted))
+		return;
+	RowEffect &first = effects.at(c.applied.front());
+	if (first != RowEffect::Delete)
+		first = RowEffect::Create;
+}
+
 } // namespace cdc

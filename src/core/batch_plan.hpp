@@ -114,4 +114,15 @@ enum class RowEffect : char {
 // indexed like Chain::events' values.
 bool RowExpectedAbsent(const Chain &c, bool collapse, size_t round, const std::vector<RowEffect> &effects);
 
+// The same hint where op c promises nothing (cdc_apply_batch(): a producer
+// may send c for a row the destination has), from what the entity records
+// say instead: the first applied change of set-based chain `c`, if its
+// stored record is missing (the key was never applied) or a tombstone (its
+// row was deleted) becomes a Create in `effects`, unless it is a Delete.
+// Only for entity-ordered targets: a stream-ordered target keeps no records,
+// so every key would look new.  A destination row that no record knows of
+// (a preloaded table) makes the hint wrong; the writer then turns it off for
+// the rest of its write (docs/internals.md, "Insert first").
+void MarkCreateFromRecord(const Chain &c, std::vector<RowEffect> &effects);
+
 } // namespace cdc

@@ -86,7 +86,7 @@ is($dest->safe_psql('postgres', q{SELECT count(*) FROM two_unique WHERE code = '
 # keys in one write of each table leave one taken-back insert, not 40.
 my $log = slurp_file($dest->logfile, $log_offset);
 my %taken;
-$taken{$1}++ while $log =~ /a key of table "(\w+)" the source inserted is taken on the destination/g;
+$taken{$1}++ while $log =~ /a key of table "(\w+)" expected to be new is taken on the destination/g;
 is($taken{pk_only} // 0, 1, 'pk_only: one taken-back insert for the 40 taken keys of its write');
 is($taken{entity_ob} // 0, 1, 'entity_ob: one taken-back insert for the 40 taken keys of its write');
 ok(!$taken{two_unique}, 'two_unique (a second unique index): no insert first at all');

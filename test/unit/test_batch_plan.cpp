@@ -315,6 +315,35 @@ TEST(BatchPlan, RowExpectedAbsentFollowsTheChainsHistory)
 	EXPECT_FALSE(RowExpectedAbsent(none, false, 0, effects));
 }
 
+TEST(BatchPlan, MarkCreateFromRecordTrustsTheRecordNotTheOp)
+{
+	using E = RowEffect;
+	/* changes 0..7 of a segment; only deletes are marked before (op c promises nothing here) */
+	std::vector<RowEffect> effects(8, E::Other);
+	effects[4] = E::Delete;
+	std::vector<Chain> chains(6);
+	chains[0].applied = {0, 1};                     /* no record: the key was never applied */
+	chains[1].applied = {2};                        /* a live record: the row is there */
+	chains[1].stored = EntityRecord{};
+	chains[2].applied = {3};                        /* a tombstone: the row was deleted */
+	chains[2].stored = EntityRecord{};
+	chains[2].stored->deleted = true;
+	chains[3].applied = {4, 5};                     /* no record, but its first applied change is a delete */
+	chains[4].applied = {6};                        /* no record, decided change by change: not written here */
+	chains[4].set_based = false;
+	chains[5].events = {7};                         /* nothing applied (a stale change) */
+	for (const Chain &c : chains)
+		MarkCreateFromRecord(c, effects);
+	EXPECT_EQ(effects, (std::vector<RowEffect>{E::Create, E::Other, E::Other, E::Create, E::Delete, E::Other, E::Other,
+	                                           E::Other}));
+	/* and the writer's hint follows: absent before chains 0 and 2, present for 1, a delete first for 3 */
+	EXPECT_TRUE(RowExpectedAbsent(chains[0], true, 0, effects));
+	EXPECT_FALSE(RowExpectedAbsent(chains[1], true, 0, effects));
+	EXPECT_TRUE(RowExpectedAbsent(chains[2], true, 0, effects));
+	EXPECT_FALSE(RowExpectedAbsent(chains[3], true, 0, effects));
+	EXPECT_TRUE(RowExpectedAbsent(chains[3], false, 1, effects)) << "after its delete";
+}
+
 TEST(BatchPlan, AddCountsAddsEveryCount)
 {
 	Counters to{1, 2, 3, 4, 5, 6, 7, 8, 9};

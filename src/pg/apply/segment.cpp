@@ -1133,21 +1133,23 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 
 	/*
 	 * Rows: per target, the final image of each entity, or round by round.
-	 * For the worker's stream, whose op c is a source INSERT, a row the
-	 * source's history says is new is inserted without looking its key up
-	 * first (RowExpectedAbsent; UpsertRowsDirect, "absent").  Not for
-	 * cdc_apply(): producers that send op c for rows the destination has
-	 * would pay a taken-back insert per change.
+	 * A row expected to be new is inserted without looking its key up
+	 * first (RowExpectedAbsent; UpsertRowsDirect, "absent"): on the
+	 * worker's stream, whose op c is a source INSERT, from the ops; for
+	 * cdc_apply_batch(), whose producers may send op c for rows the
+	 * destination has, from the entity records read above (every target
+	 * there is entity-ordered: RequireStreamIntake).
 	 */
-	std::vector<RowEffect> effects;
-	if (stream_intake_) {
-		effects.resize(n);
-		for (size_t k = 0; k < n; k++)
-			effects[k] = reqs[begin + k].op == Op::Create ? RowEffect::Create
-			             : prep[k].is_delete              ? RowEffect::Delete
-			                                              : RowEffect::Other;
-	}
-	const std::vector<RowEffect> *row_effects = stream_intake_ ? &effects : nullptr;
+	std::vector<RowEffect> effects(n, RowEffect::Other);
+	for (size_t k = 0; k < n; k++)
+		if (prep[k].is_delete)
+			effects[k] = RowEffect::Delete;
+		else if (stream_intake_ && reqs[begin + k].op == Op::Create)
+			effects[k] = RowEffect::Create;
+	if (!stream_intake_)
+		for (const Chain &c : chains)
+			MarkCreateFromRecord(c, effects);
+	const std::vector<RowEffect> *row_effects = &effects;
 	std::map<Oid, std::vector<const Chain *>> by_target;
 	for (const Chain &c : chains)
 		if (c.set_based && !c.applied.empty())

@@ -306,7 +306,7 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 		 * meanwhile, which is then found and updated.
 		 */
 		/*
-		 * A row the source's history says is new is inserted first: the
+		 * A row expected to be new (RowExpectedAbsent) is inserted first: the
 		 * look-up would only find nothing (a descent of the key index for
 		 * each new row, which native apply's insert does not make).  If the
 		 * key is taken after all, the speculative insertion is taken back
@@ -324,7 +324,7 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 			 */
 			if (!inserted) {
 				insert_first = false;
-				elog(DEBUG1, "cdc_apply: a key of table \"%s\" the source inserted is taken on the destination: the rest of "
+				elog(DEBUG1, "cdc_apply: a key of table \"%s\" expected to be new is taken on the destination: the rest of "
 				             "this write of %d rows looks keys up first",
 				     RelationGetRelationName(rel), nrows);
 			}

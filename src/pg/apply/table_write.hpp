@@ -215,7 +215,8 @@ InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, 
 // statement's (23502 for a NULL in a NOT NULL column, 23505 for a
 // duplicate in another unique index), as PgError.
 // `absent` (nullptr, or one flag per image): images whose row the source's
-// history says is not there (RowExpectedAbsent, core/batch_plan.hpp) are
+// history or the entity records say is not there (RowExpectedAbsent,
+// MarkCreateFromRecord, core/batch_plan.hpp) are
 // inserted first, by the same speculative insertion, and looked up only if
 // the key is taken after all, which then takes the insert back and updates
 // the row it finds: the result is the same, one index descent less per
