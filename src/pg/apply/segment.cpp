@@ -1146,9 +1146,15 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			effects[k] = RowEffect::Delete;
 		else if (stream_intake_ && reqs[begin + k].op == Op::Create)
 			effects[k] = RowEffect::Create;
+	/*
+	 * Not where the target keeps a stream mark (stream -> entity ordering):
+	 * the mark is the implicit record of every key without one, whose row
+	 * the worker may have written (docs/semantics.md, "Stream ordering").
+	 */
 	if (!stream_intake_)
 		for (const Chain &c : chains)
-			MarkCreateFromRecord(c, effects);
+			if (c.t->stream_marks.empty())
+				MarkCreateFromRecord(c, effects);
 	const std::vector<RowEffect> *row_effects = &effects;
 	std::map<Oid, std::vector<const Chain *>> by_target;
 	for (const Chain &c : chains)
