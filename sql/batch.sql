@@ -653,11 +653,22 @@ SELECT * FROM bat_state_only ORDER BY id;
 -- with two texts.  Once the batch failed with "ON CONFLICT DO UPDATE command
 -- cannot affect row a second time" where one by one applied; a later
 -- fresh-user run found that entity records, keyed by the text, let a
--- deleted row come back.  Such a key is now refused (0A000) both ways.
+-- deleted row come back.  Such a key is now refused (0A000) both ways, and
+-- by cdc.register_mapping; a key column given the collation after the
+-- mapping was registered is refused at the first change.
 -- ===========================================================================
 CREATE COLLATION bat_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 CREATE TABLE bat_ci_keys (id text COLLATE bat_ci PRIMARY KEY, v text);
 SELECT target FROM cdc.register_mapping('bat_ci_keys');
+CREATE TABLE bat_ci_two (a int, b text COLLATE bat_ci, v text, UNIQUE (a, b), PRIMARY KEY (a));
+SELECT target FROM cdc.register_mapping('bat_ci_two', key_columns => ARRAY['a', 'b']);
+SELECT target FROM cdc.register_mapping('bat_ci_two');  -- keyed by a alone: accepted
+SELECT cdc.unregister_mapping('bat_ci_two');
+DROP TABLE bat_ci_two;
+DROP TABLE bat_ci_keys;
+CREATE TABLE bat_ci_keys (id text PRIMARY KEY, v text);
+SELECT target FROM cdc.register_mapping('bat_ci_keys');
+ALTER TABLE bat_ci_keys ALTER COLUMN id TYPE text COLLATE bat_ci;
 SELECT x AS difference FROM bat_compare('bat_ci_keys', ARRAY[
   dbz('c', 'bat_ci_keys', '{"id": "A", "v": "first"}', '0/1000', 100),
   dbz('c', 'bat_ci_keys', '{"id": "a", "v": "second"}', '0/1100', 101)]) x;

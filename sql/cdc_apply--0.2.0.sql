@@ -1120,6 +1120,24 @@ BEGIN
     RAISE EXCEPTION 'table % has no primary key', target
       USING ERRCODE = '42P10', HINT = 'Add a primary key or pass key_columns backed by a unique index.';
   END IF;
+  -- Entity records name an entity by its key's text: under a nondeterministic
+  -- collation 'abc' and 'ABC' are one row with two texts, so a delete of one
+  -- would not stop a late change of the other.  The engine refuses such a
+  -- key at every change (a collation changed after registration); refused
+  -- here first, with the engine's message (found by a review: the mapping
+  -- was accepted and every event then failed).
+  SELECT a.attname INTO col FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+   WHERE a.attrelid = target AND NOT c.collisdeterministic AND NOT a.attisdropped
+     AND CASE WHEN key_columns IS NOT NULL THEN a.attname = ANY (key_columns)
+              ELSE EXISTS (SELECT 1 FROM pg_index i
+                            WHERE i.indrelid = target AND i.indisprimary AND a.attnum = ANY (i.indkey::int2[])) END
+   ORDER BY a.attnum LIMIT 1;
+  IF col IS NOT NULL THEN
+    RAISE EXCEPTION 'key column "%" of table % has a nondeterministic collation: equal keys can differ in text, which entity records cannot tell apart',
+                    col, target
+      USING ERRCODE = '0A000',
+            HINT = 'Give the key column a deterministic collation (ALTER TABLE ... ALTER COLUMN ... TYPE ... COLLATE "C"), or key the mapping by other columns (key_columns).';
+  END IF;
   IF version_column IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
                       WHERE a.attrelid = target AND a.attname = version_column
                         AND (CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END)
@@ -1217,7 +1235,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 0A000 a key column with a nondeterministic collation, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,

@@ -651,7 +651,12 @@ SELECT count(*) AS rows_after_late_update FROM sem_flt;
 
 CREATE COLLATION sem_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 CREATE TABLE sem_ci_keys (id text COLLATE sem_ci PRIMARY KEY, v text);
+\set VERBOSITY terse
 SELECT target FROM cdc.register_mapping('sem_ci_keys');
+\set VERBOSITY default
+ALTER TABLE sem_ci_keys ALTER COLUMN id TYPE text COLLATE "C";
+SELECT target FROM cdc.register_mapping('sem_ci_keys');
+ALTER TABLE sem_ci_keys ALTER COLUMN id TYPE text COLLATE sem_ci;
 \set VERBOSITY default
 SELECT cdc_apply('{"op":"c","after":{"id":"abc","v":"x"},"source":{"name":"k","schema":"public","table":"sem_ci_keys","lsn":100,"txId":1}}');
 \set VERBOSITY terse
