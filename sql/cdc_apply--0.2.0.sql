@@ -839,6 +839,13 @@ AS 'MODULE_PATHNAME', 'cdc_key_text';
 COMMENT ON FUNCTION cdc._key_text(anyelement) IS
   'Internal: the text entity records name a key value by (cdc.entity_state.key): the output text printed with fixed settings (ISO dates, timestamptz in UTC, postgres intervals, hex bytea, shortest floats, numeric without trailing zeros), the same in every session; array, range, multirange and composite values and money print through their output function under those settings (and lc_monetary C).';
 
+CREATE FUNCTION cdc._key_ambiguity(target regclass, key_columns name[]) RETURNS text
+LANGUAGE c STABLE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_key_ambiguity';
+COMMENT ON FUNCTION cdc._key_ambiguity(regclass, name[]) IS
+  'Internal (cdc.register_mapping): the message for the first key column of target (key_columns, or NULL for the primary key) whose equal values can print different texts (citext, jsonb, an unpadded bpchar, a case-insensitive collation of a unique index on the key, or such a type or collation inside an array, range or composite key), which entity records, naming an entity by its key''s text, cannot tell apart; NULL when there is none. The engine refuses such a key on entity-ordered targets (0A000); cdc.register_mapping warns. Reads only the catalogs: every role may call it.';
+
 -- Re-keys the entity records of a target from one key definition to another
 -- (B36): each live record is moved to the key its row has under the new key
 -- columns (the row is read from the target, which is locked against writes
@@ -989,6 +996,7 @@ DECLARE
   rel_schema name;
   rel_name   name;
   col        name;
+  other_key  text;
   result     cdc.mapping;
   fn         pg_proc;
   meta       record;
@@ -1137,6 +1145,16 @@ BEGIN
                     col, target
       USING ERRCODE = '0A000',
             HINT = 'Give the key column a deterministic collation (ALTER TABLE ... ALTER COLUMN ... TYPE ... COLLATE "C"), or key the mapping by other columns (key_columns).';
+  END IF;
+  -- A key whose equal values can print different texts (citext, jsonb, a
+  -- case-insensitive unique index ...): the engine refuses its changes while
+  -- the target is entity-ordered, as it is once registered; a stream-ordered
+  -- target keeps no entity records and may have it (cdc.set_ordering).
+  other_key := cdc._key_ambiguity(target, key_columns);
+  IF other_key IS NOT NULL THEN
+    RAISE WARNING '%', other_key
+      USING DETAIL = 'Changes of this table will be refused (0A000) while it is entity-ordered: entity records name an entity by its key''s text, and two texts of one row would be two entities.',
+            HINT = 'Key the mapping by columns whose equal values print alike (for example a stored generated column lower(email) with a unique index, as key_columns), or make the target stream-ordered (cdc.set_ordering), which keeps no entity records.';
   END IF;
   IF version_column IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
                       WHERE a.attrelid = target AND a.attname = version_column

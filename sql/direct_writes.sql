@@ -242,6 +242,9 @@ SELECT id, name, qty FROM dwb_st_on ORDER BY id;
 -- (b) A unique index declared with another collation than its column (a
 --     nondeterministic, case-insensitive one on a "C" column): the index
 --     finds 'ABC' for the key 'abc', which the statement's = does not match.
+--     Such a key is now refused (0A000) on both paths before anything is
+--     written, and cdc.register_mapping warns (entity records name an
+--     entity by its key's text: sql/key_index_collation.sql).
 -- Each applies the same delete with the setting on and off, in a rolled
 -- back transaction, and compares the rows and the outbox payloads.
 -- ===========================================================================
@@ -289,7 +292,7 @@ SELECT dw_scope('dw_par', jsonb_build_array(dbz('d', 'dw_par', NULL, '0/100', 1,
                                             dbz('c', 'dw_par', '{"id": 1, "v": "again"}', '0/200', 2)), true, true) AS batch_on;
 SELECT dw_scope('dw_par', jsonb_build_array(dbz('d', 'dw_par', NULL, '0/100', 1, '{"id": 1, "v": "before"}'),
                                             dbz('c', 'dw_par', '{"id": 1, "v": "again"}', '0/200', 2)), false, false) AS one_by_one_off;
--- (b) the delete of 'abc' leaves the row 'ABC' either way
+-- (b) the delete of 'abc' is refused either way, the row 'ABC' left
 SELECT dw_scope('dw_ci_key', jsonb_build_array(dbz('d', 'dw_ci_key', NULL, '0/100', 1, '{"k": "abc", "v": "lower case"}')), true, false) AS direct_on;
 SELECT dw_scope('dw_ci_key', jsonb_build_array(dbz('d', 'dw_ci_key', NULL, '0/100', 1, '{"k": "abc", "v": "lower case"}')), false, false) AS direct_off;
 SELECT dw_scope('dw_ci_key', jsonb_build_array(dbz('d', 'dw_ci_key', NULL, '0/100', 1, '{"k": "abc", "v": "lower case"}')), true, true) AS batch_on;

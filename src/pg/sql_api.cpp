@@ -12,6 +12,7 @@
 #include "pg/apply/counters.hpp"
 #include "pg/apply/engine.hpp"
 #include "pg/apply/image.hpp"
+#include "pg/apply/target.hpp"
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
 #include "pg/shared_stats.hpp"
@@ -24,7 +25,9 @@
 extern "C" {
 #include "access/detoast.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/pg_type.h"
+#include "catalog/pg_index.h"
 #include "commands/trigger.h"
 #include "funcapi.h"
 #include "utils/inval.h"
@@ -845,6 +848,63 @@ CDC_PG_FUNCTION(cdc_key_text)
 			fcinfo->flinfo->fn_extra = c;
 		}
 		return PointerGetDatum(cstring_to_text(cdc::pg::KeyTextPg(c->family, type, &c->out, PG_GETARG_DATUM(0))));
+	});
+}
+
+/*
+ * cdc._key_ambiguity(target regclass, key_columns name[]) RETURNS text
+ * The message for the first key column of `target` (key_columns, or NULL
+ * for the primary key's columns) whose equal values can print different
+ * key texts (AmbiguousKeyColumnPg, apply/target.hpp), or NULL when there is
+ * none (also when the key cannot be found: cdc.register_mapping reports
+ * that itself).  cdc.register_mapping raises it as a WARNING: the engine
+ * refuses such a key on entity-ordered targets (0A000), while a
+ * stream-ordered target, which keeps no entity records, may have it.
+ */
+CDC_PG_FUNCTION(cdc_key_ambiguity)
+{
+	return cdc::pg::PgCall([&]() -> Datum {
+		const Oid relid = PG_GETARG_OID(0);
+		AttrNumber attrs[INDEX_MAX_KEYS];
+		int n = 0;
+		if (PG_ARGISNULL(1)) {
+			Relation rel = table_open(relid, AccessShareLock);
+			const Oid pk = RelationGetPrimaryKeyIndex(rel);
+			table_close(rel, NoLock);
+			if (!OidIsValid(pk))
+				PG_RETURN_NULL();
+			HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pk));
+			if (!HeapTupleIsValid(tup))
+				elog(ERROR, "cache lookup failed for index %u", pk);
+			Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
+			for (int i = 0; i < idx->indnkeyatts; i++)
+				attrs[n++] = idx->indkey.values[i];
+			ReleaseSysCache(tup);
+		} else {
+			Datum *names;
+			bool *nulls;
+			int count;
+			deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR, &names, &nulls, &count);
+			for (int i = 0; i < count; i++) {
+				if (nulls[i] || n >= INDEX_MAX_KEYS)
+					PG_RETURN_NULL();
+				const AttrNumber a = get_attnum(relid, NameStr(*DatumGetName(names[i])));
+				if (a == InvalidAttrNumber)
+					PG_RETURN_NULL();
+				attrs[n++] = a;
+			}
+		}
+		Oid by_index;
+		const int k = cdc::pg::AmbiguousKeyColumnPg(relid, attrs, n, &by_index);
+		if (k < 0)
+			PG_RETURN_NULL();
+		Oid type, collation;
+		int32 typmod;
+		get_atttypetypmodcoll(relid, attrs[k], &type, &typmod, &collation);
+		const char *display = psprintf("%s.%s", get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
+		return PointerGetDatum(cstring_to_text(cdc::pg::AmbiguousKeyMessagePg(
+			get_attname(relid, attrs[k], false), display, format_type_with_typemod(type, typmod),
+			OidIsValid(by_index) ? get_rel_name(by_index) : NULL)));
 	});
 }
 

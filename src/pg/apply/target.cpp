@@ -21,18 +21,21 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "access/nbtree.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/transam.h"
 #include "catalog/catalog.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -127,6 +130,151 @@ ReadRelationPg(Oid relid)
 	table_close(rel, NoLock); /* keep the lock until end of transaction */
 	return info;
 }
+
+} // namespace
+
+/* Are equal values of operator class `opclass` under `collation` one image? */
+static bool
+OpclassEqualImagePg(Oid opclass, Oid collation)
+{
+	const Oid family = get_opclass_family(opclass);
+	const Oid intype = get_opclass_input_type(opclass);
+	const Oid proc = get_opfamily_proc(family, intype, intype, BTEQUALIMAGE_PROC);
+	if (!OidIsValid(proc))
+		return false;
+	return DatumGetBool(OidFunctionCall1Coll(proc, collation, ObjectIdGetDatum(intype)));
+}
+
+/* Do equal values of `type` under `collation` always print one key text?  (AmbiguousKeyColumnPg) */
+static bool
+KeyTextIdentityPg(Oid type, int32 typmod, Oid collation)
+{
+	check_stack_depth();
+	type = getBaseTypeAndTypmod(type, &typmod);
+	switch (type) {
+	case NUMERICOID:
+	case FLOAT4OID:
+	case FLOAT8OID: return true; /* KeyTextPg prints every equal number alike (1.0 as 1, -0 as 0) */
+	/*
+	 * Not normalised, and accepted: '1 day' and '24:00:00' are equal and
+	 * print differently, but a source holds one of them per key, and
+	 * Debezium's interval encodings (microseconds, ISO 8601) reach the
+	 * engine as one spelling per value (docs/semantics.md, "Destination
+	 * tables").
+	 */
+	case INTERVALOID: return true;
+	case BPCHAROID:
+		/*
+		 * char(n) pads every value to n, so equal values print alike
+		 * (bpchar_ops has no image equality: trailing blanks are
+		 * insignificant); an unpadded bpchar prints 'a' and 'a ' apart.
+		 */
+		return typmod >= 0;
+	default: break;
+	}
+	const Oid elem = get_element_type(type);
+	if (OidIsValid(elem))
+		return KeyTextIdentityPg(elem, -1, collation);
+	if (type_is_range(type))
+		return KeyTextIdentityPg(get_range_subtype(type), -1, get_range_collation(type));
+	if (type_is_multirange(type))
+		return KeyTextIdentityPg(get_multirange_range(type), -1, collation);
+	if (get_typtype(type) == TYPTYPE_COMPOSITE) {
+		TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
+		bool same = true;
+		for (int i = 0; i < desc->natts && same; i++) {
+			Form_pg_attribute a = TupleDescAttr(desc, i);
+			if (!a->attisdropped)
+				same = KeyTextIdentityPg(a->atttypid, a->atttypmod, a->attcollation);
+		}
+		ReleaseTupleDesc(desc);
+		return same;
+	}
+	const Oid opclass = GetDefaultOpClass(type, BTREE_AM_OID);
+	return OidIsValid(opclass) && OpclassEqualImagePg(opclass, collation);
+}
+
+/* Key columns whose equal values can print different key texts: target.hpp. */
+int
+AmbiguousKeyColumnPg(Oid relid, const AttrNumber *attrs, int nattrs, Oid *by_index)
+{
+	*by_index = InvalidOid;
+	for (int k = 0; k < nattrs; k++) {
+		Oid type, collation;
+		int32 typmod;
+		get_atttypetypmodcoll(relid, attrs[k], &type, &typmod, &collation);
+		if (!KeyTextIdentityPg(type, typmod, collation))
+			return k;
+	}
+	/* the unique indexes on exactly the key columns decide which rows are one row */
+	Relation rel = table_open(relid, NoLock);
+	List *indexes = RelationGetIndexList(rel);
+	int found = -1;
+	ListCell *lc;
+	foreach (lc, indexes) {
+		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
+		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
+		if (idx->indisunique && idx->indnkeyatts == nattrs) {
+			bool isnull;
+			oidvector *classes = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup, Anum_pg_index_indclass, &isnull));
+			oidvector *collations =
+				(oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup, Anum_pg_index_indcollation, &isnull));
+			/* the index's columns, each matched with a key column (an expression or another column: not this key's index) */
+			int pos[INDEX_MAX_KEYS];
+			bool exact = true;
+			for (int i = 0; i < nattrs && exact; i++) {
+				pos[i] = -1;
+				for (int k = 0; k < nattrs; k++)
+					if (idx->indkey.values[i] == attrs[k])
+						pos[i] = k;
+				exact = pos[i] >= 0;
+			}
+			for (int i = 0; exact && i < nattrs && found < 0; i++) {
+				Oid type, collation;
+				int32 typmod;
+				get_atttypetypmodcoll(relid, attrs[pos[i]], &type, &typmod, &collation);
+				const Oid opclass = classes->values[i];
+				const bool same = opclass == GetDefaultOpClass(type, BTREE_AM_OID)
+				                      ? KeyTextIdentityPg(type, typmod, collations->values[i])
+				                      : OpclassEqualImagePg(opclass, collations->values[i]);
+				if (!same) {
+					found = pos[i];
+					*by_index = idx->indexrelid;
+				}
+			}
+		}
+		ReleaseSysCache(tup);
+		if (found >= 0)
+			break;
+	}
+	list_free(indexes);
+	table_close(rel, NoLock);
+	return found;
+}
+
+char *
+AmbiguousKeyMessagePg(const char *column, const char *display, const char *type_name, const char *by_index)
+{
+	if (by_index != NULL)
+		return psprintf("key column \"%s\" of table %s is compared by unique index \"%s\" under a collation or operator "
+		                "class that takes values of different text as equal, which entity records cannot tell apart",
+		                column, display, by_index);
+	return psprintf("key column \"%s\" of table %s is of type %s, whose equal values can differ in text, which entity "
+	                "records cannot tell apart",
+	                column, display, type_name);
+}
+
+void
+AmbiguousKeyErrorPg(const char *column, const char *display, const char *type_name, const char *by_index)
+{
+	ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	                errmsg_internal("%s", AmbiguousKeyMessagePg(column, display, type_name, by_index)),
+	                errdetail("%s", kAmbiguousKeyDetail), errhint("%s", kAmbiguousKeyHint)));
+}
+
+namespace {
 
 /* Is there such a unique index on exactly these columns? */
 bool
@@ -529,6 +677,20 @@ ApplyEngine::LoadTarget(Oid relid)
 		std::vector<AttrNumber> key_attrs;
 		for (int k : t->key)
 			key_attrs.push_back(t->columns[size_t(k)].attnum);
+		/*
+		 * Where entity records decide (not on a stream-ordered target, which
+		 * keeps none: its key texts only name outbox rows).
+		 */
+		if (!t->mapping.stream_ordered)
+			PgCall([&]() {
+				Oid by_index;
+				const int k = AmbiguousKeyColumnPg(relid, key_attrs.data(), int(key_attrs.size()), &by_index);
+				if (k >= 0) {
+					const Column &kc = t->columns[size_t(t->key[size_t(k)])];
+					AmbiguousKeyErrorPg(kc.name.c_str(), t->display.c_str(), kc.ctype.type_name.c_str(),
+					                    OidIsValid(by_index) ? get_rel_name(by_index) : NULL);
+				}
+			});
 		t->independent_rows = PgCall([&]() { return IndependentRowsPg(relid, key_attrs.data(), int(key_attrs.size())); });
 	}
 	for (size_t c = 0; c < t->columns.size(); c++) {

@@ -137,6 +137,40 @@ void CheckPrivileges(Oid relid, const std::string &display, Oid role, bool worke
 // (cols) infers.  InvalidOid if none.  PostgreSQL regime.
 Oid UniqueIndexOnPg(Relation rel, const AttrNumber *cols, int ncols);
 
+// Key columns whose equal values can print different key texts.  Entity
+// records name an entity by its key's text (KeyTextPg), so two values the
+// destination holds as one row ('a' and 'A' under citext or a
+// case-insensitive collation, jsonb 1.0 and 1) would be two entities: a delete of one does not stop a late change of
+// the other, and a row is lost or comes back (found by a fresh-user run).
+// A column is safe when its values are compared by image equality (the
+// btree operator class's BTEQUALIMAGE_PROC under the collation, as nbtree's
+// deduplication asks) or are numbers, which KeyTextPg normalises; arrays,
+// ranges, multiranges and composites by their parts; a domain as its base
+// type; char(n) as padded, an unconstrained bpchar never (trailing blanks
+// are insignificant);
+// interval is accepted although '1 day' and '24:00:00' are equal (a known
+// limit, docs/semantics.md).
+// Checked for each column's own type and collation and for the collation
+// and operator class of each unique index on exactly the key columns.
+// Returns the position in `attrs` of the first column found, with *by_index
+// the index that makes it ambiguous (InvalidOid: its type or collation), or
+// -1.  The engine refuses such a key on entity-ordered targets (a
+// stream-ordered one keeps no entity records); cdc.register_mapping warns
+// (cdc._key_ambiguity).  PostgreSQL regime.
+int AmbiguousKeyColumnPg(Oid relid, const AttrNumber *attrs, int nattrs, Oid *by_index);
+
+// The message for such a column (palloc'd; `by_index`: the index's name, or
+// null), and the 0A000 ERROR with it, its detail and hint.  PostgreSQL regime.
+char *AmbiguousKeyMessagePg(const char *column, const char *display, const char *type_name, const char *by_index);
+void AmbiguousKeyErrorPg(const char *column, const char *display, const char *type_name, const char *by_index);
+constexpr const char *kAmbiguousKeyDetail =
+	"Entity records name an entity by its key's text: two texts of one row would be two entities, and a delete of one "
+	"would not stop a late change of the other.";
+constexpr const char *kAmbiguousKeyHint =
+	"Key the mapping by columns whose equal values print alike (for example a stored generated column lower(email) "
+	"with a unique index, as key_columns), or make the target stream-ordered (cdc.set_ordering), which keeps no "
+	"entity records.";
+
 // The family of a column type, as decoding and key texts read it: its base
 // type's (a domain counts as its base type); *elem is set to the element
 // type for arrays.  PostgreSQL regime.
