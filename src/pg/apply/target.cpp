@@ -174,7 +174,7 @@ KeyTextIdentityPg(Oid type, int32 typmod, Oid collation)
 	}
 	const Oid elem = get_element_type(type);
 	if (OidIsValid(elem))
-		return KeyTextIdentityPg(elem, -1, collation);
+		return KeyTextIdentityPg(elem, typmod, collation); /* an array's typmod is its elements' (char(n)[] pads them) */
 	if (type_is_range(type))
 		return KeyTextIdentityPg(get_range_subtype(type), -1, get_range_collation(type));
 	if (type_is_multirange(type))
