@@ -73,5 +73,15 @@ SELECT typ, batch, kte_check('kte_t', typ, x, y, batch) AS result
                ('bpchar', '"a"', '"a "')) t(typ, x, y),
        (VALUES (false), (true)) b(batch)
  ORDER BY typ, batch;
+-- an extension type whose operator class does not say whether equal values
+-- are one image, but whose output is canonical (ltree), is trusted as before
+CREATE EXTENSION IF NOT EXISTS ltree;
+CREATE TABLE kte_ltree (id ltree PRIMARY KEY, v text);
+SELECT cdc._key_ambiguity('kte_ltree', NULL) IS NULL AS ltree_trusted;
+DROP TABLE kte_ltree;
+DROP EXTENSION ltree;
+-- cdc._key_ambiguity on odd arguments: nothing to say
+SELECT cdc._key_ambiguity(NULL, NULL) IS NULL AS null_target, cdc._key_ambiguity(0, NULL) IS NULL AS no_table,
+       cdc._key_ambiguity('pg_class', '{nosuchcolumn}') IS NULL AS no_column;
 DROP FUNCTION kte_check(text, text, jsonb, jsonb, boolean), kte_ev(text, text, jsonb, text, bigint);
 DROP EXTENSION citext;

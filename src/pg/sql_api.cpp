@@ -25,6 +25,7 @@
 extern "C" {
 #include "access/detoast.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
 #include "catalog/pg_index.h"
@@ -864,13 +865,18 @@ CDC_PG_FUNCTION(cdc_key_text)
 CDC_PG_FUNCTION(cdc_key_ambiguity)
 {
 	return cdc::pg::PgCall([&]() -> Datum {
+		if (PG_ARGISNULL(0))
+			PG_RETURN_NULL();
 		const Oid relid = PG_GETARG_OID(0);
+		/* locked for the catalog reads below; no relation: nothing to say */
+		Relation rel = try_relation_open(relid, AccessShareLock);
+		if (rel == NULL)
+			PG_RETURN_NULL();
+		const Oid pk = RelationGetPrimaryKeyIndex(rel);
+		relation_close(rel, NoLock);
 		AttrNumber attrs[INDEX_MAX_KEYS];
 		int n = 0;
 		if (PG_ARGISNULL(1)) {
-			Relation rel = table_open(relid, AccessShareLock);
-			const Oid pk = RelationGetPrimaryKeyIndex(rel);
-			table_close(rel, NoLock);
 			if (!OidIsValid(pk))
 				PG_RETURN_NULL();
 			HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pk));

@@ -133,16 +133,42 @@ ReadRelationPg(Oid relid)
 
 } // namespace
 
-/* Are equal values of operator class `opclass` under `collation` one image? */
+/* pg_type.typname of `type`, or NULL */
+static char *
+get_typ_typname_pg(Oid type)
+{
+	HeapTuple tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+	if (!HeapTupleIsValid(tup))
+		return NULL;
+	char *name = pstrdup(NameStr(((Form_pg_type) GETSTRUCT(tup))->typname));
+	ReleaseSysCache(tup);
+	return name;
+}
+
+/*
+ * Do equal values of operator class `opclass` under `collation` print
+ * alike?  The operator class's BTEQUALIMAGE_PROC answers where it has one
+ * (as nbtree's deduplication asks it).  Without one: not under a
+ * nondeterministic collation, not for jsonb ('{"a": 1.0}' = '{"a": 1}') nor
+ * citext ('a' = 'A'); other types that do not say (extension types such as
+ * ltree or isbn, whose output is canonical) are trusted, as before.
+ */
 static bool
-OpclassEqualImagePg(Oid opclass, Oid collation)
+OpclassPrintsAlikePg(Oid opclass, Oid collation)
 {
 	const Oid family = get_opclass_family(opclass);
 	const Oid intype = get_opclass_input_type(opclass);
 	const Oid proc = get_opfamily_proc(family, intype, intype, BTEQUALIMAGE_PROC);
-	if (!OidIsValid(proc))
+	if (OidIsValid(proc))
+		return DatumGetBool(OidFunctionCall1Coll(proc, collation, ObjectIdGetDatum(intype)));
+	if (OidIsValid(collation) && !get_collation_isdeterministic(collation))
 		return false;
-	return DatumGetBool(OidFunctionCall1Coll(proc, collation, ObjectIdGetDatum(intype)));
+	const Oid base = getBaseType(intype);
+	if (base == JSONBOID)
+		return false;
+	char *name = get_typ_typname_pg(base);
+	const bool citext = name != NULL && strcmp(name, "citext") == 0;
+	return !citext;
 }
 
 /* Do equal values of `type` under `collation` always print one key text?  (AmbiguousKeyColumnPg) */
@@ -191,7 +217,8 @@ KeyTextIdentityPg(Oid type, int32 typmod, Oid collation)
 		return same;
 	}
 	const Oid opclass = GetDefaultOpClass(type, BTREE_AM_OID);
-	return OidIsValid(opclass) && OpclassEqualImagePg(opclass, collation);
+	/* no btree operator class: no unique index can hold it as a key */
+	return !OidIsValid(opclass) || OpclassPrintsAlikePg(opclass, collation);
 }
 
 /* Key columns whose equal values can print different key texts: target.hpp. */
@@ -238,7 +265,7 @@ AmbiguousKeyColumnPg(Oid relid, const AttrNumber *attrs, int nattrs, Oid *by_ind
 				const Oid opclass = classes->values[i];
 				const bool same = opclass == GetDefaultOpClass(type, BTREE_AM_OID)
 				                      ? KeyTextIdentityPg(type, typmod, collations->values[i])
-				                      : OpclassEqualImagePg(opclass, collations->values[i]);
+				                      : OpclassPrintsAlikePg(opclass, collations->values[i]);
 				if (!same) {
 					found = pos[i];
 					*by_index = idx->indexrelid;

@@ -144,7 +144,9 @@ Oid UniqueIndexOnPg(Relation rel, const AttrNumber *cols, int ncols);
 // the other, and a row is lost or comes back (found by a fresh-user run).
 // A column is safe when its values are compared by image equality (the
 // btree operator class's BTEQUALIMAGE_PROC under the collation, as nbtree's
-// deduplication asks) or are numbers, which KeyTextPg normalises; arrays,
+// deduplication asks; an operator class without one is trusted unless the
+// collation is nondeterministic or the type is jsonb or citext) or are
+// numbers, which KeyTextPg normalises; arrays,
 // ranges, multiranges and composites by their parts; a domain as its base
 // type; char(n) as padded, an unconstrained bpchar never (trailing blanks
 // are insignificant);
@@ -168,8 +170,8 @@ constexpr const char *kAmbiguousKeyDetail =
 	"would not stop a late change of the other.";
 constexpr const char *kAmbiguousKeyHint =
 	"Key the mapping by columns whose equal values print alike (for example a stored generated column lower(email) "
-	"with a unique index, as key_columns), or make the target stream-ordered (cdc.set_ordering), which keeps no "
-	"entity records.";
+	"with a unique index, as key_columns); a subscription's target may instead be stream-ordered (cdc.set_ordering), "
+	"which keeps no entity records.";
 
 // The family of a column type, as decoding and key texts read it: its base
 // type's (a domain counts as its base type); *elem is set to the element
