@@ -135,7 +135,7 @@ ReadRelationPg(Oid relid)
 
 /* pg_type.typname of `type`, or NULL */
 static char *
-get_typ_typname_pg(Oid type)
+TypeNamePg(Oid type)
 {
 	HeapTuple tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
 	if (!HeapTupleIsValid(tup))
@@ -166,7 +166,7 @@ OpclassPrintsAlikePg(Oid opclass, Oid collation)
 	const Oid base = getBaseType(intype);
 	if (base == JSONBOID)
 		return false;
-	char *name = get_typ_typname_pg(base);
+	char *name = TypeNamePg(base);
 	const bool citext = name != NULL && strcmp(name, "citext") == 0;
 	return !citext;
 }
