@@ -872,20 +872,14 @@ CDC_PG_FUNCTION(cdc_key_ambiguity)
 		Relation rel = try_relation_open(relid, AccessShareLock);
 		if (rel == NULL)
 			PG_RETURN_NULL();
-		const Oid pk = RelationGetPrimaryKeyIndex(rel);
-		relation_close(rel, NoLock);
 		AttrNumber attrs[INDEX_MAX_KEYS];
 		int n = 0;
+		const int npk = cdc::pg::PrimaryKeyColumnsPg(rel, attrs);
+		relation_close(rel, NoLock);
 		if (PG_ARGISNULL(1)) {
-			if (!OidIsValid(pk))
+			if (npk == 0)
 				PG_RETURN_NULL();
-			HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pk));
-			if (!HeapTupleIsValid(tup))
-				elog(ERROR, "cache lookup failed for index %u", pk);
-			Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
-			for (int i = 0; i < idx->indnkeyatts; i++)
-				attrs[n++] = idx->indkey.values[i];
-			ReleaseSysCache(tup);
+			n = npk;
 		} else {
 			Datum *names;
 			bool *nulls;

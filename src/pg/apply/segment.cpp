@@ -573,12 +573,13 @@ UnnestAll(const Params &p)
  * appears at most once, so no statement touches a row twice.  Returns the
  * resulting (upsert) or removed (delete) row of each write as jsonb where
  * `returning` asks for it (for outbox payloads; nullopt: not asked, or a
- * delete found no row).
+ * delete found no row).  absent[i]: write i's row is expected to be new
+ * (RowExpectedAbsent), so it is inserted first (UpsertRowsDirect).
  */
 std::vector<std::optional<Datum>>
 WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &writes,
           const std::vector<PreparedChange> &prep, Returning returning, const RunAs &as,
-          const std::vector<char> *absent = nullptr)
+          const std::vector<char> &absent)
 {
 	std::vector<std::optional<Datum>> rows(writes.size());
 	std::vector<size_t> upserts, deletes;
@@ -593,10 +594,9 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		images.reserve(upserts.size());
 		for (size_t i : upserts) {
 			images.push_back(&*prep[writes[i].first].after);
-			if (absent != nullptr)
-				upsert_absent.push_back((*absent)[i]);
+			upsert_absent.push_back(absent[i]);
 		}
-		upserted = UpsertRowsDirect(t, images, as, absent != nullptr ? &upsert_absent : nullptr);
+		upserted = UpsertRowsDirect(t, images, as, &upsert_absent);
 	}
 	if (!upserts.empty() && !upserted) {
 		Params p;
@@ -734,7 +734,7 @@ ReadRows(const Target &t, const std::vector<const Image *> &keys, const RunAs &a
 void
 WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, const std::vector<PreparedChange> &prep,
                       const ChangeRequest *reqs, DeferredOutbox &queue, const RunAs &as,
-                      const std::vector<RowEffect> *effects)
+                      const std::vector<RowEffect> &effects)
 {
 	std::vector<std::pair<size_t, const Chain *>> writes;
 	std::vector<char> absent;
@@ -742,8 +742,7 @@ WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, c
 	std::vector<const Image *> read_keys;
 	for (const Chain *c : list) {
 		writes.emplace_back(c->applied.back(), c);
-		if (effects != nullptr)
-			absent.push_back(RowExpectedAbsent(*c, /* collapse */ true, 0, *effects) ? 1 : 0);
+		absent.push_back(RowExpectedAbsent(*c, /* collapse */ true, 0, effects) ? 1 : 0);
 		if (prep[c->applied.front()].is_delete && !prep[c->applied.back()].is_delete) {
 			read_first.push_back(c);
 			read_keys.push_back(&*prep[c->applied.front()].before);
@@ -756,7 +755,7 @@ WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, c
 			before_batch[read_first[i]] = rows[i];
 	}
 	std::vector<std::optional<Datum>> removed =
-		WriteRows(t, writes, prep, Returning::Deletes, as, effects != nullptr ? &absent : nullptr);
+		WriteRows(t, writes, prep, Returning::Deletes, as, absent);
 	for (size_t i = 0; i < writes.size(); i++) {
 		const Chain *c = writes[i].second;
 		if (prep[c->applied.front()].is_delete && prep[c->applied.back()].is_delete)
@@ -1155,7 +1154,6 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		for (const Chain &c : chains)
 			if (c.t->stream_marks.empty())
 				MarkCreateFromRecord(c, effects);
-	const std::vector<RowEffect> *row_effects = &effects;
 	std::map<Oid, std::vector<const Chain *>> by_target;
 	for (const Chain &c : chains)
 		if (c.set_based && !c.applied.empty())
@@ -1166,7 +1164,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		const bool collapse = CollapseAllowed(t);
 		const bool outbox = t.mapping.outbox;
 		if (collapse && outbox) {
-			WriteMergedWithOutbox(t, list, prep, &reqs[begin], queue, Authorize(t), row_effects);
+			WriteMergedWithOutbox(t, list, prep, &reqs[begin], queue, Authorize(t), effects);
 			continue;
 		}
 		for (size_t round = 0;; round++) {
@@ -1175,13 +1173,12 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 			for (const Chain *c : list)
 				if (std::optional<size_t> k = RoundWrite(*c, collapse, round)) {
 					writes.emplace_back(*k, c);
-					if (row_effects != nullptr)
-						absent.push_back(RowExpectedAbsent(*c, collapse, round, *row_effects) ? 1 : 0);
+					absent.push_back(RowExpectedAbsent(*c, collapse, round, effects) ? 1 : 0);
 				}
 			if (writes.empty())
 				break;
 			std::vector<std::optional<Datum>> rows = WriteRows(t, writes, prep, outbox ? Returning::All : Returning::None,
-			                                                   Authorize(t), row_effects != nullptr ? &absent : nullptr);
+			                                                   Authorize(t), absent);
 			if (!outbox)
 				continue;
 			for (size_t i = 0; i < writes.size(); i++) {

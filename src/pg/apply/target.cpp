@@ -51,6 +51,50 @@ extern "C" {
 namespace cdc::pg {
 
 /*
+ * Whether the key columns of index `idx` are exactly `cols` (any order, as
+ * ON CONFLICT (cols) infers an index); with `pos`, pos[i] gets the position
+ * in `cols` of the index's i-th key column.  PostgreSQL regime.
+ */
+static bool
+IndexKeyIsPg(Form_pg_index idx, const AttrNumber *cols, int ncols, int *pos)
+{
+	if (idx->indnkeyatts != ncols)
+		return false;
+	for (int i = 0; i < ncols; i++) {
+		int at = -1, in_index = 0;
+		for (int k = 0; k < ncols; k++) {
+			if (idx->indkey.values[i] == cols[k])
+				at = k;
+			if (idx->indkey.values[k] == cols[i])
+				in_index++;
+		}
+		/* both ways: an index on (a, a) is not one on (a, b) */
+		if (at < 0 || in_index == 0)
+			return false;
+		if (pos != NULL)
+			pos[i] = at;
+	}
+	return true;
+}
+
+int
+PrimaryKeyColumnsPg(Relation rel, AttrNumber *cols)
+{
+	const Oid pkoid = RelationGetPrimaryKeyIndex(rel);
+	if (!OidIsValid(pkoid))
+		return 0;
+	HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pkoid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for index %u", pkoid);
+	Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
+	const int n = idx->indnkeyatts;
+	for (int i = 0; i < n; i++)
+		cols[i] = idx->indkey.values[i];
+	ReleaseSysCache(tup);
+	return n;
+}
+
+/*
  * The valid, immediate, non-partial unique index without expressions whose
  * key columns are exactly `cols` (in any order), as ON CONFLICT (cols)
  * infers it; InvalidOid if there is none.  PostgreSQL regime.
@@ -66,15 +110,8 @@ UniqueIndexOnPg(Relation rel, const AttrNumber *cols, int ncols)
 		if (!HeapTupleIsValid(tup))
 			continue;
 		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
-		bool ok = idx->indisunique && idx->indimmediate && idx->indisvalid && idx->indnkeyatts == ncols &&
-		          heap_attisnull(tup, Anum_pg_index_indpred, NULL) && heap_attisnull(tup, Anum_pg_index_indexprs, NULL);
-		for (int i = 0; ok && i < ncols; i++) {
-			bool in = false;
-			for (int j = 0; j < ncols; j++)
-				if (idx->indkey.values[j] == cols[i])
-					in = true;
-			ok = in;
-		}
+		const bool ok = idx->indisunique && idx->indimmediate && idx->indisvalid && IndexKeyIsPg(idx, cols, ncols, NULL) &&
+		                heap_attisnull(tup, Anum_pg_index_indpred, NULL) && heap_attisnull(tup, Anum_pg_index_indexprs, NULL);
 		ReleaseSysCache(tup);
 		if (ok) {
 			found = lfirst_oid(lc);
@@ -116,17 +153,7 @@ ReadRelationPg(Oid relid)
 		info->attrs[i] = (Form_pg_attribute) palloc(ATTRIBUTE_FIXED_PART_SIZE);
 		memcpy(info->attrs[i], TupleDescAttr(desc, i), ATTRIBUTE_FIXED_PART_SIZE);
 	}
-	Oid pkoid = RelationGetPrimaryKeyIndex(rel);
-	if (OidIsValid(pkoid)) {
-		HeapTuple tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pkoid));
-		if (!HeapTupleIsValid(tup))
-			elog(ERROR, "cache lookup failed for index %u", pkoid);
-		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
-		info->npk = idx->indnkeyatts;
-		for (int i = 0; i < idx->indnkeyatts; i++)
-			info->pk[i] = idx->indkey.values[i];
-		ReleaseSysCache(tup);
-	}
+	info->npk = PrimaryKeyColumnsPg(rel, info->pk);
 	table_close(rel, NoLock); /* keep the lock until end of transaction */
 	return info;
 }
@@ -243,21 +270,14 @@ AmbiguousKeyColumnPg(Oid relid, const AttrNumber *attrs, int nattrs, Oid *by_ind
 		if (!HeapTupleIsValid(tup))
 			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
 		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
-		if (idx->indisunique && idx->indnkeyatts == nattrs) {
+		if (idx->indisunique) {
 			bool isnull;
 			oidvector *classes = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup, Anum_pg_index_indclass, &isnull));
 			oidvector *collations =
 				(oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup, Anum_pg_index_indcollation, &isnull));
 			/* the index's columns, each matched with a key column (an expression or another column: not this key's index) */
 			int pos[INDEX_MAX_KEYS];
-			bool exact = true;
-			for (int i = 0; i < nattrs && exact; i++) {
-				pos[i] = -1;
-				for (int k = 0; k < nattrs; k++)
-					if (idx->indkey.values[i] == attrs[k])
-						pos[i] = k;
-				exact = pos[i] >= 0;
-			}
+			const bool exact = IndexKeyIsPg(idx, attrs, nattrs, pos);
 			for (int i = 0; exact && i < nattrs && found < 0; i++) {
 				Oid type, collation;
 				int32 typmod;
@@ -336,17 +356,8 @@ IndependentRowsPg(Oid relid, const AttrNumber *key, int nkey)
 		if (!HeapTupleIsValid(tup))
 			elog(ERROR, "cache lookup failed for index %u", lfirst_oid(lc));
 		Form_pg_index idx = (Form_pg_index) GETSTRUCT(tup);
-		if (idx->indisunique || idx->indisexclusion) {
-			bool is_key = idx->indnkeyatts == nkey && !idx->indisexclusion;
-			for (int i = 0; is_key && i < nkey; i++) {
-				bool in = false;
-				for (int j = 0; j < nkey; j++)
-					if (idx->indkey.values[j] == key[i])
-						in = true;
-				is_key = in;
-			}
-			ok = ok && is_key;
-		}
+		if (idx->indisunique || idx->indisexclusion)
+			ok = ok && !idx->indisexclusion && IndexKeyIsPg(idx, key, nkey, NULL);
 		ReleaseSysCache(tup);
 	}
 	table_close(rel, NoLock);

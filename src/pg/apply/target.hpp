@@ -137,6 +137,11 @@ void CheckPrivileges(Oid relid, const std::string &display, Oid role, bool worke
 // (cols) infers.  InvalidOid if none.  PostgreSQL regime.
 Oid UniqueIndexOnPg(Relation rel, const AttrNumber *cols, int ncols);
 
+// The key columns of `rel`'s primary key, in index order, into cols[]
+// (room for INDEX_MAX_KEYS); returns how many, 0 without a primary key.
+// PostgreSQL regime.
+int PrimaryKeyColumnsPg(Relation rel, AttrNumber *cols);
+
 // Key columns whose equal values can print different key texts.  Entity
 // records name an entity by its key's text (KeyTextPg), so two values the
 // destination holds as one row ('a' and 'A' under citext or a
