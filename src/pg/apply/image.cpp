@@ -478,9 +478,16 @@ ConvertCell(const Target &t, int idx, const DecodedValue &dv, const char *which,
 	const Column &col = t.columns[size_t(idx)];
 	try {
 		/* a user type's input (a domain's CHECK) may run code: as the role the target's statements run as */
+		const bool null = dv.kind == DecodedValue::Kind::Null; /* a domain's: its input checks NULL (ConvertImage) */
 		cell.value = PgCallAs(col.user_type ? as : RunAs::Caller(), [&]() {
-			return InputFunctionCall(col.in_fn, const_cast<char *>(dv.text.c_str()), col.ioparam, col.typmod);
+			return InputFunctionCall(col.in_fn, null ? nullptr : const_cast<char *>(dv.text.c_str()), col.ioparam, col.typmod);
 		});
+		if (null) {
+			cell.value = (Datum) 0;
+			cell.isnull = true;
+			cell.pending = false;
+			return;
+		}
 		/* the canonical text of key columns (entity keys); the others' only for ImageHash, not kept */
 		if (std::find(t.key.begin(), t.key.end(), idx) != t.key.end()) {
 			char *out = PgCall([&]() { return KeyTextPg(col.ctype.family, col.type, col.out_fn, cell.value); });
@@ -541,7 +548,8 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 			img.has_unavailable = true;
 			continue;
 		}
-		if (dv.kind == DecodedValue::Kind::Null)
+		/* a domain's input function checks NULL too (NOT NULL, CHECK), as an INSERT of NULL would */
+		if (dv.kind == DecodedValue::Kind::Null && !col.domain)
 			continue;
 		if (keys_only && ci != t.version_col && std::find(t.key.begin(), t.key.end(), ci) == t.key.end()) {
 			cell.pending = true;

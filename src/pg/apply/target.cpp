@@ -654,6 +654,7 @@ ApplyEngine::LoadTarget(Oid relid)
 			getTypeOutputInfo(c.type, &outfunc, &varlena);
 			fmgr_info_cxt(outfunc, c.out_fn, cache.context);
 			c.array_type = get_array_type(c.type);
+			c.domain = get_typtype(c.type) == TYPTYPE_DOMAIN;
 			get_typlenbyvalalign(c.type, &c.typlen, &c.typbyval, &c.typalign);
 			c.deterministic = !OidIsValid(a->attcollation) || get_collation_isdeterministic(a->attcollation);
 		});

@@ -50,6 +50,9 @@ struct Column {
 	// input may run user code (a domain's CHECK), so on the worker path it
 	// runs as the role the target's statements run as (image.cpp).
 	bool user_type = false;
+	// A domain: its input function also checks NULL (NOT NULL, a CHECK that
+	// NULL fails), so a null value goes through it too (image.cpp).
+	bool domain = false;
 	int16 typlen = 0;
 	bool typbyval = false;
 	char typalign = 'i';
