@@ -10,7 +10,9 @@
 #   defaults   destination columns the source does not have get their
 #              defaults on insert and keep their values on update
 #   domain     a domain with a CHECK: values pass through its input function;
-#              a value it refuses is an error naming the column
+#              a value it refuses is an error naming the column; so is a NULL
+#              where the destination's domain is NOT NULL (PostgreSQL's own
+#              apply stores it without asking the domain; an INSERT refuses it)
 #   enum/array enums, enum arrays, arrays of text with quotes, commas, NULL
 #              elements and braces, two-dimensional arrays, float8 arrays
 use strict;
@@ -53,7 +55,9 @@ INSERT INTO arr$s VALUES (1, 'ok', '{sad,happy}', ARRAY['a,b', 'say "hi"', NULL,
                           '{{1,2},{3,4}}', ARRAY[0.1::float8 + 0.2::float8, 1e-310]);
 CREATE PUBLICATION pub$s FOR TABLE acct$s, gen$s, dflt$s, dom$s, arr$s;
 });
-	$dest->safe_psql('postgres', $types . qq{
+	# the destination's domain also refuses NULL (the source's column is a plain int)
+	my $dest_types = $mode eq 'batch' ? $types . "ALTER DOMAIN posint SET NOT NULL;\n" : '';
+	$dest->safe_psql('postgres', $dest_types . qq{
 CREATE TABLE acct$s (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, owner text);
 CREATE TABLE gen$s (id int PRIMARY KEY, a int, b int GENERATED ALWAYS AS (a * 10) STORED, c int GENERATED ALWAYS AS (a + 1) STORED);
 CREATE TABLE dflt$s (id int PRIMARY KEY, v text, created date NOT NULL DEFAULT '2000-01-01', flag boolean NOT NULL DEFAULT true);
@@ -102,6 +106,17 @@ UPDATE arr$s SET ms = array_append(ms, 'ok'), tags[3] = 'filled' WHERE id = 1;
 	$dest->safe_psql('postgres', "SELECT cdc.skip_transaction('feat$s', '$errlsn', 'negative quantity')");
 	ok(wait_caught_up($source, $dest, "feat$s"), "domain $mode: streaming again after the skip");
 	is(rows("SELECT string_agg(id::text, ',' ORDER BY id) FROM dom$s"), '1,2,4', "domain $mode: the next transaction applied");
+
+	# a NULL the domain's NOT NULL refuses: the same error, nothing applied (domain_null.sql on the SQL path)
+	$source->safe_psql('postgres', "INSERT INTO dom$s VALUES (5, NULL); INSERT INTO dom$s VALUES (6, 6);");
+	ok(wait_status($dest, "feat$s", q{state = 'error' AND last_error LIKE '%column "qty" of type public.posint%domain public.posint does not allow null values%'}),
+		"domain $mode: a NULL its NOT NULL refuses is an error naming the column");
+	is(rows("SELECT string_agg(id::text, ',' ORDER BY id) FROM dom$s"), '1,2,4', "domain $mode: nothing of the NULL's transaction applied");
+	$errlsn = status_row($dest, "feat$s", 'last_error_lsn');
+	$dest->safe_psql('postgres', "SELECT cdc.skip_transaction('feat$s', '$errlsn', 'missing quantity')");
+	ok(wait_caught_up($source, $dest, "feat$s"), "domain $mode: streaming again after the second skip");
+	is(rows("SELECT string_agg(id::text, ',' ORDER BY id) || ' ' || count(*) FILTER (WHERE qty IS NULL) FROM dom$s"), '1,2,4,6 0',
+		"domain $mode: the next transaction applied, no NULL stored");
 	$dest->safe_psql('postgres', "SELECT cdc.drop_subscription('feat$s', drop_slot => true)");
 }
 
