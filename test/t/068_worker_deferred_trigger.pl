@@ -1,0 +1,89 @@
+# A DEFERRED constraint trigger on a worker target (docs/security.md,
+# "The worker's identity": the worker never applies with more rights than
+# the subscription owner; the table owner's code never runs as a superuser).
+#
+# When the worker applies without a security-restricted operation (the
+# table's owner is the subscription owner or a member of it, or
+# run_as_owner), a deferred constraint trigger is queued while the change
+# is applied as that role, but PostgreSQL fires it at COMMIT
+# (AfterTriggerFireDeferred in CommitTransaction) -- after the worker has
+# switched back to its own identity, the bootstrap superuser.  The trigger
+# then runs as that superuser and the ordinary role that owns the
+# subscription (or, with run_as_owner, the table) makes itself a superuser.
+# (In the restricted case PostgreSQL refuses to queue the deferred event:
+# the subscription stops with an error, which is safe.)
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use CdcWorkerTest;
+
+my $source = new_source('dtr_source');
+my $dest = new_dest('dtr_dest');
+
+my $table = 'CREATE TABLE public.notes (id int PRIMARY KEY, body text);';
+$source->safe_psql('postgres', $table . q{
+INSERT INTO public.notes VALUES (1, 'copied');
+CREATE PUBLICATION pub_notes FOR TABLE public.notes;
+});
+
+$dest->safe_psql('postgres', $table . q{
+CREATE ROLE mallory;
+CREATE ROLE subo;
+GRANT CREATE ON SCHEMA public TO mallory, subo;
+CREATE TABLE public.ran (what text, ran_as name, sess name);
+GRANT INSERT ON public.ran TO PUBLIC;
+ALTER TABLE public.notes OWNER TO subo;
+SET ROLE subo;
+CREATE FUNCTION public.deferred_code() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.ran VALUES ('deferred ' || TG_OP, current_user, session_user);
+  BEGIN
+    EXECUTE 'ALTER ROLE subo SUPERUSER';
+    EXECUTE 'ALTER ROLE mallory SUPERUSER';
+  EXCEPTION WHEN OTHERS THEN NULL;
+  END;
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER mallory_at_commit AFTER INSERT OR UPDATE ON public.notes
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.deferred_code();
+ALTER TABLE public.notes ENABLE ALWAYS TRIGGER mallory_at_commit;
+RESET ROLE;
+});
+
+# 1. A subscription owned by the ordinary role subo, applying subo's table.
+create_subscription($dest, $source, 'sub_notes', ['pub_notes'], "owner => 'subo'");
+wait_caught_up($source, $dest, 'sub_notes') or diag 'sub_notes did not start';
+$source->safe_psql('postgres', q{INSERT INTO public.notes VALUES (2, 'hello'); UPDATE public.notes SET body = 'again' WHERE id = 1;});
+wait_caught_up($source, $dest, 'sub_notes') or diag 'sub_notes did not catch up';
+
+is($dest->safe_psql('postgres', 'SELECT id, body FROM public.notes ORDER BY id'), "1|again\n2|hello", 'notes applied (copy and stream)');
+is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || '/' || sess, ','), '') FROM public.ran WHERE ran_as <> 'subo'}),
+	'', 'the deferred trigger never ran as anyone but the subscription owner');
+is($dest->safe_psql('postgres', "SELECT rolsuper FROM pg_roles WHERE rolname = 'subo'"), 'f', 'subo is not a superuser');
+
+# 2. run_as_owner: mallory's table, applied as the ordinary role subo.
+$dest->safe_psql('postgres', q{
+ALTER ROLE subo NOSUPERUSER;
+TRUNCATE public.ran;
+SELECT cdc.disable_subscription('sub_notes');
+ALTER TABLE public.notes OWNER TO mallory;
+ALTER FUNCTION public.deferred_code() OWNER TO mallory;
+GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON public.notes TO subo;
+SELECT cdc.alter_subscription('sub_notes', run_as_owner => true);
+SELECT cdc.enable_subscription('sub_notes');
+});
+$source->safe_psql('postgres', q{INSERT INTO public.notes VALUES (3, 'three')});
+wait_caught_up($source, $dest, 'sub_notes') or diag 'sub_notes did not catch up (run_as_owner)';
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '3', 'applied as the subscription owner');
+is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || '/' || sess, ','), '') FROM public.ran WHERE ran_as <> 'subo'}),
+	'', 'with run_as_owner the deferred trigger runs as the subscription owner, never as a superuser');
+is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('subo', 'mallory') AND rolsuper"),
+	'', 'neither subo nor mallory is a superuser');
+
+$source->stop;
+$dest->stop;
+done_testing();
