@@ -58,6 +58,7 @@ flush_inserted_wal(void)
 void
 commit_control_transition(void)
 {
+	run_commit_time_code_as_owner(); /* an initial copy's deferred triggers (progress.cpp) */
 	CommitTransactionCommand();
 	XLogFlush(XactLastCommitEnd);
 }

@@ -12,8 +12,41 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "commands/trigger.h"
+#include "miscadmin.h"
 #include "replication/origin.h"
 #include "utils/memutils.h"
+#include "utils/portal.h"
+}
+
+/*
+ * The code a transaction runs at its commit -- deferred triggers (a
+ * constraint trigger DEFERRABLE INITIALLY DEFERRED, or one SET CONSTRAINTS
+ * deferred) and the rest of the query of a cursor declared WITH HOLD --
+ * was queued while the changes were applied as the subscription owner
+ * (docs/security.md, "The worker's identity"; the table owner's
+ * security-restricted operations cannot queue either), but CommitTransaction
+ * would run it as the worker's own identity, the bootstrap superuser: a
+ * table owner's deferred trigger made an ordinary role a superuser
+ * (test/t/068_worker_deferred_trigger.pl).  It runs here, as the
+ * subscription owner, before the commit, as CommitTransaction runs it; an
+ * error aborts the transaction, which restores the user.  Called before
+ * every commit of applied rows: commit_with_progress (streamed groups) and
+ * commit_control_transition (an initial copy).
+ */
+void
+run_commit_time_code_as_owner(void)
+{
+	Oid save_userid;
+	int save_sec_context;
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(W->owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	for (;;) {
+		AfterTriggerFireDeferred();
+		if (!PreCommit_Portals(false))
+			break;
+	}
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 }
 
 /*
@@ -40,6 +73,7 @@ commit_with_progress(XLogRecPtr remote_end, TimestampTz remote_time)
 	 */
 	if (remote_end != InvalidXLogRecPtr)
 		(void) GetTopTransactionId();
+	run_commit_time_code_as_owner();
 	replorigin_session_origin_lsn = remote_end;
 	replorigin_session_origin_timestamp = remote_time;
 	CommitTransactionCommand();

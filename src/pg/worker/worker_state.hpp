@@ -210,6 +210,8 @@ void send_feedback(bool force, bool request_reply);
 
 /* progress.cpp: origin progress and flush positions */
 void commit_with_progress(XLogRecPtr remote_end, TimestampTz remote_time);
+/* deferred triggers and WITH HOLD cursors of applied rows, run as the subscription owner before a commit */
+void run_commit_time_code_as_owner(void);
 void remember_flush(XLogRecPtr local_end, XLogRecPtr remote_end);
 
 /* pgoutput.cpp: pgoutput messages -> change requests (C++: only inside RunCpp) */
