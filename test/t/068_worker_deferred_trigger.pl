@@ -84,6 +84,26 @@ is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || 
 is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('subo', 'mallory') AND rolsuper"),
 	'', 'neither subo nor mallory is a superuser');
 
+# 3. cdc.resync repairs "as the worker applies" and commits after every
+# page (SPI_commit in the CALL): the same deferred trigger, queued as the
+# subscription owner, must not fire as the superuser who runs the resync.
+$dest->safe_psql('postgres', q{
+ALTER ROLE subo NOSUPERUSER;
+ALTER ROLE mallory NOSUPERUSER;
+SET ROLE mallory;
+DELETE FROM public.notes WHERE id = 3;
+RESET ROLE;
+TRUNCATE public.ran;
+});
+my ($audit_id, $findings) = split /\|/, $dest->safe_psql('postgres', q{CALL cdc.audit('sub_notes')});
+is($findings, '1', 'the audit finds the row mallory deleted');
+$dest->safe_psql('postgres', "CALL cdc.resync('sub_notes', audit => $audit_id)");
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '3', 'the resync put the row back');
+is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || '/' || sess, ','), '') FROM public.ran WHERE ran_as <> 'subo'}),
+	'', 'the resync\'s deferred trigger runs as the subscription owner, never as a superuser');
+is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('subo', 'mallory') AND rolsuper"),
+	'', 'neither subo nor mallory is a superuser after the resync');
+
 $source->stop;
 $dest->stop;
 done_testing();
