@@ -23,6 +23,7 @@
 #include "pg/audit/tables.hpp"
 
 extern "C" {
+#include "commands/trigger.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -137,6 +138,13 @@ struct TableResync {
 			engine.SetPositionNames("key", "of the resync");
 			std::vector<cdc::Outcome> out = engine.ApplyChanges(reqs, positions);
 			engine.Finish();
+			/*
+			 * Deferred triggers the changes queued (only possible where the
+			 * subscription owner applied, unrestricted) fire now, as that
+			 * owner: the commit below would fire them as the superuser who
+			 * runs the resync (test/t/068_worker_deferred_trigger.pl).
+			 */
+			PgCallAs(RunAs::Role(sub.owner, false), []() { AfterTriggerFireDeferred(); });
 			dest.ResetContext(); /* the engine's context text lives in the page's memory */
 			for (size_t j = 0; j < out.size(); j++) {
 				outcome[which[j]] = cdc::OutcomeName(out[j]);
