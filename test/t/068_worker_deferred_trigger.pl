@@ -104,6 +104,43 @@ is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || 
 is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('subo', 'mallory') AND rolsuper"),
 	'', 'neither subo nor mallory is a superuser after the resync');
 
+# 4. A cursor declared WITH HOLD by the subscription owner's code: the rest
+# of its query runs at the commit (PreCommit_Portals), so the same rule.
+$dest->safe_psql('postgres', q{
+TRUNCATE public.ran;
+DROP TRIGGER mallory_at_commit ON public.notes;
+SET ROLE mallory;
+CREATE FUNCTION public.held(int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.ran VALUES ('held cursor', current_user, session_user);
+  BEGIN
+    EXECUTE 'ALTER ROLE subo SUPERUSER';
+    EXECUTE 'ALTER ROLE mallory SUPERUSER';
+  EXCEPTION WHEN OTHERS THEN NULL;
+  END;
+  RETURN $1;
+END $$;
+CREATE FUNCTION public.declare_held() RETURNS void LANGUAGE sql AS $$
+  DECLARE held_c CURSOR WITH HOLD FOR SELECT public.held(g) FROM pg_catalog.generate_series(1, 2) g;
+$$;
+CREATE FUNCTION public.hold_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM public.declare_held();
+  RETURN NEW;
+END $$;
+CREATE TRIGGER hold_always BEFORE INSERT ON public.notes FOR EACH ROW EXECUTE FUNCTION public.hold_trigger();
+ALTER TABLE public.notes ENABLE ALWAYS TRIGGER hold_always;
+RESET ROLE;
+});
+$source->safe_psql('postgres', q{INSERT INTO public.notes VALUES (4, 'four')});
+wait_caught_up($source, $dest, 'sub_notes') or diag 'sub_notes did not catch up (held cursor)';
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '4', 'applied with the cursor trigger');
+ok($dest->safe_psql('postgres', q{SELECT count(*) FROM public.ran WHERE what = 'held cursor'}) > 0, 'the held cursor\'s query ran');
+is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || '/' || sess, ','), '') FROM public.ran WHERE ran_as <> 'subo'}),
+	'', 'the held cursor\'s query runs as the subscription owner, never as a superuser');
+is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('subo', 'mallory') AND rolsuper"),
+	'', 'neither subo nor mallory is a superuser after the held cursor');
+
 $source->stop;
 $dest->stop;
 done_testing();
