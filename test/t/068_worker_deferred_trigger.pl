@@ -141,6 +141,25 @@ is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || 
 is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('subo', 'mallory') AND rolsuper"),
 	'', 'neither subo nor mallory is a superuser after the held cursor');
 
+# 5. The held cursor through cdc.resync: SPI_commit persists it as the
+# superuser who runs the resync.
+$dest->safe_psql('postgres', q{
+ALTER ROLE subo NOSUPERUSER;
+ALTER ROLE mallory NOSUPERUSER;
+SET ROLE mallory;
+DELETE FROM public.notes WHERE id = 4;
+RESET ROLE;
+TRUNCATE public.ran;
+});
+($audit_id, $findings) = split /\|/, $dest->safe_psql('postgres', q{CALL cdc.audit('sub_notes')});
+$dest->safe_psql('postgres', "CALL cdc.resync('sub_notes', audit => $audit_id)");
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '4', 'the resync put row 4 back');
+ok($dest->safe_psql('postgres', q{SELECT count(*) FROM public.ran WHERE what = 'held cursor'}) > 0, 'the held cursor\'s query ran');
+is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || '/' || sess, ','), '') FROM public.ran WHERE ran_as <> 'subo'}),
+	'', 'the resync\'s held cursor runs as the subscription owner, never as a superuser');
+is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('subo', 'mallory') AND rolsuper"),
+	'', 'neither subo nor mallory is a superuser after the resync\'s held cursor');
+
 $source->stop;
 $dest->stop;
 done_testing();
