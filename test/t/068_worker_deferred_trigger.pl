@@ -141,8 +141,10 @@ is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || 
 is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('subo', 'mallory') AND rolsuper"),
 	'', 'neither subo nor mallory is a superuser after the held cursor');
 
-# 5. The held cursor through cdc.resync: SPI_commit persists it as the
-# superuser who runs the resync.
+# 5. The held cursor through cdc.resync: SPI_commit would persist it as
+# the superuser who runs the resync, and a procedure cannot persist one
+# portal before its commit as the worker does: the page is refused (42501)
+# and rolled back, the cursor's query never run.
 $dest->safe_psql('postgres', q{
 ALTER ROLE subo NOSUPERUSER;
 ALTER ROLE mallory NOSUPERUSER;
@@ -152,13 +154,20 @@ RESET ROLE;
 TRUNCATE public.ran;
 });
 ($audit_id, $findings) = split /\|/, $dest->safe_psql('postgres', q{CALL cdc.audit('sub_notes')});
-$dest->safe_psql('postgres', "CALL cdc.resync('sub_notes', audit => $audit_id)");
-is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '4', 'the resync put row 4 back');
-ok($dest->safe_psql('postgres', q{SELECT count(*) FROM public.ran WHERE what = 'held cursor'}) > 0, 'the held cursor\'s query ran');
-is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || '/' || sess, ','), '') FROM public.ran WHERE ran_as <> 'subo'}),
-	'', 'the resync\'s held cursor runs as the subscription owner, never as a superuser');
+my ($rc, $out, $err) = $dest->psql('postgres', "CALL cdc.resync('sub_notes', audit => $audit_id)", on_error_stop => 1,
+	extra_params => ['-v', 'VERBOSITY=verbose']);
+isnt($rc, 0, 'the resync of the page whose trigger declared a held cursor fails');
+like($err, qr/42501.*the repairs of table public\.notes declared a cursor WITH HOLD/, 'with 42501, naming the table');
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '3', 'nothing of the page applied: row 4 still missing');
+is($dest->safe_psql('postgres', q{SELECT count(*) FROM public.ran WHERE what = 'held cursor'}), '0', 'the held cursor\'s query never ran');
 is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('subo', 'mallory') AND rolsuper"),
-	'', 'neither subo nor mallory is a superuser after the resync\'s held cursor');
+	'', 'neither subo nor mallory is a superuser after the refused resync');
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM pg_cursors'), '0', 'no cursor left behind');
+
+# without the trigger the same audit's finding is repaired
+$dest->safe_psql('postgres', 'DROP TRIGGER hold_always ON public.notes');
+$dest->safe_psql('postgres', "CALL cdc.resync('sub_notes', audit => $audit_id)");
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '4', 'the resync put row 4 back once the trigger was gone');
 
 $source->stop;
 $dest->stop;
