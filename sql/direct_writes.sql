@@ -237,8 +237,11 @@ SELECT id, name, qty FROM dwb_st_on ORDER BY id;
 -- Where the key index finds other rows than the statement's "DELETE FROM t
 -- WHERE key = $1": the direct writer must step aside, and a batch must not
 -- merge a key's delete into its re-creation.
--- (a) An inheritance parent: the statement also removes a child's row of
---     the key (the parent's index alone finds none).
+-- (a) An inheritance parent: a change names the parent's own rows (as at
+--     the source and in PostgreSQL's own apply), so the statements read
+--     "ONLY parent" and a child's row of the key stays, with the setting on
+--     and off (before, the statement also removed it; the worker lost the
+--     source's child rows that way: test/t/069_worker_inheritance.pl).
 -- (b) A unique index declared with another collation than its column (a
 --     nondeterministic, case-insensitive one on a "C" column): the index
 --     finds 'ABC' for the key 'abc', which the statement's = does not match.
@@ -284,10 +287,10 @@ BEGIN
     RETURN SQLERRM;
   END;
 END $$;
--- (a) the delete removes the child's row either way, and its payload is that row
+-- (a) the delete leaves the child's row either way; the parent has no row of the key, so its payload is the before-image
 SELECT dw_scope('dw_par', jsonb_build_array(dbz('d', 'dw_par', NULL, '0/100', 1, '{"id": 1, "v": "before"}')), true, false) AS direct_on;
 SELECT dw_scope('dw_par', jsonb_build_array(dbz('d', 'dw_par', NULL, '0/100', 1, '{"id": 1, "v": "before"}')), false, false) AS direct_off;
--- a batch with the key's delete and its re-creation: the child's row goes, as one by one
+-- a batch with the key's delete and its re-creation: the child's row stays, as one by one
 SELECT dw_scope('dw_par', jsonb_build_array(dbz('d', 'dw_par', NULL, '0/100', 1, '{"id": 1, "v": "before"}'),
                                             dbz('c', 'dw_par', '{"id": 1, "v": "again"}', '0/200', 2)), true, true) AS batch_on;
 SELECT dw_scope('dw_par', jsonb_build_array(dbz('d', 'dw_par', NULL, '0/100', 1, '{"id": 1, "v": "before"}'),

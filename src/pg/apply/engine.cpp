@@ -450,11 +450,11 @@ void
 ApplyEngine::TruncateTarget(const Target &t, const RunAs &as)
 {
 	if (grouping_truncates_) {
-		pending_truncates_.emplace_back(t.qualified, as);
+		pending_truncates_.emplace_back(t.own_rows, as);
 		return;
 	}
 	Params none;
-	Execute("TRUNCATE " + t.qualified, none, as);
+	Execute("TRUNCATE " + t.own_rows, none, as);
 }
 
 void

@@ -856,7 +856,7 @@ SelectRowImage(const Target &t, const Image &key_img, const RunAs &as)
 {
 	Params p;
 	std::string where = KeyPredicate(t, key_img, p);
-	uint64_t n = Execute("SELECT pg_catalog.to_jsonb(t.*)::pg_catalog.text FROM " + t.qualified + " AS t WHERE " + where,
+	uint64_t n = Execute("SELECT pg_catalog.to_jsonb(t.*)::pg_catalog.text FROM " + t.own_rows + " AS t WHERE " + where,
 	                     p, as);
 	if (n == 0)
 		return std::nullopt;

@@ -664,11 +664,11 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		 * as applied all the same.
 		 */
 		Execute("SELECT 1 FROM " + UnnestAll(p) + " AS x(" + names.substr(0, names.size() - 2) +
-		            "), LATERAL (SELECT 1 FROM " + t.qualified + " AS t WHERE " + where + " OFFSET 0 FOR UPDATE) l",
+		            "), LATERAL (SELECT 1 FROM " + t.own_rows + " AS t WHERE " + where + " OFFSET 0 FOR UPDATE) l",
 		        p, as);
 		uint64_t n = Execute("WITH d AS MATERIALIZED (SELECT x.ord, l.c FROM " + UnnestAll(p) +
 		                         " WITH ORDINALITY AS x(" + names + "ord), LATERAL (SELECT t.ctid AS c FROM " +
-		                         t.qualified + " AS t WHERE " + where + " OFFSET 0) l) DELETE FROM " + t.qualified +
+		                         t.own_rows + " AS t WHERE " + where + " OFFSET 0) l) DELETE FROM " + t.own_rows +
 		                         " AS t USING d WHERE t.ctid OPERATOR(pg_catalog.=) d.c AND t.ctid OPERATOR(pg_catalog.=) "
 		                         "ANY (ARRAY(SELECT c FROM d))" +
 		                         (back ? " RETURNING d.ord, pg_catalog.to_jsonb(t.*)" : ""),
@@ -706,7 +706,7 @@ ReadRows(const Target &t, const std::vector<const Image *> &keys, const RunAs &a
 	 * was the row before that update).
 	 */
 	uint64_t n = Execute("SELECT x.ord, l.j FROM " + UnnestAll(p) + " WITH ORDINALITY AS x(" + names +
-	                         "ord), LATERAL (SELECT pg_catalog.to_jsonb(t.*) AS j FROM " + t.qualified + " AS t WHERE " +
+	                         "ord), LATERAL (SELECT pg_catalog.to_jsonb(t.*) AS j FROM " + t.own_rows + " AS t WHERE " +
 	                         where + " OFFSET 0 FOR UPDATE) l",
 	                     p, as);
 	std::vector<int64_t> ord = ResultOrdinals(n, 1);

@@ -133,7 +133,7 @@ SelectColumnsText(const Target &t, const Image &key_img, const std::vector<int> 
 	std::string list;
 	for (size_t i = 0; i < cols.size(); i++)
 		list += (i ? ", t." : "t.") + QuoteIdent(t.columns[size_t(cols[i])].name) + "::pg_catalog.text";
-	uint64_t n = Execute("SELECT " + list + " FROM " + t.qualified + " AS t WHERE " + where, p, as);
+	uint64_t n = Execute("SELECT " + list + " FROM " + t.own_rows + " AS t WHERE " + where, p, as);
 	if (n == 0)
 		return std::nullopt;
 	std::vector<std::optional<std::string>> out;
@@ -239,8 +239,8 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 		 * the statement path, cdc.direct_writes off; the direct path looks
 		 * the key up again, table_write.cpp).
 		 */
-		Execute("SELECT 1 FROM " + t.qualified + " AS t WHERE " + where + " FOR UPDATE", p, c.as);
-		sql = "DELETE FROM " + t.qualified + " AS t WHERE " + where + (returning ? " RETURNING " + RowExpression(as_jsonb) : "");
+		Execute("SELECT 1 FROM " + t.own_rows + " AS t WHERE " + where + " FOR UPDATE", p, c.as);
+		sql = "DELETE FROM " + t.own_rows + " AS t WHERE " + where + (returning ? " RETURNING " + RowExpression(as_jsonb) : "");
 	} else if (c.image->has_unavailable) {
 		/* The row exists (Decide checked): set only the columns the source sent. */
 		std::string set;
@@ -266,9 +266,9 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 		if (set.empty()) { /* only the key and unchanged columns: the row stays as it is */
 			if (list.empty())
 				return std::nullopt;
-			sql = "SELECT " + list + " FROM " + t.qualified + " AS t WHERE " + where;
+			sql = "SELECT " + list + " FROM " + t.own_rows + " AS t WHERE " + where;
 		} else {
-			sql = "UPDATE " + t.qualified + " AS t SET " + set + " WHERE " + where + (list.empty() ? "" : " RETURNING " + list);
+			sql = "UPDATE " + t.own_rows + " AS t SET " + set + " WHERE " + where + (list.empty() ? "" : " RETURNING " + list);
 		}
 	} else {
 		std::string cols, vals, set, conflict;
@@ -483,7 +483,7 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 	key += ")";
 	Params del;
 	del.AddText(keep);
-	uint64_t n = Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
+	uint64_t n = Execute("DELETE FROM " + t.own_rows + " AS t WHERE " + CompactKeySql(t) +
 	                         " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[]) " +
 	                         "RETURNING pg_catalog.to_jsonb(t.*)::pg_catalog.text, " + key + "::pg_catalog.text",
 	                     del, as);
@@ -884,7 +884,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		} else {
 			Params del;
 			del.AddText(keep);
-			Execute("DELETE FROM " + t.qualified + " AS t WHERE " + CompactKeySql(t) +
+			Execute("DELETE FROM " + t.own_rows + " AS t WHERE " + CompactKeySql(t) +
 			            " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[])",
 			        del, as);
 		}

@@ -82,8 +82,8 @@ IndexComparesAsColumnsPg(Relation rel, Oid indexoid)
  * differently (DirectTargetWritesAllowedPg; the current user lacks USAGE on
  * the schema or any of `need` on the table; not a plain table, or one with
  * triggers, rules, row-level security or inheritance children (the
- * statement's DELETE FROM t also removes a child's row of the key, the
- * index of t alone finds none); no replica identity for UPDATE and DELETE
+ * statements read "ONLY t", Target::own_rows, as the index of t does, but
+ * such a parent is rare and stays on the statement path); no replica identity for UPDATE and DELETE
  * (CheckCmdReplicaIdentity); no such index, or one comparing the key with
  * another collation or equality than the statement's).
  */

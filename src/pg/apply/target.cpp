@@ -338,9 +338,9 @@ HasUniqueIndexPg(Oid relid, const AttrNumber *cols, int ncols)
  * one row earlier, later or not at all can only be seen in that row?  A
  * plain table (not partitioned) with no triggers (which also rules out
  * foreign keys in either direction: they are triggers), no rules, no
- * row-level security, no CHECK constraints, no inheritance children (a
- * delete of the parent also removes a child's row of the key, so a merged
- * "delete, create" would leave that row), and no unique or exclusion index
+ * row-level security, no CHECK constraints, no inheritance children (the
+ * statements now reach only the parent's own rows, Target::own_rows, but
+ * such a parent stays on the statement path), and no unique or exclusion index
  * other than the one on the key columns.
  */
 bool
@@ -629,6 +629,7 @@ ApplyEngine::LoadTarget(Oid relid)
 	t->owner = info->relowner;
 	if (info->relkind != RELKIND_RELATION && info->relkind != RELKIND_PARTITIONED_TABLE)
 		Fail("42809", "target \"" + t->display + "\" is not a table");
+	t->own_rows = info->relkind == RELKIND_RELATION ? "ONLY " + t->qualified : t->qualified;
 
 	for (int i = 0; i < info->natts; i++) {
 		Form_pg_attribute a = info->attrs[i];

@@ -84,6 +84,13 @@ struct Mapping {
 struct Target {
 	Oid relid = InvalidOid;
 	std::string qualified; // quoted schema.table, for SQL text
+	// The table's own rows in SELECT, UPDATE, DELETE and TRUNCATE: "ONLY
+	// schema.table" for a plain table, whose inheritance children's rows of
+	// the same key are not the change's (a change names one table, at the
+	// source and in PostgreSQL's own apply: test/t/069_worker_inheritance.pl),
+	// `qualified` for a partitioned one (ONLY would reach none of its
+	// partitions).
+	std::string own_rows;
 	std::string display;   // schema.table, for messages and outbox
 	Oid owner = InvalidOid; // relowner: the role the worker applies as (docs/security.md)
 	std::vector<Column> columns;
