@@ -84,18 +84,26 @@ is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT ran_as || 
 is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('subo', 'mallory') AND rolsuper"),
 	'', 'neither subo nor mallory is a superuser');
 
-# 3. cdc.resync repairs "as the worker applies" and commits after every
-# page (SPI_commit in the CALL): the same deferred trigger, queued as the
-# subscription owner, must not fire as the superuser who runs the resync.
-$dest->safe_psql('postgres', q{
+# Takes the roles' superuser back, lets mallory delete row $id on the
+# destination, empties public.ran, and audits: (audit id, findings).
+sub lose_row_and_audit
+{
+	my ($id) = @_;
+	$dest->safe_psql('postgres', qq{
 ALTER ROLE subo NOSUPERUSER;
 ALTER ROLE mallory NOSUPERUSER;
 SET ROLE mallory;
-DELETE FROM public.notes WHERE id = 3;
+DELETE FROM public.notes WHERE id = $id;
 RESET ROLE;
 TRUNCATE public.ran;
 });
-my ($audit_id, $findings) = split /\|/, $dest->safe_psql('postgres', q{CALL cdc.audit('sub_notes')});
+	return split /\|/, $dest->safe_psql('postgres', q{CALL cdc.audit('sub_notes')});
+}
+
+# 3. cdc.resync repairs "as the worker applies" and commits after every
+# page (SPI_commit in the CALL): the same deferred trigger, queued as the
+# subscription owner, must not fire as the superuser who runs the resync.
+my ($audit_id, $findings) = lose_row_and_audit(3);
 is($findings, '1', 'the audit finds the row mallory deleted');
 $dest->safe_psql('postgres', "CALL cdc.resync('sub_notes', audit => $audit_id)");
 is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '3', 'the resync put the row back');
@@ -145,15 +153,7 @@ is($dest->safe_psql('postgres', "SELECT string_agg(rolname, ',' ORDER BY rolname
 # the superuser who runs the resync, and a procedure cannot persist one
 # portal before its commit as the worker does: the page is refused (42501)
 # and rolled back, the cursor's query never run.
-$dest->safe_psql('postgres', q{
-ALTER ROLE subo NOSUPERUSER;
-ALTER ROLE mallory NOSUPERUSER;
-SET ROLE mallory;
-DELETE FROM public.notes WHERE id = 4;
-RESET ROLE;
-TRUNCATE public.ran;
-});
-($audit_id, $findings) = split /\|/, $dest->safe_psql('postgres', q{CALL cdc.audit('sub_notes')});
+($audit_id, $findings) = lose_row_and_audit(4);
 my ($rc, $out, $err) = $dest->psql('postgres', "CALL cdc.resync('sub_notes', audit => $audit_id)", on_error_stop => 1,
 	extra_params => ['-v', 'VERBOSITY=verbose']);
 isnt($rc, 0, 'the resync of the page whose trigger declared a held cursor fails');
