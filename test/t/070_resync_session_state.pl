@@ -1,0 +1,80 @@
+# cdc.resync applies in the caller's own session (a procedure, committing
+# after every page) "as the worker applies": as the subscription owner,
+# without a security-restricted operation where the table owner and the
+# subscription owner are the same role (docs/security.md, "The worker's
+# identity").  The owner's code then changes the caller's session for good:
+# a session-level SET (search_path) and temporary objects (a temp view,
+# searched before pg_catalog) outlive the CALL, and the superuser who ran
+# the resync runs the owner's code with the next unqualified name.
+# (Deferred triggers and WITH HOLD cursors are covered by 068.)
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use CdcWorkerTest;
+
+my $source = new_source('rss_source');
+my $dest = new_dest('rss_dest');
+
+my $table = 'CREATE TABLE public.notes (id int PRIMARY KEY, body text);';
+$source->safe_psql('postgres', $table . q{
+INSERT INTO public.notes VALUES (1, 'one'), (2, 'two');
+CREATE PUBLICATION pub_notes FOR TABLE public.notes;
+});
+
+$dest->safe_psql('postgres', $table . q{
+CREATE ROLE subo;
+GRANT CREATE ON SCHEMA public TO subo;
+CREATE TABLE public.ran (what text, ran_as name);
+GRANT INSERT ON public.ran TO PUBLIC;
+ALTER TABLE public.notes OWNER TO subo;
+});
+create_subscription($dest, $source, 'sub_notes', ['pub_notes'], "owner => 'subo'");
+wait_caught_up($source, $dest, 'sub_notes') or diag 'sub_notes did not start';
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '2', 'copied');
+
+# subo's code: an ENABLE ALWAYS trigger (it fires with session_replication_role = replica)
+$dest->safe_psql('postgres', q{
+SET ROLE subo;
+CREATE FUNCTION public.lower(text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.ran VALUES ('lower', current_user);
+  RETURN pg_catalog.lower($1);
+END $$;
+CREATE FUNCTION public.spy() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.ran VALUES ('temp view', current_user);
+  RETURN 0;
+END $$;
+CREATE FUNCTION public.leave_state() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_catalog.set_config('search_path', 'public, pg_catalog', false);
+  EXECUTE 'CREATE TEMP VIEW pg_settings AS SELECT public.spy() AS name';
+  RETURN NEW;
+END $$;
+CREATE TRIGGER leave_state BEFORE INSERT ON public.notes FOR EACH ROW EXECUTE FUNCTION public.leave_state();
+ALTER TABLE public.notes ENABLE ALWAYS TRIGGER leave_state;
+DELETE FROM public.notes WHERE id = 2;
+RESET ROLE;
+});
+
+my ($audit_id, $findings) = split /\|/, $dest->safe_psql('postgres', q{CALL cdc.audit('sub_notes')});
+is($findings, '1', 'the audit finds the row subo deleted');
+# the superuser's session: the resync, then ordinary unqualified names
+my $after = $dest->safe_psql('postgres', qq{
+CALL cdc.resync('sub_notes', audit => $audit_id);
+SELECT current_setting('search_path');
+SELECT lower('X'::text);
+SELECT count(*) FROM pg_settings;
+});
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '2', 'the resync put the row back');
+unlike($after, qr/public, pg_catalog/, 'the owner\'s session-level SET did not outlive the resync');
+is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT what || ' as ' || ran_as, ','), '') FROM public.ran WHERE ran_as <> 'subo'}),
+	'', 'nothing of the subscription owner\'s ran as the superuser who called cdc.resync');
+
+$source->stop;
+$dest->stop;
+done_testing();
