@@ -1,12 +1,15 @@
 # cdc.resync applies in the caller's own session (a procedure, committing
-# after every page) "as the worker applies": as the subscription owner,
-# without a security-restricted operation where the table owner and the
-# subscription owner are the same role (docs/security.md, "The worker's
-# identity").  The owner's code then changes the caller's session for good:
-# a session-level SET (search_path) and temporary objects (a temp view,
-# searched before pg_catalog) outlive the CALL, and the superuser who ran
-# the resync runs the owner's code with the next unqualified name.
-# (Deferred triggers and WITH HOLD cursors are covered by 068.)
+# after every page) "as the worker applies": as the subscription owner
+# where the table owner and the subscription owner are the same role
+# (docs/security.md, "The worker's identity").  Without a
+# security-restricted operation the owner's code changed the caller's
+# session for good (review helper): a session-level SET (search_path) and
+# temporary objects (a temp view, searched before pg_catalog) outlived the
+# CALL, and the superuser who ran the resync ran the owner's code with the
+# next unqualified name.  Now the repairs always run in a restricted
+# operation with a GUC nest level: the temp view is refused (the page
+# rolled back), the SET undone.  (Deferred triggers and WITH HOLD cursors:
+# 068.)
 use strict;
 use warnings;
 use FindBin;
@@ -64,11 +67,30 @@ RESET ROLE;
 my ($audit_id, $findings) = split /\|/, $dest->safe_psql('postgres', q{CALL cdc.audit('sub_notes')});
 is($findings, '1', 'the audit finds the row subo deleted');
 # the superuser's session: the resync, then ordinary unqualified names
-my $after = $dest->safe_psql('postgres', qq{
+my ($rc, $after, $err) = $dest->psql('postgres', qq{
 CALL cdc.resync('sub_notes', audit => $audit_id);
 SELECT current_setting('search_path');
 SELECT lower('X'::text);
-SELECT count(*) FROM pg_settings;
+SELECT count(*) > 100 FROM pg_settings;
+}, on_error_stop => 0);
+like($err, qr/cannot create temporary table within security-restricted operation/, 'the temp view is refused in the restricted operation');
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '1', 'nothing of that page applied');
+is($after, qq{"\$user", public\nx\nt}, 'the session afterwards: its own search_path, the built-in lower, the real pg_settings')
+	or diag $after;
+
+# without the temp view: the resync applies, and the trigger's SET is undone at the end of the restricted operation
+$dest->safe_psql('postgres', q{
+CREATE OR REPLACE FUNCTION public.leave_state() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_catalog.set_config('search_path', 'public, pg_catalog', false);
+  RETURN NEW;
+END $$;
+ALTER FUNCTION public.leave_state() OWNER TO subo;
+});
+$after = $dest->safe_psql('postgres', qq{
+CALL cdc.resync('sub_notes', audit => $audit_id);
+SELECT current_setting('search_path');
+SELECT lower('X'::text);
 });
 is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '2', 'the resync put the row back');
 unlike($after, qr/public, pg_catalog/, 'the owner\'s session-level SET did not outlive the resync');

@@ -212,12 +212,19 @@ class ApplyEngine final : private ContextSource {
 	// the target's owner is also a member of `owner` (then as `owner`).
 	// Without a call (the SQL path) everything runs as the calling user.
 	// The mappings' source_name is compared with `subscription`.
-	void SetWorkerIdentity(Oid owner, bool run_as_owner, std::string subscription)
+	// `restricted`: the code of every target runs in a security-restricted
+	// operation with a GUC nest level, also where it runs as `owner`: for
+	// cdc.resync, which applies in its caller's session (a superuser's), so
+	// that no trigger can leave a setting, a temporary object, a deferred
+	// trigger or a held cursor behind for the caller to run
+	// (test/t/068_worker_deferred_trigger.pl, 070_resync_session_state.pl).
+	void SetWorkerIdentity(Oid owner, bool run_as_owner, std::string subscription, bool restricted = false)
 	{
 		worker_identity_ = true;
 		owner_ = owner;
 		run_as_owner_ = run_as_owner;
 		subscription_ = std::move(subscription);
+		always_restricted_ = restricted;
 	}
 
 	// Label used in error context ("event 3 of the batch").
@@ -311,6 +318,7 @@ class ApplyEngine final : private ContextSource {
 	bool worker_identity_ = false;              // SetWorkerIdentity
 	Oid owner_ = InvalidOid;
 	bool run_as_owner_ = false;
+	bool always_restricted_ = false; // SetWorkerIdentity's `restricted`
 	std::string subscription_;
 	std::string PositionLabel(size_t position) const
 	{

@@ -955,7 +955,7 @@ ApplyEngine::Authorize(const Target &t)
 		if (run_as_owner_ || t.owner == owner_ || PgCall([&]() { return is_member_of_role(t.owner, owner_); })) {
 			/* run_as_owner, or the table's owner could act as the subscription owner anyway */
 			applier = owner_;
-			as = RunAs::Role(owner_, false);
+			as = RunAs::Role(owner_, always_restricted_);
 		} else if (PgCall([&]() { return is_member_of_role(owner_, t.owner); })) {
 			/* the table owner's code runs as the table owner, in a security-restricted operation */
 			applier = t.owner;

@@ -23,7 +23,6 @@
 #include "pg/audit/tables.hpp"
 
 extern "C" {
-#include "commands/trigger.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -53,20 +52,6 @@ struct Job {
 	std::vector<Key> keys;             // by_keys: parsed
 	cdc::audit::Range bounds;          // else: [from, to]
 };
-
-/*
- * The session's cursors declared WITH HOLD, by name and creation time
- * (pg_cursors): one created or replaced changes the text.
- */
-std::string
-HeldCursors()
-{
-	Params none;
-	Execute("SELECT coalesce(pg_catalog.string_agg(name OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) "
-	        "creation_time::pg_catalog.text, ',' ORDER BY name), '') FROM pg_catalog.pg_cursors WHERE is_holdable",
-	        none, false);
-	return ResultText(0, 1).value_or("");
-}
 
 struct TableResync {
 	DestSession &dest;
@@ -139,43 +124,25 @@ struct TableResync {
 			dest.Unpin();
 			Params none;
 			Execute("SELECT pg_catalog.set_config('session_replication_role', 'replica', true)", none, false);
-			const std::string held_before = HeldCursors();
 			ApplyEngine engine;
 			/*
 			 * As the worker applies: as the subscription's owner or the
 			 * table's (docs/security.md), and, for a stream-ordered table, as
 			 * an intake of its stream: the snapshot is not older than anything
 			 * the stream applied before it (the wait above), so the mark stays
-			 * exact (docs/audit.md, "Stream-ordered tables").
+			 * exact (docs/audit.md, "Stream-ordered tables").  Always in a
+			 * security-restricted operation with a GUC nest level, also where
+			 * the worker would apply unrestricted: this session is the
+			 * caller's, a superuser's, and a trigger could otherwise leave a
+			 * setting, a temporary object, a deferred trigger or a held
+			 * cursor for it to run (test/t/068_worker_deferred_trigger.pl,
+			 * test/t/070_resync_session_state.pl).
 			 */
-			engine.SetWorkerIdentity(sub.owner, sub.run_as_owner, sub.name);
+			engine.SetWorkerIdentity(sub.owner, sub.run_as_owner, sub.name, /* restricted */ true);
 			engine.SetStreamIntake(dt.stream_ordered);
 			engine.SetPositionNames("key", "of the resync");
 			std::vector<cdc::Outcome> out = engine.ApplyChanges(reqs, positions);
 			engine.Finish();
-			/*
-			 * Deferred triggers the changes queued (only possible where the
-			 * subscription owner applied, unrestricted) fire now, as that
-			 * owner: the commit below would fire them as the superuser who
-			 * runs the resync (test/t/068_worker_deferred_trigger.pl).
-			 */
-			PgCallAs(RunAs::Role(sub.owner, false), []() { AfterTriggerFireDeferred(); });
-			/*
-			 * A cursor declared WITH HOLD by the same code runs the rest of
-			 * its query at the commit too, and SPI_commit would run it as the
-			 * caller: unlike the worker (run_commit_time_code_as_owner), a
-			 * procedure cannot persist one portal before its commit, so such
-			 * a page is refused and rolled back, the cursor's query unrun.
-			 */
-			if (HeldCursors() != held_before)
-				throw cdc::InputError(
-					"42501",
-					"the repairs of table " + dt.display + " declared a cursor WITH HOLD, whose query would run at the commit "
-					"as the role running cdc.resync",
-					"Code run by the subscription's owner (its triggers, or the table owner's with run_as_owner) never runs "
-					"with more rights than that role.",
-					"Make the table's triggers close the cursor, or repair the table by letting the worker apply the "
-					"source's rows again (cdc.resync_table).");
 			dest.ResetContext(); /* the engine's context text lives in the page's memory */
 			for (size_t j = 0; j < out.size(); j++) {
 				outcome[which[j]] = cdc::OutcomeName(out[j]);
