@@ -447,20 +447,20 @@ ApplyEngine::ApplyChanges(const std::vector<ChangeRequest> &reqs, const std::vec
 }
 
 void
-ApplyEngine::TruncateTarget(const Target &t, const RunAs &as)
+ApplyEngine::TruncateTarget(const Target &t, const RunAs &as, bool restart_identity)
 {
 	if (grouping_truncates_) {
-		pending_truncates_.emplace_back(t.own_rows, as);
+		pending_truncates_.push_back(PendingTruncate{t.own_rows, as, restart_identity});
 		return;
 	}
 	Params none;
-	Execute("TRUNCATE " + t.own_rows, none, as);
+	Execute("TRUNCATE " + t.own_rows + (restart_identity ? " RESTART IDENTITY" : ""), none, as);
 }
 
 void
 ApplyEngine::FlushTruncates()
 {
-	std::vector<std::pair<std::string, RunAs>> pending;
+	std::vector<PendingTruncate> pending;
 	pending.swap(pending_truncates_);
 	grouping_truncates_ = false;
 	auto same = [](const RunAs &a, const RunAs &b) {
@@ -472,12 +472,13 @@ ApplyEngine::FlushTruncates()
 			continue;
 		std::string tables;
 		for (size_t j = i; j < pending.size(); j++)
-			if (!done[j] && same(pending[j].second, pending[i].second)) {
-				tables += (tables.empty() ? "" : ", ") + pending[j].first;
+			if (!done[j] && same(pending[j].as, pending[i].as) &&
+			    pending[j].restart_identity == pending[i].restart_identity) {
+				tables += (tables.empty() ? "" : ", ") + pending[j].table;
 				done[j] = true;
 			}
 		Params none;
-		Execute("TRUNCATE " + tables, none, pending[i].second);
+		Execute("TRUNCATE " + tables + (pending[i].restart_identity ? " RESTART IDENTITY" : ""), none, pending[i].as);
 	}
 }
 

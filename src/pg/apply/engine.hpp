@@ -72,6 +72,10 @@ struct ChangeRequest {
 	// source's snapshot): handled like a snapshot row (op r): state only, no
 	// outbox row, handlers see is_snapshot, counted in snapshot_rows.
 	bool snapshot_delete = false;
+	// A truncate (op t) whose source statement had RESTART IDENTITY
+	// (pgoutput's flag): the target's owned sequences restart too, where
+	// the target is emptied by TRUNCATE, as PostgreSQL's own apply does.
+	bool restart_identity = false;
 	bool IsSnapshot() const { return op == Op::Read || snapshot_delete; }
 };
 
@@ -275,9 +279,11 @@ class ApplyEngine final : private ContextSource {
 	// run's statement, so that tables linked by foreign keys truncated
 	// together at the source are truncated together here, as one TRUNCATE
 	// statement does (PostgreSQL refuses to truncate a referenced table
-	// alone).  FlushTruncates runs the statements: one per role, tables in
-	// the order of the changes.
-	void TruncateTarget(const Target &t, const RunAs &as);
+	// alone).  FlushTruncates runs the statements: one per role and
+	// `restart_identity` (RESTART IDENTITY: the tables' owned sequences
+	// restart, ChangeRequest::restart_identity), tables in the order of the
+	// changes.
+	void TruncateTarget(const Target &t, const RunAs &as, bool restart_identity = false);
 	void FlushTruncates();
 	// cdc_apply(): the caller's TRUNCATE privilege, when a truncate event may
 	// run TRUNCATE (LockForTruncate, before the lock).  Errors: 42501.
@@ -384,9 +390,14 @@ class ApplyEngine final : private ContextSource {
 	// mark has moved past the change meanwhile): applied.
 	bool pending_stream_apply_ = false;
 	bool finished_ = false;
-	// TruncateTarget's pending tables (qualified names) and roles, while
-	// grouping_truncates_.
-	std::vector<std::pair<std::string, RunAs>> pending_truncates_;
+	// TruncateTarget's pending tables (qualified names), roles and
+	// RESTART IDENTITY, while grouping_truncates_.
+	struct PendingTruncate {
+		std::string table;
+		RunAs as;
+		bool restart_identity;
+	};
+	std::vector<PendingTruncate> pending_truncates_;
 	bool grouping_truncates_ = false;
 };
 

@@ -851,7 +851,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 			if (t.modes.mode == Mode::Handler) {
 				TruncateWithHandler(t, "{}", req, dk, as);
 			} else {
-				TruncateTarget(t, as);
+				TruncateTarget(t, as, req.restart_identity);
 			}
 			cnt.applied++;
 			if (t.mapping.outbox && WriteOutbox(t, req.source, 't', v, "", std::nullopt))
@@ -880,7 +880,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		if (t.modes.mode == Mode::Handler) {
 			TruncateWithHandler(t, keep, req, dk, as);
 		} else if (keep == "{}") {
-			TruncateTarget(t, as);
+			TruncateTarget(t, as, req.restart_identity);
 		} else {
 			Params del;
 			del.AddText(keep);

@@ -194,11 +194,12 @@ ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldt
 }
 
 void
-ApplyTruncate(const LogicalRepRelation *rel)
+ApplyTruncate(const LogicalRepRelation *rel, bool restart_identity)
 {
 	ChangeRequest req;
 	req.target = W->engine->ResolveSourceTable(W->name, rel->nspname, rel->relname, true);
 	req.op = Op::Truncate;
+	req.restart_identity = restart_identity;
 	StampNextChange(req, rel);
 	Submit(std::move(req), size_t(W->seq));
 }
@@ -349,7 +350,7 @@ handle_change(char action, StringInfo s)
 		foreach (lc, relids) {
 			RelEntry *e = lookup_relation(lfirst_oid(lc));
 			if (!relation_skipped(e))
-				cdc::pg::RunCpp([&]() { ApplyTruncate(e->rel); });
+				cdc::pg::RunCpp([&]() { ApplyTruncate(e->rel, restart_seqs); });
 		}
 		break;
 	}
