@@ -1,0 +1,94 @@
+# (review helper, of 572577f) cdc.resync applies its repairs in a
+# security-restricted operation, but two things still reach the superuser
+# who CALLs it:
+# 1. Its own reads of the destination (DestRowsByKeys, src/pg/audit/tables.cpp)
+#    run as the caller, unrestricted.  Planning a query on the table loads
+#    its index predicates and expressions into the relcache, and
+#    RelationGetIndexPredicate runs eval_const_expressions over them: an
+#    IMMUTABLE function of the table owner with constant arguments is
+#    executed then, as the superuser (it can call a VOLATILE function that
+#    does ALTER ROLE ... SUPERUSER).  docs/security.md claims these
+#    statements "only read the table with built-in functions and operators".
+# 2. A session-level advisory lock taken by a trigger inside the
+#    restricted operation (PostgreSQL does not forbid it) stays held by the
+#    caller's session after the CALL.
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use CdcWorkerTest;
+
+my $source = new_source('rpc_source');
+my $dest = new_dest('rpc_dest');
+
+my $table = 'CREATE TABLE public.notes (id int PRIMARY KEY, body text);';
+$source->safe_psql('postgres', $table . q{
+INSERT INTO public.notes VALUES (1, 'one'), (2, 'two');
+CREATE PUBLICATION pub_notes FOR TABLE public.notes;
+});
+
+$dest->safe_psql('postgres', $table . q{
+CREATE ROLE subo;
+GRANT CREATE ON SCHEMA public TO subo;
+CREATE TABLE public.ran (what text, ran_as name);
+GRANT INSERT ON public.ran TO PUBLIC;
+ALTER TABLE public.notes OWNER TO subo;
+});
+create_subscription($dest, $source, 'sub_notes', ['pub_notes'], "owner => 'subo'");
+wait_caught_up($source, $dest, 'sub_notes') or diag 'sub_notes did not start';
+is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '2', 'copied');
+
+$dest->safe_psql('postgres', q{
+SET ROLE subo;
+DELETE FROM public.notes WHERE id = 2;
+RESET ROLE;
+});
+my ($audit_id, $findings) = split /\|/, $dest->safe_psql('postgres', q{CALL cdc.audit('sub_notes')});
+is($findings, '1', 'the audit finds the row subo deleted');
+
+# subo's code: an index predicate folded by the planner, and a trigger taking a session-level advisory lock
+$dest->safe_psql('postgres', q{
+SET ROLE subo;
+CREATE FUNCTION public.escalate() RETURNS bool LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  INSERT INTO public.ran VALUES ('index predicate in ' || pg_catalog.left(pg_catalog.current_query(), 22), current_user);
+  IF current_user <> 'subo' THEN
+    EXECUTE 'ALTER ROLE subo SUPERUSER';
+  END IF;
+  RETURN true;
+END $$;
+CREATE FUNCTION public.pred(int) RETURNS bool LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN public.escalate();
+END $$;
+CREATE INDEX notes_body ON public.notes (body) WHERE public.pred(0);
+CREATE FUNCTION public.hold_lock() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_catalog.pg_advisory_lock(7107);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER hold_lock BEFORE INSERT ON public.notes FOR EACH ROW EXECUTE FUNCTION public.hold_lock();
+ALTER TABLE public.notes ENABLE ALWAYS TRIGGER hold_lock;
+RESET ROLE;
+});
+
+# the superuser's session (a new backend: an empty relcache)
+my $after = $dest->safe_psql('postgres', qq{
+CALL cdc.resync('sub_notes', audit => $audit_id);
+SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid();
+});
+# (as subo: a superuser's query on the table would itself fold the predicate)
+is($dest->safe_psql('postgres', 'SET ROLE subo; SELECT count(*) FROM public.notes'), '2', 'the resync put the row back');
+like($after, qr/\n0$/, 'no advisory lock of the owner\'s trigger left held by the caller\'s session') or diag $after;
+is($dest->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'subo'}), 'f',
+	'the subscription owner did not make itself a superuser');
+is($dest->safe_psql('postgres', q{SELECT coalesce(string_agg(DISTINCT what || ' as ' || ran_as, ','), '') FROM public.ran WHERE ran_as <> 'subo'}),
+	'', 'nothing of the subscription owner\'s ran as the superuser who called cdc.resync')
+	or diag $dest->safe_psql('postgres', 'SELECT * FROM public.ran');
+
+$source->stop;
+$dest->stop;
+done_testing();
