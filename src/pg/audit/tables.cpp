@@ -89,6 +89,21 @@ OrderMismatch(const std::string &table, const char *side)
  * security-restricted operation, as the worker converts values
  * (docs/security.md, "The worker's identity").  Built-in types run no SQL.
  */
+/*
+ * The role the statements reading a destination table's rows run as: its
+ * owner, in a security-restricted operation with a GUC nest level.
+ * Planning a query on a table evaluates its index predicates and
+ * expressions, and an IMMUTABLE function there with constant arguments runs
+ * at plan time: as the superuser calling cdc.audit or cdc.resync it made the
+ * table owner a superuser (test/t/071_resync_planner_code.pl, review
+ * helper).  As the owner it runs with the owner's rights only.
+ */
+RunAs
+ReaderOf(const DestTable &t)
+{
+	return RunAs::Role(t.owner, true);
+}
+
 Datum
 KeyDatum(const DestTable &t, const KeyColumn &c, const std::string &text)
 {
@@ -377,7 +392,7 @@ DestSide::Hash(const Range &r)
 	dest_.Pin();
 	Params p;
 	RangeExprs e = Exprs(r, p);
-	Execute(cdc::audit::RangeHashSql(t_.hashed, e, true), p, false);
+	Execute(cdc::audit::RangeHashSql(t_.hashed, e, true), p, ReaderOf(t_));
 	if (!ResultBool(0, 3))
 		OrderMismatch(t_.display, "destination");
 	return HashOf(ResultText(0, 1), ResultText(0, 2));
@@ -390,7 +405,7 @@ DestSide::KeyAt(const Range &r, int64_t offset)
 	Params p;
 	RangeExprs e = Exprs(r, p);
 	p.AddInt8(offset);
-	if (Execute(cdc::audit::KeyAtSql(t_.hashed, e, "$" + std::to_string(p.Count())), p, false) != 1)
+	if (Execute(cdc::audit::KeyAtSql(t_.hashed, e, "$" + std::to_string(p.Count())), p, ReaderOf(t_)) != 1)
 		throw std::runtime_error("a range of " + t_.display + " shrank while it was bisected");
 	Key k;
 	for (size_t i = 0; i < t_.key.size(); i++)
@@ -404,7 +419,7 @@ DestSide::Rows(const Range &r)
 	dest_.Pin();
 	Params p;
 	RangeExprs e = Exprs(r, p);
-	uint64_t n = Execute(cdc::audit::RangeRowsSql(t_.hashed, e), p, false);
+	uint64_t n = Execute(cdc::audit::RangeRowsSql(t_.hashed, e), p, ReaderOf(t_));
 	std::vector<RowDigest> out;
 	const int nkey = int(t_.key.size());
 	for (uint64_t row = 0; row < n; row++) {
@@ -424,7 +439,7 @@ DestSide::PageOf(const Range &r, int64_t limit)
 	Params p;
 	RangeExprs e = Exprs(r, p);
 	p.AddInt8(limit);
-	Execute(cdc::audit::PageSql(t_.hashed, e, "$" + std::to_string(p.Count())), p, false);
+	Execute(cdc::audit::PageSql(t_.hashed, e, "$" + std::to_string(p.Count())), p, ReaderOf(t_));
 	Page page;
 	page.hash = HashOf(ResultText(0, 1), ResultText(0, 2));
 	if (ResultText(0, 3)) {
@@ -492,7 +507,7 @@ DestRowsByKeys(DestSession &dest, const DestTable &t, const std::vector<Key> &ke
 			arrays.push_back("$" + std::to_string(c + 1));
 		}
 		dest.Pin();
-		uint64_t n = Execute(cdc::audit::RowsByKeysSql(t.hashed, arrays, false, false), p, false);
+		uint64_t n = Execute(cdc::audit::RowsByKeysSql(t.hashed, arrays, false, false), p, ReaderOf(t));
 		const int nkey = int(t.key.size());
 		for (uint64_t row = 0; row < n; row++) {
 			size_t at = begin + size_t(std::stoll(*ResultText(row, 1))) - 1;
