@@ -19,25 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use CdcWorkerTest;
 
-my $source = new_source('rpc_source');
-my $dest = new_dest('rpc_dest');
-
-my $table = 'CREATE TABLE public.notes (id int PRIMARY KEY, body text);';
-$source->safe_psql('postgres', $table . q{
-INSERT INTO public.notes VALUES (1, 'one'), (2, 'two');
-CREATE PUBLICATION pub_notes FOR TABLE public.notes;
-});
-
-$dest->safe_psql('postgres', $table . q{
-CREATE ROLE subo;
-GRANT CREATE ON SCHEMA public TO subo;
-CREATE TABLE public.ran (what text, ran_as name);
-GRANT INSERT ON public.ran TO PUBLIC;
-ALTER TABLE public.notes OWNER TO subo;
-});
-create_subscription($dest, $source, 'sub_notes', ['pub_notes'], "owner => 'subo'");
-wait_caught_up($source, $dest, 'sub_notes') or diag 'sub_notes did not start';
-is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '2', 'copied');
+my ($source, $dest) = owned_notes_subscription('rpc');
 
 $dest->safe_psql('postgres', q{
 SET ROLE subo;

@@ -12,7 +12,7 @@ use Exporter 'import';
 our @EXPORT = qw(create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
   compare_table outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
   enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num
-  freeze_walwriter crash_frozen wait_for_log);
+  freeze_walwriter crash_frozen wait_for_log owned_notes_subscription);
 
 sub new_source
 {
@@ -118,6 +118,34 @@ sub create_subscription
 	my $arr = join(', ', map { "'$_'" } @$pubs);
 	$extra = $extra ? ", $extra" : '';
 	return $dest->safe_psql($db // 'postgres', "SELECT cdc.create_subscription('$name', '$conn', ARRAY[$arr]$extra)");
+}
+
+# The resync attack fixture (070, 071): clusters named "$prefix"_source and
+# "$prefix"_dest, public.notes (id, body) with rows 1 and 2 published by
+# pub_notes, on the destination an ordinary role subo that owns the table
+# and subscription sub_notes (copied and streaming), and public.ran
+# (what, ran_as) that anyone may insert into.  Returns ($source, $dest).
+sub owned_notes_subscription
+{
+	my ($prefix) = @_;
+	my $source = new_source("${prefix}_source");
+	my $dest = new_dest("${prefix}_dest");
+	my $table = 'CREATE TABLE public.notes (id int PRIMARY KEY, body text);';
+	$source->safe_psql('postgres', $table . q{
+INSERT INTO public.notes VALUES (1, 'one'), (2, 'two');
+CREATE PUBLICATION pub_notes FOR TABLE public.notes;
+});
+	$dest->safe_psql('postgres', $table . q{
+CREATE ROLE subo;
+GRANT CREATE ON SCHEMA public TO subo;
+CREATE TABLE public.ran (what text, ran_as name);
+GRANT INSERT ON public.ran TO PUBLIC;
+ALTER TABLE public.notes OWNER TO subo;
+});
+	create_subscription($dest, $source, 'sub_notes', ['pub_notes'], "owner => 'subo'");
+	wait_caught_up($source, $dest, 'sub_notes') or diag 'sub_notes did not start';
+	is($dest->safe_psql('postgres', 'SELECT count(*) FROM public.notes'), '2', 'copied');
+	return ($source, $dest);
 }
 
 # Sets the test-only fault point cdc.debug_fault on the destination (undef:
