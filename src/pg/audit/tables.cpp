@@ -81,15 +81,6 @@ OrderMismatch(const std::string &table, const char *side)
 }
 
 /*
- * A key value of table `t` (text from either side) as a Datum of its key
- * column's type.  cdc.audit and cdc.resync run as a superuser; the input
- * function of a type that is not built in can run a role's code (a domain's
- * CHECK constraint calling a function of the table's owner, a composite's or
- * array's domain elements), so it runs as the table's owner in a
- * security-restricted operation, as the worker converts values
- * (docs/security.md, "The worker's identity").  Built-in types run no SQL.
- */
-/*
  * The role the statements reading a destination table's rows run as: its
  * owner, in a security-restricted operation with a GUC nest level.
  * Planning a query on a table evaluates its index predicates and
@@ -104,10 +95,19 @@ ReaderOf(const DestTable &t)
 	return RunAs::Role(t.owner, true);
 }
 
+/*
+ * A key value of table `t` (text from either side) as a Datum of its key
+ * column's type.  cdc.audit and cdc.resync run as a superuser; the input
+ * function of a type that is not built in can run a role's code (a domain's
+ * CHECK constraint calling a function of the table's owner, a composite's or
+ * array's domain elements), so it runs as the table's owner in a
+ * security-restricted operation, as the worker converts values
+ * (docs/security.md, "The worker's identity").  Built-in types run no SQL.
+ */
 Datum
 KeyDatum(const DestTable &t, const KeyColumn &c, const std::string &text)
 {
-	return PgCallAs(c.user_type ? RunAs::Role(t.owner, true) : RunAs::Caller(), [&]() {
+	return PgCallAs(c.user_type ? ReaderOf(t) : RunAs::Caller(), [&]() {
 		return OidInputFunctionCall(c.input, const_cast<char *>(text.c_str()), c.ioparam, c.typmod);
 	});
 }
