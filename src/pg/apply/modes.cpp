@@ -93,8 +93,9 @@ LoadModeConfig(Oid relid, const std::string &qualified)
 }
 
 HistoryResult
-AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::vector<ModeValue> &values,
-              const ChangeIdentity &id, std::optional<std::string> *row, const RunAs &as)
+AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::string &own_rows,
+              const std::vector<ModeValue> &values, const ChangeIdentity &id, std::optional<std::string> *row,
+              const RunAs &as)
 {
 	Params p;
 	p.AddText(id.entity_key);              // $1
@@ -110,8 +111,8 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::ve
 		Params q;
 		q.AddText(id.entity_key);
 		q.AddText(id.version.ToArrayLiteral());
-		if (Execute("SELECT 1 FROM " + qualified + " AS p WHERE " + key_pred + " LIMIT 1", q, as) == 0) {
-			if (Execute("SELECT 1 FROM " + qualified + " AS p WHERE p.cdc_key OPERATOR(pg_catalog.=) $1::pg_catalog.jsonb "
+		if (Execute("SELECT 1 FROM " + own_rows + " AS p WHERE " + key_pred + " LIMIT 1", q, as) == 0) {
+			if (Execute("SELECT 1 FROM " + own_rows + " AS p WHERE p.cdc_key OPERATOR(pg_catalog.=) $1::pg_catalog.jsonb "
 			            "AND p.cdc_version OPERATOR(pg_catalog.=) $2::pg_catalog.int8[]",
 			            q, as) > 0)
 				return HistoryResult::Exists;
@@ -131,7 +132,7 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::ve
 	for (const ModeValue &v : values) {
 		if (v.unavailable) {
 			std::string qc = QuoteIdent(v.column);
-			add(v.column, "(SELECT p." + qc + " FROM " + qualified + " AS p WHERE " + key_pred +
+			add(v.column, "(SELECT p." + qc + " FROM " + own_rows + " AS p WHERE " + key_pred +
 			                  " ORDER BY p.cdc_version DESC LIMIT 1)");
 			continue;
 		}

@@ -68,10 +68,17 @@ enum class HistoryResult {
 // columns, then cdc_key, cdc_version, cdc_op and the optional metadata
 // columns, with ON CONFLICT (cdc_key, cdc_version) DO NOTHING.  Unavailable
 // columns take their value from the key's latest earlier row (by version).
-// Runs as `as` (the caller on the SQL path; docs/security.md for the
-// worker).  Errors: the history table's own (constraints, triggers, types).
-HistoryResult AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::vector<ModeValue> &values,
-                            const ChangeIdentity &id, std::optional<std::string> *row, const RunAs &as);
+// Those reads name `own_rows` (Target::own_rows: "ONLY schema.table" for a
+// plain table), because the unique index that decides a replay covers the
+// history table alone, not its inheritance children: an earlier row or an
+// "already recorded" answer taken from a child would make the same change
+// `duplicate` with unchanged values and `applied` without them
+// (docs/semantics.md, "history").  Runs as `as` (the caller on the SQL
+// path; docs/security.md for the worker).  Errors: the history table's own
+// (constraints, triggers, types).
+HistoryResult AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::string &own_rows,
+                            const std::vector<ModeValue> &values, const ChangeIdentity &id,
+                            std::optional<std::string> *row, const RunAs &as);
 
 // Calls the mapping's handler (handler mode) as `as` (the calling user on
 // the SQL path, the table's owner or the subscription's on the worker):

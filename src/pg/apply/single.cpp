@@ -414,7 +414,7 @@ ApplyHistory(EntityChange &c, Counters &cnt)
 		values.push_back(std::move(v));
 	}
 	std::optional<std::string> row;
-	switch (AppendHistory(t.modes, t.qualified, values, IdentityOf(c), &row, c.as)) {
+	switch (AppendHistory(t.modes, t.qualified, t.own_rows, values, IdentityOf(c), &row, c.as)) {
 	case HistoryResult::Exists:
 		cnt.duplicate++;
 		return Outcome::Duplicate;
@@ -456,7 +456,7 @@ ApplyHistoryTruncate(const Target &t, const ChangeRequest &req, const std::strin
 	id.source_json = SourceJson(req.source, req.version);
 	id.source_ts_ms = req.source.ts_ms;
 	std::optional<std::string> row;
-	if (AppendHistory(t.modes, t.qualified, {}, id, &row, as) == HistoryResult::Exists) {
+	if (AppendHistory(t.modes, t.qualified, t.own_rows, {}, id, &row, as) == HistoryResult::Exists) {
 		cnt.duplicate++;
 		return Outcome::Duplicate;
 	}
