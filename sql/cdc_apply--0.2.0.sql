@@ -846,6 +846,16 @@ AS 'MODULE_PATHNAME', 'cdc_key_ambiguity';
 COMMENT ON FUNCTION cdc._key_ambiguity(regclass, name[]) IS
   'Internal (cdc.register_mapping): the message for the first key column of target (key_columns, or NULL for the primary key) whose equal values can print different texts (citext, jsonb, an unpadded bpchar, a case-insensitive collation of a unique index on the key, or such a type or collation inside an array, range or composite key), which entity records, naming an entity by its key''s text, cannot tell apart; NULL when there is none. The engine refuses such a key on entity-ordered targets (0A000); cdc.register_mapping warns. Reads only the catalogs: every role may call it.';
 
+-- The key texts of every row of a target under two key definitions, read
+-- as the table's owner in a security-restricted operation (planning a read
+-- of the table can run its owner's code; src/pg/sql_api.cpp).
+CREATE FUNCTION cdc._rekey_pairs(target regclass, old_key name[], new_key name[]) RETURNS TABLE (ok text, nk text)
+LANGUAGE c VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_rekey_pairs';
+COMMENT ON FUNCTION cdc._rekey_pairs(regclass, name[], name[]) IS
+  'Internal (cdc._rekey_entities): the key text of every row of target under old_key (ok) and under new_key (nk, NULL when a column of new_key is NULL), read as the table''s owner in a security-restricted operation. EXECUTE revoked from PUBLIC.';
+
 -- Re-keys the entity records of a target from one key definition to another
 -- (B36): each live record is moved to the key its row has under the new key
 -- columns (the row is read from the target, which is locked against writes
@@ -861,35 +871,26 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-  old_expr text;
-  new_expr text;
-  null_test text;
   old_keys text[];
   new_keys text[];
   missing text;
   recs cdc.entity_state[];
   moved bigint;
 BEGIN
-  -- the compact key (docs/retention.md): one column's key text
-  -- (cdc._key_text), or a text[] literal of the columns' key texts in key order
-  SELECT CASE WHEN cardinality(old_key) = 1 THEN format('cdc._key_text(t.%I)', old_key[1])
-              ELSE 'ARRAY[' || string_agg(format('cdc._key_text(t.%I)', c), ', ' ORDER BY n) || ']::pg_catalog.text' END
-    INTO old_expr FROM unnest(old_key) WITH ORDINALITY u(c, n);
-  SELECT CASE WHEN cardinality(new_key) = 1 THEN format('cdc._key_text(t.%I)', new_key[1])
-              ELSE 'ARRAY[' || string_agg(format('cdc._key_text(t.%I)', c), ', ' ORDER BY n) || ']::pg_catalog.text' END,
-         string_agg(format('t.%I IS NULL', c), ' OR ')
-    INTO new_expr, null_test FROM unnest(new_key) WITH ORDINALITY u(c, n);
   -- no change of the target's rows while their records move
   EXECUTE format('LOCK TABLE %s IN SHARE MODE', target);
   PERFORM 1 FROM cdc.entity_state e WHERE e.target = _rekey_entities.target FOR UPDATE;
-  EXECUTE format('SELECT pg_catalog.array_agg(n.ok), pg_catalog.array_agg(n.nk), '
-                 '       pg_catalog.min(CASE WHEN n.nk IS NULL THEN n.ok END) '
-                 '  FROM cdc.entity_state e '
-                 '  JOIN (SELECT %s AS ok, CASE WHEN %s THEN NULL ELSE %s END AS nk FROM %s t) n '
-                 '    ON n.ok OPERATOR(pg_catalog.=) e.key COLLATE pg_catalog."C" '
-                 ' WHERE e.target OPERATOR(pg_catalog.=) $1 AND NOT e.deleted',
-                 old_expr, null_test, new_expr, target)
-    INTO old_keys, new_keys, missing USING target;
+  -- the compact key (docs/retention.md) of every row under both keys, read
+  -- as the table's owner in a security-restricted operation
+  -- (cdc._rekey_pairs): planning a read of the table folds its index
+  -- predicates, which can run the owner's code (sql/security_h2_rekey.sql)
+  SELECT pg_catalog.array_agg(n.ok), pg_catalog.array_agg(n.nk),
+         pg_catalog.min(CASE WHEN n.nk IS NULL THEN n.ok END)
+    INTO old_keys, new_keys, missing
+    FROM cdc.entity_state e
+    JOIN cdc._rekey_pairs(_rekey_entities.target, _rekey_entities.old_key, _rekey_entities.new_key) n
+      ON n.ok OPERATOR(pg_catalog.=) e.key COLLATE pg_catalog."C"
+   WHERE e.target OPERATOR(pg_catalog.=) _rekey_entities.target AND NOT e.deleted;
   IF missing IS NOT NULL THEN
     RAISE EXCEPTION 'cannot re-key table %: the row with key % has NULL in a column of the new key (%)', target,
                     cdc.entity_key_json(target, missing), array_to_string(new_key, ', ')
@@ -2326,6 +2327,7 @@ REVOKE ALL ON FUNCTION cdc._prevent_transaction_block(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._note_subscription_database() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.rename_source(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._rekey_pairs(regclass, name[], name[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_dictionary() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._subscription_guard() FROM PUBLIC;

@@ -41,6 +41,9 @@ extern "C" {
 #include "utils/numeric.h"
 #include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/guc.h"
 #include "miscadmin.h"
 }
 
@@ -906,6 +909,116 @@ CDC_PG_FUNCTION(cdc_key_ambiguity)
 			get_attname(relid, attrs[k], false), display, format_type_with_typemod(type, typmod),
 			OidIsValid(by_index) ? get_rel_name(by_index) : NULL)));
 	});
+}
+
+namespace {
+
+/*
+ * The key text expression of `cols` (name[]) over alias t, as
+ * cdc._rekey_entities spelled it: one column's cdc._key_text, or a text[]
+ * literal of the columns' key texts in key order.  PostgreSQL regime.
+ */
+void
+AppendKeyTextExprPg(StringInfo sql, ArrayType *cols, StringInfo null_test)
+{
+	Datum *names;
+	bool *nulls;
+	int n;
+	deconstruct_array(cols, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR, &names, &nulls, &n);
+	if (n == 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("key columns must not be empty")));
+	if (n > 1)
+		appendStringInfoString(sql, "ARRAY[");
+	for (int i = 0; i < n; i++) {
+		if (nulls[i])
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("key columns must not be NULL")));
+		const char *col = quote_identifier(NameStr(*DatumGetName(names[i])));
+		appendStringInfo(sql, "%scdc._key_text(t.%s)", i ? ", " : "", col);
+		if (null_test != NULL)
+			appendStringInfo(null_test, "%st.%s IS NULL", i ? " OR " : "", col);
+	}
+	if (n > 1)
+		appendStringInfoString(sql, "]::pg_catalog.text");
+}
+
+/*
+ * cdc._rekey_pairs: reads target as its owner, in a security-restricted
+ * operation with a GUC nest level (as the worker applies and cdc.resync
+ * reads, docs/security.md "The worker's identity").  Planning the read
+ * folds the table's index predicates and expressions, which can call the
+ * table owner's IMMUTABLE functions: run by the extension owner (a
+ * superuser re-keying a delegate's records), they made the delegate a
+ * superuser (sql/security_h2_rekey.sql).
+ */
+void
+RekeyPairsPg(FunctionCallInfo fcinfo)
+{
+	const Oid relid = PG_GETARG_OID(0);
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
+	Form_pg_class rel = (Form_pg_class) GETSTRUCT(tup);
+	const Oid owner = rel->relowner;
+	char *qualified = quote_qualified_identifier(get_namespace_name(rel->relnamespace), NameStr(rel->relname));
+	ReleaseSysCache(tup);
+
+	StringInfoData sql, null_test;
+	initStringInfo(&sql);
+	initStringInfo(&null_test);
+	appendStringInfoString(&sql, "SELECT ");
+	AppendKeyTextExprPg(&sql, PG_GETARG_ARRAYTYPE_P(1), NULL);
+	appendStringInfoString(&sql, ", CASE WHEN ");
+	StringInfoData new_expr;
+	initStringInfo(&new_expr);
+	AppendKeyTextExprPg(&new_expr, PG_GETARG_ARRAYTYPE_P(2), &null_test);
+	appendStringInfo(&sql, "%s THEN NULL ELSE %s END FROM %s t", null_test.data, new_expr.data, qualified);
+
+	InitMaterializedSRF(fcinfo, 0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid save_userid;
+	int save_sec_context;
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION |
+	                                  SECURITY_NOFORCE_RLS);
+	const int nest = NewGUCNestLevel();
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "cdc_apply: SPI_connect failed");
+		if (SPI_execute(sql.data, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "cdc_apply: reading the keys of %s failed", qualified);
+		for (uint64 i = 0; i < SPI_processed; i++) {
+			Datum values[2];
+			bool nulls[2];
+			for (int c = 0; c < 2; c++)
+				values[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c + 1, &nulls[c]);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
+	PG_END_TRY();
+	/* whatever the owner's code set (even without LOCAL) is undone */
+	AtEOXact_GUC(false, nest);
+}
+
+} // namespace
+
+/*
+ * cdc._rekey_pairs(target regclass, old_key name[], new_key name[])
+ * RETURNS TABLE (ok text, nk text)
+ * For cdc._rekey_entities: the key text of every row of target under
+ * old_key and under new_key (NULL when a new key column is NULL), read as
+ * the table's owner in a security-restricted operation (RekeyPairsPg).
+ * EXECUTE revoked from PUBLIC.
+ */
+CDC_PG_FUNCTION(cdc_rekey_pairs)
+{
+	cdc::pg::PgCall([&]() { RekeyPairsPg(fcinfo); });
+	return (Datum) 0;
 }
 
 /*
