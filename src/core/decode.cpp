@@ -1062,14 +1062,22 @@ IsUnavailable(const Json &v, const DecodeOptions &opts)
  *		text (strings as-is, numbers as their lexeme).
  */
 FieldSchema
-FieldSchema::FromJson(const Json &j)
+FieldSchema::FromJson(const Json &j, const std::string &path)
 {
+	/* "field schema of "after.p"": the errors name the field the schema describes */
+	const auto of = [&path]() { return path.empty() ? std::string("field schema") : "field schema of " + QuotedField(path); };
 	if (!j.IsObject())
-		throw InputError(sqlstate::kInvalidParameterValue,
-		                 std::string("field schema must be a JSON object, got ") + j.KindName());
+		throw InputError(sqlstate::kInvalidParameterValue, of() + " must be a JSON object, got " + j.KindName());
+	const auto child = [&path](const Json &f) {
+		const Json *n = f.IsObject() ? f.FindNonNull("field") : nullptr;
+		if (!n || !n->IsString())
+			n = f.IsObject() && f.FindNonNull("schema") && !f.Find("type") ? f.FindNonNull("name") : nullptr;
+		const std::string name = n && n->IsString() ? n->Scalar() : std::string();
+		return path.empty() ? name : name.empty() ? path : path + "." + name;
+	};
 	const Json *inner = j.FindNonNull("schema");
 	if (inner && inner->IsObject() && !j.Find("type")) {
-		FieldSchema fs = FromJson(*inner);
+		FieldSchema fs = FromJson(*inner, path);
 		if (const Json *n = j.FindNonNull("name"); n && n->IsString())
 			fs.field = n->Scalar();
 		else if (const Json *f = j.FindNonNull("field"); f && f->IsString())
@@ -1081,7 +1089,8 @@ FieldSchema::FromJson(const Json &j)
 	if (const Json *t = j.FindNonNull("type")) {
 		if (!t->IsString())
 			throw InputError(sqlstate::kInvalidParameterValue,
-			                 std::string("field schema \"type\" must be a string, got ") + t->KindName());
+			                 (path.empty() ? std::string("field schema \"type\"") : of() + ": \"type\"") +
+			                     " must be a string, got " + t->KindName());
 		for (char c : t->Scalar())
 			fs.type.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c));
 	}
@@ -1103,10 +1112,14 @@ FieldSchema::FromJson(const Json &j)
 		}
 	}
 	if (const Json *items = j.FindNonNull("items"); items && items->IsObject())
-		fs.items = std::make_shared<FieldSchema>(FromJson(*items));
+		fs.items = std::make_shared<FieldSchema>(FromJson(*items, path.empty() ? path : path + "[]"));
 	if (const Json *fields = j.FindNonNull("fields"); fields && fields->IsArray())
-		for (const Json &f : fields->Items())
-			fs.fields.push_back(FromJson(f));
+		for (const Json &f : fields->Items()) {
+			if (!f.IsObject() && !path.empty())
+				throw InputError(sqlstate::kInvalidParameterValue,
+				                 of() + ": a member of \"fields\" must be a JSON object, got " + f.KindName());
+			fs.fields.push_back(FromJson(f, child(f)));
+		}
 	return fs;
 }
 

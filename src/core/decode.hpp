@@ -51,7 +51,9 @@ struct FieldSchema {
 	// shape ({"type","optional","name","field","parameters","items","fields"})
 	// and the key-schema shape used in the Debezium docs
 	// ({"name": <field>, "index", "schema": {...}}).
-	static FieldSchema FromJson(const Json &j);
+	// `path` names the field in errors ("after", then "after.p", "after.a[]"
+	// for array items), so that a bad schema is refused naming its field.
+	static FieldSchema FromJson(const Json &j, const std::string &path = {});
 	// Finds a struct member by field name; nullptr if absent.
 	const FieldSchema *Member(const std::string &name) const;
 };

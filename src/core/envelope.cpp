@@ -295,9 +295,9 @@ ParseEnvelope(const Json &root, Json *owned)
 				if (!name || !name->IsString())
 					continue;
 				if (name->Scalar() == "before")
-					ev.before_schema = FieldSchema::FromJson(f);
+					ev.before_schema = FieldSchema::FromJson(f, "before");
 				else if (name->Scalar() == "after")
-					ev.after_schema = FieldSchema::FromJson(f);
+					ev.after_schema = FieldSchema::FromJson(f, "after");
 			}
 		}
 	}
