@@ -1,5 +1,7 @@
 --
--- h3_json_nul_outbox (fresh-user review, h3; fails on integ a94d1b6):
+-- h3_json_nul_outbox (fresh-user review, h3; failed on integ a94d1b6, fixed
+-- in image.cpp, ConvertCell: a json value of an outbox target is read as
+-- jsonb there too, so the error names the field and the column):
 -- docs/debezium-types.md section 5: "A JSON object or array sent to a
 -- json/jsonb column keeps the \u0000 escape.  json accepts it; jsonb
 -- rejects it with its own 22P05."  That holds for a target without an

@@ -488,6 +488,15 @@ ConvertCell(const Target &t, int idx, const DecodedValue &dv, const char *which,
 			cell.pending = false;
 			return;
 		}
+		/*
+		 * A json value jsonb cannot hold (a \u0000 escape, a number beyond
+		 * numeric's range) is one json takes, but the outbox payload is jsonb
+		 * (to_jsonb of the row): refuse it here, naming the field and the
+		 * column, rather than with jsonb's bare 22P05 from the statement that
+		 * builds the payload (h3_json_nul_outbox).
+		 */
+		if ((t.mapping.outbox || t.mapping.outbox_message) && PgCall([&]() { return getBaseType(col.type); }) == JSONOID)
+			PgCall([&]() { pfree(DatumGetPointer(DirectFunctionCall1(jsonb_in, CStringGetDatum(dv.text.c_str())))); });
 		/* the canonical text of key columns (entity keys); the others' only for ImageHash, not kept */
 		if (std::find(t.key.begin(), t.key.end(), idx) != t.key.end()) {
 			char *out = PgCall([&]() { return KeyTextPg(col.ctype.family, col.type, col.out_fn, cell.value); });
