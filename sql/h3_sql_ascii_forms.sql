@@ -1,5 +1,6 @@
 --
--- h3_sql_ascii_forms (fresh-user review, h3; fails on integ a94d1b6): the
+-- h3_sql_ascii_forms (fresh-user review, h3; failed on integ a94d1b6, fixed
+-- in sql_api.cpp, ParseSqlAsciiTextForm): the
 -- text form and the jsonb form of one document disagree in a SQL_ASCII
 -- database.  docs/sql-reference.md: "the same document gives the same
 -- outcome" and "The text form is text of the database's encoding, as the
@@ -8,7 +9,8 @@
 -- the text form parses the bytes as UTF-8 (src/pg/sql_api.cpp,
 -- ParseTextForm: "SQL_ASCII has no conversion"), so it refuses the raw
 -- bytes (22P02 "ill-formed UTF-8 byte") and stores the escape as UTF-8.
--- Expected: the text form gives the jsonb form's outcome in both cases.
+-- Expected (and now so): the text form gives the jsonb form's outcome in
+-- both cases.
 --
 SELECT current_database() AS regress_db \gset
 CREATE DATABASE cdc_h3_sqlascii TEMPLATE template0 ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C';

@@ -323,13 +323,19 @@ ToServerEncoding(const std::string &utf8)
 // (22P02, "ill-formed UTF-8") and an escaped one stored as UTF-8 bytes in,
 // say, an EUC_JP column (found by a review; text_form_encoding.sql).  The
 // byte offset of a syntax error then counts the UTF-8 text's bytes.
-// SQL_ASCII has no conversion: its bytes are parsed as they are.
+// SQL_ASCII has no conversion, and jsonb's input there takes any byte above
+// 0x7F in a string as it is and refuses a \u escape above U+007F (0A000):
+// so do we (ParseSqlAsciiTextForm).
+Json ParseSqlAsciiTextForm(std::string_view text);
+
 Json
 ParseTextForm(std::string_view text)
 {
 	const int encoding = PgCall([]() { return GetDatabaseEncoding(); });
-	if (encoding == PG_UTF8 || encoding == PG_SQL_ASCII)
+	if (encoding == PG_UTF8)
 		return Json::Parse(text);
+	if (encoding == PG_SQL_ASCII)
+		return ParseSqlAsciiTextForm(text);
 	const auto ascii = [](std::string_view t) {
 		for (unsigned char c : t)
 			if (c >= 0x80)
@@ -352,6 +358,69 @@ ParseTextForm(std::string_view text)
 	}
 	Json j = Json::Parse(input);
 	j.RewriteStrings([&](const std::string &t) { return ascii(t) ? t : ToServerEncoding(t); });
+	return j;
+}
+
+// The text form in a SQL_ASCII database, read as jsonb's input reads it
+// there (h3_sql_ascii_forms): a \u escape above U+007F cannot be converted
+// to the database's "encoding" (0A000, as jsonb says), and every other byte
+// above 0x7F is a character of its own, kept as it is.  The escapes are
+// refused first (a backslash only escapes inside strings, and "\\" is one
+// escape, so the scan needs no tokenizer); then each byte above 0x7F is
+// carried through the UTF-8 parser as the code point of the same value
+// (U+0080..U+00FF) and turned back into that byte in every string and key.
+Json
+ParseSqlAsciiTextForm(std::string_view text)
+{
+	bool high = false;
+	for (size_t i = 0; i < text.size(); i++) {
+		const unsigned char c = static_cast<unsigned char>(text[i]);
+		if (c >= 0x80)
+			high = true;
+		if (c != '\\' || i + 1 >= text.size())
+			continue;
+		if (text[i + 1] == 'u' && i + 5 < text.size()) {
+			unsigned v = 0;
+			bool hex = true;
+			for (size_t k = i + 2; k < i + 6 && hex; k++) {
+				const char h = text[k];
+				hex = (h >= '0' && h <= '9') || ((h | 0x20) >= 'a' && (h | 0x20) <= 'f');
+				v = v * 16 + unsigned(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+			}
+			if (hex && v >= 0x80)
+				throw cdc::InputError(cdc::sqlstate::kFeatureNotSupported,
+				                      "conversion between UTF8 and SQL_ASCII is not supported",
+				                      "A \\u escape of a character above U+007F cannot be stored in a SQL_ASCII database, as for jsonb.");
+		}
+		i++; /* the escaped character: "\\\\" is one escape */
+	}
+	if (!high)
+		return Json::Parse(text);
+	std::string widened;
+	widened.reserve(text.size() + text.size() / 4);
+	for (unsigned char c : text) {
+		if (c < 0x80) {
+			widened.push_back(char(c));
+		} else {
+			widened.push_back(char(0xC0 | (c >> 6)));
+			widened.push_back(char(0x80 | (c & 0x3F)));
+		}
+	}
+	Json j = Json::Parse(widened);
+	j.RewriteStrings([](const std::string &t) {
+		std::string out;
+		out.reserve(t.size());
+		for (size_t i = 0; i < t.size(); i++) {
+			const unsigned char c = static_cast<unsigned char>(t[i]);
+			if ((c == 0xC2 || c == 0xC3) && i + 1 < t.size()) {
+				out.push_back(char(((c & 0x03) << 6) | (static_cast<unsigned char>(t[i + 1]) & 0x3F)));
+				i++;
+			} else {
+				out.push_back(char(c));
+			}
+		}
+		return out;
+	});
 	return j;
 }
 
