@@ -13,7 +13,8 @@
 -- ('field "after.x" (column "x" of type ...): ...').  Expected here: the
 -- error names the field and the column (applying the change as without an
 -- outbox would do too, with this expected file changed); nothing
--- half-applied either way.  The same holds for outbox_via => 'message'.
+-- half-applied either way.  The same holds for outbox_via => 'message' and
+-- for handler mode (the row is read back as jsonb for the handler).
 --
 CREATE TABLE h3j_plain (id int PRIMARY KEY, js json);
 CREATE TABLE h3j_ob (id int PRIMARY KEY, js json);
@@ -39,9 +40,18 @@ SELECT * FROM h3j_plain;
 -- with an outbox: one call and a batch
 SELECT h3j_try(h3j_ev('h3j_ob', 1, 100), false) AS single;
 SELECT h3j_try(h3j_ev('h3j_ob', 2, 200), true) AS batch;
+-- handler mode reads the written row back as jsonb for its handler (a
+-- handler of row type or of jsonb): the same
+CREATE TABLE h3j_h (id int PRIMARY KEY, js json);
+CREATE FUNCTION h3j_handler(op text, old h3j_h, new h3j_h, meta jsonb) RETURNS void LANGUAGE sql AS $$ SELECT $$;
+SELECT target, mode FROM cdc.register_mapping('h3j_h', mode => 'handler', handler => 'h3j_handler(text, h3j_h, h3j_h, jsonb)');
+SELECT h3j_try(h3j_ev('h3j_h', 1, 100), false) AS handler_single;
+SELECT h3j_try(h3j_ev('h3j_h', 2, 200), true) AS handler_batch;
+SELECT count(*) AS handler_rows FROM h3j_h;
 -- nothing half-applied
 SELECT count(*) AS rows, (SELECT count(*) FROM cdc.outbox WHERE target = 'h3j_ob'::regclass) AS outbox,
        (SELECT count(*) FROM cdc.entities WHERE target = 'h3j_ob'::regclass) AS entities FROM h3j_ob;
-DROP TABLE h3j_plain, h3j_ob;
+DROP FUNCTION h3j_handler(text, h3j_h, h3j_h, jsonb);
+DROP TABLE h3j_plain, h3j_ob, h3j_h;
 DROP FUNCTION h3j_ev(text, int, bigint);
 DROP FUNCTION h3j_try(text, boolean);
