@@ -315,6 +315,8 @@ SQL
 			local ob=$OUTBOX_SQL via=""
 			[[ $m == 3c || $m == 3kn || $m == 5sn ]] && ob=false
 			[[ $m == 3m || $m == 5sm ]] && via=", outbox_via => 'message'"
+			# a message outbox needs pg_logical_emit_message() revoked from PUBLIC (docs/security.md)
+			[[ $m == 3m || $m == 5sm ]] && dpsql "m_$m" -c "REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text), pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC" >/dev/null
 			dpsql "m_$m" -c "CREATE EXTENSION cdc_apply" -c "SELECT 1 FROM cdc.register_mapping('orders', outbox => $ob, source_name => 'bench'$via)" >/dev/null
 			[[ $m == 5s* ]] && dpsql "m_$m" -c "SELECT 1 FROM cdc.set_ordering('orders', 'stream')" >/dev/null
 			if [ "$msg_slot" = 1 ] && [[ $m == 3m || $m == 5sm ]]; then

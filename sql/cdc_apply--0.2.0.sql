@@ -883,7 +883,7 @@ BEGIN
   -- the compact key (docs/retention.md) of every row under both keys, read
   -- as the table's owner in a security-restricted operation
   -- (cdc._rekey_pairs): planning a read of the table folds its index
-  -- predicates, which can run the owner's code (sql/security_h2_rekey.sql)
+  -- predicates, which can run the owner's code (sql/rekey_owner_code.sql)
   SELECT pg_catalog.array_agg(n.ok), pg_catalog.array_agg(n.nk),
          pg_catalog.min(CASE WHEN n.nk IS NULL THEN n.ok END)
     INTO old_keys, new_keys, missing
@@ -1055,6 +1055,17 @@ BEGIN
     RAISE EXCEPTION 'outbox_via ''message'' needs wal_level = logical on this server (it is %)', current_setting('wal_level')
       USING ERRCODE = '55000',
             HINT = 'Set wal_level = logical and restart, or use outbox_via => ''table''.';
+  END IF;
+  -- A relay cannot tell who wrote a cdc_outbox message: while every role may
+  -- call pg_logical_emit_message(), every role could forge outbox entries
+  -- (sql/outbox_message_forged.sql; the engine checks again before it writes
+  -- one, docs/security.md, "The outbox as messages").
+  IF coalesce(outbox, false) AND outbox_via = 'message'
+     AND (pg_catalog.has_function_privilege('public', 'pg_catalog.pg_logical_emit_message(boolean, text, text)', 'EXECUTE')
+          OR pg_catalog.has_function_privilege('public', 'pg_catalog.pg_logical_emit_message(boolean, text, bytea)', 'EXECUTE')) THEN
+    RAISE EXCEPTION 'outbox_via ''message'' needs pg_logical_emit_message() revoked from PUBLIC: any role could otherwise write cdc_outbox messages that a relay cannot tell from the outbox''s'
+      USING ERRCODE = '55000',
+            HINT = 'REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text), pg_catalog.pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC; (as a superuser), or use outbox_via => ''table''.';
   END IF;
   IF mode IS NULL OR mode NOT IN ('state', 'history', 'handler') THEN
     RAISE EXCEPTION 'mode must be ''state'', ''history'' or ''handler'', not %', coalesce(quote_literal(mode), 'NULL')
@@ -1254,7 +1265,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, 42809 not a table, 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 0A000 a key column with a nondeterministic collation, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 0A000 a key column with a nondeterministic collation, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,

@@ -10,6 +10,12 @@
 --
 CREATE TABLE om_msg (id int PRIMARY KEY, status text NOT NULL, amount numeric(12,2));
 CREATE TABLE om_tab (id int PRIMARY KEY, status text NOT NULL, amount numeric(12,2));
+-- While every role may call pg_logical_emit_message(), any role could write
+-- cdc_outbox messages a relay cannot tell from the outbox's: refused (55000;
+-- sql/outbox_message_forged.sql).  Revoked here, granted back at the end.
+SELECT cdc.register_mapping('om_msg', source_table => 'om', outbox => true, outbox_via => 'message');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text), pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC;
 -- the same source table feeds both (the second mapping for source srv only):
 -- one with messages, one with rows
 SELECT target, outbox, outbox_via FROM cdc.register_mapping('om_msg', source_table => 'om', outbox => true,
@@ -72,3 +78,4 @@ SELECT n, msg->>'op' AS op, msg->'entity_key' AS entity_key, msg->'payload' AS p
 SELECT * FROM om_msg;
 
 SELECT pg_drop_replication_slot('regress_cdc_outbox');
+GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text), pg_logical_emit_message(boolean, text, bytea) TO PUBLIC;

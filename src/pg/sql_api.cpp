@@ -362,7 +362,7 @@ ParseTextForm(std::string_view text)
 }
 
 // The text form in a SQL_ASCII database, read as jsonb's input reads it
-// there (h3_sql_ascii_forms): a \u escape above U+007F cannot be converted
+// there (sql_ascii_forms): a \u escape above U+007F cannot be converted
 // to the database's "encoding" (0A000, as jsonb says), and every other byte
 // above 0x7F is a character of its own, kept as it is.  The escapes are
 // refused first (a backslash only escapes inside strings, and "\\" is one
@@ -1017,7 +1017,7 @@ AppendKeyTextExprPg(StringInfo sql, ArrayType *cols, StringInfo null_test)
  * folds the table's index predicates and expressions, which can call the
  * table owner's IMMUTABLE functions: run by the extension owner (a
  * superuser re-keying a delegate's records), they made the delegate a
- * superuser (sql/security_h2_rekey.sql).
+ * superuser (sql/rekey_owner_code.sql).
  */
 void
 RekeyPairsPg(FunctionCallInfo fcinfo)

@@ -30,6 +30,8 @@ CREATE PUBLICATION pub FOR TABLE m;
 $dest->safe_psql('postgres', q{
 CREATE TABLE m (id int PRIMARY KEY, v text);
 CREATE TABLE flush_marker (x int);
+-- a message outbox needs this (sql/outbox_message_forged.sql)
+REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text), pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC;
 SELECT cdc.register_mapping('m', outbox => true, outbox_via => 'message', source_name => 'sub1');
 SELECT 1 FROM pg_create_logical_replication_slot('msgs', 'test_decoding');
 });
@@ -87,7 +89,8 @@ is(messages(), 'u 1|1', 'after the replay: one message, for the one new change')
 my $plain = PostgreSQL::Test::Cluster->new('plain');
 $plain->init;    # wal_level = minimal
 $plain->start;
-$plain->safe_psql('postgres', q{CREATE EXTENSION cdc_apply; CREATE TABLE p (id int PRIMARY KEY, v text);});
+$plain->safe_psql('postgres', q{CREATE EXTENSION cdc_apply; CREATE TABLE p (id int PRIMARY KEY, v text);
+REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text), pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC;});
 my ($ret, $out, $err) = $plain->psql('postgres',
 	q{SELECT cdc.register_mapping('p', outbox => true, outbox_via => 'message')}, on_error_stop => 0,
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);

@@ -494,10 +494,10 @@ ConvertCell(const Target &t, int idx, const DecodedValue &dv, const char *which,
 		 * (to_jsonb of the row), and so is the row handler mode reads back
 		 * for its handler: refuse it here, naming the field and the column,
 		 * rather than with jsonb's bare 22P05 from the statement that builds
-		 * the payload (h3_json_nul_outbox).
+		 * the payload (json_nul_outbox).
 		 */
 		if ((t.mapping.outbox || t.mapping.outbox_message || t.modes.mode == cdc::Mode::Handler) &&
-		    PgCall([&]() { return getBaseType(col.type); }) == JSONOID)
+		    col.ctype.family == ColumnType::Family::Json && PgCall([&]() { return getBaseType(col.type); }) == JSONOID)
 			PgCall([&]() { pfree(DatumGetPointer(DirectFunctionCall1(jsonb_in, CStringGetDatum(dv.text.c_str())))); });
 		/* the canonical text of key columns (entity keys); the others' only for ImageHash, not kept */
 		if (std::find(t.key.begin(), t.key.end(), idx) != t.key.end()) {

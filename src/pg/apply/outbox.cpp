@@ -32,6 +32,9 @@ extern "C" {
 #include "parser/parse_relation.h"
 #include "rewrite/rewriteHandler.h"
 #include "utils/acl.h"
+#include "utils/syscache.h"
+#include "catalog/pg_proc.h"
+#include "storage/proc.h"
 #include "funcapi.h"
 #include "executor/spi.h"
 #include "nodes/makefuncs.h"
@@ -474,10 +477,42 @@ OutboxMessage(const Target &t, const SourceInfo &src, const std::string &topic, 
 }
 
 /*
+ * May PUBLIC execute pg_logical_emit_message() (either signature)?  A NULL
+ * proacl is the default, which grants EXECUTE to PUBLIC.  PostgreSQL
+ * regime.
+ */
+bool
+PublicMayEmitMessagesPg()
+{
+	for (Oid fn : {Oid(F_PG_LOGICAL_EMIT_MESSAGE_BOOL_TEXT_TEXT), Oid(F_PG_LOGICAL_EMIT_MESSAGE_BOOL_TEXT_BYTEA)}) {
+		HeapTuple tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		bool isnull;
+		Datum acl = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proacl, &isnull);
+		bool public_may = isnull;
+		if (!isnull) {
+			Acl *a = DatumGetAclP(acl);
+			const AclItem *items = ACL_DAT(a);
+			for (int i = 0; i < ACL_NUM(a) && !public_may; i++)
+				public_may = items[i].ai_grantee == ACL_ID_PUBLIC && (ACLITEM_GET_PRIVS(items[i]) & ACL_EXECUTE) != 0;
+		}
+		ReleaseSysCache(tup);
+		if (public_may)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Writes the message of an outbox entry: a transactional logical decoding
  * message with prefix cdc_outbox (LogLogicalMessage, what
  * pg_logical_emit_message(true, ...) writes), decoded only if the
- * transaction commits.  Error 55000 unless wal_level is logical.
+ * transaction commits.  Error 55000 unless wal_level is logical, and 55000
+ * while PUBLIC may execute pg_logical_emit_message(): a relay cannot tell
+ * who wrote a message, so any role could then forge outbox entries
+ * (docs/security.md, "The outbox as messages"; checked once per
+ * transaction, cdc.register_mapping checks it too).
  */
 void
 EmitOutboxMessage(Oid relid, const std::string &message)
@@ -492,6 +527,25 @@ EmitOutboxMessage(Oid relid, const std::string &message)
 		              "which needs wal_level = logical",
 		     {}, "Set wal_level = logical and restart, or register the mapping with outbox_via => 'table'.");
 	}
+	static LocalTransactionId checked = InvalidLocalTransactionId;
+	if (PgCall([]() { return MyProc->lxid; }) != checked) {
+		if (PgCall([]() { return PublicMayEmitMessagesPg(); })) {
+			std::string name = PgCall([&]() {
+				char *n = get_rel_name(relid);
+				return n ? n : (char *) "?";
+			});
+			Fail("55000",
+			     "the outbox of table " + name +
+			         " is written as logical decoding messages (outbox_via 'message'), and every role may call "
+			         "pg_logical_emit_message(): a relay could not tell a forged cdc_outbox message from the outbox's",
+			     {},
+			     "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text), "
+			     "pg_catalog.pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC; (as a superuser), or register "
+			     "the mapping with outbox_via => 'table'.");
+		}
+		checked = PgCall([]() { return MyProc->lxid; });
+	}
+
 	PgCall([&]() { LogLogicalMessage("cdc_outbox", message.data(), message.size(), true); });
 }
 

@@ -1,5 +1,5 @@
 --
--- h3_json_nul_outbox (fresh-user review, h3; failed on integ a94d1b6, fixed
+-- json_nul_outbox (fresh-user review, h3; failed on integ a94d1b6, fixed
 -- in image.cpp, ConvertCell: a json value of an outbox target is read as
 -- jsonb there too, so the error names the field and the column):
 -- docs/debezium-types.md section 5: "A JSON object or array sent to a

@@ -1,5 +1,5 @@
 --
--- h3_schema_error_field (fresh-user review, h3): a JsonConverter envelope
+-- schema_error_field (fresh-user review, h3): a JsonConverter envelope
 -- whose field schema is malformed was refused (22023) with a message that
 -- named no field: 'field schema "type" must be a string, got number'.  In a
 -- real Debezium value the schema block lists every column of before and

@@ -1,5 +1,5 @@
 --
--- h3_sql_ascii_forms (fresh-user review, h3; failed on integ a94d1b6, fixed
+-- sql_ascii_forms (fresh-user review, h3; failed on integ a94d1b6, fixed
 -- in sql_api.cpp, ParseSqlAsciiTextForm): the
 -- text form and the jsonb form of one document disagree in a SQL_ASCII
 -- database.  docs/sql-reference.md: "the same document gives the same

@@ -1,5 +1,5 @@
 --
--- security_h2_rekey (review h2): re-keying runs the table owner's code as
+-- rekey_owner_code (review h2): re-keying runs the table owner's code as
 -- the superuser.  docs/security.md ("Delegating mappings") tells a delegate
 -- whose key_columns change is refused (42501) that the extension owner
 -- re-keys by calling cdc.register_mapping itself.  cdc._rekey_entities then
