@@ -263,7 +263,17 @@ verify_continuity(void)
 	}
 	if (W->gap_request != 0 && acceptable) {
 		XLogRecPtr to = confirmed;
-		if (!exists) {
+		bool lost = exists && strcmp(wal_status, "lost") == 0;
+		if (lost) {
+			/*
+			 * An invalidated slot can never be read again (START_REPLICATION
+			 * fails with "This slot has been invalidated"): accepting the gap
+			 * at its confirmed position would record an acceptance and fail
+			 * at once, forever.  Replace it by a new slot, as for a missing one.
+			 */
+			PQclear(source_exec(psprintf("DROP_REPLICATION_SLOT %s WAIT", quote_identifier(W->slot_name)), PGRES_COMMAND_OK));
+		}
+		if (!exists || lost) {
 			/* the one case the worker creates a slot with progress: the operator accepted the gap */
 			res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')",
 			                           quote_identifier(W->slot_name)),
