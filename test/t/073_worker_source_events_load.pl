@@ -18,6 +18,8 @@
 #            and spooled, and while it is applied at its commit
 #   copy     kill -9 of the destination during an initial copy
 #   source   an immediate stop of the source
+#   rename   a published table renamed on the source (fails: its changes are
+#            skipped with a WARNING while the subscription streams)
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -253,6 +255,32 @@ same_rows('big', 'source', 'id, n');
 outbox_exact('a', $a_from, 'source');
 outbox_exact('big', sync_lsn('sbig', 'big'), 'source');
 is(dq(q{SELECT count(*) = count(DISTINCT idempotency_key) FROM cdc.outbox}), 't', 'outbox keys distinct overall');
+
+# ---------------------------------------------------------------------------
+# rename: a published table renamed on the source under load.  It stays
+# published (same table, same publication), so its changes must either
+# apply or stop the worker with an error, as PostgreSQL's own subscriber
+# stops ("logical replication target relation "public.r2" does not
+# exist"); never be dropped while the subscription shows streaming.
+# ---------------------------------------------------------------------------
+sq(q{CREATE TABLE r (id int PRIMARY KEY, n int NOT NULL); INSERT INTO r SELECT g, 0 FROM generate_series(1, 100) g;
+     CREATE PUBLICATION p_r FOR TABLE r;});
+dq(q{CREATE TABLE r (id int PRIMARY KEY, n int NOT NULL);});
+create_subscription($dest, $source, 'sr', ['p_r']);
+ok(wait_caught_up($source, $dest, 'sr'), 'rename: copied, streaming');
+start_writer();
+sq(q{UPDATE r SET n = 1 WHERE id <= 10});
+sq(q{ALTER TABLE r RENAME TO r2});
+sq(q{UPDATE r2 SET n = 2 WHERE id <= 20; INSERT INTO r2 VALUES (101, 2); DELETE FROM r2 WHERE id = 100});
+my $lsn = source_lsn($source);
+$dest->poll_query_until('postgres', qq{SELECT state = 'error' OR greatest(applied_lsn, flushed_lsn) >= '$lsn' FROM cdc.subscription_status WHERE name = 'sr'});
+stop_writer();
+my $st = status_row($dest, 'sr', 'state');
+my $same = dq(q{SELECT count(*) || ':' || sum(n) FROM r}) eq sq(q{SELECT count(*) || ':' || sum(n) FROM r2});
+ok($st eq 'error' || $same,
+	"rename: the changes of the renamed table are applied or stop the worker (state $st, destination "
+	  . ($same ? 'equal' : 'differs: ' . dq(q{SELECT count(*) || ':' || sum(n) FROM r}) . ' vs ' . sq(q{SELECT count(*) || ':' || sum(n) FROM r2})) . ')');
+dq(q{SELECT cdc.drop_subscription('sr', drop_slot => true)});
 
 probe_drop($source, 'probe');
 $dest->stop;
