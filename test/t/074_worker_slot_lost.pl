@@ -61,6 +61,8 @@ like($err, qr/cdc\.accept_gap/, 'lost slot: the way out is named');
 ok(wait_for_log($dest, qr/ERROR:  55000: cdc_apply subscription "lw": slot "lw" on the source has lost WAL/, $offset),
 	'lost slot: logged with SQLSTATE 55000');
 is(status_row($dest, 'lw', 'applied_lsn'), $progress, 'lost slot: nothing applied past the hole');
+is(dq(q{SELECT (errors_by_sqlstate->>'55000')::int >= 1 FROM cdc.worker_stats WHERE subscription = 'lw'}), 't',
+	'lost slot: counted under 55000 in cdc.worker_stats');
 
 # the runbook: accept the gap, then re-copy the table
 dq(q{SELECT cdc.accept_gap('lw', 'slot invalidated by max_slot_wal_keep_size')});
@@ -79,6 +81,49 @@ ok(wait_caught_up($source, $dest, 'lw'), 'caught up');
 compare_table($source, $dest, 'SELECT count(*), md5(coalesce(string_agg(id || \':\' || n, \',\' ORDER BY id), \'\')) FROM lw',
 	'after accept_gap and resync_table the table equals the source');
 is(dq(q{SELECT count(*) = count(DISTINCT idempotency_key) FROM cdc.outbox}), 't', 'outbox: idempotency keys distinct');
+
+# ---------------------------------------------------------------------------
+# The slot is invalidated while the worker runs: a session holds a lock on
+# the destination table, so the worker stops applying while pgbench writes;
+# the checkpoint terminates the walsender and invalidates the slot.
+# ---------------------------------------------------------------------------
+$pgbench = IPC::Run::start([ 'pgbench', '-n', '-c', '2', '-j', '1', '-R', '200', '-T', '600', '-f', $script, $source->connstr('postgres') ],
+	'<', '/dev/null', '>', $log, '2>&1');
+sleep 1;
+my $locker = $dest->background_psql('postgres');
+$locker->query_safe('BEGIN; LOCK TABLE lw IN ACCESS EXCLUSIVE MODE;');
+sleep 2;
+# WAL past max_slot_wal_keep_size while the worker is held; the checkpoint
+# that invalidates the slot must terminate the walsender, which cannot send
+# its last message to a worker that does not read (PostgreSQL's behaviour,
+# the same with its own subscriber): it waits until the lock is released
+for my $i (1 .. 5) {
+	sq('SELECT pg_switch_wal(); INSERT INTO lw SELECT 200000 + g, 0 FROM generate_series(1, 10) g ON CONFLICT DO NOTHING;');
+}
+my $ckpt = $source->background_psql('postgres');
+$ckpt->query_until(qr/start/, "\\echo start\nCHECKPOINT;\n");
+sleep 3;
+$locker->query_safe('COMMIT;');
+$locker->quit;
+$ckpt->quit;
+for my $i (1 .. 40) {
+	last if sq(q{SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'lw'}) eq 'lost';
+	sq('SELECT pg_switch_wal(); CHECKPOINT;');
+}
+is(sq(q{SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'lw'}), 'lost', 'active: the slot is invalidated');
+ok(wait_status($dest, 'lw', q{state = 'error' AND last_error ~ 'lost WAL it needs'}), 'active: state error, lost WAL');
+sleep 2;
+ok(wait_status($dest, 'lw', q{state = 'error' AND last_error ~ 'lost WAL it needs'}), 'active: still in error (no silent skip)');
+dq(q{SELECT cdc.accept_gap('lw', 'invalidated while active')});
+ok(wait_status($dest, 'lw', q{state = 'streaming' AND retry_count = 0}), 'active: streaming after accept_gap');
+dq(q{SELECT cdc.resync_table('lw', 'lw')});
+ok(wait_status($dest, 'lw', q{state = 'streaming'}), 'active: streaming after the re-copy');
+$pgbench->kill_kill;
+$pgbench->finish;
+ok(wait_caught_up($source, $dest, 'lw'), 'active: caught up');
+compare_table($source, $dest, 'SELECT count(*), md5(coalesce(string_agg(id || \':\' || n, \',\' ORDER BY id), \'\')) FROM lw',
+	'active: after accept_gap and resync_table the table equals the source');
+is(dq(q{SELECT count(*) = count(DISTINCT idempotency_key) FROM cdc.outbox}), 't', 'active: outbox keys distinct');
 
 $dest->stop;
 $source->stop;
