@@ -18,6 +18,7 @@
 #            and spooled, and while it is applied at its commit
 #   copy     kill -9 of the destination during an initial copy
 #   source   an immediate stop of the source
+#   ddl      columns changed inside a large streamed transaction
 #   rename   a published table renamed on the source (fails: its changes are
 #            skipped with a WARNING while the subscription streams)
 use strict;
@@ -255,6 +256,39 @@ same_rows('big', 'source', 'id, n');
 outbox_exact('a', $a_from, 'source');
 outbox_exact('big', sync_lsn('sbig', 'big'), 'source');
 is(dq(q{SELECT count(*) = count(DISTINCT idempotency_key) FROM cdc.outbox}), 't', 'outbox keys distinct overall');
+
+# ---------------------------------------------------------------------------
+# ddl in a streamed transaction: a large transaction streamed in chunks
+# that changes its table's columns halfway (one change rolled back with its
+# savepoint), while pgbench writes the other tables
+# ---------------------------------------------------------------------------
+sq(q{CREATE TABLE d (id int PRIMARY KEY, n int, note text, extra int); CREATE PUBLICATION p_d FOR TABLE d;});
+dq(q{CREATE TABLE d (id int PRIMARY KEY, n int, note text, extra int); SELECT cdc.register_mapping('d', outbox => true);});
+create_subscription($dest, $source, 'sd', ['p_d']);
+ok(wait_caught_up($source, $dest, 'sd'), 'ddl: streaming');
+start_writer();
+sq(q{BEGIN;
+INSERT INTO d SELECT g, g, 'x' || g, g FROM generate_series(1, 20000) g;
+SAVEPOINT s;
+ALTER TABLE d ADD COLUMN tmp int DEFAULT 5;
+INSERT INTO d SELECT g, g, 'y', g, 9 FROM generate_series(20001, 25000) g;
+ROLLBACK TO s;
+ALTER TABLE d DROP COLUMN n;
+INSERT INTO d (id, note, extra) SELECT g, 'z' || g, -g FROM generate_series(25001, 40000) g;
+UPDATE d SET extra = extra + 1 WHERE id % 100 = 0;
+ALTER TABLE d ADD COLUMN n2 text DEFAULT 'd';
+UPDATE d SET n2 = 'u' || id WHERE id % 7 = 0;
+COMMIT;});
+ok($source->poll_query_until('postgres', q{SELECT stream_txns > 0 FROM pg_stat_replication_slots WHERE slot_name = 'sd'}), 'ddl: the transaction was streamed');
+dq(q{ALTER TABLE d ADD COLUMN n2 text DEFAULT 'd'});
+stop_writer();
+ok(wait_caught_up($source, $dest, 'sd'), 'ddl: caught up');
+same_rows('d', 'ddl', 'id, note, extra, n2');
+is(dq(q{SELECT count(*) FROM d WHERE id <= 20000 AND n IS DISTINCT FROM id}), '0', 'ddl: the rows written before the drop keep their n');
+is(dq(q{SELECT count(*) || '|' || count(DISTINCT idempotency_key) FROM cdc.outbox WHERE target = 'd'::regclass}),
+	sq(q{SELECT n || '|' || n FROM (SELECT count(*) + count(*) FILTER (WHERE id % 100 = 0) + count(*) FILTER (WHERE id % 7 = 0) AS n FROM d) x}),
+	'ddl: one outbox row per change');
+dq(q{SELECT cdc.drop_subscription('sd', drop_slot => true)});
 
 # ---------------------------------------------------------------------------
 # rename: a published table renamed on the source under load.  It stays
