@@ -19,6 +19,7 @@
 #   copy     kill -9 of the destination during an initial copy
 #   source   an immediate stop of the source
 #   ddl      columns changed inside a large streamed transaction
+#   refresh copy  kill -9 during the copy of cdc.resync_table, under load
 #   rename   a published table renamed on the source (fails: its changes are
 #            skipped with a WARNING while the subscription streams)
 use strict;
@@ -289,6 +290,36 @@ is(dq(q{SELECT count(*) || '|' || count(DISTINCT idempotency_key) FROM cdc.outbo
 	sq(q{SELECT n || '|' || n FROM (SELECT count(*) + count(*) FILTER (WHERE id % 100 = 0) + count(*) FILTER (WHERE id % 7 = 0) AS n FROM d) x}),
 	'ddl: one outbox row per change');
 dq(q{SELECT cdc.drop_subscription('sd', drop_slot => true)});
+
+# ---------------------------------------------------------------------------
+# refresh copy: kill -9 of the destination while a table added by
+# cdc.refresh_subscription is copied (a temporary slot's snapshot), under load
+# ---------------------------------------------------------------------------
+sq(q{CREATE TABLE e (id int PRIMARY KEY, n int NOT NULL, note text);
+     INSERT INTO e SELECT g, 0, repeat('e', 200) FROM generate_series(1, 150000) g;
+     CREATE PUBLICATION p_e FOR TABLE e;});
+dq(q{CREATE TABLE e (id int PRIMARY KEY, n int NOT NULL, note text); SELECT cdc.register_mapping('e', outbox => true);});
+create_subscription($dest, $source, 'se', ['p_e'], 'copy_data => false');
+ok(wait_caught_up($source, $dest, 'se'), 'refresh copy: streaming without a copy');
+PostgreSQL::Test::Utils::append_to_file($script, q{
+\set eid random(1, 160000)
+INSERT INTO e VALUES (:eid, :d, 'w') ON CONFLICT (id) DO UPDATE SET n = e.n + :d;
+DELETE FROM e WHERE id = :eid + 13;
+});
+start_writer();
+sleep 2;
+dq(q{SELECT cdc.resync_table('se', 'e')});
+ok($dest->poll_query_until('postgres', q{SELECT coalesce(max(rows_copied), 0) > 20000 FROM cdc.copy_progress WHERE table_name = 'e'}),
+	'refresh copy: copying');
+$dest->stop('immediate');
+$dest->start;
+ok(wait_status($dest, 'se', q{state = 'streaming'}), 'refresh copy: streaming after the crash');
+is(dq(q{SELECT state FROM cdc.subscription_tables WHERE subscription = 'se'}), 'ready', 'refresh copy: the table is ready');
+sleep 3;
+settle('refresh copy', 'se');
+same_rows('e', 'refresh copy');
+is(dq(q{SELECT count(*) = count(DISTINCT idempotency_key) FROM cdc.outbox WHERE target = 'e'::regclass}), 't', 'refresh copy: outbox keys distinct');
+dq(q{SELECT cdc.drop_subscription('se', drop_slot => true)});
 
 # ---------------------------------------------------------------------------
 # rename: a published table renamed on the source under load.  It stays
