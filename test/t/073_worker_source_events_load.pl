@@ -20,6 +20,7 @@
 #   source   an immediate stop of the source
 #   ddl      columns changed inside a large streamed transaction
 #   refresh copy  kill -9 during the copy of cdc.resync_table, under load
+#   source crash in copy  an immediate stop of the source during an initial copy
 #   rename   a published table renamed on the source (fails: its changes are
 #            skipped with a WARNING while the subscription streams)
 use strict;
@@ -320,6 +321,27 @@ settle('refresh copy', 'se');
 same_rows('e', 'refresh copy');
 is(dq(q{SELECT count(*) = count(DISTINCT idempotency_key) FROM cdc.outbox WHERE target = 'e'::regclass}), 't', 'refresh copy: outbox keys distinct');
 dq(q{SELECT cdc.drop_subscription('se', drop_slot => true)});
+
+# ---------------------------------------------------------------------------
+# source crash during an initial copy: an immediate stop of the source
+# while a new subscription copies e, under load
+# ---------------------------------------------------------------------------
+dq(q{TRUNCATE e});
+create_subscription($dest, $source, 'se2', ['p_e']);
+start_writer();
+ok($dest->poll_query_until('postgres', q{SELECT coalesce(max(rows_copied), 0) > 20000 FROM cdc.copy_progress WHERE subscription = 'se2' AND state = 'copying'}),
+	'source crash in copy: copying');
+$source->stop('immediate');
+stop_writer();
+$source->start;
+start_writer();
+ok(wait_status($dest, 'se2', q{state = 'streaming'}), 'source crash in copy: streaming');
+sleep 3;
+settle('source crash in copy', 'se2');
+same_rows('e', 'source crash in copy');
+is(sq(q{SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots}), 'probe,s,sbig,se2',
+	'source crash in copy: no slot left behind');
+dq(q{SELECT cdc.drop_subscription('se2', drop_slot => true)});
 
 # ---------------------------------------------------------------------------
 # rename: a published table renamed on the source under load.  It stays
