@@ -1741,7 +1741,7 @@ CREATE TABLE cdc.subscription_rel (
   PRIMARY KEY (subid, schema_name, table_name)
 );
 COMMENT ON TABLE cdc.subscription_rel IS
-  'One row per published table a subscription applies (PostgreSQL''s pg_subscription_rel). Filled from the publications when the slot is created, by cdc.refresh_subscription and cdc.resync_table; a dropped destination table removes its row. Changes of published tables without a row are not applied (the worker logs a warning). Read it through cdc.subscription_tables.';
+  'One row per published table a subscription applies (PostgreSQL''s pg_subscription_rel). Filled from the publications when the slot is created, by cdc.refresh_subscription and cdc.resync_table; a dropped destination table removes its row. Changes of published tables without a row are not applied (the worker logs a warning; one without a destination table, a table renamed on the source for instance, stops the worker with 42P01, as PostgreSQL''s apply worker stops). Read it through cdc.subscription_tables.';
 COMMENT ON COLUMN cdc.subscription_rel.subid IS 'The subscription.';
 COMMENT ON COLUMN cdc.subscription_rel.schema_name IS 'Schema of the table as the source publishes it (pgoutput''s relation message; the partitioned root with publish_via_partition_root).';
 COMMENT ON COLUMN cdc.subscription_rel.table_name IS 'Name of the table as the source publishes it.';
