@@ -19,6 +19,7 @@
 #include <cstring>
 
 extern "C" {
+#include "utils/builtins.h"
 #include "catalog/pg_class.h"
 #include "libpq/pqformat.h"
 #include "storage/ipc.h"
@@ -251,17 +252,26 @@ relation_skipped(RelEntry *e)
 		return W->final_lsn < e->sync_lsn;
 	if (!e->warned) {
 		/*
-		 * A table the subscription does not know that has no destination
-		 * table either (no mapping, no table of its name) stops the worker,
-		 * as PostgreSQL's apply worker stops at a target relation that does
-		 * not exist (logicalrep_rel_open) before it asks whether the
-		 * subscription knows the table: 42P01.  Skipped instead, the changes
-		 * of a table renamed on the source were lost while the
-		 * subscription showed streaming (TAP 073, "rename"; handle_relation
-		 * names the rename where it saw the old name).
+		 * A table the subscription does not know under this name, copied
+		 * from the same source relation under another: renamed or moved
+		 * on the source (ALTER TABLE ... RENAME, SET SCHEMA), it stays
+		 * published under its new name.  Skipping its changes, as for a
+		 * table the subscription never had, lost them while the
+		 * subscription showed streaming (review helper; TAP 073,
+		 * "rename"): stop instead, as PostgreSQL's own subscriber stops
+		 * there (its target relation of the new name does not exist).
 		 */
-		if (e->table_state == TABLE_UNKNOWN)
-			cdc::pg::RunCpp([&]() { (void) W->engine->ResolveSourceTable(W->name, e->rel->nspname, e->rel->relname, true); });
+		const char *was = e->table_state == TABLE_UNKNOWN ? table_copied_from(e->rel->remoteid, W->final_lsn) : NULL;
+		if (was != NULL)
+			ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			                errmsg("cdc_apply subscription \"%s\": source table %s of the subscription is now called %s.%s "
+			                       "(renamed or moved on the source; relation OID %u): its changes cannot be applied",
+			                       W->name, was, quote_identifier(e->rel->nspname), quote_identifier(e->rel->relname),
+			                       e->rel->remoteid),
+			                errhint("Give the destination table the new name (or map the new source name to it with "
+			                        "cdc.register_mapping(..., source_table => ...)), then run cdc.refresh_subscription('%s'), "
+			                        "which makes the new name part of the subscription and copies the table again.",
+			                        W->name)));
 		e->warned = true;
 		ereport(WARNING, (errmsg("cdc_apply subscription \"%s\": changes of %s.%s are not applied: the table is not part of "
 		                         "subscription \"%s\"%s",
@@ -281,32 +291,6 @@ handle_relation(StringInfo s)
 	LogicalRepRelation *rel = logicalrep_read_rel(s);
 	bool found;
 	RelEntry *e = (RelEntry *) hash_search(W->relations, &rel->remoteid, HASH_ENTER, &found);
-	/*
-	 * The same source relation under another name (ALTER TABLE ... RENAME
-	 * or SET SCHEMA on the source, decoded in order): a table of the
-	 * subscription whose new name is not part of it.  Skipping its changes
-	 * under the new name, as for a table the subscription never had, lost
-	 * them while the subscription showed streaming (review helper; TAP 073,
-	 * "rename").  Stop instead, as PostgreSQL's own subscriber stops there
-	 * (its target relation of the new name does not exist).
-	 */
-	if (found && e->table_state != TABLE_UNKNOWN &&
-	    (strcmp(e->rel->nspname, rel->nspname) != 0 || strcmp(e->rel->relname, rel->relname) != 0)) {
-		char state;
-		XLogRecPtr sync_lsn;
-		lookup_table_state(rel->nspname, rel->relname, &state, &sync_lsn);
-		if (state == TABLE_UNKNOWN) {
-			MemoryContextSwitchTo(old);
-			ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			                errmsg("cdc_apply subscription \"%s\": source table %s.%s of the subscription is now called %s.%s "
-			                       "(renamed or moved on the source, relation OID %u): its changes cannot be applied",
-			                       W->name, e->rel->nspname, e->rel->relname, rel->nspname, rel->relname, rel->remoteid),
-			                errhint("Give the destination table the new name (or map the new source name to it with "
-			                        "cdc.register_mapping(..., source_table => ...)), then run cdc.refresh_subscription('%s'), "
-			                        "which makes the new name part of the subscription and copies the table again.",
-			                        W->name)));
-		}
-	}
 	e->rel = rel; /* the previous copy stays in CdcWorkerContext: relation messages are rare */
 	if (!found)
 		e->warned = false;

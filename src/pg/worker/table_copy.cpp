@@ -162,6 +162,7 @@ read_table_scope(PGconn *conn, const char *publications_sql, const char *schema,
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("cdc_apply: table %s.%s not found on the source", schema, table)));
 	}
 	char *relid = pstrdup(PQgetvalue(res, 0, 0));
+	scope->relid = (Oid) strtoul(relid, NULL, 10);
 	scope->relkind = PQgetvalue(res, 0, 1)[0];
 	PQclear(res);
 	bool pg15 = PQserverVersion(conn) >= 150000;
@@ -241,15 +242,16 @@ fetch_table_scope(const char *schema, const char *table, TableScope *scope)
  * transaction: its changes committed before `cp` are in the copy.
  */
 static void
-mark_table_ready(const char *schema, const char *table, XLogRecPtr cp, long rows)
+mark_table_ready(const char *schema, const char *table, XLogRecPtr cp, long rows, Oid source_relid)
 {
-	const char *args[5] = {psprintf("%d", W->subid), schema, table, lsn_text(cp), psprintf("%ld", rows)};
+	const char *args[6] = {psprintf("%d", W->subid), schema, table, lsn_text(cp), psprintf("%ld", rows),
+	                       psprintf("%u", source_relid)};
 	SPI_connect();
 	spi_exec("UPDATE cdc.subscription_rel SET state = 'ready', sync_lsn = $4::pg_catalog.pg_lsn, "
-	         "copied_rows = $5::pg_catalog.int8, updated_at = pg_catalog.now() "
+	         "copied_rows = $5::pg_catalog.int8, source_relid = $6::pg_catalog.oid, updated_at = pg_catalog.now() "
 	         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND schema_name OPERATOR(pg_catalog.=) $2 "
 	         "AND table_name OPERATOR(pg_catalog.=) $3",
-	         5, args);
+	         6, args);
 	SPI_finish();
 }
 
@@ -361,7 +363,7 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	MemoryContextSwitchTo(copy_context);
 	MemoryContextDelete(row_context);
 	W->engine = NULL;
-	mark_table_ready(schema, table, cp, rows);
+	mark_table_ready(schema, table, cp, rows, scope.relid);
 	PopActiveSnapshot();
 	/*
 	 * A control transition, durable now although the worker commits
@@ -634,6 +636,7 @@ typedef struct TableState {
 	char key[2 * 4 * NAMEDATALEN + 8];
 	char state;
 	XLogRecPtr sync_lsn;
+	Oid source_relid; /* the source's OID of the table when it was copied; InvalidOid: not recorded */
 } TableState;
 
 static void
@@ -657,7 +660,7 @@ load_table_states(void)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
-	spi_exec("SELECT schema_name, table_name, state, sync_lsn::pg_catalog.text FROM cdc.subscription_rel "
+	spi_exec("SELECT schema_name, table_name, state, sync_lsn::pg_catalog.text, source_relid FROM cdc.subscription_rel "
 	         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
 	         1, args);
 	for (uint64 i = 0; i < SPI_processed; i++) {
@@ -669,6 +672,8 @@ load_table_states(void)
 		t->state = strcmp(SPI_getvalue(tup, desc, 3), "ready") == 0 ? TABLE_READY : TABLE_INIT;
 		char *lsn = SPI_getvalue(tup, desc, 4);
 		t->sync_lsn = lsn ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(lsn))) : InvalidXLogRecPtr;
+		char *relid = SPI_getvalue(tup, desc, 5);
+		t->source_relid = relid ? (Oid) strtoul(relid, NULL, 10) : InvalidOid;
 	}
 	SPI_finish();
 	PopActiveSnapshot();
@@ -684,4 +689,27 @@ lookup_table_state(const char *schema, const char *table, char *state, XLogRecPt
 	TableState *t = W->tables ? (TableState *) hash_search(W->tables, key, HASH_FIND, NULL) : NULL;
 	*state = t ? t->state : TABLE_UNKNOWN;
 	*sync_lsn = t ? t->sync_lsn : InvalidXLogRecPtr;
+}
+
+/*
+ * The subscription's table (as quoted "schema.table") that was copied from
+ * the source relation `relid`, or NULL: a relation the stream names
+ * otherwise was renamed or moved on the source since its copy.  Also NULL
+ * where the change is in that table's copy (waiting for it, or committed
+ * before its copy point `final_lsn`): changes made under the old name
+ * before a rename, decoded after a refresh added the new name.
+ */
+const char *
+table_copied_from(Oid relid, XLogRecPtr final_lsn)
+{
+	if (W->tables == NULL || !OidIsValid(relid))
+		return NULL;
+	HASH_SEQ_STATUS it;
+	hash_seq_init(&it, W->tables);
+	for (TableState *t; (t = (TableState *) hash_seq_search(&it)) != NULL;)
+		if (t->source_relid == relid) {
+			hash_seq_term(&it);
+			return t->state == TABLE_READY && final_lsn >= t->sync_lsn ? t->key : NULL;
+		}
+	return NULL;
 }

@@ -52,6 +52,7 @@ extern const int cdc_source_settings_count;
 // Allocated in the current memory context.  PostgreSQL regime: call it
 // through PgCall.  Errors 42P01 no such table, 0A000 different column lists.
 typedef struct TableScope {
+	Oid relid; /* the source's pg_class OID */
 	char relkind;
 	int ncols;
 	char **cols;

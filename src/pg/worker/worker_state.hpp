@@ -241,6 +241,10 @@ void prepare_slot(void);
 void sync_tables(void);
 void load_table_states(void);
 void lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn);
+// The subscription's table copied from source relation `relid`, as
+// quoted "schema.table" (cdc.subscription_rel.source_relid), or NULL (also
+// where a change committed at `final_lsn` is in its copy).
+const char *table_copied_from(Oid relid, XLogRecPtr final_lsn);
 
 /* continuity.cpp: proof that the slot continues after our progress; control transitions */
 void verify_continuity(void);
