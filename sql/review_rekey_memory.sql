@@ -13,6 +13,8 @@ INSERT INTO h2rm_big SELECT g, g FROM generate_series(1, 500000) g;
 SELECT target FROM cdc.register_mapping('h2rm_big');
 SELECT cdc_apply(dbz('c', 'h2rm_big', '{"id": 1, "code": 1}', '0/1000', 100), 'h2rm_big');
 \c -
+-- the table's pages in this backend's resident memory before the baseline
+SELECT count(*) FROM h2rm_big;
 CREATE TEMP TABLE h2rm_hwm AS
   SELECT substring(pg_read_file('/proc/' || pg_backend_pid() || '/status') FROM 'VmHWM:\s*(\d+) kB')::bigint AS kb;
 SELECT key_columns FROM cdc.register_mapping('h2rm_big', key_columns => '{code}');
