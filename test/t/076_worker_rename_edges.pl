@@ -1,20 +1,18 @@
-# Review h2 of e62a8de (a published table the subscription does not know
-# and no destination table stops the worker with 42P01; a rename seen in
-# the stream stops it with 55000): edges of the rename check in
-# handle_relation (src/pg/worker/pgoutput.cpp).
+# Edges of the rename check (review h2b; src/pg/worker/pgoutput.cpp,
+# relation_skipped; the source's relation OID recorded at the copy,
+# cdc.subscription_rel.source_relid).
 #
 #   back     a table renamed and renamed back inside one source
 #            transaction: the worker stops with 55000; the refresh cannot
 #            add the intermediate name (the source no longer has it), so
 #            cdc.skip_transaction, "the only way a change is ever skipped",
-#            must get the worker past it.  handle_relation raises the 55000
-#            for the relation message whatever the transaction's skip state,
-#            so the skip never took effect.
+#            must get the worker past it (the check runs only for changes
+#            the worker applies, never in a skipped transaction).
 #   taken    the destination already has an unrelated table of the new
-#            name: docs/worker.md says its changes are skipped with the
-#            WARNING until the refresh; the worker first stopped with 55000,
-#            and after its own retry skipped them with the subscription
-#            streaming (one stream, two outcomes).
+#            name: the changes are still those of the subscription's
+#            table, so the worker stops with 55000 every time (one
+#            outcome, also after its retries) and the unrelated table is
+#            never written.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -61,11 +59,10 @@ ok(wait_caught_up($source, $dest, 'sq'), 'taken: q seen under its name');
 my $offset = -s $dest->logfile;
 sq(q{ALTER TABLE q RENAME TO q2});
 sq(q{UPDATE q2 SET n = 2 WHERE id = 2});
-ok(wait_caught_up($source, $dest, 'sq'), 'taken: streaming, the changes of q2 skipped');
+ok(wait_status($dest, 'sq', q{state = 'error' AND retry_count > 1 AND last_error LIKE '%now called public.q2%'}),
+	'taken: the worker stops at the renamed table, again after its retry (55000)');
 my $log = substr(slurp_file($dest->logfile), $offset);
-like($log, qr/changes of public\.q2 are not applied/, 'taken: ... with the WARNING');
-unlike($log, qr/now called public\.q2/,
-	'taken: one outcome, as docs/worker.md says (not first a 55000, then after the retry the WARNING)');
+unlike($log, qr/changes of public\.q2 are not applied/, 'taken: one outcome, never skipped with the WARNING');
 is(dq(q{SELECT count(*) FROM q2}), '0', 'taken: the unrelated q2 untouched');
 dq(q{SELECT cdc.drop_subscription('sq', drop_slot => true)});
 

@@ -1,5 +1,5 @@
 --
--- review_outbox_message_grants (review h2 of 49232bf): a message outbox
+-- outbox_message_grants (review h2 of 49232bf): a message outbox
 -- needs pg_logical_emit_message() revoked from PUBLIC.  Checked here: EXECUTE
 -- left to PUBLIC on the bytea signature only is refused too (registration
 -- and engine); EXECUTE granted to one role, or held through membership of

@@ -1,5 +1,5 @@
 --
--- review_rekey_pairs (review h2 of 3c28cf4, cdc._rekey_pairs): the re-key
+-- rekey_owner_read (review h2 of 3c28cf4, cdc._rekey_pairs): the re-key
 -- reads the target's key texts as the table's owner in a security-
 -- restricted operation.  Checked here: FORCE ROW LEVEL SECURITY with a
 -- policy that hides rows from the owner (the re-key must still see every
