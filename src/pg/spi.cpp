@@ -236,15 +236,17 @@ BeginUserSwitch(const RunAs &as, UserSwitch *sw)
 	case RunAs::Kind::ExtensionOwner:
 		SetUserIdAndSecContext(ExtensionTablesOwner(), sw->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		return;
-	case RunAs::Kind::Role:
+	case RunAs::Kind::Role: {
+		const int all_rows = as.all_rows ? SECURITY_NOFORCE_RLS : 0;
 		if (as.restricted) {
 			SetUserIdAndSecContext(as.role, sw->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-			                                    SECURITY_RESTRICTED_OPERATION);
+			                                    SECURITY_RESTRICTED_OPERATION | all_rows);
 			sw->guc_nest_level = NewGUCNestLevel();
 		} else {
-			SetUserIdAndSecContext(as.role, sw->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+			SetUserIdAndSecContext(as.role, sw->save_sec_context | SECURITY_LOCAL_USERID_CHANGE | all_rows);
 		}
 		return;
+	}
 	}
 }
 

@@ -64,10 +64,14 @@ struct RunAs {
 	// every setting the code run changes, as PostgreSQL 16's
 	// SwitchToUntrustedUser does for a table owner's code.
 	bool restricted = false;
+	// Kind::Role: row-level security not forced on the role's own tables
+	// (SECURITY_NOFORCE_RLS), for reads that must see every row of a table
+	// as its owner (cdc._rekey_pairs).
+	bool all_rows = false;
 
 	static RunAs Caller() { return RunAs{}; }
-	static RunAs ExtensionOwner() { return RunAs{Kind::ExtensionOwner, InvalidOid, false}; }
-	static RunAs Role(Oid role, bool restricted) { return RunAs{Kind::Role, role, restricted}; }
+	static RunAs ExtensionOwner() { return RunAs{Kind::ExtensionOwner, InvalidOid, false, false}; }
+	static RunAs Role(Oid role, bool restricted) { return RunAs{Kind::Role, role, restricted, false}; }
 };
 
 // Runs `sql` (prepared once per backend and parameter types, then reused)

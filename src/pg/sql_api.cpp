@@ -16,6 +16,7 @@
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
 #include "pg/shared_stats.hpp"
+#include "pg/spi.hpp"
 #include "pg/worker/worker.hpp"
 
 #include "core/envelope.hpp"
@@ -1044,12 +1045,11 @@ RekeyPairsPg(FunctionCallInfo fcinfo)
 
 	InitMaterializedSRF(fcinfo, 0);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid save_userid;
-	int save_sec_context;
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION |
-	                                  SECURITY_NOFORCE_RLS);
-	const int nest = NewGUCNestLevel();
+	/* as the worker applies and cdc.resync reads (spi.hpp, RunAs), every row of the table */
+	cdc::pg::RunAs as = cdc::pg::RunAs::Role(owner, /* restricted */ true);
+	as.all_rows = true;
+	cdc::pg::UserSwitch sw;
+	cdc::pg::BeginUserSwitch(as, &sw);
 	PG_TRY();
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
@@ -1082,11 +1082,11 @@ RekeyPairsPg(FunctionCallInfo fcinfo)
 	}
 	PG_FINALLY();
 	{
-		SetUserIdAndSecContext(save_userid, save_sec_context);
+		cdc::pg::RestoreUser(&sw);
 	}
 	PG_END_TRY();
 	/* whatever the owner's code set (even without LOCAL) is undone */
-	AtEOXact_GUC(false, nest);
+	cdc::pg::EndGucNest(&sw);
 }
 
 } // namespace
