@@ -984,34 +984,6 @@ CDC_PG_FUNCTION(cdc_key_ambiguity)
 namespace {
 
 /*
- * The key text expression of `cols` (name[]) over alias t, as
- * cdc._rekey_entities spelled it: one column's cdc._key_text, or a text[]
- * literal of the columns' key texts in key order.  PostgreSQL regime.
- */
-void
-AppendKeyTextExprPg(StringInfo sql, ArrayType *cols, StringInfo null_test)
-{
-	Datum *names;
-	bool *nulls;
-	int n;
-	deconstruct_array(cols, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR, &names, &nulls, &n);
-	if (n == 0)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("key columns must not be empty")));
-	if (n > 1)
-		appendStringInfoString(sql, "ARRAY[");
-	for (int i = 0; i < n; i++) {
-		if (nulls[i])
-			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("key columns must not be NULL")));
-		const char *col = quote_identifier(NameStr(*DatumGetName(names[i])));
-		appendStringInfo(sql, "%scdc._key_text(t.%s)", i ? ", " : "", col);
-		if (null_test != NULL)
-			appendStringInfo(null_test, "%st.%s IS NULL", i ? " OR " : "", col);
-	}
-	if (n > 1)
-		appendStringInfoString(sql, "]::pg_catalog.text");
-}
-
-/*
  * cdc._rekey_pairs: reads target as its owner, in a security-restricted
  * operation with a GUC nest level (as the worker applies and cdc.resync
  * reads, docs/security.md "The worker's identity").  Planning the read
@@ -1021,7 +993,7 @@ AppendKeyTextExprPg(StringInfo sql, ArrayType *cols, StringInfo null_test)
  * superuser (sql/rekey_owner_code.sql).
  */
 void
-RekeyPairsPg(FunctionCallInfo fcinfo)
+RekeyPairsPg(FunctionCallInfo fcinfo, const char *key_texts)
 {
 	const Oid relid = PG_GETARG_OID(0);
 	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
@@ -1032,16 +1004,9 @@ RekeyPairsPg(FunctionCallInfo fcinfo)
 	char *qualified = quote_qualified_identifier(get_namespace_name(rel->relnamespace), NameStr(rel->relname));
 	ReleaseSysCache(tup);
 
-	StringInfoData sql, null_test;
+	StringInfoData sql;
 	initStringInfo(&sql);
-	initStringInfo(&null_test);
-	appendStringInfoString(&sql, "SELECT ");
-	AppendKeyTextExprPg(&sql, PG_GETARG_ARRAYTYPE_P(1), NULL);
-	appendStringInfoString(&sql, ", CASE WHEN ");
-	StringInfoData new_expr;
-	initStringInfo(&new_expr);
-	AppendKeyTextExprPg(&new_expr, PG_GETARG_ARRAYTYPE_P(2), &null_test);
-	appendStringInfo(&sql, "%s THEN NULL ELSE %s END FROM %s t", null_test.data, new_expr.data, qualified);
+	appendStringInfo(&sql, "SELECT %s FROM %s t", key_texts, qualified);
 
 	InitMaterializedSRF(fcinfo, 0);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
@@ -1101,7 +1066,32 @@ RekeyPairsPg(FunctionCallInfo fcinfo)
  */
 CDC_PG_FUNCTION(cdc_rekey_pairs)
 {
-	cdc::pg::PgCall([&]() { RekeyPairsPg(fcinfo); });
+	/* the key columns as names; 22023 none, 22004 a NULL one */
+	auto names = [&](int arg) {
+		std::vector<std::string> out;
+		cdc::pg::PgCall([&]() {
+			Datum *items;
+			bool *nulls;
+			int n;
+			deconstruct_array(PG_GETARG_ARRAYTYPE_P(arg), NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR, &items, &nulls, &n);
+			if (n == 0)
+				ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("key columns must not be empty")));
+			for (int i = 0; i < n; i++) {
+				if (nulls[i])
+					ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("key columns must not be NULL")));
+				out.emplace_back(NameStr(*DatumGetName(items[i])));
+			}
+		});
+		return out;
+	};
+	const std::vector<std::string> new_key = names(2);
+	/* ok: the key text under old_key; nk: under new_key, NULL where a column of it is NULL */
+	std::string null_test;
+	for (const std::string &c : new_key)
+		null_test += (null_test.empty() ? "t." : " OR t.") + cdc::pg::QuoteIdent(c) + " IS NULL";
+	const std::string key_texts = cdc::pg::CompactKeySql(names(1)) + ", CASE WHEN " + null_test + " THEN NULL ELSE " +
+	                              cdc::pg::CompactKeySql(new_key) + " END";
+	cdc::pg::PgCall([&]() { RekeyPairsPg(fcinfo, key_texts.c_str()); });
 	return (Datum) 0;
 }
 

@@ -793,14 +793,24 @@ KeyTextSql(const Target &t, int idx)
 }
 
 std::string
+CompactKeySql(const std::vector<std::string> &columns)
+{
+	auto key_text = [](const std::string &c) { return "cdc._key_text(t." + QuoteIdent(c) + ")"; };
+	if (columns.size() == 1)
+		return key_text(columns[0]);
+	std::string e = "ARRAY[";
+	for (size_t i = 0; i < columns.size(); i++)
+		e += (i ? ", " : "") + key_text(columns[i]);
+	return e + "]::pg_catalog.text";
+}
+
+std::string
 CompactKeySql(const Target &t)
 {
-	if (t.key.size() == 1)
-		return KeyTextSql(t, t.key[0]);
-	std::string e = "ARRAY[";
-	for (size_t i = 0; i < t.key.size(); i++)
-		e += (i ? ", " : "") + KeyTextSql(t, t.key[i]);
-	return e + "]::pg_catalog.text";
+	std::vector<std::string> columns;
+	for (int idx : t.key)
+		columns.push_back(t.columns[size_t(idx)].name);
+	return CompactKeySql(columns);
 }
 
 // Content hash of an image as stored in cdc.entity_state.chash ("0" for deletes).

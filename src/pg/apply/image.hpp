@@ -125,6 +125,9 @@ std::string CompactKey(const Target &t, const Image &img);
 // CompactKey the same way; neither depends on the session's settings.
 std::string KeyTextSql(const Target &t, int idx);
 std::string CompactKeySql(const Target &t);
+// The same over columns named `columns` (in key order) of alias t: what
+// cdc._rekey_pairs reads under a mapping's old and new key_columns.
+std::string CompactKeySql(const std::vector<std::string> &columns);
 // The text of `value`, of type `type` and its FamilyPg `family`, as a
 // session with PostgreSQL's default settings and TimeZone UTC prints it
 // (ISO dates, timestamptz in UTC, hex bytea, shortest floats, postgres

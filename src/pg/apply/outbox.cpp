@@ -517,25 +517,25 @@ PublicMayEmitMessagesPg()
 void
 EmitOutboxMessage(Oid relid, const std::string &message)
 {
+	auto name = [&]() {
+		const char *n = PgCall([&]() -> const char * {
+			char *r = get_rel_name(relid);
+			return r ? r : "?";
+		});
+		return std::string(n);
+	};
 	bool logical = PgCall([]() { return XLogLogicalInfoActive(); });
 	if (!logical) {
-		std::string name = PgCall([&]() {
-			char *n = get_rel_name(relid);
-			return n ? n : (char *) "?";
-		});
-		Fail("55000", "the outbox of table " + name + " is written as logical decoding messages (outbox_via 'message'), "
+		Fail("55000", "the outbox of table " + name() + " is written as logical decoding messages (outbox_via 'message'), "
 		              "which needs wal_level = logical",
 		     {}, "Set wal_level = logical and restart, or register the mapping with outbox_via => 'table'.");
 	}
 	static LocalTransactionId checked = InvalidLocalTransactionId;
-	if (PgCall([]() { return MyProc->lxid; }) != checked) {
+	const LocalTransactionId lxid = PgCall([]() { return MyProc->lxid; });
+	if (lxid != checked) {
 		if (PgCall([]() { return PublicMayEmitMessagesPg(); })) {
-			std::string name = PgCall([&]() {
-				char *n = get_rel_name(relid);
-				return n ? n : (char *) "?";
-			});
 			Fail("55000",
-			     "the outbox of table " + name +
+			     "the outbox of table " + name() +
 			         " is written as logical decoding messages (outbox_via 'message'), and every role may call "
 			         "pg_logical_emit_message(): a relay could not tell a forged cdc_outbox message from the outbox's",
 			     {},
@@ -543,7 +543,7 @@ EmitOutboxMessage(Oid relid, const std::string &message)
 			     "pg_catalog.pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC; (as a superuser), or register "
 			     "the mapping with outbox_via => 'table'.");
 		}
-		checked = PgCall([]() { return MyProc->lxid; });
+		checked = lxid;
 	}
 
 	PgCall([&]() { LogLogicalMessage("cdc_outbox", message.data(), message.size(), true); });
