@@ -13,6 +13,14 @@
 #            table, so the worker stops with 55000 every time (one
 #            outcome, also after its retries) and the unrelated table is
 #            never written.
+#   learnt   a table the worker did not copy (copy_data => false: no OID
+#            recorded at a copy) is recognised by the OID of the stream's
+#            RELATION message: renamed on the source after the worker
+#            streamed a change of it, it stops the worker (55000) instead
+#            of being skipped as an unknown table, also when the rename
+#            happens while the worker is stopped (the OID is saved with the
+#            group's commit), and the hint's way out ends equal to the
+#            source.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -65,6 +73,51 @@ my $log = substr(slurp_file($dest->logfile), $offset);
 unlike($log, qr/changes of public\.q2 are not applied/, 'taken: one outcome, never skipped with the WARNING');
 is(dq(q{SELECT count(*) FROM q2}), '0', 'taken: the unrelated q2 untouched');
 dq(q{SELECT cdc.drop_subscription('sq', drop_slot => true)});
+
+# --- learnt -----------------------------------------------------------------
+sq(q{CREATE TABLE l (id int PRIMARY KEY, n int NOT NULL); CREATE TABLE m (id int PRIMARY KEY, n int NOT NULL);
+     INSERT INTO l SELECT g, 0 FROM generate_series(1, 10) g; INSERT INTO m SELECT g, 0 FROM generate_series(1, 10) g;
+     CREATE PUBLICATION p_l FOR TABLE l, m;});
+# the destination starts with the source's rows, as a user who loaded them himself
+dq(q{CREATE TABLE l (id int PRIMARY KEY, n int NOT NULL); CREATE TABLE m (id int PRIMARY KEY, n int NOT NULL);
+     INSERT INTO l SELECT g, 0 FROM generate_series(1, 10) g; INSERT INTO m SELECT g, 0 FROM generate_series(1, 10) g;});
+create_subscription($dest, $source, 'sl', ['p_l'], 'copy_data => false');
+ok(wait_caught_up($source, $dest, 'sl'), 'learnt: streaming without a copy');
+is(dq(q{SELECT count(*) FROM cdc.subscription_rel WHERE source_relid IS NOT NULL}), '0',
+	'learnt: no OID recorded without a copy');
+sq(q{UPDATE l SET n = 1 WHERE id = 1; UPDATE m SET n = 1 WHERE id = 1});
+ok(wait_caught_up($source, $dest, 'sl'), 'learnt: l and m seen under their names');
+my $oids = sq(q{SELECT 'l=' || 'l'::regclass::oid || ',m=' || 'm'::regclass::oid});
+is(dq(q{SELECT string_agg(table_name || '=' || source_relid, ',' ORDER BY table_name) FROM cdc.subscription_rel
+        WHERE schema_name = 'public' AND table_name IN ('l', 'm')}),
+	$oids, 'learnt: the OIDs of the stream saved with the commit');
+# renamed while streaming
+sq(q{ALTER TABLE l RENAME TO l2});
+sq(q{UPDATE l2 SET n = 2 WHERE id = 2});
+ok(wait_status($dest, 'sl', q{state = 'error' AND last_error LIKE '%source table public.l of the subscription is now called public.l2%'}),
+	'learnt: the rename of an uncopied table stops the worker (55000)');
+is(dq(q{SELECT n FROM l WHERE id = 2}), '0', 'learnt: nothing of l2 applied');
+# the way out of the hint: the destination's table takes the new name, a refresh adds and copies it
+dq(q{ALTER TABLE l RENAME TO l2});
+dq(q{SELECT cdc.refresh_subscription('sl')});
+ok(wait_caught_up($source, $dest, 'sl'), 'learnt: streaming again after the rename and the refresh');
+# renamed while the worker is stopped: recognised by the saved OID after its restart
+dq(q{SELECT cdc.disable_subscription('sl')});
+$dest->poll_query_until('postgres', q{SELECT worker_pid IS NULL FROM cdc.subscription_status WHERE name = 'sl'});
+sq(q{ALTER TABLE m RENAME TO m2});
+sq(q{UPDATE m2 SET n = 2 WHERE id = 2});
+dq(q{SELECT cdc.enable_subscription('sl')});
+ok(wait_status($dest, 'sl', q{state = 'error' AND last_error LIKE '%source table public.m of the subscription is now called public.m2%'}),
+	'learnt: a rename made while the worker was stopped stops it after its restart');
+is(dq(q{SELECT n FROM m WHERE id = 2}), '0', 'learnt: nothing of m2 applied');
+dq(q{ALTER TABLE m RENAME TO m2});
+dq(q{SELECT cdc.refresh_subscription('sl')});
+ok(wait_caught_up($source, $dest, 'sl'), 'learnt: streaming again after the second rename and refresh');
+for my $t ('l2', 'm2') {
+	is(dq(qq{SELECT string_agg(id || ':' || n, ',' ORDER BY id) FROM $t}),
+		sq(qq{SELECT string_agg(id || ':' || n, ',' ORDER BY id) FROM $t}), "learnt: $t equals the source");
+}
+dq(q{SELECT cdc.drop_subscription('sl', drop_slot => true)});
 
 $dest->stop;
 $source->stop;

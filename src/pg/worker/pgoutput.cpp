@@ -295,6 +295,8 @@ handle_relation(StringInfo s)
 	if (!found)
 		e->warned = false;
 	lookup_table_state(rel->nspname, rel->relname, &e->table_state, &e->sync_lsn);
+	if (e->table_state == TABLE_READY && W->in_xact && !W->already_applied && !W->skipping)
+		learn_source_relid(rel->nspname, rel->relname, rel->remoteid, W->final_lsn);
 	MemoryContextSwitchTo(old);
 }
 

@@ -636,7 +636,10 @@ typedef struct TableState {
 	char key[2 * 4 * NAMEDATALEN + 8];
 	char state;
 	XLogRecPtr sync_lsn;
-	Oid source_relid; /* the source's OID of the table when it was copied; InvalidOid: not recorded */
+	Oid source_relid; /* the source's OID of the table when it was copied (or learnt); InvalidOid: not recorded */
+	bool learnt;      /* source_relid learnt from the stream, not saved yet */
+	char schema[NAMEDATALEN];
+	char table[NAMEDATALEN];
 } TableState;
 
 static void
@@ -669,6 +672,9 @@ load_table_states(void)
 		char key[sizeof(((TableState *) 0)->key)];
 		table_key(key, SPI_getvalue(tup, desc, 1), SPI_getvalue(tup, desc, 2));
 		TableState *t = (TableState *) hash_search(W->tables, key, HASH_ENTER, NULL);
+		strlcpy(t->schema, SPI_getvalue(tup, desc, 1), NAMEDATALEN);
+		strlcpy(t->table, SPI_getvalue(tup, desc, 2), NAMEDATALEN);
+		t->learnt = false;
 		t->state = strcmp(SPI_getvalue(tup, desc, 3), "ready") == 0 ? TABLE_READY : TABLE_INIT;
 		char *lsn = SPI_getvalue(tup, desc, 4);
 		t->sync_lsn = lsn ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(lsn))) : InvalidXLogRecPtr;
@@ -678,6 +684,7 @@ load_table_states(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	W->relids_learnt = false;
 }
 
 /* The state of a published table in the subscription (TABLE_UNKNOWN when it is not part of it). */
@@ -712,4 +719,58 @@ table_copied_from(Oid relid, XLogRecPtr final_lsn)
 			return t->state == TABLE_READY && final_lsn >= t->sync_lsn ? t->key : NULL;
 		}
 	return NULL;
+}
+
+/*
+ * A table of the subscription without a recorded source OID (copied with
+ * copy_data => false, or before the OID was recorded at the copy) would
+ * have its rename on the source skipped as an unknown table: the stream's
+ * RELATION message names it with its OID at that point of the stream, so
+ * that OID is the one to recognise it by when a later message calls it
+ * otherwise (relation_skipped).  Only a change the worker applies teaches
+ * it (at or after the copy point), as for the check itself.
+ */
+void
+learn_source_relid(const char *schema, const char *table, Oid relid, XLogRecPtr final_lsn)
+{
+	char key[sizeof(((TableState *) 0)->key)];
+	table_key(key, schema, table);
+	TableState *t = W->tables ? (TableState *) hash_search(W->tables, key, HASH_FIND, NULL) : NULL;
+	if (t == NULL || t->state != TABLE_READY || OidIsValid(t->source_relid) || !OidIsValid(relid) ||
+	    final_lsn < t->sync_lsn)
+		return;
+	t->source_relid = relid;
+	t->learnt = true;
+	W->relids_learnt = true;
+	ereport(DEBUG1, (errmsg("cdc_apply subscription \"%s\": table %s is source relation %u", W->name, t->key, relid)));
+}
+
+/*
+ * Saves the OIDs learnt from the stream with the group's local commit, so
+ * that a rename made while the worker is stopped is recognised after its
+ * restart too.  A row that already has an OID keeps it (a copy recorded it
+ * meanwhile).
+ */
+void
+save_learnt_relids(void)
+{
+	if (!W->relids_learnt || W->tables == NULL)
+		return;
+	HASH_SEQ_STATUS it;
+	hash_seq_init(&it, W->tables);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	for (TableState *t; (t = (TableState *) hash_seq_search(&it)) != NULL;) {
+		if (!t->learnt)
+			continue;
+		const char *args[4] = {psprintf("%d", W->subid), t->schema, t->table, psprintf("%u", t->source_relid)};
+		spi_exec("UPDATE cdc.subscription_rel SET source_relid = $4::pg_catalog.oid "
+		         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND schema_name OPERATOR(pg_catalog.=) $2 "
+		         "AND table_name OPERATOR(pg_catalog.=) $3 AND source_relid IS NULL",
+		         4, args);
+		t->learnt = false;
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	W->relids_learnt = false;
 }

@@ -129,6 +129,7 @@ close_group(void)
 	W->engine = NULL;
 	W->queue_spans = false;
 	PopActiveSnapshot();
+	save_learnt_relids();
 	if (fault("before_commit")) {
 		ereport(LOG, (errmsg("cdc_apply: fault point before_commit reached, exiting")));
 		proc_exit(1);

@@ -65,6 +65,7 @@ typedef struct WorkerState {
 	bool origin_none;     /* origin = none: source transactions with an Origin message are not applied */
 	bool refresh_pending; /* read the publications' tables before streaming (alter_subscription) */
 	HTAB *tables;         /* the subscription's tables: "schema"."table" -> TableState (table_copy.cpp) */
+	bool relids_learnt;   /* a table's source OID was learnt from the stream and is not saved yet (save_learnt_relids) */
 
 	RepOriginId origin;
 	bool setting_up_origin;
@@ -245,6 +246,14 @@ void lookup_table_state(const char *schema, const char *table, char *state, XLog
 // quoted "schema.table" (cdc.subscription_rel.source_relid), or NULL (also
 // where a change committed at `final_lsn` is in its copy).
 const char *table_copied_from(Oid relid, XLogRecPtr final_lsn);
+// A RELATION message names a table of the subscription that has no recorded
+// source OID (not copied by this version, or copy_data => false): records
+// `relid` in memory, for the rename check from now on; save_learnt_relids
+// saves it with the group's commit.
+void learn_source_relid(const char *schema, const char *table, Oid relid, XLogRecPtr final_lsn);
+// In the group's open local transaction: writes the learnt OIDs to
+// cdc.subscription_rel.source_relid (where it is still NULL).
+void save_learnt_relids(void);
 
 /* continuity.cpp: proof that the slot continues after our progress; control transitions */
 void verify_continuity(void);
