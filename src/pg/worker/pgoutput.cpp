@@ -248,8 +248,33 @@ lookup_relation(LogicalRepRelId relid)
 static bool
 relation_skipped(RelEntry *e)
 {
-	if (e->table_state == TABLE_READY)
-		return W->final_lsn < e->sync_lsn;
+	if (e->table_state == TABLE_READY) {
+		if (W->final_lsn < e->sync_lsn)
+			return true;
+		/*
+		 * The table of this name is another source relation than the one
+		 * copied: dropped and created again (or another table renamed to
+		 * its name) on the source, and published again.  Its changes
+		 * applied over the rows copied from the dropped table mixed the
+		 * two, while the subscription showed streaming (and the rows the
+		 * new table got before it was published never came; review h1,
+		 * TAP 078).  Stop, as for a rename: cdc.resync_table copies the
+		 * new table and deletes the dropped one's rows.
+		 */
+		if (OidIsValid(e->source_relid) && e->source_relid != e->rel->remoteid)
+			ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			                errmsg("cdc_apply subscription \"%s\": source table %s.%s is another relation than the one "
+			                       "the subscription copied (relation OID %u, copied from OID %u): it was dropped and "
+			                       "created again, or another table renamed to its name, on the source",
+			                       W->name, quote_identifier(e->rel->nspname), quote_identifier(e->rel->relname),
+			                       e->rel->remoteid, e->source_relid),
+			                errdetail("The destination table holds the rows of the dropped relation; the rows the new "
+			                          "one got before it was published were never sent."),
+			                errhint("Copy the new table with cdc.resync_table('%s', <its destination table>): the copy "
+			                        "deletes the rows the new table does not have, and the worker goes on from there.",
+			                        W->name)));
+		return false;
+	}
 	if (!e->warned) {
 		/*
 		 * A table the subscription does not know under this name, copied
@@ -294,9 +319,10 @@ handle_relation(StringInfo s)
 	e->rel = rel; /* the previous copy stays in CdcWorkerContext: relation messages are rare */
 	if (!found)
 		e->warned = false;
-	lookup_table_state(rel->nspname, rel->relname, &e->table_state, &e->sync_lsn);
-	if (e->table_state == TABLE_READY && W->in_xact && !W->already_applied && !W->skipping)
-		learn_source_relid(rel->nspname, rel->relname, rel->remoteid, W->final_lsn);
+	lookup_table_state(rel->nspname, rel->relname, &e->table_state, &e->sync_lsn, &e->source_relid);
+	if (e->table_state == TABLE_READY && !OidIsValid(e->source_relid) && W->in_xact && !W->already_applied &&
+	    !W->skipping && learn_source_relid(rel->nspname, rel->relname, rel->remoteid, W->final_lsn))
+		e->source_relid = rel->remoteid;
 	MemoryContextSwitchTo(old);
 }
 

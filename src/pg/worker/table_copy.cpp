@@ -687,15 +687,20 @@ load_table_states(void)
 	W->relids_learnt = false;
 }
 
-/* The state of a published table in the subscription (TABLE_UNKNOWN when it is not part of it). */
+/*
+ * The state of a published table in the subscription (TABLE_UNKNOWN when it
+ * is not part of it), its copy point and the source relation it was copied
+ * from (InvalidOid: not recorded).
+ */
 void
-lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn)
+lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn, Oid *source_relid)
 {
 	char key[sizeof(((TableState *) 0)->key)];
 	table_key(key, schema, table);
 	TableState *t = W->tables ? (TableState *) hash_search(W->tables, key, HASH_FIND, NULL) : NULL;
 	*state = t ? t->state : TABLE_UNKNOWN;
 	*sync_lsn = t ? t->sync_lsn : InvalidXLogRecPtr;
+	*source_relid = t ? t->source_relid : InvalidOid;
 }
 
 /*
@@ -730,7 +735,7 @@ table_copied_from(Oid relid, XLogRecPtr final_lsn)
  * otherwise (relation_skipped).  Only a change the worker applies teaches
  * it (at or after the copy point), as for the check itself.
  */
-void
+bool
 learn_source_relid(const char *schema, const char *table, Oid relid, XLogRecPtr final_lsn)
 {
 	char key[sizeof(((TableState *) 0)->key)];
@@ -738,11 +743,12 @@ learn_source_relid(const char *schema, const char *table, Oid relid, XLogRecPtr 
 	TableState *t = W->tables ? (TableState *) hash_search(W->tables, key, HASH_FIND, NULL) : NULL;
 	if (t == NULL || t->state != TABLE_READY || OidIsValid(t->source_relid) || !OidIsValid(relid) ||
 	    final_lsn < t->sync_lsn)
-		return;
+		return false;
 	t->source_relid = relid;
 	t->learnt = true;
 	W->relids_learnt = true;
 	ereport(DEBUG1, (errmsg("cdc_apply subscription \"%s\": table %s is source relation %u", W->name, t->key, relid)));
+	return true;
 }
 
 /*

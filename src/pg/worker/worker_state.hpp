@@ -39,6 +39,7 @@ typedef struct RelEntry {
 	LogicalRepRelation *rel;  /* copied into CdcWorkerContext */
 	char table_state;         /* TABLE_*, read at its RELATION message */
 	XLogRecPtr sync_lsn;      /* TABLE_READY: changes committed before it are in its copy */
+	Oid source_relid;         /* TABLE_READY: the source relation it was copied from (InvalidOid: not recorded) */
 	bool warned;              /* the warning about its unapplied changes was logged */
 } RelEntry;
 
@@ -241,16 +242,16 @@ void handle_stream_commit(StringInfo s);
 void prepare_slot(void);
 void sync_tables(void);
 void load_table_states(void);
-void lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn);
+void lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn, Oid *source_relid);
 // The subscription's table copied from source relation `relid`, as
 // quoted "schema.table" (cdc.subscription_rel.source_relid), or NULL (also
 // where a change committed at `final_lsn` is in its copy).
 const char *table_copied_from(Oid relid, XLogRecPtr final_lsn);
 // A RELATION message names a table of the subscription that has no recorded
 // source OID (not copied by this version, or copy_data => false): records
-// `relid` in memory, for the rename check from now on; save_learnt_relids
-// saves it with the group's commit.
-void learn_source_relid(const char *schema, const char *table, Oid relid, XLogRecPtr final_lsn);
+// `relid` in memory, for the rename check from now on (true; false where
+// nothing was learnt); save_learnt_relids saves it with the group's commit.
+bool learn_source_relid(const char *schema, const char *table, Oid relid, XLogRecPtr final_lsn);
 // In the group's open local transaction: writes the learnt OIDs to
 // cdc.subscription_rel.source_relid (where it is still NULL).
 void save_learnt_relids(void);
