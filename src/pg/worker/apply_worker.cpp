@@ -362,7 +362,22 @@ stream(void)
 			               : ERRCODE_CONNECTION_FAILURE;
 			char *msg = pstrdup(res && PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res) : "no error given");
 			PQclear(res);
-			ereport(ERROR, (errcode(code), errmsg("cdc_apply: the source ended the stream: %s", msg)));
+			/*
+			 * A publication dropped and created again while the slot had
+			 * changes to decode: the walsender looks the publication up in
+			 * the catalog as it was at each change, so it fails on every
+			 * retry, even after the re-creation, as for PostgreSQL's own
+			 * subscriber (review h1, TAP 077 "recreated").
+			 */
+			bool publication_gone = code == ERRCODE_UNDEFINED_OBJECT && strstr(msg, "publication") != NULL;
+			ereport(ERROR,
+			        (errcode(code), errmsg("cdc_apply: the source ended the stream: %s", msg),
+			         publication_gone
+			             ? errhint("Changes the source made while a publication did not exist cannot be decoded. Disable "
+			                       "the subscription, move its replication origin to the source's current WAL position "
+			                       "(pg_replication_origin_advance(cdc._origin_name(subid), <pg_current_wal_lsn() of the "
+			                       "source>)), enable it, and copy its tables again with cdc.resync_table.")
+			             : 0));
 		}
 		if (len < 0)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
