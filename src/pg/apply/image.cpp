@@ -823,15 +823,46 @@ ContentHash32(const std::string &md5_hex)
 bool
 SameKey(const Target &t, const Image &a, const Image &b)
 {
+	/*
+	 * A key column the before-image does not carry says nothing about it;
+	 * one it carries with another value is a key change, whichever column
+	 * comes first (the old key is then required in full: EntityKey).  A key
+	 * column carried as null or the placeholder never gets here
+	 * (RequireUsableBeforeKey).
+	 */
 	for (int idx : t.key) {
 		const Cell &x = a.cells[size_t(idx)];
 		const Cell &y = b.cells[size_t(idx)];
 		if (!x.present || !y.present || x.unavailable || y.unavailable || x.isnull || y.isnull)
-			return true; /* the before-image does not say: no key change */
+			continue;
 		if (x.text != y.text)
 			return false;
 	}
 	return true;
+}
+
+// An update's before-image that names a key column as null or as the
+// unavailable-value placeholder cannot say whether the key changed: taken
+// for "no key change", the row under the old key would stay behind
+// silently (SPEC §4.4, §6).  Refused as the before-image of a delete is,
+// naming the field, before anything is claimed.
+void
+RequireUsableBeforeKey(const Target &t, const Image &before)
+{
+	for (int idx : t.key) {
+		const Cell &c = before.cells[size_t(idx)];
+		if (!c.present || (!c.unavailable && !c.isnull))
+			continue;
+		const std::string path = "before." + t.columns[size_t(idx)].name;
+		const char *hint = "An update's before-image must carry the old key (or leave the key column out, or be absent, when the key did not change).";
+		if (c.unavailable)
+			Fail("22023", "field " + cdc::QuotedField(path) + " is the unavailable-value placeholder: it is a key column of table " + t.display +
+			                  ", so the update cannot tell whether its key changed",
+			     {}, hint);
+		Fail("22004", "field " + cdc::QuotedField(path) + " is null: it is a key column of table " + t.display +
+		                  ", so the update cannot tell whether its key changed",
+		     {}, hint);
+	}
 }
 
 
@@ -903,6 +934,8 @@ PrepareChange(const Target &t, const ChangeRequest &req, const RunAs &as, bool k
 		p.before = ConvertImage(t, *req.before, "before", as, keys_only);
 	const Image &main = p.Main();
 	p.entity_key = EntityKey(t, main, is_delete ? "before" : "after");
+	if (req.op == Op::Update && p.before)
+		RequireUsableBeforeKey(t, *p.before);
 
 	if (t.version_col >= 0) {
 		const Column &vc = t.columns[size_t(t.version_col)];

@@ -140,8 +140,12 @@ char *SettledTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum
 char *KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum value);
 // An image's content hash as cdc.entity_state.chash stores it.
 std::string ContentHash32(const std::string &md5_hex);
-// Do two images carry the same key?  (true when the before-image does not say)
+// Do two images carry the same key?  (false when a key column the
+// before-image `a` carries differs, whatever the others; true when none does)
 bool SameKey(const Target &t, const Image &a, const Image &b);
+// Refuses an update's before-image naming a key column as null (22004) or
+// as the unavailable placeholder (22023): it cannot say whether the key changed.
+void RequireUsableBeforeKey(const Target &t, const Image &before);
 // Adds the key columns of `img` to `p`; returns "t.k1 = $n AND ...".
 std::string KeyPredicate(const Target &t, const Image &img, Params &p);
 // The target's row with the key of `key_img` as JSON text, if there is one
