@@ -76,17 +76,47 @@ AddPendingPg(Oid target, int level, const Counters &c)
 
 // Writes per-target counts: one upsert of the target's row for this
 // backend slot, as the extension owner.  SPI must be connected.
+//
+// A prepared transaction's counts go to a row of their own (backend_id < 0):
+// written into this backend's row, they would hold its lock until COMMIT or
+// ROLLBACK PREPARED, and the next transaction of this backend (or of the
+// next backend in this slot) counting for the same target would wait for
+// it at its commit, where statement_timeout does not reach — for ever when
+// it is the session that would resolve the prepared one (two_phase).  The
+// row is one no open transaction holds (SKIP LOCKED), else a new one named
+// after the transaction id, so their number stays at most the number of
+// transactions prepared at once.
 void
-WriteCounts(const std::map<Oid, Counters> &counts)
+WriteCounts(const std::map<Oid, Counters> &counts, bool prepare)
 {
 	const int backend = PgCall([]() { return int(MyBackendId); });
+	const int prepared_slot =
+		prepare ? PgCall([]() { return -int(uint32(GetTopTransactionId()) % uint32(PG_INT32_MAX)) - 1; }) : 0;
+	static const char *const kSums =
+		"applied = c.applied OPERATOR(pg_catalog.+) $3, "
+		"duplicate = c.duplicate OPERATOR(pg_catalog.+) $4, "
+		"stale = c.stale OPERATOR(pg_catalog.+) $5, "
+		"conflict = c.conflict OPERATOR(pg_catalog.+) $6, "
+		"ignored = c.ignored OPERATOR(pg_catalog.+) $7, "
+		"blocked_resurrections = c.blocked_resurrections OPERATOR(pg_catalog.+) $8, "
+		"outbox_rows = c.outbox_rows OPERATOR(pg_catalog.+) $9, "
+		"snapshot_rows = c.snapshot_rows OPERATOR(pg_catalog.+) $10, "
+		"expired = c.expired OPERATOR(pg_catalog.+) $11";
 	for (const auto &[relid, c] : counts) {
 		Params p;
 		p.AddOid(relid);
-		p.Add(INT4OID, Int32GetDatum(backend), false);
+		p.Add(INT4OID, Int32GetDatum(prepare ? prepared_slot : backend), false);
 		for (int64_t x : {c.applied, c.duplicate, c.stale, c.conflict, c.ignored, c.blocked_resurrections,
 		                  c.outbox_rows, c.snapshot_rows, c.expired})
 			p.AddInt8(x);
+		if (prepare &&
+		    Execute(std::string("WITH free AS (SELECT f.backend_id FROM cdc.counters f WHERE f.target OPERATOR(pg_catalog.=) $1 "
+		                        "AND f.backend_id OPERATOR(pg_catalog.<) 0 AND $2 OPERATOR(pg_catalog.<) 0 "
+		                        "ORDER BY f.backend_id DESC LIMIT 1 FOR UPDATE SKIP LOCKED) "
+		                        "UPDATE cdc.counters AS c SET ") +
+		                kSums + " FROM free WHERE c.target OPERATOR(pg_catalog.=) $1 AND c.backend_id OPERATOR(pg_catalog.=) free.backend_id",
+		            p, true) > 0)
+			continue;
 		Execute("INSERT INTO cdc.counters AS c (target, backend_id, applied, duplicate, stale, conflict, ignored, "
 		        "blocked_resurrections, outbox_rows, snapshot_rows, expired) "
 		        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
@@ -113,7 +143,7 @@ WriteCounts(const std::map<Oid, Counters> &counts)
  * PostgreSQL regime; an ERROR aborts the commit.
  */
 void
-FlushPendingPg()
+FlushPendingPg(bool prepare)
 {
 	bool write = OidIsValid(pending_relid) && CountersRelidPg() == pending_relid;
 	/* copy out first: nothing below may see (or add to) the pending array */
@@ -142,7 +172,7 @@ FlushPendingPg()
 			if (sums.empty())
 				return;
 			Connect();
-			WriteCounts(sums);
+			WriteCounts(sums, prepare);
 			cdc::pg::Finish();
 		});
 	}
@@ -162,7 +192,7 @@ CountersXactCallback(XactEvent event, void *) noexcept
 	case XACT_EVENT_PRE_COMMIT:
 	case XACT_EVENT_PRE_PREPARE:
 		if (npending > 0)
-			FlushPendingPg();
+			FlushPendingPg(event == XACT_EVENT_PRE_PREPARE);
 		break;
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_PREPARE:
@@ -224,7 +254,7 @@ AddTransactionCounts(const std::map<Oid, Counters> &counts)
 	if (counts.empty())
 		return;
 	if (PgCall([]() { return XactReadOnly; })) {
-		WriteCounts(counts);
+		WriteCounts(counts, false);
 		return;
 	}
 	const Oid relid = PgCall([]() { return CountersRelidPg(); });
