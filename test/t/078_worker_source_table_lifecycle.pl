@@ -40,16 +40,6 @@ my $source = new_source('source');
 my $dest = new_dest('dest');
 sub sq { return $source->safe_psql('postgres', $_[0]); }
 sub dq { return $dest->safe_psql('postgres', $_[0]); }
-sub rows
-{
-	my ($node, $table) = @_;
-	return $node->safe_psql('postgres', "SELECT count(*) || ' ' || coalesce(string_agg(id || ':' || n, ',' ORDER BY id), '') FROM $table");
-}
-sub same_rows
-{
-	my ($table, $label) = @_;
-	return is(rows($dest, $table), rows($source, $table), "$label: $table equals the source");
-}
 sub outbox_ops
 {
 	my ($table) = @_;
@@ -72,7 +62,7 @@ create_subscription($dest, $source, 's3', ['p3']);
 ok(wait_caught_up($source, $dest, 's3'), 'recreated: copied, streaming');
 sq(q{UPDATE ra SET n = 1 WHERE id = 1});
 ok(wait_caught_up($source, $dest, 's3'), 'recreated: the old relation\'s change applied');
-my $old_rows = rows($dest, 'ra');
+my $old_rows = id_n_rows($dest, 'ra');
 my $old_oid = sq(q{SELECT 'ra'::regclass::oid});
 my $offset = -s $dest->logfile;
 sq(q{DROP TABLE ra});
@@ -84,7 +74,7 @@ ok(wait_status($dest, 's3', qq{state = 'error' AND last_error LIKE '%public.ra i
 	'recreated: the worker stops (55000) naming the new and the copied relation');
 my $log = substr(slurp_file($dest->logfile), $offset);
 unlike($log, qr/now called/, 'recreated: not taken for a rename');
-is(rows($dest, 'ra'), $old_rows, 'recreated: nothing of the new relation applied over the old rows');
+is(id_n_rows($dest, 'ra'), $old_rows, 'recreated: nothing of the new relation applied over the old rows');
 is(dq(q{SELECT count(*) FROM ro}), '0', 'recreated: nor the rest of its source transaction');
 is(dq(q{SELECT count(*) FROM cdc.refresh_subscription('s3')}), '0', 'recreated: the refresh sees the same names');
 dq(q{SELECT cdc.resync_table('s3', 'ra')});
@@ -92,8 +82,8 @@ wait_ready('s3', 'ra');
 ok(wait_caught_up($source, $dest, 's3'), 'recreated: streams again after cdc.resync_table');
 sq(q{UPDATE ra SET n = 22 WHERE id = 5});
 ok(wait_caught_up($source, $dest, 's3'), 'recreated: caught up');
-same_rows('ra', 'recreated');
-same_rows('ro', 'recreated');
+same_id_n_rows($source, $dest, 'ra', 'recreated');
+same_id_n_rows($source, $dest, 'ro', 'recreated');
 is(outbox_ops('ra'), '2|2|uu', 'recreated: outbox rows of the applied changes only (the copy wrote none)');
 is(dq(q{SELECT source_relid FROM cdc.subscription_rel WHERE table_name = 'ra'}), $new_oid, 'recreated: the new relation recorded');
 dq(q{SELECT cdc.drop_subscription('s3', drop_slot => true)});
@@ -114,7 +104,7 @@ wait_ready('s3b', 'rb');
 ok(wait_caught_up($source, $dest, 's3b'), 'refreshed: copied');
 sq(q{INSERT INTO rb VALUES (8, 20); UPDATE rb SET n = 21 WHERE id = 4;});
 ok(wait_caught_up($source, $dest, 's3b'), 'refreshed: caught up');
-same_rows('rb', 'refreshed');
+same_id_n_rows($source, $dest, 'rb', 'refreshed');
 is(outbox_ops('rb'), '2|2|cu', 'refreshed: one outbox row per change after the copy');
 is(status_row($dest, 's3b', 'retry_count'), '0', 'refreshed: no error');
 dq(q{SELECT cdc.drop_subscription('s3b', drop_slot => true)});
@@ -129,12 +119,12 @@ ok(wait_caught_up($source, $dest, 's4'), 'truncate: copied, streaming');
 sq(q{INSERT INTO ta VALUES (6, 1); UPDATE ta SET n = 2 WHERE id = 1});
 sq(q{TRUNCATE ta});
 ok(wait_caught_up($source, $dest, 's4'), 'truncate: alone');
-is(rows($dest, 'ta'), '0 ', 'truncate: alone, emptied');
+is(id_n_rows($dest, 'ta'), '0 ', 'truncate: alone, emptied');
 sq(q{INSERT INTO ta VALUES (1, 3)});
 sq(q{BEGIN; INSERT INTO ta VALUES (2, 4); TRUNCATE ta, tb; INSERT INTO ta VALUES (3, 5); INSERT INTO tb VALUES (3, 5); COMMIT;});
 ok(wait_caught_up($source, $dest, 's4'), 'truncate: in a transaction, two tables');
-same_rows('ta', 'truncate: in a transaction');
-same_rows('tb', 'truncate: in a transaction');
+same_id_n_rows($source, $dest, 'ta', 'truncate: in a transaction');
+same_id_n_rows($source, $dest, 'tb', 'truncate: in a transaction');
 is(outbox_ops('ta'), '7|7|cutcctc', 'truncate: one outbox row per change and per truncate');
 is(dq(q{SELECT count(*) FROM cdc.outbox WHERE target = 'tb'::regclass}), '0', 'truncate: none for the table without outbox');
 # behind: a backlog of small transactions around truncates, applied in groups
@@ -147,8 +137,8 @@ sq(q{TRUNCATE tb, ta});
 sq(join('', map { "INSERT INTO ta VALUES ($_, 10); INSERT INTO tb VALUES ($_, 10); " } 45 .. 49));
 enable_subscription($dest, 's4');
 ok(wait_caught_up($source, $dest, 's4'), 'truncate: behind, caught up');
-same_rows('ta', 'truncate: behind');
-same_rows('tb', 'truncate: behind');
+same_id_n_rows($source, $dest, 'ta', 'truncate: behind');
+same_id_n_rows($source, $dest, 'tb', 'truncate: behind');
 # 20 + 10 inserts, a truncate, 5 inserts and 5 updates, a truncate, 5 inserts
 is(outbox_ops('ta'), '54|54|cutcctc' . ('c' x 30) . 't' . ('cu' x 5) . 't' . ('c' x 5),
 	'truncate: behind, one outbox row per change and per truncate, in source order');

@@ -10,7 +10,7 @@ use Test::More;
 use Exporter 'import';
 
 our @EXPORT = qw(create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
-  compare_table outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
+  compare_table id_n_rows same_id_n_rows outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
   enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num
   freeze_walwriter crash_frozen wait_for_log owned_notes_subscription);
 
@@ -99,6 +99,21 @@ sub compare_table
 	my $s = $source->safe_psql($db, $query);
 	my $d = $dest->safe_psql($db, $query);
 	return is($d, $s, $label);
+}
+
+# "<count> <id>:<n>,..." of a table (id, n, ...) on one node.
+sub id_n_rows
+{
+	my ($node, $table, $db) = @_;
+	return $node->safe_psql($db // 'postgres',
+		"SELECT count(*) || ' ' || coalesce(string_agg(id || ':' || n, ',' ORDER BY id), '') FROM $table");
+}
+
+# The test that the destination's (id, n) rows of a table are the source's.
+sub same_id_n_rows
+{
+	my ($source, $dest, $table, $label) = @_;
+	return is(id_n_rows($dest, $table), id_n_rows($source, $table), "$label: $table equals the source");
 }
 
 # "rows|distinct keys" of cdc.outbox.
