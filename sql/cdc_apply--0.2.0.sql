@@ -1742,12 +1742,12 @@ CREATE TABLE cdc.subscription_rel (
   PRIMARY KEY (subid, schema_name, table_name)
 );
 COMMENT ON TABLE cdc.subscription_rel IS
-  'One row per published table a subscription applies (PostgreSQL''s pg_subscription_rel). Filled from the publications when the slot is created, by cdc.refresh_subscription and cdc.resync_table; a dropped destination table removes its row. Changes of published tables without a row are not applied (the worker logs a warning), except a table renamed or moved on the source since its copy (source_relid), which stops the worker. Read it through cdc.subscription_tables.';
+  'One row per published table a subscription applies (PostgreSQL''s pg_subscription_rel). Filled from the publications when the slot is created, by cdc.refresh_subscription and cdc.resync_table; a dropped destination table removes its row. Changes of published tables without a row are not applied (the worker logs a warning), except a table renamed or moved on the source since its copy (source_relid), which stops the worker, as does a table dropped and created again under its name. Read it through cdc.subscription_tables.';
 COMMENT ON COLUMN cdc.subscription_rel.subid IS 'The subscription.';
 COMMENT ON COLUMN cdc.subscription_rel.schema_name IS 'Schema of the table as the source publishes it (pgoutput''s relation message; the partitioned root with publish_via_partition_root).';
 COMMENT ON COLUMN cdc.subscription_rel.table_name IS 'Name of the table as the source publishes it.';
 COMMENT ON COLUMN cdc.subscription_rel.state IS '''init'': the worker copies the table (at the snapshot of a temporary slot) before it streams on; ''ready'': its changes are applied.';
-COMMENT ON COLUMN cdc.subscription_rel.source_relid IS 'The source''s pg_class OID of the table when the worker copied it (NULL: not copied by this version): a stream that names that relation otherwise (renamed or moved on the source) stops the worker (55000) instead of skipping its changes.';
+COMMENT ON COLUMN cdc.subscription_rel.source_relid IS 'The source''s pg_class OID of the table when the worker copied it, or for a table it did not copy (copy_data => false) the OID the stream named it with at its first applied change (NULL: neither yet). A stream that names that relation otherwise (renamed or moved on the source) stops the worker (55000) instead of skipping its changes, and so does a change of this table''s name from another relation (dropped and created again on the source).';
 COMMENT ON COLUMN cdc.subscription_rel.sync_lsn IS 'The consistent point of the table''s copy: its changes in source transactions committed before it are in the copy and not applied again. NULL: not copied (copy_data false); every change is applied.';
 COMMENT ON COLUMN cdc.subscription_rel.copied_rows IS 'Rows the last copy of the table delivered.';
 COMMENT ON COLUMN cdc.subscription_rel.updated_at IS 'When the row last changed.';
