@@ -12,6 +12,7 @@ extern "C" {
 #include "common/hashfn.h"
 #include "common/md5.h"
 #include "executor/spi.h"
+#include "utils/snapmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/params.h"
@@ -196,7 +197,11 @@ ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs,
 	 */
 	PG_TRY();
 	{
-		if (n_by_ref == 0) {
+		if (as.latest_snapshot) {
+			/* no by-reference parameters here: WriteCounts passes plain values */
+			Assert(n_by_ref == 0);
+			rc = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(), InvalidSnapshot, false, false, 0);
+		} else if (n_by_ref == 0) {
 			rc = SPI_execute_plan(plan, values, nulls, false, 0);
 		} else {
 			/* as SPI_execute_plan's parameters, but these not constants a custom plan copies in */

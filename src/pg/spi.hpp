@@ -68,6 +68,13 @@ struct RunAs {
 	// (SECURITY_NOFORCE_RLS), for reads that must see every row of a table
 	// as its owner (cdc._rekey_pairs).
 	bool all_rows = false;
+	// Any kind: the statement reads with the latest snapshot instead of the
+	// transaction's (SPI_execute_snapshot, as ri_triggers.c does), so that
+	// under REPEATABLE READ and SERIALIZABLE it can lock and update a row
+	// another transaction updated after this one's snapshot instead of
+	// failing with 40001.  Only for the extension's own bookkeeping rows
+	// (a prepared transaction's counters row: WriteCounts).
+	bool latest_snapshot = false;
 
 	static RunAs Caller() { return RunAs{}; }
 	static RunAs ExtensionOwner() { return RunAs{Kind::ExtensionOwner, InvalidOid, false, false}; }

@@ -85,7 +85,11 @@ AddPendingPg(Oid target, int level, const Counters &c)
 // it is the session that would resolve the prepared one (two_phase).  The
 // row is one no open transaction holds (SKIP LOCKED), else a new one named
 // after the transaction id, so their number stays at most the number of
-// transactions prepared at once.
+// transactions prepared at once.  Both statements read with the latest
+// snapshot: under REPEATABLE READ a free row that another transaction's
+// COMMIT PREPARED updated after this transaction's snapshot would otherwise
+// fail the PREPARE with 40001, for a table the caller never touched
+// (review h1, isolation prepared_counters_concurrent).
 void
 WriteCounts(const std::map<Oid, Counters> &counts, bool prepare)
 {
@@ -102,6 +106,8 @@ WriteCounts(const std::map<Oid, Counters> &counts, bool prepare)
 		"outbox_rows = c.outbox_rows OPERATOR(pg_catalog.+) $9, "
 		"snapshot_rows = c.snapshot_rows OPERATOR(pg_catalog.+) $10, "
 		"expired = c.expired OPERATOR(pg_catalog.+) $11";
+	RunAs as = RunAs::ExtensionOwner();
+	as.latest_snapshot = prepare;
 	for (const auto &[relid, c] : counts) {
 		Params p;
 		p.AddOid(relid);
@@ -115,7 +121,7 @@ WriteCounts(const std::map<Oid, Counters> &counts, bool prepare)
 		                        "ORDER BY f.backend_id DESC LIMIT 1 FOR UPDATE SKIP LOCKED) "
 		                        "UPDATE cdc.counters AS c SET ") +
 		                kSums + " FROM free WHERE c.target OPERATOR(pg_catalog.=) $1 AND c.backend_id OPERATOR(pg_catalog.=) free.backend_id",
-		            p, true) > 0)
+		            p, as) > 0)
 			continue;
 		Execute("INSERT INTO cdc.counters AS c (target, backend_id, applied, duplicate, stale, conflict, ignored, "
 		        "blocked_resurrections, outbox_rows, snapshot_rows, expired) "
@@ -129,7 +135,7 @@ WriteCounts(const std::map<Oid, Counters> &counts, bool prepare)
 		        "outbox_rows = c.outbox_rows OPERATOR(pg_catalog.+) EXCLUDED.outbox_rows, "
 		        "snapshot_rows = c.snapshot_rows OPERATOR(pg_catalog.+) EXCLUDED.snapshot_rows, "
 		        "expired = c.expired OPERATOR(pg_catalog.+) EXCLUDED.expired",
-		        p, true);
+		        p, as);
 	}
 }
 
