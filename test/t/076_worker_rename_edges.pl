@@ -102,8 +102,7 @@ dq(q{ALTER TABLE l RENAME TO l2});
 dq(q{SELECT cdc.refresh_subscription('sl')});
 ok(wait_caught_up($source, $dest, 'sl'), 'learnt: streaming again after the rename and the refresh');
 # renamed while the worker is stopped: recognised by the saved OID after its restart
-dq(q{SELECT cdc.disable_subscription('sl')});
-$dest->poll_query_until('postgres', q{SELECT worker_pid IS NULL FROM cdc.subscription_status WHERE name = 'sl'});
+disable_and_wait($source, $dest, 'sl');
 sq(q{ALTER TABLE m RENAME TO m2});
 sq(q{UPDATE m2 SET n = 2 WHERE id = 2});
 dq(q{SELECT cdc.enable_subscription('sl')});

@@ -70,7 +70,7 @@ sq($t . q{INSERT INTO ra VALUES (4, 10), (5, 10), (7, 10)});
 my $new_oid = sq(q{SELECT 'ra'::regclass::oid});
 sq(q{ALTER PUBLICATION p3 ADD TABLE ra});
 sq(q{INSERT INTO ra VALUES (8, 20); UPDATE ra SET n = 21 WHERE id = 4; INSERT INTO ro VALUES (1, 1)});
-ok(wait_status($dest, 's3', qq{state = 'error' AND last_error LIKE '%public.ra is another relation%OID $new_oid, copied from OID $old_oid%'}),
+ok(wait_status($dest, 's3', qq{state = 'error' AND last_error LIKE '%public.ra is another relation%OID $new_oid, recorded as OID $old_oid%'}),
 	'recreated: the worker stops (55000) naming the new and the copied relation');
 my $log = substr(slurp_file($dest->logfile), $offset);
 unlike($log, qr/now called/, 'recreated: not taken for a rename');

@@ -106,7 +106,7 @@ my $before = rows($dest, 'big');
 sq(q{BEGIN; DROP TABLE big;} . $t . q{ALTER PUBLICATION pbig ADD TABLE big;
      INSERT INTO big SELECT g, 3, repeat('z', 100) FROM generate_series(1, 4000) g; COMMIT;});
 my $new_oid = sq(q{SELECT 'big'::regclass::oid});
-ok(wait_status($dest, 'sbig', qq{state = 'error' AND last_error LIKE '%public.big is another relation%OID $new_oid, copied from OID $old_oid%'}),
+ok(wait_status($dest, 'sbig', qq{state = 'error' AND last_error LIKE '%public.big is another relation%OID $new_oid, recorded as OID $old_oid%'}),
 	'streamed: a large transaction re-creating the table stops the worker (55000)');
 is(rows($dest, 'big'), $before, 'streamed: nothing of it applied');
 dq(q{SELECT cdc.resync_table('sbig', 'big')});
@@ -130,7 +130,7 @@ ok($dest->poll_query_until('postgres', qq{SELECT source_relid = $lt_oid FROM cdc
 	'learnt: the OID learnt and saved');
 sq(q{DROP TABLE lt;} . $t . q{INSERT INTO lt VALUES (1, 9), (7, 9); ALTER PUBLICATION plt ADD TABLE lt; UPDATE lt SET n = 10 WHERE id = 7;});
 my $lt_new = sq(q{SELECT 'lt'::regclass::oid});
-ok(wait_status($dest, 'slt', qq{state = 'error' AND last_error LIKE '%public.lt is another relation%OID $lt_new, copied from OID $lt_oid%'}),
+ok(wait_status($dest, 'slt', qq{state = 'error' AND last_error LIKE '%public.lt is another relation%OID $lt_new, recorded as OID $lt_oid%'}),
 	'learnt: re-created, the worker stops (55000)');
 # rows without a record of this source are left alone by the copy (docs/worker.md): truncate first
 dq(q{TRUNCATE lt; SELECT cdc.resync_table('slt', 'lt')});

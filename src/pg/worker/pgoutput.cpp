@@ -264,14 +264,16 @@ relation_skipped(RelEntry *e)
 		if (OidIsValid(e->source_relid) && e->source_relid != e->rel->remoteid)
 			ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			                errmsg("cdc_apply subscription \"%s\": source table %s.%s is another relation than the one "
-			                       "the subscription copied (relation OID %u, copied from OID %u): it was dropped and "
+			                       "the subscription applied (relation OID %u, recorded as OID %u): it was dropped and "
 			                       "created again, or another table renamed to its name, on the source",
 			                       W->name, quote_identifier(e->rel->nspname), quote_identifier(e->rel->relname),
 			                       e->rel->remoteid, e->source_relid),
 			                errdetail("The destination table holds the rows of the dropped relation; the rows the new "
 			                          "one got before it was published were never sent."),
 			                errhint("Copy the new table with cdc.resync_table('%s', <its destination table>): the copy "
-			                        "deletes the rows the new table does not have, and the worker goes on from there.",
+			                        "deletes the rows the new table does not have that the subscription wrote (TRUNCATE "
+			                        "the destination table first if it holds rows loaded otherwise), and the worker goes "
+			                        "on from there.",
 			                        W->name)));
 		return false;
 	}
