@@ -1906,7 +1906,13 @@ CREATE VIEW cdc.subscription_status AS
               WHEN st.last_error IS NOT NULL THEN '<insufficient privilege>' END AS last_error,
          st.last_error_lsn,
          st.last_error_at,
-         st.worker_pid,
+         -- only while that process runs as a cdc_apply worker: a worker
+         -- that exited (disabled, killed) leaves its pid in the state row
+         -- (review helper: a disabled subscription showed a dead pid)
+         CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
+                            WHERE a.pid OPERATOR(pg_catalog.=) st.worker_pid
+                              AND a.backend_type OPERATOR(pg_catalog.=) 'cdc_apply worker')
+              THEN st.worker_pid END AS worker_pid,
          s.slot_name,
          s.publications,
          st.applied_xacts,

@@ -103,6 +103,8 @@ dq(q{SELECT cdc.refresh_subscription('sl')});
 ok(wait_caught_up($source, $dest, 'sl'), 'learnt: streaming again after the rename and the refresh');
 # renamed while the worker is stopped: recognised by the saved OID after its restart
 disable_and_wait($source, $dest, 'sl');
+is(status_row($dest, 'sl', 'state, worker_pid IS NULL'), 'disabled|t',
+	'learnt: a disabled subscription whose worker exited shows no worker_pid (the runbooks wait for it)');
 sq(q{ALTER TABLE m RENAME TO m2});
 sq(q{UPDATE m2 SET n = 2 WHERE id = 2});
 dq(q{SELECT cdc.enable_subscription('sl')});
