@@ -41,6 +41,7 @@ extern "C" {
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 #include "utils/lsyscache.h"
+#include "utils/pg_lsn.h"
 #include "utils/tuplestore.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
@@ -1093,6 +1094,19 @@ CDC_PG_FUNCTION(cdc_rekey_pairs)
 	                              cdc::pg::CompactKeySql(new_key) + " END";
 	cdc::pg::PgCall([&]() { RekeyPairsPg(fcinfo, key_texts.c_str()); });
 	return (Datum) 0;
+}
+
+/*
+ * cdc._create_source_slot(conninfo text, slot_name name) RETURNS pg_lsn
+ * Used by cdc.create_subscription(..., copy_data => false): the slot exists
+ * from the subscription's creation on.  Returns the slot's consistent
+ * point.  Errors: 08001 when the source cannot be reached, the source's
+ * SQLSTATE otherwise (42710 a slot of that name exists).
+ */
+CDC_PG_FUNCTION(cdc_create_source_slot)
+{
+	XLogRecPtr cp = cdc::pg::PgCall([&]() { return create_source_slot_pg(PG_GETARG_TEXT_PP(0), PG_GETARG_NAME(1)); });
+	PG_RETURN_LSN(cp);
 }
 
 /*

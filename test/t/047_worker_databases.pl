@@ -130,7 +130,13 @@ ok(wait_state('db_a', 'dup', q{state = 'streaming'}), 'db_a: dup streams on slot
 dq('db_a', q{SELECT cdc.disable_subscription('dup')});
 $source->poll_query_until('postgres', q{SELECT NOT active FROM pg_replication_slots WHERE slot_name = 'dup'})
   or die 'slot dup stayed active';
-create_sub('db_b', 'dup', 'pc', 'copy_data => false');
+# without a copy, cdc.create_subscription creates the slot itself: refused at once (42710), nothing stays
+($rc, $out, $err) = $dest->psql('db_b', "SELECT cdc.create_subscription('dup', '$conn', ARRAY['pc'], copy_data => false)");
+like($err, qr/could not create slot "dup" on the source: .*already exists.*another slot_name/s,
+	'db_b: dup without a copy is refused at its creation: the source has db_a\'s slot dup');
+is(dq('db_b', q{SELECT count(*) FROM cdc.subscription WHERE name = 'dup'}), '0', 'db_b: no subscription dup stays');
+# with a copy the worker creates the slot, and refuses one it did not record
+create_sub('db_b', 'dup', 'pc');
 dq('db_b', q{SELECT cdc.disable_subscription('sb')});
 ok(wait_state('db_b', 'dup', q{state = 'error' AND last_error ~ 'replication slot "dup" exists on the source and was not created by this subscription'}),
 	'db_b: dup refuses to take the slot of db_a\'s dup for a leftover of its own');

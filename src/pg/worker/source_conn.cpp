@@ -480,6 +480,57 @@ check_conninfo_pg(text *conninfo_text)
 		                        "(e.g. 'dbname=postgres').")));
 }
 
+/*
+ * A one-off replication connection (replication=database) to the source, for
+ * an action on a slot outside the worker: the conninfo expanded as dbname
+ * (key=value or URI, as the worker's connect_pinned), our options after it
+ * so they win; appending them to the text would break a URI.  08001 when the
+ * source cannot be reached; `what` names the action in the message.
+ */
+static PGconn *
+connect_for_slot(text *conninfo_text, const char *what, const char *slot)
+{
+	const char *keys[] = {"dbname", "replication", "connect_timeout", "fallback_application_name", NULL};
+	const char *vals[] = {text_to_cstring(conninfo_text), "database", "10", "cdc_apply", NULL};
+	PGconn *conn = PQconnectdbParams(keys, vals, /* expand_dbname */ 1);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		char *msg = pstrdup(PQerrorMessage(conn));
+		PQfinish(conn);
+		ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+		                errmsg("could not connect to the source to %s slot \"%s\": %s", what, slot, msg)));
+	}
+	return conn;
+}
+
+/* ------------------------------------------------------------------------
+ * cdc._create_source_slot(conninfo text, slot_name name) RETURNS pg_lsn
+ * ------------------------------------------------------------------------ */
+
+XLogRecPtr
+create_source_slot_pg(text *conninfo_text, Name slot_name)
+{
+	char *slot = NameStr(*slot_name);
+	PGconn *conn = connect_for_slot(conninfo_text, "create", slot);
+	PGresult *res =
+		PQexec(conn, psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", quote_identifier(slot)));
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		int code = state && strlen(state) == 5 ? MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4])
+		                                       : ERRCODE_CONNECTION_FAILURE;
+		char *msg = pstrdup(PQresultErrorMessage(res));
+		PQclear(res);
+		PQfinish(conn);
+		ereport(ERROR, (errcode(code), errmsg("could not create slot \"%s\" on the source: %s", slot, msg),
+		                code == ERRCODE_DUPLICATE_OBJECT
+		                    ? errhint("Give the subscription another slot_name, or drop the slot on the source if nobody uses it.")
+		                    : 0));
+	}
+	XLogRecPtr cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
+	PQclear(res);
+	PQfinish(conn);
+	return cp;
+}
+
 /* ------------------------------------------------------------------------
  * cdc._drop_source_slot(conninfo text, slot_name name)
  * ------------------------------------------------------------------------ */
@@ -487,21 +538,8 @@ check_conninfo_pg(text *conninfo_text)
 void
 drop_source_slot_pg(text *conninfo_text, Name slot_name)
 {
-	/*
-	 * The conninfo expanded as dbname (key=value or URI, as the worker's
-	 * connect_pinned), our options after it so they win; appending them to
-	 * the text would break a URI.
-	 */
-	const char *keys[] = {"dbname", "replication", "connect_timeout", "fallback_application_name", NULL};
-	const char *vals[] = {text_to_cstring(conninfo_text), "database", "10", "cdc_apply", NULL};
 	char *slot = NameStr(*slot_name);
-	PGconn *conn = PQconnectdbParams(keys, vals, /* expand_dbname */ 1);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		char *msg = pstrdup(PQerrorMessage(conn));
-		PQfinish(conn);
-		ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-		                errmsg("could not connect to the source to drop slot \"%s\": %s", slot, msg)));
-	}
+	PGconn *conn = connect_for_slot(conninfo_text, "drop", slot);
 	PGresult *res = PQexec(conn, psprintf("DROP_REPLICATION_SLOT %s WAIT", quote_identifier(slot)));
 	const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK && sqlstate != NULL && strcmp(sqlstate, "42704") == 0) {

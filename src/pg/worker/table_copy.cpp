@@ -512,13 +512,19 @@ prepare_slot(void)
 	bool active = exists && !PQgetisnull(res, 0, 1);
 	PQclear(res);
 	PQfreemem(slot_lit);
+	XLogRecPtr cp;
+	bool adopted = false;
 	if (exists) {
 		/*
 		 * Left by an attempt of ours that did not finish its initial copy
 		 * (the slot we recorded, never consumed: its confirmed position is
 		 * still its consistent point): start over.  Any other slot of that
 		 * name belongs to someone else, for example a subscription of the
-		 * same name in another database of this server.
+		 * same name in another database of this server.  Without a copy the
+		 * slot is kept: cdc.create_subscription(copy_data => false) created
+		 * it (or an earlier attempt of ours did), and the changes since its
+		 * consistent point are the subscription's; a new slot would start
+		 * after them.
 		 */
 		char *recorded = recorded_slot_lsn();
 		if (recorded == NULL || confirmed == NULL || strcmp(recorded, confirmed) != 0 || active)
@@ -530,12 +536,20 @@ prepare_slot(void)
 			                errhint("Give this subscription a slot of its own (cdc.drop_subscription, then "
 			                        "cdc.create_subscription(..., slot_name => ...)), or drop the slot on the source "
 			                        "(pg_drop_replication_slot) if nobody uses it.")));
-		ereport(LOG, (errmsg("cdc_apply subscription \"%s\": dropping unfinished slot %s", W->name, W->slot_name)));
-		PQclear(source_exec(psprintf("DROP_REPLICATION_SLOT %s WAIT", slot), PGRES_COMMAND_OK));
+		if (!W->copy_data) {
+			cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(recorded)));
+			adopted = true;
+			ereport(LOG, (errmsg("cdc_apply subscription \"%s\": using slot %s created at %X/%X", W->name, W->slot_name,
+			                     CDC_LSN_ARGS(cp))));
+		} else {
+			ereport(LOG, (errmsg("cdc_apply subscription \"%s\": dropping unfinished slot %s", W->name, W->slot_name)));
+			PQclear(source_exec(psprintf("DROP_REPLICATION_SLOT %s WAIT", slot), PGRES_COMMAND_OK));
+		}
 	}
 
-	XLogRecPtr cp;
-	if (W->copy_data) {
+	if (adopted) {
+		refresh_tables(false, true);
+	} else if (W->copy_data) {
 		write_status("copying", false);
 		PQclear(source_exec("BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ", PGRES_COMMAND_OK));
 		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'use')", slot), PGRES_TUPLES_OK);

@@ -1,6 +1,7 @@
 // The background-worker path as the rest of the module sees it
-// (docs/worker.md): registering the launcher from _PG_init, and dropping a
-// slot on a source for cdc._drop_source_slot (sql_api.cpp).  Everything
+// (docs/worker.md): registering the launcher from _PG_init, and creating
+// and dropping a slot on a source for cdc._create_source_slot and
+// cdc._drop_source_slot (sql_api.cpp).  Everything
 // else of the worker is internal to src/pg/worker/ (worker_state.hpp).
 // PostgreSQL regime: both functions may ereport; no C++ objects.
 #pragma once
@@ -8,6 +9,7 @@
 #include "pg/guard.hpp"
 
 extern "C" {
+#include "access/xlogdefs.h"
 #include "libpq-fe.h"
 }
 
@@ -25,6 +27,14 @@ void InitLauncher(bool preloaded);
 // with a NOTICE.  PostgreSQL regime: call it through PgCall.  Errors 08001
 // when the source cannot be reached, 55006 when the slot cannot be dropped.
 void drop_source_slot_pg(text *conninfo_text, Name slot_name);
+
+// Connects to the source over the replication protocol and creates the
+// logical slot (pgoutput, SNAPSHOT 'nothing'); returns its consistent
+// point.  For cdc.create_subscription(copy_data => false), so that the slot
+// exists from the subscription's creation, as with CREATE SUBSCRIPTION.
+// PostgreSQL regime: call it through PgCall.  Errors 08001 when the source
+// cannot be reached; the source's SQLSTATE otherwise (42710 the slot exists).
+XLogRecPtr create_source_slot_pg(text *conninfo_text, Name slot_name);
 
 // Refuses (22P02, naming conninfo) a conninfo libpq cannot parse
 // (PQconninfoParse, as CREATE SUBSCRIPTION's walrcv_check_conninfo).
