@@ -510,14 +510,37 @@ XLogRecPtr
 create_source_slot_pg(text *conninfo_text, Name slot_name)
 {
 	char *slot = NameStr(*slot_name);
-	PGconn *conn = connect_for_slot(conninfo_text, "create", slot);
-	PGresult *res =
-		PQexec(conn, psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", quote_identifier(slot)));
+	PGconn *volatile conn = connect_for_slot(conninfo_text, "create", slot);
+	const char *sql = psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", quote_identifier(slot));
+	PGresult *volatile res = NULL;
+	/*
+	 * The source waits for its running transactions before the slot exists:
+	 * wait interruptibly (a cancel, statement_timeout, a terminate), and on
+	 * an interrupt cancel the command on the source too, so that its
+	 * walsender drops the not yet persistent slot instead of finishing it
+	 * for nobody (review h2, TAP 082).
+	 */
+	PG_TRY();
+	{
+		res = exec_interruptible(conn, sql);
+	}
+	PG_CATCH();
+	{
+		char errbuf[256];
+		PGcancel *cancel = PQgetCancel(conn);
+		if (cancel != NULL) {
+			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+			PQfreeCancel(cancel);
+		}
+		PQfinish(conn);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 		int code = state && strlen(state) == 5 ? MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4])
 		                                       : ERRCODE_CONNECTION_FAILURE;
-		char *msg = pstrdup(PQresultErrorMessage(res));
+		char *msg = pstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
 		PQclear(res);
 		PQfinish(conn);
 		ereport(ERROR, (errcode(code), errmsg("could not create slot \"%s\" on the source: %s", slot, msg),
