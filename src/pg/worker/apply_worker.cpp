@@ -356,10 +356,7 @@ stream(void)
 		if (len == -1) {
 			/* the source's error, with its SQLSTATE (a character the destination encoding cannot hold: 22P05) */
 			PGresult *res = PQgetResult(W->conn);
-			char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-			int code = sqlstate && strlen(sqlstate) == 5
-			               ? MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4])
-			               : ERRCODE_CONNECTION_FAILURE;
+			int code = source_sqlstate(res, ERRCODE_CONNECTION_FAILURE);
 			char *msg = pstrdup(res && PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res) : "no error given");
 			PQclear(res);
 			/*

@@ -321,10 +321,12 @@ handle_relation(StringInfo s)
 	e->rel = rel; /* the previous copy stays in CdcWorkerContext: relation messages are rare */
 	if (!found)
 		e->warned = false;
-	lookup_table_state(rel->nspname, rel->relname, &e->table_state, &e->sync_lsn, &e->source_relid);
-	if (e->table_state == TABLE_READY && !OidIsValid(e->source_relid) && W->in_xact && !W->already_applied &&
-	    !W->skipping && learn_source_relid(rel->nspname, rel->relname, rel->remoteid, W->final_lsn))
-		e->source_relid = rel->remoteid;
+	TableState *t = find_table_state(rel->nspname, rel->relname);
+	if (t != NULL && W->in_xact && !W->already_applied && !W->skipping)
+		(void) learn_source_relid(t, rel->remoteid, W->final_lsn);
+	e->table_state = t ? t->state : TABLE_UNKNOWN;
+	e->sync_lsn = t ? t->sync_lsn : InvalidXLogRecPtr;
+	e->source_relid = t ? t->source_relid : InvalidOid;
 	MemoryContextSwitchTo(old);
 }
 

@@ -346,10 +346,7 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	res = PQgetResult(W->conn);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		/* the source's error (a character the destination encoding cannot hold: 22P05) */
-		char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-		int code = sqlstate && strlen(sqlstate) == 5
-		               ? MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4])
-		               : ERRCODE_CONNECTION_FAILURE;
+		int code = source_sqlstate(res, ERRCODE_CONNECTION_FAILURE);
 		ereport(ERROR, (errcode(code), errmsg("cdc_apply: initial copy of %s failed: %s", qual, PQresultErrorMessage(res))));
 	}
 	PQclear(res);
@@ -639,23 +636,6 @@ sync_tables(void)
 	PQclear(source_exec(psprintf("DROP_REPLICATION_SLOT %s", tmp), PGRES_COMMAND_OK));
 }
 
-/*
- * The subscription's tables as the stream needs them: read from
- * cdc.subscription_rel when the worker (re)connects, after sync_tables.
- * cdc.refresh_subscription, cdc.resync_table and the drop of a destination
- * table change them and restart the worker, so they are never read again
- * while it streams.  Key: quote_identifier(schema) "." quote_identifier(table).
- */
-typedef struct TableState {
-	char key[2 * 4 * NAMEDATALEN + 8];
-	char state;
-	XLogRecPtr sync_lsn;
-	Oid source_relid; /* the source's OID of the table when it was copied (or learnt); InvalidOid: not recorded */
-	bool learnt;      /* source_relid learnt from the stream, not saved yet */
-	char schema[NAMEDATALEN];
-	char table[NAMEDATALEN];
-} TableState;
-
 static void
 table_key(char *key, const char *schema, const char *table)
 {
@@ -702,19 +682,18 @@ load_table_states(void)
 }
 
 /*
- * The state of a published table in the subscription (TABLE_UNKNOWN when it
- * is not part of it), its copy point and the source relation it was copied
- * from (InvalidOid: not recorded).
+ * The subscription's entry for a published table, or NULL when the table is
+ * not part of it: its state, copy point and the source relation it was
+ * copied from (InvalidOid: not recorded).
  */
-void
-lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn, Oid *source_relid)
+TableState *
+find_table_state(const char *schema, const char *table)
 {
+	if (W->tables == NULL)
+		return NULL;
 	char key[sizeof(((TableState *) 0)->key)];
 	table_key(key, schema, table);
-	TableState *t = W->tables ? (TableState *) hash_search(W->tables, key, HASH_FIND, NULL) : NULL;
-	*state = t ? t->state : TABLE_UNKNOWN;
-	*sync_lsn = t ? t->sync_lsn : InvalidXLogRecPtr;
-	*source_relid = t ? t->source_relid : InvalidOid;
+	return (TableState *) hash_search(W->tables, key, HASH_FIND, NULL);
 }
 
 /*
@@ -750,11 +729,8 @@ table_copied_from(Oid relid, XLogRecPtr final_lsn)
  * it (at or after the copy point), as for the check itself.
  */
 bool
-learn_source_relid(const char *schema, const char *table, Oid relid, XLogRecPtr final_lsn)
+learn_source_relid(TableState *t, Oid relid, XLogRecPtr final_lsn)
 {
-	char key[sizeof(((TableState *) 0)->key)];
-	table_key(key, schema, table);
-	TableState *t = W->tables ? (TableState *) hash_search(W->tables, key, HASH_FIND, NULL) : NULL;
 	if (t == NULL || t->state != TABLE_READY || OidIsValid(t->source_relid) || !OidIsValid(relid) ||
 	    final_lsn < t->sync_lsn)
 		return false;

@@ -195,6 +195,13 @@ void record_error_and_exit(ErrorData *edata);
 PGconn *connect_pinned(const char *conninfo, bool replication, const char *appname, char **err);
 PGresult *conn_exec(PGconn *conn, const char *sql, ExecStatusType expected);
 /*
+ * The source's SQLSTATE of a failed result as an ERRCODE (MAKE_SQLSTATE), so
+ * that a caller re-raises the source's own error class; fallback when there
+ * is no result or no five-character SQLSTATE (a broken connection: callers
+ * pass ERRCODE_CONNECTION_FAILURE, 08006).
+ */
+int source_sqlstate(const PGresult *res, int fallback);
+/*
  * PQexec that a SIGTERM or a cancel can interrupt: the command is sent and
  * its result waited for on the latch and the socket (as PostgreSQL's
  * walreceiver, libpqrcv_PQexec), so that cdc.drop_subscription can stop a
@@ -239,19 +246,38 @@ void handle_stream_abort(StringInfo s);
 void handle_stream_commit(StringInfo s);
 
 /* table_copy.cpp: slot creation, the subscription's tables and their copies */
+/*
+ * The subscription's tables as the stream needs them: read from
+ * cdc.subscription_rel when the worker (re)connects, after sync_tables.
+ * cdc.refresh_subscription, cdc.resync_table and the drop of a destination
+ * table change them and restart the worker, so they are never read again
+ * while it streams.  Key: quote_identifier(schema) "." quote_identifier(table).
+ */
+typedef struct TableState {
+	char key[2 * 4 * NAMEDATALEN + 8];
+	char state;
+	XLogRecPtr sync_lsn;
+	Oid source_relid; /* the source's OID of the table when it was copied (or learnt); InvalidOid: not recorded */
+	bool learnt;      /* source_relid learnt from the stream, not saved yet */
+	char schema[NAMEDATALEN];
+	char table[NAMEDATALEN];
+} TableState;
+
 void prepare_slot(void);
 void sync_tables(void);
 void load_table_states(void);
-void lookup_table_state(const char *schema, const char *table, char *state, XLogRecPtr *sync_lsn, Oid *source_relid);
+// The subscription's entry of a published table (state, copy point, recorded
+// source OID), or NULL when the table is not part of the subscription.
+TableState *find_table_state(const char *schema, const char *table);
 // The subscription's table copied from source relation `relid`, as
 // quoted "schema.table" (cdc.subscription_rel.source_relid), or NULL (also
 // where a change committed at `final_lsn` is in its copy).
 const char *table_copied_from(Oid relid, XLogRecPtr final_lsn);
-// A RELATION message names a table of the subscription that has no recorded
-// source OID (not copied by this version, or copy_data => false): records
-// `relid` in memory, for the rename check from now on (true; false where
+// A RELATION message names table `t` of the subscription (find_table_state;
+// NULL: nothing to learn), ready and without a recorded source OID (not
+// copied by this version, or copy_data => false): records `relid` in memory, for the rename check from now on (true; false where
 // nothing was learnt); save_learnt_relids saves it with the group's commit.
-bool learn_source_relid(const char *schema, const char *table, Oid relid, XLogRecPtr final_lsn);
+bool learn_source_relid(TableState *t, Oid relid, XLogRecPtr final_lsn);
 // In the group's open local transaction: writes the learnt OIDs to
 // cdc.subscription_rel.source_relid (where it is still NULL).
 void save_learnt_relids(void);
