@@ -2233,7 +2233,7 @@ CREATE FUNCTION cdc._drop_source_slot(conninfo text, slot_name name) RETURNS voi
 LANGUAGE c STRICT VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_drop_source_slot';
-COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to the source with libpq and drops a logical replication slot (DROP_REPLICATION_SLOT ... WAIT); a slot that does not exist is skipped with a NOTICE. Errors: 08001 connection failure, 55006 the source''s error otherwise.';
+COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to the source with libpq and drops a logical replication slot (DROP_REPLICATION_SLOT ... WAIT); a slot that does not exist is skipped with a NOTICE. Errors: 08001 connection failure, 08006 the connection lost during the drop, 55006 the source''s error otherwise (the slot in use); a cancel or statement_timeout ends the wait.';
 
 CREATE FUNCTION cdc._publication_tables(conninfo text, publications text[])
 RETURNS TABLE (schema_name text, table_name text)

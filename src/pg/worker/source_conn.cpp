@@ -125,6 +125,15 @@ get_copy_data_interruptible(PGconn *conn, char **buf)
 	}
 }
 
+int
+source_sqlstate(const PGresult *res, int fallback)
+{
+	const char *s = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	if (s == NULL || strlen(s) != 5)
+		return fallback;
+	return MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]);
+}
+
 /* Runs a command on a source connection; an error keeps the source's SQLSTATE. */
 PGresult *
 conn_exec(PGconn *conn, const char *sql, ExecStatusType expected)
@@ -132,10 +141,7 @@ conn_exec(PGconn *conn, const char *sql, ExecStatusType expected)
 	PGresult *res = exec_interruptible(conn, sql);
 	if (PQresultStatus(res) != expected) {
 		char *msg = pstrdup(res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn));
-		char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-		int code = sqlstate && strlen(sqlstate) == 5
-		               ? MAKE_SQLSTATE(sqlstate[0], sqlstate[1], sqlstate[2], sqlstate[3], sqlstate[4])
-		               : ERRCODE_CONNECTION_FAILURE;
+		int code = source_sqlstate(res, ERRCODE_CONNECTION_FAILURE);
 		PQclear(res);
 		ereport(ERROR, (errcode(code), errmsg("cdc_apply: the source failed \"%s\": %s", sql, msg)));
 	}
@@ -502,6 +508,25 @@ connect_for_slot(text *conninfo_text, const char *what, const char *slot)
 	return conn;
 }
 
+/*
+ * On an interrupt of a replication command (an ERROR about to be re-thrown):
+ * cancels the command on the source, so that its walsender stops waiting
+ * instead of finishing the command for nobody, then closes the connection.
+ * A walsender waiting in CREATE_REPLICATION_SLOT or DROP_REPLICATION_SLOT
+ * ... WAIT does not notice a closed connection until the wait ends.
+ */
+static void
+cancel_and_finish(PGconn *conn)
+{
+	char errbuf[256];
+	PGcancel *cancel = PQgetCancel(conn);
+	if (cancel != NULL) {
+		(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+		PQfreeCancel(cancel);
+	}
+	PQfinish(conn);
+}
+
 /* ------------------------------------------------------------------------
  * cdc._create_source_slot(conninfo text, slot_name name) RETURNS pg_lsn
  * ------------------------------------------------------------------------ */
@@ -526,20 +551,12 @@ create_source_slot_pg(text *conninfo_text, Name slot_name)
 	}
 	PG_CATCH();
 	{
-		char errbuf[256];
-		PGcancel *cancel = PQgetCancel(conn);
-		if (cancel != NULL) {
-			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
-			PQfreeCancel(cancel);
-		}
-		PQfinish(conn);
+		cancel_and_finish(conn);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-		const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-		int code = state && strlen(state) == 5 ? MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4])
-		                                       : ERRCODE_CONNECTION_FAILURE;
+		int code = source_sqlstate(res, ERRCODE_CONNECTION_FAILURE);
 		char *msg = pstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
 		PQclear(res);
 		PQfinish(conn);
@@ -562,22 +579,42 @@ void
 drop_source_slot_pg(text *conninfo_text, Name slot_name)
 {
 	char *slot = NameStr(*slot_name);
-	PGconn *conn = connect_for_slot(conninfo_text, "drop", slot);
-	PGresult *res = PQexec(conn, psprintf("DROP_REPLICATION_SLOT %s WAIT", quote_identifier(slot)));
-	const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK && sqlstate != NULL && strcmp(sqlstate, "42704") == 0) {
-		/* never created (the worker had not started), or already gone: nothing holds WAL */
+	PGconn *volatile conn = connect_for_slot(conninfo_text, "drop", slot);
+	const char *sql = psprintf("DROP_REPLICATION_SLOT %s WAIT", quote_identifier(slot));
+	PGresult *volatile res = NULL;
+	/*
+	 * WAIT waits while another process (a worker not yet gone, a client)
+	 * holds the slot: wait interruptibly, so that a cancel or
+	 * statement_timeout ends cdc.drop_subscription, and cancel the command
+	 * on the source then.  Closing the connection is not enough: the
+	 * walsender does not notice it while it waits, and dropped the slot
+	 * once it was free, under a subscription whose drop had rolled back
+	 * (TAP 084).
+	 */
+	PG_TRY();
+	{
+		res = exec_interruptible(conn, sql);
+	}
+	PG_CATCH();
+	{
+		cancel_and_finish(conn);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
 		PQclear(res);
 		PQfinish(conn);
+		return;
+	}
+	int code = source_sqlstate(res, ERRCODE_CONNECTION_FAILURE);
+	char *msg = pstrdup(res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+	PQclear(res);
+	PQfinish(conn);
+	if (code == ERRCODE_UNDEFINED_OBJECT) {
+		/* never created (the worker had not started), or already gone: nothing holds WAL */
 		ereport(NOTICE, (errmsg("slot \"%s\" does not exist on the source, skipping", slot)));
 		return;
 	}
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		char *msg = pstrdup(PQresultErrorMessage(res));
-		PQclear(res);
-		PQfinish(conn);
-		ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE), errmsg("could not drop slot \"%s\" on the source: %s", slot, msg)));
-	}
-	PQclear(res);
-	PQfinish(conn);
+	ereport(ERROR, (errcode(code == ERRCODE_CONNECTION_FAILURE ? code : ERRCODE_OBJECT_IN_USE),
+	                errmsg("could not drop slot \"%s\" on the source: %s", slot, msg)));
 }
