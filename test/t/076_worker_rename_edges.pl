@@ -21,6 +21,13 @@
 #            happens while the worker is stopped (the OID is saved with the
 #            group's commit), and the hint's way out ends equal to the
 #            source.
+#   skipped  the same, when the source's RELATION message of the table came
+#            inside a transaction the worker skipped (cdc.skip_transaction):
+#            the source sends it once per connection, so it was not sent
+#            again with the next change, nothing was learnt, and a rename
+#            was skipped as an unknown table with a WARNING while the
+#            subscription showed streaming.  The OID is now learnt at the
+#            first applied change.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -119,6 +126,31 @@ for my $t ('l2', 'm2') {
 		sq(qq{SELECT string_agg(id || ':' || n, ',' ORDER BY id) FROM $t}), "learnt: $t equals the source");
 }
 dq(q{SELECT cdc.drop_subscription('sl', drop_slot => true)});
+
+# --- skipped ----------------------------------------------------------------
+sq(q{CREATE TABLE k (id int PRIMARY KEY, n int NOT NULL); INSERT INTO k SELECT g, 0 FROM generate_series(1, 10) g;
+     CREATE PUBLICATION p_k FOR TABLE k;});
+dq(q{CREATE TABLE k (id int PRIMARY KEY, n int NOT NULL CHECK (n < 100)); INSERT INTO k SELECT g, 0 FROM generate_series(1, 10) g;});
+create_subscription($dest, $source, 'sk', ['p_k'], 'copy_data => false');
+ok(wait_caught_up($source, $dest, 'sk'), 'skipped: streaming without a copy');
+# the first change of k in the connection fails on the destination's CHECK
+sq(q{UPDATE k SET n = 100 WHERE id = 1});
+ok(wait_status($dest, 'sk', q{state = 'error' AND last_error LIKE '%check constraint%'}),
+	'skipped: the first change of k stops the worker (23514)');
+my $klsn = status_row($dest, 'sk', 'last_error_lsn');
+dq(qq{SELECT cdc.skip_transaction('sk', '$klsn', 'violates the destination''s check')});
+# the next change of k, in the same connection as the skipped transaction
+sq(q{UPDATE k SET n = 1 WHERE id = 2});
+ok(wait_caught_up($source, $dest, 'sk'), 'skipped: the worker goes on past the skipped transaction');
+is(dq(q{SELECT n FROM k WHERE id = 2}), '1', 'skipped: the next change applied');
+is(dq(q{SELECT source_relid FROM cdc.subscription_rel WHERE schema_name = 'public' AND table_name = 'k'}),
+	sq(q{SELECT 'k'::regclass::oid}), 'skipped: the OID learnt from the applied change and saved');
+sq(q{ALTER TABLE k RENAME TO k2});
+sq(q{UPDATE k2 SET n = 2 WHERE id = 3});
+ok(wait_status($dest, 'sk', q{state = 'error' AND last_error LIKE '%source table public.k of the subscription is now called public.k2%'}),
+	'skipped: the rename stops the worker (55000), not skipped as an unknown table');
+is(dq(q{SELECT n FROM k WHERE id = 3}), '0', 'skipped: nothing of k2 applied');
+dq(q{SELECT cdc.drop_subscription('sk', drop_slot => true)});
 
 $dest->stop;
 $source->stop;

@@ -252,6 +252,21 @@ relation_skipped(RelEntry *e)
 		if (W->final_lsn < e->sync_lsn)
 			return true;
 		/*
+		 * The first applied change of a table without a recorded source
+		 * OID teaches it (learn_source_relid).  Here, not at its RELATION
+		 * message: the walsender sends that once per session, also inside
+		 * a transaction the worker skips (already applied, or
+		 * cdc.skip_transaction), and nothing was learnt then until the
+		 * next session, so a rename before it went unnoticed (TAP 076,
+		 * "skipped").
+		 */
+		if (!OidIsValid(e->source_relid)) {
+			TableState *t = find_table_state(e->rel->nspname, e->rel->relname);
+			(void) learn_source_relid(t, e->rel->remoteid, W->final_lsn);
+			if (t != NULL)
+				e->source_relid = t->source_relid;
+		}
+		/*
 		 * The table of this name is another source relation than the one
 		 * copied: dropped and created again (or another table renamed to
 		 * its name) on the source, and published again.  Its changes
@@ -322,8 +337,6 @@ handle_relation(StringInfo s)
 	if (!found)
 		e->warned = false;
 	TableState *t = find_table_state(rel->nspname, rel->relname);
-	if (t != NULL && W->in_xact && !W->already_applied && !W->skipping)
-		(void) learn_source_relid(t, rel->remoteid, W->final_lsn);
 	e->table_state = t ? t->state : TABLE_UNKNOWN;
 	e->sync_lsn = t ? t->sync_lsn : InvalidXLogRecPtr;
 	e->source_relid = t ? t->source_relid : InvalidOid;

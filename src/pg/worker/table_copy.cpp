@@ -722,11 +722,12 @@ table_copied_from(Oid relid, XLogRecPtr final_lsn)
 /*
  * A table of the subscription without a recorded source OID (copied with
  * copy_data => false, or before the OID was recorded at the copy) would
- * have its rename on the source skipped as an unknown table: the stream's
- * RELATION message names it with its OID at that point of the stream, so
- * that OID is the one to recognise it by when a later message calls it
- * otherwise (relation_skipped).  Only a change the worker applies teaches
- * it (at or after the copy point), as for the check itself.
+ * have its rename on the source skipped as an unknown table: the stream
+ * names its relation with its OID, so that OID is the one to recognise it
+ * by when a later RELATION message calls it otherwise (relation_skipped).
+ * Only a change the worker applies teaches it (at or after the copy
+ * point), as for the check itself; relation_skipped calls this at each
+ * such change until the OID is known.
  */
 bool
 learn_source_relid(TableState *t, Oid relid, XLogRecPtr final_lsn)

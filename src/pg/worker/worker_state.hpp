@@ -273,9 +273,11 @@ TableState *find_table_state(const char *schema, const char *table);
 // quoted "schema.table" (cdc.subscription_rel.source_relid), or NULL (also
 // where a change committed at `final_lsn` is in its copy).
 const char *table_copied_from(Oid relid, XLogRecPtr final_lsn);
-// A RELATION message names table `t` of the subscription (find_table_state;
-// NULL: nothing to learn), ready and without a recorded source OID (not
-// copied by this version, or copy_data => false): records `relid` in memory, for the rename check from now on (true; false where
+// A change the worker applies is of table `t` of the subscription
+// (find_table_state; NULL: nothing to learn), source relation `relid`,
+// committed at `final_lsn`; where `t` is ready and has no recorded source
+// OID (not copied by this version, or copy_data => false), records `relid`
+// in memory, for the rename check from now on (true; false where
 // nothing was learnt); save_learnt_relids saves it with the group's commit.
 bool learn_source_relid(TableState *t, Oid relid, XLogRecPtr final_lsn);
 // In the group's open local transaction: writes the learnt OIDs to
