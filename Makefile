@@ -13,7 +13,7 @@ PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/p
           src/pg/worker/launcher.cpp src/pg/worker/apply_worker.cpp src/pg/worker/source_conn.cpp \
           src/pg/worker/pgoutput.cpp src/pg/worker/transactions.cpp src/pg/worker/progress.cpp \
           src/pg/worker/stream_spool.cpp src/pg/worker/table_copy.cpp src/pg/worker/status.cpp \
-          src/pg/worker/lifecycle.cpp src/pg/worker/continuity.cpp src/pg/worker/registry.cpp \
+          src/pg/worker/lifecycle.cpp src/pg/worker/continuity.cpp src/pg/worker/slot_at_commit.cpp src/pg/worker/registry.cpp \
           src/pg/audit/source.cpp src/pg/audit/session.cpp src/pg/audit/tables.cpp src/pg/audit/common.cpp \
           src/pg/audit/audit.cpp src/pg/audit/resync.cpp \
           src/pg/shared_stats.cpp

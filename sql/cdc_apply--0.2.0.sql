@@ -2014,15 +2014,6 @@ BEGIN
       USING ERRCODE = '42710', HINT = 'Choose another name, or drop the subscription first (cdc.drop_subscription).';
   END IF;
   PERFORM cdc._check_conninfo(conninfo);
-  -- without a copy, the slot is created now (below), as CREATE SUBSCRIPTION
-  -- does: made by the worker at its first start, it would miss every change
-  -- the source made until then (a subscription created disabled, or waiting
-  -- for a free worker; review helper).  The slot cannot roll back with this
-  -- transaction, so not inside a transaction block (25001), as
-  -- CREATE SUBSCRIPTION ... WITH (create_slot = true).
-  IF create_slot AND NOT copy_data THEN
-    PERFORM cdc._prevent_transaction_block('cdc.create_subscription(..., copy_data => false)');
-  END IF;
   -- without create_slot the worker finds the slot ready: it reads the publications' tables at its first start
   INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, create_slot, copy_data, enabled, source_epoch,
                                 owner, run_as_owner, origin, refresh_pending)
@@ -2041,11 +2032,16 @@ BEGIN
   PERFORM pg_replication_origin_create(cdc._origin_name(id));
   PERFORM cdc._note_subscription_database();
   PERFORM cdc._force_sync_commit();
-  -- last, so that nothing after it can fail and leave the slot behind; the
-  -- worker adopts the slot it finds recorded here (prepare_slot)
+  -- without a copy, the slot is created with the subscription, as
+  -- CREATE SUBSCRIPTION does: made by the worker at its first start, it
+  -- would miss every change the source made until then (a subscription
+  -- created disabled, or waiting for a free worker; review helper).  A slot
+  -- cannot roll back, so it is made when this transaction commits (its
+  -- pre-commit), with its consistent point recorded in slot_created_lsn for
+  -- the worker to adopt it (prepare_slot): a transaction that rolls back or
+  -- fails makes none (src/pg/worker/slot_at_commit.cpp).
   IF create_slot AND NOT copy_data THEN
-    UPDATE cdc.subscription s SET slot_created_lsn = cdc._create_source_slot(create_subscription.conninfo, s.slot_name)
-     WHERE s.subid OPERATOR(pg_catalog.=) id;
+    PERFORM cdc._create_source_slot(id);
   END IF;
   -- the launcher serves every database with the extension; only a server
   -- without the launcher, or the deprecated cdc.database naming another
@@ -2062,7 +2058,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
-  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot (with copy_data => false this function creates it at once, connecting to the source, as CREATE SUBSCRIPTION does, so that no change made before the worker starts is missed; it then refuses to run inside a transaction block), records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name), 22023 one that sets no parameter (empty, blank: libpq''s defaults would connect to this server); with create_slot and copy_data => false also 25001 inside a transaction block, 08001 source unreachable, 42710 the slot exists on the source.';
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot (with copy_data => false the slot is created with the subscription, as CREATE SUBSCRIPTION does, so that no change made before the worker starts is missed: when the calling transaction commits, connecting to the source, so that a transaction that rolls back or fails, also in a rolled-back savepoint or a DO block, leaves no slot; PREPARE TRANSACTION is then refused), records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name), 22023 one that sets no parameter (empty, blank: libpq''s defaults would connect to this server); with create_slot and copy_data => false also, raised by the COMMIT, 08001 source unreachable, 42710 the slot exists on the source (no subscription stays), and 0A000 at PREPARE TRANSACTION.';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2223,11 +2219,11 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_check_conninfo';
 COMMENT ON FUNCTION cdc._check_conninfo(text) IS 'Internal (cdc.create_subscription, cdc.alter_subscription): refuses a conninfo libpq cannot parse (PQconninfoParse, as CREATE SUBSCRIPTION checks its CONNECTION); a bare word, which libpq''s connect functions would take for a database name, is refused, and so is a conninfo that sets no parameter (empty, blank, a bare postgresql://: libpq would connect with its defaults). Connects nowhere. Errors: 22P02 with libpq''s reason, 22023 no parameter set.';
 
-CREATE FUNCTION cdc._create_source_slot(conninfo text, slot_name name) RETURNS pg_lsn
+CREATE FUNCTION cdc._create_source_slot(subid integer) RETURNS void
 LANGUAGE c STRICT VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_create_source_slot';
-COMMENT ON FUNCTION cdc._create_source_slot(text, name) IS 'Internal (cdc.create_subscription with copy_data => false): connects to the source with libpq and creates the logical replication slot (CREATE_REPLICATION_SLOT ... LOGICAL pgoutput, SNAPSHOT ''nothing''), so that it exists from the subscription''s creation as with CREATE SUBSCRIPTION; returns its consistent point. Errors: 08001 connection failure, the source''s SQLSTATE otherwise (42710 a slot of that name exists).';
+COMMENT ON FUNCTION cdc._create_source_slot(integer) IS 'Internal (cdc.create_subscription with copy_data => false): the subscription''s logical replication slot is created on the source when the calling transaction commits (its pre-commit: connects with libpq, CREATE_REPLICATION_SLOT ... LOGICAL pgoutput, SNAPSHOT ''nothing'', waiting interruptibly under the committing statement''s statement_timeout), with the conninfo and slot_name of the subscription''s row as the transaction leaves it (none when the row is gone), and its consistent point written to cdc.subscription.slot_created_lsn; a slot made there is dropped again if the transaction then aborts. Nothing is made when the transaction, or the subtransaction that called it, rolls back. Errors: 42501 not a superuser; at COMMIT 08001 connection failure, the source''s SQLSTATE otherwise (42710 a slot of that name exists), aborting the transaction; 0A000 at PREPARE TRANSACTION.';
 
 CREATE FUNCTION cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
 LANGUAGE c STRICT VOLATILE
@@ -2362,7 +2358,7 @@ REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.drop_subscription(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.accept_gap(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_source_slot(text, name) FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc._create_source_slot(text, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._create_source_slot(integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._force_sync_commit() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._prevent_transaction_block(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._note_subscription_database() FROM PUBLIC;

@@ -1097,16 +1097,19 @@ CDC_PG_FUNCTION(cdc_rekey_pairs)
 }
 
 /*
- * cdc._create_source_slot(conninfo text, slot_name name) RETURNS pg_lsn
- * Used by cdc.create_subscription(..., copy_data => false): the slot exists
- * from the subscription's creation on.  Returns the slot's consistent
- * point.  Errors: 08001 when the source cannot be reached, the source's
- * SQLSTATE otherwise (42710 a slot of that name exists).
+ * cdc._create_source_slot(subid integer) RETURNS void
+ * Used by cdc.create_subscription(..., copy_data => false): the
+ * subscription's slot is created on the source when the calling
+ * transaction commits (src/pg/worker/slot_at_commit.cpp), so that it exists
+ * from the subscription's creation on and never without it.  Errors: 42501
+ * not a superuser; at COMMIT 08001 when the source cannot be reached, the
+ * source's SQLSTATE otherwise (42710 a slot of that name exists); 0A000 at
+ * PREPARE TRANSACTION.
  */
 CDC_PG_FUNCTION(cdc_create_source_slot)
 {
-	XLogRecPtr cp = cdc::pg::PgCall([&]() { return create_source_slot_pg(PG_GETARG_TEXT_PP(0), PG_GETARG_NAME(1)); });
-	PG_RETURN_LSN(cp);
+	cdc::pg::PgCall([&]() { create_source_slot_at_commit_pg(PG_GETARG_INT32(0)); });
+	PG_RETURN_VOID();
 }
 
 /*

@@ -2,7 +2,8 @@
 // and IDENTIFY_SYSTEM (the source id "pg:<system identifier>"), running a
 // command with its SQLSTATE kept on failure (source_exec), standby status
 // updates that report as flushed only what is durable here (send_feedback),
-// the one-off connection of cdc._drop_source_slot, and the conninfo check
+// the one-off connections of cdc._drop_source_slot and of the slot
+// cdc.create_subscription creates at commit, and the conninfo check
 // of cdc.create_subscription / cdc.alter_subscription (cdc._check_conninfo).
 //
 // PostgreSQL-regime code (it may ereport): it owns no C++ objects with
@@ -528,13 +529,13 @@ cancel_and_finish(PGconn *conn)
 }
 
 /* ------------------------------------------------------------------------
- * cdc._create_source_slot(conninfo text, slot_name name) RETURNS pg_lsn
+ * The slot of cdc.create_subscription(copy_data => false), created at the
+ * creating transaction's pre-commit (slot_at_commit.cpp)
  * ------------------------------------------------------------------------ */
 
 XLogRecPtr
-create_source_slot_pg(text *conninfo_text, Name slot_name)
+create_source_slot_pg(text *conninfo_text, const char *slot, PGconn **keep)
 {
-	char *slot = NameStr(*slot_name);
 	PGconn *volatile conn = connect_for_slot(conninfo_text, "create", slot);
 	const char *sql = psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", quote_identifier(slot));
 	PGresult *volatile res = NULL;
@@ -567,7 +568,7 @@ create_source_slot_pg(text *conninfo_text, Name slot_name)
 	}
 	XLogRecPtr cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
 	PQclear(res);
-	PQfinish(conn);
+	*keep = conn; /* the caller drops the slot over it if its transaction aborts, and closes it */
 	return cp;
 }
 

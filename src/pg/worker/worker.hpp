@@ -29,12 +29,21 @@ void InitLauncher(bool preloaded);
 void drop_source_slot_pg(text *conninfo_text, Name slot_name);
 
 // Connects to the source over the replication protocol and creates the
-// logical slot (pgoutput, SNAPSHOT 'nothing'); returns its consistent
-// point.  For cdc.create_subscription(copy_data => false), so that the slot
-// exists from the subscription's creation, as with CREATE SUBSCRIPTION.
-// PostgreSQL regime: call it through PgCall.  Errors 08001 when the source
-// cannot be reached; the source's SQLSTATE otherwise (42710 the slot exists).
-XLogRecPtr create_source_slot_pg(text *conninfo_text, Name slot_name);
+// logical slot `slot` (pgoutput, SNAPSHOT 'nothing'); returns its
+// consistent point and the open connection in *keep (the caller closes it,
+// after dropping the slot over it if need be).  For the slot of
+// cdc.create_subscription(copy_data => false), created at the pre-commit of
+// its transaction (slot_at_commit.cpp), so that the slot exists from the
+// subscription's creation, as with CREATE SUBSCRIPTION.  Waits
+// interruptibly and cancels the command on the source on an interrupt.
+// PostgreSQL regime.  Errors 08001 when the source cannot be reached; the
+// source's SQLSTATE otherwise (42710 the slot exists).
+XLogRecPtr create_source_slot_pg(text *conninfo_text, const char *slot, PGconn **keep);
+
+// cdc._create_source_slot(subid): the slot of subscription `subid` is
+// created when the calling transaction commits (slot_at_commit.cpp).
+// PostgreSQL regime: call it through PgCall.  Errors 42501 not a superuser.
+void create_source_slot_at_commit_pg(int32 subid);
 
 // Refuses (22P02, naming conninfo) a conninfo libpq cannot parse
 // (PQconninfoParse, as CREATE SUBSCRIPTION's walrcv_check_conninfo).

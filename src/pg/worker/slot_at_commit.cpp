@@ -1,0 +1,303 @@
+// The slot cdc.create_subscription(copy_data => false) creates on the
+// source, created when the creating transaction commits (docs/worker.md,
+// "The slot of a subscription without a copy").
+//
+// A replication slot cannot roll back with a transaction.  Created inside
+// the call, as CREATE SUBSCRIPTION does, it stayed on the source whenever
+// the calling transaction failed later (a DO block or function raising
+// after the call, a ROLLBACK, one statement calling it twice), so the call
+// had to refuse transaction blocks (25001) and still left those holes.  So
+// cdc._create_source_slot only records a pending creation (the
+// subscription's id), and the pre-commit of the transaction creates every
+// pending slot (the way postgres_fdw does its remote work at pre-commit):
+//   * a ROLLBACK, an error before COMMIT, a rolled-back subtransaction
+//     (ROLLBACK TO SAVEPOINT, a PL/pgSQL EXCEPTION block) that registered
+//     it: no slot is ever made;
+//   * at pre-commit the subscription's row is read again (conninfo,
+//     slot_name: an alter_subscription of the same transaction counts; a
+//     row dropped in it makes no slot), the slot created (interruptibly;
+//     an interrupt cancels CREATE_REPLICATION_SLOT on the source), and its
+//     consistent point written to cdc.subscription.slot_created_lsn in the
+//     same transaction, which the worker needs to recognise the slot as
+//     this subscription's (prepare_slot): an error there aborts the
+//     transaction, so no subscription row stays;
+//   * the connection that created a slot stays open to the end of the
+//     transaction: if the transaction aborts after the slot was made (a
+//     later pending creation failed, the UPDATE failed, a serialization
+//     failure or a deferred constraint at commit), the abort callback drops
+//     the slot over it (best effort, bounded, a WARNING when it fails);
+//   * PREPARE TRANSACTION with a pending creation is refused (0A000): the
+//     slot could be made neither at PREPARE (a ROLLBACK PREPARED could not
+//     undo it) nor at COMMIT PREPARED (no callback runs there).
+// What remains: the backend or server dying between the creation and the
+// commit record (no abort callback runs), a drop at abort that fails (the
+// WARNING names the slot), and a slot the source finished just as an
+// interrupt cancelled its creation.  The operator drops such a slot on the
+// source with pg_drop_replication_slot.
+//
+// PostgreSQL-regime code (it may ereport): no C++ objects with destructors
+// in its frames; the callbacks are plain functions PostgreSQL calls, and an
+// ERROR raised in the pre-commit one longjmps through PostgreSQL frames
+// only.  libpq connections are closed with PQfinish, never by C++.
+#include "pg/worker/worker.hpp"
+#include "pg/worker/worker_state.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+}
+
+namespace {
+
+/* One subscription whose slot is created at commit. */
+struct PendingSlot {
+	int32 subid;
+	Oid userid;              /* the superuser who called cdc.create_subscription: reads and writes the row */
+	SubTransactionId subxid; /* the subtransaction that registered it (moves to the parent when it commits) */
+	char *slot;              /* as created, read from the row at pre-commit */
+	PGconn *conn;            /* the connection that created it, open to the end of the transaction */
+};
+
+/* The pending creations of the current transaction: PendingSlot *, in TopTransactionContext. */
+List *pending = NIL;
+bool callbacks_registered = false;
+
+/* The abort's drop of a slot made at pre-commit waits this long for the source at most. */
+constexpr long kDropAtAbortMs = 10 * 1000;
+
+/*
+ * Runs `sql` (args as text) through SPI as the role that registered the
+ * creation, with a snapshot of the transaction; returns the first row's
+ * first two columns (NULL when no row) copied into TopTransactionContext.
+ */
+static bool
+row_as_registrant(const PendingSlot *p, const char *sql, int nargs, const char **args, char **c1, char **c2)
+{
+	Oid save_user;
+	int save_sec;
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	SetUserIdAndSecContext(p->userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "cdc_apply: SPI_connect failed");
+	spi_exec(sql, nargs, args);
+	bool found = SPI_processed >= 1 && SPI_tuptable != NULL;
+	if (found && c1 != NULL) {
+		*c1 = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+		*c2 = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2));
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	SetUserIdAndSecContext(save_user, save_sec);
+	return found;
+}
+
+/* Creates the slot of `p` and records its consistent point (XACT_EVENT_PRE_COMMIT). */
+static void
+create_one(PendingSlot *p)
+{
+	const char *args[2] = {psprintf("%d", p->subid), NULL};
+	char *conninfo = NULL, *slot = NULL;
+	/*
+	 * The row as this transaction leaves it: a conninfo or publications
+	 * altered after the creation count; a subscription dropped again in
+	 * the same transaction gets no slot.
+	 */
+	if (!row_as_registrant(p,
+	                       "SELECT conninfo, slot_name::pg_catalog.text FROM cdc.subscription "
+	                       "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND slot_created_lsn IS NULL",
+	                       1, args, &conninfo, &slot))
+		return;
+	p->slot = slot;
+	PGconn *conn = NULL;
+	XLogRecPtr cp = create_source_slot_pg(cstring_to_text(conninfo), slot, &conn);
+	p->conn = conn; /* from here on, an abort drops the slot */
+	/*
+	 * Its consistent point, in the same transaction: the worker adopts a slot
+	 * of this name only when it is the one recorded (prepare_slot); the
+	 * record cannot exist without the subscription, nor the subscription
+	 * without it.
+	 */
+	args[1] = DatumGetCString(DirectFunctionCall1(pg_lsn_out, LSNGetDatum(cp)));
+	(void) row_as_registrant(p,
+	                         "UPDATE cdc.subscription SET slot_created_lsn = $2::pg_catalog.pg_lsn "
+	                         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
+	                         2, args, NULL, NULL);
+}
+
+/*
+ * XACT_EVENT_PRE_COMMIT: every pending slot, in the order registered.
+ * statement_timeout is disabled before a transaction commits (postgres.c,
+ * finish_xact_command), but the wait for the source's running transactions
+ * belongs to the statement that commits: it keeps the timeout it had
+ * (counted from that statement's start), as when the slot was created
+ * inside the call.
+ */
+static void
+create_pending(void)
+{
+	bool timer = false;
+	if (StatementTimeout > 0 && !get_timeout_active(STATEMENT_TIMEOUT)) {
+		enable_timeout_at(STATEMENT_TIMEOUT,
+		                  TimestampTzPlusMilliseconds(GetCurrentStatementStartTimestamp(), StatementTimeout));
+		timer = true;
+	}
+	PG_TRY();
+	{
+		ListCell *lc;
+		foreach (lc, pending)
+			create_one((PendingSlot *) lfirst(lc));
+	}
+	PG_FINALLY();
+	{
+		if (timer)
+			disable_timeout(STATEMENT_TIMEOUT, false);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * XACT_EVENT_ABORT after the slot of `p` was made at pre-commit: drop it
+ * over the connection that made it (not active: the walsender released it).
+ * Interrupts are held during an abort, so the wait is bounded by itself;
+ * never raises.
+ */
+static void
+drop_at_abort(PendingSlot *p)
+{
+	const char *why = NULL;
+	if (!PQsendQuery(p->conn, psprintf("DROP_REPLICATION_SLOT %s", quote_identifier(p->slot))))
+		why = PQerrorMessage(p->conn);
+	TimestampTz give_up = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kDropAtAbortMs);
+	while (why == NULL) {
+		while (why == NULL && PQisBusy(p->conn)) {
+			long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), give_up);
+			if (left <= 0) {
+				why = "no answer from the source within 10 s";
+				break;
+			}
+			int rc = WaitLatchOrSocket(MyLatch, WL_EXIT_ON_PM_DEATH | WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT,
+			                           PQsocket(p->conn), left, PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			if ((rc & WL_SOCKET_READABLE) && PQconsumeInput(p->conn) == 0)
+				why = PQerrorMessage(p->conn);
+		}
+		if (why != NULL)
+			break;
+		PGresult *res = PQgetResult(p->conn);
+		if (res == NULL)
+			break;
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			why = pstrdup(PQresultErrorMessage(res));
+		PQclear(res);
+	}
+	if (why != NULL)
+		ereport(WARNING,
+		        (errcode(ERRCODE_CONNECTION_FAILURE),
+		         errmsg("could not drop replication slot \"%s\" on the source after the transaction that created it "
+		                "for subscription %d aborted: %s",
+		                p->slot, p->subid, why),
+		         errhint("The slot holds WAL on the source: drop it there with pg_drop_replication_slot('%s').", p->slot)));
+}
+
+/* Closes the connections of the creations and forgets them (end of the transaction). */
+static void
+forget_all(bool drop)
+{
+	ListCell *lc;
+	foreach (lc, pending) {
+		PendingSlot *p = (PendingSlot *) lfirst(lc);
+		if (p->conn == NULL)
+			continue;
+		if (drop)
+			drop_at_abort(p);
+		PQfinish(p->conn);
+		p->conn = NULL;
+	}
+	pending = NIL; /* the list lives in TopTransactionContext, freed with it */
+}
+
+/*
+ * May raise a PostgreSQL ERROR at XACT_EVENT_PRE_COMMIT and
+ * XACT_EVENT_PRE_PREPARE (a longjmp through PostgreSQL's frames, none of
+ * ours with destructors), never at the other events.
+ */
+void
+slot_xact_callback(XactEvent event, void *) noexcept
+{
+	if (pending == NIL)
+		return;
+	switch (event) {
+	case XACT_EVENT_PRE_COMMIT: create_pending(); break;
+	case XACT_EVENT_PRE_PREPARE:
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("cannot PREPARE a transaction that creates a subscription's replication slot"),
+		                errdetail("cdc.create_subscription(..., copy_data => false) creates the slot on the source when "
+		                          "the transaction commits."),
+		                errhint("Create the subscription in a transaction of its own.")));
+		break;
+	case XACT_EVENT_ABORT: forget_all(true); break;
+	case XACT_EVENT_COMMIT:
+	case XACT_EVENT_PREPARE: forget_all(false); break;
+	default: break;
+	}
+}
+
+/* A creation registered in a subtransaction that rolls back is dropped; one that commits moves to the parent. */
+void
+slot_subxact_callback(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid, void *) noexcept
+{
+	if (pending == NIL)
+		return;
+	ListCell *lc;
+	if (event == SUBXACT_EVENT_ABORT_SUB) {
+		foreach (lc, pending)
+			if (((PendingSlot *) lfirst(lc))->subxid == mySubid)
+				pending = foreach_delete_current(pending, lc);
+	} else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+		foreach (lc, pending) {
+			PendingSlot *p = (PendingSlot *) lfirst(lc);
+			if (p->subxid == mySubid)
+				p->subxid = parentSubid;
+		}
+	}
+}
+
+} // namespace
+
+void
+create_source_slot_at_commit_pg(int32 subid)
+{
+	if (!superuser())
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("permission denied to create the replication slot of a subscription"),
+		                errhint("Only superusers may create subscriptions.")));
+	if (!callbacks_registered) {
+		RegisterXactCallback(slot_xact_callback, NULL);
+		RegisterSubXactCallback(slot_subxact_callback, NULL);
+		callbacks_registered = true;
+	}
+	ListCell *lc;
+	foreach (lc, pending)
+		if (((PendingSlot *) lfirst(lc))->subid == subid)
+			return;
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	PendingSlot *p = (PendingSlot *) palloc0(sizeof(PendingSlot));
+	p->subid = subid;
+	p->userid = GetUserId();
+	p->subxid = GetCurrentSubTransactionId();
+	pending = lappend(pending, p);
+	MemoryContextSwitchTo(old);
+}
