@@ -17,9 +17,11 @@
 #              CREATE SUBSCRIPTION ... WITH (copy_data = false, enabled =
 #              false) creates the slot at once).  cdc.create_subscription
 #              now creates it too, and the worker adopts it.
-#   block      that creation cannot roll back: refused inside a
-#              transaction block (25001) with no slot left; a slot name
-#              the source already has is 42710 and no subscription stays.
+#   block      the slot cannot roll back, so it is made when the creating
+#              transaction commits (TAP 083): inside a transaction block
+#              the slot exists after COMMIT, none after ROLLBACK (it was
+#              refused with 25001); a slot name the source already has is
+#              42710 and no subscription stays.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -72,9 +74,14 @@ dq(q{SELECT cdc.drop_subscription('sg', drop_slot => true)});
 # --- block ------------------------------------------------------------------
 (my $conn = $source->connstr('postgres')) =~ s/'/''/g;
 my ($rc, $out, $err) = $dest->psql('postgres',
-	qq{BEGIN; SELECT cdc.create_subscription('sb', '$conn', ARRAY['pg'], copy_data => false); COMMIT;});
-like($err, qr/cannot run inside a transaction block/, 'block: refused inside a transaction block');
-is(sq(q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'sb'}), '0', 'block: no slot made');
+	qq{BEGIN; SELECT cdc.create_subscription('sb', '$conn', ARRAY['pg'], copy_data => false, enabled => false); ROLLBACK;});
+is($err, '', 'block: accepted inside a transaction block');
+is(sq(q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'sb'}), '0', 'block: no slot after ROLLBACK');
+($rc, $out, $err) = $dest->psql('postgres',
+	qq{BEGIN; SELECT cdc.create_subscription('sb', '$conn', ARRAY['pg'], copy_data => false, enabled => false); COMMIT;});
+is($err, '', 'block: committed');
+is(sq(q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'sb'}), '1', 'block: the slot made at COMMIT');
+dq(q{SELECT cdc.drop_subscription('sb', drop_slot => true)});
 sq(q{SELECT pg_create_logical_replication_slot('taken', 'pgoutput')});
 ($rc, $out, $err) = $dest->psql('postgres',
 	qq{SELECT cdc.create_subscription('st', '$conn', ARRAY['pg'], slot_name => 'taken', copy_data => false)});

@@ -1,20 +1,20 @@
 # Edges of cdc.create_subscription(copy_data => false) creating the slot on
-# the source at once (review h2 of 24e32ed).  The slot cannot roll back with
-# the destination's transaction: every way the creating transaction can still
-# fail after cdc._create_source_slot returned leaves a slot on the source,
-# holding its WAL, that no subscription knows.
+# the source with the subscription (review h2 of 24e32ed).  The slot cannot
+# roll back with the destination's transaction; it is now made at the
+# creating transaction's pre-commit (TAP 083 for transaction blocks, DO
+# blocks, savepoints, PREPARE).
 #
 #   multi      several statements in one query string (an implicit
-#              transaction block): refused with 25001, no slot made.
+#              transaction block): accepted (it was refused with 25001),
+#              the slot made when the string's transaction commits.
 #   timeout    statement_timeout while CREATE_REPLICATION_SLOT waits for a
-#              source transaction: the wait is interruptible and cancels
-#              the command on the source, so no slot stays without its
-#              subscription (it did stay while PQexec could not be
-#              cancelled).
-# Not here (open, docs/worker.md): a DO block or one statement calling it
-# twice that fails after the slot was made leaves the slot on the source;
-# a slot advanced on the source before the worker took it over stops the
-# worker with no way out but dropping the subscription.
+#              source transaction (now at the statement's commit): the
+#              wait is interruptible and cancels the command on the
+#              source, so no slot stays without its subscription (it did
+#              stay while PQexec could not be cancelled).
+# Not here (open, docs/worker.md): a slot advanced on the source before
+# the worker took it over stops the worker with no way out but dropping
+# the subscription.
 #   errors     unreachable source 08001, bad password 08001 without the
 #              password, no free slot 53400, invalid slot name 42602: no
 #              subscription left (these hold).
@@ -51,8 +51,9 @@ my ($mout, $merr) = ('', '');
 IPC::Run::run([ $dest->installed_command('psql'), '-XAtq', '-d', $dest->connstr('postgres'), '-c',
 	qq{SELECT 1; SELECT cdc.create_subscription('s7', '$conn', ARRAY['pk'], copy_data => false)} ],
 	'>', \$mout, '2>', \$merr);
-like($merr, qr/cannot run inside a transaction block/, 'multi: refused in a multi-statement query string');
-is(slots('s7'), '0', 'multi: no slot s7');
+is($merr, '', 'multi: accepted in a multi-statement query string');
+is(slots('s7'), '1', 'multi: the slot s7 made at its commit');
+dq(q{SELECT cdc.drop_subscription('s7', drop_slot => true)});
 
 # --- timeout ----------------------------------------------------------------
 my $open = $source->background_psql('postgres');

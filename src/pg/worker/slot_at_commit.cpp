@@ -65,6 +65,7 @@ struct PendingSlot {
 	int32 subid;
 	Oid userid;              /* the superuser who called cdc.create_subscription: reads and writes the row */
 	SubTransactionId subxid; /* the subtransaction that registered it (moves to the parent when it commits) */
+	char *name;              /* the subscription's, read from the row at pre-commit */
 	char *slot;              /* as created, read from the row at pre-commit */
 	PGconn *conn;            /* the connection that created it, open to the end of the transaction */
 };
@@ -78,11 +79,12 @@ constexpr long kDropAtAbortMs = 10 * 1000;
 
 /*
  * Runs `sql` (args as text) through SPI as the role that registered the
- * creation, with a snapshot of the transaction; returns the first row's
- * first two columns (NULL when no row) copied into TopTransactionContext.
+ * creation, with a snapshot of the transaction; returns whether it found a
+ * row, and the first row's first `ncols` columns in cols[], copied into
+ * TopTransactionContext.
  */
 static bool
-row_as_registrant(const PendingSlot *p, const char *sql, int nargs, const char **args, char **c1, char **c2)
+row_as_registrant(const PendingSlot *p, const char *sql, int nargs, const char **args, int ncols, char **cols)
 {
 	Oid save_user;
 	int save_sec;
@@ -93,14 +95,20 @@ row_as_registrant(const PendingSlot *p, const char *sql, int nargs, const char *
 		elog(ERROR, "cdc_apply: SPI_connect failed");
 	spi_exec(sql, nargs, args);
 	bool found = SPI_processed >= 1 && SPI_tuptable != NULL;
-	if (found && c1 != NULL) {
-		*c1 = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
-		*c2 = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2));
-	}
+	for (int i = 0; found && i < ncols; i++)
+		cols[i] = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1));
 	SPI_finish();
 	PopActiveSnapshot();
 	SetUserIdAndSecContext(save_user, save_sec);
 	return found;
+}
+
+/* The CONTEXT line of an error while the slot of a subscription is made at commit. */
+static void
+creation_context(void *arg)
+{
+	const PendingSlot *p = (const PendingSlot *) arg;
+	errcontext("creating replication slot \"%s\" of subscription \"%s\" on the source at commit", p->slot, p->name);
 }
 
 /* Creates the slot of `p` and records its consistent point (XACT_EVENT_PRE_COMMIT). */
@@ -108,20 +116,23 @@ static void
 create_one(PendingSlot *p)
 {
 	const char *args[2] = {psprintf("%d", p->subid), NULL};
-	char *conninfo = NULL, *slot = NULL;
+	char *cols[3];
 	/*
-	 * The row as this transaction leaves it: a conninfo or publications
-	 * altered after the creation count; a subscription dropped again in
-	 * the same transaction gets no slot.
+	 * The row as this transaction leaves it: a conninfo altered after the
+	 * creation counts; a subscription dropped again in the same transaction
+	 * gets no slot.
 	 */
 	if (!row_as_registrant(p,
-	                       "SELECT conninfo, slot_name::pg_catalog.text FROM cdc.subscription "
+	                       "SELECT name, slot_name::pg_catalog.text, conninfo FROM cdc.subscription "
 	                       "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND slot_created_lsn IS NULL",
-	                       1, args, &conninfo, &slot))
+	                       1, args, 3, cols))
 		return;
-	p->slot = slot;
+	p->name = cols[0];
+	p->slot = cols[1];
+	ErrorContextCallback context = {error_context_stack, creation_context, p};
+	error_context_stack = &context;
 	PGconn *conn = NULL;
-	XLogRecPtr cp = create_source_slot_pg(cstring_to_text(conninfo), slot, &conn);
+	XLogRecPtr cp = create_source_slot_pg(cstring_to_text(cols[2]), p->slot, &conn);
 	p->conn = conn; /* from here on, an abort drops the slot */
 	/*
 	 * Its consistent point, in the same transaction: the worker adopts a slot
@@ -133,7 +144,8 @@ create_one(PendingSlot *p)
 	(void) row_as_registrant(p,
 	                         "UPDATE cdc.subscription SET slot_created_lsn = $2::pg_catalog.pg_lsn "
 	                         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
-	                         2, args, NULL, NULL);
+	                         2, args, 0, NULL);
+	error_context_stack = context.previous;
 }
 
 /*
@@ -207,8 +219,8 @@ drop_at_abort(PendingSlot *p)
 		ereport(WARNING,
 		        (errcode(ERRCODE_CONNECTION_FAILURE),
 		         errmsg("could not drop replication slot \"%s\" on the source after the transaction that created it "
-		                "for subscription %d aborted: %s",
-		                p->slot, p->subid, why),
+		                "for subscription \"%s\" aborted: %s",
+		                p->slot, p->name, why),
 		         errhint("The slot holds WAL on the source: drop it there with pg_drop_replication_slot('%s').", p->slot)));
 }
 
