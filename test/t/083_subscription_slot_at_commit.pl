@@ -26,7 +26,8 @@
 #              left, nothing prepared.
 #   timeout    statement_timeout while CREATE_REPLICATION_SLOT waits at
 #              COMMIT for a source transaction: the COMMIT fails with the
-#              timeout, no slot, no subscription; a cancel likewise.
+#              timeout, no slot, no subscription; a cancel and a
+#              terminate of the session likewise.
 #   serial     a serialization failure at COMMIT (after the slot was made
 #              at pre-commit): the abort drops the slot again.
 use strict;
@@ -200,6 +201,23 @@ like($b->{stderr}, qr/canceling statement due to user request/, 'cancel: the COM
 $open->query_safe('COMMIT');
 ok(walsenders_gone(), 'cancel: the source\'s walsender ended');
 nothing_left('a8c', 'cancel');
+$b = $dest->background_psql('postgres');
+
+$open->query_safe(q{BEGIN; SELECT txid_current()});
+$b->query_safe('BEGIN');
+$b->query_safe(create_sql('a8t'));
+$pid = $b->query_safe('SELECT pg_backend_pid()');
+$b->{stdin} .= "COMMIT;\n";
+$b->{run}->pump_nb;
+ok($source->poll_query_until('postgres',
+		q{SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'walsender' AND query LIKE 'CREATE_REPLICATION_SLOT%a8t%'}),
+	'terminate: the COMMIT waits on the source');
+dq(qq{SELECT pg_terminate_backend($pid)});
+$b->{run}->finish;
+like($b->{stderr}, qr/terminating connection due to administrator command/, 'terminate: the session ends');
+$open->query_safe('COMMIT');
+ok(walsenders_gone(), 'terminate: the source\'s walsender ended');
+nothing_left('a8t', 'terminate');
 $b = $dest->background_psql('postgres');
 
 # --- serial -----------------------------------------------------------------
