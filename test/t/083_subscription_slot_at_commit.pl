@@ -18,6 +18,7 @@
 #              transaction gets its slot.
 #   two        two calls in one transaction, and two in one statement: two
 #              slots, both at COMMIT.
+#   procedure  a procedure's COMMIT makes the slot, its ROLLBACK none.
 #   dropped    created and dropped again in one transaction: no slot.
 #   taken      a slot name the source has: the COMMIT fails with 42710, no
 #              subscription stays, the other slot of that transaction
@@ -143,6 +144,19 @@ is(sq(q{SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ('a5c', 'a5
 is(dq(q{SELECT count(*) FROM cdc.subscription WHERE name LIKE 'a5_' AND slot_created_lsn IS NOT NULL}), '4',
 	'two: every consistent point recorded');
 dq(qq{SELECT cdc.drop_subscription(n, drop_slot => true) FROM unnest(ARRAY['a5a', 'a5b', 'a5c', 'a5d']) n});
+
+# --- a procedure that commits ------------------------------------------------
+dq(qq{CREATE PROCEDURE make_two() LANGUAGE plpgsql AS \$\$ BEGIN
+  PERFORM cdc.create_subscription('a11', '$conn', ARRAY['pc'], copy_data => false, enabled => false);
+  COMMIT;
+  PERFORM cdc.create_subscription('a12', '$conn', ARRAY['pc'], copy_data => false, enabled => false);
+  ROLLBACK; END \$\$});
+dq('CALL make_two()');
+is(slots('a11'), '1', 'procedure: the slot made at its COMMIT');
+is(dq(q{SELECT count(*) FROM cdc.subscription WHERE name = 'a11' AND slot_created_lsn IS NOT NULL}), '1',
+	'procedure: recorded');
+nothing_left('a12', 'procedure, rolled back');
+dq(q{SELECT cdc.drop_subscription('a11', drop_slot => true)});
 
 # --- dropped in the same transaction ---------------------------------------
 $b->query_safe('BEGIN');

@@ -124,7 +124,8 @@ create_one(PendingSlot *p)
 	 */
 	if (!row_as_registrant(p,
 	                       "SELECT name, slot_name::pg_catalog.text, conninfo FROM cdc.subscription "
-	                       "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND slot_created_lsn IS NULL",
+	                       "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND create_slot AND NOT copy_data "
+	                       "AND slot_created_lsn IS NULL",
 	                       1, args, 3, cols))
 		return;
 	p->name = cols[0];
