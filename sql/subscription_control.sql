@@ -2,7 +2,9 @@
 -- subscription_control: the SQL side of issue 12 items 5-7 (docs/worker.md,
 -- "Continuity", "Control state is durable", "Dropping"): cdc.accept_gap and
 -- its errors, drop_subscription(drop_slot => true) refused inside a
--- transaction block, the status view's lag rules.  No worker runs here
+-- transaction block, the status view's lag rules; create_subscription
+-- (copy_data => false) in a transaction block, its slot made only at
+-- COMMIT (none after ROLLBACK, PREPARE refused 0A000, 08001 at COMMIT).  No worker runs here
 -- (cdc_apply is not preloaded).
 --
 \set SHOW_CONTEXT never
@@ -53,3 +55,27 @@ SELECT state, last_error FROM cdc.subscription_status WHERE name = 'ctl';
 -- the slot is not there (the source is unreachable here, so only without drop_slot)
 SELECT cdc.drop_subscription('ctl');
 SELECT count(*) AS gone FROM cdc.subscription WHERE name = 'ctl';
+
+-- copy_data => false: the slot is made when the creating transaction
+-- commits (src/pg/worker/slot_at_commit.cpp), so the call works inside a
+-- transaction block and a ROLLBACK makes nothing (and never connects)
+SET client_min_messages = error;
+BEGIN;
+SELECT cdc.create_subscription('pend', 'host=/nonexistent dbname=x', ARRAY['p'], copy_data => false) > 0 AS created;
+ROLLBACK;
+SELECT count(*) AS none FROM cdc.subscription WHERE name = 'pend';
+-- PREPARE TRANSACTION with a pending creation is refused
+BEGIN;
+SELECT cdc.create_subscription('pend', 'host=/nonexistent dbname=x', ARRAY['p'], copy_data => false) > 0 AS created;
+PREPARE TRANSACTION 'pend';
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) AS none FROM cdc.subscription WHERE name = 'pend';
+SELECT count(*) AS none FROM pg_prepared_xacts WHERE gid = 'pend';
+-- a creation that fails at COMMIT aborts it: no subscription stays
+\set VERBOSITY sqlstate
+BEGIN;
+SELECT cdc.create_subscription('pend', 'host=/nonexistent dbname=x', ARRAY['p'], copy_data => false) > 0 AS created;
+COMMIT;
+\set VERBOSITY default
+SELECT count(*) AS none FROM cdc.subscription WHERE name = 'pend';
+RESET client_min_messages;
