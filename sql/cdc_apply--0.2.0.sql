@@ -1388,6 +1388,22 @@ BEGIN
             DETAIL = 'A stream-ordered target is written by one source only (docs/semantics.md, "Stream ordering"); cdc.entities and cdc.prune_watermark show the sources.',
             HINT = 'Keep entity ordering, or remove the other sources'' rows, records and watermarks first.';
   END IF;
+  -- session_user is the session's login role, not the caller's: a table
+  -- owner's code runs with a superuser's session_user in the worker, under
+  -- ANALYZE and autovacuum (expression indexes) and REFRESH MATERIALIZED
+  -- VIEW, as that owner.  The caller proves it may write the target by the
+  -- lock cdc.set_ordering takes before calling (SHARE ROW EXCLUSIVE: LOCK
+  -- TABLE needs UPDATE, DELETE or TRUNCATE; the worker never takes it)
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+                  WHERE l.locktype OPERATOR(pg_catalog.=) 'relation'
+                    AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
+                                                            WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                    AND l.relation OPERATOR(pg_catalog.=) _fold_into_stream_mark.target
+                    AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+                    AND l.granted AND l.mode OPERATOR(pg_catalog.=) 'ShareRowExclusiveLock') THEN
+    RAISE EXCEPTION 'must be owner of table % to fold its entity records', target USING ERRCODE = '42501',
+      DETAIL = 'The calling transaction holds no SHARE ROW EXCLUSIVE lock on the table (cdc.set_ordering takes it).';
+  END IF;
   /*
    * The records become the mark: every change of that source applied so far
    * is at or below the greatest recorded version, or the prune watermark

@@ -593,7 +593,14 @@ SELECT cdc._fold_into_stream_mark('public.sec_stream');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \c - :regress_user
 SET search_path = pg_catalog, pg_temp;
+-- a superuser's session_user is not enough (review h2, fold_session_user):
+-- the caller must hold the lock cdc.set_ordering takes on the target
 SELECT cdc._fold_into_stream_mark('public.sec_stream');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+BEGIN;
+LOCK TABLE public.sec_stream IN SHARE ROW EXCLUSIVE MODE;
+SELECT cdc._fold_into_stream_mark('public.sec_stream');
+COMMIT;
 SELECT v1, v2 FROM cdc.stream_mark WHERE target OPERATOR(pg_catalog.=) 'public.sec_stream'::pg_catalog.regclass;
 DROP TABLE public.sec_stream;
 DROP ROLE regress_sec_login;
