@@ -74,7 +74,8 @@ CREATE POLICY readable ON cdc.mapping FOR SELECT TO PUBLIC USING (true);
 COMMENT ON POLICY readable ON cdc.mapping IS 'Every role may read every mapping.';
 CREATE POLICY own_targets ON cdc.mapping FOR ALL TO PUBLIC
   USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE'))
-  WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE'));
+  WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target
+                                        AND c.relpersistence OPERATOR(pg_catalog.<>) 't'), 'USAGE'));
 COMMENT ON POLICY own_targets ON cdc.mapping IS 'A role granted write access to cdc.mapping writes only the mappings of tables whose owner''s privileges it has.';
 
 -- ---------------------------------------------------------------------------
@@ -1548,6 +1549,12 @@ COMMENT ON FUNCTION cdc._drop_target_state() IS
   'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks, stream marks and counters of dropped tables, and their rows in cdc.subscription_rel (restarting those subscriptions'' workers). Ledger and outbox rows are kept.';
 CREATE EVENT TRIGGER cdc_drop_target_state ON sql_drop
   EXECUTE FUNCTION cdc._drop_target_state();
+-- ALWAYS: an event trigger enabled for ORIGIN does not fire with
+-- session_replication_role = replica, the setting of the apply worker's
+-- session, where a table owner's trigger code may DROP its other tables:
+-- their mappings (with handlers) and entity records stayed behind for a
+-- later table given the same OID (review h2, sql/dangling_target_state.sql)
+ALTER EVENT TRIGGER cdc_drop_target_state ENABLE ALWAYS;
 COMMENT ON EVENT TRIGGER cdc_drop_target_state IS
   'Calls cdc._drop_target_state() after DROP TABLE (and DROP SCHEMA ... CASCADE, DROP OWNED) so that no state outlives its target.';
 

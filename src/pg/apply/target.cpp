@@ -875,6 +875,18 @@ InternalRelationPg(Oid relid)
 	return nsp == PG_CATALOG_NAMESPACE || IsToastNamespace(nsp) || nsp == get_namespace_oid("cdc", true);
 }
 
+/* Is the relation a temporary table?  false when it does not exist. */
+bool
+TemporaryRelationPg(Oid relid)
+{
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	const bool temp = ((Form_pg_class) GETSTRUCT(tup))->relpersistence == RELPERSISTENCE_TEMP;
+	ReleaseSysCache(tup);
+	return temp;
+}
+
 } // namespace
 
 void
@@ -895,6 +907,20 @@ ApplyEngine::CheckBeforeLock(Oid relid)
 		                  " cannot be a target: it is a system catalog or a table of cdc_apply itself",
 		     worker_identity_ ? "A published table of this schema and name, or a mapping, resolved to it." : "",
 		     "Apply to a table of your own schema; map the source table to it with cdc.register_mapping().");
+	}
+	/*
+	 * Never a temporary table: its entity records, tombstones and counters
+	 * are keyed by its OID and would outlive it, since a temporary table
+	 * leaves without the sql_drop event trigger (at the session's end,
+	 * ON COMMIT DROP, DISCARD TEMP), and a later table given the same OID
+	 * would inherit them (cdc.register_mapping refuses it for the same
+	 * reason; sql/dangling_target_state.sql).  Errors: 42809.
+	 */
+	if (PgCall([&]() { return TemporaryRelationPg(relid); })) {
+		const char *display = PgCall([&]() { return get_rel_name(relid); });
+		Fail("42809", "target " + std::string(display ? display : std::to_string(relid)) + " is a temporary table",
+		     "Entity records and ledger entries outlive the session; the table does not.",
+		     "Apply to a permanent (or unlogged) table.");
 	}
 	/* The worker applies to the tables its superuser-made subscription names. */
 	if (worker_identity_)

@@ -379,7 +379,7 @@ SELECT is_definer('cdc', '_drop_target_state', ARRAY[]::text[], 'cdc._drop_targe
 SELECT function_privs_are('cdc', '_drop_target_state', ARRAY[]::text[], 'public', ARRAY[]::text[],
                           'PUBLIC may not execute cdc._drop_target_state');
 SELECT ok(EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = 'cdc_drop_target_state' AND evtevent = 'sql_drop'
-                   AND evtfoid = 'cdc._drop_target_state()'::regprocedure AND evtenabled = 'O'),
+                   AND evtfoid = 'cdc._drop_target_state()'::regprocedure AND evtenabled = 'A'),
           'event trigger cdc_drop_target_state calls cdc._drop_target_state on sql_drop');
 SELECT isnt(obj_description((SELECT oid FROM pg_event_trigger WHERE evtname = 'cdc_drop_target_state'), 'pg_event_trigger'),
             NULL, 'event trigger cdc_drop_target_state has a comment');
