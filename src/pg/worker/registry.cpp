@@ -321,6 +321,17 @@ registry_stop_subscription_workers(Oid db, int subid, int *pids, int max)
 	for (int i = 0; i < CdcRegistry->nslots; i++) {
 		if (!slots[i].in_use || slots[i].dboid != db || slots[i].subid != subid || slots[i].pid == 0)
 			continue;
+		/*
+		 * Never the calling worker itself: a table owner's trigger code that
+		 * the worker applies may drop a table of its subscription, and the
+		 * sql_drop event trigger (enabled ALWAYS, so also in the worker's
+		 * replica session) then stops that subscription's workers.  The
+		 * worker would end mid-transaction, be restarted at once and apply
+		 * the same transaction again, without end.  It reads its tables
+		 * again at its next restart.
+		 */
+		if (slots[i].pid == MyProcPid)
+			continue;
 		kill(slots[i].pid, SIGTERM);
 		if (n < max)
 			pids[n] = slots[i].pid;
