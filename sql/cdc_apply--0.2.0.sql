@@ -2160,18 +2160,40 @@ CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) 
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   id integer;
+  sub_id integer;
+  progress pg_lsn;
 BEGIN
   PERFORM cdc._require_superuser('skip a transaction');
   IF reason IS NULL OR btrim(reason) = '' THEN
     RAISE EXCEPTION 'a reason is required to skip a transaction' USING ERRCODE = '22023';
   END IF;
+  IF commit_lsn IS NULL THEN
+    RAISE EXCEPTION 'commit_lsn must not be NULL' USING ERRCODE = '22004',
+      HINT = 'Pass the commit LSN of the failing source transaction: cdc.subscription_status.last_error_lsn.';
+  END IF;
   UPDATE cdc.subscription s SET skip_lsn = commit_lsn WHERE s.name = skip_transaction.name RETURNING subid INTO id;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
-  INSERT INTO cdc.skipped_transactions (subid, name, commit_lsn, reason) VALUES (id, name, commit_lsn, reason);
+  -- a transaction at or before the progress is applied (or skipped) already:
+  -- the worker never receives it again, so such a skip could never happen
+  -- (PostgreSQL's ALTER SUBSCRIPTION ... SKIP refuses it too)
+  sub_id := id;
+  progress := pg_catalog.pg_replication_origin_progress(cdc._origin_name(id), false);
+  IF progress IS NOT NULL AND commit_lsn OPERATOR(pg_catalog.<=) progress THEN
+    RAISE EXCEPTION 'commit LSN % of subscription "%" is not after its progress %: that source transaction is applied or skipped already',
+      commit_lsn, name, progress USING ERRCODE = '22023',
+      HINT = 'Pass the commit LSN of the failing source transaction: cdc.subscription_status.last_error_lsn.';
+  END IF;
+  -- one open request per subscription (skip_lsn holds one): a second call replaces the first
+  UPDATE cdc.skipped_transactions t SET commit_lsn = skip_transaction.commit_lsn, reason = skip_transaction.reason,
+         requested_by = current_user
+   WHERE t.subid OPERATOR(pg_catalog.=) sub_id AND t.skipped_at IS NULL;
+  IF NOT FOUND THEN
+    INSERT INTO cdc.skipped_transactions (subid, name, commit_lsn, reason) VALUES (id, name, commit_lsn, reason);
+  END IF;
   PERFORM cdc._force_sync_commit();
 END $fn$;
 COMMENT ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) IS
-  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 no reason.';
+  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. One open request per subscription: a second call replaces the first. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 no reason or an LSN not after the subscription''s progress, 22004 NULL LSN.';
 
 CREATE FUNCTION cdc.accept_gap(name text, reason text) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
