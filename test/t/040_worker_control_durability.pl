@@ -126,7 +126,7 @@ sub sql_transition
 		q{SELECT enabled FROM cdc.subscription WHERE name = 'ct'}, 't', 'enable_subscription');
 	sql_transition(q{SELECT cdc.alter_subscription('ct', source_epoch => 5)},
 		q{SELECT source_epoch FROM cdc.subscription WHERE name = 'ct'}, '5', 'alter_subscription (epoch)');
-	sql_transition(q{SELECT cdc.skip_transaction('ct', '0/1', 'nothing there')},
+	sql_transition(q{SELECT cdc.skip_transaction('ct', '7FFFFFFF/0', 'nothing there')},
 		q{SELECT count(*) FROM cdc.skipped_transactions WHERE name = 'ct'}, '1', 'skip_transaction');
 	ok(wait_caught_up($source, $dest, 'ct'), 'ct: streaming again');
 	sql_transition(q{SELECT cdc.accept_gap('ct', 'a test')},
