@@ -131,6 +131,8 @@ LoadDestTable(Oid relid)
 	std::string schema = *ResultText(0, 1), name = *ResultText(0, 2), relkind = *ResultText(0, 3);
 	t.owner = Oid(std::stoul(*ResultText(0, 4)));
 	t.display = schema + "." + name;
+	t.schema = schema;
+	t.name = name;
 	if (relkind != "r" && relkind != "p")
 		Fail("42809", t.display + " is not a table");
 	t.hashed.relation = QuoteIdent(schema) + "." + QuoteIdent(name);
@@ -217,8 +219,7 @@ SourceNameOf(const Subscription &sub, const DestTable &dest)
 	            "$1::pg_catalog.regclass AND (m.source_name IS NULL OR m.source_name OPERATOR(pg_catalog.=) $2)",
 	            p, false) > 0)
 		return {*ResultText(0, 1), *ResultText(0, 2)};
-	size_t dot = dest.display.find('.');
-	return {dest.display.substr(0, dot), dest.display.substr(dot + 1)};
+	return {dest.schema, dest.name};
 }
 
 SourceTable

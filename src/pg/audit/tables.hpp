@@ -54,6 +54,7 @@ struct DestTable {
 	Oid relid = InvalidOid;
 	Oid owner = InvalidOid;           // pg_class.relowner: whose code its key types' input may run
 	std::string display;              // schema.table
+	std::string schema, name;         // its own names (display cannot be split: a name may hold a dot)
 	cdc::audit::HashedTable hashed;   // the same columns and key as the source's
 	std::vector<KeyColumn> key;
 	std::map<std::string, bool> columns; // name -> generated
