@@ -19,11 +19,18 @@ Fail(const char *sqlstate, const std::string &msg, const std::string &detail = {
 	throw InputError(sqlstate, msg, detail, hint);
 }
 
-// Unix milliseconds -> TimestampTz (microseconds since 2000-01-01).
+// Unix milliseconds -> TimestampTz (microseconds since 2000-01-01).  A
+// value outside PostgreSQL's timestamp range (or whose microseconds do not
+// fit 64 bits) is refused naming the field, never wrapped around.
 TimestampTz
 TimestampFromUnixMs(int64_t ms)
 {
-	return TimestampTz((ms - int64_t(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000) * 1000);
+	int64_t since_2000 = 0, us = 0;
+	if (__builtin_sub_overflow(ms, int64_t(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000, &since_2000) ||
+	    __builtin_mul_overflow(since_2000, int64_t(1000), &us) || !IS_VALID_TIMESTAMP(us))
+		Fail("22008", "field \"source.ts_ms\" is out of range for a timestamp: " + std::to_string(ms), {},
+		     "source.ts_ms is milliseconds since 1970-01-01 00:00:00 UTC; the history column cdc_source_ts holds it.");
+	return TimestampTz(us);
 }
 
 } // namespace
