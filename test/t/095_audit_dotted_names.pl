@@ -7,7 +7,9 @@
 # "table Sch"x.y.Tab."le (feeding ...) is not part of subscription": the
 # source table's schema and name were taken back from the display text
 # "schema.table" by its first dot (SourceNameOf, src/pg/audit/tables.cpp).
-# Expected: all three find the table; the resync repairs the row.
+# Expected: all three find the table; the resync repairs the row.  And a
+# resync whose from_key is after its to_key says so (it gave 0A000 "the
+# keys ... are ordered differently on the source and the destination").
 use strict;
 use warnings;
 use FindBin;
@@ -47,6 +49,13 @@ $dest->safe_psql('postgres', q{UPDATE "Sch""x.y"."Tab.""le" SET "co""l.1" = 'by 
 ($rc, $out, $err) = $dest->psql('postgres', q{CALL cdc.resync('dotted', target => '"Sch""x.y"."Tab.""le"', keys => '[3]')});
 is($rc, 0, 'cdc.resync(target => the table, keys => ...) runs') or diag($err);
 compare_table($source, $dest, $rows, 'cdc.resync(target => the table) repairs the row');
+
+# from_key after to_key (also review h3): the error said the key columns
+# sort differently on the two sides and to give them the same collation,
+# for an integer key; it must say that the range is reversed.
+($rc, $out, $err) = $dest->psql('postgres', q{CALL cdc.resync('dotted', target => '"Sch""x.y"."Tab.""le"', from_key => '{"Id": 4}', to_key => '{"Id": 2}')});
+isnt($rc, 0, 'cdc.resync with from_key after to_key is refused');
+like($err, qr/from_key.*after.*to_key/s, 'the error says from_key is after to_key');
 
 $dest->safe_psql('postgres', q{SELECT cdc.drop_subscription('dotted', drop_slot => true)});
 done_testing();
