@@ -338,6 +338,8 @@ CDC_PG_FUNCTION(cdc_resync)
 			std::map<Key, bool> seen;
 			cdc::audit::WalkStats stats;
 			const int64_t rows_before = run.counters.rows_done;
+			const auto ranges_before = run.counters.ranges_done;
+			try {
 			cdc::audit::Walk(
 			    src, dst, bounds, args.page_rows, args.leaf_rows,
 			    [&](cdc::audit::Candidate c) {
@@ -358,6 +360,21 @@ CDC_PG_FUNCTION(cdc_resync)
 				    return true;
 			    },
 			    stats);
+			} catch (const cdc::InputError &e) {
+				/*
+				 * The first hash of [from_key, to_key] checks that the range
+				 * ascends on each side: before any page was done, a range
+				 * that does not is the caller's from_key after its to_key
+				 * (review h3: the message spoke of collations only).
+				 */
+				if (std::string(e.sqlstate()) != "0A000" || !bounds.after || !bounds.up_to ||
+				    run.counters.ranges_done != ranges_before)
+					throw;
+				throw cdc::InputError("22023", "from_key is after to_key: the key range of table " + dt.display +
+				                                   " is empty in the key order of " +
+				                                   (e.detail().find("source") != std::string::npos ? "the source" : "the destination"),
+				                      e.detail(), "Pass the smaller key as from_key.");
+			}
 		}
 		q.Simple("COMMIT", PGRES_COMMAND_OK);
 		run.counters.tables_done++;
