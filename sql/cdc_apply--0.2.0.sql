@@ -72,11 +72,43 @@ COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or 
 ALTER TABLE cdc.mapping ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readable ON cdc.mapping FOR SELECT TO PUBLIC USING (true);
 COMMENT ON POLICY readable ON cdc.mapping IS 'Every role may read every mapping.';
+-- A delegate's outbox rows carry the topic of its mapping, which a relay
+-- publishes into that topic's stream: a topic that is another owner's (the
+-- topic of another owner's mapping, or another owner's table's qualified
+-- name, the default topic of its mapping now or later) would let the
+-- delegate write into that owner's stream (review helper;
+-- sql/outbox_topic_delegate.sql).  Read with the caller's rights: cdc.mapping
+-- and the catalog are readable by everyone.
+CREATE FUNCTION cdc._outbox_topic_taken(topic text, target regclass) RETURNS boolean
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF topic IS NULL THEN
+    RETURN false;
+  END IF;
+  IF EXISTS (SELECT 1 FROM cdc.mapping m JOIN pg_class c ON c.oid = m.target JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE m.target <> _outbox_topic_taken.target
+                AND coalesce(m.outbox_topic, n.nspname || '.' || c.relname) = topic
+                AND NOT pg_has_role(c.relowner, 'USAGE')) THEN
+    RETURN true;
+  END IF;
+  -- schema.table of another owner's table: the table name is what follows one of the topic's dots
+  RETURN EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE c.relname IN (SELECT substr(topic, i + 1) FROM generate_series(1, length(topic)) i
+                                       WHERE substr(topic, i, 1) = '.')
+                    AND n.nspname || '.' || c.relname = topic
+                    AND c.relkind IN ('r', 'p', 'f', 'v', 'm')
+                    AND c.oid <> _outbox_topic_taken.target
+                    AND NOT pg_has_role(c.relowner, 'USAGE'));
+END
+$$;
+COMMENT ON FUNCTION cdc._outbox_topic_taken(text, regclass) IS 'Internal (policy own_targets, cdc.register_mapping): true when topic is another owner''s outbox topic for the calling role and its table target: the outbox_topic (or the schema.table default) of a mapping of a table whose owner''s privileges the role does not have, or the schema.table of such a table. NULL topic: false. Reads cdc.mapping and the catalog with the caller''s rights.';
+
 CREATE POLICY own_targets ON cdc.mapping FOR ALL TO PUBLIC
   USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE'))
   WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target
-                                        AND c.relpersistence OPERATOR(pg_catalog.<>) 't'), 'USAGE'));
-COMMENT ON POLICY own_targets ON cdc.mapping IS 'A role granted write access to cdc.mapping writes only the mappings of tables whose owner''s privileges it has.';
+                                        AND c.relpersistence OPERATOR(pg_catalog.<>) 't'), 'USAGE')
+              AND (NOT outbox OR (outbox_topic IS NOT NULL AND NOT cdc._outbox_topic_taken(outbox_topic, target))));
+COMMENT ON POLICY own_targets ON cdc.mapping IS 'A role granted write access to cdc.mapping writes only the mappings of tables whose owner''s privileges it has, and a mapping with an outbox only with a topic of its own: named (not NULL, which would follow renames of its table) and not another owner''s (cdc._outbox_topic_taken).';
 
 -- ---------------------------------------------------------------------------
 -- Dedup ledger, entity versions and tombstones, truncate barriers
@@ -1230,6 +1262,17 @@ BEGIN
   IF source_epoch IS NULL OR source_epoch < 0 OR source_epoch > 2147483647 THEN
     RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647' USING ERRCODE = '22023';
   END IF;
+  -- A delegate (docs/security.md, "Delegating mappings"; policy own_targets):
+  -- its outbox topic is recorded, so that a rename of its table cannot move
+  -- it, and may not be another owner's (review helper; sql/outbox_topic_delegate.sql).
+  IF coalesce(outbox, false) AND pg_catalog.row_security_active('cdc.mapping') THEN
+    outbox_topic := coalesce(outbox_topic, rel_schema OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) rel_name);
+    IF cdc._outbox_topic_taken(outbox_topic, target) THEN
+      RAISE EXCEPTION 'outbox_topic "%" is the topic of another owner''s table', outbox_topic
+        USING ERRCODE = '42501',
+              HINT = 'Name a topic of your own: a delegate''s outbox rows may not join another owner''s topic (docs/security.md, "Delegating mappings").';
+    END IF;
+  END IF;
 
   -- a source table maps to one target (mapping_source_idx): say which one holds it
   SELECT mp.target INTO other FROM cdc.mapping mp
@@ -1266,7 +1309,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 0A000 a key column with a nondeterministic collation, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too; for a delegate, an outbox_topic, or the default schema.table, that is another owner''s topic: a delegate''s topic is recorded, not left NULL), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 0A000 a key column with a nondeterministic collation, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,
