@@ -528,24 +528,17 @@ cancel_and_finish(PGconn *conn)
 	PQfinish(conn);
 }
 
-/* ------------------------------------------------------------------------
- * The slot of cdc.create_subscription(copy_data => false), created at the
- * creating transaction's pre-commit (slot_at_commit.cpp)
- * ------------------------------------------------------------------------ */
-
-XLogRecPtr
-create_source_slot_pg(text *conninfo_text, const char *slot, PGconn **keep)
+/*
+ * Runs a replication command (CREATE_REPLICATION_SLOT, DROP_REPLICATION_SLOT
+ * ... WAIT) whose source side may wait, interruptibly (a cancel,
+ * statement_timeout, a terminate): on an interrupt the command is cancelled
+ * on the source and the connection closed before the ERROR goes on.  Returns
+ * as exec_interruptible.
+ */
+static PGresult *
+exec_replication_command(PGconn *conn, const char *sql)
 {
-	PGconn *volatile conn = connect_for_slot(conninfo_text, "create", slot);
-	const char *sql = psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", quote_identifier(slot));
 	PGresult *volatile res = NULL;
-	/*
-	 * The source waits for its running transactions before the slot exists:
-	 * wait interruptibly (a cancel, statement_timeout, a terminate), and on
-	 * an interrupt cancel the command on the source too, so that its
-	 * walsender drops the not yet persistent slot instead of finishing it
-	 * for nobody (review h2, TAP 082).
-	 */
 	PG_TRY();
 	{
 		res = exec_interruptible(conn, sql);
@@ -556,6 +549,25 @@ create_source_slot_pg(text *conninfo_text, const char *slot, PGconn **keep)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	return res;
+}
+
+/* ------------------------------------------------------------------------
+ * The slot of cdc.create_subscription(copy_data => false), created at the
+ * creating transaction's pre-commit (slot_at_commit.cpp)
+ * ------------------------------------------------------------------------ */
+
+XLogRecPtr
+create_source_slot_pg(text *conninfo_text, const char *slot, PGconn **keep)
+{
+	PGconn *conn = connect_for_slot(conninfo_text, "create", slot);
+	const char *sql = psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", quote_identifier(slot));
+	/*
+	 * The source waits for its running transactions before the slot exists:
+	 * on an interrupt its walsender drops the not yet persistent slot
+	 * instead of finishing it for nobody (review h2, TAP 082).
+	 */
+	PGresult *res = exec_replication_command(conn, sql);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		int code = source_sqlstate(res, ERRCODE_CONNECTION_FAILURE);
 		char *msg = pstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
@@ -580,28 +592,16 @@ void
 drop_source_slot_pg(text *conninfo_text, Name slot_name)
 {
 	char *slot = NameStr(*slot_name);
-	PGconn *volatile conn = connect_for_slot(conninfo_text, "drop", slot);
+	PGconn *conn = connect_for_slot(conninfo_text, "drop", slot);
 	const char *sql = psprintf("DROP_REPLICATION_SLOT %s WAIT", quote_identifier(slot));
-	PGresult *volatile res = NULL;
 	/*
 	 * WAIT waits while another process (a worker not yet gone, a client)
-	 * holds the slot: wait interruptibly, so that a cancel or
-	 * statement_timeout ends cdc.drop_subscription, and cancel the command
-	 * on the source then.  Closing the connection is not enough: the
-	 * walsender does not notice it while it waits, and dropped the slot
-	 * once it was free, under a subscription whose drop had rolled back
-	 * (TAP 084).
+	 * holds the slot: a cancel or statement_timeout ends cdc.drop_subscription
+	 * and the command on the source.  Closing the connection alone was not
+	 * enough: the walsender dropped the slot once it was free, under a
+	 * subscription whose drop had rolled back (TAP 084).
 	 */
-	PG_TRY();
-	{
-		res = exec_interruptible(conn, sql);
-	}
-	PG_CATCH();
-	{
-		cancel_and_finish(conn);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	PGresult *res = exec_replication_command(conn, sql);
 	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
 		PQclear(res);
 		PQfinish(conn);
