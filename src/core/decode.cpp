@@ -529,9 +529,13 @@ BytesText(std::string bytes, const ColumnType &col, const std::string &path)
 {
 	if (col.family == ColumnType::Family::Bytea)
 		return ByteaText(bytes);
-	if (!IsValidUtf8(bytes) || bytes.find('\0') != std::string::npos)
+	if (!IsValidUtf8(bytes))
 		Fail(sqlstate::kInvalidTextRepresentation, path,
 		     "binary value is not valid UTF-8 text and cannot be stored as " + TypeDesc(col),
+		     "map the field to a bytea column", ColumnDetail(col));
+	if (bytes.find('\0') != std::string::npos)
+		Fail(sqlstate::kInvalidTextRepresentation, path,
+		     "binary value contains a NUL byte, which PostgreSQL cannot store as " + TypeDesc(col),
 		     "map the field to a bytea column", ColumnDetail(col));
 	return bytes;
 }
