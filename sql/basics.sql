@@ -133,6 +133,8 @@ SELECT target FROM cdc.register_mapping('basics_one', 'public', 'shared_src');
 \set VERBOSITY default
 SELECT target FROM cdc.register_mapping('basics_two', 'public', 'shared_src');
 SELECT target FROM cdc.register_mapping('basics_two', conflict_policy => 'ignore');
+-- NULL for outbox is refused as for every other option, not taken as false (review h3)
+SELECT target FROM cdc.register_mapping('basics_two', outbox => NULL);
 \set VERBOSITY terse
 SELECT target FROM cdc.register_mapping('basics_two', 'public', 'shared_src', source_name => 'another');
 SELECT target::text, source_name, source_table FROM cdc.mapping WHERE target IN ('basics_one'::regclass, 'basics_two'::regclass) ORDER BY 1;

@@ -1262,10 +1262,14 @@ BEGIN
   IF source_epoch IS NULL OR source_epoch < 0 OR source_epoch > 2147483647 THEN
     RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647' USING ERRCODE = '22023';
   END IF;
+  -- NULL would have meant false silently, where every other option refuses it (review h3)
+  IF outbox IS NULL THEN
+    RAISE EXCEPTION 'outbox must be true or false, not NULL' USING ERRCODE = '22023';
+  END IF;
   -- A delegate (docs/security.md, "Delegating mappings"; policy own_targets):
   -- its outbox topic is recorded, so that a rename of its table cannot move
   -- it, and may not be another owner's (review helper; sql/outbox_topic_delegate.sql).
-  IF coalesce(outbox, false) AND pg_catalog.row_security_active('cdc.mapping') THEN
+  IF outbox AND pg_catalog.row_security_active('cdc.mapping') THEN
     outbox_topic := coalesce(outbox_topic, rel_schema OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) rel_name);
     IF cdc._outbox_topic_taken(outbox_topic, target) THEN
       RAISE EXCEPTION 'outbox_topic "%" is the topic of another owner''s table', outbox_topic
@@ -1293,7 +1297,7 @@ BEGIN
                                 source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
                                 temporal_unit, conflict_policy, mode, handler, expired_policy, outbox_via)
   VALUES (target, source_name, coalesce(source_schema, rel_schema), coalesce(source_table, rel_name), key_columns,
-          version_column, source_epoch, coalesce(outbox, false), outbox_topic, truncate_policy,
+          version_column, source_epoch, outbox, outbox_topic, truncate_policy,
           unavailable_placeholder, temporal_unit, conflict_policy, mode, handler, expired_policy, outbox_via)
   ON CONFLICT ON CONSTRAINT mapping_pkey DO UPDATE
      SET source_name = EXCLUDED.source_name, source_schema = EXCLUDED.source_schema,
