@@ -582,7 +582,9 @@ $$;
 COMMENT ON FUNCTION cdc.entity_key_json(regclass, text) IS
   'An entity key of cdc.entity_state (compact form) as JSON {"column": "text value"}, using the mapping''s key_columns or the target''s primary key, in key order; the compact key as a JSON string when the target has no such key or one of another width.';
 
-CREATE VIEW cdc.entities AS
+-- security_barrier: a caller's function in a WHERE clause on the view runs
+-- only on the rows the privilege filter lets through (sql/entities_barrier.sql).
+CREATE VIEW cdc.entities WITH (security_barrier) AS
   SELECT e.target, cdc.entity_key_json(e.target, e.key) AS entity_key, s.name AS source_name,
          CASE WHEN EXISTS (SELECT 1 FROM cdc.mapping m WHERE m.target = e.target AND m.version_column IS NOT NULL)
               THEN ARRAY[e.v0::bigint, e.v1, e.v2]
