@@ -859,32 +859,30 @@ RelationDisplayPg(Oid relid)
 	return psprintf("%s.%s", nsp ? nsp : "?", rel);
 }
 
+/* What CheckBeforeLock refuses of a relation, from one syscache look-up. */
+enum class RelationClass { Usable, Internal, Temporary };
+
 /*
  * Is the relation a system catalog (or its TOAST table) or in the
- * extension's own schema (cdc: its bookkeeping, subscriptions, mappings)?
- * Cheap: an OID range test and one syscache lookup each.
+ * extension's own schema (cdc: its bookkeeping, subscriptions, mappings),
+ * or a temporary table?  Cheap: an OID range test and one syscache look-up
+ * (and the cdc schema's OID).  Usable when it does not exist.
  */
-bool
-InternalRelationPg(Oid relid)
+RelationClass
+ClassifyRelationPg(Oid relid)
 {
 	if (IsCatalogRelationOid(relid))
-		return true;
-	Oid nsp = get_rel_namespace(relid);
-	if (!OidIsValid(nsp))
-		return false;
-	return nsp == PG_CATALOG_NAMESPACE || IsToastNamespace(nsp) || nsp == get_namespace_oid("cdc", true);
-}
-
-/* Is the relation a temporary table?  false when it does not exist. */
-bool
-TemporaryRelationPg(Oid relid)
-{
+		return RelationClass::Internal;
 	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	if (!HeapTupleIsValid(tup))
-		return false;
-	const bool temp = ((Form_pg_class) GETSTRUCT(tup))->relpersistence == RELPERSISTENCE_TEMP;
+		return RelationClass::Usable;
+	const Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
+	const Oid nsp = form->relnamespace;
+	const bool temp = form->relpersistence == RELPERSISTENCE_TEMP;
 	ReleaseSysCache(tup);
-	return temp;
+	if (nsp == PG_CATALOG_NAMESPACE || IsToastNamespace(nsp) || nsp == get_namespace_oid("cdc", true))
+		return RelationClass::Internal;
+	return temp ? RelationClass::Temporary : RelationClass::Usable;
 }
 
 } // namespace
@@ -901,7 +899,8 @@ ApplyEngine::CheckBeforeLock(Oid relid)
 	 * pg_catalog.pg_authid), and it applies as a superuser when the
 	 * subscription's owner is one.  Errors: 42501.
 	 */
-	if (PgCall([&]() { return InternalRelationPg(relid); })) {
+	const RelationClass cls = PgCall([&]() { return ClassifyRelationPg(relid); });
+	if (cls == RelationClass::Internal) {
 		const char *display = PgCall([&]() { return RelationDisplayPg(relid); });
 		Fail("42501", "table " + std::string(display ? display : std::to_string(relid)) +
 		                  " cannot be a target: it is a system catalog or a table of cdc_apply itself",
@@ -916,7 +915,7 @@ ApplyEngine::CheckBeforeLock(Oid relid)
 	 * would inherit them (cdc.register_mapping refuses it for the same
 	 * reason; sql/dangling_target_state.sql).  Errors: 42809.
 	 */
-	if (PgCall([&]() { return TemporaryRelationPg(relid); })) {
+	if (cls == RelationClass::Temporary) {
 		const char *display = PgCall([&]() { return get_rel_name(relid); });
 		Fail("42809", "target " + std::string(display ? display : std::to_string(relid)) + " is a temporary table",
 		     "Entity records and ledger entries outlive the session; the table does not.",
