@@ -688,3 +688,13 @@ END $$;
 \set SHOW_CONTEXT errors
 DROP TABLE bad_long_key;
 DROP FUNCTION bad_key_ev(text, int);
+-- A target given as OID 0 names no relation: 42P01, not routed by the
+-- mapping as if the target were left out (review h3); NULL routes.
+\set VERBOSITY terse
+SELECT cdc_apply(dbz('c', 'bad_items', '{"id": 900, "name": "zero", "qty": 1}', '0/9000', 900), 0);
+SELECT cdc_apply(dbz('c', 'bad_items', '{"id": 900, "name": "zero", "qty": 1}', '0/9000', 900), '-'::regclass);
+SELECT cdc_apply_batch(ARRAY[dbz('c', 'bad_items', '{"id": 900, "name": "zero", "qty": 1}', '0/9000', 900)], 0);
+\set VERBOSITY default
+SELECT count(*) AS rows_900 FROM bad_items WHERE id = 900;
+SELECT cdc_apply(dbz('c', 'bad_items', '{"id": 900, "name": "zero", "qty": 1}', '0/9000', 900), NULL);
+SELECT count(*) AS rows_900 FROM bad_items WHERE id = 900;

@@ -63,12 +63,21 @@ OptTextArg(FunctionCallInfo fcinfo, int n)
 	return std::string(s);
 }
 
+/*
+ * The target argument: InvalidOid when it is NULL (route by the mapping).
+ * A target given as OID 0 ('-'::regclass, 0::regclass) names no relation:
+ * 42P01, not routing as if none were given (review h3).
+ */
 Oid
 OptOidArg(FunctionCallInfo fcinfo, int n)
 {
 	if (PG_NARGS() <= n || PG_ARGISNULL(n))
 		return InvalidOid;
-	return PG_GETARG_OID(n);
+	const Oid oid = PG_GETARG_OID(n);
+	if (!OidIsValid(oid))
+		throw cdc::InputError("42P01", "target relation with OID 0 does not exist", {},
+		                      "Pass NULL (or leave the target out) to route the event by its mapping.");
+	return oid;
 }
 
 /*
