@@ -698,3 +698,10 @@ SELECT cdc_apply_batch(ARRAY[dbz('c', 'bad_items', '{"id": 900, "name": "zero", 
 SELECT count(*) AS rows_900 FROM bad_items WHERE id = 900;
 SELECT cdc_apply(dbz('c', 'bad_items', '{"id": 900, "name": "zero", "qty": 1}', '0/9000', 900), NULL);
 SELECT count(*) AS rows_900 FROM bad_items WHERE id = 900;
+-- An event without source.schema (a MySQL connector's) is routed by no
+-- mapping, which always names a source schema: the message says so (it
+-- read ".bad_items"); with its target named, it applies.
+\set VERBOSITY terse
+SELECT cdc_apply(dbz('c', 'bad_items', '{"id": 901, "name": "noschema", "qty": 1}', '0/9010', 901, schema_name => NULL));
+\set VERBOSITY default
+SELECT cdc_apply(dbz('c', 'bad_items', '{"id": 901, "name": "noschema", "qty": 1}', '0/9010', 901, schema_name => NULL), 'bad_items');

@@ -824,6 +824,16 @@ ApplyEngine::ResolveUncached(const std::string &source_name, const std::string &
 		Fail("42P01", "published table \"" + schema + "." + table + "\" has no destination table", {},
 		     "Create " + schema + "." + table + " in the destination database, or map it with cdc.register_mapping(..., source_name => <subscription name>).");
 	}
+	/*
+	 * An event without source.schema (a MySQL connector's, say) matches no
+	 * mapping: every mapping names a source schema (review h3: the message
+	 * read ".t").
+	 */
+	if (schema.empty())
+		Fail("42P01", "no mapping for source table " + cdc::QuotedField(cdc::ClippedForMessage(table)) +
+		                  ": the event has no source.schema",
+		     "source.name is " + cdc::QuotedField(cdc::ClippedForMessage(source_name)),
+		     "Pass the target table to cdc_apply(): a mapping always names the source schema it routes.");
 	/* event values, cut as others are (a table name can be up to kMaxSourceIdentifierBytes) */
 	Fail("42P01", "no mapping for source table " + cdc::QuotedField(cdc::ClippedForMessage(schema) + "." + cdc::ClippedForMessage(table)),
 	     "source.name is " + cdc::QuotedField(cdc::ClippedForMessage(source_name)),
