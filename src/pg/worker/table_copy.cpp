@@ -542,6 +542,23 @@ prepare_slot(void)
 			ereport(LOG, (errmsg("cdc_apply subscription \"%s\": dropping unfinished slot %s", W->name, W->slot_name)));
 			PQclear(source_exec(psprintf("DROP_REPLICATION_SLOT %s WAIT", slot), PGRES_COMMAND_OK));
 		}
+	} else if (!W->copy_data) {
+		/*
+		 * The slot this subscription was created with (recorded) is gone: a
+		 * new one would start after the source's changes since the
+		 * recorded consistent point, and nothing would copy them (review
+		 * h2r, TAP 096 "lost").
+		 */
+		char *recorded = recorded_slot_lsn();
+		if (recorded != NULL)
+			ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			                errmsg("cdc_apply subscription \"%s\": replication slot \"%s\" created at %s is missing on the "
+			                       "source",
+			                       W->name, W->slot_name, recorded),
+			                errdetail("A new slot would miss the source's changes since %s, and the subscription copies "
+			                          "no data.",
+			                          recorded),
+			                errhint("Drop the subscription and create it again (copy_data => true copies the tables).")));
 	}
 
 	if (adopted) {
