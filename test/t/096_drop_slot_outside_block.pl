@@ -14,6 +14,15 @@
 #   procedure   CALL of a procedure that drops and then ROLLBACKs
 #   lost        the worker of such a subscription (slot recorded, slot gone)
 #               must not silently start from a new slot
+#   progress    a drop_subscription(drop_slot => true) ended by
+#               statement_timeout while a client holds the slot (TAP 084's
+#               "timeout") keeps the subscription, but its replication
+#               origin's progress is gone: pg_replication_origin_drop clears
+#               the origin's state in shared memory at once (not
+#               transactionally), before the slot's drop, and the worker
+#               then streams "from 0/0" (its continuity checks have nothing
+#               to compare with, a transaction before the old progress is not
+#               recognised as applied)
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -67,6 +76,29 @@ my $state = dq(q{SELECT state FROM cdc.subscription_status WHERE name = 'sc'});
 ok(!($state eq 'streaming' && ($rows // '') !~ /\b1\b/),
 	"lost: the worker does not stream from a new slot past the changes of the recorded one (state $state, rows applied: "
 	. ($rows // '') . ')');
+
+# --- progress -----------------------------------------------------------------
+sq(q{CREATE TABLE tp (id int PRIMARY KEY); CREATE PUBLICATION pp FOR TABLE tp;});
+dq(q{CREATE TABLE tp (id int PRIMARY KEY)});
+create_subscription($dest, $source, 'sd', ['pp'], 'copy_data => false');
+sq(q{INSERT INTO tp VALUES (1)});
+$dest->poll_query_until('postgres', q{SELECT count(*) = 1 FROM tp});
+disable_and_wait($source, $dest, 'sd');
+my $before = dq(q{SELECT pg_replication_origin_progress(cdc._origin_name(subid), false) FROM cdc.subscription WHERE name = 'sd'});
+my $recv = IPC::Run::start(
+	[ $source->installed_command('pg_recvlogical'), '-d', $source->connstr('postgres'), '--slot', 'sd', '--start',
+	  '-o', 'proto_version=1', '-o', 'publication_names=pp', '-f', '/dev/null', '-s', '1' ]);
+ok($source->poll_query_until('postgres', q{SELECT active FROM pg_replication_slots WHERE slot_name = 'sd'}),
+	'progress: another client holds the slot');
+($ret, $out, $err) = $dest->psql('postgres',
+	q{SET statement_timeout = '1s'; SELECT cdc.drop_subscription('sd', drop_slot => true)});
+like($err, qr/statement timeout/, 'progress: the drop is ended by statement_timeout');
+$recv->kill_kill;
+$recv->finish;
+is(dq(q{SELECT count(*) FROM cdc.subscription WHERE name = 'sd'}), '1', 'progress: the subscription stays');
+is(dq(q{SELECT coalesce(pg_replication_origin_progress(cdc._origin_name(subid), false)::text, 'NULL')
+        FROM cdc.subscription WHERE name = 'sd'}),
+	$before, "progress: the origin keeps its progress ($before)");
 
 $source->stop;
 $dest->stop;
