@@ -2293,15 +2293,18 @@ BEGIN
   -- waits (10 s at most) for the worker to exit: it must not hold the slot when it is dropped
   PERFORM cdc._stop_worker(sub.subid, 10000);
   DELETE FROM cdc.subscription s WHERE s.subid = sub.subid;
-  IF EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = cdc._origin_name(sub.subid)) THEN
-    PERFORM pg_replication_origin_drop(cdc._origin_name(sub.subid));
-  END IF;
   PERFORM cdc._force_sync_commit();
-  -- last, as DROP SUBSCRIPTION does: in every state (the worker may have
-  -- created the slot and not finished its initial copy); a slot that is
-  -- not there (never created) is no error
+  -- in every state (the worker may have created the slot and not finished
+  -- its initial copy); a slot that is not there (never created) is no error
   IF drop_slot THEN
     PERFORM cdc._drop_source_slot(sub.conninfo, sub.slot_name);
+  END IF;
+  -- after the slot: pg_replication_origin_drop clears the origin's progress
+  -- in shared memory at once, not with this transaction, so a slot's drop
+  -- that fails or is cancelled after it left the subscription with no
+  -- progress (its worker streamed "from 0/0"; review h2r, TAP 096 progress)
+  IF EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = cdc._origin_name(sub.subid)) THEN
+    PERFORM pg_replication_origin_drop(cdc._origin_name(sub.subid));
   END IF;
 END $fn$;
 COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
