@@ -2222,13 +2222,16 @@ BEGIN
   END IF;
   UPDATE cdc.subscription s SET skip_lsn = commit_lsn WHERE s.name = skip_transaction.name RETURNING subid INTO id;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
-  -- a transaction at or before the progress is applied (or skipped) already:
-  -- the worker never receives it again, so such a skip could never happen
-  -- (PostgreSQL's ALTER SUBSCRIPTION ... SKIP refuses it too)
+  -- a transaction whose commit LSN is before the progress is applied (or
+  -- skipped) already: the worker never receives it again, so such a skip
+  -- could never happen.  The progress is the end LSN of the last applied
+  -- commit, which is the start of the next WAL record: a commit LSN equal
+  -- to it is the next transaction, not an applied one (begin_source_xact:
+  -- final_lsn < progress; review h2r, TAP 096_skip_at_progress)
   sub_id := id;
   progress := pg_catalog.pg_replication_origin_progress(cdc._origin_name(id), false);
-  IF progress IS NOT NULL AND commit_lsn OPERATOR(pg_catalog.<=) progress THEN
-    RAISE EXCEPTION 'commit LSN % of subscription "%" is not after its progress %: that source transaction is applied or skipped already',
+  IF progress IS NOT NULL AND commit_lsn OPERATOR(pg_catalog.<) progress THEN
+    RAISE EXCEPTION 'commit LSN % of subscription "%" is before its progress %: that source transaction is applied or skipped already',
       commit_lsn, name, progress USING ERRCODE = '22023',
       HINT = 'Pass the commit LSN of the failing source transaction: cdc.subscription_status.last_error_lsn.';
   END IF;
@@ -2242,7 +2245,7 @@ BEGIN
   PERFORM cdc._force_sync_commit();
 END $fn$;
 COMMENT ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) IS
-  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. One open request per subscription: a second call replaces the first. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 no reason or an LSN not after the subscription''s progress, 22004 NULL LSN.';
+  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. One open request per subscription: a second call replaces the first. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 no reason or an LSN before the subscription''s progress, 22004 NULL LSN.';
 
 CREATE FUNCTION cdc.accept_gap(name text, reason text) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$

@@ -13,7 +13,7 @@
 --   - a second request replaced the first (one skip_lsn per subscription),
 --     but the first stayed in cdc.skipped_transactions as pending, so the
 --     record showed two open requests of which only one can ever be done.
--- Expected: 22004 for NULL, 22023 for an LSN not after the progress, and one
+-- Expected: 22004 for NULL, 22023 for an LSN before the progress, and one
 -- open request per subscription (a second call replaces the first, as
 -- cdc.accept_gap does).  The regression instance runs no worker: the
 -- origin's progress is set by hand.
@@ -25,8 +25,9 @@ SELECT pg_replication_origin_advance(cdc._origin_name(subid), '0/5000') FROM cdc
 -- NULL: 22004 naming the argument, nothing recorded
 SELECT cdc.skip_transaction('h3skip', NULL, 'no lsn');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
--- at and before the progress: 22023, nothing recorded
-SELECT cdc.skip_transaction('h3skip', '0/5000', 'at the progress');
+-- before the progress: 22023, nothing recorded (at the progress is the
+-- next transaction's commit when it directly follows: TAP 096_skip_at_progress)
+SELECT cdc.skip_transaction('h3skip', '0/4FF8', 'before the progress');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.skip_transaction('h3skip', '0/1', 'typo');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
