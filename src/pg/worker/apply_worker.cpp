@@ -68,7 +68,8 @@ fault_after_change(int nchanges)
  * Fault point pause_after:<transition> (tests of durable control state,
  * test/t/040_worker_control_durability.pl): right after the transition
  * (copy_done, skip, commit, accept_gap; origin: the replication origin set
- * up at start, before the status row names the worker) has committed, the worker logs it and
+ * up at start, before the status row names the worker; slot_created: the
+ * source created the slot, its consistent point is not recorded yet) has committed, the worker logs it and
  * waits until it is terminated, so the test can crash the server exactly
  * there.
  */

@@ -466,6 +466,16 @@ record_slot_created(XLogRecPtr cp)
 	commit_control_transition();
 }
 
+/*
+ * The record written, durably, just before the worker creates a slot
+ * (record_slot_created(InvalidXLogRecPtr)): a crash of the destination
+ * between the source's CREATE_REPLICATION_SLOT and the record of its
+ * consistent point left a slot nobody recorded, which every later start
+ * refused as "not created by this subscription" (TAP 040 "ct", under
+ * load).  No consistent point is 0/0.
+ */
+static const char *const kSlotCreationIntent = "0/0";
+
 /* This subscription's record of the slot it created (record_slot_created), or NULL. */
 static char *
 recorded_slot_lsn(void)
@@ -524,6 +534,19 @@ prepare_slot(void)
 		 * after them.
 		 */
 		char *recorded = recorded_slot_lsn();
+		/*
+		 * Created by an attempt of ours that crashed before it recorded the
+		 * slot's consistent point (the intent is recorded, the slot is not
+		 * in use): never consumed, so its confirmed position is still its
+		 * consistent point.
+		 */
+		const bool crashed_attempt = recorded != NULL && strcmp(recorded, kSlotCreationIntent) == 0 &&
+		                             confirmed != NULL && !active;
+		if (crashed_attempt) {
+			ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s was created by an attempt that did not record it",
+			                     W->name, W->slot_name)));
+			recorded = confirmed;
+		}
 		if (recorded == NULL || confirmed == NULL || strcmp(recorded, confirmed) != 0 || active)
 			ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
 			                errmsg("cdc_apply subscription \"%s\": replication slot \"%s\" exists on the source and was not "
@@ -550,7 +573,7 @@ prepare_slot(void)
 		 * h2r, TAP 096 "lost").
 		 */
 		char *recorded = recorded_slot_lsn();
-		if (recorded != NULL)
+		if (recorded != NULL && strcmp(recorded, kSlotCreationIntent) != 0)
 			ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			                errmsg("cdc_apply subscription \"%s\": replication slot \"%s\" created at %s is missing on the "
 			                       "source",
@@ -565,10 +588,12 @@ prepare_slot(void)
 		refresh_tables(false, true);
 	} else if (W->copy_data) {
 		write_status("copying", false);
+		record_slot_created(InvalidXLogRecPtr); /* the intent (kSlotCreationIntent) */
 		PQclear(source_exec("BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ", PGRES_COMMAND_OK));
 		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'use')", slot), PGRES_TUPLES_OK);
 		cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
 		PQclear(res);
+		fault_pause("slot_created"); /* the slot exists, its consistent point is not recorded (TAP 098) */
 		record_slot_created(cp);
 		/* the publications' tables in the slot's snapshot; each is copied and marked ready at cp */
 		refresh_tables(true, true);
@@ -578,9 +603,11 @@ prepare_slot(void)
 			copy_table(schemas[i], tables[i], cp);
 		PQclear(source_exec("COMMIT", PGRES_COMMAND_OK));
 	} else {
+		record_slot_created(InvalidXLogRecPtr); /* the intent (kSlotCreationIntent) */
 		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", slot), PGRES_TUPLES_OK);
 		cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
 		PQclear(res);
+		fault_pause("slot_created");
 		record_slot_created(cp);
 		refresh_tables(false, true);
 	}
