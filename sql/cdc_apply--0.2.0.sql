@@ -2913,5 +2913,44 @@ GRANT SELECT ON cdc.shared_stats, cdc.call_stats, cdc.failed_calls, cdc.worker_s
 REVOKE ALL ON FUNCTION cdc.reset_shared_stats() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._notify_launcher() FROM PUBLIC;
 
+-- ---------------------------------------------------------------------------
+-- What pg_dump carries (docs/operations.md, "Backups")
+-- ---------------------------------------------------------------------------
+-- A table of an extension is not dumped unless the extension says so
+-- (pg_extension_config_dump): without this, a dump and restore of the
+-- destination brought back the target rows without the mappings, the
+-- entity records and tombstones, the offset claims, the truncate barriers,
+-- the stream marks or the unpublished outbox rows, so replayed changes were
+-- applied again and deleted rows came back (scenario of a logical restore,
+-- test/t/110_dump_restore.pl).  Every table below names targets by
+-- regclass (dumped as a name, read back as the restored table's new OID)
+-- or by dictionary id.  The sequences of the dumped tables go with them,
+-- so that new outbox rows follow the restored ones in id order.  Not
+-- dumped: cdc.ledger (its digest includes the target's OID, which a
+-- restore changes: the restored entries would never match again; the
+-- entity records decide replays of changes from before the dump),
+-- cdc.counters and the audit's tables (statistics), cdc.prune_state
+-- (block positions in the old files), and the worker's subscriptions and
+-- their state (a restored copy must not consume the original's slot:
+-- create the subscription again; docs/worker.md).
+SELECT pg_catalog.pg_extension_config_dump('cdc.mapping', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.source', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.source_renames', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.source_renames_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.entity_state', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.table_barrier', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.prune_watermark', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.stream_mark', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.ledger_partition', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.ledger_partition_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.ledger_range', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.outbox_source', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.outbox_rows', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.outbox_rows_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.conflicts', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.conflicts_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.dead_letter', '');
+SELECT pg_catalog.pg_extension_config_dump('cdc.dead_letter_id_seq', '');
+
 -- The launcher serves this database as soon as CREATE EXTENSION commits.
 SELECT cdc._notify_launcher();

@@ -89,7 +89,7 @@ SELECT replace(regexp_replace(line, 'RI_ConstraintTrigger_([ac])_[0-9]+', 'RI_Co
      AND NOT (d.refclassid = 'pg_collation'::regclass)
   UNION ALL
   SELECT 'extension version ' || e.extversion || ' schema ' || e.extnamespace::regnamespace::text || ' relocatable '
-         || e.extrelocatable || ' config ' || coalesce(e.extconfig::text, '-')
+         || e.extrelocatable || ' config ' || coalesce((SELECT string_agg(u.c::regclass::text || ' ' || pg_catalog.quote_literal(u.cond), ', ' ORDER BY u.c::regclass::text) FROM unnest(e.extconfig::oid[], e.extcondition) AS u(c, cond)), '-')
     FROM pg_extension e WHERE e.extname = 'cdc_apply'
 ) x
 ORDER BY line COLLATE "C";
