@@ -101,19 +101,24 @@ PinnedSettings()
 SourceConn::SourceConn(const std::string &conninfo, bool replication, const std::string &application_name,
                        const std::string &subscription)
 {
-	/* the conninfo's own options first, ours after them: ours win */
+	/*
+	 * The source's timeouts off (the walk's transaction waits between pages
+	 * while the destination compares; a page's statement may take long), as
+	 * the worker's (cdc_source_timeouts); then the conninfo's own options,
+	 * which may set them; then ours: ours win.
+	 */
 	std::string options;
+	for (int i = 0; i < cdc_source_timeouts_count; i++)
+		options += std::string("-c ") + cdc_source_timeouts[i].name + "=" + cdc_source_timeouts[i].value + " ";
 	PQconninfoOption *parsed = PQconninfoParse(conninfo.c_str(), nullptr);
 	if (parsed) {
 		for (PQconninfoOption *o = parsed; o->keyword; o++)
 			if (std::strcmp(o->keyword, "options") == 0 && o->val && o->val[0])
-				options = std::string(o->val) + " ";
+				options += std::string(o->val) + " ";
 		PQconninfoFree(parsed);
 	}
 	for (const auto &[name, value] : PinnedSettings())
 		options += "-c " + name + "=" + value + " ";
-	/* the walk's transaction waits between pages while the destination compares */
-	options += "-c idle_in_transaction_session_timeout=0";
 	const char *encoding = PgCall([]() { return GetDatabaseEncodingName(); });
 
 	std::vector<const char *> keys, values;

@@ -163,6 +163,23 @@ const int cdc_source_settings_count = 3;
 static const char pinned_options[] = "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3";
 
 /*
+ * Timeouts of the source's sessions that would end the worker's long but
+ * legitimate waits: a COPY active on the source for as long as the
+ * destination takes to apply what it sends, the copy's one transaction held
+ * open across all tables (idle while the destination applies or commits),
+ * a connection idle between commands while the destination works.  A
+ * statement_timeout of the replication role or the source database made
+ * every copy of a table bigger than it fail and start over, without end
+ * (review h3, TAP 101).  They come before the conninfo's own options, which
+ * may set them (a later -c wins); the pinned value settings come last.
+ */
+const SourceSetting cdc_source_timeouts[] = {{"statement_timeout", "0"},
+                                             {"lock_timeout", "0"},
+                                             {"idle_in_transaction_session_timeout", "0"},
+                                             {"idle_session_timeout", "0"}};
+const int cdc_source_timeouts_count = 4;
+
+/*
  * Opens a libpq connection to a source with the pinned settings:
  * `conninfo` as the user wrote it (its own options come first, ours after
  * them, so ours win), `replication` adds replication=database.  The
@@ -206,8 +223,15 @@ connect_pinned(const char *conninfo, bool replication, const char *appname, char
 	if (!fault("source_settings_unpinned")) {
 		keys[n] = "client_encoding";
 		vals[n++] = GetDatabaseEncodingName();
+		StringInfoData options;
+		initStringInfo(&options);
+		for (int i = 0; i < cdc_source_timeouts_count; i++)
+			appendStringInfo(&options, "-c %s=%s ", cdc_source_timeouts[i].name, cdc_source_timeouts[i].value);
+		if (user_options)
+			appendStringInfo(&options, "%s ", user_options);
+		appendStringInfoString(&options, pinned_options);
 		keys[n] = "options";
-		vals[n++] = user_options ? psprintf("%s %s", user_options, pinned_options) : pinned_options;
+		vals[n++] = options.data;
 	}
 	keys[n] = NULL;
 	vals[n] = NULL;

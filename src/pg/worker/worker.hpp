@@ -61,6 +61,14 @@ struct SourceSetting {
 };
 extern const SourceSetting cdc_source_settings[];
 extern const int cdc_source_settings_count;
+// The source's session timeouts, off (0) on every connection to a source
+// unless the conninfo's own options set them (review h3, TAP 101): an
+// initial copy keeps one transaction open, and a COPY statement active, for
+// as long as the destination takes, which a statement_timeout or
+// idle_in_transaction_session_timeout of the replication role or the
+// source database cut short, for ever.  As pg_dump sets them.
+extern const SourceSetting cdc_source_timeouts[];
+extern const int cdc_source_timeouts_count;
 
 // What the publications (`publications_sql`: their names as SQL literals,
 // comma-separated) publish of one source table, read over `conn` as
