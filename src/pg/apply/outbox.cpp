@@ -358,13 +358,21 @@ IdempotencyKey(const Target &t, const SourceInfo &src, char op, const Version &v
 
 /*
  * The cdc.outbox_source id of a topic and source identity, created on
- * first use.  Ids are max + 1 under a SHARE ROW EXCLUSIVE lock of the
- * dictionary (self-conflicting; readers are not blocked), taken only when
- * the entry is missing: a rolled-back call leaves no gap, so the ids cannot
- * be used up, and two sessions never compute the same id.  After the lock
- * the entry is looked up again (a new statement sees what the lock waited
- * for).  Under REPEATABLE READ a concurrent creation the snapshot cannot
- * see makes ON CONFLICT DO NOTHING raise 40001 (retry the transaction).
+ * first use with the id the identity's hash gives (the next one on a
+ * collision with another identity), as cdc.source's ids (state_store.cpp,
+ * SourceId): no sequence, so a rolled-back call leaves no trace and cannot
+ * use ids up, and no lock of the dictionary.  The ids were max + 1 under a
+ * SHARE ROW EXCLUSIVE lock taken as the extension owner and held until the
+ * caller's transaction ended: a role that may write nothing but its own
+ * outbox-mapped table sent an event with a made-up source identity, kept
+ * its transaction open, and every session needing an id for any other new
+ * identity (the workers' too) waited for it (review h3,
+ * security_outbox_source_lock.spec).  Now a concurrent uncommitted insert
+ * makes this one wait only for the same identity (its unique key: a
+ * target of the same topic) or for the same id (an MD5 prefix collision).
+ * A new statement after a conflict sees what it waited for.  Under
+ * REPEATABLE READ a concurrent creation the snapshot cannot see makes ON
+ * CONFLICT DO NOTHING raise 40001 (retry the transaction).
  */
 int32_t
 OutboxSourceId(const std::string &topic, const SourceInfo &src)
@@ -386,22 +394,25 @@ OutboxSourceId(const std::string &topic, const SourceInfo &src)
 	                     "AND source_name OPERATOR(pg_catalog.=) $2 AND source_db OPERATOR(pg_catalog.=) $3 "
 	                     "AND source_schema OPERATOR(pg_catalog.=) $4 AND source_table OPERATOR(pg_catalog.=) $5";
 	uint64_t n = Execute(select, p, true);
-	if (n == 0) {
-		PgCall([]() {
-			Oid relid = get_relname_relid("outbox_source", get_namespace_oid("cdc", false));
-			if (!OidIsValid(relid))
-				ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("table cdc.outbox_source does not exist")));
-			LockRelationOid(relid, ShareRowExclusiveLock);
-		});
-		n = Execute(select, p, true);
+	const std::string hex = n == 0 ? Md5Hex(key) : std::string();
+	for (uint32_t collisions = 0; n == 0 && collisions < 1000; collisions++) {
+		Params q;
+		q.Add(INT4OID, Int32GetDatum(SourceIdCandidate(hex, collisions)), false);
+		q.AddText(topic);
+		q.AddText(src.name);
+		q.AddText(src.db);
+		q.AddText(src.schema);
+		q.AddText(src.table);
+		n = Execute("INSERT INTO cdc.outbox_source (id, topic, source_name, source_db, source_schema, source_table) "
+		            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING id",
+		            q, true);
+		if (n == 0)
+			n = Execute(select, p, true); /* the same identity, created concurrently; else the id is another's */
 	}
 	if (n == 0)
-		n = Execute("INSERT INTO cdc.outbox_source (id, topic, source_name, source_db, source_schema, source_table) "
-		            "SELECT COALESCE(pg_catalog.max(s.id), 0) OPERATOR(pg_catalog.+) 1, $1, $2, $3, $4, $5 "
-		            "FROM cdc.outbox_source s ON CONFLICT DO NOTHING RETURNING id",
-		            p, true);
-	if (n == 0)
-		throw std::runtime_error("the source identity of an outbox row could not be recorded in cdc.outbox_source");
+		throw InputError("54000", "no free id for the outbox source identity of topic " +
+		                              QuotedField(ClippedForMessage(topic)) + " in cdc.outbox_source",
+		                 {}, "1,000 ids after its hash are taken by other identities.");
 	int32_t id = int32_t(std::stol(ResultText(0, 1).value_or("0")));
 	RememberId(Dictionary::OutboxSource, key, id);
 	return id;
