@@ -109,4 +109,39 @@ is($dest->safe_psql('postgres', q{SELECT string_agg(DISTINCT ran_as, ',') FROM p
 	'the partition\'s trigger ran as alice');
 is($dest->safe_psql('postgres', "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'"), 'f', 'mallory is still not a superuser');
 
+# ---------------------------------------------------------------------------
+# 3. cdc.audit reads a partitioned table as its owner, and planning the read
+#    folds every partition's index predicates: mallory's partition of the
+#    superuser's table with an IMMUTABLE predicate is refused, not run as the
+#    superuser calling cdc.audit.  (This session never reads public.sp again:
+#    a superuser's own query on it would fold the predicate too.)
+# ---------------------------------------------------------------------------
+$dest->safe_psql('postgres', q{
+CREATE TABLE public.sp_mid PARTITION OF public.sp FOR VALUES FROM (200) TO (300);
+ALTER TABLE public.sp_mid OWNER TO mallory;
+GRANT CREATE ON SCHEMA public TO mallory;
+SET ROLE mallory;
+CREATE FUNCTION m.escalate() RETURNS bool LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog AS $$
+BEGIN
+  INSERT INTO public.ran VALUES ('index predicate', current_user);
+  BEGIN
+    EXECUTE 'ALTER ROLE mallory SUPERUSER';
+  EXCEPTION WHEN OTHERS THEN NULL;
+  END;
+  RETURN true;
+END $$;
+CREATE FUNCTION m.pred(int) RETURNS bool LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog AS $$
+BEGIN
+  RETURN m.escalate();
+END $$;
+CREATE INDEX sp_mid_v ON public.sp_mid (v) WHERE m.pred(0);
+RESET ROLE;
+DELETE FROM public.ran;
+});
+my ($rc, $out, $err) = $dest->psql('postgres', q{CALL cdc.audit('sub_sp')});
+like($err, qr/partition public\.sp_mid of table public\.sp is owned by "mallory", whose code would run as "\w+"/,
+	'cdc.audit refuses the table with mallory\'s partition');
+is($dest->safe_psql('postgres', q{SELECT count(*) FROM public.ran}), '0', 'mallory\'s predicate never ran');
+is($dest->safe_psql('postgres', "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'"), 'f', 'mallory is not a superuser');
+
 done_testing();

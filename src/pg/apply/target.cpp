@@ -32,6 +32,7 @@ extern "C" {
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
@@ -973,6 +974,47 @@ ApplyEngine::CheckTruncateBeforeLock(Oid relid)
 	     "Grant TRUNCATE on the table to that role, or register the mapping with truncate_policy => 'ignore'.");
 }
 
+/*
+ * The worker applies a partitioned target's changes as one role (`applier`)
+ * for all of its partitions: the code attached to a partition (its
+ * triggers, defaults, constraints, index expressions) runs as that role
+ * when a row is routed to it.  A partition owned by a role that is not a
+ * member of `applier` would run its owner's code with rights that owner
+ * lacks: a superuser-owned partitioned table with a tenant's partition ran
+ * the tenant's ENABLE ALWAYS trigger as the superuser (review h3, TAP 102).
+ * Finds such a partition (any level; the partitions stay locked ACCESS
+ * SHARE until the transaction ends, so none changes owner or joins the
+ * table while the group applies): false if there is none.  PostgreSQL
+ * regime.
+ */
+bool
+ForeignOwnedPartitionPg(Oid relid, Oid applier, Oid *partition, Oid *owner)
+{
+	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+		return false;
+	List *all = find_all_inheritors(relid, AccessShareLock, NULL);
+	bool found = false;
+	ListCell *lc;
+	foreach (lc, all) {
+		const Oid part = lfirst_oid(lc);
+		if (part == relid)
+			continue;
+		HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(part));
+		if (!HeapTupleIsValid(tup))
+			continue; /* dropped concurrently: no rows can be routed to it */
+		const Oid o = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+		ReleaseSysCache(tup);
+		if (o != applier && !is_member_of_role(o, applier)) {
+			*partition = part;
+			*owner = o;
+			found = true;
+			break;
+		}
+	}
+	list_free(all);
+	return found;
+}
+
 const RunAs &
 ApplyEngine::Authorize(const Target &t)
 {
@@ -1003,6 +1045,26 @@ ApplyEngine::Authorize(const Target &t)
 			     "The worker applies a table's changes as the table's owner; the subscription owner must be a member of it.",
 			     "GRANT \"" + table_owner + "\" TO \"" + sub_owner +
 			         "\", or set run_as_owner => true and grant the subscription owner the table's privileges.");
+		}
+		/*
+		 * Every partition's code runs as the applier: its owner must be able
+		 * to act as the applier anyway.  (With run_as_owner every table
+		 * owner's code runs as the subscription owner by choice.)
+		 */
+		Oid partition = InvalidOid, part_owner = InvalidOid;
+		if (!run_as_owner_ && PgCall([&]() { return ForeignOwnedPartitionPg(t.relid, applier, &partition, &part_owner); })) {
+			std::string part_name = PgCall([&]() -> const char * {
+				const char *d = RelationDisplayPg(partition);
+				return d ? d : psprintf("%u", partition);
+			});
+			std::string owner_name = PgCall([&]() { return GetUserNameFromId(part_owner, false); });
+			std::string applier_name = PgCall([&]() { return GetUserNameFromId(applier, false); });
+			Fail("42501", "partition " + part_name + " of table " + t.display + " is owned by \"" + owner_name +
+			                  "\", whose code would run as \"" + applier_name + "\"",
+			     "The worker applies the rows of every partition as the role that applies the partitioned table; the "
+			     "triggers, defaults and constraints of a partition run as that role.",
+			     "Give the partition to the partitioned table's owner (ALTER TABLE " + part_name + " OWNER TO ...), or "
+			     "grant \"" + applier_name + "\" to \"" + owner_name + "\".");
 		}
 	}
 	CheckPrivileges(t.relid, t.display, applier, worker_identity_);

@@ -142,6 +142,14 @@ struct Target {
 // detail).
 void CheckPrivileges(Oid relid, const std::string &display, Oid role, bool worker);
 
+// Whether partitioned table `relid` has a partition (any level) whose owner
+// is neither `role` nor a member of it: that owner's code (triggers,
+// defaults, index expressions and predicates) would run as `role`.  Sets
+// *partition and *owner to the first such; locks every partition ACCESS
+// SHARE.  False for any other relation.  PostgreSQL regime (review h3: the
+// worker, cdc.audit and cdc.resync refuse such a table, 42501).
+bool ForeignOwnedPartitionPg(Oid relid, Oid role, Oid *partition, Oid *owner);
+
 // The valid, immediate unique index, neither partial nor on expressions,
 // whose key columns are exactly `cols` (any order): the index ON CONFLICT
 // (cols) infers.  InvalidOid if none.  PostgreSQL regime.

@@ -4,12 +4,14 @@
 #include "core/errors.hpp"
 #include "core/json.hpp"
 #include "pg/worker/worker.hpp"
+#include "pg/apply/target.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -135,6 +137,28 @@ LoadDestTable(Oid relid)
 	t.name = name;
 	if (relkind != "r" && relkind != "p")
 		Fail("42809", t.display + " is not a table");
+	/*
+	 * The table's rows are read as its owner (ReaderOf), and planning a
+	 * read of a partitioned table folds every partition's index predicates
+	 * and expressions: a partition of another owner's would run that
+	 * owner's IMMUTABLE functions with this one's rights, a superuser's for
+	 * a superuser's table (review h3, TAP 102).
+	 */
+	Oid part = InvalidOid, part_owner = InvalidOid;
+	if (relkind == "p" && PgCall([&]() { return ForeignOwnedPartitionPg(relid, t.owner, &part, &part_owner); })) {
+		std::string part_name = PgCall([&]() -> const char * {
+			char *rel = get_rel_name(part);
+			return rel ? psprintf("%s.%s", get_namespace_name(get_rel_namespace(part)), rel) : psprintf("%u", part);
+		});
+		std::string owner_name = PgCall([&]() { return GetUserNameFromId(part_owner, false); });
+		std::string table_owner = PgCall([&]() { return GetUserNameFromId(t.owner, false); });
+		Fail("42501", "partition " + part_name + " of table " + t.display + " is owned by \"" + owner_name +
+		                  "\", whose code would run as \"" + table_owner + "\"",
+		     "The audit reads a partitioned table as its owner; planning the read runs every partition's index "
+		     "predicates and expressions.",
+		     "Give the partition to the partitioned table's owner (ALTER TABLE " + part_name + " OWNER TO ...), or grant \"" +
+		         table_owner + "\" to \"" + owner_name + "\".");
+	}
 	t.hashed.relation = QuoteIdent(schema) + "." + QuoteIdent(name);
 	t.hashed.only = relkind == "r";
 
