@@ -1,0 +1,113 @@
+# A table of a copy_data => false subscription renamed on the source before
+# the worker applied any change of it (helper h2; docs/worker.md, "The
+# subscription's tables").  The worker recognises a renamed table by the
+# source relation OID recorded for it (cdc.subscription_rel.source_relid);
+# a table it did not copy only learnt that OID at its first applied
+# change, so a rename before it was not recognised: its changes arrived
+# under the new name and were skipped as an unknown table with a WARNING
+# while the subscription showed streaming.  The OIDs are now read with the
+# slot, in its snapshot (the tables the publications published at its
+# consistent point, and their OIDs then), so the rename stops the worker
+# with 55000 as a rename after the first change does (TAP 076).
+#
+#   streaming  the worker streams, no change of the table yet; the source
+#              renames it and changes it: the worker stops (55000, naming
+#              both names), nothing of the new name applied; the hint's
+#              way out (the destination table takes the new name, then
+#              cdc.refresh_subscription) ends equal to the source.
+#   disabled   created with enabled => false; the source changes the table,
+#              renames it and changes it again before the worker first
+#              runs: the change before the rename is applied (the worker
+#              read the current publication at its first start, so the
+#              table was known only under its new name and that change was
+#              skipped with the WARNING), the worker stops at the first
+#              change under the new name.
+#   moved      ALTER TABLE ... SET SCHEMA before the first change: the same
+#              stop, naming the new schema.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use CdcWorkerTest;
+
+my $source = new_source('source');
+my $dest = new_dest('dest');
+sub sq { return $source->safe_psql('postgres', $_[0]); }
+sub dq { return $dest->safe_psql('postgres', $_[0]); }
+
+# The worker stopped, or applied everything up to the source's current
+# position: a positive end either way, so that the old code (which skipped
+# the changes and streamed on) fails at once instead of at a timeout.
+sub wait_stop_or_caught_up
+{
+	my ($sub) = @_;
+	my $lsn = source_lsn($source);
+	return wait_status($dest, $sub,
+		qq{state = 'error' OR (state = 'streaming' AND greatest(applied_lsn, flushed_lsn) >= '$lsn'::pg_lsn)});
+}
+
+my $t = 'CREATE TABLE %s (id int PRIMARY KEY, n int NOT NULL); INSERT INTO %s SELECT g, 0 FROM generate_series(1, 10) g;';
+
+# --- streaming --------------------------------------------------------------
+sq(sprintf($t, 'r', 'r') . sprintf($t, 'o', 'o') . 'CREATE PUBLICATION p_r FOR TABLE r, o;');
+# the destination starts with the source's rows (no copy)
+dq(sprintf($t, 'r', 'r') . sprintf($t, 'o', 'o'));
+create_subscription($dest, $source, 'sr', ['p_r'], 'copy_data => false');
+ok(wait_caught_up($source, $dest, 'sr'), 'streaming: the worker streams, no change of r applied yet');
+is(dq(q{SELECT string_agg(table_name || '=' || coalesce(source_relid::text, 'NULL'), ',' ORDER BY table_name)
+        FROM cdc.subscription_rel WHERE schema_name = 'public'}),
+	sq(q{SELECT 'o=' || 'o'::regclass::oid || ',r=' || 'r'::regclass::oid}),
+	'streaming: the source OIDs recorded with the slot');
+sq(q{ALTER TABLE r RENAME TO r2});
+sq(q{INSERT INTO r2 VALUES (11, 11); UPDATE r2 SET n = 2 WHERE id = 2});
+sq(q{UPDATE o SET n = 1 WHERE id = 1});
+ok(wait_stop_or_caught_up('sr'), 'streaming: the worker stopped or caught up');
+like(status_row($dest, 'sr', q{state || ' ' || coalesce(last_error, '')}),
+	qr/^error .*source table public\.r of the subscription is now called public\.r2/s,
+	'streaming: the rename before the first change stops the worker (55000), not skipped as an unknown table');
+is(dq(q{SELECT count(*) FILTER (WHERE id = 11) || ' ' || sum(n) FROM r}), '0 0', 'streaming: nothing of r2 applied');
+# the way out of the hint: the destination's table takes the new name, a refresh adds and copies it
+dq(q{ALTER TABLE r RENAME TO r2});
+dq(q{SELECT cdc.refresh_subscription('sr')});
+ok(wait_caught_up($source, $dest, 'sr'), 'streaming: streams again after the rename and the refresh');
+same_id_n_rows($source, $dest, 'r2', 'streaming');
+same_id_n_rows($source, $dest, 'o', 'streaming');
+dq(q{SELECT cdc.drop_subscription('sr', drop_slot => true)});
+
+# --- disabled ---------------------------------------------------------------
+sq(sprintf($t, 'd', 'd') . 'CREATE PUBLICATION p_d FOR TABLE d;');
+dq(sprintf($t, 'd', 'd') . 'CREATE TABLE d2 (id int PRIMARY KEY, n int NOT NULL);');
+create_subscription($dest, $source, 'sd', ['p_d'], 'copy_data => false, enabled => false');
+sq(q{UPDATE d SET n = 1 WHERE id = 1});
+sq(q{ALTER TABLE d RENAME TO d2});
+sq(q{UPDATE d2 SET n = 2 WHERE id = 2});
+dq(q{SELECT cdc.enable_subscription('sd')});
+ok(wait_stop_or_caught_up('sd'), 'disabled: the worker stopped or caught up');
+like(status_row($dest, 'sd', q{state || ' ' || coalesce(last_error, '')}),
+	qr/^error .*source table public\.d of the subscription is now called public\.d2/s,
+	'disabled: a rename before the worker first ran stops it at the first change under the new name (55000)');
+is(dq(q{SELECT n FROM d WHERE id = 1}), '1', 'disabled: the change before the rename applied to d');
+is(dq(q{SELECT n FROM d WHERE id = 2}), '0', 'disabled: nothing of d2 applied to d');
+is(dq(q{SELECT count(*) FROM d2}), '0', 'disabled: the unrelated destination table d2 untouched');
+dq(q{SELECT cdc.drop_subscription('sd', drop_slot => true)});
+
+# --- moved ------------------------------------------------------------------
+sq(q{CREATE SCHEMA s2;} . sprintf($t, 'm', 'm') . 'CREATE PUBLICATION p_m FOR TABLE m;');
+dq(sprintf($t, 'm', 'm'));
+create_subscription($dest, $source, 'sm', ['p_m'], 'copy_data => false');
+ok(wait_caught_up($source, $dest, 'sm'), 'moved: streaming');
+sq(q{ALTER TABLE m SET SCHEMA s2});
+sq(q{UPDATE s2.m SET n = 3 WHERE id = 3});
+ok(wait_stop_or_caught_up('sm'), 'moved: the worker stopped or caught up');
+like(status_row($dest, 'sm', q{state || ' ' || coalesce(last_error, '')}),
+	qr/^error .*source table public\.m of the subscription is now called s2\.m/s,
+	'moved: SET SCHEMA before the first change stops the worker (55000)');
+is(dq(q{SELECT n FROM m WHERE id = 3}), '0', 'moved: nothing of s2.m applied');
+dq(q{SELECT cdc.drop_subscription('sm', drop_slot => true)});
+
+$dest->stop;
+$source->stop;
+done_testing();
