@@ -13,16 +13,18 @@
 #            table, so the worker stops with 55000 every time (one
 #            outcome, also after its retries) and the unrelated table is
 #            never written.
-#   learnt   a table the worker did not copy (copy_data => false: no OID
-#            recorded at a copy) is recognised by the OID of the stream's
-#            RELATION message: renamed on the source after the worker
-#            streamed a change of it, it stops the worker (55000) instead
-#            of being skipped as an unknown table, also when the rename
-#            happens while the worker is stopped (the OID is saved with the
-#            group's commit), and the hint's way out ends equal to the
-#            source.
-#   skipped  the same, when the source's RELATION message of the table came
-#            inside a transaction the worker skipped (cdc.skip_transaction):
+#   learnt   a table the worker did not copy (added by
+#            cdc.refresh_subscription(copy_data => false): no OID recorded
+#            at a copy nor with the slot, TAP 100) is recognised by the
+#            OID of the stream's RELATION message: renamed on the source
+#            after the worker streamed a change of it, it stops the worker
+#            (55000) instead of being skipped as an unknown table, also
+#            when the rename happens while the worker is stopped (the OID
+#            is saved with the group's commit), and the hint's way out
+#            ends equal to the source.
+#   skipped  the same (k added by a refresh without a copy), when the
+#            source's RELATION message of the table came inside a
+#            transaction the worker skipped (cdc.skip_transaction):
 #            the source sends it once per connection, so it was not sent
 #            again with the next change, nothing was learnt, and a rename
 #            was skipped as an unknown table with a WARNING while the
@@ -84,12 +86,16 @@ dq(q{SELECT cdc.drop_subscription('sq', drop_slot => true)});
 # --- learnt -----------------------------------------------------------------
 sq(q{CREATE TABLE l (id int PRIMARY KEY, n int NOT NULL); CREATE TABLE m (id int PRIMARY KEY, n int NOT NULL);
      INSERT INTO l SELECT g, 0 FROM generate_series(1, 10) g; INSERT INTO m SELECT g, 0 FROM generate_series(1, 10) g;
-     CREATE PUBLICATION p_l FOR TABLE l, m;});
+     CREATE PUBLICATION p_l;});
 # the destination starts with the source's rows, as a user who loaded them himself
 dq(q{CREATE TABLE l (id int PRIMARY KEY, n int NOT NULL); CREATE TABLE m (id int PRIMARY KEY, n int NOT NULL);
      INSERT INTO l SELECT g, 0 FROM generate_series(1, 10) g; INSERT INTO m SELECT g, 0 FROM generate_series(1, 10) g;});
 create_subscription($dest, $source, 'sl', ['p_l'], 'copy_data => false');
 ok(wait_caught_up($source, $dest, 'sl'), 'learnt: streaming without a copy');
+# added after the slot was made, without a copy: no OID recorded
+sq(q{ALTER PUBLICATION p_l ADD TABLE l, m});
+is(dq(q{SELECT count(*) FROM cdc.refresh_subscription('sl', copy_data => false)}), '2', 'learnt: l and m added without a copy');
+ok(wait_caught_up($source, $dest, 'sl'), 'learnt: streaming after the refresh');
 is(dq(q{SELECT count(*) FROM cdc.subscription_rel WHERE source_relid IS NOT NULL}), '0',
 	'learnt: no OID recorded without a copy');
 sq(q{UPDATE l SET n = 1 WHERE id = 1; UPDATE m SET n = 1 WHERE id = 1});
@@ -129,10 +135,15 @@ dq(q{SELECT cdc.drop_subscription('sl', drop_slot => true)});
 
 # --- skipped ----------------------------------------------------------------
 sq(q{CREATE TABLE k (id int PRIMARY KEY, n int NOT NULL); INSERT INTO k SELECT g, 0 FROM generate_series(1, 10) g;
-     CREATE PUBLICATION p_k FOR TABLE k;});
+     CREATE PUBLICATION p_k;});
 dq(q{CREATE TABLE k (id int PRIMARY KEY, n int NOT NULL CHECK (n < 100)); INSERT INTO k SELECT g, 0 FROM generate_series(1, 10) g;});
 create_subscription($dest, $source, 'sk', ['p_k'], 'copy_data => false');
 ok(wait_caught_up($source, $dest, 'sk'), 'skipped: streaming without a copy');
+sq(q{ALTER PUBLICATION p_k ADD TABLE k});
+is(dq(q{SELECT count(*) FROM cdc.refresh_subscription('sk', copy_data => false)}), '1', 'skipped: k added without a copy');
+ok(wait_caught_up($source, $dest, 'sk'), 'skipped: streaming after the refresh');
+is(dq(q{SELECT count(*) FROM cdc.subscription_rel WHERE table_name = 'k' AND source_relid IS NULL}), '1',
+	'skipped: no OID recorded for k');
 # the first change of k in the connection fails on the destination's CHECK
 sq(q{UPDATE k SET n = 100 WHERE id = 1});
 ok(wait_status($dest, 'sk', q{state = 'error' AND last_error LIKE '%check constraint%'}),

@@ -24,6 +24,19 @@
 #              change under the new name.
 #   moved      ALTER TABLE ... SET SCHEMA before the first change: the same
 #              stop, naming the new schema.
+#   later      the subscription's tables are those its publications
+#              published at the slot's consistent point, as for
+#              PostgreSQL's CREATE SUBSCRIPTION: a table added to the
+#              publication after the creation, before the worker first ran,
+#              is not applied (the WARNING) until cdc.refresh_subscription
+#              adds it (the worker read the publication at its first start
+#              and took it).
+#   missing    a publication that does not exist when the slot is made: no
+#              table is recorded (refresh_pending), the worker reads the
+#              tables when it starts, once the publication exists.
+#   worker     a subscription without a copy whose slot the worker creates
+#              itself (no slot recorded, as one of an earlier version): it
+#              reads the tables and OIDs in the slot's snapshot too.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -107,6 +120,59 @@ like(status_row($dest, 'sm', q{state || ' ' || coalesce(last_error, '')}),
 	'moved: SET SCHEMA before the first change stops the worker (55000)');
 is(dq(q{SELECT n FROM m WHERE id = 3}), '0', 'moved: nothing of s2.m applied');
 dq(q{SELECT cdc.drop_subscription('sm', drop_slot => true)});
+
+# --- later ------------------------------------------------------------------
+sq(sprintf($t, 'la', 'la') . sprintf($t, 'lb', 'lb') . 'CREATE PUBLICATION p_l FOR TABLE la;');
+dq(sprintf($t, 'la', 'la') . sprintf($t, 'lb', 'lb'));
+create_subscription($dest, $source, 'sl', ['p_l'], 'copy_data => false, enabled => false');
+sq(q{ALTER PUBLICATION p_l ADD TABLE lb});
+sq(q{UPDATE la SET n = 1 WHERE id = 1; UPDATE lb SET n = 1 WHERE id = 1});
+my $offset = -s $dest->logfile;
+dq(q{SELECT cdc.enable_subscription('sl')});
+ok(wait_caught_up($source, $dest, 'sl'), 'later: streaming');
+is(dq(q{SELECT string_agg(table_name, ',' ORDER BY table_name) FROM cdc.subscription_rel WHERE schema_name = 'public'}), 'la',
+	'later: the tables published at the slot\'s start');
+is(dq(q{SELECT (SELECT n FROM la WHERE id = 1) || ' ' || (SELECT n FROM lb WHERE id = 1)}), '1 0',
+	'later: la applied, lb (added to the publication after the creation) not');
+ok(wait_for_log($dest, qr/changes of public\.lb are not applied: the table is not part of subscription "sl"/, $offset),
+	'later: with the WARNING');
+is(dq(q{SELECT string_agg(table_name || ' ' || action, ',') FROM cdc.refresh_subscription('sl', copy_data => false)}), 'lb added',
+	'later: the refresh adds lb');
+sq(q{UPDATE lb SET n = 2 WHERE id = 2});
+ok(wait_caught_up($source, $dest, 'sl'), 'later: streaming after the refresh');
+is(dq(q{SELECT n FROM lb WHERE id = 2}), '2', 'later: lb applied after the refresh');
+dq(q{SELECT cdc.drop_subscription('sl', drop_slot => true)});
+
+# --- missing ----------------------------------------------------------------
+sq(sprintf($t, 'x', 'x'));
+dq(sprintf($t, 'x', 'x'));
+create_subscription($dest, $source, 'sx', ['p_x'], 'copy_data => false, enabled => false');
+is(dq(q{SELECT s.refresh_pending || ' ' || (SELECT count(*) FROM cdc.subscription_rel r WHERE r.subid = s.subid)
+        FROM cdc.subscription s WHERE name = 'sx'}), 'true 0', 'missing: no table recorded, the worker reads them');
+sq(q{CREATE PUBLICATION p_x FOR TABLE x});
+dq(q{SELECT cdc.enable_subscription('sx')});
+ok(wait_caught_up($source, $dest, 'sx'), 'missing: streaming');
+sq(q{UPDATE x SET n = 4 WHERE id = 4});
+ok(wait_caught_up($source, $dest, 'sx'), 'missing: caught up');
+same_id_n_rows($source, $dest, 'x', 'missing');
+dq(q{SELECT cdc.drop_subscription('sx', drop_slot => true)});
+
+# --- worker -----------------------------------------------------------------
+sq(sprintf($t, 'w', 'w') . 'CREATE PUBLICATION p_w FOR TABLE w;');
+dq(sprintf($t, 'w', 'w'));
+create_subscription($dest, $source, 'sw', ['p_w'], 'copy_data => false, enabled => false');
+sq(q{SELECT pg_drop_replication_slot('sw')});
+dq(q{UPDATE cdc.subscription SET slot_created_lsn = NULL WHERE name = 'sw'; DELETE FROM cdc.subscription_rel});
+dq(q{SELECT cdc.enable_subscription('sw')});
+ok(wait_caught_up($source, $dest, 'sw'), 'worker: the worker made the slot, streaming');
+is(dq(q{SELECT table_name || '=' || coalesce(source_relid::text, 'NULL') FROM cdc.subscription_rel}),
+	sq(q{SELECT 'w=' || 'w'::regclass::oid}), 'worker: the source OID recorded with the slot');
+sq(q{ALTER TABLE w RENAME TO w2; UPDATE w2 SET n = 5 WHERE id = 5});
+ok(wait_stop_or_caught_up('sw'), 'worker: the worker stopped or caught up');
+like(status_row($dest, 'sw', q{state || ' ' || coalesce(last_error, '')}),
+	qr/^error .*source table public\.w of the subscription is now called public\.w2/s,
+	'worker: the rename stops the worker (55000)');
+dq(q{SELECT cdc.drop_subscription('sw', drop_slot => true)});
 
 $dest->stop;
 $source->stop;

@@ -253,7 +253,9 @@ relation_skipped(RelEntry *e)
 			return true;
 		/*
 		 * The first applied change of a table without a recorded source
-		 * OID teaches it (learn_source_relid).  Here, not at its RELATION
+		 * OID (one added without a copy after the slot was made: the
+		 * slot's own tables have theirs from its snapshot) teaches it
+		 * (learn_source_relid).  Here, not at its RELATION
 		 * message: the walsender sends that once per session, also inside
 		 * a transaction the worker skips (already applied, or
 		 * cdc.skip_transaction), and nothing was learnt then until the

@@ -14,13 +14,20 @@
 //     (ROLLBACK TO SAVEPOINT, a PL/pgSQL EXCEPTION block) that registered
 //     it: no slot is ever made;
 //   * at pre-commit the subscription's row is read again (conninfo,
-//     slot_name: an alter_subscription of the same transaction counts; a
-//     row dropped in it makes no slot), the slot created (interruptibly;
-//     an interrupt cancels CREATE_REPLICATION_SLOT on the source), and its
-//     consistent point written to cdc.subscription.slot_created_lsn in the
-//     same transaction, which the worker needs to recognise the slot as
-//     this subscription's (prepare_slot): an error there aborts the
-//     transaction, so no subscription row stays;
+//     slot_name, publications: an alter_subscription of the same
+//     transaction counts; a row dropped in it makes no slot), the slot
+//     created (interruptibly; an interrupt cancels CREATE_REPLICATION_SLOT
+//     on the source), and its consistent point written to
+//     cdc.subscription.slot_created_lsn in the same transaction, which the
+//     worker needs to recognise the slot as this subscription's
+//     (prepare_slot): an error there aborts the transaction, so no
+//     subscription row stays;
+//   * with it, the subscription's tables (cdc.subscription_rel): those the
+//     publications published at the slot's consistent point, read in the
+//     slot's exported snapshot, with their source OIDs, so that a table
+//     renamed on the source before the worker applied any change of it is
+//     still recognised (docs/worker.md, TAP 100); the worker takes them as
+//     they are;
 //   * the connection that created a slot stays open to the end of the
 //     transaction: if the transaction aborts after the slot was made (a
 //     later pending creation failed, the UPDATE failed, a serialization
@@ -111,41 +118,81 @@ creation_context(void *arg)
 	errcontext("creating replication slot \"%s\" of subscription \"%s\" on the source at commit", p->slot, p->name);
 }
 
-/* Creates the slot of `p` and records its consistent point (XACT_EVENT_PRE_COMMIT). */
+/*
+ * Records, in the creating transaction as the role that registered the
+ * creation, the slot's consistent point `cp` and the subscription's tables
+ * as the publications published them at that point, each with its source
+ * OID (cdc.subscription_rel, state ready without a copy point, as the
+ * worker records the tables of a slot it creates), replacing any row of
+ * the subscription.  When a publication did not exist then, no table is
+ * recorded and refresh_pending tells the worker to read them at its first
+ * start (it waits for the publication, 42704, as before).
+ */
+static void
+record_creation(const PendingSlot *p, const char *cp, const PublishedTables *published)
+{
+	Oid save_user;
+	int save_sec;
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	SetUserIdAndSecContext(p->userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "cdc_apply: SPI_connect failed");
+	const char *args[4] = {psprintf("%d", p->subid), cp, published->n >= 0 ? "false" : "true", NULL};
+	spi_exec("UPDATE cdc.subscription SET slot_created_lsn = $2::pg_catalog.pg_lsn, refresh_pending = $3::pg_catalog.bool "
+	         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
+	         3, args);
+	if (published->n >= 0)
+		spi_exec("DELETE FROM cdc.subscription_rel WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4", 1, args);
+	for (int i = 0; i < published->n; i++) {
+		const char *row[4] = {args[0], published->schemas[i], published->tables[i], psprintf("%u", published->relids[i])};
+		spi_exec("INSERT INTO cdc.subscription_rel (subid, schema_name, table_name, state, source_relid) "
+		         "VALUES ($1::pg_catalog.int4, $2, $3, 'ready', $4::pg_catalog.oid)",
+		         4, row);
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	SetUserIdAndSecContext(save_user, save_sec);
+	if (published->n < 0)
+		ereport(NOTICE, (errmsg("publication \"%s\" does not exist on the source: the worker of subscription \"%s\" reads "
+		                        "its tables when it starts",
+		                        published->missing, p->name)));
+}
+
+/* Creates the slot of `p` and records its consistent point and tables (XACT_EVENT_PRE_COMMIT). */
 static void
 create_one(PendingSlot *p)
 {
-	const char *args[2] = {psprintf("%d", p->subid), NULL};
-	char *cols[3];
+	const char *args[1] = {psprintf("%d", p->subid)};
+	char *cols[4];
 	/*
-	 * The row as this transaction leaves it: a conninfo altered after the
-	 * creation counts; a subscription dropped again in the same transaction
-	 * gets no slot.
+	 * The row as this transaction leaves it: a conninfo or publications
+	 * altered after the creation count; a subscription dropped again in the
+	 * same transaction gets no slot.
 	 */
 	if (!row_as_registrant(p,
-	                       "SELECT name, slot_name::pg_catalog.text, conninfo FROM cdc.subscription "
+	                       "SELECT name, slot_name::pg_catalog.text, conninfo, "
+	                       "pg_catalog.array_to_string(ARRAY(SELECT pg_catalog.quote_literal(x) "
+	                       "FROM pg_catalog.unnest(publications) AS x), ',') FROM cdc.subscription "
 	                       "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND create_slot AND NOT copy_data "
 	                       "AND slot_created_lsn IS NULL",
-	                       1, args, 3, cols))
+	                       1, args, 4, cols))
 		return;
 	p->name = cols[0];
 	p->slot = cols[1];
 	ErrorContextCallback context = {error_context_stack, creation_context, p};
 	error_context_stack = &context;
-	PGconn *conn = NULL;
-	XLogRecPtr cp = create_source_slot_pg(cstring_to_text(cols[2]), p->slot, &conn);
-	p->conn = conn; /* from here on, an abort drops the slot */
+	PublishedTables published;
+	/* p->conn is set as soon as the slot exists: from there on, an abort drops it */
+	XLogRecPtr cp = create_source_slot_pg(cstring_to_text(cols[2]), p->slot, cols[3], &p->conn, &published);
 	/*
 	 * Its consistent point, in the same transaction: the worker adopts a slot
 	 * of this name only when it is the one recorded (prepare_slot); the
 	 * record cannot exist without the subscription, nor the subscription
-	 * without it.
+	 * without it.  The tables go with it: the worker that adopts the slot
+	 * takes them as they are.
 	 */
-	args[1] = DatumGetCString(DirectFunctionCall1(pg_lsn_out, LSNGetDatum(cp)));
-	(void) row_as_registrant(p,
-	                         "UPDATE cdc.subscription SET slot_created_lsn = $2::pg_catalog.pg_lsn "
-	                         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
-	                         2, args, 0, NULL);
+	record_creation(p, DatumGetCString(DirectFunctionCall1(pg_lsn_out, LSNGetDatum(cp))), &published);
 	error_context_stack = context.previous;
 }
 

@@ -377,14 +377,17 @@ send_feedback(bool force, bool request_reply)
  * literals, comma-separated) publish, as pgoutput names them: the leaf
  * partitions of a partitioned table, or its root with
  * publish_via_partition_root (pg_publication_tables, PostgreSQL 10 and
- * later).  Sorted, each once.  A publication the source does not have is an
- * error (42704), as for PostgreSQL's own subscriber: without it a typo
- * would be a subscription with no tables.  Arrays palloc'd in the current
- * memory context; returns their length.
+ * later), each with its pg_class OID, which pgoutput's RELATION message
+ * carries and which a rename or SET SCHEMA keeps.  Sorted, each once.  A
+ * publication the source does not have is an error (42704), as for
+ * PostgreSQL's own subscriber: without it a typo would be a subscription
+ * with no tables; with missing_ok, out->n = -1 and out->missing names it.
+ * Arrays palloc'd in the current memory context.
  */
-int
-source_published_tables(PGconn *conn, const char *publications_sql, char ***schemas, char ***tables)
+void
+source_published_tables(PGconn *conn, const char *publications_sql, bool missing_ok, PublishedTables *out)
 {
+	memset(out, 0, sizeof(*out));
 	PGresult *res = conn_exec(conn,
 	                          psprintf("SELECT p.name FROM pg_catalog.unnest(ARRAY[%s]::pg_catalog.text[]) AS p(name) "
 	                                   "WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication x WHERE x.pubname OPERATOR(pg_catalog.=) p.name)",
@@ -393,24 +396,35 @@ source_published_tables(PGconn *conn, const char *publications_sql, char ***sche
 	if (PQntuples(res) > 0) {
 		char *missing = pstrdup(PQgetvalue(res, 0, 0));
 		PQclear(res);
+		if (missing_ok) {
+			out->n = -1;
+			out->missing = missing;
+			return;
+		}
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cdc_apply: publication \"%s\" does not exist on the source", missing)));
 	}
 	PQclear(res);
 	res = conn_exec(conn,
-	                psprintf("SELECT DISTINCT t.schemaname::pg_catalog.text, t.tablename::pg_catalog.text "
-	                         "FROM pg_catalog.pg_publication_tables t WHERE t.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[]) "
+	                psprintf("SELECT DISTINCT t.schemaname::pg_catalog.text, t.tablename::pg_catalog.text, c.oid "
+	                         "FROM pg_catalog.pg_publication_tables t "
+	                         "JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) t.schemaname "
+	                         "JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid "
+	                         "AND c.relname OPERATOR(pg_catalog.=) t.tablename "
+	                         "WHERE t.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[]) "
 	                         "ORDER BY 1, 2",
 	                         publications_sql),
 	                PGRES_TUPLES_OK);
 	int n = PQntuples(res);
-	*schemas = (char **) palloc(sizeof(char *) * (n + 1));
-	*tables = (char **) palloc(sizeof(char *) * (n + 1));
+	out->n = n;
+	out->schemas = (char **) palloc(sizeof(char *) * (n + 1));
+	out->tables = (char **) palloc(sizeof(char *) * (n + 1));
+	out->relids = (Oid *) palloc(sizeof(Oid) * (n + 1));
 	for (int i = 0; i < n; i++) {
-		(*schemas)[i] = pstrdup(PQgetvalue(res, i, 0));
-		(*tables)[i] = pstrdup(PQgetvalue(res, i, 1));
+		out->schemas[i] = pstrdup(PQgetvalue(res, i, 0));
+		out->tables[i] = pstrdup(PQgetvalue(res, i, 1));
+		out->relids[i] = (Oid) strtoul(PQgetvalue(res, i, 2), NULL, 10);
 	}
 	PQclear(res);
-	return n;
 }
 
 /*
@@ -449,10 +463,10 @@ publication_tables_pg(FunctionCallInfo fcinfo)
 		                errmsg("could not connect to the source: %s", err)));
 	PG_TRY();
 	{
-		char **schemas, **tables;
-		int n = source_published_tables(conn, list.data, &schemas, &tables);
-		for (int i = 0; i < n; i++) {
-			Datum values[2] = {CStringGetTextDatum(schemas[i]), CStringGetTextDatum(tables[i])};
+		PublishedTables pub;
+		source_published_tables(conn, list.data, false, &pub);
+		for (int i = 0; i < pub.n; i++) {
+			Datum values[2] = {CStringGetTextDatum(pub.schemas[i]), CStringGetTextDatum(pub.tables[i])};
 			bool isnull[2] = {false, false};
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, isnull);
 		}
@@ -578,21 +592,53 @@ exec_replication_command(PGconn *conn, const char *sql)
 
 /* ------------------------------------------------------------------------
  * The slot of cdc.create_subscription(copy_data => false), created at the
- * creating transaction's pre-commit (slot_at_commit.cpp)
+ * creating transaction's pre-commit (slot_at_commit.cpp), with the tables
+ * its publications published at its consistent point
  * ------------------------------------------------------------------------ */
 
+/*
+ * What the publications published at the snapshot `snapshot` the slot
+ * exported: read on a connection of its own (the worker's session
+ * settings), whose REPEATABLE READ transaction imports it, so that the
+ * slot's connection stays idle (the snapshot lives until its next command,
+ * and an abort drops the slot over it).
+ */
+static void
+tables_at_slot_snapshot(text *conninfo_text, const char *slot, const char *snapshot, const char *publications_sql,
+                        PublishedTables *published)
+{
+	char *err = NULL;
+	PGconn *volatile conn = connect_pinned(text_to_cstring(conninfo_text), false, "cdc_apply", &err);
+	if (conn == NULL)
+		ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+		                errmsg("could not connect to the source to read the tables of slot \"%s\": %s", slot, err)));
+	PG_TRY();
+	{
+		PQclear(conn_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", PGRES_COMMAND_OK));
+		PQclear(conn_exec(conn, psprintf("SET TRANSACTION SNAPSHOT %s", quote_literal_cstr(snapshot)), PGRES_COMMAND_OK));
+		source_published_tables(conn, publications_sql, true, published);
+		PQclear(conn_exec(conn, "COMMIT", PGRES_COMMAND_OK));
+	}
+	PG_FINALLY();
+	{
+		PQfinish(conn);
+	}
+	PG_END_TRY();
+}
+
 XLogRecPtr
-create_source_slot_pg(text *conninfo_text, const char *slot, PGconn **keep)
+create_source_slot_pg(text *conninfo_text, const char *slot, const char *publications_sql, PGconn **keep,
+                      PublishedTables *published)
 {
 	PGconn *conn = connect_for_slot(conninfo_text, "create", slot);
-	const char *sql = psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", quote_identifier(slot));
+	const char *sql = psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'export')", quote_identifier(slot));
 	/*
 	 * The source waits for its running transactions before the slot exists:
 	 * on an interrupt its walsender drops the not yet persistent slot
 	 * instead of finishing it for nobody (review h2, TAP 082).
 	 */
 	PGresult *res = exec_replication_command(conn, sql);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3 || PQgetisnull(res, 0, 2)) {
 		int code = source_sqlstate(res, ERRCODE_CONNECTION_FAILURE);
 		char *msg = pstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
 		PQclear(res);
@@ -603,8 +649,17 @@ create_source_slot_pg(text *conninfo_text, const char *slot, PGconn **keep)
 		                    : 0));
 	}
 	XLogRecPtr cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
+	char *snapshot = pstrdup(PQgetvalue(res, 0, 2));
 	PQclear(res);
 	*keep = conn; /* the caller drops the slot over it if its transaction aborts, and closes it */
+	/*
+	 * The tables as the slot's stream starts: their names and OIDs at the
+	 * consistent point, so that a table renamed on the source afterwards,
+	 * even before any change of it was applied, is recognised by its OID
+	 * (docs/worker.md, "The subscription's tables"; TAP 100).  Read now,
+	 * the names would be those after such a rename.
+	 */
+	tables_at_slot_snapshot(conninfo_text, slot, snapshot, publications_sql, published);
 	return cp;
 }
 

@@ -385,24 +385,40 @@ text_array(char **items, int n)
 	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
+/* An oid[] Datum of `n` OIDs. */
+static Datum
+oid_array(const Oid *items, int n)
+{
+	Datum *d = (Datum *) palloc(sizeof(Datum) * (n + 1));
+	for (int i = 0; i < n; i++)
+		d[i] = ObjectIdGetDatum(items[i]);
+	return PointerGetDatum(construct_array(d, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+}
+
 /*
  * Makes the subscription's tables (cdc.subscription_rel) the tables its
  * publications publish now, in a local transaction of its own
  * (cdc._reconcile_tables): added tables wait for their copy (copy_data) or
  * are ready at once; tables no longer published leave.  `from_scratch`
- * (a new slot) forgets every earlier row first.  Clears refresh_pending.
+ * (a new slot) forgets every earlier row first.  `at_slot_start`: read in
+ * the snapshot of the slot just created, so the names and OIDs are those
+ * at its consistent point, where the stream starts: each table's source
+ * OID is recorded (docs/worker.md, "The subscription's tables"; a copy
+ * records it again).  Clears refresh_pending.
  */
 static void
-refresh_tables(bool copy_data, bool from_scratch)
+refresh_tables(bool copy_data, bool from_scratch, bool at_slot_start)
 {
-	char **schemas, **tables;
-	int n = source_published_tables(W->conn, W->publications_sql, &schemas, &tables);
+	PublishedTables pub;
+	source_published_tables(W->conn, W->publications_sql, false, &pub);
+	int n = pub.n;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
-	Oid types[4] = {INT4OID, TEXTARRAYOID, TEXTARRAYOID, BOOLOID};
-	Datum values[4] = {Int32GetDatum(W->subid), text_array(schemas, n), text_array(tables, n), BoolGetDatum(copy_data)};
+	Oid types[5] = {INT4OID, TEXTARRAYOID, TEXTARRAYOID, BOOLOID, OIDARRAYOID};
+	Datum values[5] = {Int32GetDatum(W->subid), text_array(pub.schemas, n), text_array(pub.tables, n), BoolGetDatum(copy_data),
+	                   oid_array(pub.relids, n)};
 	if (from_scratch && SPI_execute_with_args("DELETE FROM cdc.subscription_rel WHERE subid OPERATOR(pg_catalog.=) $1", 1, types, values, NULL,
 	                                          false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "cdc_apply worker: could not reset the subscription's tables");
@@ -411,6 +427,13 @@ refresh_tables(bool copy_data, bool from_scratch)
 	    SPI_execute_with_args("UPDATE cdc.subscription SET refresh_pending = false WHERE subid OPERATOR(pg_catalog.=) $1", 1, types, values, NULL,
 	                          false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "cdc_apply worker: could not record the subscription's tables");
+	if (at_slot_start &&
+	    SPI_execute_with_args("UPDATE cdc.subscription_rel r SET source_relid = p.relid "
+	                          "FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($5)) AS p(n, t, relid) "
+	                          "WHERE r.subid OPERATOR(pg_catalog.=) $1 AND r.schema_name OPERATOR(pg_catalog.=) p.n "
+	                          "AND r.table_name OPERATOR(pg_catalog.=) p.t",
+	                          5, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "cdc_apply worker: could not record the source OIDs of the subscription's tables");
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -521,6 +544,7 @@ prepare_slot(void)
 	PQfreemem(slot_lit);
 	XLogRecPtr cp;
 	bool adopted = false;
+	bool crashed_attempt = false; /* our attempt that recorded only its intent made the slot */
 	if (exists) {
 		/*
 		 * Left by an attempt of ours that did not finish its initial copy
@@ -540,8 +564,7 @@ prepare_slot(void)
 		 * in use): never consumed, so its confirmed position is still its
 		 * consistent point.
 		 */
-		const bool crashed_attempt = recorded != NULL && strcmp(recorded, kSlotCreationIntent) == 0 &&
-		                             confirmed != NULL && !active;
+		crashed_attempt = recorded != NULL && strcmp(recorded, kSlotCreationIntent) == 0 && confirmed != NULL && !active;
 		if (crashed_attempt) {
 			ereport(LOG, (errmsg("cdc_apply subscription \"%s\": slot %s was created by an attempt that did not record it",
 			                     W->name, W->slot_name)));
@@ -585,7 +608,16 @@ prepare_slot(void)
 	}
 
 	if (adopted) {
-		refresh_tables(false, true);
+		/*
+		 * cdc.create_subscription recorded the tables with the slot, as its
+		 * publications published them at the consistent point (or set
+		 * refresh_pending, read by sync_tables, when a publication did not
+		 * exist then).  An attempt of ours that did not record the slot
+		 * recorded no tables either: they are read now (their OIDs are
+		 * learnt from the stream, as at the worker's first start before).
+		 */
+		if (crashed_attempt)
+			refresh_tables(false, true, false);
 	} else if (W->copy_data) {
 		write_status("copying", false);
 		record_slot_created(InvalidXLogRecPtr); /* the intent (kSlotCreationIntent) */
@@ -596,20 +628,32 @@ prepare_slot(void)
 		fault_pause("slot_created"); /* the slot exists, its consistent point is not recorded (TAP 098) */
 		record_slot_created(cp);
 		/* the publications' tables in the slot's snapshot; each is copied and marked ready at cp */
-		refresh_tables(true, true);
+		refresh_tables(true, true, false);
 		char **schemas, **tables;
 		int ntables = tables_to_copy(&schemas, &tables);
 		for (int i = 0; i < ntables; i++)
 			copy_table(schemas[i], tables[i], cp);
 		PQclear(source_exec("COMMIT", PGRES_COMMAND_OK));
 	} else {
+		/*
+		 * No copy, and no slot made with the subscription (one created by an
+		 * earlier version, or our attempt that had recorded only its intent
+		 * when the destination crashed): the tables and their OIDs as the
+		 * publications published them at the slot's consistent point, read
+		 * in its snapshot, as cdc.create_subscription reads them
+		 * (source_conn.cpp, create_source_slot_pg).  Recorded before the
+		 * slot: a crash in between leaves the intent, and the next attempt
+		 * reads the tables again (crashed_attempt).
+		 */
 		record_slot_created(InvalidXLogRecPtr); /* the intent (kSlotCreationIntent) */
-		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'nothing')", slot), PGRES_TUPLES_OK);
+		PQclear(source_exec("BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ", PGRES_COMMAND_OK));
+		res = source_exec(psprintf("CREATE_REPLICATION_SLOT %s LOGICAL pgoutput (SNAPSHOT 'use')", slot), PGRES_TUPLES_OK);
 		cp = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(PQgetvalue(res, 0, 1))));
 		PQclear(res);
 		fault_pause("slot_created");
+		refresh_tables(false, true, true);
+		PQclear(source_exec("COMMIT", PGRES_COMMAND_OK));
 		record_slot_created(cp);
-		refresh_tables(false, true);
 	}
 
 	/* the slot is ready: progress = its start point, committed with the flag */
@@ -659,7 +703,7 @@ sync_tables(void)
 {
 	/* new publications, or a subscription created on an existing slot: read their tables first */
 	if (W->refresh_pending)
-		refresh_tables(W->copy_data, false);
+		refresh_tables(W->copy_data, false, false);
 	char **schemas, **tables;
 	int ntables = tables_to_copy(&schemas, &tables);
 	if (ntables == 0)
@@ -764,9 +808,13 @@ table_copied_from(Oid relid, XLogRecPtr final_lsn)
 }
 
 /*
- * A table of the subscription without a recorded source OID (copied with
- * copy_data => false, or before the OID was recorded at the copy) would
- * have its rename on the source skipped as an unknown table: the stream
+ * A table of the subscription without a recorded source OID (added without
+ * a copy after its slot was made: cdc.refresh_subscription(copy_data =>
+ * false), new publications of a subscription without a copy, a slot not
+ * created by the subscription (create_slot => false); or copied before the
+ * OID was recorded at the copy) would have its rename on the source
+ * skipped as an unknown table (the tables of a slot the subscription made
+ * have their OIDs from its snapshot, TAP 100): the stream
  * names its relation with its OID, so that OID is the one to recognise it
  * by when a later RELATION message calls it otherwise (relation_skipped).
  * Only a change the worker applies teaches it (at or after the copy

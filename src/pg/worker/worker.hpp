@@ -28,17 +28,35 @@ void InitLauncher(bool preloaded);
 // when the source cannot be reached, 55006 when the slot cannot be dropped.
 void drop_source_slot_pg(text *conninfo_text, Name slot_name);
 
+// The tables publications publish, as pgoutput names them, with each one's
+// source relation OID (source_published_tables).  n = -1: not read, a
+// publication did not exist on the source (`missing` names it).
+typedef struct PublishedTables {
+	int n;
+	char **schemas;
+	char **tables;
+	Oid *relids;
+	char *missing;
+} PublishedTables;
+
 // Connects to the source over the replication protocol and creates the
-// logical slot `slot` (pgoutput, SNAPSHOT 'nothing'); returns its
-// consistent point and the open connection in *keep (the caller closes it,
-// after dropping the slot over it if need be).  For the slot of
+// logical slot `slot` (pgoutput); returns its consistent point and the open
+// connection in *keep (the caller closes it, after dropping the slot over
+// it if need be; set as soon as the slot exists, so that an error after it
+// leaves the slot to the caller's drop).  The slot's snapshot is exported
+// and imported on a second connection, which reads what the publications
+// (`publications_sql`: their names as SQL literals, comma-separated)
+// published at the consistent point, with their OIDs, into *published (n =
+// -1 when one of the publications did not exist then).  For the slot of
 // cdc.create_subscription(copy_data => false), created at the pre-commit of
 // its transaction (slot_at_commit.cpp), so that the slot exists from the
-// subscription's creation, as with CREATE SUBSCRIPTION.  Waits
-// interruptibly and cancels the command on the source on an interrupt.
-// PostgreSQL regime.  Errors 08001 when the source cannot be reached; the
-// source's SQLSTATE otherwise (42710 the slot exists).
-XLogRecPtr create_source_slot_pg(text *conninfo_text, const char *slot, PGconn **keep);
+// subscription's creation, as with CREATE SUBSCRIPTION, and its tables are
+// those of the slot's start.  Waits interruptibly and cancels the command
+// on the source on an interrupt.  PostgreSQL regime.  Errors 08001 when the
+// source cannot be reached; the source's SQLSTATE otherwise (42710 the slot
+// exists).
+XLogRecPtr create_source_slot_pg(text *conninfo_text, const char *slot, const char *publications_sql, PGconn **keep,
+                                 PublishedTables *published);
 
 // cdc._create_source_slot(subid): the slot of subscription `subid` is
 // created when the calling transaction commits (slot_at_commit.cpp).

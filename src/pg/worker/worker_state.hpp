@@ -12,6 +12,7 @@
 
 #include "pg/apply/engine.hpp"
 #include "pg/guard.hpp"
+#include "pg/worker/worker.hpp"
 
 #include <string>
 
@@ -213,7 +214,12 @@ PGresult *exec_interruptible(PGconn *conn, const char *sql);
 /* PQgetCopyData of a COPY OUT, waiting interruptibly: its length, -1 at the end, -2 on an error. */
 int get_copy_data_interruptible(PGconn *conn, char **buf);
 PGresult *source_exec(const char *sql, ExecStatusType expected);
-int source_published_tables(PGconn *conn, const char *publications_sql, char ***schemas, char ***tables);
+/*
+ * The tables the publications publish (source_conn.cpp), with their source
+ * OIDs: 42704 for a publication the source does not have, or with
+ * missing_ok n = -1 and `missing` set.
+ */
+void source_published_tables(PGconn *conn, const char *publications_sql, bool missing_ok, PublishedTables *out);
 void connect_source(void);
 void send_feedback(bool force, bool request_reply);
 
@@ -276,7 +282,8 @@ const char *table_copied_from(Oid relid, XLogRecPtr final_lsn);
 // A change the worker applies is of table `t` of the subscription
 // (find_table_state; NULL: nothing to learn), source relation `relid`,
 // committed at `final_lsn`; where `t` is ready and has no recorded source
-// OID (not copied by this version, or copy_data => false), records `relid`
+// OID (added without a copy after the slot was made, create_slot => false,
+// or not copied by this version), records `relid`
 // in memory, for the rename check from now on (true; false where
 // nothing was learnt); save_learnt_relids saves it with the group's commit.
 bool learn_source_relid(TableState *t, Oid relid, XLogRecPtr final_lsn);
