@@ -54,8 +54,6 @@ extern "C" {
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
-#include "pgstat.h"
-#include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -241,22 +239,12 @@ drop_at_abort(PendingSlot *p)
 		why = PQerrorMessage(p->conn);
 	TimestampTz give_up = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kDropAtAbortMs);
 	while (why == NULL) {
-		while (why == NULL && PQisBusy(p->conn)) {
-			long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), give_up);
-			if (left <= 0) {
-				why = "no answer from the source within 10 s";
-				break;
-			}
-			int rc = WaitLatchOrSocket(MyLatch, WL_EXIT_ON_PM_DEATH | WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT,
-			                           PQsocket(p->conn), left, PG_WAIT_EXTENSION);
-			if (rc & WL_LATCH_SET)
-				ResetLatch(MyLatch);
-			if ((rc & WL_SOCKET_READABLE) && PQconsumeInput(p->conn) == 0)
-				why = PQerrorMessage(p->conn);
-		}
-		if (why != NULL)
-			break;
-		PGresult *res = PQgetResult(p->conn);
+		ResultWait how;
+		PGresult *res = get_result_until(p->conn, give_up, &how);
+		if (how == RESULT_TIMEOUT)
+			why = "no answer from the source within 10 s";
+		else if (how == RESULT_BROKEN)
+			why = PQerrorMessage(p->conn);
 		if (res == NULL)
 			break;
 		if (PQresultStatus(res) != PGRES_COMMAND_OK)

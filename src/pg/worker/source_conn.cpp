@@ -59,15 +59,22 @@ wait_for_source(PGconn *conn, int events, long timeout_ms)
 	return rc;
 }
 
-/* PQgetResult without blocking outside the wait above; NULL also when the connection broke. */
-static PGresult *
-get_result_interruptible(PGconn *conn, bool *broken)
+PGresult *
+get_result_until(PGconn *conn, TimestampTz deadline, ResultWait *how)
 {
-	*broken = false;
+	*how = RESULT_READY;
 	while (PQisBusy(conn)) {
-		(void) wait_for_source(conn, WL_SOCKET_READABLE, -1);
+		long timeout_ms = -1;
+		if (deadline != DT_NOEND) {
+			timeout_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			if (timeout_ms <= 0) {
+				*how = RESULT_TIMEOUT;
+				return NULL;
+			}
+		}
+		(void) wait_for_source(conn, WL_SOCKET_READABLE, timeout_ms);
 		if (PQconsumeInput(conn) == 0) {
-			*broken = true;
+			*how = RESULT_BROKEN;
 			return NULL; /* PQerrorMessage says why */
 		}
 	}
@@ -82,19 +89,19 @@ exec_interruptible(PGconn *conn, const char *sql)
 	 * end first, as PQexec does: PQsendQuery refuses to start while any is
 	 * pending ("another command is already in progress").
 	 */
-	bool broken = false;
-	for (PGresult *r; (r = get_result_interruptible(conn, &broken)) != NULL;) {
+	ResultWait how = RESULT_READY;
+	for (PGresult *r; (r = get_result_until(conn, DT_NOEND, &how)) != NULL;) {
 		ExecStatusType st = PQresultStatus(r);
 		PQclear(r);
 		if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH)
 			return NULL; /* a copy not ended by its reader: a bug of ours, not something to wait for */
 	}
-	if (broken || !PQsendQuery(conn, sql))
+	if (how != RESULT_READY || !PQsendQuery(conn, sql))
 		return NULL;
 	PGresult *last = NULL;
 	for (;;) {
-		PGresult *res = get_result_interruptible(conn, &broken);
-		if (broken) {
+		PGresult *res = get_result_until(conn, DT_NOEND, &how);
+		if (how != RESULT_READY) {
 			PQclear(last);
 			return NULL;
 		}

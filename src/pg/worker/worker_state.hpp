@@ -211,6 +211,17 @@ int source_sqlstate(const PGresult *res, int fallback);
  * command could not be sent or the connection broke (PQerrorMessage).
  */
 PGresult *exec_interruptible(PGconn *conn, const char *sql);
+/*
+ * PQgetResult of a command sent with PQsendQuery, waiting on the latch and
+ * the socket until `deadline` (DT_NOEND: none): a SIGTERM or a
+ * cancel ends the wait with the process's own exit or error (none while
+ * interrupts are held, as in an abort callback).  Returns the next result,
+ * or NULL: the command's results are all read (*how RESULT_READY), the
+ * connection broke (RESULT_BROKEN, PQerrorMessage says why) or the
+ * deadline passed (RESULT_TIMEOUT).
+ */
+typedef enum ResultWait { RESULT_READY, RESULT_BROKEN, RESULT_TIMEOUT } ResultWait;
+PGresult *get_result_until(PGconn *conn, TimestampTz deadline, ResultWait *how);
 /* PQgetCopyData of a COPY OUT, waiting interruptibly: its length, -1 at the end, -2 on an error. */
 int get_copy_data_interruptible(PGconn *conn, char **buf);
 PGresult *source_exec(const char *sql, ExecStatusType expected);
