@@ -31,13 +31,8 @@ create_subscription($dest, $source, 'sd', ['pk'], 'copy_data => false, enabled =
 is(sq(q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'sd'}), '1', 'the slot exists from the creation');
 
 # Another client streams from the slot: it is active, and stays so until killed.
-my ($rout, $rerr) = ('', '');
-my $recv = IPC::Run::start(
-	[ $source->installed_command('pg_recvlogical'), '-d', $source->connstr('postgres'), '--slot', 'sd', '--start',
-	  '-o', 'proto_version=1', '-o', 'publication_names=pk', '-f', '/dev/null', '-s', '1' ],
-	'>', \$rout, '2>', \$rerr);
-ok($source->poll_query_until('postgres', q{SELECT active FROM pg_replication_slots WHERE slot_name = 'sd'}),
-	'the slot is held by another client');
+my $recv = hold_slot($source, 'sd', 'pk');
+ok($recv, 'the slot is held by another client');
 
 # --- timeout: the drop waits for the slot, and statement_timeout ends it ----
 my ($stdout, $stderr) = ('', '');
@@ -51,8 +46,7 @@ my $t0 = time;
 while ($h->pumpable && time - $t0 < $PostgreSQL::Test::Utils::timeout_default) { $h->pump_nb; select(undef, undef, undef, 0.1); }
 my $returned_first = !$h->pumpable;
 is(sq(q{SELECT active FROM pg_replication_slots WHERE slot_name = 'sd'}), 't', 'timeout: the client still holds the slot');
-$recv->kill_kill;
-$recv->finish;
+release_slot($recv);
 $h->finish;
 ok($returned_first, 'timeout: statement_timeout interrupts the wait for the slot');
 like($stderr, qr/canceling statement due to statement timeout/, 'timeout: reported as the statement timeout');

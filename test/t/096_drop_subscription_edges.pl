@@ -57,16 +57,12 @@ sq(q{INSERT INTO tp VALUES (1)});
 $dest->poll_query_until('postgres', q{SELECT count(*) = 1 FROM tp});
 disable_and_wait($source, $dest, 'sd');
 my $before = dq(q{SELECT pg_replication_origin_progress(cdc._origin_name(subid), false) FROM cdc.subscription WHERE name = 'sd'});
-my $recv = IPC::Run::start(
-	[ $source->installed_command('pg_recvlogical'), '-d', $source->connstr('postgres'), '--slot', 'sd', '--start',
-	  '-o', 'proto_version=1', '-o', 'publication_names=pp', '-f', '/dev/null', '-s', '1' ]);
-ok($source->poll_query_until('postgres', q{SELECT active FROM pg_replication_slots WHERE slot_name = 'sd'}),
-	'progress: another client holds the slot');
+my $recv = hold_slot($source, 'sd', 'pp');
+ok($recv, 'progress: another client holds the slot');
 my ($ret, $out, $err) = $dest->psql('postgres',
 	q{SET statement_timeout = '1s'; SELECT cdc.drop_subscription('sd', drop_slot => true)});
 like($err, qr/statement timeout/, 'progress: the drop is ended by statement_timeout');
-$recv->kill_kill;
-$recv->finish;
+release_slot($recv);
 is(dq(q{SELECT count(*) FROM cdc.subscription WHERE name = 'sd'}), '1', 'progress: the subscription stays');
 is(dq(q{SELECT coalesce(pg_replication_origin_progress(cdc._origin_name(subid), false)::text, 'NULL')
         FROM cdc.subscription WHERE name = 'sd'}),

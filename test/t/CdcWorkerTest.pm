@@ -7,12 +7,13 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 use Exporter 'import';
 
 our @EXPORT = qw(create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
   compare_table id_n_rows same_id_n_rows outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
   enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num
-  freeze_walwriter crash_frozen wait_for_log owned_notes_subscription);
+  freeze_walwriter crash_frozen wait_for_log owned_notes_subscription hold_slot release_slot);
 
 sub new_source
 {
@@ -329,6 +330,35 @@ sub crash_frozen
 }
 
 # Waits until the server log of $node, from byte $offset on, matches $re.
+# Another client holds logical slot $slot of the source: pg_recvlogical
+# streams from it (pgoutput, publication $publication, output discarded)
+# until release_slot.  Returns its IPC::Run handle once the source shows
+# the slot active, or undef (with a diag) when it never does.
+sub hold_slot
+{
+	my ($source, $slot, $publication) = @_;
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start(
+		[ $source->installed_command('pg_recvlogical'), '-d', $source->connstr('postgres'), '--slot', $slot, '--start',
+		  '-o', 'proto_version=1', '-o', "publication_names=$publication", '-f', '/dev/null', '-s', '1' ],
+		'>', \$out, '2>', \$err);
+	return $h if $source->poll_query_until('postgres', qq{SELECT active FROM pg_replication_slots WHERE slot_name = '$slot'});
+	$h->kill_kill;
+	$h->finish;
+	diag("pg_recvlogical never held slot $slot: $err");
+	return undef;
+}
+
+# Ends the client of hold_slot (nothing for undef).
+sub release_slot
+{
+	my ($h) = @_;
+	return unless $h;
+	$h->kill_kill;
+	$h->finish;
+	return;
+}
+
 sub wait_for_log
 {
 	my ($node, $re, $offset) = @_;
