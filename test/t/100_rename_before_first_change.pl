@@ -78,8 +78,8 @@ sq(q{ALTER TABLE r RENAME TO r2});
 sq(q{INSERT INTO r2 VALUES (11, 11); UPDATE r2 SET n = 2 WHERE id = 2});
 sq(q{UPDATE o SET n = 1 WHERE id = 1});
 ok(wait_stop_or_caught_up('sr'), 'streaming: the worker stopped or caught up');
-like(status_row($dest, 'sr', q{state || ' ' || coalesce(last_error, '')}),
-	qr/^error .*source table public\.r of the subscription is now called public\.r2/s,
+like(status_row($dest, 'sr', q{coalesce(last_error, 'none')}),
+	qr/source table public\.r of the subscription is now called public\.r2/s,
 	'streaming: the rename before the first change stops the worker (55000), not skipped as an unknown table');
 is(dq(q{SELECT count(*) FILTER (WHERE id = 11) || ' ' || sum(n) FROM r}), '0 0', 'streaming: nothing of r2 applied');
 # the way out of the hint: the destination's table takes the new name, a refresh adds and copies it
@@ -99,10 +99,11 @@ sq(q{ALTER TABLE d RENAME TO d2});
 sq(q{UPDATE d2 SET n = 2 WHERE id = 2});
 dq(q{SELECT cdc.enable_subscription('sd')});
 ok(wait_stop_or_caught_up('sd'), 'disabled: the worker stopped or caught up');
-like(status_row($dest, 'sd', q{state || ' ' || coalesce(last_error, '')}),
-	qr/^error .*source table public\.d of the subscription is now called public\.d2/s,
+like(status_row($dest, 'sd', q{coalesce(last_error, 'none')}),
+	qr/source table public\.d of the subscription is now called public\.d2/s,
 	'disabled: a rename before the worker first ran stops it at the first change under the new name (55000)');
-is(dq(q{SELECT n FROM d WHERE id = 1}), '1', 'disabled: the change before the rename applied to d');
+# (after a failed group the worker retries one source transaction at a time: the one before the rename commits alone)
+ok($dest->poll_query_until('postgres', q{SELECT n = 1 FROM d WHERE id = 1}), 'disabled: the change before the rename applied to d');
 is(dq(q{SELECT n FROM d WHERE id = 2}), '0', 'disabled: nothing of d2 applied to d');
 is(dq(q{SELECT count(*) FROM d2}), '0', 'disabled: the unrelated destination table d2 untouched');
 dq(q{SELECT cdc.drop_subscription('sd', drop_slot => true)});
@@ -115,8 +116,8 @@ ok(wait_caught_up($source, $dest, 'sm'), 'moved: streaming');
 sq(q{ALTER TABLE m SET SCHEMA s2});
 sq(q{UPDATE s2.m SET n = 3 WHERE id = 3});
 ok(wait_stop_or_caught_up('sm'), 'moved: the worker stopped or caught up');
-like(status_row($dest, 'sm', q{state || ' ' || coalesce(last_error, '')}),
-	qr/^error .*source table public\.m of the subscription is now called s2\.m/s,
+like(status_row($dest, 'sm', q{coalesce(last_error, 'none')}),
+	qr/source table public\.m of the subscription is now called s2\.m/s,
 	'moved: SET SCHEMA before the first change stops the worker (55000)');
 is(dq(q{SELECT n FROM m WHERE id = 3}), '0', 'moved: nothing of s2.m applied');
 dq(q{SELECT cdc.drop_subscription('sm', drop_slot => true)});
@@ -169,8 +170,8 @@ is(dq(q{SELECT table_name || '=' || coalesce(source_relid::text, 'NULL') FROM cd
 	sq(q{SELECT 'w=' || 'w'::regclass::oid}), 'worker: the source OID recorded with the slot');
 sq(q{ALTER TABLE w RENAME TO w2; UPDATE w2 SET n = 5 WHERE id = 5});
 ok(wait_stop_or_caught_up('sw'), 'worker: the worker stopped or caught up');
-like(status_row($dest, 'sw', q{state || ' ' || coalesce(last_error, '')}),
-	qr/^error .*source table public\.w of the subscription is now called public\.w2/s,
+like(status_row($dest, 'sw', q{coalesce(last_error, 'none')}),
+	qr/source table public\.w of the subscription is now called public\.w2/s,
 	'worker: the rename stops the worker (55000)');
 dq(q{SELECT cdc.drop_subscription('sw', drop_slot => true)});
 
