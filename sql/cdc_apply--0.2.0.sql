@@ -2012,13 +2012,6 @@ AS 'MODULE_PATHNAME', 'cdc_force_sync_commit';
 COMMENT ON FUNCTION cdc._force_sync_commit() IS
   'Internal: makes the current transaction''s commit synchronous (ForceSyncCommit, as CREATE DATABASE does), whatever synchronous_commit says. Called by every subscription control function.';
 
-CREATE FUNCTION cdc._prevent_transaction_block(command text) RETURNS void
-LANGUAGE c VOLATILE STRICT
-SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'cdc_prevent_transaction_block';
-COMMENT ON FUNCTION cdc._prevent_transaction_block(text) IS
-  'Internal: raises 25001 (active_sql_transaction) when called inside a transaction block (BEGIN ..., several statements in one query string, a subtransaction or a pipeline), as DROP SUBSCRIPTION does: an action on the source (dropping a slot) cannot roll back with it. command names the caller in the message.';
-
 CREATE FUNCTION cdc._note_subscription_database() RETURNS void
 LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -2285,33 +2278,33 @@ CREATE FUNCTION cdc.drop_subscription(name text, drop_slot boolean DEFAULT false
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   sub cdc.subscription;
+  origin_xmin xid;
 BEGIN
   PERFORM cdc._require_superuser('drop a subscription');
-  -- dropping the slot on the source cannot roll back with this transaction
-  IF drop_slot THEN
-    PERFORM cdc._prevent_transaction_block('cdc.drop_subscription(..., drop_slot => true)');
-  END IF;
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = drop_subscription.name FOR UPDATE;
   IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
-  -- waits (10 s at most) for the worker to exit: it must not hold the slot when it is dropped
+  -- waits (10 s at most) for the worker to exit: it must not hold the slot
+  -- or the origin when they are dropped; a worker started later reads the
+  -- locked row as gone
   PERFORM cdc._stop_worker(sub.subid, 10000);
   DELETE FROM cdc.subscription s WHERE s.subid = sub.subid;
   PERFORM cdc._force_sync_commit();
-  -- in every state (the worker may have created the slot and not finished
-  -- its initial copy); a slot that is not there (never created) is no error
-  IF drop_slot THEN
-    PERFORM cdc._drop_source_slot(sub.conninfo, sub.slot_name);
-  END IF;
-  -- after the slot: pg_replication_origin_drop clears the origin's progress
-  -- in shared memory at once, not with this transaction, so a slot's drop
-  -- that fails or is cancelled after it left the subscription with no
-  -- progress (its worker streamed "from 0/0"; review h2r, TAP 096 progress)
-  IF EXISTS (SELECT 1 FROM pg_replication_origin WHERE roname = cdc._origin_name(sub.subid)) THEN
-    PERFORM pg_replication_origin_drop(cdc._origin_name(sub.subid));
-  END IF;
+  -- Neither the slot on the source nor the replication origin's progress
+  -- (pg_replication_origin_drop clears it in shared memory at once) can
+  -- roll back with this transaction: both are dropped when it commits (its
+  -- pre-commit), the slot first, with the conninfo and slot name of now
+  -- (src/pg/worker/slot_at_commit.cpp).  A ROLLBACK, a failing DO block or
+  -- a rolled-back savepoint or procedure drops nothing, so this may run in
+  -- a transaction block.  The slot is dropped in every state (the worker
+  -- may have created it and not finished its initial copy); one that is not
+  -- there (never created) is no error.  The origin's row tells whether the
+  -- subscription was created in this transaction: then it has no slot.
+  SELECT o.xmin INTO origin_xmin FROM pg_replication_origin o WHERE o.roname = cdc._origin_name(sub.subid);
+  PERFORM cdc._drop_at_commit(sub.name, sub.conninfo, CASE WHEN drop_slot THEN sub.slot_name END,
+                              cdc._origin_name(sub.subid), origin_xmin);
 END $fn$;
 COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
-  'Stops the worker, drops the replication origin and the subscription, and with drop_slot also the slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped). With drop_slot it refuses to run inside a transaction block (25001), as DROP SUBSCRIPTION does, because the slot''s drop cannot roll back. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 25001 inside a transaction block, 08001 source unreachable, 55006 slot in use.';
+  'Stops the worker and drops the subscription; when the transaction commits, also its replication origin and, with drop_slot, its slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped with a NOTICE). Transactional: a ROLLBACK, a failing DO block, a rolled-back savepoint or procedure leaves the subscription, its slot and its progress, so it may run inside a transaction block (unlike DROP SUBSCRIPTION with a slot). Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription; at COMMIT 08001 source unreachable, 55006 slot in use, 57014 statement_timeout or a cancel while another process holds the slot, aborting the transaction (the subscription stays); 0A000 at PREPARE TRANSACTION with drop_slot.';
 
 CREATE FUNCTION cdc._check_conninfo(conninfo text) RETURNS void
 LANGUAGE c STRICT IMMUTABLE
@@ -2325,11 +2318,11 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_create_source_slot';
 COMMENT ON FUNCTION cdc._create_source_slot(integer) IS 'Internal (cdc.create_subscription with copy_data => false): the subscription''s logical replication slot is created on the source when the calling transaction commits (its pre-commit: connects with libpq, CREATE_REPLICATION_SLOT ... LOGICAL pgoutput, SNAPSHOT ''export'', waiting interruptibly under the committing statement''s statement_timeout), with the conninfo, slot_name and publications of the subscription''s row as the transaction leaves it (none when the row is gone), and its consistent point written to cdc.subscription.slot_created_lsn, with the tables the publications published at that point (read on a second connection in the slot''s snapshot) and their source OIDs in cdc.subscription_rel (when a publication did not exist then: none, and refresh_pending set, with a NOTICE); a slot made there is dropped again if the transaction then aborts. Nothing is made when the transaction, or the subtransaction that called it, rolls back. Errors: 42501 not a superuser; at COMMIT 08001 connection failure, the source''s SQLSTATE otherwise (42710 a slot of that name exists), aborting the transaction; 0A000 at PREPARE TRANSACTION.';
 
-CREATE FUNCTION cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
-LANGUAGE c STRICT VOLATILE
+CREATE FUNCTION cdc._drop_at_commit(name text, conninfo text, slot_name name, origin text, origin_xmin xid) RETURNS void
+LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'cdc_drop_source_slot';
-COMMENT ON FUNCTION cdc._drop_source_slot(text, name) IS 'Internal: connects to the source with libpq and drops a logical replication slot (DROP_REPLICATION_SLOT ... WAIT); a slot that does not exist is skipped with a NOTICE. Errors: 08001 connection failure, 08006 the connection lost during the drop, 55006 the source''s error otherwise (the slot in use); a cancel or statement_timeout ends the wait.';
+AS 'MODULE_PATHNAME', 'cdc_drop_at_commit';
+COMMENT ON FUNCTION cdc._drop_at_commit(text, text, name, text, xid) IS 'Internal (cdc.drop_subscription): when the calling transaction commits (its pre-commit), drops the logical replication slot slot_name on the source over conninfo (unless slot_name is NULL: connects with libpq, DROP_REPLICATION_SLOT ... WAIT, waiting interruptibly under the committing statement''s statement_timeout; a slot that does not exist is skipped with a NOTICE), then the replication origin origin (if it exists). origin_xmin is the xmin of the origin''s row: a subscription created in the same transaction has no slot to drop. Nothing is dropped when the transaction, or the subtransaction that called it, rolls back. name is the subscription''s, for messages. Errors: 42501 not a superuser; at COMMIT 08001 connection failure, 55006 the slot in use, 57014 a cancel or statement_timeout, aborting the transaction; 0A000 at PREPARE TRANSACTION with a slot to drop.';
 
 CREATE FUNCTION cdc._publication_tables(conninfo text, publications text[])
 RETURNS TABLE (schema_name text, table_name text)
@@ -2457,10 +2450,9 @@ REVOKE ALL ON FUNCTION cdc.disable_subscription(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.drop_subscription(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.accept_gap(text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc._drop_source_slot(text, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._drop_at_commit(text, text, name, text, xid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._create_source_slot(integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._force_sync_commit() FROM PUBLIC;
-REVOKE ALL ON FUNCTION cdc._prevent_transaction_block(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._note_subscription_database() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.rename_source(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._rekey_entities(regclass, name[], name[]) FROM PUBLIC;

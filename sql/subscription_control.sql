@@ -1,8 +1,10 @@
 --
 -- subscription_control: the SQL side of issue 12 items 5-7 (docs/worker.md,
 -- "Continuity", "Control state is durable", "Dropping"): cdc.accept_gap and
--- its errors, drop_subscription(drop_slot => true) refused inside a
--- transaction block, the status view's lag rules; create_subscription
+-- its errors, drop_subscription(drop_slot => true) inside a transaction
+-- block, its slot dropped only at COMMIT (nothing after ROLLBACK, PREPARE
+-- refused 0A000, 08001 at COMMIT with the subscription kept), the status
+-- view's lag rules; create_subscription
 -- (copy_data => false) in a transaction block, its slot made only at
 -- COMMIT (none after ROLLBACK, PREPARE refused 0A000, 08001 at COMMIT).  No worker runs here
 -- (cdc_apply is not preloaded).
@@ -25,12 +27,30 @@ SELECT cdc.accept_gap('ctl', 'slot dropped by mistake') > 0 AS requested;
 SELECT cdc.accept_gap('ctl', 'slot dropped by mistake; table re-copied') > 0 AS requested;
 SELECT name, reason, requested_by = current_user AS by_me, from_lsn, to_lsn, accepted_at FROM cdc.accepted_gaps;
 
--- drop_subscription(drop_slot => true) cannot run inside a transaction block
+-- drop_subscription(drop_slot => true) drops the slot when the transaction
+-- commits (src/pg/worker/slot_at_commit.cpp): inside a transaction block a
+-- ROLLBACK drops nothing (and never connects)
 BEGIN;
 SELECT cdc.drop_subscription('ctl', drop_slot => true);
-\echo SQLSTATE :LAST_ERROR_SQLSTATE
 ROLLBACK;
 SELECT count(*) AS still_there FROM cdc.subscription WHERE name = 'ctl';
+-- PREPARE TRANSACTION with a pending slot drop is refused
+BEGIN;
+SELECT cdc.drop_subscription('ctl', drop_slot => true);
+PREPARE TRANSACTION 'ctl';
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT count(*) AS still_there FROM cdc.subscription WHERE name = 'ctl';
+SELECT count(*) AS none FROM pg_prepared_xacts WHERE gid = 'ctl';
+-- a slot drop that fails at COMMIT (the source cannot be reached) aborts it:
+-- the subscription stays, its origin too
+\set VERBOSITY sqlstate
+BEGIN;
+SELECT cdc.drop_subscription('ctl', drop_slot => true);
+COMMIT;
+\set VERBOSITY default
+SELECT count(*) AS still_there FROM cdc.subscription WHERE name = 'ctl';
+SELECT count(*) AS origin_kept FROM pg_replication_origin o JOIN cdc.subscription s ON o.roname = cdc._origin_name(s.subid)
+ WHERE s.name = 'ctl';
 -- without drop_slot it can (and rolls back with the block)
 BEGIN;
 SELECT cdc.drop_subscription('ctl');

@@ -177,7 +177,12 @@ SELECT cdc.drop_subscription('again');
 -- which a URI cannot take: the rest became part of the database name).
 -- Here the source is this server, which has no such slot.
 SELECT replace(current_setting('unix_socket_directories'), '/', '%2F') AS sock, current_setting('port') AS port \gset
-SELECT cdc._drop_source_slot(format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'), :'port',
-                                    current_database()), 'no_such_slot');
-SELECT cdc._drop_source_slot(format('postgresql://%s:%s/%s', :'sock', :'port', current_database()), 'no_such_slot');
+SET client_min_messages = error;  -- the "launcher serves another database" warning
+SELECT cdc.create_subscription('selfkv', format('host=%s port=%s dbname=%s', current_setting('unix_socket_directories'),
+                               :'port', current_database()), ARRAY['p'], slot_name => 'no_such_slot', enabled => false) > 0 AS created;
+SELECT cdc.create_subscription('selfuri', format('postgresql://%s:%s/%s', :'sock', :'port', current_database()), ARRAY['p'],
+                               slot_name => 'no_such_slot', enabled => false) > 0 AS created;
+RESET client_min_messages;
+SELECT cdc.drop_subscription('selfkv', drop_slot => true);
+SELECT cdc.drop_subscription('selfuri', drop_slot => true);
 \set SHOW_CONTEXT errors

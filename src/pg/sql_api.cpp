@@ -3,7 +3,7 @@
 // (Debezium events read straight from jsonb into the engine's Json tree),
 // the cdc._invalidate_target and cdc._invalidate_dictionary triggers of the
 // caches, cdc._key_text (the key text of a value, as entity records name
-// it), and cdc._drop_source_slot.  Every one is defined with CDC_PG_FUNCTION, so C++
+// it), and cdc._drop_at_commit.  Every one is defined with CDC_PG_FUNCTION, so C++
 // exceptions never reach PostgreSQL frames.
 //
 // Glue, C++ regime: arguments in, one ApplyEngine per call, results out;
@@ -1122,13 +1122,26 @@ CDC_PG_FUNCTION(cdc_create_source_slot)
 }
 
 /*
- * cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void
- * Used by cdc.drop_subscription(..., drop_slot => true).  Errors: 08001 when
- * the source cannot be reached, 55006 when the slot cannot be dropped.
+ * cdc._drop_at_commit(name text, conninfo text, slot_name name, origin
+ * text, origin_xmin xid) RETURNS void
+ * Used by cdc.drop_subscription: the subscription's replication origin and,
+ * when slot_name is not NULL (drop_slot => true), its slot on the source
+ * are dropped when the calling transaction commits, the slot first
+ * (src/pg/worker/slot_at_commit.cpp), so that nothing of it is dropped when
+ * the transaction rolls back.  Errors: 42501 not a superuser; at COMMIT
+ * 08001 when the source cannot be reached, 55006 when the slot cannot be
+ * dropped, 57014 a cancel or statement_timeout while the slot is held;
+ * 0A000 at PREPARE TRANSACTION with a slot to drop.
  */
-CDC_PG_FUNCTION(cdc_drop_source_slot)
+CDC_PG_FUNCTION(cdc_drop_at_commit)
 {
-	cdc::pg::PgCall([&]() { drop_source_slot_pg(PG_GETARG_TEXT_PP(0), PG_GETARG_NAME(1)); });
+	cdc::pg::PgCall([&]() {
+		if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(3))
+			elog(ERROR, "cdc._drop_at_commit: name, conninfo and origin must not be NULL");
+		drop_at_commit_pg(text_to_cstring(PG_GETARG_TEXT_PP(0)), text_to_cstring(PG_GETARG_TEXT_PP(1)),
+		                  PG_ARGISNULL(2) ? NULL : NameStr(*PG_GETARG_NAME(2)), text_to_cstring(PG_GETARG_TEXT_PP(3)),
+		                  PG_ARGISNULL(4) ? InvalidTransactionId : DatumGetTransactionId(PG_GETARG_DATUM(4)));
+	});
 	PG_RETURN_VOID();
 }
 

@@ -14,11 +14,10 @@
 #               transactionally), and it ran before the slot's drop, so the
 #               worker then streamed "from 0/0".  Now the origin is dropped
 #               after the slot.
-# Not here (open, docs/worker.md): drop_subscription(drop_slot => true) in a
-# DO block that then fails, or in a procedure that rolls back, is not
-# refused (the 25001 guard cannot tell a function's call from a
-# statement's), so the slot is gone and the subscription stays; with
-# "lost" above its worker then stops with 55000 instead of losing changes.
+# Not here: drop_subscription(drop_slot => true) in a DO block that then
+# fails, or in a procedure that rolls back, dropped the slot while the
+# subscription stayed (the open edge this file named); the slot is now
+# dropped when the transaction commits (TAP 099_drop_slot_at_commit).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -40,7 +39,7 @@ dq($t);
 # --- lost: the recorded slot is gone, the worker must not start a new one ----
 create_subscription($dest, $source, 'sc', ['pk'], 'copy_data => false, enabled => false');
 sq(q{INSERT INTO tk VALUES (1, 1)});   # after the subscription's slot: the subscription's
-sq(q{SELECT pg_drop_replication_slot('sc')});  # any way the slot goes (the open edge above, an operator)
+sq(q{SELECT pg_drop_replication_slot('sc')});  # any way the slot goes (an operator, a source restored without it)
 sq(q{INSERT INTO tk VALUES (2, 2)});
 dq(q{SELECT cdc.enable_subscription('sc')});
 ok(wait_status($dest, 'sc', q{state = 'error' AND last_error LIKE '%replication slot "sc" created at % is missing on the source%'}),

@@ -56,7 +56,7 @@ sub progress
 sub dpsql_err
 {
 	my ($sql) = @_;
-	my ($rc, $out, $err) = $dest->psql('postgres', "\\set VERBOSITY verbose\n$sql");
+	my ($rc, $out, $err) = $dest->psql('postgres', "\\set VERBOSITY verbose\n$sql", on_error_stop => 0);
 	return $err;
 }
 sub both_stay
@@ -221,20 +221,19 @@ ok(lsn_num(sq(q{SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_
 	'recreate: the slot is a new one');
 
 # --- twice: two drops in one transaction --------------------------------------
-$b->query_safe('BEGIN');
-$b->query_safe(q{SELECT cdc.drop_subscription('sr', drop_slot => true)});
-$b->query(q{SELECT cdc.drop_subscription('sr', drop_slot => true)});
-like($b->{stderr}, qr/subscription "sr" does not exist/, 'twice: the second drop is 42704');
-$b->{stderr} = '';
-$b->query_safe('ROLLBACK');
+$err = dpsql_err(q{BEGIN;
+SELECT cdc.drop_subscription('sr', drop_slot => true);
+SELECT cdc.drop_subscription('sr', drop_slot => true);
+ROLLBACK;});
+like($err, qr/ERROR:  42704: subscription "sr" does not exist/, 'twice: the second drop is 42704');
 both_stay('sr', 'twice, rolled back');
-$b->query_safe('BEGIN');
-$b->query_safe(q{SELECT cdc.drop_subscription('sr', drop_slot => true)});
-$b->query_safe(q{SAVEPOINT s});
-$b->query(q{SELECT cdc.drop_subscription('sr', drop_slot => true)});
-$b->{stderr} = '';
-$b->query_safe(q{ROLLBACK TO SAVEPOINT s});
-$b->query_safe('COMMIT');
+$err = dpsql_err(q{BEGIN;
+SELECT cdc.drop_subscription('sr', drop_slot => true);
+SAVEPOINT s;
+SELECT cdc.drop_subscription('sr', drop_slot => true);
+ROLLBACK TO SAVEPOINT s;
+COMMIT;});
+like($err, qr/ERROR:  42704: subscription "sr" does not exist/, 'twice: the second drop, in a savepoint, is 42704');
 is(slots('sr'), '0', 'twice: the first drop\'s COMMIT dropped the slot');
 is(subs('sr'), '0', 'twice: no subscription');
 

@@ -5,9 +5,6 @@
 //    synchronously whatever synchronous_commit says, as CREATE DATABASE
 //    does (ForceSyncCommit), so no crash loses a transition that the worker
 //    or the source already acted on;
-//  * cdc._prevent_transaction_block(command): drop_subscription(...,
-//    drop_slot => true) refuses to run inside a transaction block, as DROP
-//    SUBSCRIPTION does, because the slot's drop on the source cannot roll back;
 //  * the ProcessUtility hook that keeps the launchers' connections out of
 //    the way of commands that need a database without other sessions, and
 //    refuses DROP DATABASE of a database with subscriptions (B37 (a)): their
@@ -305,19 +302,6 @@ CDC_PG_FUNCTION(cdc_stop_subscription_workers)
 		return stopped;
 	});
 	PG_RETURN_INT32(n);
-}
-
-/*
- * cdc._prevent_transaction_block(command text) RETURNS void: 25001 inside a
- * transaction block, a subtransaction or a pipeline (PreventInTransactionBlock).
- * The function is only ever called directly by a subscription function
- * that the user called as a statement of its own, hence isTopLevel = true:
- * what is checked is the transaction block around that statement.
- */
-CDC_PG_FUNCTION(cdc_prevent_transaction_block)
-{
-	cdc::pg::PgCall([&]() { PreventInTransactionBlock(true, text_to_cstring(PG_GETARG_TEXT_PP(0))); });
-	PG_RETURN_VOID();
 }
 
 /*

@@ -42,6 +42,39 @@
 // interrupt cancelled its creation.  The operator drops such a slot on the
 // source with pg_drop_replication_slot.
 //
+// The drop has the mirror problem (docs/worker.md, "Dropping"): dropped
+// inside cdc.drop_subscription(drop_slot => true), the slot was gone
+// whenever the calling transaction failed afterwards (a DO block raising
+// after the call, a procedure rolling back), while the subscription stayed
+// and its worker stopped with 55000; the 25001 refusal of transaction
+// blocks could not see those.  So cdc._drop_at_commit only records a
+// pending drop (conninfo and slot name as of the call, and the replication
+// origin's name), and the pre-commit drops it:
+//   * a ROLLBACK, an error before COMMIT, a rolled-back subtransaction that
+//     registered it: nothing is dropped, the subscription, its slot and its
+//     origin's progress stay, and its worker resumes (the launcher starts it
+//     again once the row is no longer locked);
+//   * at pre-commit, first every pending slot drop (interruptibly, as before
+//     in the call: DROP_REPLICATION_SLOT ... WAIT cancelled on the source on
+//     a cancel or statement_timeout), then the pending creations (so that a
+//     subscription dropped and created again under the same slot name in
+//     one transaction gets a new slot), then the replication origins (last:
+//     pg_replication_origin_drop clears the origin's progress in shared
+//     memory at once, not with the transaction, review h2r, TAP 096).  An
+//     error there (08001 unreachable, 55006, 57014 the slot held until
+//     statement_timeout) aborts the transaction: the subscription stays;
+//   * a slot that does not exist is skipped with a NOTICE; a subscription
+//     created in this very transaction (its origin's row is this
+//     transaction's) has no slot of its own, so none is dropped (a slot of
+//     that name is someone else's) and its pending creation makes none;
+//   * PREPARE TRANSACTION with a pending slot drop is refused (0A000); an
+//     origin alone is dropped at PREPARE, as it was inside the call.
+// What remains: the transaction aborting after the slot was dropped at
+// pre-commit (a later drop or creation of the same commit failing, a
+// serialization failure, the backend or server dying before the commit
+// record): the subscription stays without its slot (a WARNING names it at
+// the abort; its worker stops with 55000, drop the subscription).
+//
 // PostgreSQL-regime code (it may ereport): no C++ objects with destructors
 // in its frames; the callbacks are plain functions PostgreSQL calls, and an
 // ERROR raised in the pre-commit one longjmps through PostgreSQL frames
@@ -54,6 +87,9 @@ extern "C" {
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "pgstat.h"
+#include "replication/origin.h"
+#include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -77,6 +113,19 @@ struct PendingSlot {
 
 /* The pending creations of the current transaction: PendingSlot *, in TopTransactionContext. */
 List *pending = NIL;
+
+/* One subscription dropped by cdc.drop_subscription, whose slot and origin go at commit. */
+struct PendingDrop {
+	SubTransactionId subxid; /* the subtransaction that registered it (moves to the parent when it commits) */
+	char *name;              /* the subscription's */
+	char *conninfo;          /* as of the call */
+	char *slot;              /* as of the call; NULL: the slot stays on the source */
+	char *origin;            /* the replication origin's name */
+	bool slot_dropped;       /* the source dropped it at pre-commit */
+};
+
+/* The pending drops of the current transaction: PendingDrop *, in TopTransactionContext. */
+List *drops = NIL;
 bool callbacks_registered = false;
 
 /* The abort's drop of a slot made at pre-commit waits this long for the source at most. */
@@ -194,16 +243,62 @@ create_one(PendingSlot *p)
 	error_context_stack = context.previous;
 }
 
+/* The CONTEXT line of an error while the slot of a dropped subscription is dropped at commit. */
+static void
+slot_drop_context(void *arg)
+{
+	const PendingDrop *d = (const PendingDrop *) arg;
+	errcontext("dropping replication slot \"%s\" of subscription \"%s\" on the source at commit", d->slot, d->name);
+}
+
+/* The CONTEXT line of an error while the origin of a dropped subscription is dropped at commit. */
+static void
+origin_drop_context(void *arg)
+{
+	const PendingDrop *d = (const PendingDrop *) arg;
+	errcontext("dropping replication origin \"%s\" of subscription \"%s\" at commit", d->origin, d->name);
+}
+
+/* Drops the slot of `d` on the source (XACT_EVENT_PRE_COMMIT). */
+static void
+drop_slot_one(PendingDrop *d)
+{
+	if (d->slot == NULL)
+		return;
+	ErrorContextCallback context = {error_context_stack, slot_drop_context, d};
+	error_context_stack = &context;
+	d->slot_dropped = drop_source_slot_pg(cstring_to_text(d->conninfo), d->slot);
+	error_context_stack = context.previous;
+}
+
 /*
- * XACT_EVENT_PRE_COMMIT: every pending slot, in the order registered.
- * statement_timeout is disabled before a transaction commits (postgres.c,
- * finish_xact_command), but the wait for the source's running transactions
- * belongs to the statement that commits: it keeps the timeout it had
- * (counted from that statement's start), as when the slot was created
- * inside the call.
+ * Drops the replication origin of `d` (XACT_EVENT_PRE_COMMIT, or
+ * XACT_EVENT_PRE_PREPARE without a slot), after its slot: its progress in
+ * shared memory is cleared at once, not with the transaction.  Its worker
+ * is gone (cdc.drop_subscription waited for it) and a new one reads the
+ * locked row as gone before it takes the origin; one still holding it is
+ * 55006.
  */
 static void
-create_pending(void)
+drop_origin_one(PendingDrop *d)
+{
+	ErrorContextCallback context = {error_context_stack, origin_drop_context, d};
+	error_context_stack = &context;
+	replorigin_drop_by_name(d->origin, /* missing_ok */ true, /* nowait */ true);
+	error_context_stack = context.previous;
+}
+
+/*
+ * XACT_EVENT_PRE_COMMIT: the pending slot drops, then the pending
+ * creations, then the origins of the drops, each in the order registered.
+ * statement_timeout is disabled before a transaction commits (postgres.c,
+ * finish_xact_command), but the waits on the source (for its running
+ * transactions before a slot exists, for a slot another process holds)
+ * belong to the statement that commits: they keep the timeout it had
+ * (counted from that statement's start), as when they ran inside the call.
+ */
+static void
+run_at_commit(void)
 {
 	bool timer = false;
 	if (StatementTimeout > 0 && !get_timeout_active(STATEMENT_TIMEOUT)) {
@@ -214,8 +309,12 @@ create_pending(void)
 	PG_TRY();
 	{
 		ListCell *lc;
+		foreach (lc, drops)
+			drop_slot_one((PendingDrop *) lfirst(lc));
 		foreach (lc, pending)
 			create_one((PendingSlot *) lfirst(lc));
+		foreach (lc, drops)
+			drop_origin_one((PendingDrop *) lfirst(lc));
 	}
 	PG_FINALLY();
 	{
@@ -260,21 +359,38 @@ drop_at_abort(PendingSlot *p)
 		         errhint("The slot holds WAL on the source: drop it there with pg_drop_replication_slot('%s').", p->slot)));
 }
 
-/* Closes the connections of the creations and forgets them (end of the transaction). */
+/*
+ * End of the transaction: closes the connections of the creations (after
+ * dropping their slots again when it aborts: `abort`) and forgets them and
+ * the drops.  A slot dropped at pre-commit by a transaction that then
+ * aborted cannot come back: a WARNING names it.
+ */
 static void
-forget_all(bool drop)
+forget_all(bool abort)
 {
 	ListCell *lc;
 	foreach (lc, pending) {
 		PendingSlot *p = (PendingSlot *) lfirst(lc);
 		if (p->conn == NULL)
 			continue;
-		if (drop)
+		if (abort)
 			drop_at_abort(p);
 		PQfinish(p->conn);
 		p->conn = NULL;
 	}
-	pending = NIL; /* the list lives in TopTransactionContext, freed with it */
+	foreach (lc, drops) {
+		PendingDrop *d = (PendingDrop *) lfirst(lc);
+		if (abort && d->slot_dropped)
+			ereport(WARNING,
+			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			         errmsg("replication slot \"%s\" of subscription \"%s\" was dropped on the source, but the "
+			                "transaction that dropped it aborted",
+			                d->slot, d->name),
+			         errdetail("The subscription stays without its slot: its worker stops with 55000."),
+			         errhint("Drop the subscription with cdc.drop_subscription('%s').", d->name)));
+	}
+	pending = NIL; /* the lists live in TopTransactionContext, freed with it */
+	drops = NIL;
 }
 
 /*
@@ -285,17 +401,30 @@ forget_all(bool drop)
 void
 slot_xact_callback(XactEvent event, void *) noexcept
 {
-	if (pending == NIL)
+	if (pending == NIL && drops == NIL)
 		return;
 	switch (event) {
-	case XACT_EVENT_PRE_COMMIT: create_pending(); break;
-	case XACT_EVENT_PRE_PREPARE:
-		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-		                errmsg("cannot PREPARE a transaction that creates a subscription's replication slot"),
-		                errdetail("cdc.create_subscription(..., copy_data => false) creates the slot on the source when "
-		                          "the transaction commits."),
-		                errhint("Create the subscription in a transaction of its own.")));
+	case XACT_EVENT_PRE_COMMIT: run_at_commit(); break;
+	case XACT_EVENT_PRE_PREPARE: {
+		if (pending != NIL)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			                errmsg("cannot PREPARE a transaction that creates a subscription's replication slot"),
+			                errdetail("cdc.create_subscription(..., copy_data => false) creates the slot on the source when "
+			                          "the transaction commits."),
+			                errhint("Create the subscription in a transaction of its own.")));
+		ListCell *lc;
+		foreach (lc, drops)
+			if (((PendingDrop *) lfirst(lc))->slot != NULL)
+				ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				                errmsg("cannot PREPARE a transaction that drops a subscription's replication slot"),
+				                errdetail("cdc.drop_subscription(..., drop_slot => true) drops the slot on the source when "
+				                          "the transaction commits, which COMMIT PREPARED cannot do."),
+				                errhint("Drop the subscription in a transaction that is not prepared.")));
+		/* without a slot: the origins go now, as they did inside the call */
+		foreach (lc, drops)
+			drop_origin_one((PendingDrop *) lfirst(lc));
 		break;
+	}
 	case XACT_EVENT_ABORT: forget_all(true); break;
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_PREPARE: forget_all(false); break;
@@ -303,23 +432,45 @@ slot_xact_callback(XactEvent event, void *) noexcept
 	}
 }
 
-/* A creation registered in a subtransaction that rolls back is dropped; one that commits moves to the parent. */
+/*
+ * A creation or drop registered in a subtransaction that rolls back is
+ * forgotten; one that commits moves to the parent.
+ */
 void
 slot_subxact_callback(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid, void *) noexcept
 {
-	if (pending == NIL)
+	if (pending == NIL && drops == NIL)
 		return;
 	ListCell *lc;
 	if (event == SUBXACT_EVENT_ABORT_SUB) {
 		foreach (lc, pending)
 			if (((PendingSlot *) lfirst(lc))->subxid == mySubid)
 				pending = foreach_delete_current(pending, lc);
+		foreach (lc, drops)
+			if (((PendingDrop *) lfirst(lc))->subxid == mySubid)
+				drops = foreach_delete_current(drops, lc);
 	} else if (event == SUBXACT_EVENT_COMMIT_SUB) {
 		foreach (lc, pending) {
 			PendingSlot *p = (PendingSlot *) lfirst(lc);
 			if (p->subxid == mySubid)
 				p->subxid = parentSubid;
 		}
+		foreach (lc, drops) {
+			PendingDrop *d = (PendingDrop *) lfirst(lc);
+			if (d->subxid == mySubid)
+				d->subxid = parentSubid;
+		}
+	}
+}
+
+/* The transaction callbacks, once per backend. */
+void
+register_callbacks(void)
+{
+	if (!callbacks_registered) {
+		RegisterXactCallback(slot_xact_callback, NULL);
+		RegisterSubXactCallback(slot_subxact_callback, NULL);
+		callbacks_registered = true;
 	}
 }
 
@@ -332,11 +483,7 @@ create_source_slot_at_commit_pg(int32 subid)
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 		                errmsg("permission denied to create the replication slot of a subscription"),
 		                errhint("Only superusers may create subscriptions.")));
-	if (!callbacks_registered) {
-		RegisterXactCallback(slot_xact_callback, NULL);
-		RegisterSubXactCallback(slot_subxact_callback, NULL);
-		callbacks_registered = true;
-	}
+	register_callbacks();
 	ListCell *lc;
 	foreach (lc, pending)
 		if (((PendingSlot *) lfirst(lc))->subid == subid)
@@ -347,5 +494,33 @@ create_source_slot_at_commit_pg(int32 subid)
 	p->userid = GetUserId();
 	p->subxid = GetCurrentSubTransactionId();
 	pending = lappend(pending, p);
+	MemoryContextSwitchTo(old);
+}
+
+void
+drop_at_commit_pg(const char *name, const char *conninfo, const char *slot, const char *origin,
+                  TransactionId origin_xmin)
+{
+	if (!superuser())
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("permission denied to drop the replication slot of a subscription"),
+		                errhint("Only superusers may drop subscriptions.")));
+	register_callbacks();
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	PendingDrop *d = (PendingDrop *) palloc0(sizeof(PendingDrop));
+	d->subxid = GetCurrentSubTransactionId();
+	d->name = pstrdup(name);
+	d->conninfo = pstrdup(conninfo);
+	/*
+	 * A subscription created in this transaction (the origin's row is this
+	 * transaction's: origins are only ever created with their subscription)
+	 * never had a worker, and its pending creation, if any, makes no slot
+	 * for a row that is gone: a slot of its name on the source is not its
+	 * own.
+	 */
+	bool created_here = TransactionIdIsValid(origin_xmin) && TransactionIdIsCurrentTransactionId(origin_xmin);
+	d->slot = slot != NULL && !created_here ? pstrdup(slot) : NULL;
+	d->origin = pstrdup(origin);
+	drops = lappend(drops, d);
 	MemoryContextSwitchTo(old);
 }

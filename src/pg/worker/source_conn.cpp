@@ -2,7 +2,7 @@
 // and IDENTIFY_SYSTEM (the source id "pg:<system identifier>"), running a
 // command with its SQLSTATE kept on failure (source_exec), standby status
 // updates that report as flushed only what is durable here (send_feedback),
-// the one-off connections of cdc._drop_source_slot and of the slot
+// the one-off connections of the slots cdc.drop_subscription drops and
 // cdc.create_subscription creates at commit, and the conninfo check
 // of cdc.create_subscription / cdc.alter_subscription (cdc._check_conninfo).
 //
@@ -671,27 +671,27 @@ create_source_slot_pg(text *conninfo_text, const char *slot, const char *publica
 }
 
 /* ------------------------------------------------------------------------
- * cdc._drop_source_slot(conninfo text, slot_name name)
+ * The slot of cdc.drop_subscription(drop_slot => true), dropped at the
+ * dropping transaction's pre-commit (slot_at_commit.cpp)
  * ------------------------------------------------------------------------ */
 
-void
-drop_source_slot_pg(text *conninfo_text, Name slot_name)
+bool
+drop_source_slot_pg(text *conninfo_text, const char *slot)
 {
-	char *slot = NameStr(*slot_name);
 	PGconn *conn = connect_for_slot(conninfo_text, "drop", slot);
 	const char *sql = psprintf("DROP_REPLICATION_SLOT %s WAIT", quote_identifier(slot));
 	/*
 	 * WAIT waits while another process (a worker not yet gone, a client)
-	 * holds the slot: a cancel or statement_timeout ends cdc.drop_subscription
-	 * and the command on the source.  Closing the connection alone was not
-	 * enough: the walsender dropped the slot once it was free, under a
-	 * subscription whose drop had rolled back (TAP 084).
+	 * holds the slot: a cancel or statement_timeout ends the COMMIT and the
+	 * command on the source.  Closing the connection alone was not enough:
+	 * the walsender dropped the slot once it was free, under a subscription
+	 * whose drop had rolled back (TAP 084).
 	 */
 	PGresult *res = exec_replication_command(conn, sql);
 	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
 		PQclear(res);
 		PQfinish(conn);
-		return;
+		return true;
 	}
 	int code = source_sqlstate(res, ERRCODE_CONNECTION_FAILURE);
 	char *msg = pstrdup(res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn));
@@ -700,8 +700,9 @@ drop_source_slot_pg(text *conninfo_text, Name slot_name)
 	if (code == ERRCODE_UNDEFINED_OBJECT) {
 		/* never created (the worker had not started), or already gone: nothing holds WAL */
 		ereport(NOTICE, (errmsg("slot \"%s\" does not exist on the source, skipping", slot)));
-		return;
+		return false;
 	}
 	ereport(ERROR, (errcode(code == ERRCODE_CONNECTION_FAILURE ? code : ERRCODE_OBJECT_IN_USE),
 	                errmsg("could not drop slot \"%s\" on the source: %s", slot, msg)));
+	return false; /* not reached */
 }

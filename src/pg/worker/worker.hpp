@@ -1,7 +1,7 @@
 // The background-worker path as the rest of the module sees it
 // (docs/worker.md): registering the launcher from _PG_init, and creating
 // and dropping a slot on a source for cdc._create_source_slot and
-// cdc._drop_source_slot (sql_api.cpp).  Everything
+// cdc._drop_at_commit (sql_api.cpp).  Everything
 // else of the worker is internal to src/pg/worker/ (worker_state.hpp).
 // PostgreSQL regime: both functions may ereport; no C++ objects.
 #pragma once
@@ -23,10 +23,14 @@ void InitLauncher(bool preloaded);
 } // namespace cdc::pg
 
 // Connects to the source over the replication protocol and drops the slot
-// (DROP_REPLICATION_SLOT ... WAIT); a slot that does not exist is skipped
-// with a NOTICE.  PostgreSQL regime: call it through PgCall.  Errors 08001
-// when the source cannot be reached, 55006 when the slot cannot be dropped.
-void drop_source_slot_pg(text *conninfo_text, Name slot_name);
+// (DROP_REPLICATION_SLOT ... WAIT, interruptibly: a cancel or
+// statement_timeout cancels the command on the source); a slot that does
+// not exist is skipped with a NOTICE.  Returns whether the source dropped
+// it.  For the pending drops of cdc.drop_subscription(drop_slot => true),
+// done at the pre-commit of its transaction (slot_at_commit.cpp).
+// PostgreSQL regime.  Errors 08001 when the source cannot be reached,
+// 55006 when the slot cannot be dropped.
+bool drop_source_slot_pg(text *conninfo_text, const char *slot);
 
 // The tables publications publish, as pgoutput names them, with each one's
 // source relation OID (source_published_tables).  n = -1: not read, a
@@ -62,6 +66,17 @@ XLogRecPtr create_source_slot_pg(text *conninfo_text, const char *slot, const ch
 // created when the calling transaction commits (slot_at_commit.cpp).
 // PostgreSQL regime: call it through PgCall.  Errors 42501 not a superuser.
 void create_source_slot_at_commit_pg(int32 subid);
+
+// cdc._drop_at_commit(...): cdc.drop_subscription's drop of the
+// subscription's replication origin `origin` and, when `slot` is not NULL,
+// of its slot on the source (over `conninfo`, both as of the call), done
+// when the calling transaction commits (slot_at_commit.cpp).  `origin_xmin`
+// is the xmin of the origin's pg_replication_origin row
+// (InvalidTransactionId: none): a subscription created in this very
+// transaction has no slot of its own on the source.  PostgreSQL regime:
+// call it through PgCall.  Errors 42501 not a superuser.
+void drop_at_commit_pg(const char *name, const char *conninfo, const char *slot, const char *origin,
+                       TransactionId origin_xmin);
 
 // Refuses (22P02, naming conninfo) a conninfo libpq cannot parse
 // (PQconninfoParse, as CREATE SUBSCRIPTION's walrcv_check_conninfo).
