@@ -22,7 +22,9 @@
 #              subscription; the subscription, its slot and its progress stay,
 #              the worker resumes once the client is gone.
 #   unreachable  a source that cannot be reached: the COMMIT fails (08001),
-#              the subscription stays.
+#              the subscription stays; dropped in one transaction after
+#              another subscription, that one keeps its slot too (every
+#              source is connected to before any slot is dropped).
 #   prepare    PREPARE TRANSACTION with a pending drop: 0A000, nothing
 #              prepared, the subscription stays.
 #   created    created and dropped in one transaction: no slot is made and
@@ -187,7 +189,19 @@ like($err, qr/ERROR:  08001: could not connect to the source to drop slot "su"/,
 like($err, qr/CONTEXT:  dropping replication slot "su" of subscription "su" on the source at commit/,
 	'unreachable: the CONTEXT names the slot and the subscription');
 is(subs('su'), '1', 'unreachable: the subscription stays');
+# with another drop before it in the same transaction: every source is
+# connected to before any slot is dropped, so the first slot stays too
+create_subscription($dest, $source, 'sv', ['pk'], 'copy_data => false, enabled => false');
+$err = dpsql_err(q{BEGIN; SELECT cdc.drop_subscription('sv', drop_slot => true);
+  SELECT cdc.drop_subscription('su', drop_slot => true); COMMIT;});
+like($err, qr/ERROR:  08001: could not connect to the source to drop slot "su"/,
+	'unreachable, after another drop: the COMMIT fails with 08001');
+unlike($err, qr/WARNING/, 'unreachable, after another drop: no slot was dropped for a transaction that aborted');
+both_stay('sv', 'unreachable, after another drop');
+is(subs('su'), '1', 'unreachable, after another drop: the unreachable one stays');
 dq(q{SELECT cdc.drop_subscription('su')});
+dq(q{SELECT cdc.drop_subscription('sv', drop_slot => true)});
+is(slots('sv'), '0', 'unreachable, after another drop: dropped on its own');
 
 # --- created: created and dropped in one transaction -------------------------
 $b->query_safe('BEGIN');
