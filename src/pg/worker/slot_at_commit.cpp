@@ -54,7 +54,9 @@
 //     registered it: nothing is dropped, the subscription, its slot and its
 //     origin's progress stay, and its worker resumes (the launcher starts it
 //     again once the row is no longer locked);
-//   * at pre-commit, first every pending slot drop (interruptibly, as before
+//   * at pre-commit, first every pending slot drop (every source connected
+//     to before any slot is dropped, so that an unreachable one fails the
+//     commit with every slot still there; each drop interruptible, as before
 //     in the call: DROP_REPLICATION_SLOT ... WAIT cancelled on the source on
 //     a cancel or statement_timeout), then the pending creations (so that a
 //     subscription dropped and created again under the same slot name in
@@ -121,6 +123,7 @@ struct PendingDrop {
 	char *conninfo;          /* as of the call */
 	char *slot;              /* as of the call; NULL: the slot stays on the source */
 	char *origin;            /* the replication origin's name */
+	PGconn *conn;            /* connected at pre-commit, until the drop (which closes it) */
 	bool slot_dropped;       /* the source dropped it at pre-commit */
 };
 
@@ -259,7 +262,23 @@ origin_drop_context(void *arg)
 	errcontext("dropping replication origin \"%s\" of subscription \"%s\" at commit", d->origin, d->name);
 }
 
-/* Drops the slot of `d` on the source (XACT_EVENT_PRE_COMMIT). */
+/*
+ * Connects to the source of `d` to drop its slot (XACT_EVENT_PRE_COMMIT,
+ * before any slot is dropped: a source that cannot be reached fails the
+ * commit while every slot is still there).
+ */
+static void
+connect_one(PendingDrop *d)
+{
+	if (d->slot == NULL)
+		return;
+	ErrorContextCallback context = {error_context_stack, slot_drop_context, d};
+	error_context_stack = &context;
+	d->conn = connect_for_slot_drop_pg(cstring_to_text(d->conninfo), d->slot);
+	error_context_stack = context.previous;
+}
+
+/* Drops the slot of `d` on the source over its connection (XACT_EVENT_PRE_COMMIT). */
 static void
 drop_slot_one(PendingDrop *d)
 {
@@ -267,7 +286,9 @@ drop_slot_one(PendingDrop *d)
 		return;
 	ErrorContextCallback context = {error_context_stack, slot_drop_context, d};
 	error_context_stack = &context;
-	d->slot_dropped = drop_source_slot_pg(cstring_to_text(d->conninfo), d->slot);
+	PGconn *conn = d->conn;
+	d->conn = NULL; /* closed by the drop, also when it raises */
+	d->slot_dropped = drop_source_slot_pg(conn, d->slot);
 	error_context_stack = context.previous;
 }
 
@@ -289,8 +310,9 @@ drop_origin_one(PendingDrop *d)
 }
 
 /*
- * XACT_EVENT_PRE_COMMIT: the pending slot drops, then the pending
- * creations, then the origins of the drops, each in the order registered.
+ * XACT_EVENT_PRE_COMMIT: the pending slot drops (connected to every source
+ * first, then dropped one by one), then the pending creations, then the
+ * origins of the drops, each in the order registered.
  * statement_timeout is disabled before a transaction commits (postgres.c,
  * finish_xact_command), but the waits on the source (for its running
  * transactions before a slot exists, for a slot another process holds)
@@ -309,6 +331,8 @@ run_at_commit(void)
 	PG_TRY();
 	{
 		ListCell *lc;
+		foreach (lc, drops)
+			connect_one((PendingDrop *) lfirst(lc));
 		foreach (lc, drops)
 			drop_slot_one((PendingDrop *) lfirst(lc));
 		foreach (lc, pending)
@@ -380,6 +404,9 @@ forget_all(bool abort)
 	}
 	foreach (lc, drops) {
 		PendingDrop *d = (PendingDrop *) lfirst(lc);
+		if (d->conn != NULL) /* connected, not dropped: an earlier step failed */
+			PQfinish(d->conn);
+		d->conn = NULL;
 		if (abort && d->slot_dropped)
 			ereport(WARNING,
 			        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -675,10 +675,15 @@ create_source_slot_pg(text *conninfo_text, const char *slot, const char *publica
  * dropping transaction's pre-commit (slot_at_commit.cpp)
  * ------------------------------------------------------------------------ */
 
-bool
-drop_source_slot_pg(text *conninfo_text, const char *slot)
+PGconn *
+connect_for_slot_drop_pg(text *conninfo_text, const char *slot)
 {
-	PGconn *conn = connect_for_slot(conninfo_text, "drop", slot);
+	return connect_for_slot(conninfo_text, "drop", slot);
+}
+
+bool
+drop_source_slot_pg(PGconn *conn, const char *slot)
+{
 	const char *sql = psprintf("DROP_REPLICATION_SLOT %s WAIT", quote_identifier(slot));
 	/*
 	 * WAIT waits while another process (a worker not yet gone, a client)

@@ -22,15 +22,20 @@ void InitLauncher(bool preloaded);
 
 } // namespace cdc::pg
 
-// Connects to the source over the replication protocol and drops the slot
-// (DROP_REPLICATION_SLOT ... WAIT, interruptibly: a cancel or
-// statement_timeout cancels the command on the source); a slot that does
-// not exist is skipped with a NOTICE.  Returns whether the source dropped
-// it.  For the pending drops of cdc.drop_subscription(drop_slot => true),
-// done at the pre-commit of its transaction (slot_at_commit.cpp).
-// PostgreSQL regime.  Errors 08001 when the source cannot be reached,
-// 55006 when the slot cannot be dropped.
-bool drop_source_slot_pg(text *conninfo_text, const char *slot);
+// Connects to the source over the replication protocol to drop `slot`
+// there.  PostgreSQL regime.  Errors 08001 when the source cannot be
+// reached.
+PGconn *connect_for_slot_drop_pg(text *conninfo_text, const char *slot);
+
+// Drops the slot over `conn` (from connect_for_slot_drop_pg; closed here,
+// whatever happens) with DROP_REPLICATION_SLOT ... WAIT, interruptibly: a
+// cancel or statement_timeout cancels the command on the source.  A slot
+// that does not exist is skipped with a NOTICE.  Returns whether the source
+// dropped it.  For the pending drops of cdc.drop_subscription(drop_slot =>
+// true), done at the pre-commit of its transaction (slot_at_commit.cpp).
+// PostgreSQL regime.  Errors 08001 when the connection fails, 55006 when
+// the slot cannot be dropped.
+bool drop_source_slot_pg(PGconn *conn, const char *slot);
 
 // The tables publications publish, as pgoutput names them, with each one's
 // source relation OID (source_published_tables).  n = -1: not read, a
