@@ -72,7 +72,8 @@
 //   * PREPARE TRANSACTION with a pending slot drop is refused (0A000); an
 //     origin alone is dropped at PREPARE, as it was inside the call.
 // What remains: the transaction aborting after the slot was dropped at
-// pre-commit (a later drop or creation of the same commit failing, a
+// pre-commit (a later drop failing on the source, a creation of the same
+// commit failing, a
 // serialization failure, the backend or server dying before the commit
 // record): the subscription stays without its slot (a WARNING names it at
 // the abort; its worker stops with 55000, drop the subscription).
