@@ -1122,6 +1122,25 @@ CDC_PG_FUNCTION(cdc_create_source_slot)
 }
 
 /*
+ * cdc._drop_source_slot(conninfo text, slot_name name) RETURNS void: the
+ * entry point of the 0.1.0 script, whose cdc.drop_subscription drops the
+ * slot inside the call.  The 0.2.0 script no longer has it, but a database
+ * still on 0.1.0 runs its functions with this module until ALTER EXTENSION
+ * cdc_apply UPDATE (and CREATE EXTENSION ... VERSION '0.1.0' resolves every
+ * symbol its script names: TAP 054).  Drops the slot now, as 0.1.0 did.
+ * Errors: 08001 when the source cannot be reached, 55006 when the slot
+ * cannot be dropped; a slot that does not exist is a NOTICE.
+ */
+CDC_PG_FUNCTION(cdc_drop_source_slot)
+{
+	cdc::pg::PgCall([&]() {
+		const char *slot = NameStr(*PG_GETARG_NAME(1));
+		(void) drop_source_slot_pg(connect_for_slot_drop_pg(PG_GETARG_TEXT_PP(0), slot), slot);
+	});
+	PG_RETURN_VOID();
+}
+
+/*
  * cdc._drop_at_commit(name text, conninfo text, slot_name name, origin
  * text, origin_xmin xid) RETURNS void
  * Used by cdc.drop_subscription: the subscription's replication origin and,
