@@ -29,6 +29,9 @@ extern "C" {
 #include "catalog/pg_database.h"
 #include "commands/defrem.h"
 #include "commands/dbcommands.h"
+#include "catalog/namespace.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "pgstat.h"
@@ -37,6 +40,8 @@ extern "C" {
 #include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
@@ -169,6 +174,56 @@ database_option(List *options, const char *name)
 	return NULL;
 }
 
+/*
+ * DROP EXTENSION cdc_apply while the database has subscriptions: refused,
+ * as DROP DATABASE is (guard_database_command).  The drop took their rows
+ * and left behind what lives outside the database's tables: each
+ * subscription's replication slot on its source (holding WAL there for
+ * ever) and its replication origin here (review h4, regress
+ * subscriptions).  Subscriptions dropped earlier in the same transaction
+ * (cdc.drop_subscription drops slot and origin at its commit) are gone
+ * from the table this reads, so that order goes ahead.  Only a superuser's
+ * command is looked at: nobody else may drop the extension, and
+ * PostgreSQL's own refusal then comes first.  PostgreSQL regime.
+ */
+static void
+guard_extension_drop(DropStmt *d)
+{
+	if (d->removeType != OBJECT_EXTENSION || !superuser())
+		return;
+	bool ours = false;
+	ListCell *lc;
+	foreach (lc, d->objects)
+		ours = ours || strcmp(strVal(lfirst(lc)), "cdc_apply") == 0;
+	if (!ours || !OidIsValid(get_extension_oid("cdc_apply", true)))
+		return;
+	const Oid nsp = get_namespace_oid("cdc", true);
+	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("subscription", nsp)))
+		return;
+	MemoryContext caller = CurrentMemoryContext;
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "cdc_apply: SPI_connect failed");
+	if (SPI_execute("SELECT pg_catalog.count(*)::pg_catalog.int4, pg_catalog.string_agg(pg_catalog.quote_ident(name), ', ' "
+	                "ORDER BY name) FROM cdc.subscription",
+	                true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "cdc_apply: could not read cdc.subscription");
+	bool isnull = false;
+	const int n = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	char *names = n > 0 ? MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2)) : NULL;
+	SPI_finish();
+	PopActiveSnapshot();
+	if (n > 0)
+		ereport(ERROR, (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+		                errmsg("cannot drop extension cdc_apply while it has subscriptions"),
+		                errdetail_plural("Subscription %s would leave its replication slot on the source and its replication "
+		                                 "origin behind.",
+		                                 "Subscriptions %s would leave their replication slots on the sources and their "
+		                                 "replication origins behind.",
+		                                 n, names),
+		                errhint("Drop them first: cdc.drop_subscription(name, drop_slot => true).")));
+}
+
 void
 lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, ProcessUtilityContext context,
                           ParamListInfo params, QueryEnvironment *queryEnv, DestReceiver *dest,
@@ -178,6 +233,9 @@ lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool read
 	switch (nodeTag(stmt)) {
 	case T_DropdbStmt:
 		guard_database_command(((DropdbStmt *) stmt)->dbname, true);
+		break;
+	case T_DropStmt:
+		guard_extension_drop((DropStmt *) stmt);
 		break;
 	case T_RenameStmt:
 		if (((RenameStmt *) stmt)->renameType == OBJECT_DATABASE)
