@@ -135,6 +135,37 @@ bool callbacks_registered = false;
 /* The abort's drop of a slot made at pre-commit waits this long for the source at most. */
 constexpr long kDropAtAbortMs = 10 * 1000;
 
+/* The caller's identity, saved while SPI runs as the registrant (begin_as_registrant). */
+struct SavedUser {
+	Oid userid;
+	int sec_context;
+};
+
+/*
+ * An SPI session as the role that registered the pending work, with a
+ * snapshot of the transaction; end_as_registrant ends it and restores the
+ * caller's identity.
+ */
+static SavedUser
+begin_as_registrant(const PendingSlot *p)
+{
+	SavedUser saved;
+	GetUserIdAndSecContext(&saved.userid, &saved.sec_context);
+	SetUserIdAndSecContext(p->userid, saved.sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "cdc_apply: SPI_connect failed");
+	return saved;
+}
+
+static void
+end_as_registrant(const SavedUser &saved)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	SetUserIdAndSecContext(saved.userid, saved.sec_context);
+}
+
 /*
  * Runs `sql` (args as text) through SPI as the role that registered the
  * creation, with a snapshot of the transaction; returns whether it found a
@@ -144,20 +175,12 @@ constexpr long kDropAtAbortMs = 10 * 1000;
 static bool
 row_as_registrant(const PendingSlot *p, const char *sql, int nargs, const char **args, int ncols, char **cols)
 {
-	Oid save_user;
-	int save_sec;
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(p->userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "cdc_apply: SPI_connect failed");
+	const SavedUser saved = begin_as_registrant(p);
 	spi_exec(sql, nargs, args);
 	bool found = SPI_processed >= 1 && SPI_tuptable != NULL;
 	for (int i = 0; found && i < ncols; i++)
 		cols[i] = MemoryContextStrdup(TopTransactionContext, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1));
-	SPI_finish();
-	PopActiveSnapshot();
-	SetUserIdAndSecContext(save_user, save_sec);
+	end_as_registrant(saved);
 	return found;
 }
 
@@ -182,13 +205,7 @@ creation_context(void *arg)
 static void
 record_creation(const PendingSlot *p, const char *cp, const PublishedTables *published)
 {
-	Oid save_user;
-	int save_sec;
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(p->userid, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "cdc_apply: SPI_connect failed");
+	const SavedUser saved = begin_as_registrant(p);
 	const char *args[4] = {psprintf("%d", p->subid), cp, published->n >= 0 ? "false" : "true", NULL};
 	spi_exec("UPDATE cdc.subscription SET slot_created_lsn = $2::pg_catalog.pg_lsn, refresh_pending = $3::pg_catalog.bool "
 	         "WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
@@ -201,9 +218,7 @@ record_creation(const PendingSlot *p, const char *cp, const PublishedTables *pub
 		         "VALUES ($1::pg_catalog.int4, $2, $3, 'ready', $4::pg_catalog.oid)",
 		         4, row);
 	}
-	SPI_finish();
-	PopActiveSnapshot();
-	SetUserIdAndSecContext(save_user, save_sec);
+	end_as_registrant(saved);
 	if (published->n < 0)
 		ereport(NOTICE, (errmsg("publication \"%s\" does not exist on the source: the worker of subscription \"%s\" reads "
 		                        "its tables when it starts",
