@@ -1781,6 +1781,20 @@ $fn$;
 COMMENT ON FUNCTION cdc._require_superuser(text) IS
   'Internal: raises 42501 "permission denied to <action>" unless the current role is a superuser.';
 
+CREATE FUNCTION cdc._no_such_subscription(name text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  IF name IS NULL THEN
+    RAISE EXCEPTION 'subscription name must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704';
+END
+$fn$;
+COMMENT ON FUNCTION cdc._no_such_subscription(text) IS
+  'Internal (the subscription functions, when no subscription of that name exists): always raises, 22004 "subscription name must not be NULL" for a NULL name, else 42704 "subscription "<name>" does not exist".';
+
 CREATE FUNCTION cdc._subscription_guard() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -2130,22 +2144,22 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   PERFORM cdc._require_superuser('enable a subscription');
   UPDATE cdc.subscription s SET enabled = true WHERE s.name = enable_subscription.name;
-  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   UPDATE cdc.subscription_state st SET state = 'starting', retry_count = 0, updated_at = now()
     FROM cdc.subscription s WHERE s.subid = st.subid AND s.name = enable_subscription.name;
   PERFORM cdc._force_sync_commit();
 END $fn$;
-COMMENT ON FUNCTION cdc.enable_subscription(text) IS 'Enables a subscription; the launcher starts its worker within cdc.naptime. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist.';
+COMMENT ON FUNCTION cdc.enable_subscription(text) IS 'Enables a subscription; the launcher starts its worker within cdc.naptime. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist, 22004 a NULL name.';
 
 CREATE FUNCTION cdc.disable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   PERFORM cdc._require_superuser('disable a subscription');
   UPDATE cdc.subscription s SET enabled = false WHERE s.name = disable_subscription.name;
-  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   PERFORM cdc._force_sync_commit();
 END $fn$;
-COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the launcher stops its worker (SIGTERM) within cdc.naptime. Progress is kept in the replication origin. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist.';
+COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the launcher stops its worker (SIGTERM) within cdc.naptime. Progress is kept in the replication origin. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist, 22004 a NULL name.';
 
 CREATE FUNCTION cdc.alter_subscription(
   name         text,
@@ -2162,7 +2176,7 @@ DECLARE
 BEGIN
   PERFORM cdc._require_superuser('alter a subscription');
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = alter_subscription.name FOR UPDATE;
-  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   IF conninfo IS NOT NULL THEN
     PERFORM cdc._check_conninfo(conninfo);
   END IF;
@@ -2196,7 +2210,7 @@ BEGIN
   PERFORM cdc._stop_worker(sub.subid);
 END $fn$;
 COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) IS
-  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 empty publications, a lower source_epoch or another origin, 22P02 a conninfo libpq cannot parse, 22023 one that sets no parameter.';
+  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, 22023 empty publications, a lower source_epoch or another origin, 22P02 a conninfo libpq cannot parse, 22023 one that sets no parameter.';
 
 CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2214,7 +2228,7 @@ BEGIN
       HINT = 'Pass the commit LSN of the failing source transaction: cdc.subscription_status.last_error_lsn.';
   END IF;
   UPDATE cdc.subscription s SET skip_lsn = commit_lsn WHERE s.name = skip_transaction.name RETURNING subid INTO id;
-  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   -- a transaction whose commit LSN is before the progress is applied (or
   -- skipped) already: the worker never receives it again, so such a skip
   -- could never happen.  The progress is the end LSN of the last applied
@@ -2238,7 +2252,7 @@ BEGIN
   PERFORM cdc._force_sync_commit();
 END $fn$;
 COMMENT ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) IS
-  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. One open request per subscription: a second call replaces the first. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 no reason or an LSN before the subscription''s progress, 22004 NULL LSN.';
+  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. One open request per subscription: a second call replaces the first. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, 22023 no reason or an LSN before the subscription''s progress, 22004 NULL LSN.';
 
 CREATE FUNCTION cdc.accept_gap(name text, reason text) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2251,7 +2265,7 @@ BEGIN
     RAISE EXCEPTION 'a reason is required to accept a gap in the stream' USING ERRCODE = '22023';
   END IF;
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = accept_gap.name FOR UPDATE;
-  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   IF NOT sub.slot_ready THEN
     RAISE EXCEPTION 'subscription "%" has not finished its initial copy: there is no stream to continue', name
       USING ERRCODE = '55000', HINT = 'The worker copies again by itself; nothing to accept.';
@@ -2272,7 +2286,7 @@ BEGIN
   RETURN req;
 END $fn$;
 COMMENT ON FUNCTION cdc.accept_gap(text, text) IS
-  'Explicit way out of a stream whose continuity the worker cannot prove (state error: the slot is missing, was created again or advanced, or the source failed over; docs/worker.md, "Continuity"). The worker, on its next attempt, continues from the slot it finds (or creates a new one, without copying) and records from_lsn/to_lsn in cdc.accepted_gaps: source transactions in between may be missing here; re-copy the affected tables (cdc.resync_table) to repair them. A running worker is restarted to act on it at once; while the stream is provably continuous the request is closed without skipping anything. Returns the request id. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22023 no reason, 55000 initial copy not finished.';
+  'Explicit way out of a stream whose continuity the worker cannot prove (state error: the slot is missing, was created again or advanced, or the source failed over; docs/worker.md, "Continuity"). The worker, on its next attempt, continues from the slot it finds (or creates a new one, without copying) and records from_lsn/to_lsn in cdc.accepted_gaps: source transactions in between may be missing here; re-copy the affected tables (cdc.resync_table) to repair them. A running worker is restarted to act on it at once; while the stream is provably continuous the request is closed without skipping anything. Returns the request id. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, 22023 no reason, 55000 initial copy not finished.';
 
 CREATE FUNCTION cdc.drop_subscription(name text, drop_slot boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2282,7 +2296,7 @@ DECLARE
 BEGIN
   PERFORM cdc._require_superuser('drop a subscription');
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = drop_subscription.name FOR UPDATE;
-  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   -- waits (10 s at most) for the worker to exit: it must not hold the slot
   -- or the origin when they are dropped; a worker started later reads the
   -- locked row as gone
@@ -2304,7 +2318,7 @@ BEGIN
                               cdc._origin_name(sub.subid), origin_xmin);
 END $fn$;
 COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
-  'Stops the worker and drops the subscription; when the transaction commits, also its replication origin and, with drop_slot, its slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped with a NOTICE). Transactional: a ROLLBACK, a failing DO block, a rolled-back savepoint or procedure leaves the subscription, its slot and its progress, so it may run inside a transaction block (unlike DROP SUBSCRIPTION with a slot). Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription; at COMMIT 08001 source unreachable, 55006 slot in use, 57014 statement_timeout or a cancel while another process holds the slot, aborting the transaction (the subscription stays); 0A000 at PREPARE TRANSACTION with drop_slot.';
+  'Stops the worker and drops the subscription; when the transaction commits, also its replication origin and, with drop_slot, its slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped with a NOTICE). Transactional: a ROLLBACK, a failing DO block, a rolled-back savepoint or procedure leaves the subscription, its slot and its progress, so it may run inside a transaction block (unlike DROP SUBSCRIPTION with a slot). Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name; at COMMIT 08001 source unreachable, 55006 slot in use, 57014 statement_timeout or a cancel while another process holds the slot, aborting the transaction (the subscription stays); 0A000 at PREPARE TRANSACTION with drop_slot.';
 
 CREATE FUNCTION cdc._check_conninfo(conninfo text) RETURNS void
 LANGUAGE c STRICT IMMUTABLE
@@ -2373,7 +2387,7 @@ BEGIN
     RAISE EXCEPTION 'copy_data must not be NULL' USING ERRCODE = '22004';
   END IF;
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = refresh_subscription.name FOR UPDATE;
-  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   SELECT coalesce(array_agg(p.schema_name), '{}'), coalesce(array_agg(p.table_name), '{}') INTO names, tables
     FROM cdc._publication_tables(sub.conninfo, sub.publications) p;
   RETURN QUERY SELECT * FROM cdc._reconcile_tables(sub.subid, names, tables, copy_data);
@@ -2385,7 +2399,7 @@ BEGIN
   END IF;
 END $fn$;
 COMMENT ON FUNCTION cdc.refresh_subscription(text, boolean) IS
-  'REFRESH PUBLICATION of a subscription: reads the tables its publications publish now (connecting to the source) and adds the new ones to cdc.subscription_rel, removes those no longer published, and restarts the worker if anything changed. With copy_data (default) an added table is copied at the snapshot of a temporary slot and joins the stream there (its changes committed before the copy''s point are skipped, later ones applied); the other tables are not copied again. Without copy_data its changes are applied from the worker''s position on. Until then, changes of a published table that is not part of the subscription are not applied. Returns each added and removed table. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 copy_data NULL, 08001 source unreachable.';
+  'REFRESH PUBLICATION of a subscription: reads the tables its publications publish now (connecting to the source) and adds the new ones to cdc.subscription_rel, removes those no longer published, and restarts the worker if anything changed. With copy_data (default) an added table is copied at the snapshot of a temporary slot and joins the stream there (its changes committed before the copy''s point are skipped, later ones applied); the other tables are not copied again. Without copy_data its changes are applied from the worker''s position on. Until then, changes of a published table that is not part of the subscription are not applied. Returns each added and removed table. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, 22004 copy_data NULL, 08001 source unreachable.';
 
 CREATE FUNCTION cdc.resync_table(name text, target regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2398,8 +2412,12 @@ BEGIN
   IF target IS NULL THEN
     RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
   END IF;
+  IF (SELECT c.relkind FROM pg_class c WHERE c.oid = resync_table.target) NOT IN ('r', 'p') THEN
+    RAISE EXCEPTION '"%" is not a table', target::text USING ERRCODE = '42809',
+      HINT = 'cdc.resync_table copies into a table or a partitioned table.';
+  END IF;
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = resync_table.name FOR UPDATE;
-  IF NOT FOUND THEN RAISE EXCEPTION 'subscription "%" does not exist', name USING ERRCODE = '42704'; END IF;
+  IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   -- the source table feeding the target: its mapping for this subscription, else its own schema and name
   SELECT m.source_schema, m.source_table INTO src_schema, src_table
     FROM cdc.mapping m WHERE m.target = resync_table.target AND (m.source_name IS NULL OR m.source_name = sub.name);
@@ -2421,7 +2439,7 @@ BEGIN
   PERFORM cdc._stop_worker(sub.subid);
 END $fn$;
 COMMENT ON FUNCTION cdc.resync_table(text, regclass) IS
-  'Copies one table of a subscription again (for example a destination table dropped and created again), without copying the others: the worker restarts, copies the source table feeding target (per cdc.mapping, else the same schema and name) at the snapshot of a temporary slot, and the stream joins it there (its changes committed before the copy''s point are skipped). Rows the destination has and the source no longer has are not removed: truncate the target first if it may hold such rows. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 55000 the source table is not published by the subscription''s publications, 22004 NULL target, 08001 source unreachable.';
+  'Copies one table of a subscription again (for example a destination table dropped and created again), without copying the others: the worker restarts, copies the source table feeding target (per cdc.mapping, else the same schema and name) at the snapshot of a temporary slot, and the stream joins it there (its changes committed before the copy''s point are skipped). Rows the destination has and the source no longer has are not removed: truncate the target first if it may hold such rows. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name or target, 42809 target not a table or partitioned table, 55000 the source table is not published by the subscription''s publications, 08001 source unreachable.';
 
 -- The engine writes its bookkeeping as the extension owner; nobody else
 -- writes these tables directly.  Reading state is open to everyone.

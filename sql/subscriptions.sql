@@ -123,6 +123,29 @@ SELECT cdc.resync_table('nosuch', 'pg_class');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.resync_table('shop', NULL);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- a target that is not a table is refused by name (42809), before the
+-- source is asked; a NULL subscription name is 22004 in every function
+-- that takes one (it read 'subscription "<NULL>" does not exist', 42704)
+CREATE VIEW sub_view AS SELECT 1 AS id;
+SELECT cdc.resync_table('shop', 'sub_view');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+DROP VIEW sub_view;
+SELECT cdc.resync_table(NULL, 'pg_class');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc.refresh_subscription(NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.enable_subscription(NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.disable_subscription(NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.alter_subscription(NULL, conninfo => 'host=elsewhere');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.skip_transaction(NULL, '0/1', 'x');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.accept_gap(NULL, 'x');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.drop_subscription(NULL);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 DO $$
 BEGIN
   PERFORM cdc.refresh_subscription('shop');
