@@ -65,10 +65,16 @@ COMMENT ON COLUMN cdc.mapping.ordering IS '''entity'' (default): per-entity vers
 COMMENT ON COLUMN cdc.mapping.outbox_via IS 'Where outbox entries go: ''table'' (rows of cdc.outbox) or ''message'' (one transactional logical decoding message per applied change, prefix cdc_outbox, for relays that read the destination''s WAL; needs wal_level = logical).';
 COMMENT ON COLUMN cdc.mapping.created_at IS 'When the mapping was registered or last changed.';
 -- Mappings are readable by everyone.  Writing them is the extension owner's
--- (a superuser's) business; a role it grants INSERT, UPDATE or DELETE on
--- cdc.mapping can write only the mappings of tables it owns (or is a member
--- of the owner of), so it cannot attach a handler or an outbox to someone
--- else's table (docs/security.md).
+-- (a superuser's) business; a role it grants EXECUTE on cdc.register_mapping
+-- (cdc.unregister_mapping, cdc.set_ordering) can write only the mappings of
+-- tables it owns (or is a member of the owner of), so it cannot attach a
+-- handler or an outbox to someone else's table (docs/security.md).  The
+-- functions write through cdc._write_mapping, which checks the caller as
+-- the policy own_targets below does and writes as the table's owner: a
+-- delegate needs no privilege on cdc.mapping, whose UPDATE or DELETE would
+-- let it LOCK the table and stall every worker (review h3).  The policy
+-- still binds a role granted INSERT, UPDATE or DELETE on the table (the
+-- delegation of earlier versions).
 ALTER TABLE cdc.mapping ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readable ON cdc.mapping FOR SELECT TO PUBLIC USING (true);
 COMMENT ON POLICY readable ON cdc.mapping IS 'Every role may read every mapping.';
@@ -343,18 +349,23 @@ COMMENT ON COLUMN cdc.outbox.version IS 'Source version of the change.';
 COMMENT ON COLUMN cdc.outbox.created_at IS 'Transaction start time of the apply.';
 COMMENT ON COLUMN cdc.outbox.published_at IS 'Set by a relay once the row is published (cdc.outbox_mark_published); NULL until then. cdc.prune() removes published rows older than the replay horizon.';
 
+-- SECURITY DEFINER (review h3): a relay needs EXECUTE on it, and no UPDATE
+-- on the view cdc.outbox, with which it could LOCK the view and so its
+-- base tables (checked against the view's owner), stalling every writer of
+-- outbox rows.  It changes nothing but published_at of the given rows.
 CREATE FUNCTION cdc.outbox_mark_published(ids bigint[]) RETURNS bigint
 LANGUAGE sql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
   WITH marked AS (
-    UPDATE cdc.outbox SET published_at = now()
-     WHERE id = ANY (ids) AND published_at IS NULL
+    UPDATE cdc.outbox_rows o SET published_at = now()
+     WHERE o.id = ANY (ids) AND o.published_at IS NULL
     RETURNING 1)
   SELECT count(*) FROM marked
 $$;
 COMMENT ON FUNCTION cdc.outbox_mark_published(bigint[]) IS
-  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). Updates through the view cdc.outbox, so it runs with the caller''s rights: the relay role needs EXECUTE and SELECT, UPDATE on cdc.outbox (not on cdc.outbox_rows).';
+  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC) and SELECT on cdc.outbox to read the rows; no UPDATE on cdc.outbox, which would let it LOCK the view and its base tables.';
 
 CREATE TABLE cdc.conflicts (
   id             bigserial PRIMARY KEY,
@@ -1006,6 +1017,18 @@ $fn$;
 COMMENT ON FUNCTION cdc._rekey_if_needed(regclass, name[], text) IS
   'Internal (cdc.register_mapping): re-keys the entity records of target when key_columns (NULL: the primary key) differ from the key they were written under. Runs with the caller''s rights (EXECUTE for every role: it reads cdc.mapping and cdc.entities and changes nothing itself). Errors: 55000 for a history mapping or a table without a primary key, 42501 when the caller may not write the bookkeeping (a delegate of register_mapping), 23502 from cdc._rekey_entities.';
 
+-- The one writer of cdc.mapping for register_mapping, unregister_mapping
+-- and set_ordering (src/pg/mapping_write.cpp): checks the calling role
+-- (EXECUTE on the function the action serves; the checks of policy
+-- own_targets when row-level security of cdc.mapping applies to it), then
+-- writes as the owner of cdc.mapping in a security-restricted operation.
+CREATE FUNCTION cdc._write_mapping(action text, target regclass, m cdc.mapping) RETURNS cdc.mapping
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_write_mapping';
+COMMENT ON FUNCTION cdc._write_mapping(text, regclass, cdc.mapping) IS
+  'Internal (cdc.register_mapping, cdc.unregister_mapping, cdc.set_ordering): writes the cdc.mapping row of target as the table''s owner, after checking the calling role: action register (insert or replace with the options of m), unregister (delete), lock (read FOR UPDATE) or ordering (set m.ordering); returns the row, or NULL when there is none the caller may write. EXECUTE to PUBLIC: it requires EXECUTE on the function the action serves (register_mapping; unregister_mapping; set_ordering for lock and ordering) and, where row-level security of cdc.mapping applies to the caller, what the policy own_targets requires (the target''s owner''s privileges, no temporary table, an outbox topic of its own), so that a delegate needs no privilege on cdc.mapping (whose UPDATE or DELETE would let it LOCK the table). Errors: 22004 NULL action or target (or m for register and ordering), 22023 unknown action, 42501 no EXECUTE on that function, a row the policy refuses, or a system catalog or cdc table as target, 42809 not a table or a temporary table (register).';
+
 CREATE FUNCTION cdc.register_mapping(
   target                  regclass,
   source_schema           text    DEFAULT NULL,
@@ -1295,27 +1318,30 @@ BEGIN
   END IF;
 
   PERFORM cdc._rekey_if_needed(target, key_columns, mode);
-  INSERT INTO cdc.mapping AS m (target, source_name, source_schema, source_table, key_columns, version_column,
-                                source_epoch, outbox, outbox_topic, truncate_policy, unavailable_placeholder,
-                                temporal_unit, conflict_policy, mode, handler, expired_policy, outbox_via)
-  VALUES (target, source_name, coalesce(source_schema, rel_schema), coalesce(source_table, rel_name), key_columns,
-          version_column, source_epoch, outbox, outbox_topic, truncate_policy,
-          unavailable_placeholder, temporal_unit, conflict_policy, mode, handler, expired_policy, outbox_via)
-  ON CONFLICT ON CONSTRAINT mapping_pkey DO UPDATE
-     SET source_name = EXCLUDED.source_name, source_schema = EXCLUDED.source_schema,
-         source_table = EXCLUDED.source_table, key_columns = EXCLUDED.key_columns,
-         version_column = EXCLUDED.version_column, source_epoch = EXCLUDED.source_epoch,
-         outbox = EXCLUDED.outbox, outbox_topic = EXCLUDED.outbox_topic,
-         truncate_policy = EXCLUDED.truncate_policy, unavailable_placeholder = EXCLUDED.unavailable_placeholder,
-         temporal_unit = EXCLUDED.temporal_unit, conflict_policy = EXCLUDED.conflict_policy,
-         mode = EXCLUDED.mode, handler = EXCLUDED.handler, expired_policy = EXCLUDED.expired_policy,
-         outbox_via = EXCLUDED.outbox_via, created_at = now()
-  RETURNING * INTO result;
+  -- written as the owner of cdc.mapping after the checks of policy own_targets
+  -- against the caller (cdc._write_mapping): a delegate needs EXECUTE only
+  result.source_name := source_name;
+  result.source_schema := coalesce(source_schema, rel_schema);
+  result.source_table := coalesce(source_table, rel_name);
+  result.key_columns := key_columns;
+  result.version_column := version_column;
+  result.source_epoch := source_epoch;
+  result.outbox := outbox;
+  result.outbox_topic := outbox_topic;
+  result.truncate_policy := truncate_policy;
+  result.unavailable_placeholder := unavailable_placeholder;
+  result.temporal_unit := temporal_unit;
+  result.conflict_policy := conflict_policy;
+  result.mode := mode;
+  result.handler := handler;
+  result.expired_policy := expired_policy;
+  result.outbox_via := outbox_via;
+  result := cdc._write_mapping('register', target, result);
   RETURN result;
 END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too; for a delegate, an outbox_topic, or the default schema.table, that is another owner''s topic: a delegate''s topic is recorded, not left NULL), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 0A000 a key column with a nondeterministic collation, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Returns the cdc.mapping row.';
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too; for a delegate, an outbox_topic, or the default schema.table, that is another owner''s topic: a delegate''s topic is recorded, not left NULL), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 0A000 a key column with a nondeterministic collation, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,
@@ -1504,8 +1530,10 @@ BEGIN
    * afterwards see the new mapping (its invalidation reaches every backend).
    */
   EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', target);
-  SELECT * INTO m FROM cdc.mapping mp WHERE mp.target OPERATOR(pg_catalog.=) set_ordering.target FOR UPDATE;
-  IF NOT FOUND THEN
+  -- read and written as the owner of cdc.mapping after the checks of policy
+  -- own_targets against the caller (cdc._write_mapping): EXECUTE suffices
+  m := cdc._write_mapping('lock', target, NULL);
+  IF m.target IS NULL THEN
     RAISE EXCEPTION 'table % has no mapping', target USING ERRCODE = '42704',
       HINT = 'Register it with cdc.register_mapping() first.';
   END IF;
@@ -1517,8 +1545,8 @@ BEGIN
       USING ERRCODE = '55000',
             HINT = 'Stream ordering compares source positions; register the mapping without version_column first.';
   END IF;
-  UPDATE cdc.mapping mp SET ordering = set_ordering.ordering WHERE mp.target OPERATOR(pg_catalog.=) set_ordering.target
-  RETURNING * INTO result;
+  m.ordering := set_ordering.ordering;
+  result := cdc._write_mapping('ordering', target, m);
   IF set_ordering.ordering = 'stream' THEN
     PERFORM cdc._fold_into_stream_mark(target);
   END IF;
@@ -1526,14 +1554,14 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.set_ordering(regclass, text) IS
-  'Switches how the changes of a mapped target are ordered (docs/semantics.md, "Stream ordering"). ''stream'': only the worker of a subscription may write the target and a per-(target, source) high-water mark (cdc.stream_mark) replaces the ledger rows and entity records; the target''s entity records are folded into the mark and removed. ''entity'': per-entity records again; the mark stays as the implicit record of every key without one (a change at or below it is a duplicate). Waits for transactions applying to the target (SHARE ROW EXCLUSIVE lock), so it is safe under load. Runs with the caller''s rights on cdc.mapping (the rights cdc.register_mapping needs). Returns the cdc.mapping row. Errors: 22004 NULL target, 22023 bad ordering, 42501 not the owner, 42704 no mapping, 55000 version_column mapping or records of several sources.';
+  'Switches how the changes of a mapped target are ordered (docs/semantics.md, "Stream ordering"). ''stream'': only the worker of a subscription may write the target and a per-(target, source) high-water mark (cdc.stream_mark) replaces the ledger rows and entity records; the target''s entity records are folded into the mark and removed. ''entity'': per-entity records again; the mark stays as the implicit record of every key without one (a change at or below it is a duplicate). Waits for transactions applying to the target (SHARE ROW EXCLUSIVE lock), so it is safe under load. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row. Errors: 22004 NULL target, 22023 bad ordering, 42501 not the owner (or, for a delegate, a mapping with an outbox whose outbox_topic is NULL or another owner''s), 42704 no mapping, 55000 version_column mapping or records of several sources.';
 
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
-AS $$ DELETE FROM cdc.mapping WHERE mapping.target = unregister_mapping.target RETURNING true $$;
+AS $$ SELECT true FROM cdc._write_mapping('unregister', unregister_mapping.target, NULL) w WHERE w.target IS NOT NULL $$;
 COMMENT ON FUNCTION cdc.unregister_mapping(regclass) IS
-  'Removes the mapping of a target table. Its versions, tombstones and ledger rows are kept. Returns true when a mapping was removed, NULL otherwise.';
+  'Removes the mapping of a target table. Its versions, tombstones and ledger rows are kept. Returns true when a mapping was removed, NULL otherwise (also for the mapping of a table whose owner''s privileges a delegate lacks). Deletes through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Errors: 42501 from cdc._write_mapping when the caller may not execute it.';
 
 -- A dropped target takes its mapping and per-entity state with it: otherwise
 -- the mapping row would name a missing table, and a later table that reused
@@ -2451,6 +2479,8 @@ REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, 
 REVOKE ALL ON FUNCTION cdc.unregister_mapping(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.set_ordering(regclass, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cdc._fold_into_stream_mark(regclass) TO PUBLIC;
+-- checks itself that its caller may execute the function it serves
+GRANT EXECUTE ON FUNCTION cdc._write_mapping(text, regclass, cdc.mapping) TO PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_target_state() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;

@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(212);
+SELECT plan(216);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -232,8 +232,9 @@ SELECT is_empty($$
     JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
     JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
    WHERE p.prosecdef AND p.oid NOT IN ('cdc._drop_target_state()'::regprocedure, 'cdc._subscription_progress()'::regprocedure,
-                                       'cdc._fold_into_stream_mark(regclass)'::regprocedure)$$,
-  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table), the origin progress of cdc.subscription_status and the fold of a target''s records into its stream mark (only for targets already switched)');
+                                       'cdc._fold_into_stream_mark(regclass)'::regprocedure,
+                                       'cdc.outbox_mark_published(bigint[])'::regprocedure)$$,
+  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table), the origin progress of cdc.subscription_status, the fold of a target''s records into its stream mark (only for targets already switched) and the relay''s marking of outbox rows (which needs no UPDATE on cdc.outbox, with which a relay could LOCK cdc.outbox_rows)');
 SELECT is_definer('cdc', '_subscription_progress', ARRAY[]::text[],
                   'cdc._subscription_progress reads the replication origins as the extension owner');
 SELECT function_privs_are('cdc', '_subscription_progress', ARRAY[]::text[], 'public', ARRAY['EXECUTE'],
@@ -243,6 +244,14 @@ SELECT function_privs_are('cdc', '_subscription_progress', ARRAY[]::text[], 'pub
 -- and nothing else.
 SELECT function_privs_are('public', 'cdc_apply', ARRAY['jsonb', 'regclass', 'text'], 'public', ARRAY['EXECUTE'],
                           'PUBLIC may execute cdc_apply(jsonb, ...)');
+SELECT is_definer('cdc', 'outbox_mark_published', ARRAY['bigint[]'],
+                  'cdc.outbox_mark_published marks rows as the extension owner: a relay needs EXECUTE, not UPDATE on cdc.outbox');
+SELECT function_privs_are('cdc', 'outbox_mark_published', ARRAY['bigint[]'], 'public', ARRAY[]::text[],
+                          'PUBLIC may not execute cdc.outbox_mark_published');
+SELECT isnt_definer('cdc', '_write_mapping', ARRAY['text', 'regclass', 'cdc.mapping'],
+                    'cdc._write_mapping is not SECURITY DEFINER: it checks the caller (GetUserId) and switches to the table''s owner for the write only');
+SELECT function_privs_are('cdc', '_write_mapping', ARRAY['text', 'regclass', 'cdc.mapping'], 'public', ARRAY['EXECUTE'],
+                          'PUBLIC may execute cdc._write_mapping (it requires EXECUTE on the function each action serves)');
 SELECT function_privs_are('cdc', 'register_mapping',
                           ARRAY['regclass', 'text', 'text', 'name[]', 'name', 'boolean', 'text', 'text', 'text', 'text', 'bigint', 'text', 'text', 'text', 'regprocedure', 'text', 'text'],
                           'public', ARRAY[]::text[], 'PUBLIC may not execute cdc.register_mapping');

@@ -1,0 +1,160 @@
+--
+-- delegation_lock (review h3): docs/security.md, "Delegating mappings".
+-- Mappings were delegated by granting INSERT, UPDATE and DELETE on
+-- cdc.mapping (with EXECUTE on cdc.register_mapping), and a relay was
+-- granted SELECT, UPDATE on the view cdc.outbox for
+-- cdc.outbox_mark_published(): PostgreSQL lets a role with UPDATE, DELETE
+-- or TRUNCATE on a table (or a view, whose base tables it then locks as the
+-- view's owner) take any lock on it, and row-level security does not apply
+-- to LOCK, so such a role could lock cdc.mapping or cdc.outbox_rows in
+-- ACCESS EXCLUSIVE mode and stall every worker and every cdc_apply()
+-- caller.  Delegation now needs EXECUTE on the functions only: they write
+-- cdc.mapping as the extension owner (cdc._write_mapping, C) after checking
+-- the calling role as the policy own_targets did; the relay needs EXECUTE
+-- on cdc.outbox_mark_published() (SECURITY DEFINER) and SELECT on the view.
+-- The stall itself: test/isolation/specs/security_mapping_lock.spec.
+-- Objects: h3dl_*.
+--
+CREATE ROLE h3dl_del;
+CREATE ROLE h3dl_nobody;
+CREATE ROLE h3dl_legacy;
+CREATE ROLE h3dl_relay;
+CREATE SCHEMA h3dl AUTHORIZATION h3dl_del;
+GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text,
+                                               bigint, text, text, text, regprocedure, text, text),
+                          cdc.unregister_mapping(regclass), cdc.set_ordering(regclass, text)
+  TO h3dl_del, h3dl_legacy;
+GRANT INSERT, UPDATE, DELETE ON cdc.mapping TO h3dl_legacy;
+GRANT SELECT ON cdc.outbox TO h3dl_relay;
+GRANT EXECUTE ON FUNCTION cdc.outbox_mark_published(bigint[]) TO h3dl_relay;
+-- what a statement raises, by SQLSTATE only
+CREATE FUNCTION h3dl_try(stmt text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE stmt;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE;
+END $$;
+CREATE TABLE h3dl_theirs (id int PRIMARY KEY, v text);
+SELECT target, outbox_topic FROM cdc.register_mapping('h3dl_theirs', outbox => true, outbox_topic => 'h3dl.theirs');
+SELECT cdc_apply('{"source": {"connector": "postgresql", "name": "h3dl", "db": "src", "schema": "public",
+                              "table": "h3dl_theirs", "lsn": 4096, "txId": 500, "snapshot": "false"},
+                   "op": "c", "after": {"id": 1, "v": "a"}}'::jsonb, 'h3dl_theirs');
+
+-- 1. A delegate with EXECUTE only: it maps, re-maps, orders and unmaps its own table
+SET ROLE h3dl_del;
+CREATE TABLE h3dl.mine (id int PRIMARY KEY, v text);
+SELECT target, outbox, outbox_topic, ordering FROM cdc.register_mapping('h3dl.mine', outbox => true);
+SELECT target, outbox, outbox_topic, ordering FROM cdc.register_mapping('h3dl.mine', outbox => true, outbox_topic => 'h3dl.mine.v2');
+SELECT target, ordering FROM cdc.set_ordering('h3dl.mine', 'stream');
+SELECT target, ordering FROM cdc.set_ordering('h3dl.mine', 'entity');
+-- and holds no privilege on cdc's tables: no lock but ACCESS SHARE, no direct write
+SELECT m AS mode, h3dl_try(format('LOCK TABLE cdc.mapping IN %s MODE', m)) AS mapping,
+       h3dl_try(format('LOCK TABLE cdc.outbox IN %s MODE', m)) AS outbox,
+       h3dl_try(format('LOCK TABLE cdc.outbox_rows IN %s MODE', m)) AS outbox_rows
+  FROM unnest(ARRAY['ACCESS SHARE', 'ROW EXCLUSIVE', 'SHARE', 'SHARE ROW EXCLUSIVE', 'ACCESS EXCLUSIVE']) m;
+SELECT h3dl_try($$UPDATE cdc.mapping SET truncate_policy = 'ignore' WHERE target = 'h3dl.mine'::regclass$$) AS direct_update;
+BEGIN;
+LOCK TABLE cdc.mapping IN ACCESS EXCLUSIVE MODE;
+ROLLBACK;
+
+-- 2. The checks of policy own_targets hold for every entry point
+-- another owner's table: refused, through the functions and directly
+SELECT h3dl_try($$SELECT cdc.register_mapping('h3dl_theirs', outbox => true, outbox_topic => 'h3dl.mine.v3')$$) AS register;
+SELECT h3dl_try($$SELECT cdc.set_ordering('h3dl_theirs', 'stream')$$) AS set_ordering;
+SELECT cdc.unregister_mapping('h3dl_theirs') AS unregister;
+SELECT cdc._write_mapping('register', 'h3dl_theirs',
+                          jsonb_populate_record(m, '{"outbox_topic": "h3dl.mine.v3"}')) FROM cdc.mapping m
+ WHERE m.target = 'h3dl_theirs'::regclass;
+-- (rows it may not see are left alone, as by the policy's USING clause)
+SELECT cdc._write_mapping('ordering', 'h3dl_theirs', jsonb_populate_record(m, '{"ordering": "stream"}')) IS NULL AS no_row,
+       cdc._write_mapping('lock', 'h3dl_theirs', NULL) IS NULL AS no_lock,
+       cdc._write_mapping('unregister', 'h3dl_theirs', NULL) IS NULL AS no_delete
+  FROM cdc.mapping m WHERE m.target = 'h3dl_theirs'::regclass;
+-- its own table with another owner's topic, or with no topic: refused
+SELECT cdc._write_mapping('register', 'h3dl.mine', jsonb_populate_record(m, '{"outbox_topic": "h3dl.theirs"}'))
+  FROM cdc.mapping m WHERE m.target = 'h3dl.mine'::regclass;
+SELECT h3dl_try($$SELECT cdc._write_mapping('register', 'h3dl.mine', jsonb_populate_record(m, '{"outbox_topic": "public.h3dl_theirs"}'))
+                    FROM cdc.mapping m WHERE m.target = 'h3dl.mine'::regclass$$) AS default_topic;
+SELECT h3dl_try($$SELECT cdc._write_mapping('register', 'h3dl.mine', jsonb_populate_record(m, '{"outbox_topic": null}'))
+                    FROM cdc.mapping m WHERE m.target = 'h3dl.mine'::regclass$$) AS null_topic;
+-- a temporary table of its own: refused
+CREATE TEMP TABLE h3dl_tmp (id int PRIMARY KEY);
+SELECT h3dl_try($$SELECT cdc.register_mapping('h3dl_tmp')$$) AS register_temp;
+SELECT h3dl_try($$SELECT cdc._write_mapping('register', 'h3dl_tmp',
+                                            jsonb_populate_record(NULL::cdc.mapping, '{"source_schema": "s", "source_table": "t"}'))$$) AS direct_temp;
+DROP TABLE h3dl_tmp;
+-- an unknown action, a NULL target
+SELECT cdc._write_mapping('upsert', 'h3dl.mine', NULL);
+SELECT cdc._write_mapping('lock', NULL, NULL);
+-- nothing of the other owner's mapping changed
+RESET ROLE;
+SELECT target, outbox, outbox_topic, ordering, truncate_policy FROM cdc.mapping
+ WHERE target IN ('h3dl_theirs'::regclass, 'h3dl.mine'::regclass) ORDER BY target::text;
+
+-- 3. A role without EXECUTE on the functions may not call the writer either
+SET ROLE h3dl_nobody;
+SELECT cdc._write_mapping('unregister', 'h3dl_theirs', NULL);
+SELECT h3dl_try($$SELECT cdc._write_mapping('register', 'h3dl_theirs', m) FROM cdc.mapping m WHERE m.target = 'h3dl_theirs'::regclass$$) AS register;
+RESET ROLE;
+
+-- 4. A delegate that still holds the table grants of before keeps working
+-- (and keeps the power to lock: docs/security.md says to revoke them)
+CREATE TABLE h3dl_old (id int PRIMARY KEY, v text);
+ALTER TABLE h3dl_old OWNER TO h3dl_legacy;
+SET ROLE h3dl_legacy;
+SELECT target, outbox, outbox_topic FROM cdc.register_mapping('h3dl_old', outbox => true, outbox_topic => 'h3dl.legacy');
+SELECT target, ordering FROM cdc.set_ordering('h3dl_old', 'stream');
+SELECT h3dl_try($$UPDATE cdc.mapping SET truncate_policy = 'ignore' WHERE target = 'h3dl_old'::regclass$$) AS direct_update;
+-- (another owner's row: left alone by the policy)
+SELECT h3dl_try($$UPDATE cdc.mapping SET truncate_policy = 'ignore' WHERE target = 'h3dl_theirs'::regclass$$) AS direct_update_theirs;
+SELECT h3dl_try('LOCK TABLE cdc.mapping IN ACCESS EXCLUSIVE MODE') AS lock;
+SELECT cdc.unregister_mapping('h3dl_old');
+RESET ROLE;
+DROP TABLE h3dl_old;
+
+-- 5. The relay: EXECUTE on cdc.outbox_mark_published() and SELECT on the view
+SET ROLE h3dl_relay;
+SELECT count(*) AS unpublished FROM cdc.outbox WHERE target = 'h3dl_theirs'::regclass AND published_at IS NULL;
+SELECT cdc.outbox_mark_published(ARRAY(SELECT id FROM cdc.outbox WHERE target = 'h3dl_theirs'::regclass));
+SELECT cdc.outbox_mark_published(ARRAY(SELECT id FROM cdc.outbox WHERE target = 'h3dl_theirs'::regclass));
+SELECT m AS mode, h3dl_try(format('LOCK TABLE cdc.outbox IN %s MODE', m)) AS outbox,
+       h3dl_try(format('LOCK TABLE cdc.outbox_rows IN %s MODE', m)) AS outbox_rows
+  FROM unnest(ARRAY['ACCESS SHARE', 'ROW EXCLUSIVE', 'ACCESS EXCLUSIVE']) m;
+RESET ROLE;
+SELECT count(*) AS published FROM cdc.outbox WHERE target = 'h3dl_theirs'::regclass AND published_at IS NOT NULL;
+-- a relay granted UPDATE on the view (the old recipe) can lock its base
+-- tables through it, as the view's owner: docs/security.md says to revoke it
+GRANT UPDATE ON cdc.outbox TO h3dl_relay;
+SET ROLE h3dl_relay;
+BEGIN;
+LOCK TABLE cdc.outbox IN ACCESS EXCLUSIVE MODE;
+SELECT relation::regclass, mode FROM pg_locks
+ WHERE pid = pg_backend_pid() AND locktype = 'relation'
+   AND relation IN ('cdc.outbox'::regclass, 'cdc.outbox_rows'::regclass, 'cdc.outbox_source'::regclass)
+ ORDER BY relation::regclass::text;
+ROLLBACK;
+RESET ROLE;
+
+-- the function entry points: SECURITY DEFINER or not, and who may execute them
+SELECT p.oid::regprocedure, p.prosecdef, p.proconfig, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
+  FROM pg_proc p
+ WHERE p.oid IN ('cdc._write_mapping(text, regclass, cdc.mapping)'::regprocedure,
+                 'cdc.outbox_mark_published(bigint[])'::regprocedure)
+ ORDER BY 1::text;
+
+DELETE FROM cdc.outbox_rows WHERE target = 'h3dl_theirs'::regclass;
+DELETE FROM cdc.ledger WHERE target = 'h3dl_theirs'::regclass;
+DELETE FROM cdc.counters WHERE target = 'h3dl_theirs'::regclass;
+SELECT cdc.unregister_mapping('h3dl.mine');
+DROP TABLE h3dl.mine, h3dl_theirs;
+DROP SCHEMA h3dl;
+DROP FUNCTION h3dl_try(text);
+REVOKE ALL ON cdc.mapping FROM h3dl_legacy;
+REVOKE ALL ON cdc.outbox FROM h3dl_relay;
+REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text,
+                                            bigint, text, text, text, regprocedure, text, text),
+                       cdc.unregister_mapping(regclass), cdc.set_ordering(regclass, text)
+  FROM h3dl_del, h3dl_legacy;
+REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM h3dl_relay;
+DROP ROLE h3dl_del, h3dl_nobody, h3dl_legacy, h3dl_relay;
