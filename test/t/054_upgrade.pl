@@ -219,7 +219,12 @@ uq(q{DROP VIEW public.my_outbox});
 # ---------------------------------------------------------------------------
 # C. the update; the catalog equals a fresh 0.2.0 installation
 # ---------------------------------------------------------------------------
-uq(q{ALTER EXTENSION cdc_apply UPDATE TO '0.2.0'});
+($rc, $out, $err) = $node->psql('up', q{ALTER EXTENSION cdc_apply UPDATE TO '0.2.0'});
+is($rc, 0, 'ALTER EXTENSION cdc_apply UPDATE succeeds');
+# the relay's UPDATE on cdc.outbox is carried over, and named: with it the
+# relay may LOCK the view's base tables (review h3; docs/security.md)
+like($err, qr/WARNING:  roles other than the extension owner can lock tables of cdc_apply: relay on cdc\.outbox\b/,
+	'the update names the carried-over privileges that let a role lock cdc\'s tables');
 is(uq(q{SELECT extversion FROM pg_extension WHERE extname = 'cdc_apply'}), '0.2.0', 'updated to 0.2.0');
 is(uq(q{SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'cdc\_0\_1\_0%'}), '0', 'the old schema is gone');
 
