@@ -84,6 +84,13 @@ SELECT h3dl_try($$SELECT cdc.register_mapping('h3dl_tmp')$$) AS register_temp;
 SELECT h3dl_try($$SELECT cdc._write_mapping('register', 'h3dl_tmp',
                                             jsonb_populate_record(NULL::cdc.mapping, '{"source_schema": "s", "source_table": "t"}'))$$) AS direct_temp;
 DROP TABLE h3dl_tmp;
+-- its table's mapping with an outbox and no topic (as the extension owner
+-- registers it): the policy refuses the delegate's update of it, as before
+RESET ROLE;
+SELECT outbox, outbox_topic FROM cdc.register_mapping('h3dl.mine', outbox => true);
+SET ROLE h3dl_del;
+SELECT h3dl_try($$SELECT cdc.set_ordering('h3dl.mine', 'stream')$$) AS set_ordering_null_topic;
+SELECT outbox, outbox_topic FROM cdc.register_mapping('h3dl.mine', outbox => true, outbox_topic => 'h3dl.mine.v2');
 -- an unknown action, a NULL target
 SELECT cdc._write_mapping('upsert', 'h3dl.mine', NULL);
 SELECT cdc._write_mapping('lock', NULL, NULL);
