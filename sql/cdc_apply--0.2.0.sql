@@ -367,6 +367,68 @@ $$;
 COMMENT ON FUNCTION cdc.outbox_mark_published(bigint[]) IS
   'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC) and SELECT on cdc.outbox to read the rows; no UPDATE on cdc.outbox, which would let it LOCK the view and its base tables.';
 
+-- The relay's claim and delete (review h3): locking rows FOR UPDATE SKIP
+-- LOCKED through the view needed UPDATE on it, and deleting through it
+-- DELETE, either of which lets the role LOCK the view and so
+-- cdc.outbox_rows and cdc.outbox_source as the view's owner, stalling every
+-- writer of outbox rows.  As SECURITY DEFINER functions they need EXECUTE
+-- only; row locks belong to the transaction, not to the role, so the
+-- caller's transaction holds the claims.
+CREATE FUNCTION cdc.outbox_claim(max_rows integer, topic text DEFAULT NULL) RETURNS SETOF cdc.outbox
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  IF max_rows IS NULL THEN
+    RAISE EXCEPTION 'max_rows must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  IF max_rows < 1 THEN
+    RAISE EXCEPTION 'max_rows must be at least 1, not %', max_rows USING ERRCODE = '22023';
+  END IF;
+  -- Through the view, so that the rows have its shape: FOR UPDATE locks the
+  -- rows of cdc.outbox_rows (not the cdc.outbox_source entries the view's
+  -- subqueries read), ORDER BY id with published_at IS NULL reads
+  -- outbox_unpublished_idx, and LIMIT counts only rows it could lock.
+  IF outbox_claim.topic IS NULL THEN
+    RETURN QUERY
+      SELECT v.* FROM cdc.outbox v
+       WHERE v.published_at IS NULL
+       ORDER BY v.id LIMIT max_rows
+         FOR UPDATE SKIP LOCKED;
+  ELSE
+    RETURN QUERY
+      SELECT v.* FROM cdc.outbox v
+       WHERE v.published_at IS NULL AND v.topic = outbox_claim.topic
+       ORDER BY v.id LIMIT max_rows
+         FOR UPDATE SKIP LOCKED;
+  END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.outbox_claim(integer, text) IS
+  'For an outbox relay: locks and returns up to max_rows cdc.outbox rows not marked published (of topic only, when given), in id order, skipping rows another transaction has locked (FOR UPDATE SKIP LOCKED), so that relays running at once get disjoint rows. The row locks are held by the caller''s transaction until it ends: call it in a transaction (READ COMMITTED), publish, then cdc.outbox_mark_published() or cdc.outbox_delete() the ids before COMMIT; outside a transaction block the locks end with the statement. Rows of a stream-ordered target are claimed like any other; a mapping with outbox_via = ''message'' writes no rows. SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC), which lets it read every outbox row, as SELECT on cdc.outbox does, and no privilege on cdc.outbox or cdc.outbox_rows (UPDATE would let it LOCK them). Errors: 22004 max_rows NULL, 22023 max_rows < 1.';
+
+CREATE FUNCTION cdc.outbox_delete(ids bigint[]) RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  n bigint;
+BEGIN
+  IF ids IS NULL THEN
+    RAISE EXCEPTION 'ids must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  -- Rows not marked published only: outbox_unpublished_idx finds them by id
+  -- (there is no other index on id), and a marked row is cdc.prune()'s.
+  DELETE FROM cdc.outbox_rows o WHERE o.id = ANY (ids) AND o.published_at IS NULL;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$fn$;
+COMMENT ON FUNCTION cdc.outbox_delete(bigint[]) IS
+  'For an outbox relay that removes what it published instead of marking it: deletes the given cdc.outbox rows that are not marked published and returns how many it deleted. Calling it says the rows are published, as cdc.outbox_mark_published() does. Rows already marked published are left alone (cdc.prune() removes them after the replay horizon: only unpublished rows are indexed by id), as are ids of no row (a relay that retries after a crash gets 0 for rows it deleted). A row another transaction has locked (claimed) is waited for. Dedup never depends on outbox rows, so a deleted row never comes back. SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC), no DELETE on cdc.outbox (which would let it LOCK the view and its base tables). Errors: 22004 ids NULL.';
+
 CREATE TABLE cdc.conflicts (
   id             bigserial PRIMARY KEY,
   target         regclass NOT NULL,
@@ -2484,6 +2546,8 @@ GRANT EXECUTE ON FUNCTION cdc._write_mapping(text, regclass, cdc.mapping) TO PUB
 REVOKE ALL ON FUNCTION cdc._drop_target_state() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.outbox_claim(integer, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc.outbox_delete(bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.refresh_subscription(text, boolean) FROM PUBLIC;

@@ -12,6 +12,10 @@
 -- cdc.mapping as the extension owner (cdc._write_mapping, C) after checking
 -- the calling role as the policy own_targets did; the relay needs EXECUTE
 -- on cdc.outbox_mark_published() (SECURITY DEFINER) and SELECT on the view.
+-- A relay that claims rows (FOR UPDATE SKIP LOCKED) or deletes what it
+-- published needed UPDATE or DELETE on the view, with the same power:
+-- cdc.outbox_claim() and cdc.outbox_delete() (SECURITY DEFINER) need
+-- EXECUTE only (section 6).
 -- The stall itself: test/isolation/specs/security_mapping_lock.spec.
 -- Objects: h3dl_*.
 --
@@ -143,11 +147,88 @@ SELECT relation::regclass, mode FROM pg_locks
 ROLLBACK;
 RESET ROLE;
 
+-- 6. A relay that claims and deletes with EXECUTE only (not even SELECT on
+-- the view): cdc.outbox_claim() locks unpublished rows in id order for the
+-- caller's transaction (SKIP LOCKED; two relays: the isolation spec),
+-- cdc.outbox_delete() removes the given rows not marked published (the
+-- relay's alternative to marking them; rows already marked are left to
+-- cdc.prune())
+CREATE ROLE h3dl_relay2;
+GRANT EXECUTE ON FUNCTION cdc.outbox_claim(integer, text), cdc.outbox_delete(bigint[]),
+                          cdc.outbox_mark_published(bigint[])
+  TO h3dl_relay2;
+SELECT cdc_apply(format('{"source": {"connector": "postgresql", "name": "h3dl", "db": "src", "schema": "public",
+                                     "table": "h3dl_theirs", "lsn": %s, "txId": %s, "snapshot": "false"},
+                          "op": "c", "after": {"id": %s, "v": "b"}}', 4096 + 64 * i, 500 + i, i)::jsonb, 'h3dl_theirs')
+  FROM generate_series(2, 6) i;
+-- the rows of a stream-ordered target are claimed and deleted like any
+-- other (a worker writes them; here one row is made such a row by hand)
+UPDATE cdc.outbox_rows SET stream_ordered = true
+ WHERE target = 'h3dl_theirs'::regclass AND entity_key = '{"id": "4"}';
+SET ROLE h3dl_relay2;
+SELECT has_table_privilege('cdc.outbox', 'SELECT') AS reads_view,
+       has_table_privilege('cdc.outbox', 'UPDATE') AS updates_view,
+       has_table_privilege('cdc.outbox_rows', 'SELECT') AS reads_rows;
+BEGIN;
+SELECT entity_key, op, topic, source->>'lsn' AS lsn, published_at FROM cdc.outbox_claim(2, 'h3dl.theirs');
+-- the claimed rows are locked by this transaction
+RESET ROLE;
+SELECT r.entity_key, r.xmax = pg_current_xact_id()::xid AS locked_here
+  FROM cdc.outbox_rows r WHERE r.target = 'h3dl_theirs'::regclass AND r.published_at IS NULL ORDER BY r.id;
+SET ROLE h3dl_relay2;
+-- called again in the same transaction, its own locks do not skip them
+SELECT entity_key FROM cdc.outbox_claim(3, 'h3dl.theirs');
+-- and its LOCK of the outbox's view or table is refused
+SAVEPOINT s;
+LOCK TABLE cdc.outbox IN ROW EXCLUSIVE MODE;
+ROLLBACK TO SAVEPOINT s;
+LOCK TABLE cdc.outbox_rows IN ACCESS SHARE MODE;
+ROLLBACK TO SAVEPOINT s;
+-- publishes the first two and deletes them instead of marking them
+SELECT cdc.outbox_delete(ARRAY(SELECT id FROM cdc.outbox_claim(2, 'h3dl.theirs'))) AS deleted;
+COMMIT;
+-- by topic: none of another topic, the rows of this one; without a topic,
+-- those of every topic (other tests' rows too: the relay's claims in this
+-- test name the topic)
+SELECT count(*) AS other_topic FROM cdc.outbox_claim(10, 'h3dl.no_such_topic');
+SELECT entity_key FROM cdc.outbox_claim(10, 'h3dl.theirs');
+SELECT entity_key FROM cdc.outbox_claim(1000000) WHERE target = 'h3dl_theirs'::regclass;
+-- marks one, then deletes it, an unpublished one and an unknown id: the
+-- marked row is left for cdc.prune(), the unknown id is ignored
+SELECT id AS h3dl_marked FROM cdc.outbox_claim(1, 'h3dl.theirs') \gset
+SELECT cdc.outbox_mark_published(ARRAY[:h3dl_marked]::bigint[]) AS marked;
+SELECT id AS h3dl_next FROM cdc.outbox_claim(1, 'h3dl.theirs') \gset
+SELECT cdc.outbox_delete(ARRAY[:h3dl_marked, :h3dl_next, -1]::bigint[]) AS deleted;
+SELECT cdc.outbox_delete(ARRAY[:h3dl_next]::bigint[]) AS deleted_again, cdc.outbox_delete('{}') AS deleted_none;
+-- bad input
+SELECT * FROM cdc.outbox_claim(NULL);
+SELECT * FROM cdc.outbox_claim(0);
+SELECT * FROM cdc.outbox_claim(-1, 'h3dl.theirs');
+SELECT cdc.outbox_delete(NULL);
+RESET ROLE;
+SELECT entity_key, published_at IS NOT NULL AS published, stream_ordered FROM cdc.outbox_rows
+ WHERE target = 'h3dl_theirs'::regclass ORDER BY id;
+-- a role without EXECUTE on them
+SET ROLE h3dl_nobody;
+SELECT * FROM cdc.outbox_claim(1);
+SELECT cdc.outbox_delete('{1}');
+RESET ROLE;
+-- the statements of the two functions use the work-queue index
+-- outbox_unpublished_idx (docs/internals.md, "The outbox relay functions")
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT v.* FROM cdc.outbox v
+ WHERE v.published_at IS NULL ORDER BY v.id LIMIT 2 FOR UPDATE SKIP LOCKED;
+EXPLAIN (COSTS OFF) DELETE FROM cdc.outbox_rows o WHERE o.id = ANY ('{1,2}'::bigint[]) AND o.published_at IS NULL;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+
 -- the function entry points: SECURITY DEFINER or not, and who may execute them
 SELECT p.oid::regprocedure, p.prosecdef, p.proconfig, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
   FROM pg_proc p
  WHERE p.oid IN ('cdc._write_mapping(text, regclass, cdc.mapping)'::regprocedure,
-                 'cdc.outbox_mark_published(bigint[])'::regprocedure)
+                 'cdc.outbox_mark_published(bigint[])'::regprocedure,
+                 'cdc.outbox_claim(integer, text)'::regprocedure, 'cdc.outbox_delete(bigint[])'::regprocedure)
  ORDER BY 1::text;
 
 DELETE FROM cdc.outbox_rows WHERE target = 'h3dl_theirs'::regclass;
@@ -164,4 +245,7 @@ REVOKE ALL ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, 
                        cdc.unregister_mapping(regclass), cdc.set_ordering(regclass, text)
   FROM h3dl_del, h3dl_legacy;
 REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM h3dl_relay;
-DROP ROLE h3dl_del, h3dl_nobody, h3dl_legacy, h3dl_relay;
+REVOKE ALL ON FUNCTION cdc.outbox_claim(integer, text), cdc.outbox_delete(bigint[]),
+                       cdc.outbox_mark_published(bigint[])
+  FROM h3dl_relay2;
+DROP ROLE h3dl_del, h3dl_nobody, h3dl_legacy, h3dl_relay, h3dl_relay2;
