@@ -784,9 +784,17 @@ AS $$ SELECT coalesce(nullif(current_setting('cdc.replay_horizon', true), '')::i
 COMMENT ON FUNCTION cdc.replay_horizon() IS
   'The replay horizon: setting cdc.replay_horizon (default 7 days). Ledger entries, tombstones and published outbox rows are kept at least this long.';
 
+-- SECURITY DEFINER (review h3): a role delegated pruning needs EXECUTE
+-- only.  As the caller it needed DELETE on cdc.ledger, cdc.ledger_range,
+-- cdc.ledger_partition, cdc.entity_state and cdc.outbox_rows, UPDATE on
+-- cdc.prune_state and INSERT, UPDATE on cdc.prune_watermark, with which it
+-- could LOCK any of them in ACCESS EXCLUSIVE mode and stall every worker and
+-- cdc_apply() caller.  It removes nothing newer than the horizon it is
+-- given (a grantee may give a short one: EXECUTE is for administrators).
 CREATE FUNCTION cdc.prune(max_pages integer DEFAULT 1000, horizon interval DEFAULT NULL)
 RETURNS TABLE (relation text, scanned_blocks bigint, removed bigint, sweep_done boolean)
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
@@ -807,8 +815,9 @@ BEGIN
   END IF;
   -- One pruner at a time; a concurrent call returns nothing.  The mutex is
   -- a row lock on cdc.prune_state, which only a role that may UPDATE that
-  -- table can take: an advisory lock can be taken (and held forever) by
-  -- any role, which would stop pruning for everyone (docs/security.md).
+  -- table, or call this function, can take: an advisory lock can be taken
+  -- (and held forever) by any role, which would stop pruning for everyone
+  -- (docs/security.md).
   PERFORM 1 FROM cdc.prune_state p WHERE p.relation = 'entity_state' FOR UPDATE SKIP LOCKED;
   IF NOT FOUND THEN
     RETURN;
@@ -892,7 +901,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.prune(integer, interval) IS
-  'Removes ledger entries (digests and offset ranges), tombstones and published outbox rows older than the replay horizon (default cdc.replay_horizon()), scanning at most max_pages blocks of each table per call and continuing where the last call stopped (cdc.prune_state): call it repeatedly, or let the launcher call it every cdc.prune_interval. Pruned tombstones raise the prune watermark. Returns per table the blocks scanned, the rows removed and whether a pass over the table completed. A concurrent call returns no rows. Errors: 22023 negative horizon or max_pages < 1.';
+  'Removes ledger entries (digests and offset ranges), tombstones and published outbox rows older than the replay horizon (default cdc.replay_horizon()), scanning at most max_pages blocks of each table per call and continuing where the last call stopped (cdc.prune_state): call it repeatedly, or let the launcher call it every cdc.prune_interval. Pruned tombstones raise the prune watermark. Returns per table the blocks scanned, the rows removed and whether a pass over the table completed. A concurrent call returns no rows. SECURITY DEFINER, EXECUTE revoked from PUBLIC: a role granted EXECUTE needs no privilege on the tables it prunes (which would let it LOCK them). Errors: 22023 negative horizon or max_pages < 1.';
 
 CREATE VIEW cdc.horizon_status AS
   SELECT h.horizon,

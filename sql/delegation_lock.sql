@@ -223,12 +223,44 @@ EXPLAIN (COSTS OFF) DELETE FROM cdc.outbox_rows o WHERE o.id = ANY ('{1,2}'::big
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 
+-- 7. A role delegated cdc.prune() with EXECUTE only: it prunes (as the
+-- extension owner: the function is SECURITY DEFINER), and holds no
+-- privilege on the tables it prunes, so it cannot LOCK them.  It needed
+-- DELETE on cdc.ledger, cdc.ledger_range, cdc.ledger_partition,
+-- cdc.entity_state and cdc.outbox_rows, UPDATE on cdc.prune_state and
+-- INSERT, UPDATE on cdc.prune_watermark, each of which allowed the lock.
+CREATE ROLE h3dl_pruner;
+GRANT EXECUTE ON FUNCTION cdc.prune(integer, interval) TO h3dl_pruner;
+UPDATE cdc.ledger SET claimed_s = claimed_s - 2 * 86400 WHERE target = 'h3dl_theirs'::regclass;
+UPDATE cdc.outbox_rows SET created_at = created_at - interval '2 days' WHERE target = 'h3dl_theirs'::regclass;
+SELECT count(*) AS old_ledger_entries FROM cdc.ledger WHERE target = 'h3dl_theirs'::regclass;
+SET ROLE h3dl_pruner;
+-- twice: a pass starts where the last call (of another test) stopped
+SELECT count(*) AS tables FROM cdc.prune(100000, interval '1 day');
+SELECT relation, sweep_done FROM cdc.prune(100000, interval '1 day') ORDER BY relation;
+SELECT m AS mode, h3dl_try(format('LOCK TABLE cdc.ledger IN %s MODE', m)) AS ledger,
+       h3dl_try(format('LOCK TABLE cdc.entity_state IN %s MODE', m)) AS entity_state,
+       h3dl_try(format('LOCK TABLE cdc.outbox_rows IN %s MODE', m)) AS outbox_rows,
+       h3dl_try(format('LOCK TABLE cdc.prune_state IN %s MODE', m)) AS prune_state,
+       h3dl_try(format('LOCK TABLE cdc.prune_watermark IN %s MODE', m)) AS prune_watermark
+  FROM unnest(ARRAY['ROW EXCLUSIVE', 'ACCESS EXCLUSIVE']) m;
+SELECT h3dl_try('SELECT 1 FROM cdc.prune_state FOR UPDATE') AS prune_state_row_lock;
+RESET ROLE;
+SELECT count(*) AS ledger_entries_left FROM cdc.ledger WHERE target = 'h3dl_theirs'::regclass;
+SELECT entity_key, published_at IS NOT NULL AS published FROM cdc.outbox_rows
+ WHERE target = 'h3dl_theirs'::regclass ORDER BY id;
+-- a role without EXECUTE
+SET ROLE h3dl_nobody;
+SELECT count(*) FROM cdc.prune();
+RESET ROLE;
+
 -- the function entry points: SECURITY DEFINER or not, and who may execute them
 SELECT p.oid::regprocedure, p.prosecdef, p.proconfig, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
   FROM pg_proc p
  WHERE p.oid IN ('cdc._write_mapping(text, regclass, cdc.mapping)'::regprocedure,
                  'cdc.outbox_mark_published(bigint[])'::regprocedure,
-                 'cdc.outbox_claim(integer, text)'::regprocedure, 'cdc.outbox_delete(bigint[])'::regprocedure)
+                 'cdc.outbox_claim(integer, text)'::regprocedure, 'cdc.outbox_delete(bigint[])'::regprocedure,
+                 'cdc.prune(integer, interval)'::regprocedure)
  ORDER BY 1::text;
 
 DELETE FROM cdc.outbox_rows WHERE target = 'h3dl_theirs'::regclass;
@@ -248,4 +280,5 @@ REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM h3dl_relay;
 REVOKE ALL ON FUNCTION cdc.outbox_claim(integer, text), cdc.outbox_delete(bigint[]),
                        cdc.outbox_mark_published(bigint[])
   FROM h3dl_relay2;
-DROP ROLE h3dl_del, h3dl_nobody, h3dl_legacy, h3dl_relay, h3dl_relay2;
+REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM h3dl_pruner;
+DROP ROLE h3dl_del, h3dl_nobody, h3dl_legacy, h3dl_relay, h3dl_relay2, h3dl_pruner;

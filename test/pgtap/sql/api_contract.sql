@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(222);
+SELECT plan(223);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -235,8 +235,9 @@ SELECT is_empty($$
                                        'cdc._fold_into_stream_mark(regclass)'::regprocedure,
                                        'cdc.outbox_mark_published(bigint[])'::regprocedure,
                                        'cdc.outbox_claim(integer, text)'::regprocedure,
-                                       'cdc.outbox_delete(bigint[])'::regprocedure)$$,
-  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table), the origin progress of cdc.subscription_status, the fold of a target''s records into its stream mark (only for targets already switched) and the relay''s claiming, marking and deleting of outbox rows (which need no UPDATE or DELETE on cdc.outbox, with which a relay could LOCK cdc.outbox_rows)');
+                                       'cdc.outbox_delete(bigint[])'::regprocedure,
+                                       'cdc.prune(integer, interval)'::regprocedure)$$,
+  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table), the origin progress of cdc.subscription_status, the fold of a target''s records into its stream mark (only for targets already switched), the relay''s claiming, marking and deleting of outbox rows (which need no UPDATE or DELETE on cdc.outbox, with which a relay could LOCK cdc.outbox_rows) and cdc.prune (whose grantee needs no DELETE or UPDATE on the tables it prunes)');
 SELECT is_definer('cdc', '_subscription_progress', ARRAY[]::text[],
                   'cdc._subscription_progress reads the replication origins as the extension owner');
 SELECT function_privs_are('cdc', '_subscription_progress', ARRAY[]::text[], 'public', ARRAY['EXECUTE'],
@@ -261,6 +262,8 @@ SELECT is_definer('cdc', 'outbox_delete', ARRAY['bigint[]'],
 SELECT function_returns('cdc', 'outbox_delete', ARRAY['bigint[]'], 'bigint', 'cdc.outbox_delete returns the count deleted');
 SELECT function_privs_are('cdc', 'outbox_delete', ARRAY['bigint[]'], 'public', ARRAY[]::text[],
                           'PUBLIC may not execute cdc.outbox_delete (grant it to the relay role)');
+SELECT is_definer('cdc', 'prune', ARRAY['integer', 'interval'],
+                  'cdc.prune prunes as the extension owner: a grantee needs EXECUTE, not DELETE or UPDATE on the tables it prunes');
 SELECT isnt_definer('cdc', '_write_mapping', ARRAY['text', 'regclass', 'cdc.mapping'],
                     'cdc._write_mapping is not SECURITY DEFINER: it checks the caller (GetUserId) and switches to the table''s owner for the write only');
 SELECT function_privs_are('cdc', '_write_mapping', ARRAY['text', 'regclass', 'cdc.mapping'], 'public', ARRAY['EXECUTE'],
