@@ -1435,8 +1435,18 @@ COMMENT ON COLUMN cdc.source_renames.renamed_at IS 'When.';
 -- watermarks and truncate barriers are carried over to the new name, so
 -- that later changes of existing rows are ordered against them instead of
 -- being conflicts (docs/semantics.md, "Renaming a source").
+-- SECURITY DEFINER (review h3): a role granted EXECUTE needs no privilege
+-- on the tables it rewrites.  As the caller it needed UPDATE or DELETE on
+-- each table it locks below (and on cdc.mapping and more), with which it
+-- could LOCK them in any mode at any time; and where the policy own_targets
+-- applied to it, its UPDATE of cdc.mapping moved only the mappings of its
+-- own tables to the new name, leaving other mappings restricted to a name
+-- that no longer comes (their events refused).  The lock it takes itself
+-- is held until the caller's transaction ends: EXECUTE is for
+-- administrators (revoked from PUBLIC).
 CREATE FUNCTION cdc.rename_source(old_name text, new_name text) RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
@@ -1496,7 +1506,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.rename_source(text, text) IS
-  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks, truncate barriers and the source_name of mappings of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names, a new_name longer than 1024 bytes (the limit of source.name) or a worker source (pg:...).';
+  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks, truncate barriers and the source_name of mappings of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers, and holds them (EXCLUSIVE lock on cdc.entity_state, cdc.source, cdc.prune_watermark, cdc.table_barrier and cdc.stream_mark) until the caller''s transaction ends. SECURITY DEFINER, EXECUTE revoked from PUBLIC: a role granted EXECUTE needs no privilege on those tables, and every mapping of old_name follows, whoever owns its table. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names, a new_name longer than 1024 bytes (the limit of source.name) or a worker source (pg:...).';
 
 -- Folds a stream-ordered target's entity records into its stream mark.
 -- Runs as the extension owner (the records and marks are its tables), but

@@ -254,13 +254,60 @@ SET ROLE h3dl_nobody;
 SELECT count(*) FROM cdc.prune();
 RESET ROLE;
 
+-- 8. A role delegated cdc.rename_source() with EXECUTE only: the rename
+-- runs as the extension owner (SECURITY DEFINER).  As the caller it needed
+-- UPDATE (or DELETE) on cdc.entity_state, cdc.source, cdc.prune_watermark,
+-- cdc.table_barrier and cdc.stream_mark for its EXCLUSIVE lock, and more
+-- (INSERT, DELETE, UPDATE on cdc.mapping, the sequence of
+-- cdc.source_renames), with which it could LOCK those tables in any mode;
+-- and its UPDATE of cdc.mapping, under the policy own_targets, moved only
+-- the mappings of its own tables to the new name: another owner's mapping
+-- restricted to the old name stayed, refusing that source's events.  Its
+-- own EXCLUSIVE lock still waits for appliers and holds them until the
+-- caller's transaction ends: the rename is an administrator's operation.
+CREATE ROLE h3dl_renamer;
+GRANT EXECUTE ON FUNCTION cdc.rename_source(text, text) TO h3dl_renamer;
+CREATE TABLE h3dl_ren (id int PRIMARY KEY, v text);
+CREATE TABLE h3dl.ren_mine (id int PRIMARY KEY, v text);
+ALTER TABLE h3dl.ren_mine OWNER TO h3dl_renamer;
+SELECT target, source_name FROM cdc.register_mapping('h3dl_ren', source_name => 'h3dl_src_a');
+SELECT target, source_name FROM cdc.register_mapping('h3dl.ren_mine', source_name => 'h3dl_src_a');
+SELECT cdc_apply('{"source": {"name": "h3dl_src_a", "schema": "public", "table": "h3dl_ren", "lsn": 100},
+                   "op": "c", "after": {"id": 1, "v": "a"}}'::jsonb, 'h3dl_ren');
+SET ROLE h3dl_renamer;
+SELECT cdc.rename_source('h3dl_src_a', 'h3dl_src_b');
+SELECT m AS mode, h3dl_try(format('LOCK TABLE cdc.entity_state IN %s MODE', m)) AS entity_state,
+       h3dl_try(format('LOCK TABLE cdc.source IN %s MODE', m)) AS source,
+       h3dl_try(format('LOCK TABLE cdc.table_barrier IN %s MODE', m)) AS table_barrier
+  FROM unnest(ARRAY['ROW EXCLUSIVE', 'EXCLUSIVE']) m;
+RESET ROLE;
+-- every mapping of the old name follows, another owner's too
+SELECT target, source_name FROM cdc.mapping WHERE target IN ('h3dl_ren'::regclass, 'h3dl.ren_mine'::regclass)
+ ORDER BY target::text;
+SELECT name FROM cdc.source WHERE name LIKE 'h3dl_src_%';
+SELECT old_name, new_name, merged FROM cdc.source_renames WHERE old_name = 'h3dl_src_a';
+-- the next change under the new name is ordered against the record
+SELECT cdc_apply('{"source": {"name": "h3dl_src_b", "schema": "public", "table": "h3dl_ren", "lsn": 200},
+                   "op": "u", "after": {"id": 1, "v": "b"}}'::jsonb, 'h3dl_ren');
+-- a role without EXECUTE
+SET ROLE h3dl_nobody;
+SELECT cdc.rename_source('h3dl_src_b', 'h3dl_src_c');
+RESET ROLE;
+SELECT cdc.unregister_mapping('h3dl_ren'), cdc.unregister_mapping('h3dl.ren_mine');
+DELETE FROM cdc.ledger WHERE target = 'h3dl_ren'::regclass;
+DELETE FROM cdc.entity_state WHERE target = 'h3dl_ren'::regclass;
+DELETE FROM cdc.counters WHERE target = 'h3dl_ren'::regclass;
+DELETE FROM cdc.source WHERE name LIKE 'h3dl_src_%';
+DELETE FROM cdc.source_renames WHERE old_name = 'h3dl_src_a';
+DROP TABLE h3dl_ren, h3dl.ren_mine;
+
 -- the function entry points: SECURITY DEFINER or not, and who may execute them
 SELECT p.oid::regprocedure, p.prosecdef, p.proconfig, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
   FROM pg_proc p
  WHERE p.oid IN ('cdc._write_mapping(text, regclass, cdc.mapping)'::regprocedure,
                  'cdc.outbox_mark_published(bigint[])'::regprocedure,
                  'cdc.outbox_claim(integer, text)'::regprocedure, 'cdc.outbox_delete(bigint[])'::regprocedure,
-                 'cdc.prune(integer, interval)'::regprocedure)
+                 'cdc.prune(integer, interval)'::regprocedure, 'cdc.rename_source(text, text)'::regprocedure)
  ORDER BY 1::text;
 
 DELETE FROM cdc.outbox_rows WHERE target = 'h3dl_theirs'::regclass;
@@ -281,4 +328,5 @@ REVOKE ALL ON FUNCTION cdc.outbox_claim(integer, text), cdc.outbox_delete(bigint
                        cdc.outbox_mark_published(bigint[])
   FROM h3dl_relay2;
 REVOKE ALL ON FUNCTION cdc.prune(integer, interval) FROM h3dl_pruner;
-DROP ROLE h3dl_del, h3dl_nobody, h3dl_legacy, h3dl_relay, h3dl_relay2, h3dl_pruner;
+REVOKE ALL ON FUNCTION cdc.rename_source(text, text) FROM h3dl_renamer;
+DROP ROLE h3dl_del, h3dl_nobody, h3dl_legacy, h3dl_relay, h3dl_relay2, h3dl_pruner, h3dl_renamer;

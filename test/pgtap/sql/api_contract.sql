@@ -14,7 +14,7 @@ CREATE EXTENSION cdc_apply;
 RESET client_min_messages;
 \set ECHO all
 
-SELECT plan(223);
+SELECT plan(224);
 
 -- The extension, its schema and where the entry points live.
 SELECT has_extension('cdc_apply', 'extension cdc_apply is installed');
@@ -236,8 +236,9 @@ SELECT is_empty($$
                                        'cdc.outbox_mark_published(bigint[])'::regprocedure,
                                        'cdc.outbox_claim(integer, text)'::regprocedure,
                                        'cdc.outbox_delete(bigint[])'::regprocedure,
-                                       'cdc.prune(integer, interval)'::regprocedure)$$,
-  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table), the origin progress of cdc.subscription_status, the fold of a target''s records into its stream mark (only for targets already switched), the relay''s claiming, marking and deleting of outbox rows (which need no UPDATE or DELETE on cdc.outbox, with which a relay could LOCK cdc.outbox_rows) and cdc.prune (whose grantee needs no DELETE or UPDATE on the tables it prunes)');
+                                       'cdc.prune(integer, interval)'::regprocedure,
+                                       'cdc.rename_source(text, text)'::regprocedure)$$,
+  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table), the origin progress of cdc.subscription_status, the fold of a target''s records into its stream mark (only for targets already switched), the relay''s claiming, marking and deleting of outbox rows (which need no UPDATE or DELETE on cdc.outbox, with which a relay could LOCK cdc.outbox_rows) and cdc.prune and cdc.rename_source (whose grantees need no privilege on the tables they write)');
 SELECT is_definer('cdc', '_subscription_progress', ARRAY[]::text[],
                   'cdc._subscription_progress reads the replication origins as the extension owner');
 SELECT function_privs_are('cdc', '_subscription_progress', ARRAY[]::text[], 'public', ARRAY['EXECUTE'],
@@ -264,6 +265,8 @@ SELECT function_privs_are('cdc', 'outbox_delete', ARRAY['bigint[]'], 'public', A
                           'PUBLIC may not execute cdc.outbox_delete (grant it to the relay role)');
 SELECT is_definer('cdc', 'prune', ARRAY['integer', 'interval'],
                   'cdc.prune prunes as the extension owner: a grantee needs EXECUTE, not DELETE or UPDATE on the tables it prunes');
+SELECT is_definer('cdc', 'rename_source', ARRAY['text', 'text'],
+                  'cdc.rename_source renames as the extension owner: a grantee needs EXECUTE, no privilege on the tables it rewrites, and every mapping of the old name follows');
 SELECT isnt_definer('cdc', '_write_mapping', ARRAY['text', 'regclass', 'cdc.mapping'],
                     'cdc._write_mapping is not SECURITY DEFINER: it checks the caller (GetUserId) and switches to the table''s owner for the write only');
 SELECT function_privs_are('cdc', '_write_mapping', ARRAY['text', 'regclass', 'cdc.mapping'], 'public', ARRAY['EXECUTE'],
