@@ -314,7 +314,7 @@ COMMENT ON SEQUENCE cdc.outbox_rows_id_seq IS 'Ids of outbox rows, in insertion 
 COMMENT ON COLUMN cdc.outbox_rows.stream_ordered IS 'True for a row of a stream-ordered target (cdc.set_ordering): its key is unique by the target''s stream mark, so outbox_rows_ikey leaves it out.';
 COMMENT ON INDEX cdc.outbox_rows_ikey IS 'The one unique index, (target, v1, v2, idempotency key), of the rows of entity-ordered targets: a change whose key is there already for its target adds no second row (ON CONFLICT ... WHERE NOT stream_ordered DO NOTHING); per target, so that a writer of one table cannot take another table''s key (docs/security.md). The version columns lead so that inserts of a growing stream append to the index instead of landing on random pages (the key covers the version, so uniqueness is that of (target, key)). Rows of stream-ordered targets are unique by the target''s stream mark (a change at or below it writes nothing) and are not indexed.';
 CREATE INDEX outbox_unpublished_idx ON cdc.outbox_rows (id) WHERE published_at IS NULL;
-COMMENT ON INDEX cdc.outbox_unpublished_idx IS 'The relay''s work queue: unpublished rows in insertion order (also used by cdc.outbox_mark_published).';
+COMMENT ON INDEX cdc.outbox_unpublished_idx IS 'The relay''s work queue: unpublished rows in insertion order (cdc.outbox_claim; cdc.outbox_mark_published and cdc.outbox_delete find their rows by id in it).';
 
 CREATE VIEW cdc.outbox AS
   SELECT o.id,
@@ -336,7 +336,7 @@ CREATE VIEW cdc.outbox AS
          o.published_at
     FROM cdc.outbox_rows o;
 COMMENT ON VIEW cdc.outbox IS
-  'Outbox: one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction. idempotency_key is stable across replays and re-published topics, and unique per target. A view of cdc.outbox_rows (and cdc.outbox_source) that a relay reads, locks (FOR UPDATE SKIP LOCKED), marks (published_at; cdc.outbox_mark_published) and deletes from like a table; WHERE published_at IS NULL ORDER BY id uses outbox_unpublished_idx.';
+  'Outbox: one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction. idempotency_key is stable across replays and re-published topics, and unique per target. A view of cdc.outbox_rows (and cdc.outbox_source). A relay claims rows (cdc.outbox_claim: FOR UPDATE SKIP LOCKED), marks them (cdc.outbox_mark_published) or deletes them (cdc.outbox_delete) with EXECUTE on those functions; UPDATE or DELETE on the view, with which it could do the same like a table, also let a role LOCK it and its base tables. WHERE published_at IS NULL ORDER BY id uses outbox_unpublished_idx.';
 COMMENT ON COLUMN cdc.outbox.id IS 'Insertion order.';
 COMMENT ON COLUMN cdc.outbox.idempotency_key IS 'md5(source name, source table, op, version, entity key): identical for every delivery of the same source change.';
 COMMENT ON COLUMN cdc.outbox.topic IS 'The mapping''s outbox_topic, or the target''s qualified name.';
