@@ -18,7 +18,9 @@
 #      resurrection, the barrier a stale insert; new events apply and write
 #      outbox rows after the old ones; source ids follow the 0.2.0 scheme;
 #      the origin progress moved to the 0.2.0 origin name; the relay still
-#      marks rows published.
+#      marks rows published; moved to EXECUTE on cdc.outbox_claim and
+#      cdc.outbox_delete with its UPDATE revoked, it claims and deletes rows
+#      and cannot LOCK the outbox (review h3).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -333,6 +335,17 @@ is(uq(q{SELECT string_agg(op || ' ' || (new ->> 'v'), ',' ORDER BY op) FROM publ
 is($node->safe_psql('up', q{SET ROLE relay; SELECT cdc.outbox_mark_published(ARRAY[1, 3, 4, 8]::bigint[])}), '3',
 	'the relay marks the unpublished rows (row 1 was published by 0.1.0)');
 is(uq(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM cdc.outbox WHERE published_at IS NULL}), '5,6,7,9', 'unpublished rows');
+# the operator moves the relay to 0.2.0's grants (EXECUTE only, review h3):
+# it claims and deletes rows, and can no longer lock the outbox's tables
+uq(q{REVOKE UPDATE ON cdc.outbox FROM relay;
+     GRANT EXECUTE ON FUNCTION cdc.outbox_claim(integer, text), cdc.outbox_delete(bigint[]) TO relay});
+is($node->safe_psql('up', q{SET ROLE relay; BEGIN;
+     SELECT cdc.outbox_delete(ARRAY(SELECT id FROM cdc.outbox_claim(2))); COMMIT}), '2',
+	'the relay claims two rows and deletes them with EXECUTE only');
+is(uq(q{SELECT string_agg(id::text, ',' ORDER BY id) FROM cdc.outbox WHERE published_at IS NULL}), '7,9',
+	'the first two unpublished rows are gone');
+($rc, $out, $err) = $node->psql('up', q{SET ROLE relay; BEGIN; LOCK TABLE cdc.outbox IN ACCESS EXCLUSIVE MODE});
+like($err, qr/permission denied for view outbox/, 'the relay without UPDATE cannot LOCK the outbox');
 
 # the launcher serves the database now
 $log_offset = -s $node->logfile;
