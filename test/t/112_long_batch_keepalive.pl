@@ -16,7 +16,8 @@
 # role), an ALWAYS trigger on the destination that sleeps 2 ms per row, and
 # one source transaction of 3,000 rows: with batches of 1,000 changes, each
 # batch sleeps at least 2 s, twice the timeout, by construction.  Part 2
-# does the same for a history-mode target (one row per change).
+# does the same for a history-mode target (one row per change), part 3 for a
+# handler-mode target whose handler sleeps 2 ms per call.
 #
 # Asserted: the rows (exact values), that the worker's walsender on the
 # source and the worker on the destination are the processes of before the
@@ -40,9 +41,11 @@ CREATE ROLE repl LOGIN REPLICATION;
 ALTER ROLE repl SET wal_sender_timeout = '1s';
 CREATE TABLE public.t (id int PRIMARY KEY, n int, v text);
 CREATE TABLE public.h (id int PRIMARY KEY, n int, v text);
-GRANT SELECT ON public.t, public.h TO repl;
+CREATE TABLE public.k (id int PRIMARY KEY, n int, v text);
+GRANT SELECT ON public.t, public.h, public.k TO repl;
 CREATE PUBLICATION pub_t FOR TABLE public.t;
 CREATE PUBLICATION pub_h FOR TABLE public.h;
+CREATE PUBLICATION pub_k FOR TABLE public.k;
 });
 $dest->safe_psql('postgres', q{
 CREATE TABLE public.t (id int PRIMARY KEY, n int, v text);
@@ -55,6 +58,11 @@ ALTER TABLE public.t ENABLE ALWAYS TRIGGER slow;
 CREATE TRIGGER slow BEFORE INSERT ON public.h_history FOR EACH ROW EXECUTE FUNCTION public.slow();
 ALTER TABLE public.h_history ENABLE ALWAYS TRIGGER slow;
 SELECT cdc.register_mapping('public.t', outbox => true, source_name => 'ka_t');
+CREATE TABLE public.k (id int PRIMARY KEY, n int, v text);
+CREATE TABLE public.k_calls (id int, op text);
+CREATE FUNCTION public.k_handler(op text, old public.k, new public.k, meta jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_catalog.pg_sleep(0.002); INSERT INTO public.k_calls VALUES (new.id, op); END $$;
 });
 
 # the role's setting reaches a replication session: what the walsender runs with
@@ -133,5 +141,19 @@ is($dest->safe_psql('postgres', q{
 	'3001', 'ka_h: every change claimed once');
 is(outbox_summary($dest, q{target = 'public.h_history'::regclass}), '0|0', 'ka_h: no outbox rows (outbox off)');
 
-$dest->safe_psql('postgres', q{SELECT cdc.drop_subscription('ka_t'); SELECT cdc.drop_subscription('ka_h')});
+# ---------------------------------------------------------------------------
+# 3. handler mode: the handler is the slow part (no trigger)
+# ---------------------------------------------------------------------------
+$dest->safe_psql('postgres', q{
+SELECT cdc.register_mapping('public.k', mode => 'handler', handler => 'public.k_handler(text, public.k, public.k, jsonb)',
+                            source_name => 'ka_k');
+});
+run_case('ka_k', 'public.k', 'pub_k', '');
+compare_table($source, $dest, 'SELECT count(*), sum(n), md5(string_agg(id || \':\' || n || \':\' || v, \',\' ORDER BY id)) FROM public.k',
+	'ka_k: the destination rows equal the source');
+is($dest->safe_psql('postgres', q{SELECT count(*) || ' ' || count(DISTINCT id) || ' ' || min(op) || max(op) FROM public.k_calls}),
+	'3001 3001 cc', 'ka_k: one handler call per change');
+
+$dest->safe_psql('postgres',
+	q{SELECT cdc.drop_subscription('ka_t'); SELECT cdc.drop_subscription('ka_h'); SELECT cdc.drop_subscription('ka_k')});
 done_testing();

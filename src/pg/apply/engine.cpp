@@ -38,6 +38,30 @@ extern "C" {
 
 namespace cdc::pg {
 
+namespace {
+ApplyProgressHook progress_hook = nullptr; /* a plain function pointer: set once by the worker */
+} // namespace
+
+void
+SetApplyProgressHook(ApplyProgressHook hook) noexcept
+{
+	progress_hook = hook;
+}
+
+void
+NoteApplyProgress()
+{
+	if (progress_hook != nullptr)
+		PgCall([]() { progress_hook(); });
+}
+
+void
+NoteApplyProgressPg(void)
+{
+	if (progress_hook != nullptr)
+		progress_hook();
+}
+
 ApplyEngine::ApplyEngine()
 {
 	deferred_outbox = nullptr; /* a failed batch of an earlier call may have left it set */

@@ -58,6 +58,20 @@ struct RawImage {
 	mutable bool released_ = false;
 };
 
+// What the engine calls while it applies: once per change applied one by
+// one (ApplyChange, every mode), per set-based segment, and per row its
+// direct writes find or write (table_write.cpp).  The apply worker
+// installs one that keeps its source connection alive during a long batch
+// (docs/worker.md, "A long batch and wal_sender_timeout"); no other backend
+// does.  The hook is PostgreSQL-regime code (it may ereport) that must
+// cost next to nothing when it has nothing to do: it rate-limits itself.
+using ApplyProgressHook = void (*)(void);
+void SetApplyProgressHook(ApplyProgressHook hook) noexcept;
+// Calls the hook, if any: NoteApplyProgress from C++ (through PgCall),
+// NoteApplyProgressPg from the PostgreSQL-regime *Pg functions.
+void NoteApplyProgress();
+void NoteApplyProgressPg(void);
+
 // One change, independent of the input format (Debezium envelope, pgoutput).
 struct ChangeRequest {
 	Oid target = InvalidOid;

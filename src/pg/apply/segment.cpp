@@ -828,6 +828,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	bool set_based = true;
 	for (size_t k = 0; k < n; k++) {
 		const ChangeRequest &req = reqs[begin + k];
+		NoteApplyProgress(); /* the worker's source keepalive, rate-limited (engine.hpp) */
 		SetEventPosition(positions[begin + k]);
 		Target &t = LoadTarget(req.target);
 		SetContextKey(&t, req.delivery_key);

@@ -794,6 +794,7 @@ ApplyEngine::KeysOlderThan(Oid relid, const std::string &source_name, const Vers
 Outcome
 ApplyEngine::ApplyChange(const ChangeRequest &req)
 {
+	NoteApplyProgress(); /* the worker's source keepalive, rate-limited (engine.hpp) */
 	Oid relid = req.target;
 	Target &t = LoadTarget(relid);
 	SetContextKey(&t, req.delivery_key);

@@ -4,6 +4,7 @@
 // through PgCallAs); UpsertRowsDirect lays the images out for it.
 #include "pg/apply/table_write.hpp"
 
+#include "pg/apply/engine.hpp"
 #include "pg/apply/outbox.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/guc.hpp"
@@ -277,6 +278,7 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 			insert_first = false;
 	}
 	for (int r = 0; r < nrows; r++) {
+		NoteApplyProgressPg(); /* the worker's source keepalive, rate-limited (engine.hpp) */
 		MemoryContextSwitchTo(GetPerTupleMemoryContext(estate));
 		ExecClearTuple(newslot);
 		for (int i = 0; i < desc->natts; i++) {
@@ -359,6 +361,7 @@ FindRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, int nkeys, const Da
 	TupleTableSlot *searchslot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
 	TupleTableSlot *localslot = table_slot_create(rel, &estate->es_tupleTable);
 	for (int r = 0; r < nkeys; r++) {
+		NoteApplyProgressPg(); /* the worker's source keepalive, rate-limited (engine.hpp) */
 		ExecClearTuple(searchslot);
 		for (int i = 0; i < desc->natts; i++) {
 			searchslot->tts_values[i] = (Datum) 0;
@@ -636,6 +639,7 @@ InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid arbit
 		table_multi_insert(rel, go, m, w->estate->es_output_cid, 0, NULL);
 	int count = 0;
 	for (int i = 0; i < m; i++) {
+		NoteApplyProgressPg(); /* the worker's source keepalive, rate-limited (engine.hpp) */
 		const int j = at != NULL ? at[i] : i;
 		bool conflict = false;
 		List *recheck = ExecInsertIndexTuples(w->rri, go[i], w->estate, false, true, &conflict, arbiter);

@@ -267,6 +267,8 @@ stream(void)
 	                     cdc_streaming ? LOGICALREP_PROTO_STREAM_VERSION_NUM : LOGICALREP_PROTO_VERSION_NUM,
 	                     cdc_streaming ? ", streaming 'on'" : "", quote_literal_cstr(W->publications));
 	PQclear(source_exec(cmd, PGRES_COPY_BOTH));
+	W->streaming = true; /* status updates may go out now, also from inside a batch (keep_source_alive) */
+	W->last_reply_sent = GetCurrentTimestamp();
 	make_stream_wait_set();
 	/*
 	 * The progress read at start is durable (flushed in
@@ -460,6 +462,9 @@ cdc_apply_worker_main(Datum arg)
 	W = (WorkerState *) MemoryContextAllocZero(CdcWorkerContext, sizeof(WorkerState));
 	W->name = psprintf("%d", subid);
 
+	/* while the engine applies a batch, the source's walsender keeps hearing from us (TAP 112) */
+	cdc::pg::SetApplyProgressHook(keep_source_alive);
+
 	errcallback.callback = worker_error_context;
 	errcallback.arg = NULL;
 	errcallback.previous = error_context_stack;
@@ -567,6 +572,7 @@ cdc_apply_worker_main(Datum arg)
 				ereport(LOG, (errmsg("cdc_apply worker: subscription %d already has a worker; exiting", subid)));
 				proc_exit(0);
 			}
+			W->streaming = false;
 			if (W->conn) {
 				PQfinish(W->conn);
 				W->conn = NULL;

@@ -24,6 +24,7 @@ extern "C" {
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
@@ -322,12 +323,29 @@ connect_source(void)
 	W->source_db = pstrdup(PQgetisnull(res, 0, 3) ? "" : PQgetvalue(res, 0, 3));
 	MemoryContextSwitchTo(old);
 	PQclear(res);
+	/*
+	 * The walsender's wal_sender_timeout, as this session has it (a role's or
+	 * database's setting included): how often the worker must reply while it
+	 * applies a long batch (keep_source_alive).  -1 when the source does not
+	 * say (a replication connection that refuses SHOW): a conservative
+	 * interval is assumed then.
+	 */
+	W->source_sender_timeout = -1;
+	res = exec_interruptible(W->conn, "SHOW wal_sender_timeout");
+	int ms;
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && PQnfields(res) == 1 &&
+	    parse_int(PQgetvalue(res, 0, 0), &ms, GUC_UNIT_MS, NULL) && ms >= 0)
+		W->source_sender_timeout = ms;
+	PQclear(res);
 }
 
-void
-send_feedback(bool force, bool request_reply)
+/*
+ * Reports as flushed the source transactions whose local commit is durable
+ * (W->flushes whose local end the local WAL has flushed).
+ */
+static void
+advance_reported_flush(void)
 {
-	TimestampTz now = GetCurrentTimestamp();
 	XLogRecPtr flushed = GetFlushRecPtr(NULL);
 	int keep = 0;
 
@@ -341,6 +359,38 @@ send_feedback(bool force, bool request_reply)
 		}
 	}
 	W->nflushes = keep;
+}
+
+/*
+ * One standby status update: write = what was received, flush = apply =
+ * what is durable here (W->reported_flush).  The walsender counts any
+ * message from us as a reply (walsender.c, ProcessRepliesIfAny:
+ * last_reply_timestamp), so each one also restarts its wal_sender_timeout.
+ */
+static void
+send_status_message(TimestampTz now, bool request_reply)
+{
+	StringInfoData buf;
+	initStringInfo(&buf);
+	pq_sendbyte(&buf, 'r');
+	pq_sendint64(&buf, W->received > W->reported_flush ? W->received : W->reported_flush); /* write: received */
+	pq_sendint64(&buf, W->reported_flush);                                                  /* flush */
+	pq_sendint64(&buf, W->reported_flush);                                                  /* apply */
+	pq_sendint64(&buf, now);
+	pq_sendbyte(&buf, request_reply ? 1 : 0);
+	if (PQputCopyData(W->conn, buf.data, buf.len) <= 0 || PQflush(W->conn))
+		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+		                errmsg("cdc_apply: could not send feedback to the source: %s", PQerrorMessage(W->conn))));
+	pfree(buf.data);
+	W->last_reply_sent = now;
+}
+
+void
+send_feedback(bool force, bool request_reply)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	advance_reported_flush();
 	if (!force && !TimestampDifferenceExceeds(W->last_status, now, cdc_status_interval))
 		return;
 
@@ -365,18 +415,57 @@ send_feedback(bool force, bool request_reply)
 		}
 	}
 
-	StringInfoData buf;
-	initStringInfo(&buf);
-	pq_sendbyte(&buf, 'r');
-	pq_sendint64(&buf, W->received > W->reported_flush ? W->received : W->reported_flush); /* write: received */
-	pq_sendint64(&buf, W->reported_flush);                                                  /* flush */
-	pq_sendint64(&buf, W->reported_flush);                                                  /* apply */
-	pq_sendint64(&buf, now);
-	pq_sendbyte(&buf, request_reply ? 1 : 0);
-	if (PQputCopyData(W->conn, buf.data, buf.len) <= 0 || PQflush(W->conn))
-		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
-		                errmsg("cdc_apply: could not send feedback to the source: %s", PQerrorMessage(W->conn))));
-	pfree(buf.data);
+	send_status_message(now, request_reply);
+}
+
+/*
+ * How often the worker replies while it applies (keep_source_alive):
+ * cdc.status_interval, and at most a quarter of the source's
+ * wal_sender_timeout, so that a change up to three quarters of the timeout
+ * long still leaves the walsender a reply in time.  The source not saying
+ * its timeout: at most every second.
+ */
+static long
+keepalive_interval_ms(void)
+{
+	long ms = cdc_status_interval;
+	if (W->source_sender_timeout > 0)
+		ms = Min(ms, W->source_sender_timeout / 4);
+	else if (W->source_sender_timeout < 0)
+		ms = Min(ms, 1000);
+	return Max(ms, 1);
+}
+
+/*
+ * The apply engine's progress hook in the worker (SetApplyProgressHook,
+ * pg/apply/engine.hpp): called per change the engine applies (and per row
+ * of its direct writes).  While the stream is open, it sends a standby
+ * status update every keepalive_interval_ms(), so that a batch that takes
+ * longer than the source's wal_sender_timeout does not lose the connection
+ * in the middle of a source transaction (applied again from its start, and
+ * lost again, without end: review h3, TAP 112).
+ *
+ * The update reports what send_feedback reports, never more as flushed than
+ * is durable here; in the middle of a batch the idle-stream position is
+ * never confirmed (send_feedback does that only with no transaction or
+ * group open).  Nothing is read from the connection: the source's data and
+ * keepalives stay in the socket and libpq's buffer, in order, for the
+ * stream loop, which answers the keepalives that ask for a reply when it
+ * reads them; the walsender, while its socket is full, keeps reading our
+ * replies (WalSndWriteData / ProcessPendingWrites) and checks its timeout
+ * against the last of them.  Errors: 08006 when the update cannot be sent
+ * (the batch fails like any lost connection).
+ */
+void
+keep_source_alive(void)
+{
+	if (W == NULL || !W->streaming || W->conn == NULL)
+		return;
+	TimestampTz now = GetCurrentTimestamp();
+	if (now < TimestampTzPlusMilliseconds(W->last_reply_sent, keepalive_interval_ms()))
+		return;
+	advance_reported_flush();
+	send_status_message(now, false);
 }
 
 /*

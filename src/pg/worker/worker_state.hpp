@@ -93,6 +93,9 @@ typedef struct WorkerState {
 	bool healthy;             /* streams again since the last error: last_error and retry_count were cleared */
 	XLogRecPtr source_wal_at_connect; /* the source's WAL position when this connection began (IDENTIFY_SYSTEM) */
 	bool keepalive_seen;      /* a keepalive arrived on this connection */
+	bool streaming;           /* START_REPLICATION succeeded on this connection: the stream is open */
+	int source_sender_timeout; /* the walsender's wal_sender_timeout in ms (0: none; -1: not known) */
+	TimestampTz last_reply_sent; /* the last standby status update sent on this connection */
 
 	XLogRecPtr progress;      /* origin progress: end LSN of the last applied source transaction */
 	XLogRecPtr received;      /* highest LSN received */
@@ -233,6 +236,12 @@ PGresult *source_exec(const char *sql, ExecStatusType expected);
 void source_published_tables(PGconn *conn, const char *publications_sql, bool missing_ok, PublishedTables *out);
 void connect_source(void);
 void send_feedback(bool force, bool request_reply);
+/*
+ * The engine's progress hook: a standby status update at least every
+ * min(cdc.status_interval, wal_sender_timeout / 4) while the engine applies
+ * (docs/worker.md, "A long batch and wal_sender_timeout").
+ */
+void keep_source_alive(void);
 
 /* progress.cpp: origin progress and flush positions */
 void commit_with_progress(XLogRecPtr remote_end, TimestampTz remote_time);
