@@ -125,7 +125,7 @@ DefineWorkerSettings(bool preloaded)
 	                        NULL, &cdc_retry_backoff, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("cdc.retry_backoff_max", "Upper bound of the retry delay.", NULL, &cdc_retry_backoff_max,
 	                        60, 1, 86400, PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("cdc.status_interval", "How often a worker writes cdc.subscription_state and sends standby status to the source.",
+	DefineCustomIntVariable("cdc.status_interval", "How often a worker writes cdc.subscription_state and sends standby status to the source (while it applies a batch, standby status at most a quarter of the source's wal_sender_timeout apart).",
 	                        NULL, &cdc_status_interval, 1000, 10, 60000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomStringVariable("cdc.debug_fault", "Test-only fault point of the apply worker (empty: none).",
 	                           "before_commit: exit before the local commit of a source transaction; "
