@@ -28,25 +28,92 @@ RefuseNul(const std::string &s, const char *path)
 		                 {}, "Remove the NUL character from the field.");
 }
 
+using Node = JsonView::Node;
+
+// What the parser reads of one value of the document: its view and node
+// (nullptr: absent).  Scalars are read in place; a value read whole goes
+// through JsonView::Tree.
+struct Val {
+	const JsonView *v;
+	Node n;
+	bool Absent() const { return n == nullptr; }
+	Json::Kind Kind() const { return v->KindOf(n); }
+	bool IsNull() const { return Kind() == Json::Kind::Null; }
+	bool IsString() const { return Kind() == Json::Kind::String; }
+	bool IsNumber() const { return Kind() == Json::Kind::Number; }
+	bool IsBool() const { return Kind() == Json::Kind::Bool; }
+	bool IsObject() const { return Kind() == Json::Kind::Object; }
+	std::string_view Scalar() const { return v->ScalarOf(n); }
+	bool AsBool() const { return v->BoolOf(n); }
+	const char *KindName() const
+	{
+		switch (Kind()) {
+		case Json::Kind::Null: return "null";
+		case Json::Kind::Bool: return "boolean";
+		case Json::Kind::Number: return "number";
+		case Json::Kind::String: return "string";
+		case Json::Kind::Array: return "array";
+		case Json::Kind::Object: return "object";
+		}
+		return "?";
+	}
+	Val Find(std::string_view key) const { return Val{v, v->Member(n, key)}; }
+	// Like Find, JSON null counting as absent.
+	Val FindNonNull(std::string_view key) const
+	{
+		Val m = Find(key);
+		return m.Absent() || m.IsNull() ? Val{v, nullptr} : m;
+	}
+	// The scalar as a Json value (for Json's number rules); a container as its tree.
+	Json Scalar1() const
+	{
+		switch (Kind()) {
+		case Json::Kind::Bool: return Json::MakeBool(AsBool());
+		case Json::Kind::Number: return Json::MakeNumber(std::string(Scalar()));
+		case Json::Kind::String: return Json::MakeString(std::string(Scalar()));
+		case Json::Kind::Null: return Json();
+		default: {
+			Json storage;
+			const Json &t = v->Tree(n, storage);
+			return &t == &storage ? std::move(storage) : t;
+		}
+		}
+	}
+	std::string Serialize() const
+	{
+		if (Kind() == Json::Kind::Object || Kind() == Json::Kind::Array) {
+			Json storage;
+			return v->Tree(n, storage).Serialize();
+		}
+		return Scalar1().Serialize();
+	}
+	std::optional<int64_t> AsIntegral() const
+	{
+		if (!IsNumber() && !IsString())
+			return std::nullopt;
+		return Scalar1().AsIntegral();
+	}
+};
+
 // A field's value for a message: its JSON text, cut to a readable length.
 std::string
-Shown(const Json &j)
+Shown(const Val &j)
 {
 	return ClippedForMessage(j.Serialize());
 }
 
 std::string
-OptString(const Json *j, const char *path)
+OptString(const Val &j, const char *path)
 {
-	if (!j || j->IsNull())
+	if (j.Absent() || j.IsNull())
 		return {};
 	std::string s;
-	if (j->IsString() || j->IsNumber())
-		s = j->Scalar();
-	else if (j->IsBool())
-		s = j->AsBool() ? "true" : "false";
+	if (j.IsString() || j.IsNumber())
+		s = j.Scalar();
+	else if (j.IsBool())
+		s = j.AsBool() ? "true" : "false";
 	else
-		s = j->Serialize();
+		s = j.Serialize();
 	RefuseNul(s, path);
 	return s;
 }
@@ -58,13 +125,13 @@ OptString(const Json *j, const char *path)
 // dictionaries with 54000 naming only the index (kMaxSourceNameBytes): it
 // is refused here, before anything is written, with its start shown.
 std::string
-OptName(const Json *j, const char *path, std::size_t max_bytes = std::numeric_limits<std::size_t>::max())
+OptName(const Val &j, const char *path, std::size_t max_bytes = std::numeric_limits<std::size_t>::max())
 {
-	if (!j || j->IsNull())
+	if (j.Absent() || j.IsNull())
 		return {};
-	if (!j->IsString())
-		Bad("field " + QuotedField(path) + " must be a string, got " + j->KindName() + " " + Shown(*j));
-	const std::string &s = j->Scalar();
+	if (!j.IsString())
+		Bad("field " + QuotedField(path) + " must be a string, got " + j.KindName() + " " + Shown(j));
+	std::string s(j.Scalar());
 	if (s.size() > max_bytes)
 		Bad("field " + QuotedField(path) + " is " + std::to_string(s.size()) + " bytes long, more than the " +
 		        std::to_string(max_bytes) + " allowed: " + QuotedField(ClippedForMessage(s)),
@@ -77,19 +144,19 @@ OptName(const Json *j, const char *path, std::size_t max_bytes = std::numeric_li
 // lower case), or a boolean (older Debezium versions); JSON null or absent:
 // "".  A boolean reads as "true" / "false".
 std::string
-OptSnapshot(const Json *j)
+OptSnapshot(const Val &j)
 {
-	if (!j || j->IsNull())
+	if (j.Absent() || j.IsNull())
 		return {};
-	if (j->IsBool())
-		return j->AsBool() ? "true" : "false";
-	if (j->IsString())
+	if (j.IsBool())
+		return j.AsBool() ? "true" : "false";
+	if (j.IsString())
 		for (const char *v : {"true", "false", "last", "first", "first_in_data_collection", "last_in_data_collection",
 		                      "incremental"})
-			if (j->Scalar() == v)
-				return j->Scalar();
-	Bad("field \"source.snapshot\" must be a boolean or one of Debezium's values, got " + std::string(j->KindName()) +
-	        " " + Shown(*j),
+			if (j.Scalar() == v)
+				return std::string(j.Scalar());
+	Bad("field \"source.snapshot\" must be a boolean or one of Debezium's values, got " + std::string(j.KindName()) +
+	        " " + Shown(j),
 	    "Debezium writes true, false, first, last, first_in_data_collection, last_in_data_collection or incremental.");
 }
 
@@ -97,27 +164,27 @@ OptSnapshot(const Json *j)
 // count as 100, as in jsonb, which cannot tell them from 100) or a string
 // holding a plain integer.
 std::optional<int64_t>
-OptInt(const Json *j, const char *path)
+OptInt(const Val &j, const char *path)
 {
-	if (!j || j->IsNull())
+	if (j.Absent() || j.IsNull())
 		return std::nullopt;
-	auto v = j->AsIntegral();
+	auto v = j.AsIntegral();
 	if (!v)
-		Bad("field " + QuotedField(path) + " must be an integer, got " + j->KindName() + " " + Shown(*j));
+		Bad("field " + QuotedField(path) + " must be an integer, got " + j.KindName() + " " + Shown(j));
 	return v;
 }
 
 std::optional<int64_t>
-OptLsn(const Json *j, const char *path)
+OptLsn(const Val &j, const char *path)
 {
-	if (!j || j->IsNull())
+	if (j.Absent() || j.IsNull())
 		return std::nullopt;
-	if (j->IsNumber()) {
-		auto v = j->AsIntegral();
+	if (j.IsNumber()) {
+		auto v = j.AsIntegral();
 		if (v && *v >= 0)
 			return v;
-	} else if (j->IsString()) {
-		auto v = ParseLsn(j->Scalar());
+	} else if (j.IsString()) {
+		auto v = ParseLsn(std::string(j.Scalar()));
 		if (v)
 			return v;
 	}
@@ -128,55 +195,45 @@ OptLsn(const Json *j, const char *path)
 	 * with a hint that shows the very form given (fresh-user run).
 	 */
 	const char *too_large_hint = "LSNs are stored as bigint; no PostgreSQL server reaches this WAL position in practice.";
-	if (j->IsString()) {
-		const std::string &t = j->Scalar();
+	if (j.IsString()) {
+		const std::string_view t = j.Scalar();
 		const size_t slash = t.find('/');
 		const auto hex = [](std::string_view h) {
 			return !h.empty() && h.size() <= 8 && h.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos;
 		};
-		if (slash != std::string::npos && hex(std::string_view(t).substr(0, slash)) && hex(std::string_view(t).substr(slash + 1)))
-			Bad("field " + QuotedField(path) + " is LSN " + Shown(*j) + ", above 7FFFFFFF/FFFFFFFF, the largest LSN cdc_apply stores",
+		if (slash != std::string::npos && hex(t.substr(0, slash)) && hex(t.substr(slash + 1)))
+			Bad("field " + QuotedField(path) + " is LSN " + Shown(j) + ", above 7FFFFFFF/FFFFFFFF, the largest LSN cdc_apply stores",
 			    too_large_hint);
 	}
 	/* Debezium's form, a decimal integer (a number or a string of digits), above 2^63 - 1 */
-	if ((j->IsNumber() || j->IsString()) && !j->Scalar().empty() &&
-	    j->Scalar().find_first_not_of("0123456789") == std::string::npos)
-		Bad("field " + QuotedField(path) + " is LSN " + Shown(*j) +
+	if ((j.IsNumber() || j.IsString()) && !j.Scalar().empty() &&
+	    j.Scalar().find_first_not_of("0123456789") == std::string::npos)
+		Bad("field " + QuotedField(path) + " is LSN " + Shown(j) +
 		        ", above 9223372036854775807 (7FFFFFFF/FFFFFFFF), the largest LSN cdc_apply stores",
 		    too_large_hint);
-	Bad("field " + QuotedField(path) + " is not an LSN: " + Shown(*j),
+	Bad("field " + QuotedField(path) + " is not an LSN: " + Shown(j),
 	    "An LSN is a non-negative integer (Debezium; 1e2 and 100.0 count as 100) or PostgreSQL text such as \"16/B374D848\".");
 }
 
-std::optional<Json>
-Image(const Json *j, const char *name)
+// An image: its node when it is an object, nullptr when absent or JSON null.
+Node
+Image(const Val &j, const char *name)
 {
-	if (!j || j->IsNull())
-		return std::nullopt;
-	if (!j->IsObject())
-		Bad(std::string("field \"") + name + "\" must be an object, got " + j->KindName());
-	return *j;
-}
-
-// The same for an image moved out of the event (no copy).
-std::optional<Json>
-TakenImage(Json j, const char *name)
-{
-	if (j.IsNull())
-		return std::nullopt;
+	if (j.Absent() || j.IsNull())
+		return nullptr;
 	if (!j.IsObject())
 		Bad(std::string("field \"") + name + "\" must be an object, got " + j.KindName());
-	return std::optional<Json>(std::move(j));
+	return j.n;
 }
 
 bool
-IsHeartbeat(const Json &p)
+IsHeartbeat(const Val &p)
 {
 	// Debezium heartbeat values carry only a timestamp: {"ts_ms": 1588252618953}.
-	if (!p.IsObject() || p.Members().empty())
+	if (!p.IsObject() || p.v->SizeOf(p.n) == 0)
 		return false;
-	for (const auto &m : p.Members())
-		if (m.first != "ts_ms")
+	for (size_t i = 0; i < p.v->SizeOf(p.n); i++)
+		if (p.v->KeyAt(p.n, i) != "ts_ms")
 			return false;
 	return true;
 }
@@ -198,48 +255,48 @@ OpName(Op op)
 
 namespace {
 
-// `owned`: the same tree as `root`, handed over by the caller, so that the
-// images are moved out of it instead of copied (an image can hold most of a
-// large event); nullptr: they are copied.
+// The envelope read through `view`; the images are left in the document
+// (ev.before_node, ev.after_node): the callers below take them.
 ChangeEvent
-ParseEnvelope(const Json &root, Json *owned)
+ParseEnvelope(const JsonView &view)
 {
 	ChangeEvent ev;
-	const Json *payload = &root;
-	const Json *schema = nullptr;
+	const Val root{&view, view.Root()};
+	Val payload = root;
+	Val schema{&view, nullptr};
 
 	// JsonConverter with schemas.enable=true wraps the value.
-	if (root.IsObject() && root.Find("payload") && root.Find("schema") && !root.Find("op")) {
+	if (root.IsObject() && !root.Find("payload").Absent() && !root.Find("schema").Absent() && root.Find("op").Absent()) {
 		payload = root.Find("payload");
 		schema = root.FindNonNull("schema");
 	}
-	if (payload->IsNull()) {
+	if (payload.IsNull()) {
 		ev.ignored = true;
 		ev.ignored_reason = "kafka tombstone";
 		return ev;
 	}
-	if (!payload->IsObject())
-		Bad(std::string("event must be a JSON object, got ") + payload->KindName());
+	if (!payload.IsObject())
+		Bad(std::string("event must be a JSON object, got ") + payload.KindName());
 
-	const Json *op = payload->Find("op");
-	if (!op || op->IsNull()) {
-		const Json *status = payload->FindNonNull("status");
-		if (status && status->IsString() && (status->Scalar() == "BEGIN" || status->Scalar() == "END") &&
-		    payload->Find("id")) {
+	const Val op = payload.Find("op");
+	if (op.Absent() || op.IsNull()) {
+		const Val status = payload.FindNonNull("status");
+		if (!status.Absent() && status.IsString() && (status.Scalar() == "BEGIN" || status.Scalar() == "END") &&
+		    !payload.Find("id").Absent()) {
 			ev.ignored = true;
-			ev.ignored_reason = "transaction " + status->Scalar();
+			ev.ignored_reason = "transaction " + std::string(status.Scalar());
 			return ev;
 		}
-		if (IsHeartbeat(*payload)) {
+		if (IsHeartbeat(payload)) {
 			ev.ignored = true;
 			ev.ignored_reason = "heartbeat";
 			return ev;
 		}
 		Bad("field \"op\" is missing", "A Debezium change event has \"op\" (c, u, d, r, t or m).");
 	}
-	if (!op->IsString())
-		Bad(std::string("field \"op\" must be a string, got ") + op->KindName());
-	const std::string o = op->Scalar(); /* a copy: the images may be moved out of the tree below */
+	if (!op.IsString())
+		Bad(std::string("field \"op\" must be a string, got ") + op.KindName());
+	const std::string o(op.Scalar());
 	RefuseNul(o, "op");
 	if (o == "m") {
 		ev.ignored = true;
@@ -260,25 +317,25 @@ ParseEnvelope(const Json &root, Json *owned)
 		Bad("unknown op " + QuotedField(ClippedForMessage(o)),
 		    "Known ops are c, u, d, r, t (changes) and m (messages, ignored).");
 
-	if (const Json *src = payload->FindNonNull("source")) {
-		if (!src->IsObject())
-			Bad(std::string("field \"source\" must be an object, got ") + src->KindName());
-		ev.source.connector = OptName(src->Find("connector"), "source.connector");
-		ev.source.name = OptName(src->Find("name"), "source.name", kMaxSourceNameBytes);
-		ev.source.db = OptName(src->Find("db"), "source.db", kMaxSourceIdentifierBytes);
-		ev.source.schema = OptName(src->Find("schema"), "source.schema", kMaxSourceIdentifierBytes);
-		ev.source.table = OptName(src->Find("table"), "source.table", kMaxSourceIdentifierBytes);
-		ev.source.snapshot = OptSnapshot(src->Find("snapshot"));
-		ev.source.lsn = OptLsn(src->Find("lsn"), "source.lsn");
-		ev.source.commit_lsn = OptLsn(src->Find("commit_lsn"), "source.commit_lsn");
-		ev.source.tx_id = OptInt(src->Find("txId"), "source.txId");
-		ev.source.ts_ms = OptInt(src->Find("ts_ms"), "source.ts_ms");
+	if (const Val src = payload.FindNonNull("source"); !src.Absent()) {
+		if (!src.IsObject())
+			Bad(std::string("field \"source\" must be an object, got ") + src.KindName());
+		ev.source.connector = OptName(src.Find("connector"), "source.connector");
+		ev.source.name = OptName(src.Find("name"), "source.name", kMaxSourceNameBytes);
+		ev.source.db = OptName(src.Find("db"), "source.db", kMaxSourceIdentifierBytes);
+		ev.source.schema = OptName(src.Find("schema"), "source.schema", kMaxSourceIdentifierBytes);
+		ev.source.table = OptName(src.Find("table"), "source.table", kMaxSourceIdentifierBytes);
+		ev.source.snapshot = OptSnapshot(src.Find("snapshot"));
+		ev.source.lsn = OptLsn(src.Find("lsn"), "source.lsn");
+		ev.source.commit_lsn = OptLsn(src.Find("commit_lsn"), "source.commit_lsn");
+		ev.source.tx_id = OptInt(src.Find("txId"), "source.txId");
+		ev.source.ts_ms = OptInt(src.Find("ts_ms"), "source.ts_ms");
 	}
-	if (const Json *tx = payload->FindNonNull("transaction")) {
-		if (!tx->IsObject())
-			Bad(std::string("field \"transaction\" must be an object, got ") + tx->KindName());
-		ev.transaction_id = OptString(tx->Find("id"), "transaction.id");
-		ev.total_order = OptInt(tx->Find("total_order"), "transaction.total_order");
+	if (const Val tx = payload.FindNonNull("transaction"); !tx.Absent()) {
+		if (!tx.IsObject())
+			Bad(std::string("field \"transaction\" must be an object, got ") + tx.KindName());
+		ev.transaction_id = OptString(tx.Find("id"), "transaction.id");
+		ev.total_order = OptInt(tx.Find("total_order"), "transaction.total_order");
 		/* the fourth version component is stored in 32 bits (core/layout.hpp) */
 		if (ev.total_order && (*ev.total_order < std::numeric_limits<int32_t>::min() ||
 		                       *ev.total_order > std::numeric_limits<int32_t>::max()))
@@ -287,8 +344,11 @@ ParseEnvelope(const Json &root, Json *owned)
 			    "It is the change's position in its source transaction.");
 	}
 
-	if (schema) {
-		const Json *fields = schema->FindNonNull("fields");
+	if (!schema.Absent()) {
+		/* read whole: a tree (the document's own when it is one) */
+		Json storage;
+		const Json &sch = view.Tree(schema.n, storage);
+		const Json *fields = sch.FindNonNull("fields");
 		if (fields && fields->IsArray()) {
 			for (const Json &f : fields->Items()) {
 				const Json *name = f.FindNonNull("field");
@@ -302,28 +362,18 @@ ParseEnvelope(const Json &root, Json *owned)
 		}
 	}
 
-	if (owned) {
-		Json taken_payload;
-		Json *images = owned;
-		if (payload != &root) {
-			taken_payload = owned->TakeMember("payload");
-			images = &taken_payload;
-		}
-		ev.before = TakenImage(images->TakeMember("before"), "before");
-		ev.after = TakenImage(images->TakeMember("after"), "after");
-	} else {
-		ev.before = Image(payload->Find("before"), "before");
-		ev.after = Image(payload->Find("after"), "after");
-	}
+	ev.view = &view;
+	ev.before_node = Image(payload.Find("before"), "before");
+	ev.after_node = Image(payload.Find("after"), "after");
 	switch (ev.op) {
 	case Op::Create:
 	case Op::Update:
 	case Op::Read:
-		if (!ev.after)
+		if (!ev.after_node)
 			Bad(std::string("field \"after\" is missing: op \"") + o + "\" needs the after-image");
 		break;
 	case Op::Delete:
-		if (!ev.before)
+		if (!ev.before_node)
 			Bad("field \"before\" is missing: op \"d\" needs the before-image (at least the key columns)");
 		break;
 	case Op::Truncate:
@@ -332,18 +382,49 @@ ParseEnvelope(const Json &root, Json *owned)
 	return ev;
 }
 
+// The images of an event parsed from a tree, as trees of their own:
+// copied, or moved out of the tree when `owned` (an image can hold most of
+// a large event).  The event no longer refers to the view.
+void
+TakeImages(ChangeEvent &ev, bool owned)
+{
+	for (auto [node, image] : {std::pair{ev.before_node, &ev.before}, std::pair{ev.after_node, &ev.after}}) {
+		if (!node)
+			continue;
+		const Json *j = static_cast<const Json *>(node);
+		if (owned)
+			image->emplace(std::move(*const_cast<Json *>(j))); /* the caller handed the tree over */
+		else
+			image->emplace(*j);
+	}
+	ev.view = nullptr;
+	ev.before_node = ev.after_node = nullptr;
+}
+
 } // namespace
 
 ChangeEvent
 ParseDebeziumEnvelope(const Json &root)
 {
-	return ParseEnvelope(root, nullptr);
+	const JsonTreeView view(root);
+	ChangeEvent ev = ParseEnvelope(view);
+	TakeImages(ev, false);
+	return ev;
 }
 
 ChangeEvent
 ParseDebeziumEnvelope(Json &&root)
 {
-	return ParseEnvelope(root, &root);
+	const JsonTreeView view(root);
+	ChangeEvent ev = ParseEnvelope(view);
+	TakeImages(ev, true);
+	return ev;
+}
+
+ChangeEvent
+ParseDebeziumEnvelope(const JsonView &view)
+{
+	return ParseEnvelope(view);
 }
 
 EnvelopePart

@@ -35,12 +35,82 @@ struct SourceInfo {
 	std::optional<int64_t> ts_ms;
 };
 
+// A read-only view of one JSON document, as ParseDebeziumEnvelope reads it:
+// the envelope's fields are read in place through it instead of from a
+// tree of their own.  Two implementations: JsonTreeView below (over a
+// Json tree: the text forms, GoogleTest) and the jsonb intake's
+// (pg/jsonb_view.hpp: the jsonb containers read in place).  A Node is the
+// implementation's handle of one value of the document, valid while the
+// view lives; nullptr is "absent".  No method may throw except Tree()
+// (which may build a tree: std::bad_alloc, InputError 54001).
+class JsonView {
+  public:
+	using Node = const void *;
+	virtual ~JsonView() = default;
+	virtual Node Root() const = 0;
+	virtual Json::Kind KindOf(Node n) const = 0;
+	// A String's unescaped bytes, a Number's text as jsonb's numeric prints
+	// it (a tree's lexeme as stored); empty for the other kinds.
+	virtual std::string_view ScalarOf(Node n) const = 0;
+	virtual bool BoolOf(Node n) const = 0;
+	// The value of member `key` of an object (the last of a repeated key,
+	// as the tree keeps it); nullptr when absent or `object` is no object.
+	virtual Node Member(Node object, std::string_view key) const = 0;
+	// Members of an object or items of an array (0 for a scalar).
+	virtual std::size_t SizeOf(Node container) const = 0;
+	// The key of member i of an object, in the document's order.
+	virtual std::string_view KeyAt(Node object, std::size_t i) const = 0;
+	// The value of member i of an object, or item i of an array.
+	virtual Node ValueAt(Node container, std::size_t i) const = 0;
+	// The value as a tree, for what reads a value whole (a schema, a
+	// message showing a value): the document's own node when it is a tree
+	// (JsonTreeView), else built into `storage` and returned.
+	virtual const Json &Tree(Node n, Json &storage) const = 0;
+};
+
+// JsonView over a Json tree.  Nodes are `const Json *` into the tree.
+class JsonTreeView final : public JsonView {
+  public:
+	explicit JsonTreeView(const Json &root) : root_(root) {}
+	Node Root() const override { return &root_; }
+	Json::Kind KindOf(Node n) const override { return J(n).kind(); }
+	std::string_view ScalarOf(Node n) const override
+	{
+		return J(n).IsString() || J(n).IsNumber() ? std::string_view(J(n).Scalar()) : std::string_view();
+	}
+	bool BoolOf(Node n) const override { return J(n).IsBool() && J(n).AsBool(); }
+	Node Member(Node object, std::string_view key) const override { return J(object).Find(key); }
+	std::size_t SizeOf(Node c) const override
+	{
+		return J(c).IsObject() ? J(c).Members().size() : J(c).IsArray() ? J(c).Items().size() : 0;
+	}
+	std::string_view KeyAt(Node object, std::size_t i) const override { return J(object).Members()[i].first; }
+	Node ValueAt(Node c, std::size_t i) const override
+	{
+		return J(c).IsObject() ? &J(c).Members()[i].second : &J(c).Items()[i];
+	}
+	const Json &Tree(Node n, Json &) const override { return J(n); }
+
+  private:
+	static const Json &J(Node n) { return *static_cast<const Json *>(n); }
+	const Json &root_;
+};
+
 struct ChangeEvent {
 	bool ignored = false;
 	std::string ignored_reason;        // "kafka tombstone", "transaction BEGIN", ...
 	Op op = Op::Create;
-	std::optional<Json> before;        // JSON object or nullopt
-	std::optional<Json> after;         // JSON object or nullopt
+	std::optional<Json> before;        // JSON object or nullopt (parsed from a tree)
+	std::optional<Json> after;         // JSON object or nullopt (parsed from a tree)
+	// Parsed from a JsonView (ParseDebeziumEnvelope(const JsonView &)): the
+	// images are left in the document, as the view's nodes of JSON objects
+	// (nullptr: absent or JSON null), for the caller to read in place;
+	// `before` and `after` stay empty.
+	const JsonView *view = nullptr;
+	JsonView::Node before_node = nullptr;
+	JsonView::Node after_node = nullptr;
+	bool HasBefore() const { return before || before_node; }
+	bool HasAfter() const { return after || after_node; }
 	std::optional<FieldSchema> before_schema; // struct schema of `before`, when the envelope has one
 	std::optional<FieldSchema> after_schema;
 	SourceInfo source;
@@ -82,6 +152,10 @@ ChangeEvent ParseDebeziumEnvelope(const Json &root);
 // The same, taking the tree over: the images are moved out of it, not
 // copied (the tree is left without them).
 ChangeEvent ParseDebeziumEnvelope(Json &&root);
+// The same, read through `view` (which must outlive the event): the
+// images stay in the document (ChangeEvent::before_node, after_node).
+// Same results and errors as from the tree of the same document.
+ChangeEvent ParseDebeziumEnvelope(const JsonView &view);
 
 const char *OpName(Op op); // "c", "u", ...
 

@@ -15,6 +15,7 @@
 #include "pg/apply/target.hpp"
 #include "pg/guard.hpp"
 #include "pg/guc.hpp"
+#include "pg/jsonb_view.hpp"
 #include "pg/shared_stats.hpp"
 #include "pg/spi.hpp"
 #include "pg/worker/worker.hpp"
@@ -52,7 +53,10 @@ extern "C" {
 namespace {
 
 using cdc::Json;
+using cdc::pg::JsonbEventNodes;
+using cdc::pg::JsonbEventView;
 using cdc::pg::PgCall;
+using EventInput = cdc::pg::ApplyEngine::EventInput;
 
 std::optional<std::string>
 OptTextArg(FunctionCallInfo fcinfo, int n)
@@ -127,185 +131,8 @@ CheckJsonbBatchSizes(Datum d)
 	}
 }
 
-/*
- * One token of a jsonb document as JsonbTokensPg collects it: the
- * iterator's token, and for a scalar (key, value, element) its type and
- * text: strings and keys point into the jsonb itself (not copied), numbers
- * to numeric_out's text.  For WJB_BEGIN_OBJECT / WJB_BEGIN_ARRAY, `len` is
- * the container's number of pairs or elements.  Plain C: it lives in a
- * PostgreSQL memory context.
- */
-struct JsonbToken {
-	JsonbIteratorToken tok;
-	enum jbvType type;
-	bool boolean;
-	bool raw_scalar; /* WJB_BEGIN_ARRAY: the wrapper of a top-level scalar */
-	int len;
-	const char *text;
-};
-
-/*
- * Every token of jsonb container `c` in document order (the jsonb
- * iterator's walk), in one array allocated in CurrentMemoryContext; its
- * length in *count.  PostgreSQL regime: called once per event through
- * PgCall, instead of a guarded call per token.
- *
- * With `envelope` (a Debezium value), a member the envelope never reads
- * (cdc::EnvelopeMemberPart: version, ts_us, sequence, ...) whose value is a
- * scalar comes as its key and a JSON null: the value is not copied or
- * printed.  A container value of such a member is kept whole, so that the
- * nesting limit (54001) applies to it as to the text form.  The tree is
- * PruneEnvelope's, from which ParseDebeziumEnvelope reads what it reads
- * from the whole value (GoogleTest).
- */
-JsonbToken *
-JsonbTokensPg(JsonbContainer *c, bool envelope, int *count)
-{
-	Size cap = 64;
-	int n = 0;
-	/* huge: a token per scalar of an event of up to cdc.max_event_size (1 GB at most) */
-	JsonbToken *tokens = (JsonbToken *) MemoryContextAllocHuge(CurrentMemoryContext, cap * sizeof(JsonbToken));
-	/*
-	 * The parts of the open objects read member by member: the outermost
-	 * `nparts` open containers (Root, Payload, Source or Transaction; below
-	 * a Whole value everything is Whole).  `part`: that of the next value.
-	 */
-	cdc::EnvelopePart parts[4];
-	int nparts = 0, depth = 0;
-	cdc::EnvelopePart part = envelope ? cdc::EnvelopePart::Root : cdc::EnvelopePart::Whole;
-	JsonbIterator *it = JsonbIteratorInit(c);
-	JsonbValue v;
-	JsonbIteratorToken tok;
-	bool skip = false; /* the next value is a member's the envelope never reads */
-	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE) {
-		if (Size(n) == cap) {
-			cap *= 2;
-			tokens = (JsonbToken *) repalloc_huge(tokens, cap * sizeof(JsonbToken));
-		}
-		JsonbToken *t = &tokens[n++];
-		t->tok = tok;
-		t->type = v.type;
-		t->boolean = false;
-		t->raw_scalar = false;
-		t->len = 0;
-		t->text = NULL;
-		if (skip) {
-			skip = false;
-			if (tok == WJB_VALUE) { /* a scalar: JSON null in its place */
-				t->type = jbvNull;
-				continue;
-			}
-			/* a container: read whole (part is Whole) */
-		}
-		switch (tok) {
-		case WJB_BEGIN_OBJECT:
-		case WJB_BEGIN_ARRAY:
-			if (tok == WJB_BEGIN_OBJECT && nparts == depth && nparts < int(lengthof(parts)) &&
-			    part != cdc::EnvelopePart::Whole)
-				parts[nparts++] = part;
-			depth++;
-			part = cdc::EnvelopePart::Whole; /* an array's items; an object's members are decided by their keys */
-			break;
-		case WJB_END_OBJECT:
-		case WJB_END_ARRAY:
-			depth--;
-			if (nparts > depth)
-				nparts = depth;
-			break;
-		default: break;
-		}
-		switch (tok) {
-		case WJB_BEGIN_OBJECT: t->len = v.val.object.nPairs; break;
-		case WJB_BEGIN_ARRAY:
-			t->len = v.val.array.nElems;
-			t->raw_scalar = v.val.array.rawScalar;
-			break;
-		case WJB_KEY:
-			if (nparts == depth && nparts > 0) {
-				part = cdc::EnvelopeMemberPart(parts[nparts - 1],
-				                               std::string_view(v.val.string.val, size_t(v.val.string.len)));
-				if (part == cdc::EnvelopePart::Skipped) {
-					skip = true;
-					part = cdc::EnvelopePart::Whole;
-				}
-			}
-			[[fallthrough]];
-		case WJB_VALUE:
-		case WJB_ELEM:
-			if (v.type == jbvString) {
-				t->text = v.val.string.val;
-				t->len = v.val.string.len;
-			} else if (v.type == jbvNumeric) {
-				t->text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric)));
-				t->len = int(strlen(t->text));
-			} else if (v.type == jbvBool) {
-				t->boolean = v.val.boolean;
-			}
-			break;
-		default: break;
-		}
-	}
-	*count = n;
-	return tokens;
-}
-
-/*
- * A jsonb container as our Json tree: its tokens collected by
- * JsonbTokensPg (in `scratch`, reset afterwards), then the tree built by
- * JsonBuilder with each container's storage reserved from its size; no
- * text in between (JsonbToCString and a parse cost more than the rest of
- * the conversion).  Object members come in jsonb's stored order, the order
- * JsonbToCString prints them in, and numbers keep numeric_out's text, so the
- * tree is the one parsed from the jsonb's text form (with `envelope`, but
- * for the scalar values of members the envelope never reads: JSON null).
- */
-Json
-JsonbContainerToJson(JsonbContainer *c, MemoryContext scratch, bool envelope, size_t outer_depth = 0)
-{
-	int n = 0;
-	const JsonbToken *tokens = PgCall([&]() {
-		MemoryContext old = MemoryContextSwitchTo(scratch);
-		JsonbToken *t = JsonbTokensPg(c, envelope, &n);
-		MemoryContextSwitchTo(old);
-		return t;
-	});
-	cdc::JsonBuilder b(outer_depth);
-	bool raw_scalar = false; /* a top-level scalar is stored as a one-element "raw scalar" array */
-	for (int i = 0; i < n; i++) {
-		const JsonbToken &t = tokens[i];
-		switch (t.tok) {
-		case WJB_BEGIN_OBJECT: b.BeginObject(size_t(t.len)); break;
-		case WJB_BEGIN_ARRAY:
-			if (t.raw_scalar && b.Depth() == 0)
-				raw_scalar = true;
-			else
-				b.BeginArray(size_t(t.len));
-			break;
-		case WJB_END_ARRAY:
-			if (raw_scalar && b.Depth() == 0)
-				break;
-			[[fallthrough]];
-		case WJB_END_OBJECT: b.End(); break;
-		case WJB_KEY: b.Key(std::string(t.text, size_t(t.len))); break;
-		case WJB_VALUE:
-		case WJB_ELEM:
-			switch (t.type) {
-			case jbvNull: b.Null(); break;
-			case jbvBool: b.Bool(t.boolean); break;
-			case jbvString: b.String(std::string(t.text, size_t(t.len))); break;
-			case jbvNumeric: b.Number(std::string(t.text, size_t(t.len))); break;
-			default: throw std::runtime_error("unexpected jsonb value type " + std::to_string(int(t.type)));
-			}
-			break;
-		case WJB_DONE: break;
-		}
-	}
-	PgCall([&]() { MemoryContextReset(scratch); });
-	return b.Take();
-}
-
-// A scratch context for JsonbContainerToJson, a child of the current one
-// (freed with it should an error come first).
+// A memory context for the jsonb intake's nodes (jsonb_view.hpp), a child
+// of the current one (freed with it should an error come first).
 MemoryContext
 IntakeContext()
 {
@@ -435,57 +262,6 @@ ParseSqlAsciiTextForm(std::string_view text)
 	return j;
 }
 
-// A jsonb datum (one event) as our Json tree, without the members the
-// envelope never reads when `envelope` (JsonbTokensPg).
-Json
-JsonbDatumToJson(Datum d, bool envelope = true)
-{
-	MemoryContext scratch = IntakeContext();
-	JsonbContainer *root = PgCall([&]() { return &DatumGetJsonbP(d)->root; });
-	Json j = JsonbContainerToJson(root, scratch, envelope);
-	PgCall([&]() { MemoryContextDelete(scratch); });
-	return j;
-}
-
-// The elements of a jsonb array (events), each converted on its own (their
-// tokens never all held at once) as JsonbDatumToJson does, into `out`; false, with `out` untouched, when
-// `d` is not an array (a top-level scalar is not).
-bool
-JsonbArrayToJson(Datum d, std::vector<Json> &out)
-{
-	JsonbContainer *root = PgCall([&]() { return &DatumGetJsonbP(d)->root; });
-	if (!JsonContainerIsArray(root) || JsonContainerIsScalar(root))
-		return false;
-	MemoryContext scratch = IntakeContext();
-	out.reserve(JsonContainerSize(root));
-	JsonbIterator *it = PgCall([&]() { return JsonbIteratorInit(root); });
-	JsonbValue v;
-	for (;;) {
-		/* skipNested: each element comes as one binary container */
-		JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, true); });
-		if (tok == WJB_DONE)
-			break;
-		if (tok != WJB_ELEM)
-			continue;
-		switch (v.type) {
-		case jbvBinary: /* nested in the batch array: the nesting limit counts it, as Json::Parse of the text form */
-			out.push_back(JsonbContainerToJson(v.val.binary.data, scratch, true, 1));
-			break;
-		case jbvNull: out.emplace_back(); break;
-		case jbvBool: out.push_back(Json::MakeBool(v.val.boolean)); break;
-		case jbvString: out.push_back(Json::MakeString(std::string(v.val.string.val, size_t(v.val.string.len)))); break;
-		case jbvNumeric: {
-			char *text = PgCall([&]() { return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))); });
-			out.push_back(Json::MakeNumber(text));
-			break;
-		}
-		default: throw std::runtime_error("unexpected jsonb value type " + std::to_string(int(v.type)));
-		}
-	}
-	PgCall([&]() { MemoryContextDelete(scratch); });
-	return true;
-}
-
 Datum
 OutcomeText(cdc::Outcome o)
 {
@@ -505,7 +281,7 @@ FreeDetoasted(const void *detoasted, Datum arg)
 // Applies one event with a fresh engine; the event is already parsed (and
 // handed over: the engine moves its images out).
 Datum
-ApplyOne(FunctionCallInfo fcinfo, Json &&event)
+ApplyOne(FunctionCallInfo fcinfo, EventInput &&event)
 {
 	cdc::pg::ApplyEngine engine;
 	cdc::Outcome o = engine.ApplyDebezium(std::move(event), OptOidArg(fcinfo, 1), OptTextArg(fcinfo, 2));
@@ -525,14 +301,19 @@ ApplyOne(FunctionCallInfo fcinfo, Json &&event)
  */
 CDC_PG_ENTRY_POINT(cdc_apply_jsonb, cdc::pg::kCallApply)
 {
-	Json event;
-	if (!PG_ARGISNULL(0)) {
-		CheckEventSize(RawSize(PG_GETARG_DATUM(0)), "the event");
-		Jsonb *jb = PgCall([&]() { return DatumGetJsonbP(PG_GETARG_DATUM(0)); });
-		event = JsonbDatumToJson(PointerGetDatum(jb));
-		FreeDetoasted(jb, PG_GETARG_DATUM(0));
-	}
-	return ApplyOne(fcinfo, std::move(event));
+	if (PG_ARGISNULL(0))
+		return ApplyOne(fcinfo, EventInput{});
+	CheckEventSize(RawSize(PG_GETARG_DATUM(0)), "the event");
+	Jsonb *jb = PgCall([&]() { return DatumGetJsonbP(PG_GETARG_DATUM(0)); });
+	/* read in place: the jsonb and its nodes are kept until the event is applied */
+	MemoryContext cxt = IntakeContext();
+	const JsonbEventView view(cdc::pg::ReadJsonbEvents({&jb->root}, 0, cxt)[0]);
+	EventInput event;
+	event.view = &view;
+	Datum result = ApplyOne(fcinfo, std::move(event));
+	PgCall([&]() { MemoryContextDelete(cxt); });
+	FreeDetoasted(jb, PG_GETARG_DATUM(0));
+	return result;
 }
 
 /*
@@ -541,11 +322,11 @@ CDC_PG_ENTRY_POINT(cdc_apply_jsonb, cdc::pg::kCallApply)
  */
 CDC_PG_ENTRY_POINT(cdc_apply_text, cdc::pg::kCallApply)
 {
-	Json event;
+	EventInput event;
 	if (!PG_ARGISNULL(0)) {
 		CheckEventSize(RawSize(PG_GETARG_DATUM(0)), "the event");
 		text *raw = PgCall([&]() { return PG_GETARG_TEXT_PP(0); });
-		event = ParseTextForm(std::string_view(VARDATA_ANY(raw), VARSIZE_ANY_EXHDR(raw)));
+		event.tree = ParseTextForm(std::string_view(VARDATA_ANY(raw), VARSIZE_ANY_EXHDR(raw)));
 		FreeDetoasted(raw, PG_GETARG_DATUM(0));
 	}
 	return ApplyOne(fcinfo, std::move(event));
@@ -646,7 +427,7 @@ class BatchMemory {
 // events, applied, duplicate, stale, conflict, ignored, expired, outcomes
 // (text[] in input order, only when with_outcomes).
 Datum
-ApplyBatch(FunctionCallInfo fcinfo, std::vector<Json> &&events, BatchMemory &memory)
+ApplyBatch(FunctionCallInfo fcinfo, std::vector<EventInput> &&events, BatchMemory &memory)
 {
 	std::vector<std::optional<std::string>> delivery_keys;
 	ArrayElements dks = ArrayArg(fcinfo, 2, TEXTOID, "delivery_keys");
@@ -791,11 +572,23 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
 	/* detoasted once, for the size check and the conversion */
 	Datum events = PgCall([&]() { return PointerGetDatum(PG_DETOAST_DATUM(PG_GETARG_DATUM(0))); });
 	CheckJsonbBatchSizes(events);
-	std::vector<Json> items;
-	if (!JsonbArrayToJson(events, items))
+	JsonbContainer *root = PgCall([&]() { return &DatumGetJsonbP(events)->root; });
+	if (!JsonContainerIsArray(root) || JsonContainerIsScalar(root))
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") +
-		                                   JsonbDatumToJson(events, false).KindName());
-	FreeDetoasted(DatumGetPointer(events), PG_GETARG_DATUM(0));
+		                                   cdc::pg::JsonbContainerToJson(root).KindName());
+	/*
+	 * Each element read in place: the jsonb (detoasted in the batch's memory,
+	 * or the caller's) and the nodes stay until the batch is applied, and go
+	 * with that memory.
+	 */
+	const std::vector<JsonbEventNodes *> nodes = cdc::pg::ReadJsonbArrayEvents(root, IntakeContext());
+	std::vector<JsonbEventView> views;
+	views.reserve(nodes.size());
+	std::vector<EventInput> items(nodes.size());
+	for (size_t i = 0; i < nodes.size(); i++) {
+		views.emplace_back(nodes[i]);
+		items[i].view = &views.back();
+	}
 	return ApplyBatch(fcinfo, std::move(items), memory);
 }
 
@@ -808,13 +601,25 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_array, cdc::pg::kCallApplyBatch)
 	RequireEvents(fcinfo);
 	BatchMemory memory;
 	ArrayElements a = ArrayArg(fcinfo, 0, JSONBOID, "events");
-	std::vector<Json> events;
-	events.reserve(size_t(a.count));
 	for (int i = 0; i < a.count; i++)
 		if (!a.nulls[i])
 			CheckEventSize(RawSize(a.values[i]), "event " + std::to_string(i + 1) + " of the batch");
-	for (int i = 0; i < a.count; i++)
-		events.push_back(a.nulls[i] ? Json() : JsonbDatumToJson(a.values[i]));
+	/* each element read in place (NULL: a tombstone), kept until the batch is applied, as above */
+	std::vector<JsonbContainer *> roots(size_t(a.count), nullptr);
+	PgCall([&]() {
+		for (int i = 0; i < a.count; i++)
+			if (!a.nulls[i])
+				roots[size_t(i)] = &DatumGetJsonbP(a.values[i])->root;
+	});
+	const std::vector<JsonbEventNodes *> nodes = cdc::pg::ReadJsonbEvents(roots, 0, IntakeContext());
+	std::vector<JsonbEventView> views;
+	views.reserve(nodes.size());
+	std::vector<EventInput> events(nodes.size());
+	for (size_t i = 0; i < nodes.size(); i++)
+		if (nodes[i]) {
+			views.emplace_back(nodes[i]);
+			events[i].view = &views.back();
+		}
 	return ApplyBatch(fcinfo, std::move(events), memory);
 }
 
@@ -834,7 +639,11 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_text, cdc::pg::kCallApplyBatch)
 	FreeDetoasted(raw, PG_GETARG_DATUM(0));
 	if (!arr.IsArray())
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());
-	return ApplyBatch(fcinfo, arr.TakeItems(), memory);
+	std::vector<Json> trees = arr.TakeItems();
+	std::vector<EventInput> items(trees.size());
+	for (size_t i = 0; i < trees.size(); i++)
+		items[i].tree = std::move(trees[i]);
+	return ApplyBatch(fcinfo, std::move(items), memory);
 }
 
 /*

@@ -992,6 +992,197 @@ TEST(Envelope, PrunedValueParsesAsTheWholeValue)
 	          R"({"ts_ms":null,"ts_us":null,"source":{"version":null,"ts_ns":null}})");
 }
 
+namespace {
+
+// A JsonView as the jsonb intake's (pg/jsonb_view.cpp) reads a document:
+// over the pruned tree (the unread scalars JSON null), and answering
+// Member, KeyAt and ValueAt only for the containers that intake expands
+// (the value, its payload, source and transaction blocks as their
+// EnvelopePart says, and the images' members); anything else read member
+// by member is counted in `misses` (the jsonb view would answer "absent").
+class IntakeLikeView final : public JsonView {
+  public:
+	explicit IntakeLikeView(const Json &pruned) : root_(pruned)
+	{
+		if (pruned.IsObject())
+			Expand(pruned, EnvelopePart::Root, false);
+	}
+	Node Root() const override { return &root_; }
+	Json::Kind KindOf(Node n) const override { return J(n).kind(); }
+	std::string_view ScalarOf(Node n) const override
+	{
+		return J(n).IsString() || J(n).IsNumber() ? std::string_view(J(n).Scalar()) : std::string_view();
+	}
+	bool BoolOf(Node n) const override { return J(n).IsBool() && J(n).AsBool(); }
+	Node Member(Node o, std::string_view key) const override
+	{
+		if (!J(o).IsObject())
+			return nullptr;
+		if (!Expanded(o)) {
+			misses++;
+			return nullptr;
+		}
+		return J(o).Find(key);
+	}
+	std::size_t SizeOf(Node c) const override
+	{
+		if (!Expanded(c)) {
+			misses += J(c).IsObject() || J(c).IsArray();
+			return 0;
+		}
+		return J(c).Members().size();
+	}
+	std::string_view KeyAt(Node o, std::size_t i) const override { return J(o).Members()[i].first; }
+	Node ValueAt(Node o, std::size_t i) const override { return &J(o).Members()[i].second; }
+	const Json &Tree(Node n, Json &storage) const override
+	{
+		storage = J(n); /* built, as the jsonb view builds it */
+		return storage;
+	}
+	mutable int misses = 0;
+
+  private:
+	static const Json &J(Node n) { return *static_cast<const Json *>(n); }
+	bool Expanded(Node n) const { return std::find(expanded_.begin(), expanded_.end(), n) != expanded_.end(); }
+	void Expand(const Json &o, EnvelopePart part, bool image)
+	{
+		expanded_.push_back(&o);
+		if (image)
+			return;
+		for (const auto &[key, value] : o.Members()) {
+			const EnvelopePart p = EnvelopeMemberPart(part, key);
+			const bool member_wise = p == EnvelopePart::Root || p == EnvelopePart::Payload || p == EnvelopePart::Source ||
+			                         p == EnvelopePart::Transaction;
+			const bool img = (part == EnvelopePart::Root || part == EnvelopePart::Payload) && (key == "before" || key == "after");
+			if (value.IsObject() && (member_wise || img))
+				Expand(value, member_wise ? p : EnvelopePart::Whole, img);
+		}
+	}
+	const Json &root_;
+	std::vector<const Json *> expanded_;
+};
+
+// The event read through a view, as ParseOutcome shows it (the images
+// taken from their nodes).
+std::string
+ViewOutcome(const JsonView &view)
+{
+	try {
+		ChangeEvent e = ParseDebeziumEnvelope(view);
+		Json storage;
+		if (e.before_node)
+			e.before = view.Tree(e.before_node, storage);
+		if (e.after_node)
+			e.after = view.Tree(e.after_node, storage);
+		EXPECT_TRUE(e.ignored || e.view == &view);
+		auto opt = [](const std::optional<int64_t> &v) { return v ? std::to_string(*v) : std::string("-"); };
+		std::string s = e.ignored ? "ignored " + e.ignored_reason : std::string("op ") + OpName(e.op);
+		s += " before " + (e.before ? e.before->Serialize() : "-") + " after " + (e.after ? e.after->Serialize() : "-");
+		s += " schemas " + (e.before_schema ? e.before_schema->type + "/" + std::to_string(e.before_schema->fields.size()) : "-") +
+		     " " + (e.after_schema ? e.after_schema->type + "/" + std::to_string(e.after_schema->fields.size()) : "-");
+		const SourceInfo &src = e.source;
+		s += " source " + src.connector + "|" + src.name + "|" + src.db + "|" + src.schema + "|" + src.table + "|" + src.snapshot +
+		     "|" + opt(src.lsn) + "|" + opt(src.commit_lsn) + "|" + opt(src.tx_id) + "|" + opt(src.ts_ms);
+		s += " tx " + e.transaction_id + "|" + opt(e.total_order);
+		return s;
+	} catch (const InputError &e) {
+		return std::string("error ") + e.sqlstate() + " " + e.what();
+	}
+}
+
+} // namespace
+
+// The envelope read in place (ParseDebeziumEnvelope(const JsonView &)):
+// through the tree's view and through a view that, like the jsonb intake,
+// reads member by member only the containers it expands, every fixture and
+// every tricky value gives the same event, or the same error naming the
+// same field, as parsing the tree; and the parser asks nothing of the
+// containers the intake leaves in the jsonb.
+TEST(Envelope, ReadThroughAViewGivesTheSameEvent)
+{
+	std::vector<std::string> texts;
+	for (const char *name :
+	     {"pg-create-with-schema.json", "pg-create-with-transaction-block.payload-only.json", "pg-create.payload-only.json",
+	      "pg-delete-replica-identity-default-with-schema.json", "pg-delete-replica-identity-default.payload-only.json",
+	      "pg-key-customers-with-schema.json", "pg-message-non-transactional.payload-only.json",
+	      "pg-message-transactional.payload-only.json", "pg-read-incremental-snapshot.payload-only.json",
+	      "pg-transaction-begin.json", "pg-transaction-end.json", "pg-truncate.payload-only.json",
+	      "pg-update-replica-identity-default-with-schema.json", "pg-update-replica-identity-default.payload-only.json"})
+		texts.push_back(ReadFixture(name));
+	for (const char *t : {
+	         "null", "[1, 2]", "\"c\"", "5", "true", "{}",
+	         R"({"ts_ms": 1})", R"({"ts_ms": 1, "ts_us": {"x": [1]}})", R"({"ts_ms": 1, "status": "BEGIN", "id": "7"})",
+	         R"({"status": "END", "id": {"a": 1}})", R"({"status": "BEGIN"})",
+	         R"({"op": "c", "after": {"id": 1, "j": {"a": [1, {"b": null}]}, "n": 1.50, "t": "x\ny"}, "source": {"lsn": 1e2}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": {"lsn": "abc", "version": 1}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": {"lsn": "FFFFFFFF/0"}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": {"lsn": 99999999999999999999}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": {"lsn": [1]}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": {"name": {"a": [1, 2]}, "ts_ms": 1.5}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": {"txId": "12", "ts_ms": 1.0E+2, "snapshot": "last"}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": {"snapshot": {"a": 1}}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": {"db": true}})",
+	         R"({"op": "c", "after": {"id": 1}, "source": [1, 2]})",
+	         R"({"op": "c", "after": {"id": 1}, "transaction": {"id": {"k": [1]}, "total_order": "3"}})",
+	         R"({"op": "c", "after": {"id": 1}, "transaction": {"id": 7, "total_order": 2147483648}})",
+	         R"({"op": "c", "after": {"id": 1}, "transaction": {"total_order": "x", "data_collection_order": 1}})",
+	         R"({"op": "c", "after": {"id": 1}, "transaction": 5})",
+	         R"({"op": {"c": 1}, "after": {"id": 1}})", R"({"op": "x"})", R"({"op": "m", "after": 1})",
+	         R"({"op": "r", "after": [1], "ts_ns": 1})", R"({"op": "u", "after": null})",
+	         R"({"op": "d", "after": {"id": 1}, "extra": {"before": {"id": 1}}})", R"({"op": "d", "before": "x"})",
+	         R"({"op": "t", "source": {"schema": "s", "table": "t", "snapshot": true}})",
+	         R"({"schema": {"fields": [{"field": "after", "type": "struct", "fields": [{"field": "id", "type": "int32"}]}]},
+	             "payload": {"op": "c", "after": {"id": 1}, "schema": {"x": 1}, "payload": {"op": "d"}, "ts_ms": 2}})",
+	         R"({"schema": null, "payload": {"ts_ms": 2}})", R"({"schema": {}, "payload": null})",
+	         R"({"schema": {}, "payload": {"ts_ms": 2, "version": 1}})", R"({"schema": [], "payload": 3})",
+	         R"({"op": "c", "after": {"id": 1}, "payload": {"op": "d"}, "schema": {}})"})
+		texts.push_back(t);
+	for (const std::string &text : texts) {
+		const Json whole = Json::Parse(text);
+		const std::string expected = ParseOutcome(whole);
+		EXPECT_EQ(ViewOutcome(JsonTreeView(whole)), expected) << text;
+		const Json pruned = PruneEnvelope(whole);
+		IntakeLikeView intake(pruned);
+		EXPECT_EQ(ViewOutcome(intake), expected) << text;
+		EXPECT_EQ(intake.misses, 0) << text;
+	}
+}
+
+// JsonTreeView answers from the tree itself: nodes are its values, a
+// member is found by name, Tree() hands back the node (no copy).
+TEST(Envelope, TreeViewReadsTheTreeInPlace)
+{
+	const Json j = Json::Parse(R"({"a": 1.50, "b": "x", "c": [true, null], "d": {"e": false}})");
+	const JsonTreeView v(j);
+	const JsonView::Node root = v.Root();
+	EXPECT_EQ(root, &j);
+	EXPECT_EQ(v.KindOf(root), Json::Kind::Object);
+	EXPECT_EQ(v.SizeOf(root), 4u);
+	EXPECT_EQ(v.KeyAt(root, 2), "c");
+	EXPECT_EQ(v.ScalarOf(v.Member(root, "a")), "1.50");
+	EXPECT_EQ(v.ScalarOf(v.Member(root, "b")), "x");
+	EXPECT_EQ(v.Member(root, "z"), nullptr);
+	EXPECT_EQ(v.Member(v.Member(root, "b"), "b"), nullptr); /* not an object */
+	const JsonView::Node c = v.Member(root, "c");
+	EXPECT_EQ(v.KindOf(c), Json::Kind::Array);
+	EXPECT_EQ(v.SizeOf(c), 2u);
+	EXPECT_TRUE(v.BoolOf(v.ValueAt(c, 0)));
+	EXPECT_EQ(v.KindOf(v.ValueAt(c, 1)), Json::Kind::Null);
+	EXPECT_EQ(v.ScalarOf(v.ValueAt(c, 0)), "");
+	Json storage;
+	EXPECT_EQ(&v.Tree(v.Member(root, "d"), storage), j.Find("d"));
+	EXPECT_TRUE(storage.IsNull());
+	/* the images are left in the document, as its nodes */
+	const Json e = Json::Parse(R"({"op": "u", "before": {"id": 1}, "after": {"id": 2}})");
+	const JsonTreeView ev(e);
+	ChangeEvent parsed = ParseDebeziumEnvelope(ev);
+	EXPECT_EQ(parsed.view, &ev);
+	EXPECT_EQ(parsed.before_node, e.Find("before"));
+	EXPECT_EQ(parsed.after_node, e.Find("after"));
+	EXPECT_FALSE(parsed.before || parsed.after);
+	EXPECT_TRUE(parsed.HasBefore() && parsed.HasAfter());
+}
+
 TEST(Envelope, MemberPartsFollowTheWrapper)
 {
 	EXPECT_EQ(EnvelopeMemberPart(EnvelopePart::Root, "payload"), EnvelopePart::Payload);

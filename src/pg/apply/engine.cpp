@@ -75,12 +75,12 @@ ApplyEngine::~ApplyEngine()
 }
 
 Outcome
-ApplyEngine::ApplyDebezium(Json event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
+ApplyEngine::ApplyDebezium(EventInput event, Oid target_arg, const std::optional<std::string> &delivery_key_arg)
 {
 	SetContextKey(nullptr, delivery_key_arg);
 	ChangeRequest req;
 	{
-		ChangeEvent ev = ParseDebeziumEnvelope(std::move(event));
+		ChangeEvent ev = event.view ? ParseDebeziumEnvelope(*event.view) : ParseDebeziumEnvelope(std::move(event.tree));
 		if (ev.ignored) {
 			counters_[target_arg].ignored++;
 			return Outcome::Ignored;
@@ -108,8 +108,12 @@ ApplyEngine::DebeziumRequest(ChangeEvent &ev, Oid target, const std::optional<st
 	/* the images are handed over to the request (RawImage keeps the object for its JSON) */
 	if (ev.after)
 		req.after = DecodeJsonImage(t, std::move(*ev.after), ev.after_schema ? &*ev.after_schema : nullptr, "after");
+	else if (ev.after_node) /* read in place (the jsonb intake) */
+		req.after = DecodeViewImage(t, *ev.view, ev.after_node, ev.after_schema ? &*ev.after_schema : nullptr, "after");
 	if (ev.before)
 		req.before = DecodeJsonImage(t, std::move(*ev.before), ev.before_schema ? &*ev.before_schema : nullptr, "before");
+	else if (ev.before_node)
+		req.before = DecodeViewImage(t, *ev.view, ev.before_node, ev.before_schema ? &*ev.before_schema : nullptr, "before");
 	if (t.version_col < 0 && !(ev.op == Op::Truncate && t.mapping.truncate_ignore))
 		req.version = DeriveDebeziumVersion(ev, t.mapping.epoch);
 	return req;
@@ -243,7 +247,7 @@ struct ClaimsReset {
 } // namespace
 
 std::vector<Outcome>
-ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
+ApplyEngine::ApplyDebeziumBatch(std::vector<EventInput> events, Oid target_arg,
                                 const std::vector<std::optional<std::string>> &delivery_keys,
                                 const OffsetClaims *by_offset)
 {
@@ -261,7 +265,7 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<Json> events, Oid target_arg,
 	for (size_t i = 0; i < events.size(); i++) {
 		SetEventPosition(i + 1);
 		SetContextKey(nullptr, dk_of(i));
-		ChangeEvent ev = ParseDebeziumEnvelope(std::move(events[i]));
+		ChangeEvent ev = events[i].view ? ParseDebeziumEnvelope(*events[i].view) : ParseDebeziumEnvelope(std::move(events[i].tree));
 		if (ev.ignored) {
 			counters_[target_arg].ignored++;
 			continue;

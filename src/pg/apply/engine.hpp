@@ -41,6 +41,14 @@ struct RawImage {
 	// Throws (XX000, an internal error) after Release().
 	const std::string &Json() const;
 	void SetSource(cdc::Json obj) { source_ = std::move(obj); }
+	// The same for an image read in place (the jsonb intake): its object is
+	// node `node` of `view`, which must outlive the image (Json() reads it
+	// through JsonView::Tree).
+	void SetSource(const cdc::JsonView *view, cdc::JsonView::Node node)
+	{
+		view_ = view;
+		node_ = node;
+	}
 	// Value i (values[i]) is the string of member i of the source object,
 	// moved out of it (Json::TakeMemberString): Json() puts it back.
 	void MovedFromSource(size_t i) { moved_.push_back(i); }
@@ -54,6 +62,8 @@ struct RawImage {
   private:
 	mutable std::optional<std::string> json_;
 	mutable std::optional<cdc::Json> source_;
+	mutable const cdc::JsonView *view_ = nullptr;
+	cdc::JsonView::Node node_ = nullptr;
 	std::vector<size_t> moved_;
 	mutable bool released_ = false;
 };
@@ -113,7 +123,13 @@ class ApplyEngine final : private ContextSource {
 	// The event is handed over: its images are moved into the request (each
 	// kept as its tree, serialised only if something keeps the image's JSON),
 	// so that a large event is not held twice.
-	Outcome ApplyDebezium(Json event, Oid target, const std::optional<std::string> &delivery_key);
+	// An event given as a JsonView (the jsonb intake, pg/jsonb_view.hpp) is
+	// read in place: the view must outlive the call.
+	struct EventInput {
+		Json tree;                        // the event (a tree), unless `view` is set
+		const cdc::JsonView *view = nullptr;
+	};
+	Outcome ApplyDebezium(EventInput event, Oid target, const std::optional<std::string> &delivery_key);
 
 	// Applies one change in any input format: the engine behind every path.
 	// Errors as for ApplyDebezium; field paths are "after.<column>" and
@@ -188,7 +204,7 @@ class ApplyEngine final : private ContextSource {
 		std::string partition;
 		std::vector<int64_t> offsets;
 	};
-	std::vector<Outcome> ApplyDebeziumBatch(std::vector<Json> events, Oid target,
+	std::vector<Outcome> ApplyDebeziumBatch(std::vector<EventInput> events, Oid target,
 	                                        const std::vector<std::optional<std::string>> &delivery_keys,
 	                                        const OffsetClaims *by_offset = nullptr);
 

@@ -374,6 +374,12 @@ RawImage::Json() const
 		throw std::logic_error("cdc_apply: an image's JSON was asked for after the image was released");
 	if (json_)
 		return *json_;
+	if (view_) { /* read in place: the image's object as its tree (JsonView::Tree), serialised */
+		cdc::Json storage;
+		json_ = view_->Tree(node_, storage).Serialize();
+		view_ = nullptr;
+		return *json_;
+	}
 	if (source_) {
 		for (size_t i : moved_)
 			if (i < values.size())
@@ -410,6 +416,7 @@ RawImage::Release() const
 	released_ = true;
 	json_.reset();
 	source_.reset();
+	view_ = nullptr;
 	for (auto &v : values) {
 		bytes += v.second.text.capacity();
 		std::string().swap(v.second.text);
@@ -430,6 +437,53 @@ TrimFreedMemory(size_t bytes)
 
 // Decodes a Debezium JSON image (`after` or `before`) for target `t`: every
 // field must name a column; values become text input form (decode.hpp).
+namespace {
+
+// The column of field `field` (member i) of image `which`, with `path` set
+// to "which.field"; 22P02, 42602 and 42703 naming the field.
+const Column &
+FieldColumn(const Target &t, std::string_view field, size_t i, const char *which, std::string &path, size_t prefix)
+{
+	if (field.find('\0') != std::string::npos)
+		Fail("22P02", std::string("a field name of \"") + which + "\" contains a NUL character (\\u0000), which no column name can hold");
+	path.resize(prefix);
+	path += field;
+	if (field.empty())
+		Fail("42602", std::string("a field of \"") + which + "\" has an empty name, which no column can have");
+	if (field.size() >= NAMEDATALEN)
+		Fail("42602", "field " + cdc::QuotedField(path) + " is not a valid column name");
+	const int ci = t.ColumnOf(field, i);
+	if (ci < 0)
+		Fail("42703", "field " + cdc::QuotedField(path) + " has no column in table " + t.display, {},
+		     "Add the column to the target table; events are applied column by column by name.");
+	return t.columns[size_t(ci)];
+}
+
+} // namespace
+
+RawImage
+DecodeViewImage(const Target &t, const cdc::JsonView &view, cdc::JsonView::Node obj, const FieldSchema *schema,
+                const char *which)
+{
+	RawImage raw;
+	const size_t n = view.SizeOf(obj);
+	raw.values.reserve(n);
+	std::string path = std::string(which) + ".";
+	const size_t prefix = path.size();
+	Json storage;
+	for (size_t i = 0; i < n; i++) {
+		const std::string_view field = view.KeyAt(obj, i);
+		const Column &col = FieldColumn(t, field, i, which, path, prefix);
+		const FieldSchema *fs = schema ? schema->Member(std::string(field)) : nullptr;
+		const cdc::JsonView::Node v = view.ValueAt(obj, i);
+		/* a scalar as a value of its own (no tree of the image); a container read whole */
+		const Json &value = view.Tree(v, storage);
+		raw.values.emplace_back(std::string(field), DecodeValue(value, fs, col.ctype, t.mapping.decode, path));
+	}
+	raw.SetSource(&view, obj); /* serialised only if something keeps the image's JSON */
+	return raw;
+}
+
 RawImage
 DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const char *which)
 {
@@ -441,19 +495,7 @@ DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const ch
 	for (size_t i = 0; i < obj.Members().size(); i++) {
 		const auto &member = obj.Members()[i];
 		const std::string &field = member.first;
-		if (field.find('\0') != std::string::npos)
-			Fail("22P02", std::string("a field name of \"") + which + "\" contains a NUL character (\\u0000), which no column name can hold");
-		path.resize(prefix);
-		path += field;
-		if (field.empty())
-			Fail("42602", std::string("a field of \"") + which + "\" has an empty name, which no column can have");
-		if (field.size() >= NAMEDATALEN)
-			Fail("42602", "field " + cdc::QuotedField(path) + " is not a valid column name");
-		const int ci = t.ColumnOf(field, i);
-		if (ci < 0)
-			Fail("42703", "field " + cdc::QuotedField(path) + " has no column in table " + t.display, {},
-			     "Add the column to the target table; events are applied column by column by name.");
-		const Column &col = t.columns[size_t(ci)];
+		const Column &col = FieldColumn(t, field, i, which, path, prefix);
 		const FieldSchema *fs = schema ? schema->Member(field) : nullptr;
 		raw.values.emplace_back(field, DecodeValue(member.second, fs, col.ctype, t.mapping.decode, path));
 		/* a string taken as it is (a text column's value): kept once, in the value (Json() puts it back) */

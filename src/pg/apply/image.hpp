@@ -61,6 +61,11 @@ struct PreparedChange {
 // Errors 42602, 42703 and the decoder's (docs/debezium-types.md).  The
 // object is handed over: the image keeps it for RawImage::Json().
 RawImage DecodeJsonImage(const Target &t, Json &&obj, const FieldSchema *schema, const char *which);
+// The same for an image read in place: object `obj` of `view` (the jsonb
+// intake), which must outlive the image (RawImage::Json() reads it).  The
+// same values and errors as from the image's tree.
+RawImage DecodeViewImage(const Target &t, const cdc::JsonView &view, cdc::JsonView::Node obj, const FieldSchema *schema,
+                         const char *which);
 // Converts a RawImage into Datums of the target's column types; errors name
 // the field and the column, with the type's SQLSTATE.  The image refers to
 // `raw` (its JSON), which must outlive it.  The input functions

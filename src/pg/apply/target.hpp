@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -100,11 +101,11 @@ struct Target {
 	// image: pgoutput sends the columns in table order, and Debezium's
 	// fields follow the source's column order): checked with one string
 	// comparison before the hash look-up.
-	int ColumnOf(const std::string &name, size_t guess) const
+	int ColumnOf(std::string_view name, size_t guess) const
 	{
 		if (guess < columns.size() && columns[guess].name == name)
 			return int(guess);
-		auto f = by_name.find(name);
+		auto f = by_name.find(std::string(name));
 		return f == by_name.end() ? -1 : f->second;
 	}
 	std::vector<int> key; // indexes into columns
