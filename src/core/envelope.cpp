@@ -441,20 +441,33 @@ EnvelopeMemberPart(EnvelopePart parent, std::string_view key) noexcept
 			return EnvelopePart::Whole;
 		[[fallthrough]];
 	case EnvelopePart::Payload:
-		/* ParseEnvelope: op, the images, the blocks; status and id tell transaction markers */
-		if (key == "op" || key == "before" || key == "after" || key == "status" || key == "id")
-			return EnvelopePart::Whole;
-		if (key == "source")
-			return EnvelopePart::Source;
-		if (key == "transaction")
-			return EnvelopePart::Transaction;
-		return EnvelopePart::Skipped;
-	case EnvelopePart::Source:
-		/* SourceInfo's fields */
-		for (std::string_view f : {"connector", "name", "db", "schema", "table", "snapshot", "lsn", "commit_lsn", "txId", "ts_ms"})
-			if (key == f)
-				return EnvelopePart::Whole;
-		return EnvelopePart::Skipped;
+		/* ParseEnvelope: op, the images, the blocks; status and id tell transaction markers (by length first: called per member) */
+		switch (key.size()) {
+		case 2: return key == "op" || key == "id" ? EnvelopePart::Whole : EnvelopePart::Skipped;
+		case 5: return key == "after" ? EnvelopePart::Whole : EnvelopePart::Skipped;
+		case 6:
+			if (key == "source")
+				return EnvelopePart::Source;
+			return key == "before" || key == "status" ? EnvelopePart::Whole : EnvelopePart::Skipped;
+		case 11: return key == "transaction" ? EnvelopePart::Transaction : EnvelopePart::Skipped;
+		default: return EnvelopePart::Skipped;
+		}
+	case EnvelopePart::Source: {
+		/* SourceInfo's fields: connector, name, db, schema, table, snapshot, lsn, commit_lsn, txId, ts_ms */
+		bool read = false;
+		switch (key.size()) {
+		case 2: read = key == "db"; break;
+		case 3: read = key == "lsn"; break;
+		case 4: read = key == "name" || key == "txId"; break;
+		case 5: read = key == "table" || key == "ts_ms"; break;
+		case 6: read = key == "schema"; break;
+		case 8: read = key == "snapshot"; break;
+		case 9: read = key == "connector"; break;
+		case 10: read = key == "commit_lsn"; break;
+		default: break;
+		}
+		return read ? EnvelopePart::Whole : EnvelopePart::Skipped;
+	}
 	case EnvelopePart::Transaction:
 		return key == "id" || key == "total_order" ? EnvelopePart::Whole : EnvelopePart::Skipped;
 	}

@@ -115,6 +115,17 @@ class Json {
 		default: break;
 		}
 	}
+	// Makes this value the scalar of `kind` (Null, Bool: `b`; Number,
+	// String: `text`), reusing its string's storage: for a reader that hands
+	// scalars over one at a time (the jsonb intake's JsonView::Tree).
+	void SetScalar(Kind kind, std::string_view text = {}, bool b = false)
+	{
+		kind_ = kind;
+		bool_ = b;
+		scalar_.assign(text.data(), text.size());
+		items_.clear();
+		members_.clear();
+	}
 	// Moves the items out of an array (empty for anything else).
 	std::vector<Json> TakeItems() { return kind_ == Kind::Array ? std::exchange(items_, {}) : std::vector<Json>(); }
 	// Like Find, but a JSON null member counts as absent.

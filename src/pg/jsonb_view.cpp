@@ -314,13 +314,11 @@ const cdc::Json &
 JsonbEventView::Tree(Node n, cdc::Json &storage) const
 {
 	const JsonbNode &node = N(n);
-	switch (cdc::Json::Kind(node.kind)) {
-	case cdc::Json::Kind::Null: storage = cdc::Json(); break;
-	case cdc::Json::Kind::Bool: storage = cdc::Json::MakeBool(node.boolean); break;
-	case cdc::Json::Kind::Number: storage = cdc::Json::MakeNumber(std::string(node.text, size_t(node.text_len))); break;
-	case cdc::Json::Kind::String: storage = cdc::Json::MakeString(std::string(node.text, size_t(node.text_len))); break;
-	default: storage = JsonbContainerToJson(node.container); break; /* its nesting was checked when it was read */
-	}
+	/* a scalar in place (storage's string reused: DecodeViewImage hands one storage to every member) */
+	if (node.container == NULL)
+		storage.SetScalar(cdc::Json::Kind(node.kind), ScalarOf(n), node.boolean);
+	else
+		storage = JsonbContainerToJson(node.container); /* its nesting was checked when it was read */
 	return storage;
 }
 

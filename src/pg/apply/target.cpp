@@ -664,6 +664,14 @@ ApplyEngine::LoadTarget(Oid relid)
 		t->columns.push_back(std::move(c));
 	}
 
+	t->jsonb_order.resize(t->columns.size());
+	for (size_t i = 0; i < t->columns.size(); i++)
+		t->jsonb_order[i] = int(i);
+	std::stable_sort(t->jsonb_order.begin(), t->jsonb_order.end(), [&](int a, int b) {
+		const std::string &x = t->columns[size_t(a)].name, &y = t->columns[size_t(b)].name;
+		return x.size() != y.size() ? x.size() < y.size() : x.compare(y) < 0; /* bytewise, as memcmp */
+	});
+
 	ReadMapping(relid, t->mapping);
 	t->modes = LoadModeConfig(relid, t->qualified);
 	const bool history = t->modes.mode == Mode::History;

@@ -99,15 +99,22 @@ struct Target {
 	// The index into `columns` of the column named `name`, -1 if none.
 	// `guess` is where the caller expects it (the value's position in its
 	// image: pgoutput sends the columns in table order, and Debezium's
-	// fields follow the source's column order): checked with one string
-	// comparison before the hash look-up.
+	// fields follow the source's column order; an image read from jsonb
+	// has jsonb's key order, jsonb_order): checked with one or two string
+	// comparisons before the hash look-up.
 	int ColumnOf(std::string_view name, size_t guess) const
 	{
 		if (guess < columns.size() && columns[guess].name == name)
 			return int(guess);
+		if (guess < jsonb_order.size() && columns[size_t(jsonb_order[guess])].name == name)
+			return jsonb_order[guess];
 		auto f = by_name.find(std::string(name));
 		return f == by_name.end() ? -1 : f->second;
 	}
+	// Indexes into `columns` in jsonb's key order (shorter names first,
+	// then bytewise): where member i of an image read from jsonb most likely
+	// is (the guess of ColumnOf for DecodeViewImage).
+	std::vector<int> jsonb_order;
 	std::vector<int> key; // indexes into columns
 	int version_col = -1;
 	bool independent_rows = false; // nothing relates one row to another (IndependentRowsPg)
