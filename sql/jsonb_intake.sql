@@ -74,6 +74,8 @@ INSERT INTO ji_case (name, e) VALUES
   ('a value the column refuses', '{"op": "c", "after": {"id": 9, "b": "perhaps"}, "source": {"name": "ji", "table": "ji", "schema": "public", "lsn": 1}}'),
   ('an object for an integer column', '{"op": "c", "after": {"id": {"v": 1}}, "source": {"name": "ji", "table": "ji", "schema": "public", "lsn": 1}}'),
   ('nested deeper than 1000 levels in an unread member', '{"op": "c", "after": {"id": 10}, "ts_us": ' || repeat('[', 1000) || repeat(']', 1000) || ', "source": {"name": "ji", "table": "ji", "schema": "public", "lsn": 1}}'),
+  ('an event over 4 MB (read into a tree, its jsonb freed first)', '{"op": "c", "after": {"id": 12, "t": "' || repeat('x', 4200000) || '", "t": "last", "j": {"k": "' || repeat('y', 100) || '"}}, "ts_us": [[1]], "source": {"name": "ji", "table": "ji", "schema": "public", "lsn": 1200, "lsn": 1201, "txId": 1e1}}'),
+  ('an event over 4 MB with an error', '{"op": "c", "after": {"id": 13, "t": "' || repeat('x', 4200000) || '"}, "source": {"name": "ji", "table": "ji", "schema": "public", "lsn": {"bad": 1}}}'),
   ('1000 levels in a batch, with a json column', '{"op": "c", "after": {"id": 11, "j": ' || repeat('[', 997) || repeat(']', 997) || '}, "source": {"name": "ji", "table": "ji", "schema": "public", "lsn": 1}}');
 
 -- every form gives what the text form gives

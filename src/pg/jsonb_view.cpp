@@ -296,6 +296,12 @@ JsonbTokensPg(JsonbContainer *c, int *count)
 
 } // namespace
 
+JsonbEventNodes *
+ReadJsonbScalarPg(const JsonbValue *scalar)
+{
+	return ReadEventPg(NULL, scalar, 1);
+}
+
 cdc::JsonView::Node
 JsonbEventView::Member(Node object, std::string_view key) const
 {

@@ -303,8 +303,15 @@ CDC_PG_ENTRY_POINT(cdc_apply_jsonb, cdc::pg::kCallApply)
 {
 	if (PG_ARGISNULL(0))
 		return ApplyOne(fcinfo, EventInput{});
-	CheckEventSize(RawSize(PG_GETARG_DATUM(0)), "the event");
+	const size_t bytes = RawSize(PG_GETARG_DATUM(0));
+	CheckEventSize(bytes, "the event");
 	Jsonb *jb = PgCall([&]() { return DatumGetJsonbP(PG_GETARG_DATUM(0)); });
+	if (bytes > cdc::pg::kReadInPlaceMaxBytes) { /* a large event: its tree, the jsonb freed before the apply */
+		EventInput event;
+		event.tree = cdc::pg::JsonbContainerToJson(&jb->root);
+		FreeDetoasted(jb, PG_GETARG_DATUM(0));
+		return ApplyOne(fcinfo, std::move(event));
+	}
 	/* read in place: the jsonb and its nodes are kept until the event is applied */
 	MemoryContext cxt = IntakeContext();
 	const JsonbEventView view(cdc::pg::ReadJsonbEvents({&jb->root}, 0, cxt)[0]);
@@ -576,6 +583,32 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
 	if (!JsonContainerIsArray(root) || JsonContainerIsScalar(root))
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") +
 		                                   cdc::pg::JsonbContainerToJson(root).KindName());
+	if (RawSize(PG_GETARG_DATUM(0)) > cdc::pg::kReadInPlaceMaxBytes) {
+		/* a large batch: each element's tree (the batch array counts as a level), the jsonb freed before the apply */
+		std::vector<EventInput> items(JsonContainerSize(root));
+		JsonbIterator *it = PgCall([&]() { return JsonbIteratorInit(root); });
+		JsonbValue v;
+		size_t i = 0;
+		for (;;) {
+			/* skipNested: each element comes as one binary container */
+			JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, true); });
+			if (tok == WJB_DONE)
+				break;
+			if (tok != WJB_ELEM || i >= items.size())
+				continue;
+			if (v.type == jbvBinary) {
+				items[i++].tree = cdc::pg::JsonbContainerToJson(v.val.binary.data, 1);
+			} else { /* a scalar element: its node, as a tree */
+				JsonbValue scalar = v;
+				JsonbEventNodes *n = PgCall([&]() { return cdc::pg::ReadJsonbScalarPg(&scalar); });
+				Json storage;
+				const JsonbEventView view(n);
+				items[i++].tree = view.Tree(view.Root(), storage);
+			}
+		}
+		FreeDetoasted(DatumGetPointer(events), PG_GETARG_DATUM(0));
+		return ApplyBatch(fcinfo, std::move(items), memory);
+	}
 	/*
 	 * Each element read in place: the jsonb (detoasted in the batch's memory,
 	 * or the caller's) and the nodes stay until the batch is applied, and go
@@ -606,15 +639,21 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_array, cdc::pg::kCallApplyBatch)
 			CheckEventSize(RawSize(a.values[i]), "event " + std::to_string(i + 1) + " of the batch");
 	/* each element read in place (NULL: a tombstone), kept until the batch is applied, as above */
 	std::vector<JsonbContainer *> roots(size_t(a.count), nullptr);
-	PgCall([&]() {
-		for (int i = 0; i < a.count; i++)
-			if (!a.nulls[i])
-				roots[size_t(i)] = &DatumGetJsonbP(a.values[i])->root;
-	});
+	std::vector<EventInput> events(size_t(a.count));
+	for (int i = 0; i < a.count; i++) {
+		if (a.nulls[i])
+			continue;
+		Jsonb *jb = PgCall([&]() { return DatumGetJsonbP(a.values[i]); });
+		if (RawSize(a.values[i]) > cdc::pg::kReadInPlaceMaxBytes) { /* a large event: its tree, its detoasted copy freed */
+			events[size_t(i)].tree = cdc::pg::JsonbContainerToJson(&jb->root);
+			FreeDetoasted(jb, a.values[i]);
+		} else {
+			roots[size_t(i)] = &jb->root;
+		}
+	}
 	const std::vector<JsonbEventNodes *> nodes = cdc::pg::ReadJsonbEvents(roots, 0, IntakeContext());
 	std::vector<JsonbEventView> views;
 	views.reserve(nodes.size());
-	std::vector<EventInput> events(nodes.size());
 	for (size_t i = 0; i < nodes.size(); i++)
 		if (nodes[i]) {
 			views.emplace_back(nodes[i]);
