@@ -1,6 +1,6 @@
 // The SQL-callable entry points of cdc_apply (docs/sql-reference.md):
 // cdc_apply and cdc_apply_batch in their jsonb, jsonb[] and text forms
-// (Debezium events read straight from jsonb into the engine's Json tree),
+// (Debezium events given as jsonb read in place: pg/jsonb_view.hpp),
 // the cdc._invalidate_target and cdc._invalidate_dictionary triggers of the
 // caches, cdc._key_text (the key text of a value, as entity records name
 // it), and cdc._drop_at_commit.  Every one is defined with CDC_PG_FUNCTION, so C++
