@@ -119,9 +119,10 @@ done
 echo "running 1,000 more while the worker streams them ..."
 run "$BINDIR/pgbench" -n -c 2 -t 500 -f "$WORK/workload.sql" -h "$WORK" -p "$SRC_PORT" -U postgres postgres 2>&1 | grep -E "^number of transactions actually processed" || true
 target=$("${SPSQL[@]}" -d postgres -Atc "SELECT pg_current_wal_lsn()")
+caught_up=f
 for i in $(seq 1 120); do
-	done_=$("${PSQL[@]}" -d destination -Atc "SELECT coalesce(applied_lsn >= '$target'::pg_lsn, false) FROM cdc.subscription_status WHERE name = 'demo'")
-	[ "$done_" = "t" ] && break
+	caught_up=$("${PSQL[@]}" -d destination -Atc "SELECT coalesce(applied_lsn >= '$target'::pg_lsn, false) FROM cdc.subscription_status WHERE name = 'demo'")
+	[ "$caught_up" = "t" ] && break
 	sleep 1
 done
 echo
@@ -130,19 +131,30 @@ echo "subscription status (cdc.subscription_status): streaming, nothing left to 
 echo "the source position committed here; flushed_lsn the one reported to the source as durable, which follows"
 echo "it after the next WAL flush (docs/worker.md), so it may lag behind:"
 "${PSQL[@]}" -d destination -c "SELECT name, state, applied_lsn, flushed_lsn, lag_bytes, retry_count, last_error FROM cdc.subscription_status"
+# the sentence above is checked, not assumed: the demo fails when the worker has not caught up or shows an error
+status=$("${PSQL[@]}" -d destination -Atc "SELECT state = 'streaming' AND last_error IS NULL FROM cdc.subscription_status WHERE name = 'demo'")
+if [ "$caught_up" != "t" ] || [ "$status" != "t" ]; then
+	echo "FAILED: the worker did not apply the source up to $target within 120 s, or is not streaming without error (see above)" >&2
+	exit 1
+fi
 echo "table by table (row count | md5 of the ordered rows):"
+differ=0
 for t in pgbench_accounts pgbench_branches pgbench_tellers demo_orders; do
 	q="SELECT count(*), md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) FROM $t x"
 	s_=$("${SPSQL[@]}" -d postgres -Atc "$q")
 	d_=$("${PSQL[@]}" -d destination -Atc "$q")
-	if [ "$s_" = "$d_" ]; then verdict=equal; else verdict=DIFFERENT; fi
+	if [ "$s_" = "$d_" ]; then verdict=equal; else verdict=DIFFERENT; differ=1; fi
 	printf '  %-18s source %-45s destination %-45s %s\n' "$t" "$s_" "$d_" "$verdict"
 done
+if [ "$differ" -ne 0 ]; then
+	echo "FAILED: the destination differs from the source (above)" >&2
+	exit 1
+fi
 echo
 echo "== 5. What the worker counted (cdc.stats of its four tables)"
 echo "applied = the rows of the initial copy (snapshot_rows) + the changes streamed after it; a streamed change of"
 echo "demo_orders also wrote one outbox row (the copy writes none); nothing was delivered twice here, so no"
-echo "duplicate or stale outcome. demo_orders: orders inserted while the copy ran, if any, are in the copy too (snapshot"
+echo "duplicate or stale outcome. demo_orders: orders inserted before the worker's copy took its snapshot, if any, are in the copy too (snapshot"
 echo "rows above the 500 of step 2), and each pgbench transaction upserts one order and deletes another,"
 echo "so it streams about 1.5 changes per transaction where the other tables stream one:"
 "${PSQL[@]}" -d destination -c "SELECT target, applied, snapshot_rows, applied - snapshot_rows AS streamed, outbox_rows, duplicate, stale
@@ -220,8 +232,24 @@ SELECT 'first delivery' AS pass, outcome, count(*) FROM delivered GROUP BY outco
 \echo 'then the consumer group rebalances and the whole topic is replayed from offset 0: every change is a duplicate:'
 SELECT 'full replay' AS pass, cdc_apply(event) AS outcome, count(*) FROM history GROUP BY 2 ORDER BY 2;
 \echo 'The destination equals the source history''s final state (every key deleted and re-created), whatever the delivery:'
-SELECT count(*) AS rows, count(*) FILTER (WHERE status = 'again') AS recreated,
-       sum(amount) AS total_amount FROM orders;
+\echo 'each key''s last change in the history (its after-image) compared with the row of orders, column by column:'
+CREATE TEMP VIEW expected_orders AS
+SELECT (jsonb_populate_record(NULL::orders, h.event->'after')).*
+  FROM (SELECT DISTINCT ON (id) id, event FROM history ORDER BY id, n DESC) h
+ WHERE h.event->>'op' <> 'd';
+SELECT (SELECT count(*) FROM orders) AS rows, (SELECT count(*) FROM expected_orders) AS expected_rows,
+       (SELECT count(*) FROM orders WHERE status = 'again') AS recreated, (SELECT sum(amount) FROM orders) AS total_amount,
+       (SELECT sum(amount) FROM expected_orders) AS expected_total,
+       CASE WHEN NOT EXISTS ((TABLE orders EXCEPT TABLE expected_orders) UNION ALL (TABLE expected_orders EXCEPT TABLE orders))
+            THEN 'equal' ELSE 'DIFFERENT' END AS verdict \gset demo_
+SELECT :'demo_rows' AS rows, :'demo_expected_rows' AS expected_rows, :'demo_recreated' AS recreated,
+       :'demo_total_amount' AS total_amount, :'demo_expected_total' AS expected_total, :'demo_verdict' AS verdict;
+-- the demo fails (ON_ERROR_STOP) when the rows are not the history's final state
+SELECT :'demo_verdict' = 'equal' AS demo_equal \gset
+\if :demo_equal
+\else
+DO $$ BEGIN RAISE EXCEPTION 'FAILED: the rows of orders are not the history''s final state'; END $$;
+\endif
 \echo 'one outbox row per applied change, each with its own idempotency key; one ledger row per distinct delivery:'
 SELECT (SELECT count(*) FROM cdc.outbox WHERE target = 'orders'::regclass) AS outbox_rows,
        (SELECT count(DISTINCT idempotency_key) FROM cdc.outbox WHERE target = 'orders'::regclass) AS distinct_keys,
