@@ -388,6 +388,8 @@ cdc_database_launcher_main(Datum arg)
 	pgstat_report_appname("cdc_apply launcher");
 	/* every statement of this session (and cdc.prune()) resolves names in pg_catalog only (docs/security.md) */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	/* it writes (the workers' status rows, cdc.prune()) whatever the database's default says, as the workers do */
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 
 	StartedWorker *started = (StartedWorker *) MemoryContextAllocZero(TopMemoryContext,
 	                                                                  sizeof(StartedWorker) * CdcRegistry->nslots);

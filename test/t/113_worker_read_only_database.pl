@@ -1,0 +1,94 @@
+# A destination database whose owner sets default_transaction_read_only
+# (ALTER DATABASE ... SET, which a database owner may do without being a
+# superuser) must not stop the worker nor the launcher of that database.
+# Before, each new worker process took the setting from pg_db_role_setting,
+# failed at its first read of cdc.subscription (FOR SHARE in a read-only
+# transaction), failed again writing its error record, and so exited
+# without its backoff: the launcher restarted it at once, about fifty
+# processes a second, while cdc.subscription_status showed 'starting'
+# with no error and nothing was applied (review h4).  PostgreSQL's own
+# apply worker writes through the executor's row routines and is not
+# stopped by the setting either.  The worker and the database launcher now
+# pin default_transaction_read_only = off for their sessions, as they pin
+# search_path and session_replication_role.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::Bin;
+use CdcWorkerTest;
+
+my $source = new_source('source');
+my $dest = new_dest('dest');
+
+$source->safe_psql('postgres', q{
+	CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL);
+	INSERT INTO t SELECT g, g FROM generate_series(1, 10) g;
+	CREATE PUBLICATION p FOR TABLE t});
+
+# The database belongs to an ordinary role.
+$dest->safe_psql('postgres', q{
+	CREATE ROLE dbowner LOGIN;
+	CREATE DATABASE ro OWNER dbowner});
+$dest->safe_psql('ro', q{
+	CREATE EXTENSION cdc_apply;
+	CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL)});
+(my $conn = $source->connstr('postgres')) =~ s/'/''/g;
+$dest->safe_psql('ro', "SELECT cdc.create_subscription('ro_sub', '$conn', ARRAY['p'])");
+
+# Every read below runs in the database 'ro', in sessions that take its settings.
+sub ro_caught_up
+{
+	my ($lsn) = @_;
+	my $ok = $dest->poll_query_until('ro', qq{
+		SELECT applied_lsn >= '$lsn'::pg_lsn AND state = 'streaming' AND last_error IS NULL
+		  FROM cdc.subscription_status WHERE name = 'ro_sub'});
+	diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql('ro',
+		q{SELECT state, applied_lsn, retry_count, last_error FROM cdc.subscription_status WHERE name = 'ro_sub'}))
+	  unless $ok;
+	return $ok;
+}
+sub ro_rows { return $dest->safe_psql('ro', q{SELECT count(*) || ':' || sum(n) FROM t}); }
+sub src_rows { return $source->safe_psql('postgres', q{SELECT count(*) || ':' || sum(n) FROM t}); }
+
+ok(ro_caught_up(source_lsn($source)), 'the copy is applied');
+is(ro_rows(), src_rows(), 'copy: the rows equal the source');
+
+# The owner makes the database read-only by default: not a superuser's act.
+$dest->safe_psql('postgres', q{SET ROLE dbowner; ALTER DATABASE ro SET default_transaction_read_only = on});
+is($dest->safe_psql('ro', 'SHOW default_transaction_read_only'), 'on', 'new sessions of ro are read-only by default');
+
+# A new worker process takes the setting: end the running one.
+my $pid = $dest->safe_psql('ro', q{SELECT worker_pid FROM cdc.subscription_status WHERE name = 'ro_sub'});
+$dest->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+$source->safe_psql('postgres', q{
+	INSERT INTO t SELECT g, g FROM generate_series(11, 20) g;
+	UPDATE t SET n = n + 100 WHERE id <= 5;
+	DELETE FROM t WHERE id = 20});
+ok(ro_caught_up(source_lsn($source)), 'a new worker under the setting streams');
+is(ro_rows(), src_rows(), 'stream: the rows equal the source');
+isnt($dest->safe_psql('ro', q{SELECT worker_pid FROM cdc.subscription_status WHERE name = 'ro_sub'}), $pid,
+	'applied by a new worker process');
+
+# After a restart the database launcher starts under the setting too, and
+# so does the worker: the subscription's later changes still arrive.
+$dest->restart;
+$source->safe_psql('postgres', q{
+	INSERT INTO t SELECT g, g FROM generate_series(21, 30) g;
+	UPDATE t SET n = n + 1000 WHERE id > 25});
+ok(ro_caught_up(source_lsn($source)), 'after a restart, launcher and worker under the setting stream');
+is(ro_rows(), src_rows(), 'after the restart: the rows equal the source');
+is($dest->safe_psql('ro', q{SELECT count(*) FROM cdc.subscription_errors}), '0', 'no error was recorded');
+
+# Control functions run in the caller's session, which is read-only by
+# default: they need the setting off, as any write there does.
+$dest->safe_psql('ro', q{SET default_transaction_read_only = off; SELECT cdc.disable_subscription('ro_sub')});
+$dest->poll_query_until('ro', q{SELECT worker_pid IS NULL FROM cdc.subscription_status WHERE name = 'ro_sub'})
+  or diag('the worker did not exit');
+$dest->safe_psql('ro', q{SET default_transaction_read_only = off; SELECT cdc.drop_subscription('ro_sub', drop_slot => true)});
+
+$dest->stop;
+$source->stop;
+done_testing();
