@@ -879,7 +879,7 @@ RelationDisplayPg(Oid relid)
 }
 
 /* What CheckBeforeLock refuses of a relation, from one syscache look-up. */
-enum class RelationClass { Usable, Internal, Temporary };
+enum class RelationClass { Usable, Internal, Temporary, Unlogged };
 
 /*
  * Is the relation a system catalog (or its TOAST table) or in the
@@ -897,11 +897,44 @@ ClassifyRelationPg(Oid relid)
 		return RelationClass::Usable;
 	const Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
 	const Oid nsp = form->relnamespace;
-	const bool temp = form->relpersistence == RELPERSISTENCE_TEMP;
+	const char persistence = form->relpersistence;
 	ReleaseSysCache(tup);
 	if (nsp == PG_CATALOG_NAMESPACE || IsToastNamespace(nsp) || nsp == get_namespace_oid("cdc", true))
 		return RelationClass::Internal;
-	return temp ? RelationClass::Temporary : RelationClass::Usable;
+	return persistence == RELPERSISTENCE_TEMP       ? RelationClass::Temporary
+	       : persistence == RELPERSISTENCE_UNLOGGED ? RelationClass::Unlogged
+	                                                : RelationClass::Usable;
+}
+
+/*
+ * An unlogged partition of a partitioned table, at any level (InvalidOid if
+ * there is none).  Read without locks, as CheckBeforeLock runs before any:
+ * a partition attached meanwhile is seen by the next call.
+ */
+Oid
+UnloggedPartitionPg(Oid relid)
+{
+	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+		return InvalidOid;
+	List *all = find_all_inheritors(relid, NoLock, NULL);
+	Oid found = InvalidOid;
+	ListCell *lc;
+	foreach (lc, all) {
+		const Oid part = lfirst_oid(lc);
+		if (part == relid)
+			continue;
+		HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(part));
+		if (!HeapTupleIsValid(tup))
+			continue; /* dropped concurrently: no rows can be routed to it */
+		const bool is_unlogged = ((Form_pg_class) GETSTRUCT(tup))->relpersistence == RELPERSISTENCE_UNLOGGED;
+		ReleaseSysCache(tup);
+		if (is_unlogged) {
+			found = part;
+			break;
+		}
+	}
+	list_free(all);
+	return found;
 }
 
 } // namespace
@@ -938,7 +971,29 @@ ApplyEngine::CheckBeforeLock(Oid relid)
 		const char *display = PgCall([&]() { return get_rel_name(relid); });
 		Fail("42809", "target " + std::string(display ? display : std::to_string(relid)) + " is a temporary table",
 		     "Entity records and ledger entries outlive the session; the table does not.",
-		     "Apply to a permanent (or unlogged) table.");
+		     "Apply to a permanent table.");
+	}
+	/*
+	 * Never an unlogged table, nor a partitioned table with an unlogged
+	 * partition: a crash empties it, while the ledger entries and entity
+	 * records saying its rows were applied are WAL-logged and stay, so every
+	 * redelivery of the lost rows (a whole replay too) is a duplicate and
+	 * they never come back (review h4, sql/unlogged_target.sql).  Both paths.
+	 * Errors: 42809.
+	 */
+	const Oid unlogged =
+	    cls == RelationClass::Unlogged ? relid : PgCall([&]() { return UnloggedPartitionPg(relid); });
+	if (OidIsValid(unlogged)) {
+		const char *display = PgCall([&]() { return RelationDisplayPg(unlogged); });
+		const char *target_display = PgCall([&]() { return RelationDisplayPg(relid); });
+		const std::string what = display ? std::string(display) : std::to_string(unlogged);
+		Fail("42809",
+		     unlogged == relid ? "target " + what + " is an unlogged table"
+		                       : "target " + std::string(target_display ? target_display : "?") +
+		                             " has an unlogged partition " + what,
+		     "A crash empties an unlogged table, while the ledger entries and entity records of its rows stay: "
+		     "their redeliveries would be duplicates and the rows would never come back.",
+		     "ALTER TABLE " + what + " SET LOGGED, or apply to a permanent table.");
 	}
 	/* The worker applies to the tables its superuser-made subscription names. */
 	if (worker_identity_)
