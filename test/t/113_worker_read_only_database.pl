@@ -8,9 +8,12 @@
 # processes a second, while cdc.subscription_status showed 'starting'
 # with no error and nothing was applied (review h4).  PostgreSQL's own
 # apply worker writes through the executor's row routines and is not
-# stopped by the setting either.  The worker and the database launcher now
-# pin default_transaction_read_only = off for their sessions, as they pin
-# search_path and session_replication_role.
+# stopped by the setting either.  The same owner's ALTER DATABASE ... SET
+# role = itself made the database launcher fail reading cdc.subscription,
+# once per cdc.naptime, with the status row frozen.  The worker and the
+# database launcher now pin default_transaction_read_only = off and role =
+# none (the bootstrap superuser they connect as) for their sessions, as they
+# pin search_path and session_replication_role.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -38,19 +41,23 @@ $dest->safe_psql('ro', q{
 (my $conn = $source->connstr('postgres')) =~ s/'/''/g;
 $dest->safe_psql('ro', "SELECT cdc.create_subscription('ro_sub', '$conn', ARRAY['p'])");
 
-# Every read below runs in the database 'ro', in sessions that take its settings.
+# Every read below runs in the database 'ro', in sessions that take its
+# settings, back to the authenticated superuser (the settings below may
+# make a session another role; poll_query_until, whose psql is not quiet,
+# reads only the public cdc.subscription_status).
+my $as_su = 'SET SESSION AUTHORIZATION DEFAULT; SET ROLE NONE; ';
 sub ro_caught_up
 {
 	my ($lsn) = @_;
 	my $ok = $dest->poll_query_until('ro', qq{
 		SELECT applied_lsn >= '$lsn'::pg_lsn AND state = 'streaming' AND last_error IS NULL
 		  FROM cdc.subscription_status WHERE name = 'ro_sub'});
-	diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql('ro',
+	diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql('ro', $as_su .
 		q{SELECT state, applied_lsn, retry_count, last_error FROM cdc.subscription_status WHERE name = 'ro_sub'}))
 	  unless $ok;
 	return $ok;
 }
-sub ro_rows { return $dest->safe_psql('ro', q{SELECT count(*) || ':' || sum(n) FROM t}); }
+sub ro_rows { return $dest->safe_psql('ro', $as_su . q{SELECT count(*) || ':' || sum(n) FROM t}); }
 sub src_rows { return $source->safe_psql('postgres', q{SELECT count(*) || ':' || sum(n) FROM t}); }
 
 ok(ro_caught_up(source_lsn($source)), 'the copy is applied');
@@ -61,7 +68,7 @@ $dest->safe_psql('postgres', q{SET ROLE dbowner; ALTER DATABASE ro SET default_t
 is($dest->safe_psql('ro', 'SHOW default_transaction_read_only'), 'on', 'new sessions of ro are read-only by default');
 
 # A new worker process takes the setting: end the running one.
-my $pid = $dest->safe_psql('ro', q{SELECT worker_pid FROM cdc.subscription_status WHERE name = 'ro_sub'});
+my $pid = $dest->safe_psql('ro', $as_su . q{SELECT worker_pid FROM cdc.subscription_status WHERE name = 'ro_sub'});
 $dest->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
 $source->safe_psql('postgres', q{
 	INSERT INTO t SELECT g, g FROM generate_series(11, 20) g;
@@ -69,7 +76,7 @@ $source->safe_psql('postgres', q{
 	DELETE FROM t WHERE id = 20});
 ok(ro_caught_up(source_lsn($source)), 'a new worker under the setting streams');
 is(ro_rows(), src_rows(), 'stream: the rows equal the source');
-isnt($dest->safe_psql('ro', q{SELECT worker_pid FROM cdc.subscription_status WHERE name = 'ro_sub'}), $pid,
+isnt($dest->safe_psql('ro', $as_su . q{SELECT worker_pid FROM cdc.subscription_status WHERE name = 'ro_sub'}), $pid,
 	'applied by a new worker process');
 
 # After a restart the database launcher starts under the setting too, and
@@ -80,7 +87,24 @@ $source->safe_psql('postgres', q{
 	UPDATE t SET n = n + 1000 WHERE id > 25});
 ok(ro_caught_up(source_lsn($source)), 'after a restart, launcher and worker under the setting stream');
 is(ro_rows(), src_rows(), 'after the restart: the rows equal the source');
-is($dest->safe_psql('ro', q{SELECT count(*) FROM cdc.subscription_errors}), '0', 'no error was recorded');
+is($dest->safe_psql('ro', $as_su . q{SELECT count(*) FROM cdc.subscription_errors}), '0', 'no error was recorded');
+
+# The owner makes every session of the database act as itself (SET role).
+# After a restart the launcher and the worker still act as the superuser
+# they connect as, and apply.
+for my $setting ('role')
+{
+	$dest->safe_psql('postgres', qq{SET ROLE dbowner; ALTER DATABASE ro SET $setting = 'dbowner'});
+	is($dest->safe_psql('ro', 'SELECT current_user'), 'dbowner', "with $setting set, sessions of ro act as dbowner");
+	$dest->restart;
+	$source->safe_psql('postgres', qq{
+		INSERT INTO t VALUES ((SELECT max(id) + 1 FROM t), 7);
+		UPDATE t SET n = n + 1 WHERE id % 3 = 0});
+	ok(ro_caught_up(source_lsn($source)), "$setting: after a restart, launcher and worker stream");
+	is(ro_rows(), src_rows(), "$setting: the rows equal the source");
+	$dest->safe_psql('postgres', qq{SET ROLE dbowner; ALTER DATABASE ro RESET $setting});
+}
+is($dest->safe_psql('ro', $as_su . q{SELECT count(*) FROM cdc.subscription_errors}), '0', 'still no error recorded');
 
 # Control functions run in the caller's session, which is read-only by
 # default: they need the setting off, as any write there does.

@@ -481,15 +481,12 @@ cdc_apply_worker_main(Datum arg)
 	 */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 	/*
-	 * The worker writes whatever the database's default says: a database
-	 * owner's ALTER DATABASE ... SET default_transaction_read_only = on made
-	 * every worker fail at its first statement and again writing its error
-	 * record, so it exited without backing off and was restarted at once,
-	 * about fifty processes a second, with nothing applied and no error shown
-	 * (review h4, test/t/113_worker_read_only_database.pl).  PostgreSQL's own
-	 * apply worker is not stopped by the setting either.
+	 * The worker writes, as the bootstrap superuser it connected as, whatever
+	 * the database's settings say (default_transaction_read_only, role:
+	 * worker.hpp).  PostgreSQL's own apply worker is
+	 * not stopped by default_transaction_read_only either.
 	 */
-	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	cdc_pin_bgworker_session();
 	apply_session_settings();
 	/*
 	 * The batch engine allocates and frees blocks of a few hundred kilobytes

@@ -375,6 +375,14 @@ mark_waiting(int subid, const char *why)
 }
 
 void
+cdc_pin_bgworker_session(void)
+{
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/* back to the session user, the bootstrap superuser (a database's session_authorization is not applied) */
+	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+void
 cdc_database_launcher_main(Datum arg)
 {
 	Oid db = DatumGetObjectId(arg);
@@ -388,8 +396,8 @@ cdc_database_launcher_main(Datum arg)
 	pgstat_report_appname("cdc_apply launcher");
 	/* every statement of this session (and cdc.prune()) resolves names in pg_catalog only (docs/security.md) */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-	/* it writes (the workers' status rows, cdc.prune()) whatever the database's default says, as the workers do */
-	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/* it reads cdc.subscription and writes (status rows, cdc.prune()) whatever the database's settings say */
+	cdc_pin_bgworker_session();
 
 	StartedWorker *started = (StartedWorker *) MemoryContextAllocZero(TopMemoryContext,
 	                                                                  sizeof(StartedWorker) * CdcRegistry->nslots);

@@ -88,6 +88,19 @@ void drop_at_commit_pg(const char *name, const char *conninfo, const char *slot,
 // PostgreSQL regime: call it through PgCall.
 void check_conninfo_pg(text *conninfo_text);
 
+// Pins what a database setting (ALTER DATABASE ... SET, which the
+// database's owner may run without being a superuser) must not change in the
+// launcher's and the workers' own sessions: default_transaction_read_only
+// off, and the bootstrap superuser they connected as (role none).  With
+// default_transaction_read_only = on every worker failed at its first
+// statement and again writing its error record, and was restarted at once
+// without backoff; with role set to the owner the launcher failed reading
+// cdc.subscription every cdc.naptime: in
+// both cases nothing was applied and the status row kept its last state
+// (review h4, test/t/113_worker_read_only_database.pl).  PostgreSQL regime;
+// call it right after connecting.
+void cdc_pin_bgworker_session(void);
+
 // The session settings the worker pins on every source connection, so that
 // a value's text is unambiguous and exact whatever the source database or
 // role sets (issue 12 item 1, B25; source_conn.cpp): DateStyle ISO,
