@@ -66,7 +66,8 @@ const ActionInfo kActions[] = {
  * (USING) the row of `target` and write (WITH CHECK) the new row.  The
  * expressions are the policy's (sql/cdc_apply--0.2.0.sql), the new row's
  * outbox and topic those of `row` (Register) or of the current row with
- * another ordering (Ordering).
+ * another ordering (Ordering); and (Register) may it execute the handler
+ * of `row`, with the handler's name for the error.
  */
 const char *const kCheckSql =
     "SELECT pg_catalog.has_function_privilege($1, 'EXECUTE'),"
@@ -77,7 +78,10 @@ const char *const kCheckSql =
     "                                         WHERE c.oid OPERATOR(pg_catalog.=) $2"
     "                                           AND c.relpersistence OPERATOR(pg_catalog.<>) 't'), 'USAGE')"
     "                AND (NOT n.outbox OR (n.outbox_topic IS NOT NULL"
-    "                                      AND NOT cdc._outbox_topic_taken(n.outbox_topic, $2))), false)"
+    "                                      AND NOT cdc._outbox_topic_taken(n.outbox_topic, $2))), false),"
+    "       coalesce(NOT $4 OR ($3).handler IS NULL"
+    "                OR pg_catalog.has_function_privilege(($3).handler::pg_catalog.oid, 'EXECUTE'), true),"
+    "       ($3).handler::pg_catalog.text"
     "  FROM (SELECT coalesce(CASE WHEN $4 THEN ($3).outbox"
     "                             ELSE (SELECT m.outbox FROM cdc.mapping m WHERE m.target OPERATOR(pg_catalog.=) $2) END,"
     "                        false) AS outbox,"
@@ -165,7 +169,8 @@ CheckRegisterTarget(Oid target)
  * each returns the row (NULL when there is none, or none the caller may
  * write, as the policy's USING clause left it out).  Errors: 22004 NULL
  * action or target, 22023 unknown action, 42501 the caller may not execute
- * the function the action serves, or (row-level security of cdc.mapping
+ * the function the action serves or (register) the handler of m, or
+ * (row-level security of cdc.mapping
  * applying to it) the new row is one the policy own_targets refuses, 42809
  * and 42501 a target cdc.register_mapping refuses for everyone.
  */
@@ -215,8 +220,27 @@ CDC_PG_FUNCTION(cdc_write_mapping)
 		if (!may_call)
 			ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("permission denied for function _write_mapping"),
 			                errdetail("Writing a mapping (%s) needs EXECUTE on %s.", info->name, info->function)));
-		if (info->action == Action::Register)
+		if (info->action == Action::Register) {
 			CheckRegisterTarget(target);
+			/*
+			 * As CREATE TRIGGER requires EXECUTE on the trigger function: the
+			 * engine calls the handler with the rights of whoever applies (a
+			 * superuser's cdc_apply(), a run_as_owner worker), so a role that
+			 * may not execute a function must not make a mapping call it
+			 * (review h2, sql/handler_execute.sql).  Superusers too, as
+			 * PostgreSQL checks them (they always may).
+			 */
+			if (!BoolColumn(5)) {
+				bool isnull;
+				Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull);
+				const char *fn = isnull ? "?" : TextDatumGetCString(d);
+				ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				                errmsg("permission denied for function %s", fn),
+				                errdetail("A mapping's handler must be a function the role registering it may execute."),
+				                errhint("Grant EXECUTE on the handler function to the registering role, or choose a "
+				                        "handler it may execute.")));
+			}
+		}
 		if (policy_applies) {
 			/*
 			 * As the policy: rows the caller may not see are left out of an
