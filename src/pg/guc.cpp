@@ -134,7 +134,8 @@ DefineWorkerSettings(bool preloaded)
 	                           "request_from_slot: ask the source to stream from the slot's confirmed position "
 	                           "instead of the replication origin's progress; "
 	                           "source_settings_unpinned: connect to the source without the pinned session settings "
-	                           "(as through a pooler that drops them), so that their check fails.",
+	                           "(as through a pooler that drops them), so that their check fails; "
+	                           "record_error: the write of the error record after an error fails.",
 	                           &cdc_debug_fault, "", PGC_SIGHUP, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomIntVariable("cdc.group_max_transactions",
 	                        "Most source transactions the apply worker commits in one local transaction (1: no grouping).",

@@ -126,19 +126,30 @@ record_error_and_exit(ErrorData *edata)
 	 * shows, with where the source is, so lag shows how far behind it is
 	 * stuck), and the history in cdc.subscription_errors, the last 100 kept.
 	 */
-	exec_in_own_xact("WITH st AS ("
-	                 "  UPDATE cdc.subscription_state SET state = 'error', last_error = $2, "
-	                 "    last_error_lsn = $3::pg_catalog.pg_lsn, last_error_at = pg_catalog.now(), "
-	                 "    retry_count = retry_count OPERATOR(pg_catalog.+) 1, worker_pid = $4::pg_catalog.int4, "
-	                 "    source_end_lsn = COALESCE($5::pg_catalog.pg_lsn, source_end_lsn), "
-	                 "    received_lsn = COALESCE($6::pg_catalog.pg_lsn, received_lsn), updated_at = pg_catalog.now() "
-	                 "  WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 RETURNING retry_count), "
-	                 "ins AS (INSERT INTO cdc.subscription_errors (subid, name, error, error_lsn, retry) "
-	                 "  SELECT $1::pg_catalog.int4, $7, $2, $3::pg_catalog.pg_lsn, st.retry_count FROM st) "
-	                 "DELETE FROM cdc.subscription_errors e WHERE e.subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
-	                 "  AND e.id OPERATOR(pg_catalog.<=) (SELECT x.id FROM cdc.subscription_errors x "
-	                 "    WHERE x.subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 ORDER BY x.id DESC OFFSET 99 LIMIT 1)",
-	                 7, args);
+	SetCurrentStatementStartTimestamp(); /* now() of this transaction */
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	spi_exec("WITH st AS ("
+	         "  UPDATE cdc.subscription_state SET state = 'error', last_error = $2, "
+	         "    last_error_lsn = $3::pg_catalog.pg_lsn, last_error_at = pg_catalog.now(), "
+	         "    retry_count = retry_count OPERATOR(pg_catalog.+) 1, worker_pid = $4::pg_catalog.int4, "
+	         "    source_end_lsn = COALESCE($5::pg_catalog.pg_lsn, source_end_lsn), "
+	         "    received_lsn = COALESCE($6::pg_catalog.pg_lsn, received_lsn), updated_at = pg_catalog.now() "
+	         "  WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 RETURNING retry_count), "
+	         "ins AS (INSERT INTO cdc.subscription_errors (subid, name, error, error_lsn, retry) "
+	         "  SELECT $1::pg_catalog.int4, $7, $2, $3::pg_catalog.pg_lsn, st.retry_count FROM st) "
+	         "DELETE FROM cdc.subscription_errors e WHERE e.subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
+	         "  AND e.id OPERATOR(pg_catalog.<=) (SELECT x.id FROM cdc.subscription_errors x "
+	         "    WHERE x.subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 ORDER BY x.id DESC OFFSET 99 LIMIT 1)",
+	         7, args);
+	/* test-only (TAP 114): the write fails, as in a read-only session or at a lock timeout */
+	if (fault("record_error"))
+		ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+		                errmsg("cdc_apply: fault point record_error: the error record is not written")));
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
 
 	/* back off: cdc.retry_backoff doubled per consecutive failure, at most cdc.retry_backoff_max */
 	double d = (double) cdc_retry_backoff;
