@@ -125,38 +125,74 @@ record_error_and_exit(ErrorData *edata)
 	 * The current error in cdc.subscription_state (what cdc.subscription_status
 	 * shows, with where the source is, so lag shows how far behind it is
 	 * stuck), and the history in cdc.subscription_errors, the last 100 kept.
+	 *
+	 * Guarded: this runs inside the main loop's PG_CATCH, where an ERROR of
+	 * its own (a read-only session, a lock or statement timeout, a full
+	 * disk) went to the background worker's top level, which exits at once:
+	 * no backoff, the launcher restarted the worker within milliseconds,
+	 * over and over, and nothing said that the error was not recorded (TAP
+	 * 114).  Now a failed write is rolled back, logged with the original
+	 * error, and the worker backs off as usual.
 	 */
-	SetCurrentStatementStartTimestamp(); /* now() of this transaction */
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	SPI_connect();
-	spi_exec("WITH st AS ("
-	         "  UPDATE cdc.subscription_state SET state = 'error', last_error = $2, "
-	         "    last_error_lsn = $3::pg_catalog.pg_lsn, last_error_at = pg_catalog.now(), "
-	         "    retry_count = retry_count OPERATOR(pg_catalog.+) 1, worker_pid = $4::pg_catalog.int4, "
-	         "    source_end_lsn = COALESCE($5::pg_catalog.pg_lsn, source_end_lsn), "
-	         "    received_lsn = COALESCE($6::pg_catalog.pg_lsn, received_lsn), updated_at = pg_catalog.now() "
-	         "  WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 RETURNING retry_count), "
-	         "ins AS (INSERT INTO cdc.subscription_errors (subid, name, error, error_lsn, retry) "
-	         "  SELECT $1::pg_catalog.int4, $7, $2, $3::pg_catalog.pg_lsn, st.retry_count FROM st) "
-	         "DELETE FROM cdc.subscription_errors e WHERE e.subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
-	         "  AND e.id OPERATOR(pg_catalog.<=) (SELECT x.id FROM cdc.subscription_errors x "
-	         "    WHERE x.subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 ORDER BY x.id DESC OFFSET 99 LIMIT 1)",
-	         7, args);
-	/* test-only (TAP 114): the write fails, as in a read-only session or at a lock timeout */
-	if (fault("record_error"))
-		ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-		                errmsg("cdc_apply: fault point record_error: the error record is not written")));
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	MemoryContext ctx = CurrentMemoryContext;
+	ErrorData *volatile unrecorded = NULL;
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp(); /* now() of this transaction */
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		SPI_connect();
+		spi_exec("WITH st AS ("
+		         "  UPDATE cdc.subscription_state SET state = 'error', last_error = $2, "
+		         "    last_error_lsn = $3::pg_catalog.pg_lsn, last_error_at = pg_catalog.now(), "
+		         "    retry_count = retry_count OPERATOR(pg_catalog.+) 1, worker_pid = $4::pg_catalog.int4, "
+		         "    source_end_lsn = COALESCE($5::pg_catalog.pg_lsn, source_end_lsn), "
+		         "    received_lsn = COALESCE($6::pg_catalog.pg_lsn, received_lsn), updated_at = pg_catalog.now() "
+		         "  WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 RETURNING retry_count), "
+		         "ins AS (INSERT INTO cdc.subscription_errors (subid, name, error, error_lsn, retry) "
+		         "  SELECT $1::pg_catalog.int4, $7, $2, $3::pg_catalog.pg_lsn, st.retry_count FROM st) "
+		         "DELETE FROM cdc.subscription_errors e WHERE e.subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
+		         "  AND e.id OPERATOR(pg_catalog.<=) (SELECT x.id FROM cdc.subscription_errors x "
+		         "    WHERE x.subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 ORDER BY x.id DESC OFFSET 99 LIMIT 1)",
+		         7, args);
+		/* test-only (TAP 114): the write fails, as in a read-only session or at a lock timeout */
+		if (fault("record_error"))
+			ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+			                errmsg("cdc_apply: fault point record_error: the error record is not written")));
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(ctx);
+		unrecorded = CopyErrorData();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		MemoryContextSwitchTo(ctx);
+	}
+	PG_END_TRY();
 
 	/* back off: cdc.retry_backoff doubled per consecutive failure, at most cdc.retry_backoff_max */
 	double d = (double) cdc_retry_backoff;
 	for (int i = 1; i < W->retry_count && d < cdc_retry_backoff_max * 1000.0; i++)
 		d *= 2;
 	delay_ms = (int) Min(d, cdc_retry_backoff_max * 1000.0);
-	pgstat_report_activity(STATE_IDLE, "waiting to retry after an error");
+
+	const char *who = W->name ? psprintf("subscription \"%s\"", W->name) : psprintf("subscription %d", W->subid);
+	if (unrecorded != NULL) {
+		/* both errors: the original one (logged above by the caller too) and why it is not in the status row */
+		ereport(WARNING,
+		        (errmsg("cdc_apply %s: could not record the error \"%s\" in cdc.subscription_state: %s", who,
+		                edata->message ? edata->message : "unknown error",
+		                unrecorded->message ? unrecorded->message : "unknown error"),
+		         errdetail("The error: %s", args[1]),
+		         errhint("cdc.subscription_status and cdc.subscription_errors do not show this error; "
+		                 "the worker retries in %d ms.",
+		                 delay_ms)));
+		pgstat_report_activity(STATE_IDLE, "waiting to retry after an error that could not be recorded");
+	} else
+		pgstat_report_activity(STATE_IDLE, "waiting to retry after an error");
 	/* sleep the whole delay: a latch set by someone else must not cut it short */
 	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay_ms);
 	for (;;) {
@@ -167,5 +203,8 @@ record_error_and_exit(ErrorData *edata)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+	if (unrecorded != NULL)
+		ereport(LOG, (errmsg("cdc_apply %s: waited %d ms after the error that could not be recorded; exiting", who,
+		                     delay_ms)));
 	proc_exit(1);
 }
