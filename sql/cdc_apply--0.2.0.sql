@@ -365,7 +365,7 @@ AS $$
   SELECT count(*) FROM marked
 $$;
 COMMENT ON FUNCTION cdc.outbox_mark_published(bigint[]) IS
-  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC) and SELECT on cdc.outbox to read the rows; no UPDATE on cdc.outbox, which would let it LOCK the view and its base tables.';
+  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC), and reads the rows with cdc.outbox_claim() (EXECUTE) or SELECT on cdc.outbox; no UPDATE on cdc.outbox, which would let it LOCK the view and its base tables.';
 
 -- The relay's claim and delete (review h3): locking rows FOR UPDATE SKIP
 -- LOCKED through the view needed UPDATE on it, and deleting through it
@@ -416,8 +416,10 @@ AS $fn$
 DECLARE
   n bigint;
 BEGIN
+  -- NULL (array_agg over an empty claim) deletes nothing, as
+  -- cdc.outbox_mark_published(NULL) marks nothing
   IF ids IS NULL THEN
-    RAISE EXCEPTION 'ids must not be NULL' USING ERRCODE = '22004';
+    RETURN 0;
   END IF;
   -- Rows not marked published only: outbox_unpublished_idx finds them by id
   -- (there is no other index on id), and a marked row is cdc.prune()'s.
@@ -427,7 +429,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.outbox_delete(bigint[]) IS
-  'For an outbox relay that removes what it published instead of marking it: deletes the given cdc.outbox rows that are not marked published and returns how many it deleted. Calling it says the rows are published, as cdc.outbox_mark_published() does. Rows already marked published are left alone (cdc.prune() removes them after the replay horizon: only unpublished rows are indexed by id), as are ids of no row (a relay that retries after a crash gets 0 for rows it deleted). A row another transaction has locked (claimed) is waited for. Dedup never depends on outbox rows, so a deleted row never comes back. SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC), no DELETE on cdc.outbox (which would let it LOCK the view and its base tables). Errors: 22004 ids NULL.';
+  'For an outbox relay that removes what it published instead of marking it: deletes the given cdc.outbox rows that are not marked published and returns how many it deleted. Calling it says the rows are published, as cdc.outbox_mark_published() does. Rows already marked published are left alone (cdc.prune() removes them after the replay horizon: only unpublished rows are indexed by id), as are ids of no row (a relay that retries after a crash gets 0 for rows it deleted). A row another transaction has locked (claimed) is waited for. Dedup never depends on outbox rows, so a deleted row never comes back. SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC), no DELETE on cdc.outbox (which would let it LOCK the view and its base tables). A NULL ids (array_agg over an empty claim) deletes nothing (0), as cdc.outbox_mark_published does. Errors: 42501 without EXECUTE.';
 
 CREATE TABLE cdc.conflicts (
   id             bigserial PRIMARY KEY,

@@ -204,7 +204,9 @@ SELECT cdc.outbox_delete(ARRAY[:h3dl_next]::bigint[]) AS deleted_again, cdc.outb
 SELECT * FROM cdc.outbox_claim(NULL);
 SELECT * FROM cdc.outbox_claim(0);
 SELECT * FROM cdc.outbox_claim(-1, 'h3dl.theirs');
-SELECT cdc.outbox_delete(NULL);
+-- NULL (array_agg over an empty claim) deletes nothing, as marking does
+SELECT cdc.outbox_delete((SELECT array_agg(id) FROM cdc.outbox_claim(1, 'no.such.topic'))) AS deleted_none,
+       cdc.outbox_mark_published(NULL) AS marked_none;
 RESET ROLE;
 SELECT entity_key, published_at IS NOT NULL AS published, stream_ordered FROM cdc.outbox_rows
  WHERE target = 'h3dl_theirs'::regclass ORDER BY id;
