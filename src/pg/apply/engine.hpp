@@ -322,6 +322,7 @@ class ApplyEngine final : private ContextSource {
 	// privileges on it, so a role cannot make others queue behind a lock on a
 	// table it may not write (42501; 42P01 when it does not exist).
 	void CheckBeforeLock(Oid relid);
+	void FailHasRules(const char *display, Oid relid);
 	// Once per target per call: who the target's statements run as, after
 	// checking that role's privileges and that row-level security does not
 	// apply to it (42501 otherwise; docs/security.md).

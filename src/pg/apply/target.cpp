@@ -129,6 +129,7 @@ namespace {
 struct RelInfoPg {
 	char relkind;
 	Oid relowner;
+	bool has_rules; /* rewrite rules (pg_rewrite rows) on the table itself */
 	char *nspname;
 	char *relname;
 	int natts;
@@ -146,6 +147,8 @@ ReadRelationPg(Oid relid)
 
 	info->relkind = rel->rd_rel->relkind;
 	info->relowner = rel->rd_rel->relowner;
+	/* pg_class.relhasrules stays true after the last DROP RULE: the relcache's rules are exact */
+	info->has_rules = rel->rd_rules != NULL && rel->rd_rules->numLocks > 0;
 	info->nspname = get_namespace_name(RelationGetNamespace(rel));
 	info->relname = pstrdup(RelationGetRelationName(rel));
 	info->natts = desc->natts;
@@ -630,6 +633,23 @@ ApplyEngine::LoadTarget(Oid relid)
 	t->owner = info->relowner;
 	if (info->relkind != RELKIND_RELATION && info->relkind != RELKIND_PARTITIONED_TABLE)
 		Fail("42809", "target \"" + t->display + "\" is not a table");
+	/*
+	 * Never a table with rewrite rules (review, sql/target_rules.sql).  The
+	 * engine writes rows partly through the executor, which fires no rules
+	 * (as PostgreSQL's own logical replication apply), and partly through
+	 * SQL statements, which the rewriter rewrites: a DO INSTEAD NOTHING
+	 * delete rule answered 'applied' with a tombstone while the row stayed,
+	 * an insert rule made the upsert fail, and which of the two a change
+	 * took depended on the path.  Both paths and every op (a truncate, which
+	 * fires no rule, too) load the target here, under its lock.  Read once
+	 * per metadata read: CREATE RULE and DROP RULE invalidate the cached
+	 * metadata, which never holds a table with rules, so a cache hit costs
+	 * nothing.  The table's own rules only: a row routed to a partition
+	 * never fires the partition's rules, by the executor or by a statement.
+	 * Errors: 0A000.
+	 */
+	if (info->has_rules)
+		FailHasRules(t->display.c_str(), relid);
 	t->own_rows = info->relkind == RELKIND_RELATION ? "ONLY " + t->qualified : t->qualified;
 
 	for (int i = 0; i < info->natts; i++) {
@@ -938,6 +958,19 @@ UnloggedPartitionPg(Oid relid)
 }
 
 } // namespace
+
+/* A target with rewrite rules (LoadTarget): 0A000 naming it. */
+void
+ApplyEngine::FailHasRules(const char *display, Oid relid)
+{
+	const std::string what = display ? std::string(display) : std::to_string(relid);
+	Fail("0A000", "target " + what + " has rewrite rules",
+	     "cdc_apply writes a target's rows both through the executor, which fires no rules (as PostgreSQL's logical "
+	     "replication apply does not), and through SQL statements, which do: its rows would not be what the "
+	     "outcomes say.",
+	     "Drop the table's rules (DROP RULE ... ON " + what +
+	         "; \\d lists them), or do their work in a trigger (ENABLE ALWAYS to fire under the worker too).");
+}
 
 void
 ApplyEngine::CheckBeforeLock(Oid relid)
