@@ -108,6 +108,35 @@ RawSize(Datum d)
 	return PgCall([&]() { return toast_raw_datum_size(d); }) - VARHDRSZ;
 }
 
+/*
+ * The delivery-key limit (review: a 50 MB key was accepted and stored in
+ * cdc.conflicts).  A delivery key is kept whole in cdc.conflicts,
+ * cdc.dead_letter, a history table's cdc_delivery_key and every error's
+ * context, never in an index (the ledger keeps a 64-bit digest of it): it is
+ * bounded like the event it names, by cdc.max_event_size, in bytes, without
+ * detoasting it.  `which`: "delivery_key" or "delivery_keys[N]".  54000.
+ */
+void
+CheckDeliveryKeySize(Datum d, const std::string &which)
+{
+	const size_t bytes = RawSize(d);
+	if (bytes > size_t(cdc_max_event_size) * 1024)
+		throw cdc::InputError("54000",
+		                      which + " is " + std::to_string(bytes) + " bytes, more than cdc.max_event_size (" +
+		                          std::to_string(cdc_max_event_size) + " kB)",
+		                      "A delivery key is bounded like the event it names; nothing was applied.",
+		                      "Send a shorter delivery key (a topic, partition and offset, or a digest of a longer "
+		                      "identity), or have a superuser raise cdc.max_event_size.");
+}
+
+// cdc_apply()'s delivery_key (argument 2), before the event is read.
+void
+CheckDeliveryKeyArg(FunctionCallInfo fcinfo)
+{
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		CheckDeliveryKeySize(PG_GETARG_DATUM(2), "delivery_key");
+}
+
 // Checks each element of a jsonb batch against cdc.max_event_size by its
 // size in the jsonb container (the elements are not converted).
 void
@@ -301,6 +330,7 @@ ApplyOne(FunctionCallInfo fcinfo, EventInput &&event)
  */
 CDC_PG_ENTRY_POINT(cdc_apply_jsonb, cdc::pg::kCallApply)
 {
+	CheckDeliveryKeyArg(fcinfo);
 	if (PG_ARGISNULL(0))
 		return ApplyOne(fcinfo, EventInput{});
 	const size_t bytes = RawSize(PG_GETARG_DATUM(0));
@@ -329,6 +359,7 @@ CDC_PG_ENTRY_POINT(cdc_apply_jsonb, cdc::pg::kCallApply)
  */
 CDC_PG_ENTRY_POINT(cdc_apply_text, cdc::pg::kCallApply)
 {
+	CheckDeliveryKeyArg(fcinfo);
 	EventInput event;
 	if (!PG_ARGISNULL(0)) {
 		CheckEventSize(RawSize(PG_GETARG_DATUM(0)), "the event");
@@ -448,6 +479,7 @@ ApplyBatch(FunctionCallInfo fcinfo, std::vector<EventInput> &&events, BatchMemor
 				delivery_keys.emplace_back();
 				continue;
 			}
+			CheckDeliveryKeySize(dks.values[i], "delivery_keys[" + std::to_string(i + 1) + "]");
 			char *k = PgCall([&]() { return TextDatumGetCString(dks.values[i]); });
 			delivery_keys.emplace_back(std::string(k));
 		}
