@@ -927,16 +927,19 @@ ClassifyRelationPg(Oid relid)
 }
 
 /*
- * An unlogged partition of a partitioned table, at any level (InvalidOid if
- * there is none).  Read without locks, as CheckBeforeLock runs before any:
- * a partition attached meanwhile is seen by the next call.
+ * The first partition, at any level, of partitioned table `relid` whose
+ * pg_class row satisfies `pred` (InvalidOid if none, or if relid is not a
+ * partitioned table); the partitions are locked with `lockmode` (NoLock:
+ * read without locks).  A partition dropped meanwhile is skipped: no rows
+ * can be routed to it.  PostgreSQL regime; pred must not throw.
  */
+template <typename Pred>
 Oid
-UnloggedPartitionPg(Oid relid)
+FindPartitionPg(Oid relid, LOCKMODE lockmode, Pred pred)
 {
 	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		return InvalidOid;
-	List *all = find_all_inheritors(relid, NoLock, NULL);
+	List *all = find_all_inheritors(relid, lockmode, NULL);
 	Oid found = InvalidOid;
 	ListCell *lc;
 	foreach (lc, all) {
@@ -945,16 +948,28 @@ UnloggedPartitionPg(Oid relid)
 			continue;
 		HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(part));
 		if (!HeapTupleIsValid(tup))
-			continue; /* dropped concurrently: no rows can be routed to it */
-		const bool is_unlogged = ((Form_pg_class) GETSTRUCT(tup))->relpersistence == RELPERSISTENCE_UNLOGGED;
+			continue;
+		const bool match = pred((Form_pg_class) GETSTRUCT(tup));
 		ReleaseSysCache(tup);
-		if (is_unlogged) {
+		if (match) {
 			found = part;
 			break;
 		}
 	}
 	list_free(all);
 	return found;
+}
+
+/*
+ * An unlogged partition of a partitioned table, at any level (InvalidOid if
+ * there is none).  Read without locks, as CheckBeforeLock runs before any:
+ * a partition attached meanwhile is seen by the next call.
+ */
+Oid
+UnloggedPartitionPg(Oid relid)
+{
+	return FindPartitionPg(relid, NoLock,
+	                       [](Form_pg_class form) { return form->relpersistence == RELPERSISTENCE_UNLOGGED; });
 }
 
 } // namespace
@@ -1086,29 +1101,16 @@ ApplyEngine::CheckTruncateBeforeLock(Oid relid)
 bool
 ForeignOwnedPartitionPg(Oid relid, Oid applier, Oid *partition, Oid *owner)
 {
-	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+	Oid o = InvalidOid;
+	const Oid part = FindPartitionPg(relid, AccessShareLock, [&](Form_pg_class form) {
+		o = form->relowner;
+		return o != applier && !is_member_of_role(o, applier);
+	});
+	if (!OidIsValid(part))
 		return false;
-	List *all = find_all_inheritors(relid, AccessShareLock, NULL);
-	bool found = false;
-	ListCell *lc;
-	foreach (lc, all) {
-		const Oid part = lfirst_oid(lc);
-		if (part == relid)
-			continue;
-		HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(part));
-		if (!HeapTupleIsValid(tup))
-			continue; /* dropped concurrently: no rows can be routed to it */
-		const Oid o = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-		ReleaseSysCache(tup);
-		if (o != applier && !is_member_of_role(o, applier)) {
-			*partition = part;
-			*owner = o;
-			found = true;
-			break;
-		}
-	}
-	list_free(all);
-	return found;
+	*partition = part;
+	*owner = o;
+	return true;
 }
 
 const RunAs &
