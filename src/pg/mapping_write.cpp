@@ -113,17 +113,6 @@ const char *const kLockSql =
 const char *const kOrderingSql =
     "UPDATE cdc.mapping m SET ordering = ($2).ordering WHERE m.target OPERATOR(pg_catalog.=) $1 RETURNING m.*";
 
-Oid
-RelOwner(Oid relid)
-{
-	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	Oid owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
 bool
 BoolColumn(int col)
 {
@@ -197,9 +186,6 @@ CDC_PG_FUNCTION(cdc_write_mapping)
 		if (get_call_result_type(fcinfo, NULL, &result_desc) != TYPEFUNC_COMPOSITE)
 			elog(ERROR, "cdc._write_mapping must return a composite type");
 		const Oid row_type = result_desc->tdtypeid;
-		const Oid mapping = get_typ_typrelid(row_type);
-		if (!OidIsValid(mapping))
-			elog(ERROR, "cdc._write_mapping: type %u is not a table's row type", row_type);
 
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "cdc._write_mapping: SPI_connect failed");
@@ -260,7 +246,7 @@ CDC_PG_FUNCTION(cdc_write_mapping)
 				                errhint("See docs/security.md, \"Delegating mappings\".")));
 		}
 
-		/* 2. The write, as the owner of cdc.mapping. */
+		/* 2. The write, as the owner of cdc.mapping (who owns every cdc table). */
 		const char *sql = nullptr;
 		switch (info->action) {
 		case Action::Register: sql = kRegisterSql; break;
@@ -273,7 +259,7 @@ CDC_PG_FUNCTION(cdc_write_mapping)
 		char nulls[2] = {' ', row_null ? 'n' : ' '};
 		const int nargs = info->action == Action::Register || info->action == Action::Ordering ? 2 : 1;
 		cdc::pg::UserSwitch sw;
-		cdc::pg::BeginUserSwitch(cdc::pg::RunAs::Role(RelOwner(mapping), true), &sw);
+		cdc::pg::BeginUserSwitch(cdc::pg::RunAs::Role(cdc::pg::ExtensionTablesOwner(), true), &sw);
 		volatile int rc = 0;
 		PG_TRY();
 		{

@@ -99,6 +99,22 @@ Params::Clear()
 	by_ref_.clear();
 }
 
+Oid
+ExtensionTablesOwner()
+{
+	/* The owner of cdc.ledger owns all of the extension's tables. */
+	Oid relid = get_relname_relid("ledger", get_namespace_oid("cdc", false));
+	if (!OidIsValid(relid))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("table cdc.ledger does not exist"),
+		                errhint("Run CREATE EXTENSION cdc_apply.")));
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	Oid owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
 namespace {
 
 /*
@@ -147,22 +163,6 @@ LookupOrPrepare(const char *sql, int sql_len, const char *key, int key_len, int 
 	e->plan = p;
 	(void) sql_len;
 	return p;
-}
-
-Oid
-ExtensionTablesOwner()
-{
-	/* The owner of cdc.ledger owns all of the extension's tables. */
-	Oid relid = get_relname_relid("ledger", get_namespace_oid("cdc", false));
-	if (!OidIsValid(relid))
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("table cdc.ledger does not exist"),
-		                errhint("Run CREATE EXTENSION cdc_apply.")));
-	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	Oid owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
 }
 
 uint64

@@ -92,6 +92,13 @@ Execute(const std::string &sql, Params &params, bool as_owner)
 	return Execute(sql, params, as_owner ? RunAs::ExtensionOwner() : RunAs::Caller());
 }
 
+// The role that owns the extension's tables (schema cdc): one owner owns
+// them all, read as the owner of cdc.ledger.  The role RunAs::ExtensionOwner
+// switches to, and the one cdc._write_mapping writes cdc.mapping as.
+// PostgreSQL regime (ereport, no PgError).  Errors: 3F000 no schema cdc,
+// 42P01 no table cdc.ledger (the extension is not installed).
+Oid ExtensionTablesOwner();
+
 // The user switch behind RunAs, for PostgreSQL-regime code (plain data).
 struct UserSwitch {
 	Oid save_userid;
