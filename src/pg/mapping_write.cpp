@@ -20,12 +20,11 @@
 // validations too; the table's constraints and the policy's checks hold).
 //
 // PostgreSQL regime throughout, run under PgCall.
+#include "pg/apply/target.hpp"
 #include "pg/guard.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
-#include "access/htup_details.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -33,7 +32,6 @@ extern "C" {
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "utils/syscache.h"
 }
 
 #include <cstring>
@@ -121,29 +119,43 @@ BoolColumn(int col)
 	return !isnull && DatumGetBool(d);
 }
 
-/* Register: what cdc.register_mapping refuses for everyone, superusers too. */
+/*
+ * Register: what cdc.register_mapping refuses for everyone, superusers too,
+ * with its SQLSTATEs and messages.  The refused targets are the engine's
+ * (ClassifyTargetPg, which CheckBeforeLock uses): a direct call had its own
+ * copy of the checks, which left unlogged tables out (sql/unlogged_target.sql).
+ */
 void
 CheckRegisterTarget(Oid target)
 {
-	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(target));
-	if (!HeapTupleIsValid(tup))
+	const char relkind = get_rel_relkind(target);
+	if (relkind == '\0')
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", target)));
-	Form_pg_class rel = (Form_pg_class) GETSTRUCT(tup);
-	const char relkind = rel->relkind;
-	const char persistence = rel->relpersistence;
-	const Oid nsp = rel->relnamespace;
-	ReleaseSysCache(tup);
 	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("target %s is not a table", get_rel_name(target))));
-	if (persistence == RELPERSISTENCE_TEMP)
+	Oid unlogged;
+	switch (cdc::pg::ClassifyTargetPg(target, &unlogged)) {
+	case cdc::pg::TargetClass::Usable: return;
+	case cdc::pg::TargetClass::Temporary:
 		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("target %s is a temporary table", get_rel_name(target)),
 		                errdetail("A mapping, its ledger and entity records outlive the session; the table does not.")));
-	const char *nspname = get_namespace_name(nsp);
-	if (nspname == NULL || strcmp(nspname, "pg_catalog") == 0 || strcmp(nspname, "cdc") == 0 ||
-	    strncmp(nspname, "pg_toast", 8) == 0)
+		break;
+	case cdc::pg::TargetClass::Unlogged:
+		ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+		                errmsg("target %s is or has an unlogged table",
+		                       quote_qualified_identifier(get_namespace_name(get_rel_namespace(target)),
+		                                                  get_rel_name(target))),
+		                errdetail("A crash empties an unlogged table, while the ledger entries and entity records of "
+		                          "its rows stay: their redeliveries would be duplicates and the rows would never "
+		                          "come back."),
+		                errhint("ALTER TABLE ... SET LOGGED, or map a permanent table.")));
+		break;
+	case cdc::pg::TargetClass::Internal:
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 		                errmsg("table %s cannot be a target: it is a system catalog or a table of cdc_apply itself",
 		                       get_rel_name(target))));
+		break;
+	}
 }
 
 } // namespace
@@ -161,7 +173,9 @@ CheckRegisterTarget(Oid target)
  * the function the action serves or (register) the handler of m, or
  * (row-level security of cdc.mapping
  * applying to it) the new row is one the policy own_targets refuses, 42809
- * and 42501 a target cdc.register_mapping refuses for everyone.
+ * and 42501 a target cdc.register_mapping refuses for everyone (42809 not a
+ * table, a temporary table, an unlogged table or a partitioned table with an
+ * unlogged partition; 42501 a system catalog or a table of the schema cdc).
  */
 CDC_PG_FUNCTION(cdc_write_mapping)
 {

@@ -898,34 +898,6 @@ RelationDisplayPg(Oid relid)
 	return psprintf("%s.%s", nsp ? nsp : "?", rel);
 }
 
-/* What CheckBeforeLock refuses of a relation, from one syscache look-up. */
-enum class RelationClass { Usable, Internal, Temporary, Unlogged };
-
-/*
- * Is the relation a system catalog (or its TOAST table) or in the
- * extension's own schema (cdc: its bookkeeping, subscriptions, mappings),
- * or a temporary table?  Cheap: an OID range test and one syscache look-up
- * (and the cdc schema's OID).  Usable when it does not exist.
- */
-RelationClass
-ClassifyRelationPg(Oid relid)
-{
-	if (IsCatalogRelationOid(relid))
-		return RelationClass::Internal;
-	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		return RelationClass::Usable;
-	const Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
-	const Oid nsp = form->relnamespace;
-	const char persistence = form->relpersistence;
-	ReleaseSysCache(tup);
-	if (nsp == PG_CATALOG_NAMESPACE || IsToastNamespace(nsp) || nsp == get_namespace_oid("cdc", true))
-		return RelationClass::Internal;
-	return persistence == RELPERSISTENCE_TEMP       ? RelationClass::Temporary
-	       : persistence == RELPERSISTENCE_UNLOGGED ? RelationClass::Unlogged
-	                                                : RelationClass::Usable;
-}
-
 /*
  * The first partition, at any level, of partitioned table `relid` whose
  * pg_class row satisfies `pred` (InvalidOid if none, or if relid is not a
@@ -960,19 +932,33 @@ FindPartitionPg(Oid relid, LOCKMODE lockmode, Pred pred)
 	return found;
 }
 
-/*
- * An unlogged partition of a partitioned table, at any level (InvalidOid if
- * there is none).  Read without locks, as CheckBeforeLock runs before any:
- * a partition attached meanwhile is seen by the next call.
- */
-Oid
-UnloggedPartitionPg(Oid relid)
-{
-	return FindPartitionPg(relid, NoLock,
-	                       [](Form_pg_class form) { return form->relpersistence == RELPERSISTENCE_UNLOGGED; });
-}
-
 } // namespace
+
+/* The engine's and cdc._write_mapping's classification of targets (target.hpp). */
+TargetClass
+ClassifyTargetPg(Oid relid, Oid *unlogged)
+{
+	*unlogged = InvalidOid;
+	if (IsCatalogRelationOid(relid))
+		return TargetClass::Internal;
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		return TargetClass::Usable;
+	const Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
+	const Oid nsp = form->relnamespace;
+	const char persistence = form->relpersistence;
+	ReleaseSysCache(tup);
+	if (nsp == PG_CATALOG_NAMESPACE || IsToastNamespace(nsp) || nsp == get_namespace_oid("cdc", true))
+		return TargetClass::Internal;
+	if (persistence == RELPERSISTENCE_TEMP)
+		return TargetClass::Temporary;
+	*unlogged = persistence == RELPERSISTENCE_UNLOGGED
+	                ? relid
+	                : FindPartitionPg(relid, NoLock, [](Form_pg_class part) {
+		                  return part->relpersistence == RELPERSISTENCE_UNLOGGED;
+	                  });
+	return OidIsValid(*unlogged) ? TargetClass::Unlogged : TargetClass::Usable;
+}
 
 /* A target with rewrite rules (LoadTarget): 0A000 naming it. */
 void
@@ -999,8 +985,9 @@ ApplyEngine::CheckBeforeLock(Oid relid)
 	 * pg_catalog.pg_authid), and it applies as a superuser when the
 	 * subscription's owner is one.  Errors: 42501.
 	 */
-	const RelationClass cls = PgCall([&]() { return ClassifyRelationPg(relid); });
-	if (cls == RelationClass::Internal) {
+	Oid unlogged = InvalidOid;
+	const TargetClass cls = PgCall([&]() { return ClassifyTargetPg(relid, &unlogged); });
+	if (cls == TargetClass::Internal) {
 		const char *display = PgCall([&]() { return RelationDisplayPg(relid); });
 		Fail("42501", "table " + std::string(display ? display : std::to_string(relid)) +
 		                  " cannot be a target: it is a system catalog or a table of cdc_apply itself",
@@ -1015,7 +1002,7 @@ ApplyEngine::CheckBeforeLock(Oid relid)
 	 * would inherit them (cdc.register_mapping refuses it for the same
 	 * reason; sql/dangling_target_state.sql).  Errors: 42809.
 	 */
-	if (cls == RelationClass::Temporary) {
+	if (cls == TargetClass::Temporary) {
 		const char *display = PgCall([&]() { return get_rel_name(relid); });
 		Fail("42809", "target " + std::string(display ? display : std::to_string(relid)) + " is a temporary table",
 		     "Entity records and ledger entries outlive the session; the table does not.",
@@ -1029,9 +1016,7 @@ ApplyEngine::CheckBeforeLock(Oid relid)
 	 * they never come back (review h4, sql/unlogged_target.sql).  Both paths.
 	 * Errors: 42809.
 	 */
-	const Oid unlogged =
-	    cls == RelationClass::Unlogged ? relid : PgCall([&]() { return UnloggedPartitionPg(relid); });
-	if (OidIsValid(unlogged)) {
+	if (cls == TargetClass::Unlogged) {
 		const char *display = PgCall([&]() { return RelationDisplayPg(unlogged); });
 		const char *target_display = PgCall([&]() { return RelationDisplayPg(relid); });
 		const std::string what = display ? std::string(display) : std::to_string(unlogged);

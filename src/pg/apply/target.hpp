@@ -158,6 +158,20 @@ void CheckPrivileges(Oid relid, const std::string &display, Oid role, bool worke
 // worker, cdc.audit and cdc.resync refuse such a table, 42501).
 bool ForeignOwnedPartitionPg(Oid relid, Oid role, Oid *partition, Oid *owner);
 
+// What no path may apply to or map, for the engine (CheckBeforeLock) and
+// cdc._write_mapping (register) alike: Internal, a system catalog (or its
+// TOAST table) or a table of the schema cdc (the bookkeeping, subscriptions
+// and mappings); Temporary, a temporary table; Unlogged, an unlogged table
+// or a partitioned table with an unlogged partition at any level, with
+// *unlogged that table (relid or the partition; InvalidOid for every other
+// class).  Usable otherwise, also when relid does not exist (each caller
+// reports that its own way).  Cheap and without locks: an OID range test,
+// one syscache look-up (and the cdc schema's OID) and, for a partitioned
+// table, its partitions read without locks (one attached meanwhile is seen
+// by the next call).  PostgreSQL regime; no errors of its own.
+enum class TargetClass { Usable, Internal, Temporary, Unlogged };
+TargetClass ClassifyTargetPg(Oid relid, Oid *unlogged);
+
 // The valid, immediate unique index, neither partial nor on expressions,
 // whose key columns are exactly `cols` (any order): the index ON CONFLICT
 // (cols) infers.  InvalidOid if none.  PostgreSQL regime.
