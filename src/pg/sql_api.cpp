@@ -137,27 +137,40 @@ CheckDeliveryKeyArg(FunctionCallInfo fcinfo)
 		CheckDeliveryKeySize(PG_GETARG_DATUM(2), "delivery_key");
 }
 
+// Calls f(i, v) for each top-level element of jsonb container `root`, i
+// counting from 0, in order.  skipNested: an array or object element comes
+// as one binary container (jbvBinary, with its size in the container), a
+// scalar as its value; nothing is converted.  A raw scalar (a container that
+// is no array) is its one element; an object has none.  f is C++ regime and
+// may throw; the iterator's memory then goes with the current context.
+template <typename F>
+void
+ForEachTopLevelElement(JsonbContainer *root, F &&f)
+{
+	JsonbIterator *it = PgCall([&]() { return JsonbIteratorInit(root); });
+	JsonbValue v;
+	size_t i = 0;
+	for (;;) {
+		JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, true); });
+		if (tok == WJB_DONE)
+			return;
+		if (tok == WJB_ELEM)
+			f(i++, v);
+	}
+}
+
 // Checks each element of a jsonb batch against cdc.max_event_size by its
 // size in the jsonb container (the elements are not converted).
 void
 CheckJsonbBatchSizes(Datum d)
 {
-	JsonbIterator *it = PgCall([&]() { return JsonbIteratorInit(&DatumGetJsonbP(d)->root); });
-	JsonbValue v;
-	size_t index = 0;
-	for (;;) {
-		/* skipNested: the top-level elements come as binary containers with their size */
-		JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, true); });
-		if (tok == WJB_DONE)
-			return;
-		if (tok != WJB_ELEM)
-			continue;
-		index++;
-		size_t bytes = v.type == jbvBinary ? size_t(v.val.binary.len)
-		               : v.type == jbvString ? size_t(v.val.string.len)
-		                                     : 0;
-		CheckEventSize(bytes, "event " + std::to_string(index) + " of the batch");
-	}
+	JsonbContainer *root = PgCall([&]() { return &DatumGetJsonbP(d)->root; });
+	ForEachTopLevelElement(root, [](size_t i, const JsonbValue &v) {
+		const size_t bytes = v.type == jbvBinary   ? size_t(v.val.binary.len)
+		                     : v.type == jbvString ? size_t(v.val.string.len)
+		                                           : 0;
+		CheckEventSize(bytes, "event " + std::to_string(i + 1) + " of the batch");
+	});
 }
 
 // A memory context for the jsonb intake's nodes (jsonb_view.hpp), a child
@@ -618,26 +631,19 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
 	if (RawSize(PG_GETARG_DATUM(0)) > cdc::pg::kReadInPlaceMaxBytes) {
 		/* a large batch: each element's tree (the batch array counts as a level), the jsonb freed before the apply */
 		std::vector<EventInput> items(JsonContainerSize(root));
-		JsonbIterator *it = PgCall([&]() { return JsonbIteratorInit(root); });
-		JsonbValue v;
-		size_t i = 0;
-		for (;;) {
-			/* skipNested: each element comes as one binary container */
-			JsonbIteratorToken tok = PgCall([&]() { return JsonbIteratorNext(&it, &v, true); });
-			if (tok == WJB_DONE)
-				break;
-			if (tok != WJB_ELEM || i >= items.size())
-				continue;
+		ForEachTopLevelElement(root, [&](size_t i, const JsonbValue &v) {
+			if (i >= items.size())
+				return;
 			if (v.type == jbvBinary) {
-				items[i++].tree = cdc::pg::JsonbContainerToJson(v.val.binary.data, 1);
+				items[i].tree = cdc::pg::JsonbContainerToJson(v.val.binary.data, 1);
 			} else { /* a scalar element: its node, as a tree */
 				JsonbValue scalar = v;
 				JsonbEventNodes *n = PgCall([&]() { return cdc::pg::ReadJsonbScalarPg(&scalar); });
 				Json storage;
 				const JsonbEventView view(n);
-				items[i++].tree = view.Tree(view.Root(), storage);
+				items[i].tree = view.Tree(view.Root(), storage);
 			}
-		}
+		});
 		FreeDetoasted(DatumGetPointer(events), PG_GETARG_DATUM(0));
 		return ApplyBatch(fcinfo, std::move(items), memory);
 	}
