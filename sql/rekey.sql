@@ -141,3 +141,29 @@ SELECT * FROM rn_named;
 SELECT cdc.rename_source('nope', 'shop_v3');
 SELECT cdc.rename_source('shop_v2', 'shop_v2');
 SELECT cdc.rename_source('shop_v2', 'pg:123');
+-- onto a name that already has a mapping of the same source table: two
+-- mappings would claim one source table (mapping_source_idx).  It failed
+-- with the index's raw 23505; now it is refused before anything moves,
+-- naming both source names, the source table and both targets, and nothing
+-- is renamed or merged
+CREATE TABLE rn_dup_a (id int PRIMARY KEY, v int);
+CREATE TABLE rn_dup_b (id int PRIMARY KEY, v int);
+SELECT target FROM cdc.register_mapping('rn_dup_a', source_name => 'shop_x1', source_table => 'rn_dup');
+SELECT target FROM cdc.register_mapping('rn_dup_b', source_name => 'shop_x2', source_table => 'rn_dup');
+SELECT cdc_apply(dbz('c', 'rn_dup', '{"id": 1, "v": 1}', lsn => '0/4000', tx => 80, src => 'shop_x1')) AS x1;
+SELECT cdc_apply(dbz('c', 'rn_dup', '{"id": 2, "v": 1}', lsn => '0/4100', tx => 81, src => 'shop_x2')) AS x2;
+\set VERBOSITY default
+SELECT cdc.rename_source('shop_x1', 'shop_x2');
+\set VERBOSITY terse
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
+SELECT target, source_name FROM cdc.mapping WHERE target IN ('rn_dup_a'::regclass, 'rn_dup_b'::regclass) ORDER BY target::text;
+SELECT name FROM cdc.source WHERE name LIKE 'shop_x%' ORDER BY name;
+SELECT target, entity_key, source_name FROM cdc.entities
+ WHERE target IN ('rn_dup_a'::regclass, 'rn_dup_b'::regclass) ORDER BY target::text, entity_key::text;
+SELECT count(*) AS renames FROM cdc.source_renames WHERE old_name = 'shop_x1';
+-- with one of the two mappings removed, the rename goes through
+SELECT cdc.unregister_mapping('rn_dup_b');
+SELECT cdc.rename_source('shop_x1', 'shop_x2');
+SELECT target, source_name FROM cdc.mapping WHERE target IN ('rn_dup_a'::regclass, 'rn_dup_b'::regclass) ORDER BY target::text;
+SELECT old_name, new_name, merged FROM cdc.source_renames WHERE old_name = 'shop_x1';
+DROP TABLE rn_dup_a, rn_dup_b;
