@@ -1454,6 +1454,7 @@ AS $fn$
 DECLARE
   old_id integer;
   new_id integer;
+  dup    record;
 BEGIN
   IF old_name IS NULL OR new_name IS NULL OR new_name = '' THEN
     RAISE EXCEPTION 'old_name and new_name must not be NULL or empty' USING ERRCODE = '22023';
@@ -1478,6 +1479,24 @@ BEGIN
   IF NOT FOUND THEN
     RAISE EXCEPTION 'source "%" is not known', old_name USING ERRCODE = '42704',
       HINT = 'cdc.entities shows the source names of the stored records.';
+  END IF;
+  -- Every mapping restricted to old_name follows the rename: one whose
+  -- source table new_name has a mapping of too would make two mappings of
+  -- one source table (mapping_source_idx).  Refused before anything moves.
+  SELECT a.source_schema, a.source_table, a.target AS old_target, b.target AS new_target INTO dup
+    FROM cdc.mapping a
+    JOIN cdc.mapping b ON b.source_name = new_name AND b.source_schema = a.source_schema
+                      AND b.source_table = a.source_table
+   WHERE a.source_name = old_name
+   ORDER BY a.source_schema, a.source_table
+   LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'source "%" cannot be renamed to "%": source table %.% is mapped under both names (to tables % and %)',
+                    old_name, new_name, dup.source_schema, dup.source_table, dup.old_target, dup.new_target
+      USING ERRCODE = '23505',
+            DETAIL = format('The mapping of table %s (source_name "%s") would follow the rename, and a source table maps to one target.',
+                            dup.old_target, old_name),
+            HINT = 'Unregister one of the two mappings (cdc.unregister_mapping), then rename.';
   END IF;
   SELECT id INTO new_id FROM cdc.source WHERE name = new_name;
   IF FOUND THEN
@@ -1508,7 +1527,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.rename_source(text, text) IS
-  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks, truncate barriers and the source_name of mappings of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers, and holds them (EXCLUSIVE lock on cdc.entity_state, cdc.source, cdc.prune_watermark, cdc.table_barrier and cdc.stream_mark) until the caller''s transaction ends. SECURITY DEFINER, EXECUTE revoked from PUBLIC: a role granted EXECUTE needs no privilege on those tables, and every mapping of old_name follows, whoever owns its table. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names, a new_name longer than 1024 bytes (the limit of source.name) or a worker source (pg:...).';
+  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks, truncate barriers and the source_name of mappings of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers, and holds them (EXCLUSIVE lock on cdc.entity_state, cdc.source, cdc.prune_watermark, cdc.table_barrier and cdc.stream_mark) until the caller''s transaction ends. SECURITY DEFINER, EXECUTE revoked from PUBLIC: a role granted EXECUTE needs no privilege on those tables, and every mapping of old_name follows, whoever owns its table. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names, a new_name longer than 1024 bytes (the limit of source.name) or a worker source (pg:...), 23505 a source table mapped under both names (its mapping of old_name would follow onto new_name: a source table maps to one target; nothing is renamed).';
 
 -- Folds a stream-ordered target's entity records into its stream mark.
 -- Runs as the extension owner (the records and marks are its tables), but
