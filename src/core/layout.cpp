@@ -62,6 +62,15 @@ Int64FromMd5Hex(std::string_view hex)
 	return int64_t(HexPrefix(hex, 16));
 }
 
+int64_t
+Int64FromMd5(const unsigned char digest[16])
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | uint64_t(digest[i]);
+	return int64_t(v);
+}
+
 int32_t
 Int32FromMd5Hex(std::string_view hex)
 {

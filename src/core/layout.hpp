@@ -26,6 +26,9 @@ std::string LedgerDigestInput(uint32_t target_oid, std::string_view delivery_key
 // Throws std::invalid_argument when `hex` is not hexadecimal or too short.
 int64_t Int64FromMd5Hex(std::string_view hex);
 int32_t Int32FromMd5Hex(std::string_view hex);
+// The same as Int64FromMd5Hex of the digest's hex form, read from its 16
+// bytes (the first 8, big-endian): no hex text in between.
+int64_t Int64FromMd5(const unsigned char digest[16]);
 
 // The id of a source name in cdc.source (docs/security.md, "Shared state"):
 // the first 31 bits of md5(name) (`name_md5_hex`), or on the n-th collision

@@ -369,15 +369,58 @@ Md5Impl()
 
 } // namespace
 
+namespace {
+
+#ifdef USE_OPENSSL
+/*
+ * The backend's one EVP digest context (set up once, initialised again per
+ * digest; a plain pointer, never freed: no C++ global with a destructor),
+ * and whether an Md5Stream holds it.  NULL when OpenSSL's MD5 is not
+ * available.
+ */
+EVP_MD_CTX *
+BackendMd5Ctx()
+{
+	static EVP_MD_CTX *ctx = nullptr;
+	if (ctx == nullptr && Md5Impl() != nullptr)
+		ctx = EVP_MD_CTX_new();
+	return ctx;
+}
+bool backend_ctx_in_stream = false;
+#endif
+
+/*
+ * The digest of the concatenated pieces with the backend's context (one of
+ * its own while an Md5Stream holds that one); false when OpenSSL cannot
+ * give it.
+ */
+bool
+Md5Evp(std::initializer_list<std::string_view> pieces, unsigned char out[16])
+{
+#ifdef USE_OPENSSL
+	EVP_MD_CTX *own = backend_ctx_in_stream && Md5Impl() != nullptr ? EVP_MD_CTX_new() : nullptr;
+	EVP_MD_CTX *ctx = backend_ctx_in_stream ? own : BackendMd5Ctx();
+	bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx, Md5Impl(), nullptr) == 1;
+	for (std::string_view p : pieces)
+		ok = ok && EVP_DigestUpdate(ctx, p.data(), p.size()) == 1;
+	unsigned int len = 0;
+	ok = ok && EVP_DigestFinal_ex(ctx, out, &len) == 1 && len == 16;
+	EVP_MD_CTX_free(own);
+	return ok;
+#else
+	(void) pieces;
+	(void) out;
+	return false;
+#endif
+}
+
+} // namespace
+
 void
 Md5Binary(const std::string &data, unsigned char out[16])
 {
-#ifdef USE_OPENSSL
-	EVP_MD *md5_impl = Md5Impl();
-	unsigned int len = 0;
-	if (md5_impl != nullptr && EVP_Digest(data.data(), data.size(), out, &len, md5_impl, nullptr) == 1 && len == 16)
+	if (Md5Evp({std::string_view(data)}, out))
 		return;
-#endif
 	bool ok = PgCall([&]() {
 		const char *errstr = NULL;
 		return pg_md5_binary(data.data(), data.size(), out, &errstr);
@@ -389,21 +432,8 @@ Md5Binary(const std::string &data, unsigned char out[16])
 void
 Md5BinaryOf(std::initializer_list<std::string_view> pieces, unsigned char out[16])
 {
-#ifdef USE_OPENSSL
-	/* one context per backend: a plain pointer, never freed (no C++ global with a destructor) */
-	static EVP_MD_CTX *ctx = nullptr;
-	EVP_MD *md5_impl = Md5Impl();
-	if (md5_impl != nullptr && ctx == nullptr)
-		ctx = EVP_MD_CTX_new();
-	if (md5_impl != nullptr && ctx != nullptr && EVP_DigestInit_ex(ctx, md5_impl, nullptr) == 1) {
-		bool ok = true;
-		for (std::string_view p : pieces)
-			ok = ok && EVP_DigestUpdate(ctx, p.data(), p.size()) == 1;
-		unsigned int len = 0;
-		if (ok && EVP_DigestFinal_ex(ctx, out, &len) == 1 && len == 16)
-			return;
-	}
-#endif
+	if (Md5Evp(pieces, out))
+		return;
 	std::string data;
 	for (std::string_view p : pieces)
 		data.append(p);
@@ -437,7 +467,10 @@ Md5Hex(const std::string &data)
 Md5Stream::~Md5Stream()
 {
 #ifdef USE_OPENSSL
-	EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_));
+	if (ctx_ != nullptr && ctx_ == BackendMd5Ctx())
+		backend_ctx_in_stream = false;
+	else
+		EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_));
 #endif
 }
 
@@ -447,11 +480,16 @@ Md5Stream::Start()
 #ifdef USE_OPENSSL
 	if (ctx_ == nullptr && !no_evp_) {
 		EVP_MD *md5_impl = Md5Impl();
-		EVP_MD_CTX *c = md5_impl != nullptr ? EVP_MD_CTX_new() : nullptr;
+		/* the backend's context while no other stream holds it, else one of its own */
+		EVP_MD_CTX *shared = backend_ctx_in_stream ? nullptr : BackendMd5Ctx();
+		EVP_MD_CTX *c = shared != nullptr ? shared : md5_impl != nullptr ? EVP_MD_CTX_new() : nullptr;
 		if (c != nullptr && EVP_DigestInit_ex(c, md5_impl, nullptr) == 1) {
 			ctx_ = c;
+			if (c == shared)
+				backend_ctx_in_stream = true;
 		} else {
-			EVP_MD_CTX_free(c);
+			if (c != shared)
+				EVP_MD_CTX_free(c);
 			no_evp_ = true;
 		}
 	}

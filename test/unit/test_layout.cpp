@@ -28,6 +28,18 @@ TEST(Layout, DigestsAreTwosComplementPrefixes)
 	EXPECT_THROW(Int32FromMd5Hex("zzzzzzzz"), std::invalid_argument);
 }
 
+TEST(Layout, DigestFromBytesEqualsDigestFromHex)
+{
+	const unsigned char one[16] = {0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff};
+	const unsigned char minus_one[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	const unsigned char min[16] = {0x80};
+	const unsigned char mixed[16] = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x11};
+	EXPECT_EQ(Int64FromMd5(one), 1);
+	EXPECT_EQ(Int64FromMd5(minus_one), -1);
+	EXPECT_EQ(Int64FromMd5(min), std::numeric_limits<int64_t>::min());
+	EXPECT_EQ(Int64FromMd5(mixed), Int64FromMd5Hex("123456789abcdef011"));
+}
+
 TEST(Layout, SourceIdsComeFromTheNameHashAndProbeOnCollisions)
 {
 	// The first 31 bits of the name's md5, then the ids after it.

@@ -164,7 +164,7 @@ ClaimAll(const std::vector<Target *> &target, const std::vector<PreparedChange> 
 	std::vector<int64> digest(n);
 	std::vector<Oid> relid(n);
 	for (size_t k = 0; k < n; k++) {
-		digest[k] = Int64FromMd5Hex(Md5Hex(LedgerDigestInput(uint32_t(target[which[k]]->relid), prep[which[k]].delivery_key)));
+		digest[k] = LedgerDigest(target[which[k]]->relid, prep[which[k]].delivery_key);
 		relid[k] = target[which[k]]->relid;
 	}
 	std::vector<char> claimed(n);

@@ -89,11 +89,18 @@ SourceId(const std::string &name, std::map<std::string, int32_t> &cache)
 	                 "1,000 ids after its hash are taken by other names.");
 }
 
+int64_t
+LedgerDigest(Oid target, const std::string &delivery_key)
+{
+	unsigned char sum[16];
+	Md5Binary(LedgerDigestInput(uint32_t(target), delivery_key), sum);
+	return Int64FromMd5(sum);
+}
+
 bool
 ClaimDelivery(Oid target, const std::string &delivery_key, int32_t now_s)
 {
-	std::string hex = Md5Hex(LedgerDigestInput(uint32_t(target), delivery_key));
-	const int64_t digest = Int64FromMd5Hex(hex);
+	const int64_t digest = LedgerDigest(target, delivery_key);
 	int direct = PgCallAs(RunAs::ExtensionOwner(), [&]() { return ClaimDeliveryDirectPg(digest, target, now_s); });
 	if (direct != kNotDirect)
 		return direct == 1;

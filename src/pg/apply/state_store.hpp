@@ -38,6 +38,10 @@ int32_t TransactionSeconds();
 // transaction the snapshot cannot see created the name.
 int32_t SourceId(const std::string &name, std::map<std::string, int32_t> &cache);
 
+// The ledger digest of (target, delivery key): cdc.delivery_digest's value
+// (the first 64 bits of the md5 of LedgerDigestInput), without its hex text.
+int64_t LedgerDigest(Oid target, const std::string &delivery_key);
+
 // Inserts the ledger entry of (target, delivery key).  Returns false when
 // the digest is already there: the delivery was processed before (or, with
 // probability ~2^-64 per pair, another delivery of this target has the same
