@@ -2847,7 +2847,7 @@ LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_call_stats';
 COMMENT ON FUNCTION cdc._call_stats() IS
-  'Internal: the shared-memory call counters of this database: per entry point (cdc_apply, cdc_apply_batch) a row with sqlstate NULL counting its calls and one per SQLSTATE counting its failed calls, with the time counting began (creation or cdc.reset_shared_stats()). No rows without shared_preload_libraries. Read through cdc.call_stats and cdc.failed_calls.';
+  'Internal: the shared-memory call counters of this database: per entry point (cdc_apply, cdc_apply_batch) a row with sqlstate NULL counting its calls and one per SQLSTATE counting its failed calls (at most 32 SQLSTATEs per entry point and database, the failures of any other under sqlstate ''other''), with the time counting began (creation or cdc.reset_shared_stats()). No rows without shared_preload_libraries. Read through cdc.call_stats and cdc.failed_calls.';
 
 CREATE FUNCTION cdc._worker_stats()
 RETURNS TABLE (subid integer, errors bigint, errors_by_sqlstate jsonb, retries bigint, group_retries bigint, xacts bigint,
@@ -2910,7 +2910,7 @@ CREATE VIEW cdc.failed_calls AS
     FROM cdc._call_stats() c
    WHERE c.sqlstate IS NOT NULL;
 COMMENT ON VIEW cdc.failed_calls IS
-  'Failed calls of cdc_apply() and cdc_apply_batch() in this database by SQLSTATE (22P02 malformed input, 22023 bad event, 42501 privileges, 23xxx constraints of the target, 57014 canceled, ...), counted in shared memory in the error path of the call, so they survive the rollback that follows. Empty without shared_preload_libraries.';
+  'Failed calls of cdc_apply() and cdc_apply_batch() in this database by SQLSTATE (22P02 malformed input, 22023 bad event, 42501 privileges, 23xxx constraints of the target, 57014 canceled, ...; at most 32 SQLSTATEs per entry point, those of any other SQLSTATE count under sqlstate ''other''), counted in shared memory in the error path of the call, so they survive the rollback that follows. Empty without shared_preload_libraries.';
 
 CREATE VIEW cdc.worker_stats AS
   SELECT s.name AS subscription, w.errors, w.errors_by_sqlstate, w.retries, w.group_retries,

@@ -28,6 +28,19 @@ namespace {
 
 /* Capacity of the call counters: (database, entry point, SQLSTATE) triples, plus one per (database, entry point) for the calls. */
 constexpr int kCallEntries = 1024;
+/*
+ * SQLSTATEs of failed calls kept apart per (database, entry point); the
+ * failures of any other SQLSTATE count under kOtherSqlstate.  The table is
+ * shared by every database and an entry is never freed while its database
+ * exists: a table owner whose trigger raised a new SQLSTATE at every call
+ * (RAISE accepts any five digits and capital letters) filled it, and no
+ * other database's calls were counted until the server restarted (review
+ * h3, test/t/121_call_stats_exhaustion.pl).  One database now takes at
+ * most 2 * (1 + 32 + 1) entries.
+ */
+constexpr int kCallSqlstatesPerEntryPoint = 32;
+/* every 6-bit field 63: no SQLSTATE packs to it (its characters are 0-9 and A-Z); shown as 'other' */
+constexpr int kOtherSqlstate = 0x3FFFFFFF;
 /* Capacity of the subscription counters (every database together). */
 constexpr int kSubscriptionEntries = 512;
 /* SQLSTATEs of worker errors kept apart per subscription; others count as "other". */
@@ -120,28 +133,74 @@ call_key(Oid db, int kind, int sqlerrcode)
 	return (uint64(db) << 32) | (uint64(kind & 3) << 30) | uint64(sqlerrcode & 0x3FFFFFFF);
 }
 
-/* Adds 1 to the counter of `key`, claiming a free entry for it (lock-free). */
+/* The entry of `key`, NULL when it has none.  Lock-free: the whole probe sequence (a freed key leaves a hole). */
+CallEntry *
+find_call_entry(uint64 key, uint32 start) noexcept
+{
+	for (int probe = 0; probe < kCallEntries; probe++) {
+		CallEntry *e = &stats->calls[(start + probe) % kCallEntries];
+		if (pg_atomic_read_u64(&e->key) == key)
+			return e;
+	}
+	return NULL;
+}
+
+uint32
+call_start(uint64 key) noexcept
+{
+	return uint32((key * UINT64CONST(0x9E3779B97F4A7C15)) >> 40) % kCallEntries;
+}
+
+/*
+ * Adds 1 to the counter of `key`.  Counting in an existing entry is
+ * lock-free; a new entry is claimed under the lock (once per key), where a
+ * failed-call key beyond kCallSqlstatesPerEntryPoint SQLSTATEs of its
+ * (database, entry point) becomes that pair's kOtherSqlstate key.  No
+ * allocation, no error: called in the error path of a call.
+ */
 void
 count_key(uint64 key) noexcept
 {
-	uint32 start = uint32((key * UINT64CONST(0x9E3779B97F4A7C15)) >> 40) % kCallEntries;
-	for (int probe = 0; probe < kCallEntries; probe++) {
-		CallEntry *e = &stats->calls[(start + probe) % kCallEntries];
-		uint64 k = pg_atomic_read_u64(&e->key);
-		if (k == 0) {
-			uint64 expected = 0;
-			if (pg_atomic_compare_exchange_u64(&e->key, &expected, key)) {
-				pg_atomic_write_u64(&e->since, uint64(GetCurrentTimestamp()));
-				k = key;
-			} else
-				k = expected; /* someone claimed it first: for this key? */
+	CallEntry *e = find_call_entry(key, call_start(key));
+	if (e != NULL) {
+		pg_atomic_fetch_add_u64(&e->count, 1);
+		return;
+	}
+	LWLockAcquire(stats_lock, LW_EXCLUSIVE);
+	e = find_call_entry(key, call_start(key)); /* claimed meanwhile? */
+	const uint64 pair = key & ~uint64(0x3FFFFFFF);
+	const uint64 other = pair | uint64(kOtherSqlstate);
+	if (e == NULL && key != pair && key != other) {
+		int kept = 0;
+		for (int i = 0; i < kCallEntries; i++) {
+			uint64 k = pg_atomic_read_u64(&stats->calls[i].key);
+			if (k != 0 && (k & ~uint64(0x3FFFFFFF)) == pair && k != pair && k != other)
+				kept++;
 		}
-		if (k == key) {
-			pg_atomic_fetch_add_u64(&e->count, 1);
-			return;
+		if (kept >= kCallSqlstatesPerEntryPoint) {
+			key = other;
+			e = find_call_entry(key, call_start(key));
 		}
 	}
-	pg_atomic_fetch_add_u64(&stats->lost, 1);
+	if (e == NULL) {
+		const uint32 start = call_start(key);
+		for (int probe = 0; probe < kCallEntries && e == NULL; probe++) {
+			CallEntry *f = &stats->calls[(start + probe) % kCallEntries];
+			if (pg_atomic_read_u64(&f->key) == 0) {
+				/* count and since before the key: a lock-free reader finds the key with them set */
+				pg_atomic_write_u64(&f->count, 0);
+				pg_atomic_write_u64(&f->since, uint64(GetCurrentTimestamp()));
+				pg_write_barrier();
+				pg_atomic_write_u64(&f->key, key);
+				e = f;
+			}
+		}
+	}
+	if (e != NULL)
+		pg_atomic_fetch_add_u64(&e->count, 1);
+	else
+		pg_atomic_fetch_add_u64(&stats->lost, 1);
+	LWLockRelease(stats_lock);
 }
 
 /* Under the lock: the entry of (db, subid), created when `create` (NULL when full or absent). */
@@ -376,7 +435,9 @@ CDC_PG_FUNCTION(cdc_call_stats)
 			Datum values[4];
 			bool nulls[4] = {false, code == 0, false, false};
 			values[0] = CStringGetTextDatum(kind_name(kind));
-			values[1] = code == 0 ? (Datum) 0 : CStringGetTextDatum(unpack_sql_state(code));
+			values[1] = code == 0                ? (Datum) 0
+			            : code == kOtherSqlstate ? CStringGetTextDatum("other")
+			                                     : CStringGetTextDatum(unpack_sql_state(code));
 			values[2] = Int64GetDatum(int64(pg_atomic_read_u64(&e->count)));
 			values[3] = TimestampTzGetDatum(TimestampTz(pg_atomic_read_u64(&e->since)));
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
