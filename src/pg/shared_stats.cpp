@@ -166,19 +166,41 @@ count_key(uint64 key) noexcept
 		pg_atomic_fetch_add_u64(&e->count, 1);
 		return;
 	}
+	const uint64 pair_of_key = key & ~uint64(0x3FFFFFFF);
+	const uint64 other_of_key = pair_of_key | uint64(kOtherSqlstate);
+	if (key != pair_of_key && key != other_of_key) {
+		/*
+		 * A SQLSTATE without an entry once its pair has all its SQLSTATEs
+		 * (entries are only freed with their database): straight to the
+		 * pair's 'other', without the lock, so that failures beyond the cap
+		 * do not queue on it (the apply workers' counters take it too).
+		 */
+		int kept = 0;
+		CallEntry *other_entry = NULL;
+		for (int i = 0; i < kCallEntries; i++) {
+			uint64 k = pg_atomic_read_u64(&stats->calls[i].key);
+			if (k == other_of_key)
+				other_entry = &stats->calls[i];
+			else if (k != 0 && (k & ~uint64(0x3FFFFFFF)) == pair_of_key && k != pair_of_key)
+				kept++;
+		}
+		if (kept >= kCallSqlstatesPerEntryPoint && other_entry != NULL) {
+			pg_atomic_fetch_add_u64(&other_entry->count, 1);
+			return;
+		}
+	}
 	LWLockAcquire(stats_lock, LW_EXCLUSIVE);
 	e = find_call_entry(key, call_start(key)); /* claimed meanwhile? */
-	const uint64 pair = key & ~uint64(0x3FFFFFFF);
-	const uint64 other = pair | uint64(kOtherSqlstate);
-	if (e == NULL && key != pair && key != other) {
+	if (e == NULL && key != pair_of_key && key != other_of_key) {
+		/* under the lock the count is exact: no pair ever has more than the cap */
 		int kept = 0;
 		for (int i = 0; i < kCallEntries; i++) {
 			uint64 k = pg_atomic_read_u64(&stats->calls[i].key);
-			if (k != 0 && (k & ~uint64(0x3FFFFFFF)) == pair && k != pair && k != other)
+			if (k != 0 && (k & ~uint64(0x3FFFFFFF)) == pair_of_key && k != pair_of_key && k != other_of_key)
 				kept++;
 		}
 		if (kept >= kCallSqlstatesPerEntryPoint) {
-			key = other;
+			key = other_of_key;
 			e = find_call_entry(key, call_start(key));
 		}
 	}
