@@ -158,6 +158,11 @@ CREATE TRIGGER invalidate_ids_truncate AFTER TRUNCATE ON cdc.source
   FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
 COMMENT ON TRIGGER invalidate_ids_truncate ON cdc.source IS 'Empties every backend''s cache of source ids.';
 
+-- fire under any session_replication_role: a database or role set to
+-- replica (and the worker, which always is) must not skip them (TAP 115)
+ALTER TABLE cdc.source ENABLE ALWAYS TRIGGER invalidate_ids;
+ALTER TABLE cdc.source ENABLE ALWAYS TRIGGER invalidate_ids_truncate;
+
 CREATE TABLE cdc.entity_state (
   v1        bigint NOT NULL,
   v2        bigint NOT NULL,
@@ -211,12 +216,23 @@ COMMENT ON TRIGGER invalidate_target ON cdc.mapping IS 'Invalidates the cached m
 CREATE TRIGGER invalidate_targets AFTER TRUNCATE ON cdc.mapping
   FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_target();
 COMMENT ON TRIGGER invalidate_targets ON cdc.mapping IS 'Empties every backend''s cache of target metadata.';
+
+-- fire under any session_replication_role: a database or role set to
+-- replica (and the worker, which always is) must not skip them (TAP 115)
+ALTER TABLE cdc.mapping ENABLE ALWAYS TRIGGER invalidate_target;
+ALTER TABLE cdc.mapping ENABLE ALWAYS TRIGGER invalidate_targets;
+
 CREATE TRIGGER invalidate_target AFTER INSERT OR UPDATE OR DELETE ON cdc.table_barrier
   FOR EACH ROW EXECUTE FUNCTION cdc._invalidate_target();
 COMMENT ON TRIGGER invalidate_target ON cdc.table_barrier IS 'Invalidates the cached truncate barrier of the target.';
 CREATE TRIGGER invalidate_targets AFTER TRUNCATE ON cdc.table_barrier
   FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_target();
 COMMENT ON TRIGGER invalidate_targets ON cdc.table_barrier IS 'Empties every backend''s cache of target metadata.';
+
+-- fire under any session_replication_role: a database or role set to
+-- replica (and the worker, which always is) must not skip them (TAP 115)
+ALTER TABLE cdc.table_barrier ENABLE ALWAYS TRIGGER invalidate_target;
+ALTER TABLE cdc.table_barrier ENABLE ALWAYS TRIGGER invalidate_targets;
 
 -- ---------------------------------------------------------------------------
 -- Outbox and conflicts
@@ -252,6 +268,11 @@ COMMENT ON TRIGGER invalidate_ids ON cdc.outbox_source IS 'Empties every backend
 CREATE TRIGGER invalidate_ids_truncate AFTER TRUNCATE ON cdc.outbox_source
   FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
 COMMENT ON TRIGGER invalidate_ids_truncate ON cdc.outbox_source IS 'Empties every backend''s cache of outbox source ids.';
+
+-- fire under any session_replication_role: a database or role set to
+-- replica (and the worker, which always is) must not skip them (TAP 115)
+ALTER TABLE cdc.outbox_source ENABLE ALWAYS TRIGGER invalidate_ids;
+ALTER TABLE cdc.outbox_source ENABLE ALWAYS TRIGGER invalidate_ids_truncate;
 
 CREATE TABLE cdc.outbox_rows (
   id           bigserial,
@@ -1942,6 +1963,11 @@ COMMENT ON TRIGGER subscription_guard ON cdc.subscription IS 'Refuses writes by 
 CREATE TRIGGER subscription_guard_truncate BEFORE TRUNCATE ON cdc.subscription
   FOR EACH STATEMENT EXECUTE FUNCTION cdc._subscription_guard();
 COMMENT ON TRIGGER subscription_guard_truncate ON cdc.subscription IS 'Refuses TRUNCATE by non-superusers (42501).';
+
+-- fire under any session_replication_role: a database or role set to
+-- replica (and the worker, which always is) must not skip them (TAP 115)
+ALTER TABLE cdc.subscription ENABLE ALWAYS TRIGGER subscription_guard;
+ALTER TABLE cdc.subscription ENABLE ALWAYS TRIGGER subscription_guard_truncate;
 
 -- The tables of a subscription, as pg_subscription_rel is for PostgreSQL's
 -- own subscriptions: the published tables the worker applies, and where
