@@ -93,14 +93,26 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
 // from the publication, refreshed, added back and refreshed kept the rows
 // deleted on the source meanwhile.  None when another subscription writes
 // the same target (ApplyEngine::OtherSubscriptionWriting: its rows have the
-// same source id), with a WARNING.  `rows`: the copy's rows, numbered
-// before these.  Returns how many were deleted.
+// same source id), with a WARNING; none when the publications do not
+// delete the table's rows (`deletes_published` false: TableScope).
+// `rows`: the copy's rows, numbered before these.  Returns how many were
+// deleted.
 long
-DeleteRowsNotCopied(const char *schema, const char *table, XLogRecPtr cp, long rows)
+DeleteRowsNotCopied(const char *schema, const char *table, XLogRecPtr cp, long rows, bool deletes_published)
 {
 	const Oid relid = W->engine->ResolveSourceTable(W->name, schema, table, true);
 	W->engine->ApplyQueued(); /* the copy's rows first: their records move to the snapshot version */
 	const cdc::Version v{{W->epoch, int64_t(cp), 0, 0}};
+	/*
+	 * The publications never delete its rows (publish = 'insert', or
+	 * 'insert, update' without a row filter): the destination keeps the rows
+	 * the source deleted, as the stream keeps them.  Deleting them here made
+	 * every later copy (a refresh after the table went out of the
+	 * publication and back, cdc.resync_table) delete an archive's rows
+	 * (review h2, TAP 116).
+	 */
+	if (!deletes_published)
+		return 0;
 	if (std::optional<std::string> other = W->engine->OtherSubscriptionWriting(relid, W->name, W->system_id)) {
 		cdc::pg::PgCall([&]() {
 			ereport(WARNING,
@@ -229,6 +241,20 @@ read_table_scope(PGconn *conn, const char *publications_sql, const char *schema,
 		if (!all_rows)
 			scope->filter = where.data;
 	}
+
+	/* what the stream sends of it: pgoutput ORs the publish options of the table's publications */
+	res = conn_exec(conn, psprintf("SELECT pg_catalog.bool_or(p.pubdelete)::pg_catalog.text, pg_catalog.bool_or(p.pubupdate)::pg_catalog.text "
+	                           "FROM pg_catalog.pg_publication p, "
+	                           "LATERAL pg_catalog.pg_get_publication_tables(p.pubname::pg_catalog.text) gpt "
+	                           "WHERE gpt.relid OPERATOR(pg_catalog.=) %s "
+	                           "AND p.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[])",
+	                           relid, publications_sql),
+	                  PGRES_TUPLES_OK);
+	/* unknown (no row: not published, which the caller finds out) counts as deleting, the behaviour before */
+	bool pubdelete = PQntuples(res) != 1 || PQgetisnull(res, 0, 0) || strcmp(PQgetvalue(res, 0, 0), "true") == 0;
+	bool pubupdate = PQntuples(res) != 1 || PQgetisnull(res, 0, 1) || strcmp(PQgetvalue(res, 0, 1), "true") == 0;
+	PQclear(res);
+	scope->deletes_published = pubdelete || (pubupdate && scope->filter != NULL);
 }
 
 static void
@@ -352,7 +378,7 @@ copy_table(const char *schema, const char *table, XLogRecPtr cp)
 	PQclear(res);
 	MemoryContextReset(row_context);
 	long removed = 0;
-	cdc::pg::RunCpp([&]() { removed = DeleteRowsNotCopied(schema, table, cp, rows); });
+	cdc::pg::RunCpp([&]() { removed = DeleteRowsNotCopied(schema, table, cp, rows, scope.deletes_published); });
 	cdc::pg::RunCpp([&]() {
 		W->engine->Finish();
 		delete W->engine;

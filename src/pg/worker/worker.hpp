@@ -135,6 +135,13 @@ typedef struct TableScope {
 	int ncols;
 	char **cols;
 	char *filter;
+	/*
+	 * The stream can delete its rows: one of the publications publishes
+	 * deletes, or updates with a row filter (pgoutput sends an update that
+	 * leaves the filter as a delete).  Not with publish = 'insert' or
+	 * 'insert, update' alone: a copy then deletes nothing (TAP 116).
+	 */
+	bool deletes_published;
 } TableScope;
 void read_table_scope(PGconn *conn, const char *publications_sql, const char *schema, const char *table,
                       TableScope *scope);
