@@ -243,17 +243,30 @@ read_table_scope(PGconn *conn, const char *publications_sql, const char *schema,
 	}
 
 	/* what the stream sends of it: pgoutput ORs the publish options of the table's publications */
-	res = conn_exec(conn, psprintf("SELECT pg_catalog.bool_or(p.pubdelete)::pg_catalog.text, pg_catalog.bool_or(p.pubupdate)::pg_catalog.text "
+	res = conn_exec(conn, psprintf("SELECT pg_catalog.count(*), pg_catalog.bool_or(p.pubdelete)::pg_catalog.text, "
+	                           "pg_catalog.bool_or(p.pubupdate)::pg_catalog.text "
 	                           "FROM pg_catalog.pg_publication p, "
 	                           "LATERAL pg_catalog.pg_get_publication_tables(p.pubname::pg_catalog.text) gpt "
 	                           "WHERE gpt.relid OPERATOR(pg_catalog.=) %s "
 	                           "AND p.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[])",
 	                           relid, publications_sql),
 	                  PGRES_TUPLES_OK);
-	/* unknown (no row: not published, which the caller finds out) counts as deleting, the behaviour before */
-	bool pubdelete = PQntuples(res) != 1 || PQgetisnull(res, 0, 0) || strcmp(PQgetvalue(res, 0, 0), "true") == 0;
-	bool pubupdate = PQntuples(res) != 1 || PQgetisnull(res, 0, 1) || strcmp(PQgetvalue(res, 0, 1), "true") == 0;
+	bool published = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+	bool pubdelete = !published || strcmp(PQgetvalue(res, 0, 1), "true") == 0;
+	bool pubupdate = !published || strcmp(PQgetvalue(res, 0, 2), "true") == 0;
 	PQclear(res);
+	/*
+	 * Not published (any more): the queries above found no column list and
+	 * no filter, which read as "every column, every row".  A table waiting
+	 * for its copy that the publications stopped publishing was copied
+	 * whole, unpublished columns included, marked ready and never streamed
+	 * (review h2, TAP 118).
+	 */
+	if (!published)
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+		                errmsg("cdc_apply: table %s.%s is not published by publications %s", schema, table, publications_sql),
+		                errdetail("It was published when it was added to the subscription; nothing of it is copied."),
+		                errhint("Run cdc.refresh_subscription to remove it from the subscription, or publish it again.")));
 	scope->deletes_published = pubdelete || (pubupdate && scope->filter != NULL);
 }
 
