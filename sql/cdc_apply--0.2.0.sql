@@ -2729,7 +2729,7 @@ COMMENT ON COLUMN cdc.audit_findings.source_lsn IS 'The source position of the r
 COMMENT ON COLUMN cdc.audit_findings.detail IS 'For extra rows: whether the source has no such row or one outside the publication''s row filter.';
 COMMENT ON COLUMN cdc.audit_findings.found_at IS 'When it was confirmed.';
 COMMENT ON COLUMN cdc.audit_findings.repaired_at IS 'When cdc.resync(..., audit => audit_id) handled it; NULL until then.';
-COMMENT ON COLUMN cdc.audit_findings.repair_outcome IS 'What the resync did: applied (written through the engine), equal (already equal at its snapshot), newer (the stream changed it after that snapshot), or the engine''s outcome when it did not apply (stale, duplicate, conflict, expired).';
+COMMENT ON COLUMN cdc.audit_findings.repair_outcome IS 'What the resync did: applied (written through the engine), equal (already equal at its snapshot), newer (the stream changed it after that snapshot), kept (a row the source no longer publishes, of a table whose publications never delete rows: publish = ''insert'' or ''insert, update'' without a row filter), or the engine''s outcome when it did not apply (stale, duplicate, conflict, expired).';
 COMMENT ON COLUMN cdc.audit_findings.repair_lsn IS 'The source position the resync read the key at.';
 
 CREATE VIEW cdc.audit_status AS

@@ -23,6 +23,10 @@
 #              it deletes those too, as before (docs/worker.md)
 #   default    the default publish: the copy deletes the row deleted while
 #              out (docs/worker.md; test/t/035_worker_tables.pl)
+#   audit      cdc.audit reports no row the source deleted of the
+#              insert-only table as 'extra', and cdc.resync by keys keeps
+#              them (outcome 'kept'), while a row changed by hand is still
+#              found and repaired
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -100,6 +104,17 @@ ok(wait_caught_up($source, $dest, 's'), 'insert: resynced');
 is(id_n_rows($dest, 'a_ins'), '7 1:2,2:0,3:0,4:5,5:0,6:1,7:7', 'insert: cdc.resync_table deletes none of the archived rows');
 is(dq(q{SELECT count(*) FROM cdc.tombstones WHERE target = 'a_ins'::regclass}), '0', 'insert: no tombstone');
 is(status_row($dest, 's', 'retry_count'), '0', 'no error');
+
+# cdc.audit and cdc.resync follow the same rule: a row the source deleted
+# is no finding of an insert-only table (it was 'extra', and the resync of
+# the finding deleted it), while a hand-made change still is
+dq(q{UPDATE a_ins SET n = 99 WHERE id = 5});
+$dest->safe_psql('postgres', q{CALL cdc.audit('s', 'a_ins')});
+is(dq(q{SELECT string_agg(kind || ':' || (key->>'id'), ',' ORDER BY key->>'id') FROM cdc.audit_findings WHERE target = 'a_ins'::regclass}),
+	'different:5', 'audit: only the row changed by hand, not the rows the source deleted');
+$dest->safe_psql('postgres', q{CALL cdc.resync('s', 'a_ins', keys => '[2, 3, 4, 5]')});
+is(id_n_rows($dest, 'a_ins'), '7 1:2,2:0,3:0,4:5,5:0,6:1,7:7', 'resync by keys: the changed row repaired, the archived ones kept');
+is(dq(q{SELECT count(*) FROM cdc.tombstones WHERE target = 'a_ins'::regclass}), '0', 'resync: no tombstone');
 
 dq(q{SELECT cdc.drop_subscription('s', drop_slot => true)});
 $dest->stop;

@@ -284,6 +284,7 @@ LoadSourceTable(SourceConn &q, const Subscription &sub, const std::string &schem
 	t.hashed.only = scope->relkind == 'r';
 	if (scope->filter)
 		t.hashed.filter = scope->filter;
+	t.deletes_published = scope->deletes_published;
 
 	for (const std::string &c : published) {
 		auto d = dest.columns.find(c);

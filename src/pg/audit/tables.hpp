@@ -32,6 +32,11 @@ struct SourceTable {
 	std::vector<std::string> columns; // the hashed columns' names, unquoted
 	std::vector<std::string> key_types; // format_type of each key column on the source
 	int64_t estimate = 0;             // reltuples
+	// The publications delete rows of it (TableScope::deletes_published):
+	// else (publish = 'insert', 'insert, update' without a row filter) the
+	// stream keeps the rows the source deletes, so a destination row the
+	// source does not publish is no finding and is never deleted (TAP 116).
+	bool deletes_published = true;
 };
 
 struct KeyColumn {
