@@ -12,22 +12,26 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
-namespace {
-
-TimestampTz last_prune = 0;             /* launcher process only */
-
-} // namespace
-
 namespace cdc::pg {
 
-void
-LauncherPruneIfDue()
+TimestampTz
+LauncherNextPrune(TimestampTz last_prune)
 {
 	if (cdc_prune_interval <= 0)
-		return;
+		return 0;
+	if (last_prune == 0)
+		return GetCurrentTimestamp();
+	return TimestampTzPlusMilliseconds(last_prune, cdc_prune_interval * 1000L);
+}
+
+TimestampTz
+LauncherPruneIfDue(TimestampTz last_prune)
+{
+	if (cdc_prune_interval <= 0)
+		return last_prune;
 	TimestampTz now = GetCurrentTimestamp();
 	if (last_prune != 0 && !TimestampDifferenceExceeds(last_prune, now, cdc_prune_interval * 1000))
-		return;
+		return last_prune;
 	last_prune = now;
 
 	MemoryContext caller = CurrentMemoryContext;
@@ -62,6 +66,7 @@ LauncherPruneIfDue()
 	}
 	PG_END_TRY();
 	pgstat_report_activity(STATE_IDLE, NULL);
+	return last_prune;
 }
 
 } // namespace cdc::pg

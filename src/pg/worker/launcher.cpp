@@ -243,7 +243,7 @@ cdc_launcher_main(Datum arg)
 		/* a launcher that ended without reporting (it failed): look again after cdc.naptime */
 		for (int i = 0; i < nended; i++) {
 			CdcDatabase *d = registry_find_database(ended[i], false);
-			if (d != NULL && d->launcher_pid == 0 && d->state != CDC_DB_NONE) {
+			if (d != NULL && d->launcher_pid == 0 && d->state != CDC_DB_NONE && !(d->state == CDC_DB_IDLE && d->reported)) {
 				if (d->state == CDC_DB_CHECKING)
 					d->state = CDC_DB_UNKNOWN;
 				TimestampTz retry = TimestampTzPlusMilliseconds(now, cdc_naptime * 1000L);
@@ -255,28 +255,42 @@ cdc_launcher_main(Datum arg)
 		for (int r = 0; r < nrows; r++)
 			if (rows[r].eligible && registry_find_database(rows[r].oid, true) == NULL)
 				full = true;
-		/* start the database launchers that are missing: served ones, then the ones not looked at yet (urgent first) */
+		/*
+		 * Start the database launchers that are missing: served ones and idle
+		 * ones where a subscription was just created, then the ones not looked
+		 * at yet (urgent first), then idle ones whose scheduled cdc.prune() is
+		 * due.  Looks at databases without a resident launcher (not looked at
+		 * yet, or idle) run CDC_CONCURRENT_CHECKS at a time, so that however
+		 * many such databases exist (anyone with CREATEDB can copy one) they
+		 * take at most that many max_worker_processes slots.
+		 */
 		int checking = 0;
 		for (int i = 0; i < CdcRegistry->ndatabases; i++)
-			if (dbs[i].state == CDC_DB_CHECKING)
+			if (dbs[i].state == CDC_DB_CHECKING ||
+			    (dbs[i].state == CDC_DB_IDLE && !dbs[i].wanted &&
+			     (dbs[i].launcher_pid != 0 || hash_search(launched, &dbs[i].dboid, HASH_FIND, NULL) != NULL)))
 				checking++;
-		for (int pass = 0; pass < 3; pass++) {
+		for (int pass = 0; pass < 4; pass++) {
 			for (int i = 0; i < CdcRegistry->ndatabases; i++) {
 				CdcDatabase *d = &dbs[i];
-				bool wanted = pass == 0   ? d->state == CDC_DB_SERVED
+				bool idle_due = d->state == CDC_DB_IDLE && d->next_due != 0 && d->next_due <= now;
+				bool wanted = pass == 0   ? d->state == CDC_DB_SERVED || (d->state == CDC_DB_IDLE && d->wanted)
 				              : pass == 1 ? d->state == CDC_DB_UNKNOWN && d->urgent
-				                          : d->state == CDC_DB_UNKNOWN && !d->urgent;
+				              : pass == 2 ? d->state == CDC_DB_UNKNOWN && !d->urgent
+				                          : idle_due && !d->wanted;
 				if (!wanted || d->launcher_pid != 0 || hash_search(launched, &d->dboid, HASH_FIND, NULL) != NULL)
 					continue;
 				if (d->hold_until > now && !(pass == 1 && d->state == CDC_DB_UNKNOWN))
 					continue;
-				if (d->state == CDC_DB_UNKNOWN) {
+				if (d->state == CDC_DB_UNKNOWN || pass == 3) {
 					if (checking >= CDC_CONCURRENT_CHECKS)
 						continue;
 					checking++;
-					d->state = CDC_DB_CHECKING;
+					if (d->state == CDC_DB_UNKNOWN)
+						d->state = CDC_DB_CHECKING;
 				}
 				d->started_at = now;
+				d->reported = false;
 				to_start[nstart++] = d->dboid;
 			}
 		}
@@ -290,6 +304,8 @@ cdc_launcher_main(Datum arg)
 		}
 		for (int i = 0; i < nforgotten; i++)
 			cdc::pg::SharedStatsForgetDatabase(forgotten[i]);
+		/* reservations of databases whose launcher left before their worker started */
+		registry_reclaim_stale_reservations(InvalidOid, CDC_RESERVATION_TIMEOUT_MS);
 		for (int i = 0; i < nstart; i++) {
 			BackgroundWorkerHandle *handle = NULL;
 			if (start_database_launcher(to_start[i], &handle)) {
@@ -415,6 +431,8 @@ cdc_database_launcher_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
+		/* before the snapshot: a subscription committed after this is seen by the next look (registry_report_idle) */
+		TimestampTz last_prune = registry_begin_look();
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -462,6 +480,12 @@ cdc_database_launcher_main(Datum arg)
 			CommitTransactionCommand();
 			pgstat_report_activity(STATE_IDLE, NULL);
 			(void) registry_stop_workers(MyDatabaseId, NULL, 0);
+			if (nold == 0) {
+				/* nothing to guard and nothing to run until the update (whose script wakes the cluster launcher) */
+				if (registry_report_idle(0))
+					proc_exit(0);
+				continue;
+			}
 			registry_report_database(true, nold); /* the DROP DATABASE guard still counts them */
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, cdc_naptime * 1000L,
 			                 PG_WAIT_EXTENSION);
@@ -497,7 +521,7 @@ cdc_database_launcher_main(Datum arg)
 				pfree(started[s].handle);
 				started[s].handle = NULL;
 			}
-		registry_reclaim_stale_reservations(CDC_RESERVATION_TIMEOUT_MS);
+		registry_reclaim_stale_reservations(MyDatabaseId, CDC_RESERVATION_TIMEOUT_MS);
 
 		/* start workers of enabled subscriptions that have none: one of the cdc.max_workers slots of all databases */
 		for (int i = 0; i < nsubs; i++) {
@@ -523,7 +547,27 @@ cdc_database_launcher_main(Datum arg)
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 		pgstat_report_activity(STATE_IDLE, NULL);
-		cdc::pg::LauncherPruneIfDue(); /* the replay horizon's schedule (pg/horizon.hpp) */
+		/* the replay horizon's schedule (pg/horizon.hpp), kept in the registry across launchers */
+		TimestampTz pruned = cdc::pg::LauncherPruneIfDue(last_prune);
+		if (pruned != last_prune)
+			registry_note_prune(pruned);
+
+		/*
+		 * No subscription: nothing to start, stop or guard until one is
+		 * created, whose transaction wakes the cluster launcher at commit
+		 * (lifecycle.cpp).  This launcher's max_worker_processes slot is
+		 * freed; the cluster launcher starts one again when the next
+		 * scheduled cdc.prune() is due (docs/security.md, "Database
+		 * launchers").
+		 */
+		if (nsubs == 0) {
+			if (registry_report_idle(cdc::pg::LauncherNextPrune(pruned))) {
+				ereport(DEBUG1, (errmsg("cdc_apply launcher: no subscription in this database; leaving until the next "
+				                        "scheduled cdc.prune() or a new subscription")));
+				proc_exit(0);
+			}
+			continue; /* a subscription was created since this look began: look again at once */
+		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, cdc_naptime * 1000L,
 		                 PG_WAIT_EXTENSION);

@@ -85,9 +85,11 @@ database_eligible(Oid db, const char *dbname)
  *    slots on the sources would keep WAL for ever, B37 (a)); the other
  *    commands meet the apply workers' sessions as PostgreSQL's own
  *    subscriptions' workers would be met;
- *  - it has none: its database launcher is stopped (waiting for it to exit)
- *    and kept away for kHoldMs, so that the command does not fail with
- *    "being accessed by other users".
+ *  - it has none (served with none counted yet, or idle: no resident
+ *    launcher, one may be visiting for the scheduled cdc.prune()): its
+ *    database launcher, if one runs, is stopped (waiting for it to exit)
+ *    and none is started for kHoldMs, so that the command does not fail
+ *    with "being accessed by other users".
  */
 void
 guard_database_command(const char *dbname, bool dropping)
@@ -113,7 +115,7 @@ guard_database_command(const char *dbname, bool dropping)
 		int launcher = d->launcher_pid;
 		if (state == CDC_DB_UNKNOWN || state == CDC_DB_CHECKING)
 			d->urgent = true;
-		else if (state == CDC_DB_SERVED && nsubs == 0)
+		else if ((state == CDC_DB_SERVED && nsubs == 0) || state == CDC_DB_IDLE)
 			d->hold_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kHoldMs);
 		LWLockRelease(CdcRegistryLock());
 
@@ -127,8 +129,8 @@ guard_database_command(const char *dbname, bool dropping)
 				                errhint("Drop them first in that database with cdc.drop_subscription(name, drop_slot => true).")));
 			return;
 		}
-		if (state == CDC_DB_SERVED) {
-			/* no subscriptions: only the database launcher is connected; stop it */
+		if (state == CDC_DB_SERVED || state == CDC_DB_IDLE) {
+			/* no subscriptions: at most the database launcher is connected (an idle one is visiting); stop it */
 			if (launcher != 0) {
 				kill(launcher, SIGTERM);
 				TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 5000);
@@ -260,7 +262,8 @@ lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool read
 /*
  * After a transaction that created the extension or a subscription
  * commits: the launcher looks at this database again (a database it found
- * without cdc_apply is looked at anew) and at once.  Set by
+ * without cdc_apply is looked at anew, one it found without subscriptions,
+ * which has no resident launcher, gets one) and at once.  Set by
  * cdc._notify_launcher() and cdc._note_subscription_database(); done at
  * commit, so that the look sees what the transaction committed.
  */
@@ -275,8 +278,12 @@ notify_xact_callback(XactEvent event, void *arg) noexcept
 	if (event == XACT_EVENT_COMMIT && CdcRegistry != NULL) {
 		LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
 		CdcDatabase *d = registry_find_database(MyDatabaseId, true);
-		if (d != NULL && d->state == CDC_DB_NONE)
-			d->state = CDC_DB_UNKNOWN;
+		if (d != NULL) {
+			if (d->state == CDC_DB_NONE)
+				d->state = CDC_DB_UNKNOWN;
+			/* an idle database (no resident launcher) gets one now; one looking now looks again (registry_report_idle) */
+			d->wanted = true;
+		}
 		LWLockRelease(CdcRegistryLock());
 		registry_wake_cluster_launcher();
 	}

@@ -206,10 +206,64 @@ registry_report_database(bool installed, int nsubs)
 		d->state = state;
 		d->nsubs = installed ? nsubs : 0;
 		d->urgent = false;
+		d->reported = true;
 	}
 	LWLockRelease(registry_lock);
 	if (changed)
 		registry_wake_cluster_launcher(); /* a waiting DROP DATABASE, or the next check */
+}
+
+TimestampTz
+registry_begin_look(void)
+{
+	if (CdcRegistry == NULL)
+		return 0;
+	TimestampTz last = 0;
+	LWLockAcquire(registry_lock, LW_EXCLUSIVE);
+	CdcDatabase *d = registry_find_database(MyDatabaseId, false);
+	if (d != NULL) {
+		d->wanted = false;
+		last = d->last_prune;
+	}
+	LWLockRelease(registry_lock);
+	return last;
+}
+
+void
+registry_note_prune(TimestampTz at)
+{
+	if (CdcRegistry == NULL)
+		return;
+	LWLockAcquire(registry_lock, LW_EXCLUSIVE);
+	CdcDatabase *d = registry_find_database(MyDatabaseId, false);
+	if (d != NULL)
+		d->last_prune = at;
+	LWLockRelease(registry_lock);
+}
+
+bool
+registry_report_idle(TimestampTz next_due)
+{
+	if (CdcRegistry == NULL)
+		return true;
+	bool idle = true;
+	LWLockAcquire(registry_lock, LW_EXCLUSIVE);
+	CdcDatabase *d = registry_find_database(MyDatabaseId, true);
+	if (d != NULL) {
+		if (d->wanted)
+			idle = false; /* committed after this look began: look again */
+		else {
+			d->state = CDC_DB_IDLE;
+			d->nsubs = 0;
+			d->next_due = next_due;
+			d->urgent = false;
+			d->reported = true;
+		}
+	}
+	LWLockRelease(registry_lock);
+	if (idle)
+		registry_wake_cluster_launcher(); /* a waiting DROP DATABASE, or the next check */
+	return idle;
 }
 
 bool
@@ -384,7 +438,7 @@ registry_copy_done(uint64 rows, uint64 bytes)
 }
 
 void
-registry_reclaim_stale_reservations(int max_age_ms)
+registry_reclaim_stale_reservations(Oid db, int max_age_ms)
 {
 	if (CdcRegistry == NULL)
 		return;
@@ -392,7 +446,7 @@ registry_reclaim_stale_reservations(int max_age_ms)
 	LWLockAcquire(registry_lock, LW_EXCLUSIVE);
 	CdcWorkerSlot *slots = registry_slots();
 	for (int i = 0; i < CdcRegistry->nslots; i++)
-		if (slots[i].in_use && slots[i].pid == 0 && slots[i].dboid == MyDatabaseId &&
+		if (slots[i].in_use && slots[i].pid == 0 && (!OidIsValid(db) || slots[i].dboid == db) &&
 		    TimestampDifferenceExceeds(slots[i].reserved_at, now, max_age_ms))
 			slots[i].in_use = false;
 	LWLockRelease(registry_lock);

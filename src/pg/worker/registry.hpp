@@ -32,6 +32,7 @@ struct PGPROC;
 #define CDC_DB_CHECKING 2 /* its database launcher was started and has not reported yet */
 #define CDC_DB_SERVED 3   /* cdc_apply is installed: a database launcher serves its subscriptions */
 #define CDC_DB_NONE 4     /* cdc_apply is not installed there: nobody stays connected to it */
+#define CDC_DB_IDLE 5     /* installed, no subscription: no resident launcher; one is started at next_due or when wanted */
 
 typedef struct CdcDatabase {
 	Oid dboid;
@@ -41,6 +42,10 @@ typedef struct CdcDatabase {
 	bool urgent;            /* a DROP DATABASE waits for its state: look at it before the others */
 	TimestampTz hold_until; /* no database launcher is started in it before this (a command needs it without sessions) */
 	TimestampTz started_at; /* when its database launcher was last started */
+	bool reported;          /* its database launcher reported since it was last started */
+	bool wanted;            /* a transaction that created a subscription (or the extension) committed: look at it now */
+	TimestampTz next_due;   /* CDC_DB_IDLE: when its next scheduled cdc.prune() is due (0: none) */
+	TimestampTz last_prune; /* when a launcher last ran its scheduled cdc.prune() (0: not since the server started) */
 } CdcDatabase;
 
 /* CdcWorkerSlot.copy_state */
@@ -102,6 +107,22 @@ void registry_wake_cluster_launcher(void);
  */
 bool registry_attach_database_launcher(void);
 void registry_report_database(bool installed, int nsubs);
+/*
+ * Database launcher, at the start of each look at cdc.subscription (before
+ * its snapshot): clears the database's `wanted` flag, and returns when the
+ * scheduled cdc.prune() last ran in this database (0: not yet).
+ */
+TimestampTz registry_begin_look(void);
+/* Database launcher: its scheduled cdc.prune() ran at `at`. */
+void registry_note_prune(TimestampTz at);
+/*
+ * Database launcher of a database with the extension and no subscription:
+ * records that it needs no resident launcher until `next_due` (0: only
+ * when woken) and returns true, the launcher then exits; false when a
+ * subscription was created (or the extension created) since its look
+ * began (`wanted`): it must look again.
+ */
+bool registry_report_idle(TimestampTz next_due);
 
 /*
  * Apply-worker slots.  A database launcher reserves one for a subscription
@@ -135,5 +156,9 @@ typedef struct CdcWorkerStart {
 	uint32 generation;
 } CdcWorkerStart;
 
-/* Database launcher: frees the reservations of this database that no worker took within `max_age_ms`. */
-void registry_reclaim_stale_reservations(int max_age_ms);
+/*
+ * Frees the reservations of database `db` (InvalidOid: of every database;
+ * the cluster launcher, for databases without a resident launcher) that no
+ * worker took within `max_age_ms`.
+ */
+void registry_reclaim_stale_reservations(Oid db, int max_age_ms);
