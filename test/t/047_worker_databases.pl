@@ -14,8 +14,9 @@
 #      a database with the extension and no subscriptions can be dropped or
 #      renamed at once (its launcher steps aside), one without the
 #      extension too;
-#   5. CREATE EXTENSION in a new database gets it served, DROP EXTENSION
-#      lets it go; a restarted cluster launcher starts no second launcher.
+#   5. CREATE EXTENSION in a new database gets it looked at (and, without
+#      a subscription, left: TAP 122), DROP EXTENSION lets it go; a
+#      restarted cluster launcher starts no second launcher.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -160,22 +161,25 @@ for my $db (qw(db_a db_b)) {
 is($rc, 0, 'DROP DATABASE of a database without the extension succeeds at once') or diag($err);
 dq('postgres', 'CREATE DATABASE db_c');
 dq('db_c', 'CREATE EXTENSION cdc_apply');
-ok($dest->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cdc_apply launcher' AND datname = 'db_c'}),
-	'CREATE EXTENSION: a launcher serves db_c');
+ok($dest->poll_query_until('db_c', q{SELECT last_prune_at IS NOT NULL FROM cdc.horizon_status}),
+	'CREATE EXTENSION: a launcher looked at db_c (it ran the scheduled cdc.prune())');
+ok($dest->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'cdc_apply launcher' AND datname = 'db_c'}),
+	'and left: db_c has no subscription (TAP 122)');
 ($rc, $out, $err) = $dest->psql('postgres', 'ALTER DATABASE db_c RENAME TO db_c2');
 is($rc, 0, 'ALTER DATABASE RENAME of a database with the extension and no subscriptions: its launcher steps aside') or diag($err);
+my $t_copy = dq('postgres', 'SELECT now()');
 ($rc, $out, $err) = $dest->psql('postgres', 'CREATE DATABASE db_copy TEMPLATE db_c2');
 is($rc, 0, 'CREATE DATABASE ... TEMPLATE of it works too') or diag($err);
-ok($dest->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cdc_apply launcher' AND datname = 'db_copy'}),
-	'the copy (it has the extension) is served as well');
+ok($dest->poll_query_until('db_copy', qq{SELECT last_prune_at > '$t_copy' FROM cdc.horizon_status}),
+	'the copy (it has the extension) is looked at as well');
 ($rc, $out, $err) = $dest->psql('postgres', 'DROP DATABASE db_c2');
 is($rc, 0, 'DROP DATABASE of a database with the extension and no subscriptions succeeds at once') or diag($err);
 dq('db_copy', 'DROP EXTENSION cdc_apply');
 ok($dest->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type LIKE 'cdc_apply%' AND datname = 'db_copy'}),
 	'DROP EXTENSION: the launcher leaves the database');
 dq('db_copy', 'CREATE EXTENSION cdc_apply');
-ok($dest->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cdc_apply launcher' AND datname = 'db_copy'}),
-	'CREATE EXTENSION again: served again');
+ok($dest->poll_query_until('db_copy', q{SELECT last_prune_at IS NOT NULL FROM cdc.horizon_status}),
+	'CREATE EXTENSION again: looked at again (the new install\'s scheduled cdc.prune() ran at once)');
 dq('postgres', 'DROP DATABASE db_copy');
 ok(1, 'and dropped');
 

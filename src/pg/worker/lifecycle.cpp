@@ -268,6 +268,7 @@ lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool read
  * commit, so that the look sees what the transaction committed.
  */
 bool notify_at_commit = false;
+bool new_schedule_at_commit = false; /* the extension was (re)created: its scheduled cdc.prune() runs at the first look */
 bool xact_callback_registered = false;
 
 void
@@ -283,13 +284,17 @@ notify_xact_callback(XactEvent event, void *arg) noexcept
 				d->state = CDC_DB_UNKNOWN;
 			/* an idle database (no resident launcher) gets one now; one looking now looks again (registry_report_idle) */
 			d->wanted = true;
+			if (new_schedule_at_commit)
+				d->last_prune = 0;
 		}
 		LWLockRelease(CdcRegistryLock());
 		registry_wake_cluster_launcher();
 	}
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_COMMIT ||
-	    event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
+	    event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE) {
 		notify_at_commit = false;
+		new_schedule_at_commit = false;
+	}
 }
 
 void
@@ -398,11 +403,16 @@ CDC_PG_FUNCTION(cdc_note_subscription_database)
 /*
  * cdc._notify_launcher() RETURNS void: after the current transaction (the
  * extension's install script) commits, the launcher looks at this database
- * at once, even if it found it without cdc_apply before.  A no-op without
+ * at once, even if it found it without cdc_apply before, and runs the
+ * scheduled cdc.prune() at that look (the extension's tables are new: the
+ * schedule of an earlier install does not apply).  A no-op without
  * shared_preload_libraries.  No errors.
  */
 CDC_PG_FUNCTION(cdc_notify_launcher)
 {
-	cdc::pg::PgCall([&]() { notify_launcher_at_commit(); });
+	cdc::pg::PgCall([&]() {
+		notify_launcher_at_commit();
+		new_schedule_at_commit = CdcRegistry != NULL;
+	});
 	PG_RETURN_VOID();
 }
