@@ -5,25 +5,42 @@
 //  * the **cluster launcher** (`cdc_apply cluster launcher`, one per server,
 //    registered by InitLauncher from _PG_init) is connected to no database:
 //    it reads pg_database every cdc.naptime (and when woken) and starts a
-//    database launcher in every database that allows connections and is not
-//    a template, two at a time for databases it has not looked at yet;
+//    database launcher in every database that allows connections, is not a
+//    template and needs one: not looked at yet, with subscriptions, or
+//    without subscriptions but with its scheduled cdc.prune() due or a
+//    subscription just created there (CDC_DB_IDLE, next_due and wanted in
+//    registry.hpp).  Looks at databases without a resident launcher run
+//    CDC_CONCURRENT_CHECKS at a time;
 //  * a **database launcher** (`cdc_apply launcher`, one per database) looks
 //    whether cdc_apply is installed there.  If not, it says so in the
 //    registry and exits at once, so it never holds a connection to such a
-//    database.  If it is, it stays: every cdc.naptime it reads
-//    cdc.subscription, starts an apply worker for each enabled subscription
-//    that has none (taking one of the cdc.max_workers slots shared by all
-//    databases, registry.hpp), stops those of disabled or dropped ones,
-//    counts the subscriptions for the DROP DATABASE guard (lifecycle.cpp),
-//    and runs the replay horizon's scheduled cdc.prune() (apply/horizon.hpp).
+//    database.  If it is and the database has subscriptions, it stays:
+//    every cdc.naptime it reads cdc.subscription, starts an apply worker for
+//    each enabled subscription that has none (taking one of the
+//    cdc.max_workers slots shared by all databases, registry.hpp), stops
+//    those of disabled or dropped ones, counts the subscriptions for the
+//    DROP DATABASE guard (lifecycle.cpp), and runs the replay horizon's
+//    scheduled cdc.prune() (apply/horizon.hpp).  If the database has no
+//    subscription, it runs that prune if due, records in the registry when
+//    the next one is due, and exits: nothing else is to be done there until
+//    a subscription is created, and cdc.create_subscription wakes the
+//    cluster launcher at commit (lifecycle.cpp; a launcher looking at that
+//    moment sees the `wanted` flag and looks again instead of leaving).
 //    After DROP EXTENSION it stops its workers and exits.
 //
 // Why one launcher per database rather than one process visiting each
 // database in turn: a background worker connects to one database for its
 // life, cdc.subscription and cdc.prune() are per database, and a
 // database's launcher reacts within cdc.naptime without a process start
-// per database per cdc.naptime.  A database launcher costs a
-// max_worker_processes slot per database that has cdc_apply installed.
+// per database per cdc.naptime.  Why only where there are subscriptions
+// (security review, TAP 122): a resident launcher costs a
+// max_worker_processes slot, and any role with CREATEDB that owns a
+// database with cdc_apply can copy it (CREATE DATABASE ... TEMPLATE) as
+// often as it likes; a launcher per copy took every slot, and no apply or
+// parallel query worker could start in any database.  Subscriptions are
+// created by superusers only, so only they decide how many launchers stay;
+// a copy without one costs a visit per cdc.prune_interval, at most
+// CDC_CONCURRENT_CHECKS at a time.
 //
 // PostgreSQL-regime code (it may ereport): it owns no C++ objects with
 // destructors in its frames, and enters C++ only through RunCpp().

@@ -1,7 +1,9 @@
 // The launchers' registry in shared memory (docs/worker.md, "Every
 // database"): what the cluster launcher knows of each database (is
 // cdc_apply installed there, how many subscriptions it has, which
-// database launcher serves it), and the apply-worker slots that
+// database launcher serves it; for one without subscriptions, which keeps
+// no resident launcher, when its next scheduled cdc.prune() is due and
+// whether a new subscription wants one now), and the apply-worker slots that
 // cdc.max_workers caps across all databases, each with the progress of the
 // table copy its worker runs (docs/worker.md, "Progress").
 //
