@@ -1,5 +1,5 @@
 # Database launchers and max_worker_processes (security review; docs/security.md,
-# "Database launchers"; docs/worker.md, "Every database").
+# "Shared state"; docs/worker.md, "Every database").
 #
 # A database launcher used to stay resident in every database with the
 # extension, each holding a max_worker_processes slot.  An ordinary role
@@ -39,7 +39,7 @@ CREATE PUBLICATION p FOR TABLE t;
 });
 # max_worker_processes = 8: the cluster launcher, PostgreSQL's logical
 # replication launcher, and six more
-my $dest = new_dest('slots_dest', "max_worker_processes = 8\ncdc.prune_interval = 2\ncdc.max_workers = 2\n");
+my $dest = new_dest('slots_dest', "max_worker_processes = 8\ncdc.prune_interval = 4\ncdc.max_workers = 2\n");
 sub dq { my ($db, $sql) = @_; return $dest->safe_psql($db, $sql); }
 
 dq('postgres', 'CREATE ROLE mallory LOGIN CREATEDB');

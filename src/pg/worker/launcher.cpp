@@ -574,8 +574,8 @@ cdc_database_launcher_main(Datum arg)
 		 * created, whose transaction wakes the cluster launcher at commit
 		 * (lifecycle.cpp).  This launcher's max_worker_processes slot is
 		 * freed; the cluster launcher starts one again when the next
-		 * scheduled cdc.prune() is due (docs/security.md, "Database
-		 * launchers").
+		 * scheduled cdc.prune() is due (docs/security.md, "Shared
+		 * state").
 		 */
 		if (nsubs == 0) {
 			if (registry_report_idle(cdc::pg::LauncherNextPrune(pruned))) {
