@@ -218,15 +218,17 @@ read_table_scope(PGconn *conn, const char *publications_sql, const char *schema,
 	}
 	PQclear(res);
 
+	/* the table's entries in the subscription's publications, for the two queries below */
+	const char *pub_entries = psprintf("FROM pg_catalog.pg_publication p, "
+	                                   "LATERAL pg_catalog.pg_get_publication_tables(p.pubname::pg_catalog.text) gpt "
+	                                   "WHERE gpt.relid OPERATOR(pg_catalog.=) %s "
+	                                   "AND p.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[])",
+	                                   relid, publications_sql);
+
 	/* the row filters: OR-ed; one publication without a filter means none */
 	scope->filter = NULL;
 	if (pg15) {
-		res = conn_exec(conn, psprintf("SELECT DISTINCT pg_catalog.pg_get_expr(gpt.qual, gpt.relid) "
-		                           "FROM pg_catalog.pg_publication p, "
-		                           "LATERAL pg_catalog.pg_get_publication_tables(p.pubname::pg_catalog.text) gpt "
-		                           "WHERE gpt.relid OPERATOR(pg_catalog.=) %s "
-		                           "AND p.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[])",
-		                           relid, publications_sql),
+		res = conn_exec(conn, psprintf("SELECT DISTINCT pg_catalog.pg_get_expr(gpt.qual, gpt.relid) %s", pub_entries),
 		                  PGRES_TUPLES_OK);
 		StringInfoData where;
 		initStringInfo(&where);
@@ -244,12 +246,8 @@ read_table_scope(PGconn *conn, const char *publications_sql, const char *schema,
 
 	/* what the stream sends of it: pgoutput ORs the publish options of the table's publications */
 	res = conn_exec(conn, psprintf("SELECT pg_catalog.count(*), pg_catalog.bool_or(p.pubdelete)::pg_catalog.text, "
-	                           "pg_catalog.bool_or(p.pubupdate)::pg_catalog.text "
-	                           "FROM pg_catalog.pg_publication p, "
-	                           "LATERAL pg_catalog.pg_get_publication_tables(p.pubname::pg_catalog.text) gpt "
-	                           "WHERE gpt.relid OPERATOR(pg_catalog.=) %s "
-	                           "AND p.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[])",
-	                           relid, publications_sql),
+	                           "pg_catalog.bool_or(p.pubupdate)::pg_catalog.text %s",
+	                           pub_entries),
 	                  PGRES_TUPLES_OK);
 	bool published = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "0") != 0;
 	bool pubdelete = !published || strcmp(PQgetvalue(res, 0, 1), "true") == 0;
