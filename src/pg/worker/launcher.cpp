@@ -8,7 +8,7 @@
 //    database launcher in every database that allows connections, is not a
 //    template and needs one: not looked at yet, with subscriptions, or
 //    without subscriptions but with its scheduled cdc.prune() due or a
-//    subscription just created there (CDC_DB_IDLE, next_due and wanted in
+//    subscription just created there (CDC_DB_IDLE, prune_scheduled, last_prune and wanted in
 //    registry.hpp).  Looks at databases without a resident launcher run
 //    CDC_CONCURRENT_CHECKS at a time;
 //  * a **database launcher** (`cdc_apply launcher`, one per database) looks
@@ -290,7 +290,16 @@ cdc_launcher_main(Datum arg)
 		for (int pass = 0; pass < 4; pass++) {
 			for (int i = 0; i < CdcRegistry->ndatabases; i++) {
 				CdcDatabase *d = &dbs[i];
-				bool idle_due = d->state == CDC_DB_IDLE && d->next_due != 0 && d->next_due <= now;
+				/*
+				 * From the last prune and the current cdc.prune_interval, not a
+				 * time fixed when its launcher left: a reload that sets the
+				 * interval (from 0, or shorter) applies at once (TAP 123).
+				 */
+				bool idle_due = false;
+				if (d->state == CDC_DB_IDLE && d->prune_scheduled) {
+					TimestampTz due = cdc::pg::LauncherNextPrune(d->last_prune);
+					idle_due = due != 0 && (d->last_prune == 0 || due <= now);
+				}
 				bool wanted = pass == 0   ? d->state == CDC_DB_SERVED || (d->state == CDC_DB_IDLE && d->wanted)
 				              : pass == 1 ? d->state == CDC_DB_UNKNOWN && d->urgent
 				              : pass == 2 ? d->state == CDC_DB_UNKNOWN && !d->urgent
@@ -499,7 +508,7 @@ cdc_database_launcher_main(Datum arg)
 			(void) registry_stop_workers(MyDatabaseId, NULL, 0);
 			if (nold == 0) {
 				/* nothing to guard and nothing to run until the update (whose script wakes the cluster launcher) */
-				if (registry_report_idle(0))
+				if (registry_report_idle(false))
 					proc_exit(0);
 				continue;
 			}
@@ -578,7 +587,7 @@ cdc_database_launcher_main(Datum arg)
 		 * state").
 		 */
 		if (nsubs == 0) {
-			if (registry_report_idle(cdc::pg::LauncherNextPrune(pruned))) {
+			if (registry_report_idle(true)) {
 				ereport(DEBUG1, (errmsg("cdc_apply launcher: no subscription in this database; leaving until the next "
 				                        "scheduled cdc.prune() or a new subscription")));
 				proc_exit(0);

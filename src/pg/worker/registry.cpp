@@ -242,7 +242,7 @@ registry_note_prune(TimestampTz at)
 }
 
 bool
-registry_report_idle(TimestampTz next_due)
+registry_report_idle(bool prune_scheduled)
 {
 	if (CdcRegistry == NULL)
 		return true;
@@ -255,7 +255,7 @@ registry_report_idle(TimestampTz next_due)
 		else {
 			d->state = CDC_DB_IDLE;
 			d->nsubs = 0;
-			d->next_due = next_due;
+			d->prune_scheduled = prune_scheduled;
 			d->urgent = false;
 			d->reported = true;
 		}

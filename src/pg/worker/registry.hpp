@@ -34,7 +34,7 @@ struct PGPROC;
 #define CDC_DB_CHECKING 2 /* its database launcher was started and has not reported yet */
 #define CDC_DB_SERVED 3   /* cdc_apply is installed: a database launcher serves its subscriptions */
 #define CDC_DB_NONE 4     /* cdc_apply is not installed there: nobody stays connected to it */
-#define CDC_DB_IDLE 5     /* installed, no subscription: no resident launcher; one is started at next_due or when wanted */
+#define CDC_DB_IDLE 5     /* installed, no subscription: no resident launcher; one is started when its prune is due or when wanted */
 
 typedef struct CdcDatabase {
 	Oid dboid;
@@ -46,7 +46,7 @@ typedef struct CdcDatabase {
 	TimestampTz started_at; /* when its database launcher was last started */
 	bool reported;          /* its database launcher reported since it was last started */
 	bool wanted;            /* a transaction that created a subscription (or the extension) committed: look at it now */
-	TimestampTz next_due;   /* CDC_DB_IDLE: when its next scheduled cdc.prune() is due (0: none) */
+	bool prune_scheduled;   /* CDC_DB_IDLE: a launcher is started when the scheduled cdc.prune() is due (last_prune + the current cdc.prune_interval) */
 	TimestampTz last_prune; /* when a launcher last ran its scheduled cdc.prune() (0: not since the server started) */
 } CdcDatabase;
 
@@ -119,12 +119,15 @@ TimestampTz registry_begin_look(void);
 void registry_note_prune(TimestampTz at);
 /*
  * Database launcher of a database with the extension and no subscription:
- * records that it needs no resident launcher until `next_due` (0: only
- * when woken) and returns true, the launcher then exits; false when a
- * subscription was created (or the extension created) since its look
- * began (`wanted`): it must look again.
+ * records that it needs no resident launcher until its scheduled
+ * cdc.prune() is due (`prune_scheduled`; false: only when woken) and
+ * returns true, the launcher then exits; false when a subscription was
+ * created (or the extension created) since its look began (`wanted`): it
+ * must look again.  When the prune is due is not fixed here: the cluster
+ * launcher reckons it from last_prune and the cdc.prune_interval of the
+ * moment, so that a reload changing it (from 0, or shorter) is followed.
  */
-bool registry_report_idle(TimestampTz next_due);
+bool registry_report_idle(bool prune_scheduled);
 
 /*
  * Apply-worker slots.  A database launcher reserves one for a subscription
