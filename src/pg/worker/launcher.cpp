@@ -592,7 +592,10 @@ cdc_database_launcher_main(Datum arg)
 				                        "scheduled cdc.prune() or a new subscription")));
 				proc_exit(0);
 			}
-			continue; /* a subscription was created since this look began: look again at once */
+			/* a subscription was created since this look began: look again at once */
+			if (!registry_creates_pending())
+				continue;
+			/* or one is being created: its commit wakes the cluster launcher, and this one looks again after cdc.naptime */
 		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, cdc_naptime * 1000L,

@@ -268,12 +268,33 @@ lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool read
  * commit, so that the look sees what the transaction committed.
  */
 bool notify_at_commit = false;
+bool create_counted = false; /* this transaction counted itself in its database's pending_creates */
 bool new_schedule_at_commit = false; /* the extension was (re)created: its scheduled cdc.prune() runs at the first look */
 bool xact_callback_registered = false;
 
 void
 notify_xact_callback(XactEvent event, void *arg) noexcept
 {
+	if (!notify_at_commit && !create_counted)
+		return;
+	const bool ends = event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_COMMIT ||
+	                  event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE;
+	if (ends && create_counted && CdcRegistry != NULL) {
+		LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
+		CdcDatabase *d = registry_find_database(MyDatabaseId, false);
+		if (d != NULL && d->pending_creates > 0) {
+			d->pending_creates--;
+			/* committed: the subscription exists until a look counts it (nsubs was kept at 1 or more meanwhile) */
+			if (event == XACT_EVENT_COMMIT && d->state != CDC_DB_CHECKING) {
+				d->state = CDC_DB_SERVED;
+				if (d->nsubs < 1)
+					d->nsubs = 1;
+			}
+		}
+		LWLockRelease(CdcRegistryLock());
+	}
+	if (ends)
+		create_counted = false;
 	if (!notify_at_commit)
 		return;
 	if (event == XACT_EVENT_COMMIT && CdcRegistry != NULL) {
@@ -393,6 +414,11 @@ CDC_PG_FUNCTION(cdc_note_subscription_database)
 				d->state = CDC_DB_SERVED;
 			if (d->nsubs < 1)
 				d->nsubs = 1;
+			/* counted until the transaction ends, so that no launcher's look, made before it commits, uncounts it */
+			if (!create_counted) {
+				d->pending_creates++;
+				create_counted = true;
+			}
 		}
 		LWLockRelease(CdcRegistryLock());
 		notify_launcher_at_commit();

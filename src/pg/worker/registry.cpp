@@ -204,7 +204,8 @@ registry_report_database(bool installed, int nsubs)
 		int state = installed ? CDC_DB_SERVED : CDC_DB_NONE;
 		changed = d->state != state || d->urgent;
 		d->state = state;
-		d->nsubs = installed ? nsubs : 0;
+		/* a subscription being created (its transaction still open) counts: DROP DATABASE must wait for it */
+		d->nsubs = installed ? Max(nsubs, d->pending_creates > 0 ? 1 : 0) : 0;
 		d->urgent = false;
 		d->reported = true;
 	}
@@ -250,8 +251,8 @@ registry_report_idle(bool prune_scheduled)
 	LWLockAcquire(registry_lock, LW_EXCLUSIVE);
 	CdcDatabase *d = registry_find_database(MyDatabaseId, true);
 	if (d != NULL) {
-		if (d->wanted)
-			idle = false; /* committed after this look began: look again */
+		if (d->wanted || d->pending_creates > 0)
+			idle = false; /* committed after this look began, or a subscription is being created: look again */
 		else {
 			d->state = CDC_DB_IDLE;
 			d->nsubs = 0;
@@ -264,6 +265,18 @@ registry_report_idle(bool prune_scheduled)
 	if (idle)
 		registry_wake_cluster_launcher(); /* a waiting DROP DATABASE, or the next check */
 	return idle;
+}
+
+bool
+registry_creates_pending(void)
+{
+	if (CdcRegistry == NULL)
+		return false;
+	LWLockAcquire(registry_lock, LW_SHARED);
+	CdcDatabase *d = registry_find_database(MyDatabaseId, false);
+	bool pending = d != NULL && d->pending_creates > 0;
+	LWLockRelease(registry_lock);
+	return pending;
 }
 
 bool

@@ -48,6 +48,7 @@ typedef struct CdcDatabase {
 	bool wanted;            /* a transaction that created a subscription (or the extension) committed: look at it now */
 	bool prune_scheduled;   /* CDC_DB_IDLE: a launcher is started when the scheduled cdc.prune() is due (last_prune + the current cdc.prune_interval) */
 	TimestampTz last_prune; /* when a launcher last ran its scheduled cdc.prune() (0: not since the server started) */
+	int pending_creates;    /* transactions that called cdc._note_subscription_database() and have not ended: counted as a subscription */
 } CdcDatabase;
 
 /* CdcWorkerSlot.copy_state */
@@ -128,6 +129,14 @@ void registry_note_prune(TimestampTz at);
  * moment, so that a reload changing it (from 0, or shorter) is followed.
  */
 bool registry_report_idle(bool prune_scheduled);
+/*
+ * Whether a transaction creating a subscription in this database is still
+ * open (cdc._note_subscription_database() counted it, its end uncounts it):
+ * the database launcher then stays and looks again after cdc.naptime, and
+ * the DROP DATABASE guard counts a subscription (a drop that went through
+ * left the slot the creation makes at commit on the source: review h1).
+ */
+bool registry_creates_pending(void);
 
 /*
  * Apply-worker slots.  A database launcher reserves one for a subscription
