@@ -1310,6 +1310,22 @@ BEGIN
       USING ERRCODE = '0A000',
             HINT = 'Give the key column a deterministic collation (ALTER TABLE ... ALTER COLUMN ... TYPE ... COLLATE "C"), or key the mapping by other columns (key_columns).';
   END IF;
+  -- The destination computes a generated column and the engine never writes
+  -- one, so an event cannot name a row by it: the engine refuses such a key
+  -- at every change (found by a fresh-user run: the mapping was accepted and
+  -- every change failed with 'field "after.g" is missing').
+  SELECT a.attname INTO col FROM pg_attribute a
+   WHERE a.attrelid = target AND a.attgenerated <> '' AND NOT a.attisdropped
+     AND CASE WHEN key_columns IS NOT NULL THEN a.attname = ANY (key_columns)
+              ELSE EXISTS (SELECT 1 FROM pg_index i
+                            WHERE i.indrelid = target AND i.indisprimary AND a.attnum = ANY (i.indkey::int2[])) END
+   ORDER BY a.attnum LIMIT 1;
+  IF col IS NOT NULL THEN
+    RAISE EXCEPTION 'key column "%" of table % is a generated column: the destination computes it, so an event cannot name a row by it',
+                    col, target
+      USING ERRCODE = '0A000',
+            HINT = 'Key the mapping by other columns backed by a unique index (key_columns), or make the column an ordinary one (ALTER TABLE ... ALTER COLUMN ... DROP EXPRESSION).';
+  END IF;
   -- A key whose equal values can print different texts (citext, jsonb, a
   -- case-insensitive unique index ...): the engine refuses its changes while
   -- the target is entity-ordered, as it is once registered; a stream-ordered
@@ -1435,7 +1451,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, a temporary table or an unlogged table or partition, 0A000 a table with rewrite rules (CREATE RULE), 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too; for a delegate, an outbox_topic, or the default schema.table, that is another owner''s topic: a delegate''s topic is recorded, not left NULL), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 42501 a handler the caller may not execute (as CREATE TRIGGER requires EXECUTE on its function), 0A000 a key column with a nondeterministic collation, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row.';
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, a temporary table or an unlogged table or partition, 0A000 a table with rewrite rules (CREATE RULE), 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too; for a delegate, an outbox_topic, or the default schema.table, that is another owner''s topic: a delegate''s topic is recorded, not left NULL), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 42501 a handler the caller may not execute (as CREATE TRIGGER requires EXECUTE on its function), 0A000 a key column with a nondeterministic collation or a generated key column, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,

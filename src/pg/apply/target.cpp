@@ -740,6 +740,19 @@ ApplyEngine::LoadTarget(Oid relid)
 			         "tell apart",
 			     {}, "Give the key column a deterministic collation (ALTER TABLE ... ALTER COLUMN ... TYPE ... COLLATE \"C\"), "
 			         "or key the mapping by other columns (key_columns).");
+		/*
+		 * The destination computes a generated column and the engine never
+		 * writes one (ConvertImage drops its value, as PostgreSQL's own
+		 * subscriber does), so a generated key column has no value to name
+		 * the entity with: every change failed with 'field "after.g" is
+		 * missing' although the event carried it (found by a fresh-user run).
+		 */
+		if (kc.generated)
+			Fail("0A000",
+			     "key column \"" + kc.name + "\" of table " + t->display +
+			         " is a generated column: the destination computes it, so an event cannot name a row by it",
+			     {}, "Key the mapping by other columns backed by a unique index (key_columns), or make the column an "
+			         "ordinary one (ALTER TABLE ... ALTER COLUMN ... DROP EXPRESSION).");
 		kc.eq_op = PgCall([&]() { return EqualityOperatorPg(kc.type); });
 	}
 	{
