@@ -1334,7 +1334,7 @@ BEGIN
   IF other_key IS NOT NULL THEN
     RAISE WARNING '%', other_key
       USING DETAIL = 'Changes of this table will be refused (0A000) while it is entity-ordered: entity records name an entity by its key''s text, and two texts of one row would be two entities.',
-            HINT = 'Key the mapping by columns whose equal values print alike (for example a stored generated column lower(email) with a unique index, as key_columns); a subscription''s target may instead be stream-ordered (cdc.set_ordering), which keeps no entity records.';
+            HINT = 'Key the mapping by columns whose equal values print alike (for example a text column the source fills with lower(email), with a unique index, as key_columns; not a generated column, which cannot be a key); a subscription''s target may instead be stream-ordered (cdc.set_ordering), which keeps no entity records.';
   END IF;
   IF version_column IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
                       WHERE a.attrelid = target AND a.attname = version_column

@@ -214,9 +214,9 @@ constexpr const char *kAmbiguousKeyDetail =
 	"Entity records name an entity by its key's text: two texts of one row would be two entities, and a delete of one "
 	"would not stop a late change of the other.";
 constexpr const char *kAmbiguousKeyHint =
-	"Key the mapping by columns whose equal values print alike (for example a stored generated column lower(email) "
-	"with a unique index, as key_columns); a subscription's target may instead be stream-ordered (cdc.set_ordering), "
-	"which keeps no entity records.";
+	"Key the mapping by columns whose equal values print alike (for example a text column the source fills with "
+	"lower(email), with a unique index, as key_columns; not a generated column, which cannot be a key); a "
+	"subscription's target may instead be stream-ordered (cdc.set_ordering), which keeps no entity records.";
 
 // The family of a column type, as decoding and key texts read it: its base
 // type's (a domain counts as its base type); *elem is set to the element
