@@ -558,6 +558,25 @@ ConvertCell(const Target &t, int idx, const DecodedValue &dv, const char *which,
 			const std::string clipped = cdc::ClippedForMessage(dv.text);
 			for (size_t at = message.find(dv.text); at != std::string::npos; at = message.find(dv.text, at + clipped.size()))
 				message.replace(at, dv.text.size(), clipped);
+			/*
+			 * An array's, range's or composite's input function quotes the
+			 * element it refuses, a part of the value the search above does
+			 * not find: a 16 MB element was quoted whole (found by a
+			 * fresh-user run).  Cut every longer quoted run too.
+			 */
+			for (size_t open = message.find('"'); open != std::string::npos;) {
+				const size_t close = message.find('"', open + 1);
+				if (close == std::string::npos)
+					break;
+				const size_t len = close - open - 1;
+				size_t next = close + 1;
+				if (len > cdc::kMessageValueBytes + 3) { /* not one cut above: at most the limit and "..." */
+					const std::string cut = cdc::ClippedForMessage(std::string_view(message).substr(open + 1, len));
+					message.replace(open + 1, len, cut);
+					next = open + 1 + cut.size() + 1;
+				}
+				open = message.find('"', next);
+			}
 		}
 		message = prefix + message;
 		PgCall([&]() { ed->message = pstrdup(message.c_str()); });
