@@ -2250,6 +2250,18 @@ BEGIN
     RAISE EXCEPTION 'invalid subscription name %', coalesce(quote_literal(name), 'NULL')
       USING ERRCODE = '42602', HINT = 'Use a lower-case identifier of at most 41 characters.';
   END IF;
+  -- checked as PostgreSQL checks a slot name (ReplicationSlotValidateName),
+  -- here rather than by the source when the worker creates the slot: it
+  -- then failed and retried with backoff (fresh-user run)
+  IF slot_name IS NOT NULL AND slot_name !~ '^[a-z0-9_]{1,63}$' THEN
+    RAISE EXCEPTION 'invalid replication slot name %', quote_literal(slot_name)
+      USING ERRCODE = '42602',
+            HINT = 'Replication slot names may only contain lower case letters, numbers, and the underscore character.';
+  END IF;
+  IF array_ndims(publications) > 1 THEN
+    RAISE EXCEPTION 'publications must be a one-dimensional array, not % dimensions', array_ndims(publications)
+      USING ERRCODE = '2202E';
+  END IF;
   IF conninfo IS NULL OR publications IS NULL OR cardinality(publications) = 0 THEN
     RAISE EXCEPTION 'conninfo and at least one publication are required' USING ERRCODE = '22023';
   END IF;
@@ -2309,7 +2321,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
-  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot (with copy_data => false the slot is created with the subscription, as CREATE SUBSCRIPTION does, so that no change made before the worker starts is missed: when the calling transaction commits, connecting to the source, so that a transaction that rolls back or fails, also in a rolled-back savepoint or a DO block, leaves no slot; PREPARE TRANSACTION is then refused), records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name), 22023 one that sets no parameter (empty, blank: libpq''s defaults would connect to this server); with create_slot and copy_data => false also, raised by the COMMIT, 08001 source unreachable, 42710 the slot exists on the source (no subscription stays), and 0A000 at PREPARE TRANSACTION.';
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot (with copy_data => false the slot is created with the subscription, as CREATE SUBSCRIPTION does, so that no change made before the worker starts is missed: when the calling transaction commits, connecting to the source, so that a transaction that rolls back or fails, also in a rolled-back savepoint or a DO block, leaves no slot; PREPARE TRANSACTION is then refused), records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name or slot_name (a slot name as PostgreSQL requires: lower-case letters, digits and _), 2202E publications of more than one dimension, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name), 22023 one that sets no parameter (empty, blank: libpq''s defaults would connect to this server); with create_slot and copy_data => false also, raised by the COMMIT, 08001 source unreachable, 42710 the slot exists on the source (no subscription stays), and 0A000 at PREPARE TRANSACTION.';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2352,6 +2364,10 @@ BEGIN
   IF conninfo IS NOT NULL THEN
     PERFORM cdc._check_conninfo(conninfo);
   END IF;
+  IF array_ndims(publications) > 1 THEN
+    RAISE EXCEPTION 'publications must be a one-dimensional array, not % dimensions', array_ndims(publications)
+      USING ERRCODE = '2202E';
+  END IF;
   IF publications IS NOT NULL AND cardinality(publications) = 0 THEN
     RAISE EXCEPTION 'at least one publication is required' USING ERRCODE = '22023';
   END IF;
@@ -2382,7 +2398,7 @@ BEGIN
   PERFORM cdc._stop_worker(sub.subid);
 END $fn$;
 COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) IS
-  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, 22023 empty publications, a lower source_epoch or another origin, 22P02 a conninfo libpq cannot parse, 22023 one that sets no parameter.';
+  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, 22023 empty publications, a lower source_epoch or another origin, 22P02 a conninfo libpq cannot parse, 22023 one that sets no parameter, 2202E publications of more than one dimension.';
 
 CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
