@@ -792,6 +792,13 @@ ApplyEngine::LoadTarget(Oid relid)
 			Fail("42703", "version column \"" + t->mapping.version_column + "\" does not exist in table " +
 			                  t->display);
 		t->version_col = f->second;
+		/* computed by the destination, never written: its value in an event is dropped like a generated key's */
+		if (t->columns[size_t(f->second)].generated)
+			Fail("0A000",
+			     "version column \"" + t->mapping.version_column + "\" of table " + t->display +
+			         " is a generated column: the destination computes it, so an event cannot order changes by it",
+			     {}, "Register the mapping without version_column (changes are then ordered by their source position), "
+			         "or make the column an ordinary one (ALTER TABLE ... ALTER COLUMN ... DROP EXPRESSION).");
 		if (t->mapping.stream_ordered)
 			Fail("55000", "table " + t->display + " is stream-ordered but its mapping orders changes by version_column",
 			     "Stream ordering compares source positions (docs/semantics.md, \"Stream ordering\").",
