@@ -669,7 +669,9 @@ AS $$
               ELSE CASE WHEN cardinality(key::text[]) = cardinality(c.cols) THEN jsonb_object(c.cols, key::text[])
                         ELSE to_jsonb(key) END END
     FROM (SELECT coalesce(
-                   (SELECT m.key_columns::text[] FROM cdc.mapping m WHERE m.target = entity_key_json.target),
+                   -- flat, as the engine reads it (a row written directly may have more dimensions)
+                   (SELECT ARRAY(SELECT k::text FROM unnest(m.key_columns) k) FROM cdc.mapping m
+                     WHERE m.target = entity_key_json.target AND m.key_columns IS NOT NULL),
                    (SELECT array_agg(a.attname::text ORDER BY k.n)
                       FROM pg_index i, unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n), pg_attribute a
                      WHERE i.indrelid = entity_key_json.target AND i.indisprimary
@@ -1184,6 +1186,11 @@ BEGIN
   IF key_columns IS NOT NULL AND cardinality(key_columns) = 0 THEN
     RAISE EXCEPTION 'key_columns must not be empty' USING ERRCODE = '22023';
   END IF;
+  -- the engine would read {{a},{b}} as (a, b), but cdc.entities failed on it (fresh-user run)
+  IF array_ndims(key_columns) > 1 THEN
+    RAISE EXCEPTION 'key_columns must be a one-dimensional array, not % dimensions', array_ndims(key_columns)
+      USING ERRCODE = '2202E';
+  END IF;
   -- Stored entity versions are in the old basis (source positions or the old
   -- column): compared with versions of the new one, every later change
   -- would be judged stale for good.
@@ -1459,7 +1466,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, a temporary table or an unlogged table or partition, 0A000 a table with rewrite rules (CREATE RULE), 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too; for a delegate, an outbox_topic, or the default schema.table, that is another owner''s topic: a delegate''s topic is recorded, not left NULL), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 42501 a handler the caller may not execute (as CREATE TRIGGER requires EXECUTE on its function), 0A000 a key column with a nondeterministic collation, or a generated key or version column, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row.';
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, a temporary table or an unlogged table or partition, 0A000 a table with rewrite rules (CREATE RULE), 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too; for a delegate, an outbox_topic, or the default schema.table, that is another owner''s topic: a delegate''s topic is recorded, not left NULL), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 42501 a handler the caller may not execute (as CREATE TRIGGER requires EXECUTE on its function), 0A000 a key column with a nondeterministic collation, or a generated key or version column, 2202E key_columns of more than one dimension, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,
