@@ -8,18 +8,18 @@
 -- naming the argument, and entity_key_json reads a stored one as the
 -- engine does (a mapping row written directly, as _write_mapping or a
 -- superuser may), so the view never fails on it.
--- Objects: kd_*.
+-- Objects: kdim, kdim_ab.
 --
-CREATE TABLE kd (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL);
-CREATE UNIQUE INDEX kd_ab ON kd (a, b);
+CREATE TABLE kdim (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL);
+CREATE UNIQUE INDEX kdim_ab ON kdim (a, b);
 \set VERBOSITY default
-SELECT target FROM cdc.register_mapping('kd', key_columns => '{{a},{b}}');
+SELECT target FROM cdc.register_mapping('kdim', key_columns => '{{a},{b}}');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set VERBOSITY terse
-SELECT count(*) AS kd_mappings FROM cdc.mapping WHERE target = 'kd'::regclass;
+SELECT count(*) AS kd_mappings FROM cdc.mapping WHERE target = 'kdim'::regclass;
 -- a row written directly: the engine keys by (a, b), and the view shows the records
-INSERT INTO cdc.mapping (target, source_schema, source_table, key_columns) VALUES ('kd', 'public', 'kd', '{{a},{b}}');
-SELECT cdc_apply(dbz('c', 'kd', '{"id": 1, "a": 1, "b": 2}', '0/10', 1));
-SELECT entity_key, version, is_tombstone FROM cdc.entities WHERE target = 'kd'::regclass;
-SELECT cdc.entity_key_json('kd', '{1,2}');
-DROP TABLE kd;
+INSERT INTO cdc.mapping (target, source_schema, source_table, key_columns) VALUES ('kdim', 'public', 'kdim', '{{a},{b}}');
+SELECT cdc_apply(dbz('c', 'kdim', '{"id": 1, "a": 1, "b": 2}', '0/10', 1));
+SELECT entity_key, version, is_tombstone FROM cdc.entities WHERE target = 'kdim'::regclass;
+SELECT cdc.entity_key_json('kdim', '{1,2}');
+DROP TABLE kdim;
