@@ -152,6 +152,31 @@ call_start(uint64 key) noexcept
 }
 
 /*
+ * The number of SQLSTATEs of the (database, entry point) `pair_key` (a key
+ * with sqlstate 0) that have their own entry: neither the pair's call count
+ * nor its kOtherSqlstate entry, which is returned in *other_entry when that
+ * is not NULL (NULL when it has none).  Lock-free reads: exact only under
+ * the lock.
+ */
+int
+kept_sqlstates(uint64 pair_key, CallEntry **other_entry) noexcept
+{
+	const uint64 other_key = pair_key | uint64(kOtherSqlstate);
+	int kept = 0;
+	if (other_entry != NULL)
+		*other_entry = NULL;
+	for (int i = 0; i < kCallEntries; i++) {
+		uint64 k = pg_atomic_read_u64(&stats->calls[i].key);
+		if (k == other_key) {
+			if (other_entry != NULL)
+				*other_entry = &stats->calls[i];
+		} else if (k != 0 && (k & ~uint64(0x3FFFFFFF)) == pair_key && k != pair_key)
+			kept++;
+	}
+	return kept;
+}
+
+/*
  * Adds 1 to the counter of `key`.  Counting in an existing entry is
  * lock-free; a new entry is claimed under the lock (once per key), where a
  * failed-call key beyond kCallSqlstatesPerEntryPoint SQLSTATEs of its
@@ -175,16 +200,8 @@ count_key(uint64 key) noexcept
 		 * pair's 'other', without the lock, so that failures beyond the cap
 		 * do not queue on it (the apply workers' counters take it too).
 		 */
-		int kept = 0;
 		CallEntry *other_entry = NULL;
-		for (int i = 0; i < kCallEntries; i++) {
-			uint64 k = pg_atomic_read_u64(&stats->calls[i].key);
-			if (k == other_of_key)
-				other_entry = &stats->calls[i];
-			else if (k != 0 && (k & ~uint64(0x3FFFFFFF)) == pair_of_key && k != pair_of_key)
-				kept++;
-		}
-		if (kept >= kCallSqlstatesPerEntryPoint && other_entry != NULL) {
+		if (kept_sqlstates(pair_of_key, &other_entry) >= kCallSqlstatesPerEntryPoint && other_entry != NULL) {
 			pg_atomic_fetch_add_u64(&other_entry->count, 1);
 			return;
 		}
@@ -193,13 +210,7 @@ count_key(uint64 key) noexcept
 	e = find_call_entry(key, call_start(key)); /* claimed meanwhile? */
 	if (e == NULL && key != pair_of_key && key != other_of_key) {
 		/* under the lock the count is exact: no pair ever has more than the cap */
-		int kept = 0;
-		for (int i = 0; i < kCallEntries; i++) {
-			uint64 k = pg_atomic_read_u64(&stats->calls[i].key);
-			if (k != 0 && (k & ~uint64(0x3FFFFFFF)) == pair_of_key && k != pair_of_key && k != other_of_key)
-				kept++;
-		}
-		if (kept >= kCallSqlstatesPerEntryPoint) {
+		if (kept_sqlstates(pair_of_key, NULL) >= kCallSqlstatesPerEntryPoint) {
 			key = other_of_key;
 			e = find_call_entry(key, call_start(key));
 		}
