@@ -2,8 +2,21 @@
 //
 // Glue.  RememberId and CachedId are C++ regime (PostgreSQL calls through
 // PgCall); the callbacks are noexcept plain C++ on the maps (erasing and
-// updating entries allocates nothing) plus GetCurrentTransactionNestLevel.
+// updating entries allocates nothing; a freed entry is a pfree of a chunk of
+// the cache's context, which raises nothing) plus
+// GetCurrentTransactionNestLevel.
+//
+// Each cache keeps at most kMaxIdCacheEntries entries, in a memory context of
+// its own ("cdc_apply id cache", identified by its dictionary, "source" or
+// "outbox_source"): the keys are event values (source names, topics and
+// source identities), and a caller sending events with ever new names grew
+// its backend without limit (with the cache of resolved source tables,
+// target.cpp: 200,000 distinct source names took 84 MB, all of it malloc
+// memory invisible in pg_backend_memory_contexts; sql/event_cache_bound.sql).  A new entry that
+// would pass the limit empties the cache first: an entry is only ever a
+// shortcut for a lookup of the dictionary.
 #include "pg/apply/id_cache.hpp"
+#include "pg/context_allocator.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -18,19 +31,25 @@ namespace cdc::pg {
 
 namespace {
 
+constexpr size_t kMaxIdCacheEntries = 1024; /* per dictionary */
+
 struct Entry {
 	int32_t id;
 	int level; // 0: committed; else the nesting level of the subtransaction that took it
 };
 
+using IdMap = std::unordered_map<ContextString, Entry, ContextStringHash, std::equal_to<ContextString>,
+                                 ContextAllocator<std::pair<const ContextString, Entry>>>;
+
 struct IdCache {
-	const char *table;                              // the dictionary, in schema cdc
-	std::unordered_map<std::string, Entry> *map;    // created on first use, never freed
-	Oid relid;                                      // the dictionary the entries came from
-	int pending;                                    // entries with level > 0
+	const char *table;     // the dictionary, in schema cdc
+	IdMap *map;            // created on first use, never freed
+	MemoryContext context; // the map's nodes and keys (created with the map)
+	Oid relid;             // the dictionary the entries came from
+	int pending;           // entries with level > 0
 };
 
-IdCache caches[2] = {{"source", nullptr, InvalidOid, 0}, {"outbox_source", nullptr, InvalidOid, 0}};
+IdCache caches[2] = {{"source", nullptr, nullptr, InvalidOid, 0}, {"outbox_source", nullptr, nullptr, InvalidOid, 0}};
 
 IdCache &
 Of(Dictionary d)
@@ -132,7 +151,7 @@ CachedId(Dictionary d, const std::string &key)
 	IdCache &c = Of(d);
 	if (c.map == nullptr || c.relid == InvalidOid || !CacheUsable())
 		return std::nullopt;
-	auto it = c.map->find(key);
+	auto it = c.map->find(ContextString(key.data(), key.size(), ContextAllocator<char>(c.context)));
 	if (it == c.map->end())
 		return std::nullopt;
 	return it->second.id;
@@ -152,14 +171,27 @@ RememberId(Dictionary d, const std::string &key, int32_t id)
 		});
 		if (!OidIsValid(relid))
 			return;
-		if (c.map == nullptr)
-			c.map = new std::unordered_map<std::string, Entry>();
+		if (c.map == nullptr) {
+			const char *name = c.table; /* a literal: it outlives the context */
+			c.context = PgCall([&]() {
+				MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "cdc_apply id cache", ALLOCSET_SMALL_SIZES);
+				MemoryContextSetIdentifier(cxt, name);
+				return cxt;
+			});
+			c.map = new IdMap(16, ContextStringHash(), std::equal_to<ContextString>(),
+			                  ContextAllocator<std::pair<const ContextString, Entry>>(c.context));
+		}
 		c.map->clear();
 		c.pending = 0;
 		c.relid = relid;
 	}
 	const int level = PgCall([]() { return GetCurrentTransactionNestLevel(); });
-	auto [it, inserted] = c.map->try_emplace(key, Entry{id, level});
+	ContextString ckey(key.data(), key.size(), ContextAllocator<char>(c.context));
+	if (c.map->size() >= kMaxIdCacheEntries && c.map->find(ckey) == c.map->end()) {
+		c.map->clear(); /* full: start again rather than grow with every new name */
+		c.pending = 0;
+	}
+	auto [it, inserted] = c.map->try_emplace(std::move(ckey), Entry{id, level});
 	if (!inserted) {
 		if (it->second.level > 0 && level < it->second.level)
 			it->second.level = level;

@@ -15,6 +15,7 @@
 #include "core/json.hpp"
 #include "pg/apply/internal.hpp"
 #include "pg/apply/target.hpp"
+#include "pg/context_allocator.hpp"
 #include "pg/spi.hpp"
 
 #include <algorithm>
@@ -481,9 +482,22 @@ ReadBarrier(Target &t)
  * never frees what the call still uses.  A plain pointer, created on first
  * use and never destroyed (no C++ global with a destructor).
  */
+/*
+ * Resolutions of (source name, schema, table) of events sent without a
+ * target, keyed by event values: at most kMaxResolvedEntries, in a context of
+ * their own ("cdc_apply resolved source tables"), and emptied rather than
+ * grown past that (a caller sending ever new source names to a mapping
+ * without source_name grew its backend without limit; with the id caches,
+ * 200,000 names took 84 MB of malloc memory; sql/event_cache_bound.sql).
+ */
+constexpr size_t kMaxResolvedEntries = 1024;
+using ResolvedMap = std::unordered_map<ContextString, Oid, ContextStringHash, std::equal_to<ContextString>,
+                                       ContextAllocator<std::pair<const ContextString, Oid>>>;
+
 struct TargetCache {
 	std::map<Oid, std::shared_ptr<Target>> targets;
-	std::map<std::string, Oid> resolved; // "source\nschema\ntable" -> target
+	ResolvedMap *resolved = nullptr;     // "source\nschema\ntable" -> target (created with the cache)
+	MemoryContext resolved_context = nullptr;
 	Oid mapping_relid = InvalidOid;      // cdc.mapping: its invalidation empties the cache
 	MemoryContext context = nullptr;     // FmgrInfo of cached targets (a reload leaks its few bytes here)
 	uint64_t invalidations = 0;          // callbacks so far: a load that saw one is not cached
@@ -500,13 +514,13 @@ InvalidateTargets(Datum, Oid relid) noexcept
 	target_cache->invalidations++;
 	if (relid == InvalidOid || relid == target_cache->mapping_relid) {
 		target_cache->targets.clear();
-		target_cache->resolved.clear();
+		target_cache->resolved->clear();
 		target_cache->mapping_relid = InvalidOid; /* looked up again: the extension may have been re-created */
 		return;
 	}
 	target_cache->targets.erase(relid);
-	for (auto it = target_cache->resolved.begin(); it != target_cache->resolved.end();)
-		it = it->second == relid ? target_cache->resolved.erase(it) : std::next(it);
+	for (auto it = target_cache->resolved->begin(); it != target_cache->resolved->end();)
+		it = it->second == relid ? target_cache->resolved->erase(it) : std::next(it);
 }
 
 // pg_proc syscache invalidation callback: drops every handler target (the
@@ -526,13 +540,23 @@ TargetCache &
 Cache()
 {
 	if (target_cache == nullptr) {
-		MemoryContext cxt = PgCall([]() {
+		struct Contexts {
+			MemoryContext targets, resolved;
+		};
+		Contexts cxt = PgCall([]() {
+			Contexts c;
+			c.targets = AllocSetContextCreate(CacheMemoryContext, "cdc_apply target cache", ALLOCSET_SMALL_SIZES);
+			c.resolved = AllocSetContextCreate(CacheMemoryContext, "cdc_apply resolved source tables", ALLOCSET_SMALL_SIZES);
 			CacheRegisterRelcacheCallback(InvalidateTargets, (Datum) 0);
 			CacheRegisterSyscacheCallback(PROCOID, InvalidateHandlerTargets, (Datum) 0);
-			return AllocSetContextCreate(CacheMemoryContext, "cdc_apply target cache", ALLOCSET_SMALL_SIZES);
+			return c;
 		});
+		auto *resolved = new ResolvedMap(16, ContextStringHash(), std::equal_to<ContextString>(),
+		                                 ContextAllocator<std::pair<const ContextString, Oid>>(cxt.resolved));
 		target_cache = new TargetCache();
-		target_cache->context = cxt;
+		target_cache->context = cxt.targets;
+		target_cache->resolved_context = cxt.resolved;
+		target_cache->resolved = resolved;
 	}
 	if (!OidIsValid(target_cache->mapping_relid))
 		target_cache->mapping_relid =
@@ -833,17 +857,21 @@ ApplyEngine::ResolveSourceTable(const std::string &source_name, const std::strin
 	if (last && last->invalidations == cache.invalidations && last->same_name_fallback == same_name_fallback &&
 	    last->table == table && last->schema == schema && last->source_name == source_name)
 		return last->target;
-	std::string cache_key = source_name + "\n" + schema + "\n" + table;
-	auto cached = cache.resolved.find(cache_key);
+	ContextString cache_key(ContextAllocator<char>(cache.resolved_context));
+	cache_key.reserve(source_name.size() + schema.size() + table.size() + 2);
+	cache_key.append(source_name).append("\n").append(schema).append("\n").append(table);
+	auto cached = cache.resolved->find(cache_key);
 	Oid target;
-	if (cached != cache.resolved.end()) {
+	if (cached != cache.resolved->end()) {
 		target = cached->second;
 	} else {
 		const uint64_t invalidations_before = cache.invalidations;
 		target = ResolveUncached(source_name, schema, table, same_name_fallback);
 		if (cache.invalidations != invalidations_before)
 			return target; /* it may be outdated already: not cached */
-		cache.resolved[cache_key] = target;
+		if (cache.resolved->size() >= kMaxResolvedEntries)
+			cache.resolved->clear(); /* full: start again rather than grow with every new name */
+		cache.resolved->emplace(std::move(cache_key), target);
 	}
 	last_resolved_ = LastResolved{source_name, schema, table, same_name_fallback, cache.invalidations, target};
 	return target;

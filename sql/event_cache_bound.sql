@@ -1,0 +1,40 @@
+--
+-- event_cache_bound: the backend caches keyed by event values (the ids of
+-- cdc.source names and of cdc.outbox_source identities, src/pg/apply/
+-- id_cache.cpp, and the resolutions of (source name, schema, table) of
+-- events sent without a target, src/pg/apply/target.cpp) keep at most 1,024
+-- entries each, in memory contexts of their own.  Before, they were
+-- unbounded malloc memory: a caller sending events with ever new source
+-- names grew its backend without limit (200,000 names of 110 bytes: 84 MB
+-- more anonymous memory, none of it in pg_backend_memory_contexts).
+-- Tables: ecb_*.
+--
+
+CREATE TABLE ecb_t (id int PRIMARY KEY, v text);
+SELECT 1 FROM cdc.register_mapping('ecb_t', source_table => 'ecb_t', outbox => true, outbox_topic => 'ecb');
+
+-- 5,000 events, each from a new source of a 1,000-byte name, sent without a
+-- target (resolved through the mapping, which names no source).
+CREATE FUNCTION ecb_name(i int) RETURNS text LANGUAGE sql IMMUTABLE AS
+  $$ SELECT 'ecb-' || lpad(i::text, 6, '0') || repeat('x', 990) $$;
+SELECT r, count(*) FROM generate_series(1, 5000) i,
+       cdc_apply(dbz('c', 'ecb_t', jsonb_build_object('id', i, 'v', 'a'), lsn => '0/' || to_hex(4096 + i * 16),
+                     tx => i, src => ecb_name(i))) r
+ GROUP BY r;
+
+-- Each cache holds at most 1,024 keys of about 1 kB: its context stays
+-- under 2 MB (5,000 keys took more than 5 MB), and holds the cache (the
+-- last entries are there: more than 256 kB).
+SELECT name, ident, total_bytes > 256 * 1024 AS in_use, total_bytes < 2 * 1024 * 1024 AS bounded
+  FROM pg_backend_memory_contexts
+ WHERE name IN ('cdc_apply id cache', 'cdc_apply resolved source tables')
+ ORDER BY name, ident;
+
+-- Emptying a full cache loses nothing: an early source, whose entry went,
+-- keeps its id; every source has its own.
+SELECT cdc_apply(dbz('u', 'ecb_t', '{"id": 1, "v": "b"}', lsn => '0/FFFFF0', tx => 9000, src => ecb_name(1)));
+SELECT s.name = ecb_name(1) AS same_source, t.v
+  FROM cdc.entity_state e JOIN cdc.source s ON s.id = e.src JOIN ecb_t t ON t.id::text = e.key
+ WHERE e.target = 'ecb_t'::regclass AND e.key = '1';
+SELECT count(*) AS records, count(DISTINCT src) AS sources FROM cdc.entity_state WHERE target = 'ecb_t'::regclass;
+SELECT count(*) AS outbox_rows, count(DISTINCT source->>'name') AS outbox_sources FROM cdc.outbox WHERE target = 'ecb_t'::regclass;
