@@ -38,3 +38,29 @@ SELECT s.name = ecb_name(1) AS same_source, t.v
  WHERE e.target = 'ecb_t'::regclass AND e.key = '1';
 SELECT count(*) AS records, count(DISTINCT src) AS sources FROM cdc.entity_state WHERE target = 'ecb_t'::regclass;
 SELECT count(*) AS outbox_rows, count(DISTINCT source->>'name') AS outbox_sources FROM cdc.outbox WHERE target = 'ecb_t'::regclass;
+
+-- The prepared-plan cache is keyed by statement text, and the columns an
+-- event carries choose its statements' column lists: 1,023 inserts, each
+-- with another subset of ten columns, prepared 1,023 statements and kept
+-- them all (23 MB of plans in one backend; 2^n of them for n columns).  It
+-- keeps at most cdc.plan_cache_size plans; beyond, a statement is prepared
+-- for its execution and freed after it.  Plans live in contexts named
+-- CachedPlanSource, CachedPlanQuery and CachedPlan.
+CREATE TABLE ecb_w (id int PRIMARY KEY, c1 int, c2 int, c3 int, c4 int, c5 int, c6 int, c7 int, c8 int, c9 int, c10 int);
+SET cdc.plan_cache_size = 64;
+SELECT r, count(*) FROM generate_series(1, 1023) i,
+       LATERAL (SELECT jsonb_object_agg('c' || b, i) || jsonb_build_object('id', i) AS after
+                  FROM generate_series(1, 10) b WHERE (i >> (b - 1)) & 1 = 1) a,
+       cdc_apply(dbz('c', 'ecb_w', a.after, lsn => '0/' || to_hex(4096 + i * 16), tx => i), 'ecb_w') r
+ GROUP BY r;
+SELECT count(*) FILTER (WHERE c1 = id) AS c1_set, count(*) FILTER (WHERE c10 = id) AS c10_set,
+       count(*) FILTER (WHERE c1 IS NULL AND c10 IS NULL) AS neither FROM ecb_w;
+SELECT count(*) <= 3 * 64 AS plans_bounded FROM pg_backend_memory_contexts WHERE name = 'CachedPlanSource';
+-- Only a superuser sets it.
+CREATE ROLE ecb_user;
+SET ROLE ecb_user;
+SET cdc.plan_cache_size = 1000000;
+RESET ROLE;
+DROP ROLE ecb_user;
+RESET cdc.plan_cache_size;
+SHOW cdc.plan_cache_size;

@@ -33,6 +33,7 @@ int cdc_synchronous_commit = SYNCHRONOUS_COMMIT_OFF; /* cdc.synchronous_commit o
 bool cdc_streaming = false;           /* cdc.streaming: protocol version 2, in-progress transactions */
 int cdc_apply_batch_changes = 1000;   /* cdc.apply_batch_changes: changes applied set-based at once */
 int cdc_max_event_size = 16 * 1024;   /* cdc.max_event_size, kB: one event (or worker change) at most */
+int cdc_plan_cache_size = 4096;       /* cdc.plan_cache_size: prepared statements a backend keeps */
 
 const struct config_enum_entry cdc_synchronous_commit_options[] = {
 	{"local", SYNCHRONOUS_COMMIT_LOCAL_FLUSH, false},
@@ -171,6 +172,13 @@ DefineWorkerSettings(bool preloaded)
 	                        "A larger one raises 54000 before it is parsed, so that no caller can make a backend allocate "
 	                        "memory without bound (docs/security.md). Superusers may change it, for a role or a database too.",
 	                        &cdc_max_event_size, 16 * 1024, 1, 1024 * 1024, PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.plan_cache_size",
+	                        "Most prepared statements of the apply engine a backend keeps.",
+	                        "The columns an event carries choose the column lists of its statements, so that a caller "
+	                        "could make a backend keep ever more plans (docs/security.md, \"Shared state\"). Beyond "
+	                        "this many, a statement is prepared for its execution and freed after it. Superusers may "
+	                        "change it, for a role or a database too.",
+	                        &cdc_plan_cache_size, 4096, 0, 1000000, PGC_SUSET, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("cdc");
 }
 

@@ -47,6 +47,9 @@ extern int cdc_audit_max_rows_per_second;
 /* both paths (docs/security.md, "Event size") */
 extern int cdc_max_event_size; /* kB */
 
+/* the apply engine's prepared statements per backend (docs/security.md, "Shared state") */
+extern int cdc_plan_cache_size;
+
 /* the apply engine (docs/internals.md, "Writes without SQL") */
 extern bool cdc_direct_writes;
 

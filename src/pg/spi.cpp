@@ -1,5 +1,6 @@
 // SQL execution helpers: see spi.hpp.
 #include "pg/spi.hpp"
+#include "pg/guc.hpp"
 
 #include "core/errors.hpp"
 #include "core/json.hpp"
@@ -122,6 +123,15 @@ namespace {
  * parameter types.  Lives in TopMemoryContext (plain C structures: nothing
  * here has a destructor).  Plans are SPI_keepplan'ed; PostgreSQL's plan cache
  * re-plans them after DDL on the tables they use.
+ *
+ * At most cdc.plan_cache_size plans: the columns an event carries choose
+ * the column lists of its statements, and a caller sending inserts with
+ * ever other subsets of a table's columns made the backend keep a plan for
+ * each (1,023 subsets of ten columns: 23 MB; sql/event_cache_bound.sql).
+ * Beyond the limit a statement is prepared for its one execution and freed
+ * after it, as on a hash collision.  Entries are never evicted: a plan may
+ * be executing in an outer call (a trigger's nested cdc_apply()) when an
+ * inner call looks up another.
  */
 struct PlanEntry {
 	uint32 hash; /* hash key */
@@ -133,8 +143,9 @@ struct PlanEntry {
 HTAB *plan_cache = nullptr;
 
 SPIPlanPtr
-LookupOrPrepare(const char *sql, int sql_len, const char *key, int key_len, int nargs, Oid *types)
+LookupOrPrepare(const char *sql, int sql_len, const char *key, int key_len, int nargs, Oid *types, bool *kept)
 {
+	*kept = true;
 	if (plan_cache == nullptr) {
 		HASHCTL ctl;
 		memset(&ctl, 0, sizeof(ctl));
@@ -151,8 +162,10 @@ LookupOrPrepare(const char *sql, int sql_len, const char *key, int key_len, int 
 	SPIPlanPtr p = SPI_prepare(sql, nargs, types);
 	if (p == NULL)
 		elog(ERROR, "cdc_apply: SPI_prepare failed for \"%s\": %s", sql, SPI_result_code_string(SPI_result));
-	if (found)
-		return p; /* hash collision with another statement: use it uncached */
+	if (found || long(hash_get_num_entries(plan_cache)) >= long(cdc_plan_cache_size)) {
+		*kept = false; /* a hash collision with another statement, or the cache is full: freed after its execution */
+		return p;
+	}
 	if (SPI_keepplan(p) != 0)
 		elog(ERROR, "cdc_apply: SPI_keepplan failed");
 	char *text = (char *) MemoryContextAlloc(TopMemoryContext, key_len);
@@ -170,7 +183,8 @@ ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs,
           const char *nulls, const int *by_ref, int n_by_ref, const RunAs &as)
 {
 	MemoryContext caller_context = CurrentMemoryContext; /* see below */
-	SPIPlanPtr plan = LookupOrPrepare(sql, sql_len, key, key_len, nargs, types);
+	bool kept;
+	SPIPlanPtr plan = LookupOrPrepare(sql, sql_len, key, key_len, nargs, types, &kept);
 	MemoryContextSwitchTo(caller_context);
 	/*
 	 * The previous statement's result is read before the next statement runs
@@ -224,6 +238,8 @@ ExecutePg(const char *sql, int sql_len, const char *key, int key_len, int nargs,
 	}
 	PG_END_TRY();
 	EndGucNest(&sw);
+	if (!kept)
+		SPI_freeplan(plan); /* ours alone (an error leaves it to SPI's context, freed with it) */
 	if (rc < 0)
 		elog(ERROR, "cdc_apply: SPI_execute_plan failed (%s) for \"%s\"", SPI_result_code_string(rc), sql);
 	return SPI_processed;
