@@ -1789,6 +1789,26 @@ ALTER EVENT TRIGGER cdc_drop_target_state ENABLE ALWAYS;
 COMMENT ON EVENT TRIGGER cdc_drop_target_state IS
   'Calls cdc._drop_target_state() after DROP TABLE (and DROP SCHEMA ... CASCADE, DROP OWNED) so that no state outlives its target.';
 
+-- DROP EXTENSION cdc_apply while the database has subscriptions is refused
+-- by the module's ProcessUtility hook, which exists only when cdc_apply is
+-- preloaded; without it a session that had never loaded the library
+-- dropped the extension, and the slots made by create_subscription(copy_data
+-- => false) stayed on the sources (review h1, TAP 125).  This event
+-- trigger's C function loads the library when it fires.  ALWAYS: also
+-- under session_replication_role = replica.
+CREATE FUNCTION cdc._guard_extension_drop() RETURNS event_trigger
+LANGUAGE C
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_guard_extension_drop';
+COMMENT ON FUNCTION cdc._guard_extension_drop() IS
+  'Event trigger function (ddl_command_start, DROP EXTENSION): refuses DROP EXTENSION cdc_apply by a superuser while cdc.subscription has rows (2BP01 naming them), as the module''s ProcessUtility hook does when cdc_apply is preloaded, so that no subscription''s replication slot or origin is left behind; subscriptions dropped earlier in the same transaction are not counted.';
+CREATE EVENT TRIGGER cdc_guard_drop_extension ON ddl_command_start
+  WHEN TAG IN ('DROP EXTENSION')
+  EXECUTE FUNCTION cdc._guard_extension_drop();
+ALTER EVENT TRIGGER cdc_guard_drop_extension ENABLE ALWAYS;
+COMMENT ON EVENT TRIGGER cdc_guard_drop_extension IS
+  'Calls cdc._guard_extension_drop() before DROP EXTENSION: cdc_apply is not dropped while it has subscriptions, preloaded or not.';
+
 CREATE FUNCTION cdc.create_history_table(name text, source regclass) RETURNS regclass
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -2657,6 +2677,7 @@ GRANT EXECUTE ON FUNCTION cdc._fold_into_stream_mark(regclass) TO PUBLIC;
 -- checks itself that its caller may execute the function it serves
 GRANT EXECUTE ON FUNCTION cdc._write_mapping(text, regclass, cdc.mapping) TO PUBLIC;
 REVOKE ALL ON FUNCTION cdc._drop_target_state() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._guard_extension_drop() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.create_history_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.outbox_mark_published(bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.outbox_claim(integer, text) FROM PUBLIC;

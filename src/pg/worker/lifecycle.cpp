@@ -28,6 +28,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "commands/defrem.h"
+#include "commands/event_trigger.h"
 #include "commands/dbcommands.h"
 #include "catalog/namespace.h"
 #include "commands/extension.h"
@@ -339,6 +340,30 @@ cdc::pg::InstallLifecycleHooks(bool preloaded)
 		return;
 	prev_process_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = lifecycle_process_utility;
+}
+
+/*
+ * cdc._guard_extension_drop() RETURNS event_trigger: the event trigger
+ * cdc_guard_drop_extension (ddl_command_start, tag DROP EXTENSION, ENABLE
+ * ALWAYS) makes the check of guard_extension_drop.  The ProcessUtility hook
+ * is installed only when cdc_apply is preloaded: without it (no worker runs,
+ * but cdc.create_subscription(copy_data => false) makes the slot on the
+ * source at commit) a session that had never loaded the library dropped the
+ * extension with its subscriptions and the slots stayed on the sources
+ * (review h1, TAP 125).  This function's call loads the library.  With the
+ * hook the check runs twice; the hook's comes first.
+ */
+CDC_PG_FUNCTION(cdc_guard_extension_drop)
+{
+	cdc::pg::PgCall([&]() {
+		if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			                errmsg("cdc._guard_extension_drop() must be called as an event trigger")));
+		Node *tree = ((EventTriggerData *) fcinfo->context)->parsetree;
+		if (tree != NULL && IsA(tree, DropStmt))
+			guard_extension_drop((DropStmt *) tree);
+	});
+	PG_RETURN_VOID();
 }
 
 /*
