@@ -1793,7 +1793,7 @@ COMMENT ON EVENT TRIGGER cdc_drop_target_state IS
 -- by the module's ProcessUtility hook, which exists only when cdc_apply is
 -- preloaded; without it a session that had never loaded the library
 -- dropped the extension, and the slots made by create_subscription(copy_data
--- => false) stayed on the sources (review h1, TAP 125).  This event
+-- => false) stayed on the sources (review h1, TAP 119).  This event
 -- trigger's C function loads the library when it fires.  ALWAYS: also
 -- under session_replication_role = replica.
 CREATE FUNCTION cdc._guard_extension_drop() RETURNS event_trigger

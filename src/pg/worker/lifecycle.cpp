@@ -350,7 +350,7 @@ cdc::pg::InstallLifecycleHooks(bool preloaded)
  * but cdc.create_subscription(copy_data => false) makes the slot on the
  * source at commit) a session that had never loaded the library dropped the
  * extension with its subscriptions and the slots stayed on the sources
- * (review h1, TAP 125).  This function's call loads the library.  With the
+ * (review h1, TAP 119).  This function's call loads the library.  With the
  * hook the check runs twice; the hook's comes first.
  */
 CDC_PG_FUNCTION(cdc_guard_extension_drop)
