@@ -12,6 +12,8 @@
 #include "core/text_util.hpp"
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <limits>
 #include <string>
 #include <utility>
@@ -1309,6 +1311,86 @@ DateFromEpochDays(int64_t days)
 	std::string era;
 	std::string s = FormatDateParts(days, era);
 	return s + era;
+}
+
+std::optional<IsoTimestamp>
+ParseStrictIsoTimestamp(std::string_view s)
+{
+	size_t at = 0;
+	/* exactly n digits at `at` */
+	auto digits = [&](size_t n, int &out) {
+		if (at + n > s.size())
+			return false;
+		int v = 0;
+		for (size_t i = 0; i < n; i++) {
+			const char c = s[at + i];
+			if (c < '0' || c > '9')
+				return false;
+			v = v * 10 + (c - '0');
+		}
+		at += n;
+		out = v;
+		return true;
+	};
+	auto expect = [&](char c) {
+		if (at >= s.size() || s[at] != c)
+			return false;
+		at++;
+		return true;
+	};
+	IsoTimestamp ts;
+	if (!digits(4, ts.year) || !expect('-') || !digits(2, ts.month) || !expect('-') || !digits(2, ts.day))
+		return std::nullopt;
+	if (at >= s.size() || (s[at] != 'T' && s[at] != ' '))
+		return std::nullopt;
+	at++;
+	if (!digits(2, ts.hour) || !expect(':') || !digits(2, ts.minute) || !expect(':') || !digits(2, ts.second))
+		return std::nullopt;
+	if (at < s.size() && s[at] == '.') {
+		at++;
+		size_t n = 0;
+		int frac = 0;
+		while (at < s.size() && s[at] >= '0' && s[at] <= '9') {
+			if (++n > 6)
+				return std::nullopt; /* rounded by the input function: not this path's business */
+			frac = frac * 10 + (s[at++] - '0');
+		}
+		if (n == 0)
+			return std::nullopt;
+		for (; n < 6; n++)
+			frac *= 10;
+		ts.micros = frac;
+	}
+	if (at >= s.size())
+		return std::nullopt; /* no offset: the session's TimeZone would decide */
+	if (s[at] == 'Z') {
+		at++;
+	} else if (s[at] == '+' || s[at] == '-') {
+		const int sign = s[at] == '+' ? 1 : -1;
+		at++;
+		int oh = 0, om = 0;
+		if (!digits(2, oh))
+			return std::nullopt;
+		if (at < s.size() && s[at] == ':') {
+			at++;
+			if (!digits(2, om))
+				return std::nullopt;
+		}
+		if (oh > 15 || om > 59)
+			return std::nullopt;
+		ts.offset_seconds = sign * (oh * 3600 + om * 60);
+	} else {
+		return std::nullopt;
+	}
+	if (at != s.size())
+		return std::nullopt;
+	static const int kDays[2][12] = {{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31},
+	                                 {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}};
+	const bool leap = (ts.year % 4 == 0 && ts.year % 100 != 0) || ts.year % 400 == 0;
+	if (ts.year < 1 || ts.month < 1 || ts.month > 12 || ts.day < 1 || ts.day > kDays[leap][ts.month - 1] || ts.hour > 23 ||
+	    ts.minute > 59 || ts.second > 59)
+		return std::nullopt;
+	return ts;
 }
 
 std::string

@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cdc {
@@ -122,6 +123,22 @@ std::string DateFromEpochDays(int64_t days);
 std::string TimestampFromEpochMicros(int64_t micros);
 // Microseconds since midnight -> "HH:MM:SS.ffffff".
 std::string TimeFromMicros(int64_t micros);
+// The fields of a timestamp written in the one strict ISO-8601 form with an
+// explicit UTC offset that the glue converts without the type's input
+// function (ConvertCell: Debezium's ZonedTimestamp strings, pgoutput's
+// timestamptz texts):
+//   YYYY-MM-DD{T| }HH:MM:SS[.f, 1 to 6 digits]{Z|+HH|-HH|+HH:MM|-HH:MM}
+// year 0001-9999, a day the month has, hour 00-23, minutes and seconds
+// 00-59, offset hours 00-15 and minutes 00-59: exactly the texts that
+// timestamptz_in and timestamp_in read without an error in every session
+// (DateStyle and TimeZone do not enter).  nullopt for every other text,
+// which then goes through the input function, with its errors.
+struct IsoTimestamp {
+	int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+	int micros = 0;          // the fraction, in microseconds (exact: at most 6 digits)
+	int offset_seconds = 0;  // east of UTC (+05:30 gives 19800)
+};
+std::optional<IsoTimestamp> ParseStrictIsoTimestamp(std::string_view text);
 // PostgreSQL array literal of already-decoded elements ({"a","b",NULL}).
 std::string ArrayLiteral(const std::vector<DecodedValue> &elements);
 

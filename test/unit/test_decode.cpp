@@ -925,6 +925,52 @@ TEST(Errors, CarryColumnDetail)
 	}
 }
 
+// The strict ISO form converted without timestamptz_in (image.cpp,
+// StrictTimestampPg): its fields, and nothing else accepted.  That the
+// converted values equal the input function's is pg_regress
+// timestamp_strict_form's business.
+TEST(StrictIsoTimestamp, Fields)
+{
+	auto f = ParseStrictIsoTimestamp("2024-02-29T23:59:59.001Z");
+	ASSERT_TRUE(f.has_value());
+	EXPECT_EQ(f->year, 2024);
+	EXPECT_EQ(f->month, 2);
+	EXPECT_EQ(f->day, 29);
+	EXPECT_EQ(f->hour, 23);
+	EXPECT_EQ(f->minute, 59);
+	EXPECT_EQ(f->second, 59);
+	EXPECT_EQ(f->micros, 1000);
+	EXPECT_EQ(f->offset_seconds, 0);
+	f = ParseStrictIsoTimestamp("0001-01-01 00:00:00.123456+05:30");
+	ASSERT_TRUE(f.has_value());
+	EXPECT_EQ(f->micros, 123456);
+	EXPECT_EQ(f->offset_seconds, 19800);
+	f = ParseStrictIsoTimestamp("9999-12-31 23:59:59-15");
+	ASSERT_TRUE(f.has_value());
+	EXPECT_EQ(f->offset_seconds, -54000);
+	EXPECT_EQ(f->micros, 0);
+	f = ParseStrictIsoTimestamp("2000-02-29T12:00:00.5-00:59");
+	ASSERT_TRUE(f.has_value());
+	EXPECT_EQ(f->micros, 500000);
+	EXPECT_EQ(f->offset_seconds, -3540);
+}
+
+TEST(StrictIsoTimestamp, OtherTextsLeftToTheInputFunction)
+{
+	for (const char *text :
+	     {"", "2024-01-01", "2024-01-01T00:00:00", "2024-01-01 00:00:00 UTC", "2024-01-01T00:00:00z",
+	      "2024-01-01T00:00:00.0000001Z", "2024-01-01T00:00:00.Z", "2024-01-01T24:00:00Z", "2024-01-01T00:60:00Z",
+	      "2024-01-01T00:00:60Z", "2023-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2024-04-31T00:00:00Z",
+	      "2024-00-01T00:00:00Z", "2024-13-01T00:00:00Z", "2024-01-00T00:00:00Z", "0000-01-01T00:00:00Z",
+	      "12024-01-01T00:00:00Z", "24-01-01T00:00:00Z", "2024-1-01T00:00:00Z", "2024-01-01t00:00:00Z",
+	      "2024-01-01T00:00:00+16", "2024-01-01T00:00:00+05:60", "2024-01-01T00:00:00+5", "2024-01-01T00:00:00+0530",
+	      "2024-01-01T00:00:00+05:30:15", "2024-01-01T00:00:00Z ", " 2024-01-01T00:00:00Z", "2024-01-01T00:00:00ZZ",
+	      "2024-01-01T00:00:00 +00", "01/02/2024 10:00:00+02", "2024-01-01T00:00:00.001000Z BC", "infinity"})
+		EXPECT_FALSE(ParseStrictIsoTimestamp(text).has_value()) << text;
+	const std::string with_nul("2024-01-01T00:00:00Z\0", 21);
+	EXPECT_FALSE(ParseStrictIsoTimestamp(with_nul).has_value());
+}
+
 } // namespace
 } // namespace cdc
 
