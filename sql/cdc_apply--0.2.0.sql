@@ -2020,6 +2020,26 @@ COMMENT ON TRIGGER subscription_guard_truncate ON cdc.subscription IS 'Refuses T
 ALTER TABLE cdc.subscription ENABLE ALWAYS TRIGGER subscription_guard;
 ALTER TABLE cdc.subscription ENABLE ALWAYS TRIGGER subscription_guard_truncate;
 
+-- A subscription created or enabled (or disabled) by any committed write,
+-- not only by the functions below: the launchers look at once when the
+-- transaction commits (a superuser's own INSERT woke nothing before, and in
+-- a database without subscriptions the subscription started only at the
+-- next scheduled cdc.prune(); review h2, TAP 125).
+CREATE FUNCTION cdc._subscription_changed() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_subscription_changed';
+COMMENT ON FUNCTION cdc._subscription_changed() IS
+  'Internal trigger of cdc.subscription (AFTER INSERT, and UPDATE OF enabled that changes it): when the transaction commits, the cluster launcher and the database''s launcher look at the subscriptions at once (docs/worker.md, "Every database"); an inserted row counts as a subscription being created until the transaction ends (DROP DATABASE is refused, and so is PREPARE TRANSACTION: 0A000). A no-op without shared_preload_libraries.';
+CREATE TRIGGER subscription_created AFTER INSERT ON cdc.subscription
+  FOR EACH ROW EXECUTE FUNCTION cdc._subscription_changed();
+COMMENT ON TRIGGER subscription_created ON cdc.subscription IS 'The launchers start the new subscription''s worker as soon as the transaction commits.';
+CREATE TRIGGER subscription_enabled AFTER UPDATE OF enabled ON cdc.subscription
+  FOR EACH ROW WHEN (OLD.enabled IS DISTINCT FROM NEW.enabled) EXECUTE FUNCTION cdc._subscription_changed();
+COMMENT ON TRIGGER subscription_enabled ON cdc.subscription IS 'The database''s launcher starts (or stops) the subscription''s worker as soon as the transaction commits.';
+ALTER TABLE cdc.subscription ENABLE ALWAYS TRIGGER subscription_created;
+ALTER TABLE cdc.subscription ENABLE ALWAYS TRIGGER subscription_enabled;
+
 -- The tables of a subscription, as pg_subscription_rel is for PostgreSQL's
 -- own subscriptions: the published tables the worker applies, and where
 -- each one's copy joined the stream.
@@ -2356,7 +2376,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
-  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot (with copy_data => false the slot is created with the subscription, as CREATE SUBSCRIPTION does, so that no change made before the worker starts is missed: when the calling transaction commits, connecting to the source, so that a transaction that rolls back or fails, also in a rolled-back savepoint or a DO block, leaves no slot; PREPARE TRANSACTION is then refused), records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name or slot_name (a slot name as PostgreSQL requires: lower-case letters, digits and _), 2202E publications of more than one dimension, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name), 22023 one that sets no parameter (empty, blank: libpq''s defaults would connect to this server); with create_slot and copy_data => false also, raised by the COMMIT, 08001 source unreachable, 42710 the slot exists on the source (no subscription stays), and 0A000 at PREPARE TRANSACTION.';
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot (with copy_data => false the slot is created with the subscription, as CREATE SUBSCRIPTION does, so that no change made before the worker starts is missed: when the calling transaction commits, connecting to the source, so that a transaction that rolls back or fails, also in a rolled-back savepoint or a DO block, leaves no slot), records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name or slot_name (a slot name as PostgreSQL requires: lower-case letters, digits and _), 2202E publications of more than one dimension, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name), 22023 one that sets no parameter (empty, blank: libpq''s defaults would connect to this server); with create_slot and copy_data => false also, raised by the COMMIT, 08001 source unreachable, 42710 the slot exists on the source (no subscription stays); and 0A000 at PREPARE TRANSACTION (the launchers are woken when the transaction commits, which COMMIT PREPARED cannot do).';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2368,7 +2388,7 @@ BEGIN
     FROM cdc.subscription s WHERE s.subid = st.subid AND s.name = enable_subscription.name;
   PERFORM cdc._force_sync_commit();
 END $fn$;
-COMMENT ON FUNCTION cdc.enable_subscription(text) IS 'Enables a subscription; the launcher starts its worker within cdc.naptime. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist, 22004 a NULL name.';
+COMMENT ON FUNCTION cdc.enable_subscription(text) IS 'Enables a subscription; the database''s launcher starts its worker as soon as the transaction commits (trigger subscription_enabled). Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist, 22004 a NULL name.';
 
 CREATE FUNCTION cdc.disable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2378,7 +2398,7 @@ BEGIN
   IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   PERFORM cdc._force_sync_commit();
 END $fn$;
-COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the launcher stops its worker (SIGTERM) within cdc.naptime. Progress is kept in the replication origin. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist, 22004 a NULL name.';
+COMMENT ON FUNCTION cdc.disable_subscription(text) IS 'Disables a subscription; the database''s launcher stops its worker (SIGTERM) as soon as the transaction commits (trigger subscription_enabled). Progress is kept in the replication origin. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 if it does not exist, 22004 a NULL name.';
 
 CREATE FUNCTION cdc.alter_subscription(
   name         text,
@@ -2706,6 +2726,7 @@ REVOKE ALL ON FUNCTION cdc._rekey_pairs(regclass, name[], name[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_target() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._invalidate_dictionary() FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._subscription_guard() FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._subscription_changed() FROM PUBLIC;
 GRANT SELECT ON cdc.subscription_status TO PUBLIC;
 -- the error history quotes what last_error quotes: for the readers of other sessions' query texts
 GRANT SELECT ON cdc.subscription_errors TO pg_read_all_stats;

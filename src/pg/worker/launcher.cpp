@@ -23,9 +23,12 @@
 //    scheduled cdc.prune() (apply/horizon.hpp).  If the database has no
 //    subscription, it runs that prune if due, records in the registry when
 //    the next one is due, and exits: nothing else is to be done there until
-//    a subscription is created, and cdc.create_subscription wakes the
-//    cluster launcher at commit (lifecycle.cpp; a launcher looking at that
-//    moment sees the `wanted` flag and looks again instead of leaving).
+//    a subscription is created, and every transaction that inserts one
+//    into cdc.subscription (or changes its `enabled`) wakes the cluster
+//    launcher and the database's resident launcher at commit (the trigger
+//    cdc._subscription_changed, lifecycle.cpp; a launcher looking at that
+//    moment sees the `wanted` flag, or its latch set, and looks again
+//    instead of leaving or sleeping cdc.naptime).
 //    After DROP EXTENSION it stops its workers and exits.
 //
 // Why one launcher per database rather than one process visiting each

@@ -29,6 +29,7 @@ extern "C" {
 #include "catalog/pg_database.h"
 #include "commands/defrem.h"
 #include "commands/event_trigger.h"
+#include "commands/trigger.h"
 #include "commands/dbcommands.h"
 #include "catalog/namespace.h"
 #include "commands/extension.h"
@@ -38,6 +39,7 @@ extern "C" {
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
@@ -273,11 +275,31 @@ bool create_counted = false; /* this transaction counted itself in its database'
 bool new_schedule_at_commit = false; /* the extension was (re)created: its scheduled cdc.prune() runs at the first look */
 bool xact_callback_registered = false;
 
+/*
+ * May raise a PostgreSQL ERROR at XACT_EVENT_PRE_PREPARE (a longjmp through
+ * PostgreSQL's frames, none of ours with destructors), never at the other
+ * events.
+ */
 void
 notify_xact_callback(XactEvent event, void *arg) noexcept
 {
 	if (!notify_at_commit && !create_counted)
 		return;
+	/*
+	 * A prepared transaction that created a subscription would wake nothing
+	 * when COMMIT PREPARED (in any session) commits it: no callback of this
+	 * backend runs then, and its count in pending_creates ends here.  In a
+	 * database without subscriptions, which keeps no resident launcher,
+	 * the subscription would start only at the next scheduled cdc.prune()
+	 * (never with cdc.prune_interval = 0).  Refused, as PostgreSQL refuses
+	 * PREPARE after some operations (review h2, TAP 125).
+	 */
+	if (event == XACT_EVENT_PRE_PREPARE && create_counted)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+		                errmsg("cannot PREPARE a transaction that creates a cdc_apply subscription"),
+		                errdetail("The launcher is told to start the subscription's worker when the transaction "
+		                          "commits, which COMMIT PREPARED cannot do."),
+		                errhint("Create the subscription in a transaction that is not prepared.")));
 	const bool ends = event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_COMMIT ||
 	                  event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE;
 	if (ends && create_counted && CdcRegistry != NULL) {
@@ -308,6 +330,9 @@ notify_xact_callback(XactEvent event, void *arg) noexcept
 			d->wanted = true;
 			if (new_schedule_at_commit)
 				d->last_prune = 0;
+			/* a resident launcher looks now rather than after cdc.naptime (SetLatch never fails) */
+			if (d->launcher_proc != NULL)
+				SetLatch(&d->launcher_proc->procLatch);
 		}
 		LWLockRelease(CdcRegistryLock());
 		registry_wake_cluster_launcher();
@@ -427,28 +452,62 @@ CDC_PG_FUNCTION(cdc_stop_subscription_workers)
  * the launcher looks at the database at once.  A no-op without
  * shared_preload_libraries.
  */
+static void
+note_subscription_database(void)
+{
+	if (CdcRegistry == NULL)
+		return;
+	LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
+	CdcDatabase *d = registry_find_database(MyDatabaseId, true);
+	if (d != NULL) {
+		if (d->state != CDC_DB_CHECKING)
+			d->state = CDC_DB_SERVED;
+		if (d->nsubs < 1)
+			d->nsubs = 1;
+		/* counted until the transaction ends, so that no launcher's look, made before it commits, uncounts it */
+		if (!create_counted) {
+			d->pending_creates++;
+			create_counted = true;
+		}
+	}
+	LWLockRelease(CdcRegistryLock());
+	notify_launcher_at_commit();
+}
+
 CDC_PG_FUNCTION(cdc_note_subscription_database)
 {
-	cdc::pg::PgCall([&]() {
-		if (CdcRegistry == NULL)
-			return;
-		LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
-		CdcDatabase *d = registry_find_database(MyDatabaseId, true);
-		if (d != NULL) {
-			if (d->state != CDC_DB_CHECKING)
-				d->state = CDC_DB_SERVED;
-			if (d->nsubs < 1)
-				d->nsubs = 1;
-			/* counted until the transaction ends, so that no launcher's look, made before it commits, uncounts it */
-			if (!create_counted) {
-				d->pending_creates++;
-				create_counted = true;
-			}
-		}
-		LWLockRelease(CdcRegistryLock());
-		notify_launcher_at_commit();
-	});
+	cdc::pg::PgCall([&]() { note_subscription_database(); });
 	PG_RETURN_VOID();
+}
+
+/*
+ * cdc._subscription_changed() RETURNS trigger: the AFTER ROW trigger of
+ * cdc.subscription (ENABLE ALWAYS) for INSERT, and for an UPDATE that
+ * changes `enabled`.  A row inserted counts as a subscription being
+ * created (as cdc._note_subscription_database(): DROP DATABASE is refused
+ * at once, PREPARE TRANSACTION is refused); after the transaction commits,
+ * the cluster launcher and the database's own launcher look at it at once.
+ * Whatever wrote the row: cdc.create_subscription, cdc.enable_subscription
+ * and cdc.disable_subscription, or a superuser's own INSERT or UPDATE,
+ * which before woke nothing: in a database without subscriptions (no
+ * resident launcher) the subscription started only at the next scheduled
+ * cdc.prune(), never with cdc.prune_interval = 0, and in one with a
+ * launcher only after cdc.naptime (review h2, TAP 125).  A no-op without
+ * shared_preload_libraries.  Errors: 39P01 when not called as a trigger.
+ */
+CDC_PG_FUNCTION(cdc_subscription_changed)
+{
+	cdc::pg::PgCall([&]() {
+		if (!CALLED_AS_TRIGGER(fcinfo))
+			ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			                errmsg("cdc._subscription_changed() must be called as a trigger")));
+		TriggerData *trigdata = (TriggerData *) fcinfo->context;
+		if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+			note_subscription_database();
+		else
+			notify_launcher_at_commit();
+	});
+	return PointerGetDatum(NULL);
 }
 
 /*

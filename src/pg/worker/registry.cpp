@@ -84,6 +84,7 @@ database_launcher_detach(int code, Datum arg) noexcept
 	CdcDatabase *d = registry_find_database(db, false);
 	if (d != NULL && d->launcher_pid == MyProcPid) {
 		d->launcher_pid = 0;
+		d->launcher_proc = NULL;
 		if (d->state == CDC_DB_CHECKING)
 			d->state = CDC_DB_UNKNOWN; /* exited without reporting: look again */
 	}
@@ -182,6 +183,7 @@ registry_attach_database_launcher(void)
 	CdcDatabase *d = registry_find_database(MyDatabaseId, true);
 	if (d != NULL && d->launcher_pid == 0) {
 		d->launcher_pid = MyProcPid;
+		d->launcher_proc = MyProc;
 		if (d->state == CDC_DB_UNKNOWN || d->state == CDC_DB_NONE)
 			d->state = CDC_DB_CHECKING;
 		ok = true;

@@ -41,6 +41,7 @@ typedef struct CdcDatabase {
 	int state;              /* CDC_DB_* */
 	int nsubs;              /* CDC_DB_SERVED: its subscriptions (enabled or not) as last counted */
 	int launcher_pid;       /* the database launcher attached to it, 0 when none runs */
+	PGPROC *launcher_proc;  /* its PGPROC (NULL when none runs): a commit that creates or enables a subscription sets its latch */
 	bool urgent;            /* a DROP DATABASE waits for its state: look at it before the others */
 	TimestampTz hold_until; /* no database launcher is started in it before this (a command needs it without sessions) */
 	TimestampTz started_at; /* when its database launcher was last started */
