@@ -65,6 +65,7 @@ struct SubscriptionEntry {
 	pg_atomic_uint64 errors;
 	pg_atomic_uint64 retries;
 	pg_atomic_uint64 group_retries;
+	pg_atomic_uint32 unrecorded;             /* consecutive errors the worker could not record (its backoff) */
 	pg_atomic_uint64 xacts;
 	pg_atomic_uint64 latency_sum_us;
 	pg_atomic_uint64 buckets[cdc::kLatencyBuckets];
@@ -117,6 +118,7 @@ stats_shmem_startup(void) noexcept
 			pg_atomic_init_u64(&e->errors, 0);
 			pg_atomic_init_u64(&e->retries, 0);
 			pg_atomic_init_u64(&e->group_retries, 0);
+			pg_atomic_init_u32(&e->unrecorded, 0);
 			pg_atomic_init_u64(&e->xacts, 0);
 			pg_atomic_init_u64(&e->latency_sum_us, 0);
 			for (int k = 0; k < cdc::kLatencyBuckets; k++)
@@ -256,6 +258,7 @@ find_subscription(Oid db, int subid, bool create)
 	pg_atomic_write_u64(&free_entry->errors, 0);
 	pg_atomic_write_u64(&free_entry->retries, 0);
 	pg_atomic_write_u64(&free_entry->group_retries, 0);
+	pg_atomic_write_u32(&free_entry->unrecorded, 0);
 	pg_atomic_write_u64(&free_entry->xacts, 0);
 	pg_atomic_write_u64(&free_entry->latency_sum_us, 0);
 	for (int k = 0; k < cdc::kLatencyBuckets; k++)
@@ -358,6 +361,23 @@ WorkerCountRetry(int subid, bool group) noexcept
 		return;
 	pg_atomic_fetch_add_u64(group ? &e->group_retries : &e->retries, 1);
 	LWLockRelease(stats_lock);
+}
+
+int
+WorkerUnrecordedErrors(int subid, bool failed) noexcept
+{
+	if (stats == NULL)
+		return failed ? 1 : 0;
+	SubscriptionEntry *e = worker_entry(subid, LW_SHARED);
+	if (e == NULL)
+		return failed ? 1 : 0;
+	int n = 0;
+	if (failed)
+		n = int(pg_atomic_add_fetch_u32(&e->unrecorded, 1));
+	else
+		pg_atomic_write_u32(&e->unrecorded, 0);
+	LWLockRelease(stats_lock);
+	return n;
 }
 
 void

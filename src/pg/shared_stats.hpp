@@ -46,6 +46,14 @@ void CountFailedCall(int kind, int sqlerrcode) noexcept;
 void WorkerCountError(int subid, int sqlerrcode) noexcept;
 void WorkerCountRetry(int subid, bool group) noexcept;
 void WorkerCountLatencies(int subid, const int64 *micros, int n) noexcept;
+// The apply worker's consecutive errors that it could not record in
+// cdc.subscription_state (whose retry_count then stays as it was): `failed`
+// true counts one more and returns how many in a row (at least 1), false
+// (an error recorded, or streaming again) resets them and returns 0.  Its
+// backoff adds them to retry_count, so that it doubles also while the
+// record cannot be written (review h2, TAP 126).  May take the LWLock;
+// never ereport.
+int WorkerUnrecordedErrors(int subid, bool failed) noexcept;
 
 // Launchers: forget the counters of a dropped database, and those of the
 // subscriptions of database `db` that are not in subids[n].

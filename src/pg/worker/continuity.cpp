@@ -19,6 +19,7 @@
 //
 // PostgreSQL-regime code: no C++ objects with destructors in these frames.
 #include "pg/guc.hpp"
+#include "pg/shared_stats.hpp"
 #include "pg/worker/worker_state.hpp"
 
 extern "C" {
@@ -131,6 +132,8 @@ mark_healthy(void)
 		return;
 	W->healthy = true;
 	W->retry_count = 0;
+	/* errors that could not be recorded are no longer in a row (status.cpp's backoff) */
+	(void) cdc::pg::WorkerUnrecordedErrors(W->subid, false);
 	const char *args[1] = {psprintf("%d", W->subid)};
 	exec_in_own_xact("UPDATE cdc.subscription_state SET retry_count = 0, last_error = NULL, last_error_lsn = NULL, "
 	                 "updated_at = pg_catalog.now() WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "

@@ -173,9 +173,17 @@ record_error_and_exit(ErrorData *edata)
 	}
 	PG_END_TRY();
 
-	/* back off: cdc.retry_backoff doubled per consecutive failure, at most cdc.retry_backoff_max */
+	/*
+	 * back off: cdc.retry_backoff doubled per consecutive failure, at most
+	 * cdc.retry_backoff_max.  The failures are the recorded retry_count plus
+	 * those in a row that could not be recorded (shared memory): before,
+	 * a record that kept failing left retry_count as it was, and every
+	 * restart waited the same first delay (TAP 126).
+	 */
+	int unrecorded_in_row = cdc::pg::WorkerUnrecordedErrors(W->subid, unrecorded != NULL);
+	int failures = W->retry_count + (unrecorded_in_row > 0 ? unrecorded_in_row - 1 : 0);
 	double d = (double) cdc_retry_backoff;
-	for (int i = 1; i < W->retry_count && d < cdc_retry_backoff_max * 1000.0; i++)
+	for (int i = 1; i < failures && d < cdc_retry_backoff_max * 1000.0; i++)
 		d *= 2;
 	delay_ms = (int) Min(d, cdc_retry_backoff_max * 1000.0);
 
