@@ -53,7 +53,7 @@ is(dq(q{SELECT coalesce(string_agg(c.relname || '.' || tg.tgname || '=' || tg.tg
 	'', 'triggers: every trigger of the extension is ENABLE ALWAYS');
 is(dq(q{SELECT count(*) FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
 	 WHERE c.relnamespace = 'cdc'::regnamespace AND NOT tg.tgisinternal}),
-	'10', 'triggers: the ten triggers of the extension are all there');
+	'12', 'triggers: the twelve triggers of the extension are all there (with subscription_created and subscription_enabled, TAP 125)');
 
 # --- mapping -------------------------------------------------------------------
 create_subscription($dest, $source, 's', ['p']);
