@@ -1801,13 +1801,13 @@ LANGUAGE C
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_guard_extension_drop';
 COMMENT ON FUNCTION cdc._guard_extension_drop() IS
-  'Event trigger function (ddl_command_start, DROP EXTENSION): refuses DROP EXTENSION cdc_apply by a superuser while cdc.subscription has rows (2BP01 naming them), as the module''s ProcessUtility hook does when cdc_apply is preloaded, so that no subscription''s replication slot or origin is left behind; subscriptions dropped earlier in the same transaction are not counted.';
+  'Event trigger function (ddl_command_start, DROP EXTENSION and DROP OWNED): refuses DROP EXTENSION cdc_apply, and DROP OWNED BY the role that owns it, by a superuser while cdc.subscription has rows (2BP01 naming them), as the module''s ProcessUtility hook does when cdc_apply is preloaded, so that no subscription''s replication slot or origin is left behind; subscriptions dropped earlier in the same transaction are not counted.';
 CREATE EVENT TRIGGER cdc_guard_drop_extension ON ddl_command_start
-  WHEN TAG IN ('DROP EXTENSION')
+  WHEN TAG IN ('DROP EXTENSION', 'DROP OWNED')
   EXECUTE FUNCTION cdc._guard_extension_drop();
 ALTER EVENT TRIGGER cdc_guard_drop_extension ENABLE ALWAYS;
 COMMENT ON EVENT TRIGGER cdc_guard_drop_extension IS
-  'Calls cdc._guard_extension_drop() before DROP EXTENSION: cdc_apply is not dropped while it has subscriptions, preloaded or not.';
+  'Calls cdc._guard_extension_drop() before DROP EXTENSION and DROP OWNED: cdc_apply is not dropped while it has subscriptions, preloaded or not.';
 
 CREATE FUNCTION cdc.create_history_table(name text, source regclass) RETURNS regclass
 LANGUAGE plpgsql

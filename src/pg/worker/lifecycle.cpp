@@ -24,7 +24,11 @@
 #include <csignal>
 
 extern "C" {
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/pg_extension.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "commands/defrem.h"
@@ -42,7 +46,10 @@ extern "C" {
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -192,16 +199,8 @@ database_option(List *options, const char *name)
  * PostgreSQL's own refusal then comes first.  PostgreSQL regime.
  */
 static void
-guard_extension_drop(DropStmt *d)
+refuse_while_subscriptions(void)
 {
-	if (d->removeType != OBJECT_EXTENSION || !superuser())
-		return;
-	bool ours = false;
-	ListCell *lc;
-	foreach (lc, d->objects)
-		ours = ours || strcmp(strVal(lfirst(lc)), "cdc_apply") == 0;
-	if (!ours || !OidIsValid(get_extension_oid("cdc_apply", true)))
-		return;
 	const Oid nsp = get_namespace_oid("cdc", true);
 	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("subscription", nsp)))
 		return;
@@ -229,6 +228,52 @@ guard_extension_drop(DropStmt *d)
 		                errhint("Drop them first: cdc.drop_subscription(name, drop_slot => true).")));
 }
 
+static void
+guard_extension_drop(DropStmt *d)
+{
+	if (d->removeType != OBJECT_EXTENSION || !superuser())
+		return;
+	bool ours = false;
+	ListCell *lc;
+	foreach (lc, d->objects)
+		ours = ours || strcmp(strVal(lfirst(lc)), "cdc_apply") == 0;
+	if (!ours || !OidIsValid(get_extension_oid("cdc_apply", true)))
+		return;
+	refuse_while_subscriptions();
+}
+
+/*
+ * DROP OWNED BY the role that owns cdc_apply drops the extension too (its
+ * owner is recorded in pg_shdepend), with the same loss: refused in the
+ * same way (review h4, pg_regress drop_owned_guard).  Another role's DROP
+ * OWNED is not looked at.
+ */
+static void
+guard_owned_drop(DropOwnedStmt *d)
+{
+	if (!superuser())
+		return;
+	const Oid ext = get_extension_oid("cdc_apply", true);
+	if (!OidIsValid(ext))
+		return;
+	Oid owner = InvalidOid;
+	Relation rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(ext));
+	SysScanDesc scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	HeapTuple tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	bool ours = false;
+	ListCell *lc;
+	foreach (lc, d->roles)
+		ours = ours || (OidIsValid(owner) && get_rolespec_oid((RoleSpec *) lfirst(lc), true) == owner);
+	if (ours)
+		refuse_while_subscriptions();
+}
+
 void
 lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, ProcessUtilityContext context,
                           ParamListInfo params, QueryEnvironment *queryEnv, DestReceiver *dest,
@@ -241,6 +286,9 @@ lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool read
 		break;
 	case T_DropStmt:
 		guard_extension_drop((DropStmt *) stmt);
+		break;
+	case T_DropOwnedStmt:
+		guard_owned_drop((DropOwnedStmt *) stmt);
 		break;
 	case T_RenameStmt:
 		if (((RenameStmt *) stmt)->renameType == OBJECT_DATABASE)
@@ -387,6 +435,8 @@ CDC_PG_FUNCTION(cdc_guard_extension_drop)
 		Node *tree = ((EventTriggerData *) fcinfo->context)->parsetree;
 		if (tree != NULL && IsA(tree, DropStmt))
 			guard_extension_drop((DropStmt *) tree);
+		else if (tree != NULL && IsA(tree, DropOwnedStmt))
+			guard_owned_drop((DropOwnedStmt *) tree);
 	});
 	PG_RETURN_VOID();
 }
