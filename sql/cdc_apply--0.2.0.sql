@@ -1801,7 +1801,7 @@ LANGUAGE C
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_guard_extension_drop';
 COMMENT ON FUNCTION cdc._guard_extension_drop() IS
-  'Event trigger function (ddl_command_start, DROP EXTENSION and DROP OWNED): refuses DROP EXTENSION cdc_apply, and DROP OWNED BY the role that owns it, by a superuser while cdc.subscription has rows (2BP01 naming them), as the module''s ProcessUtility hook does when cdc_apply is preloaded, so that no subscription''s replication slot or origin is left behind; subscriptions dropped earlier in the same transaction are not counted.';
+  'Event trigger function (ddl_command_start, DROP EXTENSION and DROP OWNED): refuses DROP EXTENSION cdc_apply, and DROP OWNED BY the role that owns it, by any role with the privileges of that owner (a superuser, the owner, a member of it) while cdc.subscription has rows (2BP01 naming them), as the module''s ProcessUtility hook does when cdc_apply is preloaded, so that no subscription''s replication slot or origin is left behind; subscriptions dropped earlier in the same transaction are not counted.';
 CREATE EVENT TRIGGER cdc_guard_drop_extension ON ddl_command_start
   WHEN TAG IN ('DROP EXTENSION', 'DROP OWNED')
   EXECUTE FUNCTION cdc._guard_extension_drop();

@@ -6,7 +6,10 @@
 -- trigger cdc_guard_drop_extension fired only on DROP EXTENSION, and the
 -- ProcessUtility hook looked only at DROP EXTENSION too.  A database of its
 -- own, whose extension another superuser owns (the bootstrap superuser's
--- objects cannot be dropped by DROP OWNED).
+-- objects cannot be dropped by DROP OWNED).  Both guards looked only at a
+-- superuser's command, but a member of the owning role may drop the
+-- extension too: they now look at every command of a role with the
+-- privileges of the extension's owner (whom PostgreSQL lets drop it).
 --
 SELECT current_database() AS dog_home \gset
 CREATE ROLE cdc_dog_owner SUPERUSER;
@@ -25,6 +28,22 @@ DROP OWNED BY cdc_dog_owner CASCADE;
 DROP OWNED BY cdc_dog_other, cdc_dog_owner;
 SELECT extname FROM pg_extension WHERE extname = 'cdc_apply';
 SELECT name FROM cdc.subscription;
+-- a role that is not a superuser but has the privileges of the owner
+-- (a member of it) may drop the extension, and its objects: refused too
+CREATE ROLE cdc_dog_member IN ROLE cdc_dog_owner;
+SET ROLE cdc_dog_member;
+SELECT rolsuper FROM pg_roles WHERE rolname = current_user;
+DROP EXTENSION cdc_apply;
+DROP EXTENSION cdc_apply CASCADE;
+DROP OWNED BY cdc_dog_owner;
+RESET ROLE;
+SELECT extname FROM pg_extension WHERE extname = 'cdc_apply';
+SELECT name FROM cdc.subscription;
+-- a role without them gets PostgreSQL's refusal
+SET ROLE cdc_dog_other;
+DROP EXTENSION cdc_apply;
+DROP OWNED BY cdc_dog_owner;
+RESET ROLE;
 -- another role's DROP OWNED is not looked at
 CREATE TABLE dog_t (id int);
 ALTER TABLE dog_t OWNER TO cdc_dog_other;
@@ -36,4 +55,4 @@ DROP OWNED BY cdc_dog_owner;
 SELECT count(*) FROM pg_extension WHERE extname = 'cdc_apply';
 \c :dog_home
 DROP DATABASE cdc_dog;
-DROP ROLE cdc_dog_owner, cdc_dog_other;
+DROP ROLE cdc_dog_member, cdc_dog_owner, cdc_dog_other;

@@ -194,8 +194,9 @@ database_option(List *options, const char *name)
  * ever) and its replication origin here (review h4, regress
  * subscriptions).  Subscriptions dropped earlier in the same transaction
  * (cdc.drop_subscription drops slot and origin at its commit) are gone
- * from the table this reads, so that order goes ahead.  Only a superuser's
- * command is looked at: nobody else may drop the extension, and
+ * from the table this reads, so that order goes ahead.  Only the command
+ * of a role with the privileges of the extension's owner is looked at
+ * (droppable_extension_owner): nobody else may drop the extension, and
  * PostgreSQL's own refusal then comes first.  PostgreSQL regime.
  */
 static void
@@ -228,16 +229,45 @@ refuse_while_subscriptions(void)
 		                errhint("Drop them first: cdc.drop_subscription(name, drop_slot => true).")));
 }
 
+/*
+ * The role that owns cdc_apply in this database, if the current user has
+ * its privileges (so that PostgreSQL lets it drop the extension: a
+ * superuser, the owner, or a member of the owner that inherits); otherwise
+ * InvalidOid, and PostgreSQL's own refusal comes first.  Not only a
+ * superuser: a member of the owning role dropped the extension with its
+ * subscriptions unchecked (review h4, pg_regress drop_owned_guard).
+ */
+static Oid
+droppable_extension_owner(void)
+{
+	const Oid ext = get_extension_oid("cdc_apply", true);
+	if (!OidIsValid(ext))
+		return InvalidOid;
+	Oid owner = InvalidOid;
+	Relation rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(ext));
+	SysScanDesc scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	HeapTuple tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (!OidIsValid(owner) || !has_privs_of_role(GetUserId(), owner))
+		return InvalidOid;
+	return owner;
+}
+
 static void
 guard_extension_drop(DropStmt *d)
 {
-	if (d->removeType != OBJECT_EXTENSION || !superuser())
+	if (d->removeType != OBJECT_EXTENSION)
 		return;
 	bool ours = false;
 	ListCell *lc;
 	foreach (lc, d->objects)
 		ours = ours || strcmp(strVal(lfirst(lc)), "cdc_apply") == 0;
-	if (!ours || !OidIsValid(get_extension_oid("cdc_apply", true)))
+	if (!ours || !OidIsValid(droppable_extension_owner()))
 		return;
 	refuse_while_subscriptions();
 }
@@ -251,25 +281,13 @@ guard_extension_drop(DropStmt *d)
 static void
 guard_owned_drop(DropOwnedStmt *d)
 {
-	if (!superuser())
+	const Oid owner = droppable_extension_owner();
+	if (!OidIsValid(owner))
 		return;
-	const Oid ext = get_extension_oid("cdc_apply", true);
-	if (!OidIsValid(ext))
-		return;
-	Oid owner = InvalidOid;
-	Relation rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyData key;
-	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(ext));
-	SysScanDesc scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
-	HeapTuple tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
 	bool ours = false;
 	ListCell *lc;
 	foreach (lc, d->roles)
-		ours = ours || (OidIsValid(owner) && get_rolespec_oid((RoleSpec *) lfirst(lc), true) == owner);
+		ours = ours || get_rolespec_oid((RoleSpec *) lfirst(lc), true) == owner;
 	if (ours)
 		refuse_while_subscriptions();
 }
