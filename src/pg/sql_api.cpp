@@ -114,12 +114,23 @@ RawSize(Datum d)
  * cdc.dead_letter, a history table's cdc_delivery_key and every error's
  * context, never in an index (the ledger keeps a 64-bit digest of it): it is
  * bounded like the event it names, by cdc.max_event_size, in bytes, without
- * detoasting it.  `which`: "delivery_key" or "delivery_keys[N]".  54000.
+ * detoasting it.  `which`: "delivery_key" or "delivery_keys[N]".  54000;
+ * an empty key: 22023.
  */
 void
 CheckDeliveryKeySize(Datum d, const std::string &which)
 {
 	const size_t bytes = RawSize(d);
+	/*
+	 * An empty key is refused like an empty source_partition (review: every
+	 * delivery sent with '' shared one claim, so all but the first were
+	 * duplicates).  NULL, not '', asks for a derived key.  22023.
+	 */
+	if (bytes == 0)
+		throw cdc::InputError("22023", which + " must not be empty",
+		                      "Every delivery sent with an empty key would share one claim; nothing was applied.",
+		                      "Pass the record's coordinates (topic:generation:partition:offset) or a business "
+		                      "event id, or NULL to derive the key from the source identity.");
 	if (bytes > size_t(cdc_max_event_size) * 1024)
 		throw cdc::InputError("54000",
 		                      which + " is " + std::to_string(bytes) + " bytes, more than cdc.max_event_size (" +
