@@ -35,7 +35,11 @@ my $ddl = q{CREATE TABLE pr (id int PRIMARY KEY, n int NOT NULL) PARTITION BY RA
 	CREATE TABLE pr2 PARTITION OF pr FOR VALUES FROM (100) TO (200);};
 sq($ddl . q{INSERT INTO pr VALUES (1, 0), (101, 0); CREATE PUBLICATION pp FOR TABLE pr;});
 dq($ddl . q{CREATE TABLE pr3 PARTITION OF pr FOR VALUES FROM (200) TO (300);
-	SELECT cdc.register_mapping(t, outbox => true) FROM unnest(ARRAY['pr', 'pr1', 'pr2', 'pr3']::regclass[]) t;});
+	SELECT cdc.register_mapping('pr', outbox => true);});
+# Only the root is mapped (with an outbox): cdc.register_mapping refuses a
+# partition of a mapped table (one row, two entity records: sql/partition_tree_mapping.sql).
+# The leaves' changes sent before the toggle apply to the same-named leaves
+# without a mapping, so without outbox rows.
 
 # --- toggle ----------------------------------------------------------------------
 create_subscription($dest, $source, 's', ['pp']);
@@ -61,8 +65,8 @@ same_id_n_rows($source, $dest, 'pr', 'toggle: after the refresh');
 sq(q{INSERT INTO pr VALUES (4, 3); UPDATE pr SET n = 3 WHERE id = 1});
 ok(wait_caught_up($source, $dest, 's'), 'toggle: later changes applied through the root');
 same_id_n_rows($source, $dest, 'pr', 'toggle: later changes');
-is(dq(q{SELECT string_agg(op || (entity_key->>'id'), ',' ORDER BY id) FROM cdc.outbox}), 'c2,c4,u1',
-	'toggle: one outbox row per applied streamed change, none for the skipped ones or the copy');
+is(dq(q{SELECT string_agg(op || (entity_key->>'id'), ',' ORDER BY id) FROM cdc.outbox}), 'c4,u1',
+	'toggle: one outbox row per change applied through the root\'s mapping, none for the skipped ones or the copy');
 
 # --- attach ------------------------------------------------------------------------
 sq(q{CREATE TABLE pr3 (id int PRIMARY KEY, n int NOT NULL); INSERT INTO pr3 VALUES (250, 4);
@@ -78,7 +82,8 @@ dq(q{SELECT cdc.resync_table('s', 'pr')});
 $dest->poll_query_until('postgres', q{SELECT state = 'ready' FROM cdc.subscription_tables WHERE table_name = 'pr'});
 ok(wait_caught_up($source, $dest, 's'), 'attach: resynced');
 same_id_n_rows($source, $dest, 'pr', 'attach: cdc.resync_table repairs both');
-is(dq(q{SELECT count(*) FROM cdc.outbox}), '5', 'attach: the resync wrote no outbox row (c260, c5 streamed)');
+is(dq(q{SELECT string_agg(op || (entity_key->>'id'), ',' ORDER BY id) FROM cdc.outbox}), 'c4,u1,c260,c5',
+	'attach: the resync wrote no outbox row (c260, c5 streamed)');
 
 dq(q{SELECT cdc.drop_subscription('s', drop_slot => true)});
 $dest->stop;
