@@ -132,7 +132,7 @@ ApplyEngine::SetContext(const Target *t, std::string_view delivery_key)
 		context_label_ = event_label_;
 	context_has_target_ = t != nullptr;
 	if (t)
-		context_target_.assign(t->display);
+		context_target_.assign(t->qualified);
 	/*
 	 * A derived delivery key holds the entity key, which may be kilobytes
 	 * long (a long text key): clipped, so that the context line stays
@@ -207,7 +207,7 @@ void
 ApplyEngine::RequireStreamIntake(const Target &t) const
 {
 	if (!stream_intake_)
-		Fail("55000", "table " + t.display + " is stream-ordered: only its subscription's worker may apply changes to it",
+		Fail("55000", "table " + t.qualified + " is stream-ordered: only its subscription's worker may apply changes to it",
 		     "A stream-ordered target is written by one ordered stream, whose high-water mark replaces the per-entity "
 		     "records (docs/semantics.md, \"Stream ordering\").",
 		     "Switch it to entity ordering with cdc.set_ordering(target, 'entity') to apply events through cdc_apply().");
@@ -220,7 +220,7 @@ ApplyEngine::Mark(const Target &t, const std::string &source)
 	auto key = std::make_pair(t.relid, src);
 	auto it = marks_.find(key);
 	if (it == marks_.end())
-		it = marks_.emplace(key, StreamMark{LockStreamMark(t.relid, src, t.display, source), false}).first;
+		it = marks_.emplace(key, StreamMark{LockStreamMark(t.relid, src, t.qualified, source), false}).first;
 	return it->second;
 }
 

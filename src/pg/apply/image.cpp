@@ -469,7 +469,7 @@ FieldColumn(const Target &t, std::string_view field, size_t i, const char *which
 		Fail("42602", "field " + cdc::QuotedField(path) + " is not a valid column name");
 	const int ci = t.ColumnOf(field, i);
 	if (ci < 0)
-		Fail("42703", "field " + cdc::QuotedField(path) + " has no column in table " + t.display, {},
+		Fail("42703", "field " + cdc::QuotedField(path) + " has no column in table " + t.qualified, {},
 		     "Add the column to the target table; events are applied column by column by name.");
 	return t.columns[size_t(ci)];
 }
@@ -667,7 +667,7 @@ ConvertImage(const Target &t, const RawImage &raw, const char *which, const RunA
 		const auto &[name, dv] = raw.values[i];
 		const int ci = t.ColumnOf(name, i);
 		if (ci < 0)
-			Fail("42703", "field " + cdc::QuotedField(std::string(which) + "." + name) + " has no column in table " + t.display);
+			Fail("42703", "field " + cdc::QuotedField(std::string(which) + "." + name) + " has no column in table " + t.qualified);
 		const Column &col = t.columns[size_t(ci)];
 		if (col.generated)
 			continue; /* generated columns are computed by the destination */
@@ -843,10 +843,10 @@ EntityKey(const Target &t, const Image &img, const char *which)
 		if (!c.present || c.unavailable || c.isnull) { /* the path only for the error: this runs per change */
 			std::string path = std::string(which) + "." + col.name;
 			if (!c.present)
-				Fail("22023", "field " + cdc::QuotedField(path) + " is missing: it is a key column of table " + t.display);
+				Fail("22023", "field " + cdc::QuotedField(path) + " is missing: it is a key column of table " + t.qualified);
 			if (c.unavailable)
-				Fail("22023", "field " + cdc::QuotedField(path) + " is the unavailable-value placeholder: it is a key column of table " + t.display);
-			Fail("22004", "field " + cdc::QuotedField(path) + " is null: it is a key column of table " + t.display);
+				Fail("22023", "field " + cdc::QuotedField(path) + " is the unavailable-value placeholder: it is a key column of table " + t.qualified);
+			Fail("22004", "field " + cdc::QuotedField(path) + " is null: it is a key column of table " + t.qualified);
 		}
 		if (!first)
 			k += ", ";
@@ -895,7 +895,7 @@ CompactKey(const Target &t, const Image &img)
 			for (int idx : t.key)
 				cols += (cols.empty() ? "\"" : ", \"") + t.columns[size_t(idx)].name + "\"";
 			Fail("54000",
-			     "the entity key of table " + t.display + " (column " + cols + ") is " + std::to_string(key.size()) +
+			     "the entity key of table " + t.qualified + " (column " + cols + ") is " + std::to_string(key.size()) +
 			         " bytes" +
 			         (compresses ? ", " + std::to_string(stored) + " compressed" : std::string(", and does not compress")) +
 			         ": more than the " + std::to_string(kEntityKeyMaxBytes) + " bytes an entity record's key can hold",
@@ -975,10 +975,10 @@ RequireUsableBeforeKey(const Target &t, const Image &before)
 		const std::string path = "before." + t.columns[size_t(idx)].name;
 		const char *hint = "An update's before-image must carry the old key (or leave the key column out, or be absent, when the key did not change).";
 		if (c.unavailable)
-			Fail("22023", "field " + cdc::QuotedField(path) + " is the unavailable-value placeholder: it is a key column of table " + t.display +
+			Fail("22023", "field " + cdc::QuotedField(path) + " is the unavailable-value placeholder: it is a key column of table " + t.qualified +
 			                  ", so the update cannot tell whether its key changed",
 			     {}, hint);
-		Fail("22004", "field " + cdc::QuotedField(path) + " is null: it is a key column of table " + t.display +
+		Fail("22004", "field " + cdc::QuotedField(path) + " is null: it is a key column of table " + t.qualified +
 		                  ", so the update cannot tell whether its key changed",
 		     {}, hint);
 	}

@@ -328,7 +328,7 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 		for (const Column &col : t.columns)
 			if (col.identity_always && std::find(t.key.begin(), t.key.end(), int(&col - t.columns.data())) == t.key.end())
 				names += (names.empty() ? "\"" : ", \"") + col.name + "\"";
-		Fail("428C9", "column " + names + " of table " + t.display +
+		Fail("428C9", "column " + names + " of table " + t.qualified +
 		                  " is GENERATED ALWAYS AS IDENTITY: the change would give the existing row another value, which "
 		                  "PostgreSQL allows no UPDATE to write",
 		     "Entity key " + c.entity_key + ".",
@@ -364,7 +364,7 @@ RecordConflict(const EntityChange &c, const Decision &d, const std::optional<Ent
 	        "$7::pg_catalog.jsonb, $8::pg_catalog.jsonb, $9)",
 	        p, true);
 	if (c.t->mapping.conflict_error)
-		Fail("23000", "conflicting change for key " + c.entity_key + " of table " + c.t->display + ": " + d.reason, {},
+		Fail("23000", "conflicting change for key " + c.entity_key + " of table " + c.t->qualified + ": " + d.reason, {},
 		     "The mapping's conflict_policy is 'error'; use 'record' to record conflicts in cdc.conflicts instead.");
 }
 
@@ -403,7 +403,7 @@ ApplyHistory(EntityChange &c, Counters &cnt)
 			continue;
 		if (IsHistoryMetaColumn(t.columns[i].name))
 			Fail("42703", "field " + cdc::QuotedField(std::string(c.is_delete ? "before." : "after.") + t.columns[i].name) +
-			                  " collides with a metadata column of history table " + t.display,
+			                  " collides with a metadata column of history table " + t.qualified,
 			     {}, "Columns named cdc_* of a history table are written by cdc_apply only.");
 		ModeValue v;
 		v.column = t.columns[i].name;
@@ -745,7 +745,7 @@ ApplyEngine::RequireRowAtKey(Oid relid, const RawImage &after, const std::string
 	if (SelectRowImage(t, img, as))
 		return;
 	Fail("55000",
-	     "update of table " + t.display + " cannot be applied: the source's replica identity does not carry key column \"" +
+	     "update of table " + t.qualified + " cannot be applied: the source's replica identity does not carry key column \"" +
 	         column + "\" of the destination, and the destination has no row with the new image's key, so the update may "
 	                  "have changed the key",
 	     "Applied as an insert it would leave the row under its old key behind.",
@@ -834,7 +834,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 			return Outcome::Ignored;
 		}
 		if (column_version)
-			Fail("0A000", "truncate events cannot be ordered for table " + t.display +
+			Fail("0A000", "truncate events cannot be ordered for table " + t.qualified +
 			                  ": its mapping orders changes by version_column",
 			     {}, "Register the mapping with truncate_policy => 'ignore'.");
 		const Version &v = req.version;

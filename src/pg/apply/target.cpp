@@ -673,7 +673,7 @@ ApplyEngine::LoadTarget(Oid relid)
 	 * Errors: 0A000.
 	 */
 	if (info->has_rules)
-		FailHasRules(t->display.c_str(), relid);
+		FailHasRules(t->qualified.c_str(), relid);
 	t->own_rows = info->relkind == RELKIND_RELATION ? "ONLY " + t->qualified : t->qualified;
 
 	for (int i = 0; i < info->natts; i++) {
@@ -726,21 +726,21 @@ ApplyEngine::LoadTarget(Oid relid)
 		for (const auto &k : t->mapping.key_columns) {
 			auto f = t->by_name.find(k);
 			if (f == t->by_name.end())
-				Fail("42703", "key column \"" + k + "\" of the mapping does not exist in table " + t->display);
+				Fail("42703", "key column \"" + k + "\" of the mapping does not exist in table " + t->qualified);
 			t->key.push_back(f->second);
 			attrs.push_back(t->columns[size_t(f->second)].attnum);
 		}
 		/* A history table holds many rows per key: its unique index is (cdc_key, cdc_version). */
 		bool unique = history || PgCall([&]() { return HasUniqueIndexPg(relid, attrs.data(), int(attrs.size())); });
 		if (!unique)
-			Fail("42P10", "table " + t->display + " has no unique index on the mapping's key columns", {},
+			Fail("42P10", "table " + t->qualified + " has no unique index on the mapping's key columns", {},
 			     "Create a unique index (not partial, not deferrable) on exactly the key columns.");
 	} else {
 		if (history)
-			Fail("42P10", "history table " + t->display + " needs the mapping's key_columns", {},
+			Fail("42P10", "history table " + t->qualified + " needs the mapping's key_columns", {},
 			     "Register the mapping with key_columns naming the entity key columns of the history table.");
 		if (info->npk == 0)
-			Fail("42P10", "table " + t->display + " has no primary key and its mapping declares no key columns",
+			Fail("42P10", "table " + t->qualified + " has no primary key and its mapping declares no key columns",
 			     "A DEFERRABLE primary key does not count: conflicts are decided by an immediate unique index.",
 			     "Add a primary key (not deferrable), or register the mapping with key_columns backed by a "
 			     "non-deferrable unique index.");
@@ -759,7 +759,7 @@ ApplyEngine::LoadTarget(Oid relid)
 		 */
 		if (!kc.deterministic)
 			Fail("0A000",
-			     "key column \"" + kc.name + "\" of table " + t->display +
+			     "key column \"" + kc.name + "\" of table " + t->qualified +
 			         " has a nondeterministic collation: equal keys can differ in text, which entity records cannot "
 			         "tell apart",
 			     {}, "Give the key column a deterministic collation (ALTER TABLE ... ALTER COLUMN ... TYPE ... COLLATE \"C\"), "
@@ -773,7 +773,7 @@ ApplyEngine::LoadTarget(Oid relid)
 		 */
 		if (kc.generated)
 			Fail("0A000",
-			     "key column \"" + kc.name + "\" of table " + t->display +
+			     "key column \"" + kc.name + "\" of table " + t->qualified +
 			         " is a generated column: the destination computes it, so an event cannot name a row by it",
 			     {}, "Key the mapping by other columns backed by a unique index (key_columns), or make the column an "
 			         "ordinary one (ALTER TABLE ... ALTER COLUMN ... DROP EXPRESSION).");
@@ -793,7 +793,7 @@ ApplyEngine::LoadTarget(Oid relid)
 				const int k = AmbiguousKeyColumnPg(relid, key_attrs.data(), int(key_attrs.size()), &by_index);
 				if (k >= 0) {
 					const Column &kc = t->columns[size_t(t->key[size_t(k)])];
-					AmbiguousKeyErrorPg(kc.name.c_str(), t->display.c_str(), kc.ctype.type_name.c_str(),
+					AmbiguousKeyErrorPg(kc.name.c_str(), t->qualified.c_str(), kc.ctype.type_name.c_str(),
 					                    OidIsValid(by_index) ? get_rel_name(by_index) : NULL);
 				}
 			});
@@ -814,17 +814,17 @@ ApplyEngine::LoadTarget(Oid relid)
 		auto f = t->by_name.find(t->mapping.version_column);
 		if (f == t->by_name.end())
 			Fail("42703", "version column \"" + t->mapping.version_column + "\" does not exist in table " +
-			                  t->display);
+			                  t->qualified);
 		t->version_col = f->second;
 		/* computed by the destination, never written: its value in an event is dropped like a generated key's */
 		if (t->columns[size_t(f->second)].generated)
 			Fail("0A000",
-			     "version column \"" + t->mapping.version_column + "\" of table " + t->display +
+			     "version column \"" + t->mapping.version_column + "\" of table " + t->qualified +
 			         " is a generated column: the destination computes it, so an event cannot order changes by it",
 			     {}, "Register the mapping without version_column (changes are then ordered by their source position), "
 			         "or make the column an ordinary one (ALTER TABLE ... ALTER COLUMN ... DROP EXPRESSION).");
 		if (t->mapping.stream_ordered)
-			Fail("55000", "table " + t->display + " is stream-ordered but its mapping orders changes by version_column",
+			Fail("55000", "table " + t->qualified + " is stream-ordered but its mapping orders changes by version_column",
 			     "Stream ordering compares source positions (docs/semantics.md, \"Stream ordering\").",
 			     "Switch it to entity ordering with cdc.set_ordering(target, 'entity'), or register the mapping "
 			     "without version_column.");
@@ -943,7 +943,7 @@ RelationDisplayPg(Oid relid)
 	if (rel == NULL)
 		return NULL;
 	char *nsp = get_namespace_name(get_rel_namespace(relid));
-	return psprintf("%s.%s", nsp ? nsp : "?", rel);
+	return pstrdup(quote_qualified_identifier(nsp ? nsp : "?", rel));
 }
 
 /*
@@ -1171,7 +1171,7 @@ ApplyEngine::Authorize(const Target &t)
 		} else {
 			std::string sub_owner = PgCall([&]() { return GetUserNameFromId(owner_, false); });
 			std::string table_owner = PgCall([&]() { return GetUserNameFromId(t.owner, false); });
-			Fail("42501", "subscription owner \"" + sub_owner + "\" cannot apply changes to table " + t.display +
+			Fail("42501", "subscription owner \"" + sub_owner + "\" cannot apply changes to table " + t.qualified +
 			                  " owned by \"" + table_owner + "\"",
 			     "The worker applies a table's changes as the table's owner; the subscription owner must be a member of it.",
 			     "GRANT \"" + table_owner + "\" TO \"" + sub_owner +
@@ -1190,7 +1190,7 @@ ApplyEngine::Authorize(const Target &t)
 			});
 			std::string owner_name = PgCall([&]() { return GetUserNameFromId(part_owner, false); });
 			std::string applier_name = PgCall([&]() { return GetUserNameFromId(applier, false); });
-			Fail("42501", "partition " + part_name + " of table " + t.display + " is owned by \"" + owner_name +
+			Fail("42501", "partition " + part_name + " of table " + t.qualified + " is owned by \"" + owner_name +
 			                  "\", whose code would run as \"" + applier_name + "\"",
 			     "The worker applies the rows of every partition as the role that applies the partitioned table; the "
 			     "triggers, defaults and constraints of a partition run as that role.",
@@ -1198,7 +1198,7 @@ ApplyEngine::Authorize(const Target &t)
 			     "grant \"" + applier_name + "\" to \"" + owner_name + "\".");
 		}
 	}
-	CheckPrivileges(t.relid, t.display, applier, worker_identity_);
+	CheckPrivileges(t.relid, t.qualified, applier, worker_identity_);
 	/*
 	 * Row-level security: PostgreSQL 15 refuses it for its own apply too.
 	 * Applying under a policy, a change whose row the policy hides would
@@ -1207,7 +1207,7 @@ ApplyEngine::Authorize(const Target &t)
 	const int rls = PgCall([&]() { return check_enable_rls(t.relid, applier, true); });
 	if (rls == RLS_ENABLED) {
 		std::string user = PgCall([&]() { return GetUserNameFromId(applier, false); });
-		Fail("42501", "role \"" + user + "\" cannot apply changes to table " + t.display +
+		Fail("42501", "role \"" + user + "\" cannot apply changes to table " + t.qualified +
 		                  ": row-level security applies to it there",
 		     {}, "cdc_apply never applies under row-level security policies. Apply as the table's owner or a role "
 		         "with BYPASSRLS, or disable row-level security on the table (or FORCE, for its owner).");
@@ -1222,7 +1222,7 @@ ApplyEngine::CheckSource(const Target &t, const ChangeRequest &req) const
 		return;
 	const std::string &source = worker_identity_ ? subscription_ : req.source.name;
 	if (source != *t.mapping.source_name)
-		Fail("42501", "table " + t.display + " accepts changes only from source " +
+		Fail("42501", "table " + t.qualified + " accepts changes only from source " +
 		                  cdc::QuotedField(cdc::ClippedForMessage(*t.mapping.source_name)) + ", not from " +
 		                  cdc::QuotedField(cdc::ClippedForMessage(source)),
 		     worker_identity_ ? "The mapping's source_name names another subscription."
