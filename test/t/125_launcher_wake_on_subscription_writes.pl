@@ -25,7 +25,9 @@
 #      cdc.create_subscription there starts at once;
 #   3. PREPARE TRANSACTION of a transaction that created a subscription is
 #      refused (0A000), in any way it was created: COMMIT PREPARED could
-#      wake nothing, and the count of the creation ended at PREPARE.
+#      wake nothing, and the count of the creation ended at PREPARE.  A
+#      creation rolled back to a savepoint does not count; one released
+#      into its parent does.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -113,6 +115,41 @@ is(dq('postgres', q{SELECT (SELECT count(*) FROM pg_prepared_xacts) || '|' || (S
 # a prepared transaction that creates none is not refused
 dq('postgres', q{BEGIN; CREATE TABLE other (i int); PREPARE TRANSACTION 'plain'; COMMIT PREPARED 'plain'});
 is(dq('postgres', q{SELECT count(*) FROM other}), '0', 'a transaction without a subscription still prepares');
+# A creation rolled back to a savepoint is no creation: the transaction
+# prepares (before, it was refused as if the row had stayed).  One released
+# into its parent is, at any depth.
+dq('postgres', qq{BEGIN;
+SAVEPOINT a;
+INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, owner)
+VALUES ('sr', '$conn', ARRAY['p'], 'sr', current_user::regrole);
+ROLLBACK TO SAVEPOINT a;
+SAVEPOINT b;
+SAVEPOINT c;
+SELECT cdc.create_subscription('ss', '$conn', ARRAY['p'], create_slot => false, enabled => false);
+RELEASE SAVEPOINT c;
+ROLLBACK TO SAVEPOINT b;
+CREATE TABLE after_rollback (i int);
+PREPARE TRANSACTION 'rolled_back_create';
+COMMIT PREPARED 'rolled_back_create'});
+is(dq('postgres', q{SELECT (SELECT count(*) FROM after_rollback) || '|' || (SELECT count(*) FROM cdc.subscription)}),
+	'0|0', 'PREPARE after creations rolled back to savepoints: prepared and committed, no subscription');
+($rc, $out, $err) = $dest->psql('postgres', qq{
+\\set VERBOSITY verbose
+BEGIN;
+SAVEPOINT a;
+SAVEPOINT b;
+INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, owner)
+VALUES ('st', '$conn', ARRAY['p'], 'st', current_user::regrole);
+RELEASE SAVEPOINT b;
+RELEASE SAVEPOINT a;
+SAVEPOINT d;
+ROLLBACK TO SAVEPOINT d;
+PREPARE TRANSACTION 'released_create';
+});
+like($err, qr/ERROR:\s+0A000: cannot PREPARE a transaction that creates a cdc_apply subscription/,
+	'PREPARE after a creation released from nested savepoints: 0A000');
+is(dq('postgres', q{SELECT (SELECT count(*) FROM pg_prepared_xacts) || '|' || (SELECT count(*) FROM cdc.subscription)}),
+	'0|0', 'nothing prepared, no subscription left');
 
 $dest->stop;
 $source->stop;

@@ -338,6 +338,12 @@ lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool read
  */
 bool notify_at_commit = false;
 bool create_counted = false; /* this transaction counted itself in its database's pending_creates */
+/*
+ * The subtransaction whose INSERT counted it: the outermost open one that
+ * wrote a subscription row.  Rolled back, the count goes with it;
+ * released, it moves to the parent (subxact_callback).
+ */
+SubTransactionId create_subid = InvalidSubTransactionId;
 bool new_schedule_at_commit = false; /* the extension was (re)created: its scheduled cdc.prune() runs at the first look */
 bool xact_callback_registered = false;
 
@@ -410,6 +416,34 @@ notify_xact_callback(XactEvent event, void *arg) noexcept
 	}
 }
 
+/*
+ * A subscription row inserted in a subtransaction that is rolled back was
+ * never created: its count in pending_creates ends there, so that PREPARE
+ * TRANSACTION is not refused for it (before, it was) and DROP DATABASE no
+ * longer waits for it.  Released, the count belongs to the parent.  The
+ * wake at commit stays: a look that finds nothing new is harmless.  Never
+ * raises an error.
+ */
+void
+notify_subxact_callback(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid, void *arg) noexcept
+{
+	if (!create_counted || create_subid != mySubid)
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB) {
+		create_subid = parentSubid;
+	} else if (event == SUBXACT_EVENT_ABORT_SUB) {
+		if (CdcRegistry != NULL) {
+			LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
+			CdcDatabase *d = registry_find_database(MyDatabaseId, false);
+			if (d != NULL && d->pending_creates > 0)
+				d->pending_creates--;
+			LWLockRelease(CdcRegistryLock());
+		}
+		create_counted = false;
+		create_subid = InvalidSubTransactionId;
+	}
+}
+
 void
 notify_launcher_at_commit(void)
 {
@@ -417,6 +451,7 @@ notify_launcher_at_commit(void)
 		return;
 	if (!xact_callback_registered) {
 		RegisterXactCallback(notify_xact_callback, NULL);
+		RegisterSubXactCallback(notify_subxact_callback, NULL);
 		xact_callback_registered = true;
 	}
 	notify_at_commit = true;
@@ -536,6 +571,7 @@ note_subscription_database(void)
 		if (!create_counted) {
 			d->pending_creates++;
 			create_counted = true;
+			create_subid = GetCurrentSubTransactionId();
 		}
 	}
 	LWLockRelease(CdcRegistryLock());
