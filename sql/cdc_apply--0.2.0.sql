@@ -1436,7 +1436,7 @@ BEGIN
      AND mp.target OPERATOR(pg_catalog.<>) register_mapping.target;
   IF other IS NOT NULL THEN
     RAISE EXCEPTION 'source table %.% of source % is already mapped to table %',
-                    coalesce(register_mapping.source_schema, rel_schema), coalesce(register_mapping.source_table, rel_name),
+                    quote_ident(coalesce(register_mapping.source_schema, rel_schema)), quote_ident(coalesce(register_mapping.source_table, rel_name)),
                     coalesce(quote_literal(register_mapping.source_name), '(any)'), other
       USING ERRCODE = '23505',
             HINT = 'A source table maps to one target: unregister the other mapping (cdc.unregister_mapping), or map another source table.';

@@ -881,7 +881,7 @@ CDC_PG_FUNCTION(cdc_key_ambiguity)
 		Oid type, collation;
 		int32 typmod;
 		get_atttypetypmodcoll(relid, attrs[k], &type, &typmod, &collation);
-		const char *display = psprintf("%s.%s", get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
+		const char *display = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
 		return PointerGetDatum(cstring_to_text(cdc::pg::AmbiguousKeyMessagePg(
 			get_attname(relid, attrs[k], false), display, format_type_with_typemod(type, typmod),
 			OidIsValid(by_index) ? get_rel_name(by_index) : NULL)));

@@ -78,7 +78,7 @@ sub case
 }
 
 case(table => 'r1', sqlstate => '42P01', good => "'a'", write => q{INSERT INTO r1 VALUES (2, 'b')},
-	message => 'published table "public.r1" has no destination table', doc => 'has no destination table',
+	message => 'published table public.r1 has no destination table', doc => 'has no destination table',
 	fix => sub { dq('CREATE TABLE r1 (id int PRIMARY KEY, v text)') });
 
 case(table => 'r2', sqlstate => '42703', good => "'a'", good_applies => 1,

@@ -45,7 +45,7 @@ ok(wait_for_log($dest, qr/a local transaction of 2 source transactions failed/, 
 ok(wait_status($dest, 'sub1', q{state = 'error' AND retry_count >= 1}), 'state error');
 
 my $log = slurp_file($dest->logfile, $offset);
-my @contexts = $log =~ /ERROR:  published table "public\.t2" has no destination table\n(?:.*HINT:.*\n)?.*CONTEXT:  ([^\n]*)/g;
+my @contexts = $log =~ /ERROR:  published table public\.t2 has no destination table\n(?:.*HINT:.*\n)?.*CONTEXT:  ([^\n]*)/g;
 ok(@contexts >= 2, 'the error is logged with its context, in the group and one by one');
 for my $c (@contexts) {
 	like($c, qr/source transaction $xid committed at [0-9A-F]+\/[0-9A-F]+, table public\.t2$/,

@@ -179,7 +179,8 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::st
 }
 
 void
-CallHandler(const ModeConfig &cfg, const std::string &target_display, const ChangeIdentity &id,
+CallHandler(const ModeConfig &cfg, const std::string &target_display, const std::string &target_qualified,
+            const ChangeIdentity &id,
             const std::optional<std::string> &old_row, const std::optional<std::string> &new_row, const RunAs &as)
 {
 	HandlerMeta meta;
@@ -203,7 +204,7 @@ CallHandler(const ModeConfig &cfg, const std::string &target_display, const Chan
 		/* Keep the handler's SQLSTATE and message; say which change it was handling. */
 		ErrorData *ed = e.edata();
 		std::string line = "cdc_apply handler " + cfg.handler_name + " for op " + std::string(1, id.op) + " of key " +
-		                   id.entity_key + " of table " + target_display + " at version " +
+		                   id.entity_key + " of table " + target_qualified + " at version " +
 		                   id.version.ToArrayLiteral() + ", delivery key \"" + id.delivery_key + "\"";
 		PgCall([&]() {
 			ed->context = ed->context ? psprintf("%s\n%s", ed->context, line.c_str()) : pstrdup(line.c_str());

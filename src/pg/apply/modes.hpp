@@ -87,8 +87,10 @@ HistoryResult AppendHistory(const ModeConfig &cfg, const std::string &qualified,
 // target's row type or as jsonb (whichever the function takes), and meta is
 // HandlerMetaJson.  A handler ERROR propagates with its own SQLSTATE and
 // message; a CONTEXT line names the handler, op, entity key, version and
-// delivery key.
-void CallHandler(const ModeConfig &cfg, const std::string &target_display, const ChangeIdentity &id,
+// delivery key.  `target_display` is the unquoted schema.table the meta
+// carries (data); `target_qualified` the quoted name the CONTEXT line shows.
+void CallHandler(const ModeConfig &cfg, const std::string &target_display, const std::string &target_qualified,
+                 const ChangeIdentity &id,
                  const std::optional<std::string> &old_row, const std::optional<std::string> &new_row, const RunAs &as);
 
 } // namespace cdc::pg

@@ -498,7 +498,7 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 	id.source_ts_ms = req.source.ts_ms;
 	for (const auto &[row, entity_key] : removed) {
 		id.entity_key = entity_key;
-		CallHandler(t.modes, t.display, id, row, std::nullopt, as);
+		CallHandler(t.modes, t.display, t.qualified, id, row, std::nullopt, as);
 	}
 }
 
@@ -588,7 +588,7 @@ ApplyDecided(EntityChange &c, Counters &cnt)
 		return Outcome::Conflict;
 	}
 	if (handler) /* a delete's RETURNING row is the removed (old) row */
-		CallHandler(t.modes, t.display, IdentityOf(c), c.is_delete ? row : old_row, c.is_delete ? std::nullopt : row,
+		CallHandler(t.modes, t.display, t.qualified, IdentityOf(c), c.is_delete ? row : old_row, c.is_delete ? std::nullopt : row,
 		            c.as);
 	if (c.is_delete && !row && outbox_row)
 		row = c.image->raw->Json(); /* the destination never had the row: publish the before-image */

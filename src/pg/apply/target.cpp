@@ -656,7 +656,7 @@ ApplyEngine::LoadTarget(Oid relid)
 	t->qualified = QuoteIdent(info->nspname) + "." + QuoteIdent(info->relname);
 	t->owner = info->relowner;
 	if (info->relkind != RELKIND_RELATION && info->relkind != RELKIND_PARTITIONED_TABLE)
-		Fail("42809", "target \"" + t->display + "\" is not a table");
+		Fail("42809", "target " + t->qualified + " is not a table");
 	/*
 	 * Never a table with rewrite rules (review, sql/target_rules.sql).  The
 	 * engine writes rows partly through the executor, which fires no rules
@@ -898,8 +898,9 @@ ApplyEngine::ResolveUncached(const std::string &source_name, const std::string &
 		n = Execute("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid", q, true);
 		if (n > 0 && ResultText(0, 1))
 			return Oid(std::stoul(*ResultText(0, 1)));
-		Fail("42P01", "published table \"" + schema + "." + table + "\" has no destination table", {},
-		     "Create " + schema + "." + table + " in the destination database, or map it with cdc.register_mapping(..., source_name => <subscription name>).");
+		Fail("42P01", "published table " + QuoteIdent(schema) + "." + QuoteIdent(table) + " has no destination table", {},
+		     "Create " + QuoteIdent(schema) + "." + QuoteIdent(table) +
+		         " in the destination database, or map it with cdc.register_mapping(..., source_name => <subscription name>).");
 	}
 	/*
 	 * An event without source.schema (a MySQL connector's, say) matches no
@@ -1051,7 +1052,11 @@ ApplyEngine::CheckBeforeLock(Oid relid)
 	 * reason; sql/dangling_target_state.sql).  Errors: 42809.
 	 */
 	if (cls == TargetClass::Temporary) {
-		const char *display = PgCall([&]() { return get_rel_name(relid); });
+		/* its schema (pg_temp_N) differs between sessions: the name alone, quoted when needed */
+		const char *display = PgCall([&]() -> const char * {
+			const char *rel = get_rel_name(relid);
+			return rel ? quote_identifier(rel) : NULL;
+		});
 		Fail("42809", "target " + std::string(display ? display : std::to_string(relid)) + " is a temporary table",
 		     "Entity records and ledger entries outlive the session; the table does not.",
 		     "Apply to a permanent table.");

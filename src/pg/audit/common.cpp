@@ -39,14 +39,14 @@ SubscriptionTables(DestSession &dest, const Subscription &sub, Oid target)
 		for (const Rel &r : rels)
 			if (r.schema == schema && r.name == name) {
 				if (r.state != "ready")
-					throw InputError("55000", "table " + schema + "." + name + " of subscription \"" + sub.name +
+					throw InputError("55000", "table " + QuoteIdent(schema) + "." + QuoteIdent(name) + " of subscription \"" + sub.name +
 					                              "\" has not been copied yet",
 					                 "The worker copies it before it applies its changes.",
 					                 "Compare it once cdc.subscription_tables shows it ready.");
 				out.push_back(TableRef{target, schema, name});
 				return out;
 			}
-		throw InputError("55000", "table " + schema + "." + name + " (feeding " + dt.display +
+		throw InputError("55000", "table " + QuoteIdent(schema) + "." + QuoteIdent(name) + " (feeding " + dt.display +
 		                              ") is not part of subscription \"" + sub.name + "\"",
 		                 "cdc.subscription_tables lists the tables the subscription applies.",
 		                 "cdc.refresh_subscription adds the tables its publications publish.");
@@ -55,7 +55,7 @@ SubscriptionTables(DestSession &dest, const Subscription &sub, Oid target)
 	ApplyEngine engine;
 	for (const Rel &r : rels) {
 		if (r.state != "ready") {
-			std::string msg = "cdc.audit: table " + r.schema + "." + r.name + " of subscription \"" + sub.name +
+			std::string msg = "cdc.audit: table " + QuoteIdent(r.schema) + "." + QuoteIdent(r.name) + " of subscription \"" + sub.name +
 			                  "\" is not compared: it has not been copied yet";
 			PgCall([&]() { ereport(NOTICE, (errmsg("%s", msg.c_str()))); });
 			continue;

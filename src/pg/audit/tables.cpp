@@ -132,7 +132,7 @@ LoadDestTable(Oid relid)
 		Fail("42P01", "table with OID " + std::to_string(relid) + " does not exist");
 	std::string schema = *ResultText(0, 1), name = *ResultText(0, 2), relkind = *ResultText(0, 3);
 	t.owner = Oid(std::stoul(*ResultText(0, 4)));
-	t.display = schema + "." + name;
+	t.display = QuoteIdent(schema) + "." + QuoteIdent(name); /* for messages, as quote_identifier prints it */
 	t.schema = schema;
 	t.name = name;
 	if (relkind != "r" && relkind != "p")
@@ -148,7 +148,7 @@ LoadDestTable(Oid relid)
 	if (relkind == "p" && PgCall([&]() { return ForeignOwnedPartitionPg(relid, t.owner, &part, &part_owner); })) {
 		std::string part_name = PgCall([&]() -> const char * {
 			char *rel = get_rel_name(part);
-			return rel ? psprintf("%s.%s", get_namespace_name(get_rel_namespace(part)), rel) : psprintf("%u", part);
+			return rel ? quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)), rel) : psprintf("%u", part);
 		});
 		std::string owner_name = PgCall([&]() { return GetUserNameFromId(part_owner, false); });
 		std::string table_owner = PgCall([&]() { return GetUserNameFromId(t.owner, false); });
@@ -252,7 +252,7 @@ LoadSourceTable(SourceConn &q, const Subscription &sub, const std::string &schem
 	SourceTable t;
 	t.schema = schema;
 	t.name = name;
-	const std::string display = schema + "." + name;
+	const std::string display = QuoteIdent(schema) + "." + QuoteIdent(name);
 	Result rel = q.Exec("SELECT c.oid, greatest(c.reltuples, 0)::pg_catalog.int8 FROM pg_catalog.pg_class c "
 	                    "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
 	                    "WHERE n.nspname OPERATOR(pg_catalog.=) $1 AND c.relname OPERATOR(pg_catalog.=) $2",
@@ -338,7 +338,7 @@ SourceSide::Hash(const Range &r)
 	RangeExprs e = Exprs(r, params);
 	Result res = q_.Exec(cdc::audit::RangeHashSql(t_.hashed, e, true), params);
 	if (res.Text(0, 2) != "t")
-		OrderMismatch(t_.schema + "." + t_.name, "source");
+		OrderMismatch(QuoteIdent(t_.schema) + "." + QuoteIdent(t_.name), "source");
 	return HashOf(res.Value(0, 0), res.Value(0, 1));
 }
 

@@ -75,7 +75,7 @@ ApplyCopyRow(const char *schema, const char *table, char **columns, int ncolumns
 {
 	auto values = cdc::ParseCopyTextRow(std::string_view(line, size_t(len)));
 	if (int(values.size()) != ncolumns)
-		throw cdc::InputError("22P02", "COPY row of " + std::string(schema) + "." + table + " has " +
+		throw cdc::InputError("22P02", "COPY row of " + cdc::pg::QuoteIdent(schema) + "." + cdc::pg::QuoteIdent(table) + " has " +
 		                                   std::to_string(values.size()) + " columns, expected " + std::to_string(ncolumns));
 	ChangeRequest req = CopyChange(W->engine->ResolveSourceTable(W->name, schema, table, true), Op::Read, schema, table, cp);
 	RawImage img;
