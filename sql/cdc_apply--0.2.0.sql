@@ -2998,7 +2998,7 @@ LANGUAGE c VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_reset_shared_stats';
 COMMENT ON FUNCTION cdc.reset_shared_stats() IS
-  'Zeroes this database''s counters in shared memory (cdc.call_stats, cdc.failed_calls, cdc.worker_stats, cdc.apply_latency) and returns the time of the reset, their new since; the transactional cdc.stats is not touched. NULL without shared_preload_libraries. EXECUTE is revoked from PUBLIC: grant it (to pg_monitor, say) as pg_stat_statements_reset is granted. No errors.';
+  'Zeroes this database''s counters in shared memory (cdc.call_stats, cdc.failed_calls, cdc.worker_stats, cdc.apply_latency, and each worker''s count of errors in a row it could not record, from which its backoff grows) and returns the time of the reset, their new since; the transactional cdc.stats is not touched. NULL without shared_preload_libraries. EXECUTE is revoked from PUBLIC: grant it (to pg_monitor, say) as pg_stat_statements_reset is granted. No errors.';
 
 CREATE VIEW cdc.shared_stats AS
   SELECT s.available,

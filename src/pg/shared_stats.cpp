@@ -622,8 +622,9 @@ CDC_PG_FUNCTION(cdc_shared_stats_status)
 
 /*
  * cdc.reset_shared_stats() RETURNS timestamptz: zeroes this database's
- * shared counters (calls and failed calls, worker errors, retries and
- * latencies) and returns the time of the reset, which becomes their
+ * shared counters (calls and failed calls, worker errors, among them the
+ * errors in a row that could not be recorded, which the backoff counts,
+ * retries and latencies) and returns the time of the reset, which becomes their
  * `since`; NULL without shared_preload_libraries.  EXECUTE is revoked from
  * PUBLIC (grant it, for example to pg_monitor).  No errors.
  */
@@ -649,6 +650,8 @@ CDC_PG_FUNCTION(cdc_reset_shared_stats)
 			pg_atomic_write_u64(&e->errors, 0);
 			pg_atomic_write_u64(&e->retries, 0);
 			pg_atomic_write_u64(&e->group_retries, 0);
+			/* the errors in a row the worker could not record, a count of errors too (TAP 128) */
+			pg_atomic_write_u32(&e->unrecorded, 0);
 			pg_atomic_write_u64(&e->xacts, 0);
 			pg_atomic_write_u64(&e->latency_sum_us, 0);
 			for (int k = 0; k < cdc::kLatencyBuckets; k++)
