@@ -330,6 +330,23 @@ ParseEnvelope(const JsonView &view)
 		ev.source.commit_lsn = OptLsn(src.Find("commit_lsn"), "source.commit_lsn");
 		ev.source.tx_id = OptInt(src.Find("txId"), "source.txId");
 		ev.source.ts_ms = OptInt(src.Find("ts_ms"), "source.ts_ms");
+		/*
+		 * A change's commit LSN is at least its own LSN (the commit record
+		 * follows the change in the WAL): C >= lsn is what makes events
+		 * with and without commit_lsn comparable (docs/semantics.md,
+		 * "Source versions").  A smaller one was accepted and became the
+		 * version, making the change look older than it is; a negative
+		 * transaction id was stored as given (fresh-user review;
+		 * sql/envelope_positions.sql).
+		 */
+		if (ev.source.lsn && ev.source.commit_lsn && *ev.source.commit_lsn < *ev.source.lsn)
+			Bad("field \"source.commit_lsn\" (" + FormatLsn(*ev.source.commit_lsn) + ") is below field \"source.lsn\" (" +
+			        FormatLsn(*ev.source.lsn) + "): a change's commit LSN is never below its own LSN",
+			    "source.commit_lsn is the LSN of the commit of the change's transaction; omit it if the pipeline does "
+			    "not know it.");
+		if (ev.source.tx_id && *ev.source.tx_id < 0)
+			Bad("field \"source.txId\" must not be negative, got " + std::to_string(*ev.source.tx_id),
+			    "source.txId is the PostgreSQL transaction id of the change; omit it if the pipeline does not know it.");
 	}
 	if (const Val tx = payload.FindNonNull("transaction"); !tx.Absent()) {
 		if (!tx.IsObject())

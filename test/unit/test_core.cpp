@@ -937,6 +937,26 @@ ParseOutcome(const Json &root)
 
 // The jsonb intake leaves out what the envelope never reads
 // (EnvelopeMemberPart); PruneEnvelope is that tree, and parsing it gives
+// Fresh-user review: source.commit_lsn below source.lsn and a negative
+// source.txId were accepted.  A change's commit LSN is never below its own
+// LSN (the version relies on C >= lsn); a transaction id is never negative.
+TEST(Envelope, CommitLsnBelowLsnAndNegativeTxIdRefused)
+{
+	auto outcome = [](const std::string &source) {
+		return ParseOutcome(Json::Parse(R"({"op": "u", "after": {"id": 1}, "source": )" + source + "}"));
+	};
+	std::string m = outcome(R"({"lsn": 32, "commit_lsn": 16})");
+	EXPECT_NE(m.find("error 22023 field \"source.commit_lsn\" (0/10) is below field \"source.lsn\" (0/20)"), std::string::npos) << m;
+	m = outcome(R"({"lsn": "16/B374D848", "commit_lsn": "16/B374D847"})");
+	EXPECT_NE(m.find("error 22023 field \"source.commit_lsn\" (16/B374D847) is below"), std::string::npos) << m;
+	m = outcome(R"({"lsn": 32, "txId": -1})");
+	EXPECT_NE(m.find("error 22023 field \"source.txId\" must not be negative, got -1"), std::string::npos) << m;
+	/* accepted: equal LSNs, commit_lsn above, no lsn (a version_column mapping), txId 0 and beyond 32 bits */
+	for (const char *ok : {R"({"lsn": 32, "commit_lsn": 32})", R"({"lsn": 32, "commit_lsn": "0/21"})", R"({"commit_lsn": 1})",
+	                       R"({"lsn": 32, "txId": 0})", R"({"lsn": 32, "txId": 4294967296})"})
+		EXPECT_EQ(outcome(ok).find("error"), std::string::npos) << ok << ": " << outcome(ok);
+}
+
 // the same event, or the same error naming the same field, as parsing the
 // whole value: for every fixture and for values whose unread members are
 // junk or whose read members are wrong.
