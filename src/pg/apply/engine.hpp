@@ -323,6 +323,8 @@ class ApplyEngine final : private ContextSource {
 	// table it may not write (42501; 42P01 when it does not exist).
 	void CheckBeforeLock(Oid relid);
 	void FailHasRules(const char *display, Oid relid);
+	void ReadPartitionTree(Target &t);
+	void CheckPartitionTree(const Target &t) const;
 	// Once per target per call: who the target's statements run as, after
 	// checking that role's privileges and that row-level security does not
 	// apply to it (42501 otherwise; docs/security.md).

@@ -129,6 +129,7 @@ namespace {
 /* What the PostgreSQL regime reads about a relation (plain C data). */
 struct RelInfoPg {
 	char relkind;
+	bool relispartition;
 	Oid relowner;
 	bool has_rules; /* rewrite rules (pg_rewrite rows) on the table itself */
 	char *nspname;
@@ -147,6 +148,7 @@ ReadRelationPg(Oid relid)
 	TupleDesc desc = RelationGetDescr(rel);
 
 	info->relkind = rel->rd_rel->relkind;
+	info->relispartition = rel->rd_rel->relispartition;
 	info->relowner = rel->rd_rel->relowner;
 	/* pg_class.relhasrules stays true after the last DROP RULE: the relcache's rules are exact */
 	info->has_rules = rel->rd_rules != NULL && rel->rd_rules->numLocks > 0;
@@ -519,6 +521,11 @@ InvalidateTargets(Datum, Oid relid) noexcept
 		return;
 	}
 	target_cache->targets.erase(relid);
+	/* a target whose partition tree holds relid: an ATTACH or DETACH may have changed the tree */
+	for (auto it = target_cache->targets.begin(); it != target_cache->targets.end();)
+		it = std::find(it->second->tree.begin(), it->second->tree.end(), relid) != it->second->tree.end()
+		         ? target_cache->targets.erase(it)
+		         : std::next(it);
 	for (auto it = target_cache->resolved->begin(); it != target_cache->resolved->end();)
 		it = it->second == relid ? target_cache->resolved->erase(it) : std::next(it);
 }
@@ -639,6 +646,7 @@ ApplyEngine::LoadTarget(Oid relid)
 	TargetCache &cache = Cache();
 	auto hit = cache.targets.find(relid);
 	if (hit != cache.targets.end()) {
+		CheckPartitionTree(*hit->second);
 		targets_[relid] = hit->second;
 		return *hit->second;
 	}
@@ -832,11 +840,74 @@ ApplyEngine::LoadTarget(Oid relid)
 	ReadBarrier(*t);
 	if (t->mapping.registered && !t->mapping.stream_ordered)
 		t->stream_marks = ReadStreamMarks(relid);
+	if (info->relkind == RELKIND_PARTITIONED_TABLE || info->relispartition)
+		ReadPartitionTree(*t);
 
-	targets_[relid] = t;
 	if (cache.invalidations == invalidations_before)
 		cache.targets[relid] = t;
+	CheckPartitionTree(*t);
+	targets_[relid] = t;
 	return *t;
+}
+
+/*
+ * The other members of t's partition tree and the first of them (by name)
+ * that has a mapping.  Read with the metadata, under the target's lock.
+ */
+void
+ApplyEngine::ReadPartitionTree(Target &t)
+{
+	Params p;
+	p.AddOid(t.relid);
+	uint64_t n = Execute("SELECT tr.relid::pg_catalog.oid, "
+	                     "  (SELECT pg_catalog.quote_ident(ns.nspname) OPERATOR(pg_catalog.||) '.' "
+	                     "          OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname) "
+	                     "     FROM cdc.mapping mp JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) mp.target "
+	                     "     JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace "
+	                     "    WHERE mp.target OPERATOR(pg_catalog.=) tr.relid) AS mapped "
+	                     "FROM (SELECT a.relid FROM pg_catalog.pg_partition_ancestors($1) a "
+	                     "      UNION SELECT pt.relid FROM pg_catalog.pg_partition_tree($1) pt) tr "
+	                     "WHERE tr.relid OPERATOR(pg_catalog.<>) $1 ORDER BY 2 NULLS LAST, 1",
+	                     p, true);
+	for (uint64_t r = 0; r < n; r++) {
+		const Oid member = Oid(std::stoul(*ResultText(r, 1)));
+		t.tree.push_back(member);
+		if (!OidIsValid(t.tree_mapped))
+			if (auto name = ResultText(r, 2)) {
+				t.tree_mapped = member;
+				t.tree_mapped_name = *name;
+			}
+	}
+}
+
+/*
+ * A target in one partition tree with a mapped table (a partition and its
+ * partitioned parent or any ancestor) is refused, 55000 naming both:
+ * changes applied through each would give one row two entity records, so
+ * a stale change through one could overwrite a newer one applied through
+ * the other, or bring a deleted row back.  cdc.register_mapping refuses
+ * registering such a pair (23505), but cannot see a later ATTACH PARTITION
+ * of a mapped table to a mapped parent, nor a call naming an unmapped
+ * partition (or parent) as its target (fresh-user review; regress
+ * partition_apply_tree).  The worker's unmapped same-name targets (leaf
+ * changes of a partitioned table published without
+ * publish_via_partition_root) are not refused: docs/worker.md "Limits of
+ * this version".
+ */
+void
+ApplyEngine::CheckPartitionTree(const Target &t) const
+{
+	if (!OidIsValid(t.tree_mapped) || (worker_identity_ && !t.mapping.registered))
+		return;
+	Fail("55000",
+	     "table " + t.qualified + " and table " + t.tree_mapped_name +
+	         " are in one partition tree and " + t.tree_mapped_name + " is mapped: changes cannot be applied to " +
+	         t.qualified,
+	     "A row of a partition is also a row of its partitioned ancestors: applied through both tables, it would "
+	     "have two entity records, and a stale change through one could overwrite a newer one applied through the "
+	     "other, or bring a deleted row back.",
+	     "Apply the changes through the mapped table, or keep one mapping in the tree (cdc.unregister_mapping); "
+	     "a table attached as a partition after both were mapped needs one of them unregistered.");
 }
 
 Oid

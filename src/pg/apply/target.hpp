@@ -127,6 +127,15 @@ struct Target {
 	// ordering (cdc.stream_mark, source id -> version), the implicit record
 	// of every key without one.  Empty for most targets.
 	std::map<int32_t, Version> stream_marks;
+	// The other members of the target's partition tree (its partitioned
+	// ancestors and its partitions at every level), read with the metadata:
+	// a relcache invalidation of any of them (ATTACH or DETACH PARTITION
+	// invalidates the parent and the partition) drops this entry too.
+	// `tree_mapped`: one of them that has a mapping (InvalidOid: none), and
+	// its quoted name; LoadTarget refuses the target then (55000).
+	std::vector<Oid> tree;
+	Oid tree_mapped = InvalidOid;
+	std::string tree_mapped_name;
 	// The outbox payload's plan (outbox.cpp, PayloadFromImage), worked out on
 	// first use: the columns in jsonb key order (shorter names first, then
 	// bytewise, as jsonb stores an object's keys) and whether every column
