@@ -100,15 +100,27 @@ database_eligible(Oid db, const char *dbname)
  *    database launcher, if one runs, is stopped (waiting for it to exit)
  *    and none is started for kHoldMs, so that the command does not fail
  *    with "being accessed by other users".
+ * Only for a role that PostgreSQL will let run the command: the owner of the
+ * database (a superuser), with CREATEDB where the command needs it
+ * (`needs_createdb`: RENAME, and CREATE DATABASE, whose template, not a
+ * template database here, only its owner may copy).  This hook runs before
+ * PostgreSQL's own privilege checks, and any role that may connect ran
+ * `DROP DATABASE victim` (refused afterwards with "must be owner"): each
+ * stopped victim's launcher in the middle of its scheduled cdc.prune() and
+ * kept the next away for kHoldMs, so a loop of them stopped its pruning for
+ * good, and a database with subscriptions was named so to that role
+ * (review h4, TAP 132).
  */
 void
-guard_database_command(const char *dbname, bool dropping)
+guard_database_command(const char *dbname, bool dropping, bool needs_createdb)
 {
 	if (CdcRegistry == NULL || dbname == NULL)
 		return;
 	Oid db = get_database_oid(dbname, true);
 	if (!OidIsValid(db) || !database_eligible(db, dbname))
 		return;
+	if (!pg_database_ownercheck(db, GetUserId()) || (needs_createdb && !have_createdb_privilege()))
+		return; /* PostgreSQL refuses the command (after this hook) */
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kWaitForLauncherMs);
 	for (;;) {
 		LWLockAcquire(CdcRegistryLock(), LW_EXCLUSIVE);
@@ -300,7 +312,7 @@ lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool read
 	Node *stmt = pstmt->utilityStmt;
 	switch (nodeTag(stmt)) {
 	case T_DropdbStmt:
-		guard_database_command(((DropdbStmt *) stmt)->dbname, true);
+		guard_database_command(((DropdbStmt *) stmt)->dbname, true, false);
 		break;
 	case T_DropStmt:
 		guard_extension_drop((DropStmt *) stmt);
@@ -310,14 +322,14 @@ lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool read
 		break;
 	case T_RenameStmt:
 		if (((RenameStmt *) stmt)->renameType == OBJECT_DATABASE)
-			guard_database_command(((RenameStmt *) stmt)->subname, false);
+			guard_database_command(((RenameStmt *) stmt)->subname, false, true);
 		break;
 	case T_AlterDatabaseStmt:
 		if (database_option(((AlterDatabaseStmt *) stmt)->options, "tablespace") != NULL)
-			guard_database_command(((AlterDatabaseStmt *) stmt)->dbname, false);
+			guard_database_command(((AlterDatabaseStmt *) stmt)->dbname, false, false);
 		break;
 	case T_CreatedbStmt:
-		guard_database_command(database_option(((CreatedbStmt *) stmt)->options, "template"), false);
+		guard_database_command(database_option(((CreatedbStmt *) stmt)->options, "template"), false, true);
 		break;
 	default:
 		break;
