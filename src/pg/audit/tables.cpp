@@ -261,6 +261,44 @@ LoadSourceTable(SourceConn &q, const Subscription &sub, const std::string &schem
 		Fail("42P01", "table " + display + " does not exist on the source of subscription \"" + sub.name + "\"");
 	const std::string relid = rel.Text(0, 0);
 	t.estimate = std::stoll(rel.Text(0, 1));
+	/*
+	 * Every query on the table below runs its owner's code as the connected
+	 * role: planning folds the index expressions and predicates of the table
+	 * (of every partition of a partitioned one), so an IMMUTABLE function
+	 * there with constant arguments runs in this session, and so do its
+	 * row-level security policies.  With a superuser in the conninfo, a
+	 * source table's owner became one (review h4, TAP 133).  The source
+	 * offers no security-restricted operation to a client, and SET ROLE
+	 * would not hold (the code could RESET it): a table whose owner lacks
+	 * the connected role's privileges is refused before any query on it, as
+	 * the worker refuses a destination table whose owner the subscription
+	 * owner is not a member of.  The worker's own copy (COPY table TO
+	 * STDOUT) plans nothing.
+	 */
+	/* its partitions (pg_partition_tree gives no row for a table that is not partitioned) */
+	const std::string tree = q.ServerVersion() >= 120000
+	                             ? "SELECT t.relid FROM pg_catalog.pg_partition_tree($1::pg_catalog.oid::pg_catalog.regclass) t"
+	                             : "SELECT NULL::pg_catalog.oid"; /* a plain table has none; the table itself is added below */
+	Result foreign = q.Exec("SELECT c.oid::pg_catalog.regclass::pg_catalog.text, pg_catalog.pg_get_userbyid(c.relowner), "
+	                        "CURRENT_USER::pg_catalog.text, c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid FROM pg_catalog.pg_class c "
+	                        "WHERE (c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.oid "
+	                        "       OR c.oid OPERATOR(pg_catalog.=) ANY (ARRAY(" + tree + ")::pg_catalog.oid[])) "
+	                        "AND NOT pg_catalog.pg_has_role(c.relowner, CURRENT_USER, 'USAGE') "
+	                        "ORDER BY c.oid OPERATOR(pg_catalog.<>) $1::pg_catalog.oid LIMIT 1",
+	                        {relid});
+	if (foreign.Rows() > 0) {
+		const std::string which = foreign.Text(0, 0);
+		const bool itself = foreign.Text(0, 3) == "t";
+		Fail("42501",
+		     (itself ? "table " + display : "partition " + which + " of table " + display) + " on the source of subscription \"" +
+		         sub.name + "\" is owned by \"" + foreign.Text(0, 1) + "\", whose code would run as \"" + foreign.Text(0, 2) +
+		         "\" when it is read",
+		     "Planning a query on a table runs the functions of its index expressions and predicates (and its row-level "
+		     "security policies) with the reading role's rights; cdc.audit and cdc.resync read the source's tables with "
+		     "queries, as the role of the subscription's conninfo.",
+		     "Connect with a role whose privileges the table's owner has (a replication role that is not a superuser, "
+		     "granted SELECT on the published tables), or give the table to such a role.");
+	}
 	t.hashed.relation = QuoteIdent(schema) + "." + QuoteIdent(name);
 
 	Result pub = q.Exec("SELECT 1 FROM pg_catalog.pg_publication_tables p WHERE p.pubname OPERATOR(pg_catalog.=) ANY (" +
