@@ -945,8 +945,9 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	 * order, as one by one takes them (SourceId creates a cdc.source row on
 	 * first use).
 	 */
-	std::vector<SimInput> sim(n);
-	std::vector<int32_t> src(n);
+	/* none for a stream-ordered segment: its marks decided it above, nothing simulates it */
+	std::vector<SimInput> sim(stream ? 0 : n);
+	std::vector<int32_t> src(stream ? 0 : n);
 	for (size_t k = 0; k < n && !stream; k++) {
 		const Target &t = *target[k];
 		sim[k].claimed = claimed[k] != 0;
@@ -985,7 +986,9 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		chains.emplace_back();
 		chains.back().t = t;
 		chains.back().entity_key = key.second;
-		chains.back().compact_key = CompactKey(*t, img);
+		/* the entity record's key: a stream-ordered target keeps no entity records */
+		if (!stream)
+			chains.back().compact_key = CompactKey(*t, img);
 		chain_index.emplace(std::move(key), chains.size() - 1);
 		return chains.size() - 1;
 	};
@@ -1029,10 +1032,12 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 	 * them.
 	 */
 	/* the hashes as computed, before AdoptReleaseHashes matched any to a record (a second decision starts again from them) */
-	std::vector<std::string> own_hash(n);
+	std::vector<std::string> own_hash(stream ? 0 : n);
 	for (size_t k = 0; k < n && !stream; k++)
 		own_hash[k] = sim[k].content_hash;
 	auto decide = [&](std::vector<Chain *> &list, bool lock) {
+		if (stream) /* sim, src and own_hash are empty: never reached, the marks decide such a segment */
+			throw std::logic_error("a stream-ordered segment has no entity records to decide by");
 		FindRecords(list, source_ids_, lock);
 		for (const Chain *c : list)
 			for (size_t k : c->events)
