@@ -216,16 +216,11 @@ ApplyEngine::RequireStreamIntake(const Target &t) const
 ApplyEngine::StreamMark &
 ApplyEngine::Mark(const Target &t, const std::string &source)
 {
-	if (last_mark_ != nullptr && last_mark_relid_ == t.relid && last_mark_source_ == source)
-		return *last_mark_;
 	const int32_t src = SourceId(source, source_ids_);
 	auto key = std::make_pair(t.relid, src);
 	auto it = marks_.find(key);
 	if (it == marks_.end())
 		it = marks_.emplace(key, StreamMark{LockStreamMark(t.relid, src, t.qualified, source), false}).first;
-	last_mark_source_ = source; /* first: if the copy throws, the previous memo stays whole */
-	last_mark_relid_ = t.relid;
-	last_mark_ = &it->second;
 	return it->second;
 }
 

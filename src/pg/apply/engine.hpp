@@ -419,14 +419,6 @@ class ApplyEngine final : private ContextSource {
 	Outcome ApplyChangeWithClaimMade(const std::vector<ChangeRequest> &reqs, size_t i);
 	bool stream_intake_ = false;
 	std::map<std::pair<Oid, int32_t>, StreamMark> marks_;
-	// Mark()'s last answer: a run of changes of one target and source (a
-	// worker's stream) finds its mark without the source id's and the
-	// map's look-ups per change.  marks_ never drops an element while the
-	// engine lives, so the pointer stays valid; a source name has one id
-	// per engine (source_ids_), so the memo answers what the look-ups would.
-	StreamMark *last_mark_ = nullptr;
-	Oid last_mark_relid_ = 0;
-	std::string last_mark_source_;
 	// A segment's stream decision for a change it hands to ApplyChange (the
 	// mark has moved past the change meanwhile): applied.
 	bool pending_stream_apply_ = false;
