@@ -98,11 +98,6 @@ struct DecodedValue {
 	enum class Kind { Null, Text, Unavailable };
 	Kind kind = Kind::Null;
 	std::string text; // PostgreSQL text input form when kind == Text
-	// A JSON number taken as it is (text is its text) from a view with the
-	// number's binary form (JsonView::NumberOf: the jsonb's numeric), valid
-	// while that view lives: the glue builds the Datum of an integer or
-	// numeric column from it.  nullptr otherwise; set by the glue only.
-	const void *number = nullptr;
 
 	static DecodedValue Null() { return {}; }
 	static DecodedValue Unavailable() { return {Kind::Unavailable, {}}; }

@@ -66,10 +66,6 @@ class JsonView {
 	// message showing a value): the document's own node when it is a tree
 	// (JsonTreeView), else built into `storage` and returned.
 	virtual const Json &Tree(Node n, Json &storage) const = 0;
-	// A Number's value in the document's own binary form, whose text is
-	// ScalarOf (the jsonb intake: the jsonb's numeric, valid while the view
-	// lives); nullptr when the view has none (a tree).  For the glue only.
-	virtual const void *NumberOf(Node) const { return nullptr; }
 };
 
 // JsonView over a Json tree.  Nodes are `const Json *` into the tree.

@@ -44,7 +44,6 @@ FillNodePg(JsonbNode *node, const JsonbValue *v, bool skipped)
 {
 	node->text = NULL;
 	node->text_len = 0;
-	node->numeric = NULL;
 	node->container = NULL;
 	node->first = -1;
 	node->size = 0;
@@ -70,7 +69,6 @@ FillNodePg(JsonbNode *node, const JsonbValue *v, bool skipped)
 		node->kind = char(cdc::Json::Kind::Number);
 		node->text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
 		node->text_len = int(strlen(node->text));
-		node->numeric = v->val.numeric;
 		break;
 	case jbvBool:
 		node->kind = char(cdc::Json::Kind::Bool);

@@ -36,7 +36,6 @@ namespace cdc::pg {
 struct JsonbNode {
 	const char *key;           // as a member of its parent object (into the jsonb), else NULL
 	const char *text;          // String: its bytes (into the jsonb); Number: numeric_out's text
-	Numeric numeric;           // Number: the jsonb's numeric (into the jsonb), else NULL
 	JsonbContainer *container; // Object, Array: the container in the jsonb
 	int key_len;
 	int text_len;
@@ -76,7 +75,6 @@ class JsonbEventView final : public cdc::JsonView {
 	}
 	Node ValueAt(Node c, std::size_t i) const override { return &ev_->nodes[size_t(N(c).first) + i]; }
 	const cdc::Json &Tree(Node n, cdc::Json &storage) const override;
-	const void *NumberOf(Node n) const override { return N(n).numeric; }
 
   private:
 	static const JsonbNode &N(Node n) { return *static_cast<const JsonbNode *>(n); }

@@ -38,7 +38,6 @@ extern "C" {
 #include "utils/multirangetypes.h"
 #include "utils/rangetypes.h"
 #include "utils/float.h"
-#include "utils/numeric.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "common/shortest_dec.h"
@@ -495,10 +494,6 @@ DecodeViewImage(const Target &t, const cdc::JsonView &view, cdc::JsonView::Node 
 		/* a scalar as a value of its own (no tree of the image); a container read whole */
 		const Json &value = view.Tree(v, storage);
 		raw.values.emplace_back(std::string(field), DecodeValue(value, fs, col.ctype, t.mapping.decode, path));
-		/* a number taken as it is: its binary form too (NumberDatumPg), valid as long as the view */
-		DecodedValue &dv = raw.values.back().second;
-		if (dv.kind == DecodedValue::Kind::Text && value.IsNumber() && dv.text == value.Scalar())
-			dv.number = view.NumberOf(v);
 	}
 	raw.SetSource(&view, obj); /* serialised only if something keeps the image's JSON */
 	return raw;
@@ -573,76 +568,6 @@ StrictTimestampPg(const Column &col, const std::string &text, Datum &out)
 	});
 }
 
-/*
- * A JSON number given as jsonb (dv.number: the jsonb's numeric, dv.text
- * numeric_out's text of it) into an int2, int4, int8 or numeric column (the
- * built-in types themselves: a domain's input function is domain_in), its
- * Datum built from the numeric, without the input function parsing the text
- * again (issue 13, twenty-first round).  The same Datum as the input
- * function's, or false (with `out` untouched) and the input function
- * converts the text, with its own errors:
- *  - numeric: jsonb's numeric is numeric_in's (make_result's canonical
- *    form: no leading or trailing zero digits, zero positive with weight 0,
- *    short header when it can be), which numeric_in of its numeric_out text
- *    gives again byte for byte; under a typmod, numeric() applies it as
- *    numeric_in does (apply_typmod: the same rounding, the same 22003
- *    'numeric field overflow' and detail; its shortcut for a value needing
- *    no rounding keeps the digits and sets the scale, which make_result
- *    gives too).  NaN and infinity (no JSON number is either) are left to
- *    the input function.
- *  - integers: only a text without a fraction ('1.0', '1.5' are int4in's
- *    22P02), and only a value in the type's range (an int8 of at most 18
- *    digits, an int4 or int2 numeric_int4_opt_error takes and in int2's
- *    range): the out-of-range error is the input function's, which quotes
- *    the text.
- * float4 and float8 are not here: numeric_float8 itself prints the numeric
- * and calls float8in.  PostgreSQL regime.
- */
-bool
-NumberDatumPg(const Column &col, const DecodedValue &dv, Datum &out)
-{
-	if (dv.number == nullptr || col.in_fn == nullptr)
-		return false;
-	const Oid fn = col.in_fn->fn_oid;
-	if (fn != F_NUMERIC_IN && fn != F_INT4IN && fn != F_INT8IN && fn != F_INT2IN)
-		return false;
-	Numeric num = (Numeric) const_cast<void *>(dv.number);
-	if (numeric_is_nan(num) || numeric_is_inf(num))
-		return false;
-	if (fn == F_NUMERIC_IN) {
-		if (col.typmod < int32(VARHDRSZ)) {
-			const Size size = VARSIZE(num);
-			Numeric copy = (Numeric) palloc(size);
-			memcpy(copy, num, size);
-			out = NumericGetDatum(copy);
-		} else {
-			out = DirectFunctionCall2(numeric, NumericGetDatum(num), Int32GetDatum(col.typmod));
-		}
-		return true;
-	}
-	if (dv.text.find('.') != std::string::npos)
-		return false;
-	if (fn == F_INT8IN) {
-		const size_t digits = dv.text.size() - (dv.text[0] == '-' ? 1 : 0);
-		if (digits > 18)
-			return false;
-		out = DirectFunctionCall1(numeric_int8, NumericGetDatum(num));
-		return true;
-	}
-	bool error = false;
-	const int32 v = numeric_int4_opt_error(num, &error);
-	if (error)
-		return false;
-	if (fn == F_INT2IN) {
-		if (v < PG_INT16_MIN || v > PG_INT16_MAX)
-			return false;
-		out = Int16GetDatum(int16(v));
-	} else {
-		out = Int32GetDatum(v);
-	}
-	return true;
-}
-
 // Converts one value of field `which`.`name` into cell `cell` of column
 // `idx`; errors name the field and the column.
 void
@@ -655,9 +580,6 @@ ConvertCell(const Target &t, int idx, const DecodedValue &dv, const char *which,
 		const bool null = dv.kind == DecodedValue::Kind::Null; /* a domain's: its input checks NULL (ConvertImage) */
 		if (null || !StrictTimestampPg(col, dv.text, cell.value))
 			cell.value = PgCallAs(col.user_type ? as : RunAs::Caller(), [&]() {
-				Datum d;
-				if (!null && NumberDatumPg(col, dv, d))
-					return d;
 				return InputFunctionCall(col.in_fn, null ? nullptr : const_cast<char *>(dv.text.c_str()), col.ioparam, col.typmod);
 			});
 		if (null) {
