@@ -864,19 +864,24 @@ ApplyEngine::ReadPartitionTree(Target &t)
 	                     "          OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname) "
 	                     "     FROM cdc.mapping mp JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) mp.target "
 	                     "     JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace "
-	                     "    WHERE mp.target OPERATOR(pg_catalog.=) tr.relid) AS mapped "
-	                     "FROM (SELECT a.relid FROM pg_catalog.pg_partition_ancestors($1) a "
-	                     "      UNION SELECT pt.relid FROM pg_catalog.pg_partition_tree($1) pt) tr "
+	                     "    WHERE mp.target OPERATOR(pg_catalog.=) tr.relid) AS mapped, tr.below "
+	                     "FROM (SELECT a.relid, false AS below FROM pg_catalog.pg_partition_ancestors($1) a "
+	                     "      UNION SELECT pt.relid, true FROM pg_catalog.pg_partition_tree($1) pt) tr "
 	                     "WHERE tr.relid OPERATOR(pg_catalog.<>) $1 ORDER BY 2 NULLS LAST, 1",
 	                     p, true);
 	for (uint64_t r = 0; r < n; r++) {
 		const Oid member = Oid(std::stoul(*ResultText(r, 1)));
 		t.tree.push_back(member);
-		if (!OidIsValid(t.tree_mapped))
-			if (auto name = ResultText(r, 2)) {
+		if (auto name = ResultText(r, 2)) {
+			if (!OidIsValid(t.tree_mapped)) {
 				t.tree_mapped = member;
 				t.tree_mapped_name = *name;
 			}
+			if (!OidIsValid(t.tree_mapped_below) && *ResultText(r, 3) == "t") {
+				t.tree_mapped_below = member;
+				t.tree_mapped_below_name = *name;
+			}
+		}
 	}
 }
 
@@ -889,20 +894,28 @@ ApplyEngine::ReadPartitionTree(Target &t)
  * registering such a pair (23505), but cannot see a later ATTACH PARTITION
  * of a mapped table to a mapped parent, nor a call naming an unmapped
  * partition (or parent) as its target (fresh-user review; regress
- * partition_apply_tree).  The worker's unmapped same-name targets (leaf
- * changes of a partitioned table published without
+ * partition_apply_tree).  The worker's unmapped same-name targets with a
+ * mapped ancestor (leaf changes of a partitioned table published without
  * publish_via_partition_root) are not refused: docs/worker.md "Limits of
- * this version".
+ * this version"; with a mapped partition they are (TAP 129).
  */
 void
 ApplyEngine::CheckPartitionTree(const Target &t) const
 {
-	if (!OidIsValid(t.tree_mapped) || (worker_identity_ && !t.mapping.registered))
+	/*
+	 * The worker's unmapped targets are exempt only from a mapped ancestor
+	 * (the documented limit above); an unmapped root (or a partitioned
+	 * partition) the worker applies through while one of its partitions is
+	 * mapped is refused like any other target: the old code exempted it
+	 * too, so the partition's rows got a second entity record (TAP 129).
+	 */
+	const bool worker_unmapped = worker_identity_ && !t.mapping.registered;
+	const std::string &mapped_name = worker_unmapped ? t.tree_mapped_below_name : t.tree_mapped_name;
+	if (!OidIsValid(worker_unmapped ? t.tree_mapped_below : t.tree_mapped))
 		return;
 	Fail("55000",
-	     "table " + t.qualified + " and table " + t.tree_mapped_name +
-	         " are in one partition tree and " + t.tree_mapped_name + " is mapped: changes cannot be applied to " +
-	         t.qualified,
+	     "table " + t.qualified + " and table " + mapped_name + " are in one partition tree and " + mapped_name +
+	         " is mapped: changes cannot be applied to " + t.qualified,
 	     "A row of a partition is also a row of its partitioned ancestors: applied through both tables, it would "
 	     "have two entity records, and a stale change through one could overwrite a newer one applied through the "
 	     "other, or bring a deleted row back.",

@@ -133,9 +133,14 @@ struct Target {
 	// invalidates the parent and the partition) drops this entry too.
 	// `tree_mapped`: one of them that has a mapping (InvalidOid: none), and
 	// its quoted name; LoadTarget refuses the target then (55000).
+	// `tree_mapped_below`: one of its partitions (any level) that has a
+	// mapping, and its quoted name: the worker's unmapped targets are
+	// refused only for those (CheckPartitionTree).
 	std::vector<Oid> tree;
 	Oid tree_mapped = InvalidOid;
 	std::string tree_mapped_name;
+	Oid tree_mapped_below = InvalidOid;
+	std::string tree_mapped_below_name;
 	// The outbox payload's plan (outbox.cpp, PayloadFromImage), worked out on
 	// first use: the columns in jsonb key order (shorter names first, then
 	// bytewise, as jsonb stores an object's keys) and whether every column
