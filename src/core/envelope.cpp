@@ -169,8 +169,25 @@ OptInt(const Val &j, const char *path)
 	if (j.Absent() || j.IsNull())
 		return std::nullopt;
 	auto v = j.AsIntegral();
-	if (!v)
+	if (!v) {
+		/*
+		 * An integer beyond 64 bits (9223372036854775808, 1e300, a string
+		 * of 20 digits) is one: say it is out of range rather than "must be
+		 * an integer" (fresh-user review h3, sql/integer_field_range.sql).
+		 */
+		bool out_of_range = false;
+		if (j.IsNumber())
+			(void) j.Scalar1().AsIntegral(&out_of_range);
+		else if (j.IsString()) {
+			const std::string_view t = j.Scalar();
+			const std::size_t first = !t.empty() && t[0] == '-' ? 1 : 0;
+			out_of_range = t.size() > first && t.find_first_not_of("0123456789", first) == std::string_view::npos;
+		}
+		if (out_of_range)
+			Bad("field " + QuotedField(path) + " is out of range: " + Shown(j) +
+			    ", an integer beyond 64 bits");
 		Bad("field " + QuotedField(path) + " must be an integer, got " + j.KindName() + " " + Shown(j));
+	}
 	return v;
 }
 
