@@ -77,6 +77,44 @@ IndexComparesAsColumnsPg(Relation rel, Oid indexoid)
 }
 
 /*
+ * The columns a direct write places Datums in: attnums[i] holds values of
+ * types[i] (typmods[i]), converted with the target's cached metadata
+ * (target.cpp) when the call read it.
+ */
+struct DirectColumns {
+	const AttrNumber *attnums;
+	const Oid *types;
+	const int32 *typmods;
+	int n;
+};
+
+/*
+ * Is every column of `cols` still in `rel` with the type and typmod its
+ * values were converted to?  User code that runs during a call (a trigger
+ * of another target of the batch, a handler, a domain CHECK or a default)
+ * may ALTER the target after its metadata was read and its values
+ * converted: a Datum placed in the new descriptor as it is would be read as
+ * another type (an int read as a text pointer crashed the server; regress
+ * nested_ddl_direct).  The statement is used then: its plan's parameter
+ * types are the converted values' own, and PostgreSQL re-plans it after the
+ * DDL, coercing the values or raising a clear error.
+ */
+bool
+ColumnsAsConvertedPg(Relation rel, const DirectColumns &cols)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < cols.n; i++) {
+		AttrNumber a = cols.attnums[i];
+		if (a < 1 || a > desc->natts)
+			return false;
+		Form_pg_attribute att = TupleDescAttr(desc, a - 1);
+		if (att->attisdropped || att->atttypid != cols.types[i] || att->atttypmod != cols.typmods[i])
+			return false;
+	}
+	return true;
+}
+
+/*
  * Opens the target `relid` (RowExclusiveLock, as the statement locks it)
  * for a write without the statement, with *index its unique index on the
  * key columns key[0..nkey): NULL where the statement could behave
@@ -86,10 +124,12 @@ IndexComparesAsColumnsPg(Relation rel, Oid indexoid)
  * statements read "ONLY t", Target::own_rows, as the index of t does, but
  * such a parent is rare and stays on the statement path); no replica identity for UPDATE and DELETE
  * (CheckCmdReplicaIdentity); no such index, or one comparing the key with
- * another collation or equality than the statement's).
+ * another collation or equality than the statement's; a column of cols[]
+ * that is no longer there with the type and typmod the values were made
+ * for, see ColumnsAsConvertedPg).
  */
 Relation
-OpenDirectTargetPg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Oid *index)
+OpenDirectTargetPg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Oid *index, const DirectColumns &cols)
 {
 	*index = InvalidOid;
 	if (!DirectTargetWritesAllowedPg())
@@ -99,7 +139,8 @@ OpenDirectTargetPg(Oid relid, const AttrNumber *key, int nkey, AclMode need, Oid
 	    pg_class_aclmask(relid, userid, need, ACLMASK_ALL) != need)
 		return NULL;
 	Relation rel = table_open(relid, RowExclusiveLock);
-	bool plain = rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
+	bool plain = ColumnsAsConvertedPg(rel, cols) && rel->rd_rel->relkind == RELKIND_RELATION &&
+	             rel->trigdesc == NULL && !rel->rd_rel->relhasrules &&
 	             !rel->rd_rel->relrowsecurity && !rel->rd_rel->relhassubclass &&
 	             (rel->rd_rel->relreplident == REPLICA_IDENTITY_FULL || OidIsValid(RelationGetReplicaIndex(rel)));
 	if (plain)
@@ -216,9 +257,10 @@ struct TargetWrite {
  * equality procedures).
  */
 bool
-BeginTargetWritePg(Oid relid, const AttrNumber *key, int nkey, AclMode need, TargetWrite *tw, bool inserts = false)
+BeginTargetWritePg(Oid relid, const AttrNumber *key, int nkey, AclMode need, const DirectColumns &cols, TargetWrite *tw,
+                   bool inserts = false)
 {
-	tw->rel = OpenDirectTargetPg(relid, key, nkey, need, &tw->index);
+	tw->rel = OpenDirectTargetPg(relid, key, nkey, need, &tw->index, cols);
 	if (tw->rel == NULL)
 		return false;
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -244,11 +286,12 @@ EndTargetWritePg(TargetWrite *tw)
  * column but the stored generated ones, which the executor computes.
  */
 bool
-UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber *attnums, int ncols, int nrows,
-                   const Datum *values, const bool *nulls, const char *absent)
+UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber *attnums, const Oid *types,
+                   const int32 *typmods, int ncols, int nrows, const Datum *values, const bool *nulls, const char *absent)
 {
 	TargetWrite tw;
-	if (!BeginTargetWritePg(relid, key, nkey, ACL_SELECT | ACL_INSERT | ACL_UPDATE, &tw, /* inserts */ true))
+	if (!BeginTargetWritePg(relid, key, nkey, ACL_SELECT | ACL_INSERT | ACL_UPDATE,
+	                        DirectColumns{attnums, types, typmods, ncols}, &tw, /* inserts */ true))
 		return false;
 	Relation rel = tw.rel;
 	EState *estate = tw.w.estate;
@@ -348,11 +391,12 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
  * with `jsonb`, jsonb[i] (allocated in `out_cxt`) per key.
  */
 bool
-FindRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, int nkeys, const Datum *values, const bool *nulls,
-                 bool remove, MemoryContext out_cxt, Datum *jsonb, bool *found)
+FindRowsDirectPg(Oid relid, const AttrNumber *key, const Oid *key_types, const int32 *key_typmods, int nkey, int nkeys,
+                 const Datum *values, const bool *nulls, bool remove, MemoryContext out_cxt, Datum *jsonb, bool *found)
 {
 	TargetWrite tw;
-	if (!BeginTargetWritePg(relid, key, nkey, ACL_SELECT | (remove ? ACL_DELETE : ACL_UPDATE), &tw))
+	if (!BeginTargetWritePg(relid, key, nkey, ACL_SELECT | (remove ? ACL_DELETE : ACL_UPDATE),
+	                        DirectColumns{key, key_types, key_typmods, nkey}, &tw))
 		return false;
 	Relation rel = tw.rel;
 	Oid index = tw.index;
@@ -673,6 +717,8 @@ UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, cons
 	if (!cdc_direct_writes)
 		return false;
 	std::vector<AttrNumber> key, attnums;
+	std::vector<Oid> types;
+	std::vector<int32> typmods;
 	for (int k : t.key)
 		key.push_back(t.columns[size_t(k)].attnum);
 	std::vector<size_t> cols;
@@ -680,6 +726,8 @@ UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, cons
 		if (!t.columns[c].generated) {
 			cols.push_back(c);
 			attnums.push_back(t.columns[c].attnum);
+			types.push_back(t.columns[c].type);
+			typmods.push_back(t.columns[c].typmod);
 		}
 	std::vector<Datum> values;
 	std::unique_ptr<bool[]> nulls(new bool[images.size() * cols.size() + 1]);
@@ -694,7 +742,8 @@ UpsertRowsDirect(const Target &t, const std::vector<const Image *> &images, cons
 		}
 	}
 	return PgCallAs(as, [&]() {
-		return UpsertRowsDirectPg(t.relid, key.data(), int(key.size()), attnums.data(), int(attnums.size()),
+		return UpsertRowsDirectPg(t.relid, key.data(), int(key.size()), attnums.data(), types.data(), typmods.data(),
+		                          int(attnums.size()),
 		                          int(images.size()), values.data(), nulls.get(),
 		                          absent != nullptr && absent->size() == images.size() ? absent->data() : nullptr);
 	});
@@ -708,8 +757,13 @@ FindRowsDirect(const Target &t, const std::vector<const Image *> &keys, bool rem
 		return false;
 	const size_t nkey = t.key.size();
 	std::vector<AttrNumber> key;
-	for (int k : t.key)
+	std::vector<Oid> key_types;
+	std::vector<int32> key_typmods;
+	for (int k : t.key) {
 		key.push_back(t.columns[size_t(k)].attnum);
+		key_types.push_back(t.columns[size_t(k)].type);
+		key_typmods.push_back(t.columns[size_t(k)].typmod);
+	}
 	std::vector<Datum> values;
 	std::unique_ptr<bool[]> nulls(new bool[keys.size() * nkey + 1]);
 	values.reserve(keys.size() * nkey);
@@ -724,7 +778,7 @@ FindRowsDirect(const Target &t, const std::vector<const Image *> &keys, bool rem
 	std::vector<Datum> jsonb(rows != nullptr ? keys.size() : 0);
 	MemoryContext out_cxt = CurrentMemoryContext;
 	bool done = PgCallAs(as, [&]() {
-		return FindRowsDirectPg(t.relid, key.data(), int(nkey), int(keys.size()), values.data(), nulls.get(), remove,
+		return FindRowsDirectPg(t.relid, key.data(), key_types.data(), key_typmods.data(), int(nkey), int(keys.size()), values.data(), nulls.get(), remove,
 		                        out_cxt, rows != nullptr ? jsonb.data() : nullptr, found.get());
 	});
 	if (done && rows != nullptr) {
