@@ -49,3 +49,41 @@ DROP TRIGGER nd_b_t ON nd_b;
 SELECT cdc_apply_batch(jsonb_build_array(
   dbz('c', 'nd_a', '{"id": 3, "v": "y"}', '0/3000', 7)));
 SELECT id, v, pg_typeof(v) FROM nd_a ORDER BY id;
+
+-- The outbox payload of a column type without a built-in fast path (here a
+-- domain) is formed into the table's row type: a domain CHECK that applies
+-- a change of another target (a nested call) and alters the target of the
+-- change it checks, before the rest of its batch is converted.  Refused
+-- with 55006 and the whole batch rolled back: that formed the int Datum
+-- into the text column and crashed too.
+CREATE TABLE nd_c (id int PRIMARY KEY, v int);
+SELECT 1 FROM cdc.register_mapping('nd_c', outbox => true);
+CREATE FUNCTION nd_check(int) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM public.cdc_apply(public.dbz('c', 'nd_c', jsonb_build_object('id', $1, 'v', $1), '0/5000', 50 + $1));
+  IF (SELECT atttypid FROM pg_attribute WHERE attrelid = 'public.nd_d'::regclass AND attname = 'w') = 'int4'::regtype THEN
+    ALTER TABLE public.nd_d ALTER COLUMN w TYPE text;
+  END IF;
+  RETURN true;
+END $$;
+CREATE DOMAIN nd_dom AS int CHECK (nd_check(VALUE));
+CREATE TABLE nd_d (id int PRIMARY KEY, d nd_dom, w int);
+SELECT 1 FROM cdc.register_mapping('nd_d', outbox => true);
+SELECT cdc_apply_batch(jsonb_build_array(
+  dbz('c', 'nd_d', '{"id": 1, "d": 1, "w": 111}', '0/4000', 8),
+  dbz('c', 'nd_d', '{"id": 2, "d": 2, "w": 222}', '0/4010', 9)));
+SELECT (SELECT count(*) FROM nd_d) AS nd_d_rows, (SELECT count(*) FROM nd_c) AS nd_c_rows,
+       outbox_count('nd_d') AS nd_d_outbox, outbox_count('nd_c') AS nd_c_outbox,
+       (SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'nd_d'::regclass AND attname = 'w') AS w_type;
+-- Without the DDL, the nested calls and the batch are both applied, with their outbox rows.
+CREATE OR REPLACE FUNCTION nd_check(int) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM public.cdc_apply(public.dbz('c', 'nd_c', jsonb_build_object('id', $1, 'v', $1), '0/5000', 50 + $1));
+  RETURN true;
+END $$;
+SELECT cdc_apply_batch(jsonb_build_array(
+  dbz('c', 'nd_d', '{"id": 1, "d": 1, "w": 111}', '0/4000', 8),
+  dbz('c', 'nd_d', '{"id": 2, "d": 2, "w": 222}', '0/4010', 9)));
+SELECT * FROM nd_d ORDER BY id;
+SELECT * FROM nd_c ORDER BY id;
+SELECT outbox_count('nd_d') AS nd_d_outbox, outbox_count('nd_c') AS nd_c_outbox;
