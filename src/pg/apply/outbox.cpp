@@ -113,16 +113,36 @@ ToJsonbRecordPg()
  * statement writing these values produces (no defaults, no generated
  * columns, no triggers: the caller's conditions), converted by PostgreSQL's
  * own to_jsonb (composite_to_jsonb), exactly as to_jsonb(t) of that row.
- * The relation is locked by the caller (LoadTarget).
+ * The relation is locked by the caller (LoadTarget).  values[i] are of
+ * types[i] (typmods[i]), converted with the target's cached metadata: user
+ * code that ran during the call (a trigger of another target of the batch,
+ * a handler, a domain CHECK) may have altered the table since, and a Datum
+ * formed into the new row type as it is would be read as another type (an
+ * int as a text pointer crashed the server; regress nested_ddl_direct):
+ * refused then, 55006.
  */
 Datum
-ImageJsonbPg(Oid relid, int n, const AttrNumber *attnums, const Datum *values, const bool *nulls)
+ImageJsonbPg(Oid relid, int n, const AttrNumber *attnums, const Oid *types, const int32 *typmods, const Datum *values,
+             const bool *nulls)
 {
 	FmgrInfo *to_jsonb = ToJsonbRecordPg();
 	Relation rel = RelationIdGetRelation(relid);
 	if (!RelationIsValid(rel))
 		elog(ERROR, "could not open relation with OID %u", relid);
 	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < n; i++) {
+		Form_pg_attribute att = attnums[i] >= 1 && attnums[i] <= desc->natts ? TupleDescAttr(desc, attnums[i] - 1) : NULL;
+		if (att == NULL || att->attisdropped || att->atttypid != types[i] || att->atttypmod != typmods[i]) {
+			char *name = pstrdup(RelationGetRelationName(rel));
+			RelationClose(rel);
+			ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
+			                errmsg("target table \"%s\" was altered while this call applied changes to it", name),
+			                errdetail("The outbox payload of a change is built from the values converted for the "
+			                          "table's columns as the call found them."),
+			                errhint("Alter a target outside the calls that apply changes to it (not from a trigger, "
+			                        "handler or domain check they run), then apply the changes again.")));
+		}
+	}
 	Datum *v = (Datum *) palloc0(sizeof(Datum) * desc->natts);
 	bool *isnull = (bool *) palloc(sizeof(bool) * desc->natts);
 	memset(isnull, true, sizeof(bool) * desc->natts);
@@ -620,15 +640,21 @@ PayloadFromImage(const Target &t, const Image &img, const RunAs &as)
 			                        plan.kinds.data(), plan.outs.data(), img.cells.data());
 		});
 	std::vector<AttrNumber> attnums(n);
+	std::vector<Oid> types(n);
+	std::vector<int32> typmods(n);
 	std::vector<Datum> values(n);
 	std::unique_ptr<bool[]> nulls(new bool[n]);
 	for (size_t i = 0; i < n; i++) {
 		attnums[i] = t.columns[i].attnum;
+		types[i] = t.columns[i].type;
+		typmods[i] = t.columns[i].typmod;
 		values[i] = img.cells[i].value;
 		nulls[i] = img.cells[i].isnull;
 	}
 	/* as whom the target's statements run: to_jsonb may call a cast to json the type's owner created */
-	return PgCallAs(as, [&]() { return ImageJsonbPg(t.relid, int(n), attnums.data(), values.data(), nulls.get()); });
+	return PgCallAs(as, [&]() { return ImageJsonbPg(t.relid, int(n), attnums.data(), types.data(), typmods.data(), values.data(),
+		                                                 nulls.get());
+	});
 }
 
 Datum
