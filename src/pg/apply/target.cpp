@@ -853,25 +853,44 @@ ApplyEngine::LoadTarget(Oid relid)
 /*
  * The other members of t's partition tree and the first of them (by name)
  * that has a mapping.  Read with the metadata, under the target's lock.
+ * Partitions are found in pg_inherits, not with pg_partition_tree(), which
+ * takes ACCESS SHARE on every partition of the tree: a call whose rows go to
+ * one partition waited for a lock on another (a VACUUM FULL, an ALTER TABLE
+ * of it), where PostgreSQL's own INSERT does not, and the load locked every
+ * partition however many (review h1; isolation partition_tree_lock).
+ * pg_partition_ancestors() locks nothing.  t.tree keeps the members whose
+ * relcache invalidation can mean a changed tree: the ancestors and the
+ * partitioned descendants (ATTACH, DETACH, CREATE TABLE ... PARTITION OF and
+ * DROP of a partition invalidate its parent, a change of a mapping empties
+ * the cache), not the leaves, whose ANALYZE or autovacuum would otherwise
+ * drop the entry and read the whole tree again.
  */
 void
 ApplyEngine::ReadPartitionTree(Target &t)
 {
 	Params p;
 	p.AddOid(t.relid);
-	uint64_t n = Execute("SELECT tr.relid::pg_catalog.oid, "
+	uint64_t n = Execute("WITH RECURSIVE d(relid) AS ("
+	                     "  SELECT i.inhrelid FROM pg_catalog.pg_inherits i WHERE i.inhparent OPERATOR(pg_catalog.=) $1 "
+	                     "  UNION SELECT i.inhrelid FROM pg_catalog.pg_inherits i "
+	                     "  JOIN d ON i.inhparent OPERATOR(pg_catalog.=) d.relid) "
+	                     "SELECT tr.relid::pg_catalog.oid, "
 	                     "  (SELECT pg_catalog.quote_ident(ns.nspname) OPERATOR(pg_catalog.||) '.' "
 	                     "          OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname) "
 	                     "     FROM cdc.mapping mp JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) mp.target "
 	                     "     JOIN pg_catalog.pg_namespace ns ON ns.oid OPERATOR(pg_catalog.=) c.relnamespace "
-	                     "    WHERE mp.target OPERATOR(pg_catalog.=) tr.relid) AS mapped, tr.below "
+	                     "    WHERE mp.target OPERATOR(pg_catalog.=) tr.relid) AS mapped, "
+	                     "  tr.relid OPERATOR(pg_catalog.<>) ALL (SELECT d.relid FROM d) "
+	                     "  OR (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) tr.relid) "
+	                     "     OPERATOR(pg_catalog.=) 'p' AS watched, tr.below "
 	                     "FROM (SELECT a.relid, false AS below FROM pg_catalog.pg_partition_ancestors($1) a "
-	                     "      UNION SELECT pt.relid, true FROM pg_catalog.pg_partition_tree($1) pt) tr "
+	                     "      UNION SELECT d.relid, true FROM d) tr "
 	                     "WHERE tr.relid OPERATOR(pg_catalog.<>) $1 ORDER BY 2 NULLS LAST, 1",
 	                     p, true);
 	for (uint64_t r = 0; r < n; r++) {
 		const Oid member = Oid(std::stoul(*ResultText(r, 1)));
-		t.tree.push_back(member);
+		if (ResultText(r, 3).value_or("f") == "t")
+			t.tree.push_back(member);
 		if (auto name = ResultText(r, 2)) {
 			if (!OidIsValid(t.tree_mapped)) {
 				t.tree_mapped = member;

@@ -127,12 +127,15 @@ struct Target {
 	// ordering (cdc.stream_mark, source id -> version), the implicit record
 	// of every key without one.  Empty for most targets.
 	std::map<int32_t, Version> stream_marks;
-	// The other members of the target's partition tree (its partitioned
-	// ancestors and its partitions at every level), read with the metadata:
-	// a relcache invalidation of any of them (ATTACH or DETACH PARTITION
-	// invalidates the parent and the partition) drops this entry too.
-	// `tree_mapped`: one of them that has a mapping (InvalidOid: none), and
-	// its quoted name; LoadTarget refuses the target then (55000).
+	// The members of the target's partition tree whose relcache invalidation
+	// can mean a changed tree (its partitioned ancestors and its partitioned
+	// descendants: ATTACH, DETACH, CREATE TABLE ... PARTITION OF and DROP of
+	// a partition invalidate the parent), read with the metadata: such an
+	// invalidation drops this entry too.  Leaves are not kept: their ANALYZE
+	// would drop it for nothing.
+	// `tree_mapped`: a member of the tree, leaves included, that has a mapping
+	// (InvalidOid: none), and its quoted name; LoadTarget refuses the target
+	// then (55000).
 	// `tree_mapped_below`: one of its partitions (any level) that has a
 	// mapping, and its quoted name: the worker's unmapped targets are
 	// refused only for those (CheckPartitionTree).
