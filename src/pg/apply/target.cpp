@@ -887,6 +887,7 @@ ApplyEngine::ReadPartitionTree(Target &t)
 	                     "      UNION SELECT d.relid, true FROM d) tr "
 	                     "WHERE tr.relid OPERATOR(pg_catalog.<>) $1 ORDER BY 2 NULLS LAST, 1",
 	                     p, true);
+	/* columns: the member, its mapped name (NULL: none), watched (kept in t.tree), below t */
 	for (uint64_t r = 0; r < n; r++) {
 		const Oid member = Oid(std::stoul(*ResultText(r, 1)));
 		if (ResultText(r, 3).value_or("f") == "t")
@@ -896,7 +897,7 @@ ApplyEngine::ReadPartitionTree(Target &t)
 				t.tree_mapped = member;
 				t.tree_mapped_name = *name;
 			}
-			if (!OidIsValid(t.tree_mapped_below) && *ResultText(r, 3) == "t") {
+			if (!OidIsValid(t.tree_mapped_below) && ResultText(r, 4).value_or("f") == "t") {
 				t.tree_mapped_below = member;
 				t.tree_mapped_below_name = *name;
 			}
