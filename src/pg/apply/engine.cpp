@@ -123,16 +123,23 @@ void
 ApplyEngine::SetContext(const Target *t, std::string_view delivery_key)
 {
 	/*
-	 * Per change on the batch and worker paths: the fields are copied (into
-	 * strings that keep their capacity), the line is formatted only if a
-	 * message needs it (FormatContext).
+	 * Per change on the batch and worker paths: the fields are kept (the key
+	 * copied into a string that keeps its capacity), the line is formatted
+	 * only if a message needs it (FormatContext).
 	 */
 	context_position_ = label_position_;
 	if (label_position_ == 0)
 		context_label_ = event_label_;
-	context_has_target_ = t != nullptr;
-	if (t)
-		context_target_.assign(t->qualified);
+	/*
+	 * The target by reference: every Target handed here is one of targets_,
+	 * which only grows and keeps each entry (and its `qualified`, set once
+	 * when the target is read) until the engine is gone; the destructor
+	 * formats the line (ReleaseErrorContextSource) before targets_ goes.
+	 * The delivery key is copied: the request it belongs to may be gone when
+	 * the line is formatted (a queue applied, then a deferred trigger's error
+	 * at commit).
+	 */
+	context_target_ = t;
 	/*
 	 * A derived delivery key holds the entity key, which may be kilobytes
 	 * long (a long text key): clipped, so that the context line stays
@@ -171,9 +178,9 @@ ApplyEngine::FormatContext(char *buf, size_t size) const noexcept
 		put(" ");
 		put(context_label_);
 	}
-	if (context_has_target_) {
+	if (context_target_ != nullptr) {
 		put(", target table ");
-		put(context_target_);
+		put(context_target_->qualified);
 	}
 	if (!context_key_.empty()) {
 		put(", delivery key \"");

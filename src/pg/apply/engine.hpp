@@ -387,11 +387,11 @@ class ApplyEngine final : private ContextSource {
 	std::string event_label_;   // SetEventLabel's text, when label_position_ is 0
 	size_t label_position_ = 0; // SetEventPosition's, else 0
 	// What SetContext recorded for FormatContext: copies (what they were
-	// copied from may be gone when the message is formatted).
+	// copied from may be gone when the message is formatted), but for the
+	// target, one of targets_ (kept as long as the engine).
 	size_t context_position_ = 0;    // label_position_ at SetContext, 0: context_label_
 	std::string context_label_;      // event_label_ at SetContext (stage labels: per segment, not per change)
-	bool context_has_target_ = false;
-	std::string context_target_;     // the target's qualified name
+	const Target *context_target_ = nullptr; // its `qualified` names it; nullptr: none
 	std::string context_key_;        // the delivery key, clipped to 200 bytes
 	std::string position_unit_ = "event";
 	std::string position_scope_ = "of the batch";
