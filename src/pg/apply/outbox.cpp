@@ -130,18 +130,15 @@ ImageJsonbPg(Oid relid, int n, const AttrNumber *attnums, const Oid *types, cons
 	if (!RelationIsValid(rel))
 		elog(ERROR, "could not open relation with OID %u", relid);
 	TupleDesc desc = RelationGetDescr(rel);
-	for (int i = 0; i < n; i++) {
-		Form_pg_attribute att = attnums[i] >= 1 && attnums[i] <= desc->natts ? TupleDescAttr(desc, attnums[i] - 1) : NULL;
-		if (att == NULL || att->attisdropped || att->atttypid != types[i] || att->atttypmod != typmods[i]) {
-			char *name = pstrdup(RelationGetRelationName(rel));
-			RelationClose(rel);
-			ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
-			                errmsg("target table \"%s\" was altered while this call applied changes to it", name),
-			                errdetail("The outbox payload of a change is built from the values converted for the "
-			                          "table's columns as the call found them."),
-			                errhint("Alter a target outside the calls that apply changes to it (not from a trigger, "
-			                        "handler or domain check they run), then apply the changes again.")));
-		}
+	if (!ColumnsAsConvertedPg(rel, DirectColumns{attnums, types, typmods, n})) {
+		char *name = pstrdup(RelationGetRelationName(rel));
+		RelationClose(rel);
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
+		                errmsg("target table \"%s\" was altered while this call applied changes to it", name),
+		                errdetail("The outbox payload of a change is built from the values converted for the "
+		                          "table's columns as the call found them."),
+		                errhint("Alter a target outside the calls that apply changes to it (not from a trigger, "
+		                        "handler or domain check they run), then apply the changes again.")));
 	}
 	Datum *v = (Datum *) palloc0(sizeof(Datum) * desc->natts);
 	bool *isnull = (bool *) palloc(sizeof(bool) * desc->natts);

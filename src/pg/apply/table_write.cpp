@@ -34,6 +34,22 @@ extern "C" {
 
 namespace cdc::pg {
 
+/* The check of ColumnsAsConvertedPg (table_write.hpp). */
+bool
+ColumnsAsConvertedPg(Relation rel, const DirectColumns &cols)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+	for (int i = 0; i < cols.n; i++) {
+		AttrNumber a = cols.attnums[i];
+		if (a < 1 || a > desc->natts)
+			return false;
+		Form_pg_attribute att = TupleDescAttr(desc, a - 1);
+		if (att->attisdropped || att->atttypid != cols.types[i] || att->atttypmod != cols.typmods[i])
+			return false;
+	}
+	return true;
+}
+
 namespace {
 
 /*
@@ -76,43 +92,6 @@ IndexComparesAsColumnsPg(Relation rel, Oid indexoid)
 	return ok;
 }
 
-/*
- * The columns a direct write places Datums in: attnums[i] holds values of
- * types[i] (typmods[i]), converted with the target's cached metadata
- * (target.cpp) when the call read it.
- */
-struct DirectColumns {
-	const AttrNumber *attnums;
-	const Oid *types;
-	const int32 *typmods;
-	int n;
-};
-
-/*
- * Is every column of `cols` still in `rel` with the type and typmod its
- * values were converted to?  User code that runs during a call (a trigger
- * of another target of the batch, a handler, a domain CHECK or a default)
- * may ALTER the target after its metadata was read and its values
- * converted: a Datum placed in the new descriptor as it is would be read as
- * another type (an int read as a text pointer crashed the server; regress
- * nested_ddl_direct).  The statement is used then: its plan's parameter
- * types are the converted values' own, and PostgreSQL re-plans it after the
- * DDL, coercing the values or raising a clear error.
- */
-bool
-ColumnsAsConvertedPg(Relation rel, const DirectColumns &cols)
-{
-	TupleDesc desc = RelationGetDescr(rel);
-	for (int i = 0; i < cols.n; i++) {
-		AttrNumber a = cols.attnums[i];
-		if (a < 1 || a > desc->natts)
-			return false;
-		Form_pg_attribute att = TupleDescAttr(desc, a - 1);
-		if (att->attisdropped || att->atttypid != cols.types[i] || att->atttypmod != cols.typmods[i])
-			return false;
-	}
-	return true;
-}
 
 /*
  * Opens the target `relid` (RowExclusiveLock, as the statement locks it)

@@ -27,6 +27,29 @@ extern "C" {
 
 namespace cdc::pg {
 
+// The columns a direct write places Datums in, or an outbox payload is
+// formed from: attnums[i] holds values of types[i] (typmods[i]), converted
+// with the target's cached metadata (target.cpp) when the call read it.
+struct DirectColumns {
+	const AttrNumber *attnums;
+	const Oid *types;
+	const int32 *typmods;
+	int n;
+};
+
+// Is every column of `cols` still in `rel` with the type and typmod its
+// values were converted to?  User code that runs during a call (a trigger
+// of another target of the batch, a handler, a domain CHECK or a default)
+// may ALTER the target after its metadata was read and its values
+// converted: a Datum placed in the new descriptor as it is would be read as
+// another type (an int read as a text pointer crashed the server; regress
+// nested_ddl_direct).  Direct writes take the statement then (its plan's
+// parameter types are the converted values' own, and PostgreSQL re-plans
+// it after the DDL, coercing the values or raising a clear error);
+// ImageJsonbPg (outbox.cpp) refuses with 55006.  PostgreSQL regime; no
+// errors.
+bool ColumnsAsConvertedPg(Relation rel, const DirectColumns &cols);
+
 // What an executor write without a plan needs (PostgreSQL regime): an
 // EState with a one-entry range table for `rel` (requiredPerms `perms`,
 // for error reports), its ResultRelInfo with the indexes open, and the
