@@ -5,7 +5,8 @@
 -- is what makes events with and without commit_lsn comparable), so a
 -- smaller one is a broken pipeline: it was stored as the version's second
 -- component and made the change look older than it is.  A PostgreSQL
--- transaction id is never negative.  Both are refused with 22023 naming the
+-- transaction id is never negative, nor is a Debezium transaction.total_order
+-- (counted from 1).  All are refused with 22023 naming the
 -- field, in both forms of cdc_apply and in the batch, nothing claimed.
 -- commit_lsn equal to lsn, an absent commit_lsn and a txId beyond 32 bits
 -- still apply.
@@ -27,13 +28,19 @@ SELECT cdc_apply(dbz('c', 'evp', '{"id": 1, "v": "a"}', '0/20', -922337203685477
 SELECT * FROM cdc_apply_batch(ARRAY[dbz('c', 'evp', '{"id": 2, "v": "b"}', '0/30', 2),
                                     dbz('c', 'evp', '{"id": 3, "v": "c"}', '0/40', -3)],
                               'evp');
+-- a negative transaction.total_order: refused (jsonb, text, batch); 0 and up still apply below
+SELECT cdc_apply(dbz('c', 'evp', '{"id": 1, "v": "a"}', '0/20', 1, total_order => -1), 'evp');
+SELECT cdc_apply(dbz('c', 'evp', '{"id": 1, "v": "a"}', '0/20', 1, total_order => -2147483648)::text, 'evp');
+SELECT * FROM cdc_apply_batch(ARRAY[dbz('c', 'evp', '{"id": 2, "v": "b"}', '0/30', 2, total_order => 1),
+                                    dbz('c', 'evp', '{"id": 3, "v": "c"}', '0/40', 3, total_order => -5)],
+                              'evp');
 SELECT (SELECT count(*) FROM evp) AS rows,
        (SELECT count(*) FROM cdc.ledger WHERE target = 'evp'::regclass) AS ledger,
        (SELECT count(*) FROM cdc.entities WHERE target = 'evp'::regclass) AS entities;
 -- still applied: commit_lsn equal to lsn, above it, absent; txId 0 and beyond 32 bits
 SELECT cdc_apply(dbz('c', 'evp', '{"id": 1, "v": "a"}', '0/20', 0, clsn => '0/20'), 'evp');
 SELECT cdc_apply(dbz('c', 'evp', '{"id": 2, "v": "b"}', '0/30', 4294967296, clsn => '0/38')::text, 'evp');
-SELECT events, applied FROM cdc_apply_batch(jsonb_build_array(dbz('c', 'evp', '{"id": 3, "v": "c"}', '0/40', 9223372036854775807),
+SELECT events, applied FROM cdc_apply_batch(jsonb_build_array(dbz('c', 'evp', '{"id": 3, "v": "c"}', '0/40', 9223372036854775807, total_order => 0),
                                                               dbz('u', 'evp', '{"id": 1, "v": "a2"}', '0/50', 5)),
                                             'evp');
 SELECT * FROM evp ORDER BY id;

@@ -376,6 +376,15 @@ ParseEnvelope(const JsonView &view)
 			Bad("field \"transaction.total_order\" is out of range: " + std::to_string(*ev.total_order) +
 			        " (at most 2147483647)",
 			    "It is the change's position in its source transaction.");
+		/*
+		 * Debezium counts a transaction's events from 1; a negative position
+		 * would rank the change below the transaction's start (fresh-user
+		 * review; sql/envelope_positions.sql).
+		 */
+		if (ev.total_order && *ev.total_order < 0)
+			Bad("field \"transaction.total_order\" must not be negative, got " + std::to_string(*ev.total_order),
+			    "It is the change's position in its source transaction, counted from 1; omit the transaction block if "
+			    "the pipeline does not know it.");
 	}
 
 	if (!schema.Absent()) {
