@@ -154,9 +154,10 @@ echo
 echo "== 5. What the worker counted (cdc.stats of its four tables)"
 echo "applied = the rows of the initial copy (snapshot_rows) + the changes streamed after it; a streamed change of"
 echo "demo_orders also wrote one outbox row (the copy writes none); nothing was delivered twice here, so no"
-echo "duplicate or stale outcome. demo_orders: orders inserted before the worker's copy took its snapshot, if any, are in the copy too (snapshot"
-echo "rows above the 500 of step 2), and each pgbench transaction upserts one order and deletes another,"
-echo "so it streams about 1.5 changes per transaction where the other tables stream one:"
+echo "duplicate or stale outcome. demo_orders: orders inserted before the worker's copy took its snapshot,"
+echo "if any, are in the copy too (snapshot rows above the 500 of step 2), and each pgbench transaction"
+echo "upserts one order and deletes another, so it streams about 1.5 changes per transaction where the other"
+echo "tables stream one:"
 "${PSQL[@]}" -d destination -c "SELECT target, applied, snapshot_rows, applied - snapshot_rows AS streamed, outbox_rows, duplicate, stale
   FROM cdc.stats WHERE target::text IN ('pgbench_accounts', 'pgbench_branches', 'pgbench_tellers', 'demo_orders') ORDER BY 1::text"
 
@@ -295,9 +296,12 @@ SELECT '  ' || s.target::text,
 \echo
 \echo '== 9. cdc.audit: the worker''s mirror (steps 2-4) compared with the source, at one source snapshot'
 \echo 'hashes over key ranges on both sides, differing ranges bisected down to keys (docs/audit.md); no finding:'
+\echo 'the audit run (CALL cdc.audit):'
 CALL cdc.audit('demo');
+\echo 'its status (cdc.audit_status): tables and source rows compared, key ranges hashed, findings:'
 SELECT tables_done, rows_done AS source_rows_compared, ranges_done, findings, state FROM cdc.audit_status
  WHERE id = (SELECT max(id) FROM cdc.audit_runs);
+\echo 'rows in cdc.audit_findings (a key missing, extra or different on the destination would be one):'
 SELECT count(*) AS rows_in_audit_findings FROM cdc.audit_findings;
 SQL
 } > "$WORK/demo.sql"
