@@ -5,7 +5,8 @@ MODULEDIR = extension
 
 CORE_SRCS = src/core/json.cpp src/core/envelope.cpp src/core/version.cpp src/core/decode.cpp src/core/decision.cpp \
             src/core/copy_text.cpp src/core/modes.cpp src/core/layout.cpp src/core/batch_plan.cpp \
-            src/core/audit_sql.cpp src/core/audit_diff.cpp src/core/stats_math.cpp src/core/offset_claims.cpp
+            src/core/audit_sql.cpp src/core/audit_diff.cpp src/core/stats_math.cpp src/core/offset_claims.cpp \
+            src/core/buffer_pool.cpp
 PG_SRCS = src/pg/module.cpp src/pg/guc.cpp src/pg/guard.cpp src/pg/spi.cpp src/pg/sql_api.cpp src/pg/mapping_write.cpp src/pg/jsonb_view.cpp \
           src/pg/apply/engine.cpp src/pg/apply/target.cpp src/pg/apply/image.cpp src/pg/apply/single.cpp \
           src/pg/apply/segment.cpp src/pg/apply/outbox.cpp src/pg/apply/table_write.cpp src/pg/apply/state_store.cpp src/pg/apply/state_direct.cpp src/pg/apply/modes.cpp \

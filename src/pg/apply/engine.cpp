@@ -341,6 +341,22 @@ ApplyEngine::ApplyQueued()
 		ClaimByOffsetRange(reqs, positions, nullptr);
 	ApplyChanges(reqs, positions);
 	/*
+	 * The applied requests' images and delivery keys are spent: their
+	 * vectors and small string buffers go to the pool for the worker's
+	 * next changes (TupleImage, StampNextChange), instead of a free here
+	 * and a malloc there per value (issue 13; docs/benchmarks.md, the
+	 * twenty-fourth round).  BufferPool drops every buffer over 64 bytes
+	 * and keeps at most its byte limit.
+	 */
+	if (buffer_pool_)
+		for (ChangeRequest &r : reqs) {
+			for (std::optional<RawImage> *img : {&r.before, &r.after})
+				if (*img)
+					buffer_pool_->GiveValues(std::move((*img)->values));
+			if (r.delivery_key)
+				buffer_pool_->GiveString(std::move(*r.delivery_key));
+		}
+	/*
 	 * The emptied vectors go back to the queue with their capacity: else
 	 * every batch grows the queue again from nothing, moving its requests
 	 * at each doubling (about 1 % of the worker's CPU).  What the queue

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "core/batch_plan.hpp"
+#include "core/buffer_pool.hpp"
 #include "core/decision.hpp"
 #include "core/decode.hpp"
 #include "core/envelope.hpp"
@@ -31,7 +32,7 @@ using cdc::Counters; // per-target outcome counts (core/batch_plan.hpp)
 // received, kept for cdc.conflicts and for delete outbox payloads.
 struct RawImage {
 	// Mutable only for Release(): the engine takes requests as const.
-	mutable std::vector<std::pair<std::string, DecodedValue>> values;
+	mutable cdc::ImageValues values;
 	// The image's JSON object as received, for what keeps it (cdc.conflicts,
 	// cdc.dead_letter, the outbox payload of a delete whose row the
 	// destination never had), made on first use, not per change: the
@@ -227,6 +228,15 @@ class ApplyEngine final : private ContextSource {
 	// Bytes of the queued images (column names, values and JSON forms): what
 	// the queue holds in memory, give or take the fixed per-change overhead.
 	size_t QueuedBytes() const { return queued_bytes_; }
+	// Spent buffers of applied queued requests, for the worker's next ones
+	// (core/buffer_pool.hpp): an image's values vector to write over with an
+	// ImageWriter, an empty string for a delivery key.  With a pool set
+	// (the worker's, which outlives its engines: one per group), ApplyQueued
+	// gives back what its requests held; without one (every other caller)
+	// these return fresh ones and nothing is kept.
+	void UseBufferPool(cdc::BufferPool *pool) { buffer_pool_ = pool; }
+	cdc::ImageValues TakeImageValues() { return buffer_pool_ ? buffer_pool_->TakeValues() : cdc::ImageValues(); }
+	std::string TakeKeyBuffer() { return buffer_pool_ ? buffer_pool_->TakeString() : std::string(); }
 
 	// Applies the queued changes with ApplyChanges() and empties the queue
 	// (also when it throws: the transaction is then aborted anyway).  Errors
@@ -398,6 +408,7 @@ class ApplyEngine final : private ContextSource {
 	std::vector<ChangeRequest> queued_;      // Enqueue() .. ApplyQueued()
 	std::vector<size_t> queued_positions_;
 	size_t queued_bytes_ = 0;
+	cdc::BufferPool *buffer_pool_ = nullptr; // UseBufferPool
 	std::optional<bool> pending_claim_;
 	// ApplyChanges' claims made beforehand (claims by offset range), per
 	// request: 1 a new claim, 0 processed before, kClaimByDigest not made

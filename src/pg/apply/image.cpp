@@ -433,6 +433,15 @@ RawImage::Release() const
 	source_.reset();
 	view_ = nullptr;
 	for (auto &v : values) {
+		/*
+		 * A text in a small buffer is emptied, its buffer kept: the worker
+		 * writes its next images into the spent ones (core/buffer_pool.hpp);
+		 * what holds an event-sized value is freed.
+		 */
+		if (v.second.text.capacity() <= cdc::BufferPool::kKeptStringBytes) {
+			v.second.text.clear();
+			continue;
+		}
 		bytes += v.second.text.capacity();
 		std::string().swap(v.second.text);
 	}

@@ -1162,8 +1162,12 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 				MarkCreateFromRecord(c, effects);
 	std::map<Oid, std::vector<const Chain *>> by_target;
 	for (const Chain &c : chains)
-		if (c.set_based && !c.applied.empty())
-			by_target[c.t->relid].push_back(&c);
+		if (c.set_based && !c.applied.empty()) {
+			std::vector<const Chain *> &list = by_target[c.t->relid];
+			if (list.empty())
+				list.reserve(chains.size()); /* grown from nothing per segment otherwise (issue 13) */
+			list.push_back(&c);
+		}
 	for (const auto &[relid, list] : by_target) {
 		const Target &t = *list.front()->t;
 		stage("writing their rows", &t);

@@ -73,6 +73,21 @@ Submit(ChangeRequest &&req, size_t position)
 	}
 }
 
+/*
+ * The spent buffers of the worker's applied queues (core/buffer_pool.hpp):
+ * the images and delivery keys of its next changes are written into them
+ * (TupleImage, StampNextChange) instead of allocated, change by change
+ * (issue 13).  One per worker process, so that it outlives the engine of a
+ * group; at most 2 MB of buffers of at most 64 bytes each (docs/worker.md,
+ * "Batches").
+ */
+cdc::BufferPool &
+WorkerBufferPool()
+{
+	static cdc::BufferPool pool(2 * 1024 * 1024);
+	return pool;
+}
+
 namespace {
 
 
@@ -82,25 +97,28 @@ RawImage
 TupleImage(const LogicalRepRelation *rel, const LogicalRepTupleData *tup, bool key_only)
 {
 	RawImage img;
-	img.values.reserve(size_t(tup->ncols < rel->natts ? tup->ncols : rel->natts));
+	/* written over the spent values of an applied change: their buffers are reused (core/buffer_pool.hpp) */
+	cdc::ImageWriter values(W->engine->TakeImageValues());
+	values.Reserve(size_t(tup->ncols < rel->natts ? tup->ncols : rel->natts));
 	for (int i = 0; i < tup->ncols && i < rel->natts; i++) {
 		if (key_only && !bms_is_member(i, rel->attkeys))
 			continue;
 		const char *name = rel->attnames[i];
 		switch (tup->colstatus[i]) {
 		case LOGICALREP_COLUMN_NULL:
-			img.values.emplace_back(name, DecodedValue::Null());
+			values.Add(name, DecodedValue::Kind::Null);
 			break;
 		case LOGICALREP_COLUMN_UNCHANGED:
-			img.values.emplace_back(name, DecodedValue::Unavailable());
+			values.Add(name, DecodedValue::Kind::Unavailable);
 			break;
 		case LOGICALREP_COLUMN_TEXT:
-			img.values.emplace_back(name, DecodedValue::Text(std::string(tup->colvalues[i].data, tup->colvalues[i].len)));
+			values.Add(name, DecodedValue::Kind::Text, std::string_view(tup->colvalues[i].data, size_t(tup->colvalues[i].len)));
 			break;
 		default:
 			throw cdc::InputError("0A000", std::string("column \"") + name + "\" arrived in binary format, which the worker does not request");
 		}
 	}
+	img.values = values.Finish();
 	return img;
 }
 
@@ -140,7 +158,7 @@ StampNextChange(ChangeRequest &req, const LogicalRepRelation *rel)
 	char seq[16];
 	const char *seq_end = std::to_chars(seq, seq + sizeof seq, W->seq).ptr;
 	const size_t prefix_len = strlen(W->dk_prefix);
-	std::string &dk = req.delivery_key.emplace();
+	std::string &dk = req.delivery_key.emplace(W->engine->TakeKeyBuffer()); /* a spent key's buffer, if any */
 	dk.reserve(prefix_len + size_t(seq_end - seq));
 	dk.append(W->dk_prefix, prefix_len).append(seq, size_t(seq_end - seq));
 }

@@ -41,6 +41,8 @@ begin_local_xact(void)
 		W->engine->SetWorkerIdentity(W->owner, W->run_as_owner, W->name);
 		/* one complete ordered stream: may write stream-ordered targets (docs/semantics.md) */
 		W->engine->SetStreamIntake(true);
+		/* the spent buffers of the worker's earlier queues, for this group's changes */
+		W->engine->UseBufferPool(&WorkerBufferPool());
 	});
 	W->queue_spans = false;
 	W->batch_limit = cdc_apply_batch_changes;

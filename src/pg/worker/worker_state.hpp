@@ -187,6 +187,8 @@ extern MemoryContext CdcStreamContext; /* the open chunk's file handle; reset at
 bool fault(const char *point);
 bool fault_after_change(int nchanges);
 void fault_pause(const char *transition);
+/* The spent buffers of the worker's applied queues, for its next changes (pgoutput.cpp). */
+cdc::BufferPool &WorkerBufferPool();
 
 /* status.cpp: the worker's own statements, cdc.subscription_state, errors */
 int spi_exec(const char *sql, int nargs, const char **args);
