@@ -178,7 +178,9 @@ GuardKeyOutsideIdentity(const LogicalRepRelation *rel, const ChangeRequest &req)
 {
 	if (rel->replident == REPLICA_IDENTITY_FULL)
 		return; /* the old tuple carries every column */
-	std::vector<std::string> identity;
+	/* one vector for every update, not one allocated per change (issue 13) */
+	static std::vector<std::string> identity;
+	identity.clear();
 	for (int i = 0; i < rel->natts; i++)
 		if (bms_is_member(i, rel->attkeys))
 			identity.emplace_back(rel->attnames[i]);
