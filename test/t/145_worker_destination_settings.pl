@@ -34,9 +34,9 @@ my $source = new_source('source');
 my $dest = new_dest('dest');
 
 my $ddl = q{CREATE TABLE v (id int PRIMARY KEY, ta text[], ia int[], x xml, iv interval, d date, tz timestamptz,
-                            f float8, note text);};
+                            f float8, b bytea, dr daterange, note text);};
 my $row = q{'{a,NULL,"NULL",""}', '{1,NULL}', '<a/><b/>', '-1 days +02:03:04', '2024-03-04', '2024-03-04 10:00+02',
-            0.1::float8 + 0.2::float8};
+            0.1::float8 + 0.2::float8, '\\x00ff'::bytea, '[2024-03-04,2024-03-05)'};
 $source->safe_psql('postgres', $ddl . qq{
 CREATE PUBLICATION p FOR TABLE v;
 INSERT INTO v VALUES (1, $row, 'copied');
@@ -49,8 +49,9 @@ ALTER DATABASE dst SET DateStyle = 'SQL, DMY';
 ALTER DATABASE dst SET IntervalStyle = 'sql_standard';
 ALTER DATABASE dst SET extra_float_digits = 0;
 ALTER DATABASE dst SET TimeZone = 'Asia/Kathmandu';
+ALTER DATABASE dst SET bytea_output = 'escape';
 });
-$dest->safe_psql('dst', 'CREATE EXTENSION cdc_apply; ' . $ddl);
+$dest->safe_psql('dst', 'CREATE EXTENSION cdc_apply; ' . $ddl . q{ SELECT cdc.register_mapping('v', outbox => true, source_name => 's');});
 (my $conn = $source->connstr('postgres')) =~ s/'/''/g;
 $dest->safe_psql('dst', "SELECT cdc.create_subscription('s', '$conn', ARRAY['p'])");
 
@@ -69,8 +70,8 @@ sub caught_up
 
 # Both sides read in one session's settings, the defaults.
 my $q = q{SET array_nulls = on; SET xmloption = content; SET DateStyle = ISO; SET IntervalStyle = postgres;
-          SET extra_float_digits = 3; SET TimeZone = UTC;
-          SELECT id, ta, ta[2] IS NULL, ta[3] IS NULL, ia, x::text, iv, d, tz, f, note FROM v ORDER BY id};
+          SET extra_float_digits = 3; SET TimeZone = UTC; SET bytea_output = hex;
+          SELECT id, ta, ta[2] IS NULL, ta[3] IS NULL, ia, x::text, iv, d, tz, f, b, dr, note FROM v ORDER BY id};
 
 ok(caught_up(), 'initial copy done, no error');
 is($dest->safe_psql('dst', $q), $source->safe_psql('postgres', $q), 'copy: the row equals the source (NULL element, xml content, interval, date, timestamptz, float8)');
@@ -83,10 +84,20 @@ ok(caught_up(), 'streamed changes applied, no error');
 is($dest->safe_psql('dst', $q), $source->safe_psql('postgres', $q), 'stream: the rows equal the source');
 is($dest->safe_psql('dst', q{SELECT ta[1] IS NULL AND ia[1] IS NULL FROM v WHERE id = 1}), 't', 'stream: the updated arrays hold NULL elements');
 
-# The outbox payloads carry the values applied: NULL elements and the exact float.
-is($dest->safe_psql('dst', q{SELECT string_agg(payload->'after'->>'ta' || ' ' || (payload->'after'->>'ia') || ' '
-                                                || (payload->'after'->>'f'), ', ' ORDER BY id)
-                               FROM cdc.outbox WHERE payload->'after'->>'id' = '2'}),
-	'["a", null, "NULL", ""] [1, null] 0.30000000000000004', 'outbox: the streamed row\'s payload has the NULL elements and the exact float8');
+# The outbox payloads (to_jsonb() of the row in the worker's session) carry
+# the values applied, in the same text whatever the database's settings:
+# the float8 exact (extra_float_digits 0 printed 0.3), the interval in the
+# postgres style (sql_standard printed "+0-0 -1 +2:03:04"), bytea in hex,
+# the daterange's bounds in ISO (DateStyle 'SQL, DMY' printed 04/03/2024).
+is($dest->safe_psql('dst', q{SELECT concat_ws(' ', payload->'ta', payload->'ia', payload->'f',
+                                         payload->'iv', payload->'b', payload->'dr',
+                                         payload->'x')
+                               FROM cdc.outbox WHERE entity_key->>'id' = '2'}),
+	'["a", null, "NULL", ""] [1, null] 0.30000000000000004 "-1 days +02:03:04" "\\\\x00ff" "[2024-03-04,2024-03-05)" "<a/><b/>"',
+	'outbox: the streamed row\'s payload has the NULL elements, the exact float8, the postgres interval, hex bytea, ISO range bounds');
+# timestamptz is not pinned: JSON's ISO form with the offset of the
+# database's TimeZone, the same instant.
+is($dest->safe_psql('dst', q{SELECT (payload->>'tz')::timestamptz = '2024-03-04 10:00+02' FROM cdc.outbox WHERE entity_key->>'id' = '2'}),
+	't', 'outbox: the timestamptz is the same instant');
 
 done_testing();
