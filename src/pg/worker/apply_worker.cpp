@@ -481,6 +481,31 @@ cdc_apply_worker_main(Datum arg)
 	 */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 	/*
+	 * The settings that change how the columns' input functions read the
+	 * source's text, at their defaults whatever a database or role setting
+	 * of the destination says (docs/worker.md, "Values on the wire"): with
+	 * array_nulls = off an array element NULL was read as the string
+	 * "NULL" into a text[] (a silent difference) and refused in an int[]
+	 * (the copy and the stream retried without end); with xmloption =
+	 * document an xml value the source holds as content was refused
+	 * (TAP 145).  As pg_dump's restore sets xmloption = content.
+	 */
+	SetConfigOption("array_nulls", "on", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("xmloption", "content", PGC_SUSET, PGC_S_OVERRIDE);
+	/*
+	 * And the ones that change the text of the outbox payloads (to_jsonb()
+	 * of the written row, which prints ranges, intervals, bytea and floats
+	 * with their output functions), at their defaults: extra_float_digits
+	 * = 0 printed the applied 0.30000000000000004 as 0.3, IntervalStyle,
+	 * bytea_output and DateStyle (a range's bounds) changed the payload's
+	 * text with the database (TAP 145).  TimeZone is left to the database:
+	 * a timestamptz's JSON text carries its offset.
+	 */
+	SetConfigOption("extra_float_digits", "1", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("IntervalStyle", "postgres", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("bytea_output", "hex", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("DateStyle", "ISO, MDY", PGC_SUSET, PGC_S_OVERRIDE);
+	/*
 	 * The worker writes, as the bootstrap superuser it connected as, whatever
 	 * the database's settings say (default_transaction_read_only, role:
 	 * worker.hpp).  PostgreSQL's own apply worker is
