@@ -100,4 +100,14 @@ is($dest->safe_psql('dst', q{SELECT concat_ws(' ', payload->'ta', payload->'ia',
 is($dest->safe_psql('dst', q{SELECT (payload->>'tz')::timestamptz = '2024-03-04 10:00+02' FROM cdc.outbox WHERE entity_key->>'id' = '2'}),
 	't', 'outbox: the timestamptz is the same instant');
 
+# cdc.resync applies in the caller's session "as the worker applies": the
+# same settings pinned for its repairs.  The caller's session here takes the
+# database's array_nulls = off and xmloption = document.
+$dest->safe_psql('dst', q{SET session_replication_role = replica; DELETE FROM v WHERE id = 2});
+my ($audit_id, $findings) = split /\|/, $dest->safe_psql('dst', q{CALL cdc.audit('s')});
+is($findings, '1', 'resync: the audit finds the row deleted at the destination');
+my ($rc, $out, $err) = $dest->psql('dst', qq{CALL cdc.resync('s', audit => $audit_id)});
+is($rc, 0, 'resync: no error') or diag($err);
+is($dest->safe_psql('dst', $q), $source->safe_psql('postgres', $q), 'resync: the rows equal the source (the NULL elements and the xml content too)');
+
 done_testing();
