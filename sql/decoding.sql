@@ -193,3 +193,18 @@ SELECT target, temporal_unit FROM cdc.register_mapping('dec_bare', temporal_unit
 SELECT cdc_apply(dbz('u', 'dec_bare', '{"id": 3, "tstz": 1559033904863123456}', '0/2600', 6), 'dec_bare');
 SELECT id, tstz AT TIME ZONE 'UTC' AS tstz_utc FROM dec_bare ORDER BY id;
 SELECT ledger_count('dec_bare') AS ledger, applied FROM cdc.stats WHERE target = 'dec_bare'::regclass;
+
+-- The session's array_nulls and xmloption do not change what an envelope
+-- means: a JSON null element is an array NULL, and an xml value the source
+-- held as content is read as content (found by a fidelity review, h3: with
+-- array_nulls = off the element became the string "NULL" in a text[] and
+-- was refused in an int[]; with xmloption = document the xml was refused).
+CREATE TABLE arr_settings (id int PRIMARY KEY, ta text[], ia int[], x xml);
+SET array_nulls = off;
+SET xmloption = document;
+SELECT cdc_apply(dbz('c', 'arr_settings', '{"id": 1, "ta": ["a", null, "NULL"], "ia": [1, null], "x": "<a/><b/>"}', '0/2700', 7),
+                 'arr_settings');
+SELECT id, ta, ta[2] IS NULL AS ta2_null, ta[3] IS NULL AS ta3_null, ia, ia[2] IS NULL AS ia2_null, x::text FROM arr_settings;
+SELECT current_setting('array_nulls') AS array_nulls, current_setting('xmloption') AS xmloption;
+RESET array_nulls;
+RESET xmloption;
