@@ -129,7 +129,15 @@ struct TableResync {
 			/* as the worker applies: its session settings are this session's own, triggers as on a replica */
 			dest.Unpin();
 			Params none;
-			Execute("SELECT pg_catalog.set_config('session_replication_role', 'replica', true)", none, false);
+			/*
+			 * And the settings the worker pins for reading the source's text
+			 * (docs/worker.md, "The destination's settings"): with the
+			 * caller's array_nulls = off an array's NULL element was refused
+			 * in an int[] and became the string "NULL" in a text[] (TAP 145)
+			 */
+			Execute("SELECT pg_catalog.set_config('session_replication_role', 'replica', true), "
+			        "pg_catalog.set_config('array_nulls', 'on', true), pg_catalog.set_config('xmloption', 'content', true)",
+			        none, false);
 			ApplyEngine engine;
 			/*
 			 * As the worker applies: as the subscription's owner or the
