@@ -44,6 +44,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "pgtime.h"
 #include "utils/datetime.h"
+#include "utils/xml.h"
 }
 
 namespace cdc::pg {
@@ -258,6 +259,30 @@ NormaliseNumbersPg(Oid type, Datum v)
 }
 
 } // namespace
+
+/*
+ * The input function's value of `text` with the settings that change how
+ * input functions read a value at their defaults, for the call only (as
+ * OutputInSettledSettingsPg sets its own): array_nulls on (the array
+ * literals of envelopes and the source's array text spell a NULL element
+ * NULL, which array_nulls = off reads as the string "NULL" or refuses)
+ * and xmloption content (an xml value the source holds as content is
+ * refused as a document).  A session with the defaults pays a comparison.
+ */
+Datum
+InputInSettledSettingsPg(FmgrInfo *in_fn, char *text, Oid ioparam, int32 typmod)
+{
+	if (Array_nulls && xmloption == XMLOPTION_CONTENT)
+		return InputFunctionCall(in_fn, text, ioparam, typmod);
+	int nest = NewGUCNestLevel();
+	if (!Array_nulls)
+		(void) set_config_option("array_nulls", "on", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	if (xmloption != XMLOPTION_CONTENT)
+		(void) set_config_option("xmloption", "content", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	Datum v = InputFunctionCall(in_fn, text, ioparam, typmod);
+	AtEOXact_GUC(true, nest);
+	return v;
+}
 
 /*
  * The output text of a value as a session with PostgreSQL's default
@@ -589,7 +614,8 @@ ConvertCell(const Target &t, int idx, const DecodedValue &dv, const char *which,
 		const bool null = dv.kind == DecodedValue::Kind::Null; /* a domain's: its input checks NULL (ConvertImage) */
 		if (null || !StrictTimestampPg(col, dv.text, cell.value))
 			cell.value = PgCallAs(col.user_type ? as : RunAs::Caller(), [&]() {
-				return InputFunctionCall(col.in_fn, null ? nullptr : const_cast<char *>(dv.text.c_str()), col.ioparam, col.typmod);
+				return InputInSettledSettingsPg(col.in_fn, null ? nullptr : const_cast<char *>(dv.text.c_str()), col.ioparam,
+				                                col.typmod);
 			});
 		if (null) {
 			cell.value = (Datum) 0;

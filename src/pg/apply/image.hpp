@@ -139,6 +139,10 @@ std::string CompactKeySql(const std::vector<std::string> &columns);
 // intervals), whatever the session's settings.  `out_fn`: the type's output
 // function, for the other types.  PostgreSQL regime; palloc'd result.
 char *SettledTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum value);
+// The input function's value of `text` with array_nulls on and xmloption
+// content for the call, whatever the session's (a NULL element of an array
+// literal is NULL; xml content is read as content).
+Datum InputInSettledSettingsPg(FmgrInfo *in_fn, char *text, Oid ioparam, int32 typmod);
 // The key text of `value` (a key column's), as entity records name it:
 // SettledTextPg's, with numeric without trailing zeros and float -0 as 0.
 // cdc._key_text() in SQL.  PostgreSQL regime; palloc'd result.

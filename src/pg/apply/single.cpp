@@ -994,7 +994,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 					continue;
 				}
 				cell.value = PgCallAs(col.user_type ? as : RunAs::Caller(), [&]() {
-					return InputFunctionCall(col.in_fn, const_cast<char *>(text->c_str()), col.ioparam, col.typmod);
+					return InputInSettledSettingsPg(col.in_fn, const_cast<char *>(text->c_str()), col.ioparam, col.typmod);
 				});
 				cell.text = *text;
 				cell.isnull = false;
