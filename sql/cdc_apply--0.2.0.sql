@@ -772,14 +772,18 @@ COMMENT ON COLUMN cdc.stream_mark.v3 IS 'Version component 4 (0 on the worker pa
 COMMENT ON COLUMN cdc.stream_mark.updated_s IS 'When the mark last moved, in whole seconds since 2000-01-01 00:00 UTC (cdc.seconds_to_timestamptz).';
 COMMENT ON COLUMN cdc.stream_mark.src IS 'cdc.source id of the stream''s source (pg:<system identifier> on the worker path). A stream-ordered target has marks of one source only.';
 
-CREATE VIEW cdc.stream_marks AS
+-- security_barrier and row_security_active, as cdc.entities: a reader's own
+-- function in a WHERE clause saw the targets of every mark before the
+-- privilege filter, and a reader under a policy of the target read its mark
+-- (security review h2, sql/stream_marks_barrier.sql).
+CREATE VIEW cdc.stream_marks WITH (security_barrier) AS
   SELECT m.target, s.name AS source_name, ARRAY[m.v0::bigint, m.v1, m.v2, m.v3::bigint] AS version,
          cdc.seconds_to_timestamptz(m.updated_s) AS updated_at
     FROM cdc.stream_mark m
     JOIN cdc.source s ON s.id = m.src
-   WHERE pg_catalog.has_table_privilege(m.target, 'SELECT');
+   WHERE pg_catalog.has_table_privilege(m.target, 'SELECT') AND NOT pg_catalog.row_security_active(m.target);
 COMMENT ON VIEW cdc.stream_marks IS
-  'Readable form of cdc.stream_mark: per stream-ordered target (and per target switched back to entity ordering) the source and the version of the last change applied from it, and when it moved; only targets the current role may SELECT from.';
+  'Readable form of cdc.stream_mark: per stream-ordered target (and per target switched back to entity ordering) the source and the version of the last change applied from it, and when it moved; only targets the current role may SELECT from without row-level security applying to it (as cdc.entities).';
 ALTER TABLE cdc.stream_mark ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readable_targets ON cdc.stream_mark FOR SELECT TO PUBLIC
   USING (pg_catalog.has_table_privilege(target, 'SELECT') AND NOT pg_catalog.row_security_active(target));
