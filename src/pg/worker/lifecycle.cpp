@@ -110,9 +110,13 @@ database_eligible(Oid db, const char *dbname)
  * kept the next away for kHoldMs, so a loop of them stopped its pruning for
  * good, and a database with subscriptions was named so to that role
  * (review h4, TAP 132).
+ * With `unserving` (ALTER DATABASE ... ALLOW_CONNECTIONS false or
+ * IS_TEMPLATE true, database_unserving) the command is refused, as DROP
+ * DATABASE is, while the database has subscriptions, and nothing is
+ * stopped otherwise: it does not need the database to itself.
  */
 void
-guard_database_command(const char *dbname, bool dropping, bool needs_createdb)
+guard_database_command(const char *dbname, bool dropping, bool needs_createdb, bool unserving = false)
 {
 	if (CdcRegistry == NULL || dbname == NULL)
 		return;
@@ -137,7 +141,7 @@ guard_database_command(const char *dbname, bool dropping, bool needs_createdb)
 		int launcher = d->launcher_pid;
 		if (state == CDC_DB_UNKNOWN || state == CDC_DB_CHECKING)
 			d->urgent = true;
-		else if ((state == CDC_DB_SERVED && nsubs == 0) || state == CDC_DB_IDLE)
+		else if (((state == CDC_DB_SERVED && nsubs == 0) || state == CDC_DB_IDLE) && !unserving)
 			d->hold_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kHoldMs);
 		LWLockRelease(CdcRegistryLock());
 
@@ -149,8 +153,17 @@ guard_database_command(const char *dbname, bool dropping, bool needs_createdb)
 				                errmsg("database \"%s\" has cdc_apply subscriptions", dbname),
 				                errdetail("Their replication slots on the source servers would keep WAL for ever."),
 				                errhint("Drop them first in that database with cdc.drop_subscription(name, drop_slot => true).")));
+			if (unserving)
+				ereport(ERROR, (errcode(ERRCODE_OBJECT_IN_USE),
+				                errmsg("database \"%s\" has cdc_apply subscriptions", dbname),
+				                errdetail("A database that allows no connections, or a template, is not served: its "
+				                          "subscriptions would stop, and DROP DATABASE would no longer be refused, leaving "
+				                          "their replication slots on the source servers to keep WAL for ever."),
+				                errhint("Drop them first in that database with cdc.drop_subscription(name, drop_slot => true).")));
 			return;
 		}
+		if (unserving)
+			return; /* nothing to stop: the command does not need the database to itself */
 		if (state == CDC_DB_SERVED || state == CDC_DB_IDLE) {
 			/* no subscriptions: at most the database launcher is connected (an idle one is visiting); stop it */
 			if (launcher != 0) {
@@ -183,6 +196,27 @@ guard_database_command(const char *dbname, bool dropping, bool needs_createdb)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/*
+ * ALTER DATABASE's options make the database one the launcher does not serve
+ * (database_eligible): ALLOW_CONNECTIONS false or IS_TEMPLATE true.  Its
+ * owner, who need not be a superuser, could otherwise stop its
+ * subscriptions and, once its workers were gone (a restart), drop it
+ * unguarded with their slots left on the sources (security review h2,
+ * TAP 141).  A bad value is PostgreSQL's error, raised here as there.
+ */
+bool
+database_unserving(List *options)
+{
+	ListCell *lc;
+	foreach (lc, options) {
+		DefElem *opt = (DefElem *) lfirst(lc);
+		if ((strcmp(opt->defname, "allow_connections") == 0 && !defGetBoolean(opt)) ||
+		    (strcmp(opt->defname, "is_template") == 0 && defGetBoolean(opt)))
+			return true;
+	}
+	return false;
 }
 
 /* The database named by option `name` (e.g. CREATE DATABASE's template) of a utility statement, or NULL. */
@@ -327,6 +361,8 @@ lifecycle_process_utility(PlannedStmt *pstmt, const char *queryString, bool read
 	case T_AlterDatabaseStmt:
 		if (database_option(((AlterDatabaseStmt *) stmt)->options, "tablespace") != NULL)
 			guard_database_command(((AlterDatabaseStmt *) stmt)->dbname, false, false);
+		if (database_unserving(((AlterDatabaseStmt *) stmt)->options))
+			guard_database_command(((AlterDatabaseStmt *) stmt)->dbname, false, false, true);
 		break;
 	case T_CreatedbStmt:
 		guard_database_command(database_option(((CreatedbStmt *) stmt)->options, "template"), false, true);
