@@ -284,6 +284,14 @@ InputInSettledSettingsPg(FmgrInfo *in_fn, char *text, Oid ioparam, int32 typmod)
 	return v;
 }
 
+Datum
+InputInSettledSettingsPg(Oid in_fn, char *text, Oid ioparam, int32 typmod)
+{
+	FmgrInfo flinfo;
+	fmgr_info(in_fn, &flinfo);
+	return InputInSettledSettingsPg(&flinfo, text, ioparam, typmod);
+}
+
 /*
  * The output text of a value as a session with PostgreSQL's default
  * settings and TimeZone UTC prints it, whatever the session's settings:

@@ -143,6 +143,9 @@ char *SettledTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum
 // content for the call, whatever the session's (a NULL element of an array
 // literal is NULL; xml content is read as content).
 Datum InputInSettledSettingsPg(FmgrInfo *in_fn, char *text, Oid ioparam, int32 typmod);
+// The same by the input function's OID (as OidInputFunctionCall): the
+// audit's key values (audit/tables.cpp).
+Datum InputInSettledSettingsPg(Oid in_fn, char *text, Oid ioparam, int32 typmod);
 // The key text of `value` (a key column's), as entity records name it:
 // SettledTextPg's, with numeric without trailing zeros and float -0 as 0.
 // cdc._key_text() in SQL.  PostgreSQL regime; palloc'd result.

@@ -4,6 +4,7 @@
 #include "core/errors.hpp"
 #include "core/json.hpp"
 #include "pg/worker/worker.hpp"
+#include "pg/apply/image.hpp"
 #include "pg/apply/target.hpp"
 
 extern "C" {
@@ -110,7 +111,7 @@ Datum
 KeyDatum(const DestTable &t, const KeyColumn &c, const std::string &text)
 {
 	return PgCallAs(c.user_type ? ReaderOf(t) : RunAs::Caller(), [&]() {
-		return OidInputFunctionCall(c.input, const_cast<char *>(text.c_str()), c.ioparam, c.typmod);
+		return cdc::pg::InputInSettledSettingsPg(c.input, const_cast<char *>(text.c_str()), c.ioparam, c.typmod);
 	});
 }
 
