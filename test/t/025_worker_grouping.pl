@@ -98,42 +98,64 @@ cmp_ok($c1 - $c0, '<', 2000 / 10, 'they were committed in groups: ' . ($c1 - $c0
 cmp_ok($c1 - $c0, '>=', 4, 'no group larger than cdc.group_max_transactions (500)');
 
 # --- kill -9 of the destination twice during a grouped catch-up ------------
-# Made deterministic with row locks: a destination session locks a row that
-# the backlog updates in the middle of a group, so the worker stops there
-# with part of the group applied and uncommitted; then kill -9.  The second
-# lock is taken while the restarted worker keeps exiting at its first change
-# (fault point after_change:1), so that it cannot pass the row first.
-$source->safe_psql('postgres', 'INSERT INTO g VALUES (900001, 0, NULL), (900002, 0, NULL)');
-$changes += 2;
-ok(wait_caught_up($source, $dest, 'grp'), 'two rows to lock');
+# Row locks stop the worker in the middle of a group: a destination session
+# locks a row that the backlog updates, the worker waits there with part of
+# the group applied and uncommitted, then kill -9.  The restarted worker
+# keeps exiting at its first change (fault point after_change:1) until the
+# next lock is taken, so that it cannot pass that row first.  A group also
+# closes as soon as the socket runs dry, which on a loaded machine can
+# happen just before the locked transaction: then nothing of a group is
+# open when the worker waits (seen in a fresh-clone CI run: all 1,300
+# transactions before the row committed).  Such a kill still counts for
+# exactly-once below, and the kill is tried again with a new locked row
+# further on, up to five times, until one lands in an open group.
+$source->safe_psql('postgres', 'INSERT INTO g SELECT 900000 + i, 0, NULL FROM generate_series(1, 10) i');
+$changes += 10;
+ok(wait_caught_up($source, $dest, 'grp'), 'rows to lock');
 disable_and_wait($source, $dest, 'grp');
-my $base = $dest->safe_psql('postgres', 'SELECT count(*) FROM cdc.outbox');
-my ($sql1, $sql2) = ("UPDATE g SET n = n + 1 WHERE id = 900001;\n", "UPDATE g SET n = n + 1 WHERE id = 900002;\n");
-backlog(1300, at => 1300, sql => $sql1);
-backlog(2000, at => 2000, sql => $sql2);
-$changes += 2;
 my $worker_blocked = q{SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'cdc_apply worker' AND wait_event_type = 'Lock')};
-my @at_kill;
-for my $row (900001, 900002) {
+my $lock_row = 900001;
+my $enabled = 0;
+
+# Writes a backlog of $count transactions followed by an update of the next
+# lock row, stops the worker there under a row lock and kills the
+# destination; returns whether a group was open (fewer outbox rows committed
+# than source changes before the update).
+sub kill_at_locked_row
+{
+	my ($count) = @_;
+	my $row = $lock_row++;
+	my $all_before = $changes + $count;
+	backlog($count, at => $count, sql => "UPDATE g SET n = n + 1 WHERE id = $row;\n");
+	$changes += 1;
 	my $locker = $dest->background_psql('postgres');
 	$locker->query_safe('BEGIN');
 	$locker->query_safe("SELECT id FROM g WHERE id = $row FOR UPDATE");
-	if ($row == 900001) {
-		enable_subscription($dest, 'grp');
-	} else {
+	if ($enabled) {
 		set_fault($dest, undef);    # the restarted worker may pass now
+	} else {
+		enable_subscription($dest, 'grp');
+		$enabled = 1;
 	}
-	ok($dest->poll_query_until('postgres', $worker_blocked), "the worker waits for row $row in the middle of a group");
-	push @at_kill, $dest->safe_psql('postgres', "SELECT count(*) - $base FROM cdc.outbox");
-	# the next worker must not pass row 900002 before it is locked
-	set_fault($dest, 'after_change:1') if $row == 900001;
+	ok($dest->poll_query_until('postgres', $worker_blocked), "the worker waits for row $row");
+	my $committed = $dest->safe_psql('postgres', 'SELECT count(*) FROM cdc.outbox');
+	set_fault($dest, 'after_change:1');    # the next worker must not pass the next row before it is locked
 	$dest->stop('immediate');
 	$dest->start;
 	$locker->quit;
+	note("row $row: $committed outbox rows committed at the kill, $all_before source changes before the row");
+	return $committed < $all_before;
 }
-note("outbox rows of the backlog committed when the destination was killed: @at_kill of 3302");
-cmp_ok($at_kill[0], '<', 1300, 'first kill: the transactions before row 900001 were not all committed (a group was open)');
-cmp_ok($at_kill[1], '<', 3302, 'second kill: likewise before row 900002');
+
+for my $kill ('first', 'second') {
+	my ($open, $tries) = (0, 0);
+	while (!$open && $tries < 5) {
+		$tries++;
+		$open = kill_at_locked_row($kill eq 'first' ? 1300 : 2000);
+	}
+	ok($open, "$kill kill: the transactions before the locked row were not all committed (a group was open; $tries attempt(s))");
+}
+set_fault($dest, undef);
 check_exactly_once('kill -9 twice in the middle of grouped catch-ups');
 
 # --- fault points with large groups ----------------------------------------
