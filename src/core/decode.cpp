@@ -571,6 +571,16 @@ DecimalText(const std::string &bytes, int64_t scale, const ColumnType &col, cons
 	if (scale < -kMaxDecimalScale || scale > kMaxDecimalScale)
 		Fail(sqlstate::kNumericOutOfRange, path, "decimal scale " + std::to_string(scale) + " is out of range", {},
 		     ColumnDetail(col));
+	/*
+	 * No bytes is no value: Debezium writes the unscaled value with Java's
+	 * BigInteger.toByteArray(), at least one byte, and Kafka Connect's own
+	 * Decimal.toLogical cannot read zero bytes.  It was applied as 0, making
+	 * up a value for a damaged event (fresh-user review h2;
+	 * sql/decimal_empty_bytes.sql).
+	 */
+	if (bytes.empty())
+		Fail(sqlstate::kInvalidTextRepresentation, path,
+		     "decimal value is empty: base64 of no bytes is not a Kafka Connect Decimal", {}, ColumnDetail(col));
 	if (bytes.size() > kMaxDecimalBytes)
 		Fail(sqlstate::kNumericOutOfRange, path,
 		     "decimal value of " + std::to_string(bytes.size()) + " bytes is too large", {}, ColumnDetail(col));

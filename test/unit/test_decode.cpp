@@ -486,6 +486,8 @@ TEST(SchemaDecimal, Errors)
 	ExpectDecodeError("true", &s, num, sqlstate::kInvalidTextRepresentation, {"base64"});
 	FieldSchema huge = Schema(R"({"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "99999999"}})");
 	ExpectDecodeError("\"AN6m\"", &huge, num, sqlstate::kNumericOutOfRange, {"scale"});
+	// No bytes is no Decimal (BigInteger writes at least one byte): refused, not 0 (sql/decimal_empty_bytes.sql).
+	ExpectDecodeError("\"\"", &s, num, sqlstate::kInvalidTextRepresentation, {"decimal value is empty"});
 }
 
 TEST(SchemaDecimal, VariableScale)
@@ -503,6 +505,9 @@ TEST(SchemaDecimal, VariableScale)
 	                  "", {}, "after.amount");
 	ExpectDecodeError(R"({"scale": 1, "value": "***"})", &s, num, sqlstate::kInvalidTextRepresentation,
 	                  {"after.amount.value", "base64"});
+	ExpectDecodeError(R"({"scale": 2, "value": ""})", &s, num, sqlstate::kInvalidTextRepresentation,
+	                  {"decimal value is empty"});
+	EXPECT_EQ(Text(R"({"scale": 2, "value": "AA=="})", &s, num), "0.00");
 }
 
 // --------------------------------------------------------------------------
