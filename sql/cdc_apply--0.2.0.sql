@@ -2344,6 +2344,31 @@ BEGIN
   IF array_position(publications, NULL) IS NOT NULL OR '' = ANY (publications) THEN
     RAISE EXCEPTION 'publication names must not be NULL or empty' USING ERRCODE = '22023';
   END IF;
+  -- publication names as CREATE SUBSCRIPTION takes them: each once, and
+  -- no longer than a name (no publication can have a longer one: the
+  -- worker failed at the source and retried); an owner that is a role (the
+  -- worker acts as it); fresh-user review h2, sql/subscription_args.sql
+  IF cardinality(publications) <> (SELECT count(DISTINCT p) FROM unnest(publications) p) THEN
+    RAISE EXCEPTION 'publication name % used more than once',
+      (SELECT quote_literal(p) FROM unnest(publications) p GROUP BY p HAVING count(*) > 1 ORDER BY 1 LIMIT 1)
+      USING ERRCODE = '42710';
+  END IF;
+  IF EXISTS (SELECT 1 FROM unnest(publications) p WHERE octet_length(p) > 63) THEN
+    RAISE EXCEPTION 'publication name % is longer than 63 bytes',
+      (SELECT quote_literal(left(p, 40) || '...') FROM unnest(publications) p WHERE octet_length(p) > 63 LIMIT 1)
+      USING ERRCODE = '42622', HINT = 'A publication''s name is a PostgreSQL name of at most 63 bytes.';
+  END IF;
+  IF owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = owner::oid) THEN
+    RAISE EXCEPTION 'owner must be an existing role, got OID %', owner::oid USING ERRCODE = '42704';
+  END IF;
+  IF create_slot IS NULL OR copy_data IS NULL OR enabled IS NULL OR source_epoch IS NULL THEN
+    RAISE EXCEPTION '% must not be NULL', CASE WHEN create_slot IS NULL THEN 'create_slot' WHEN copy_data IS NULL THEN 'copy_data'
+                                               WHEN enabled IS NULL THEN 'enabled' ELSE 'source_epoch' END
+      USING ERRCODE = '22004';
+  END IF;
+  IF source_epoch < 0 THEN
+    RAISE EXCEPTION 'source_epoch must not be negative, got %', source_epoch USING ERRCODE = '22023';
+  END IF;
   IF origin IS NULL OR origin NOT IN ('none', 'any') THEN
     RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', coalesce(quote_literal(origin), 'NULL')
       USING ERRCODE = '22023';
@@ -2397,7 +2422,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
-  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot (with copy_data => false the slot is created with the subscription, as CREATE SUBSCRIPTION does, so that no change made before the worker starts is missed: when the calling transaction commits, connecting to the source, so that a transaction that rolls back or fails, also in a rolled-back savepoint or a DO block, leaves no slot), records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name or slot_name (a slot name as PostgreSQL requires: lower-case letters, digits and _), 2202E publications of more than one dimension, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name), 22023 one that sets no parameter (empty, blank: libpq''s defaults would connect to this server); with create_slot and copy_data => false also, raised by the COMMIT, 08001 source unreachable, 42710 the slot exists on the source (no subscription stays); and 0A000 at PREPARE TRANSACTION (the launchers are woken when the transaction commits, which COMMIT PREPARED cannot do).';
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot (with copy_data => false the slot is created with the subscription, as CREATE SUBSCRIPTION does, so that no change made before the worker starts is missed: when the calling transaction commits, connecting to the source, so that a transaction that rolls back or fails, also in a rolled-back savepoint or a DO block, leaves no slot), records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name or slot_name (a slot name as PostgreSQL requires: lower-case letters, digits and _), 2202E publications of more than one dimension, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin, 42710 a publication name given twice, 42622 one longer than 63 bytes, 42704 an owner that is no role, 22004 a NULL create_slot, copy_data, enabled or source_epoch, 22023 a negative source_epoch, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name), 22023 one that sets no parameter (empty, blank: libpq''s defaults would connect to this server); with create_slot and copy_data => false also, raised by the COMMIT, 08001 source unreachable, 42710 the slot exists on the source (no subscription stays); and 0A000 at PREPARE TRANSACTION (the launchers are woken when the transaction commits, which COMMIT PREPARED cannot do).';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2450,6 +2475,23 @@ BEGIN
   IF array_position(publications, NULL) IS NOT NULL OR '' = ANY (publications) THEN
     RAISE EXCEPTION 'publication names must not be NULL or empty' USING ERRCODE = '22023';
   END IF;
+  -- publication names as CREATE SUBSCRIPTION takes them: each once, and
+  -- no longer than a name (no publication can have a longer one: the
+  -- worker failed at the source and retried); an owner that is a role (the
+  -- worker acts as it); fresh-user review h2, sql/subscription_args.sql
+  IF cardinality(publications) <> (SELECT count(DISTINCT p) FROM unnest(publications) p) THEN
+    RAISE EXCEPTION 'publication name % used more than once',
+      (SELECT quote_literal(p) FROM unnest(publications) p GROUP BY p HAVING count(*) > 1 ORDER BY 1 LIMIT 1)
+      USING ERRCODE = '42710';
+  END IF;
+  IF EXISTS (SELECT 1 FROM unnest(publications) p WHERE octet_length(p) > 63) THEN
+    RAISE EXCEPTION 'publication name % is longer than 63 bytes',
+      (SELECT quote_literal(left(p, 40) || '...') FROM unnest(publications) p WHERE octet_length(p) > 63 LIMIT 1)
+      USING ERRCODE = '42622', HINT = 'A publication''s name is a PostgreSQL name of at most 63 bytes.';
+  END IF;
+  IF owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = owner::oid) THEN
+    RAISE EXCEPTION 'owner must be an existing role, got OID %', owner::oid USING ERRCODE = '42704';
+  END IF;
   IF origin IS NOT NULL AND origin NOT IN ('none', 'any') THEN
     RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', quote_literal(origin) USING ERRCODE = '22023';
   END IF;
@@ -2474,7 +2516,7 @@ BEGIN
   PERFORM cdc._stop_worker(sub.subid);
 END $fn$;
 COMMENT ON FUNCTION cdc.alter_subscription(text, text, text[], bigint, regrole, boolean, text) IS
-  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, 22023 empty publications, a lower source_epoch or another origin, 22P02 a conninfo libpq cannot parse, 22023 one that sets no parameter, 2202E publications of more than one dimension.';
+  'Changes the conninfo, the publications, (only upwards) the source_epoch, the owner, run_as_owner or the origin option (none, any) of a subscription (superusers only); NULL keeps a value. A running worker is stopped and restarted by the launcher with the new settings, from the replication origin''s progress. Other publications: the new worker refreshes the subscription''s tables first, as cdc.refresh_subscription(name, copy_data) does with the subscription''s copy_data (new tables added, copied when copy_data; tables no longer published removed). Commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, 22023 empty publications, a lower source_epoch or another origin, 42710 a publication name given twice, 42622 one longer than 63 bytes, 42704 an owner that is no role, 22P02 a conninfo libpq cannot parse, 22023 one that sets no parameter, 2202E publications of more than one dimension.';
 
 CREATE FUNCTION cdc.skip_transaction(name text, commit_lsn pg_lsn, reason text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
