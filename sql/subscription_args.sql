@@ -5,8 +5,8 @@
 -- publication names given twice (PostgreSQL's CREATE SUBSCRIPTION: 42710
 -- "used more than once") or longer than a name's 63 bytes (no publication
 -- can have it: the worker failed at the source and retried); and NULL
--- create_slot, copy_data, enabled or source_epoch, and a negative
--- source_epoch, came out of the INSERT as a constraint violation quoting
+-- create_slot, copy_data, enabled or source_epoch, and a source_epoch
+-- outside 0 to 2147483647 (also by alter), came out of the INSERT as a constraint violation quoting
 -- the function's statement.  Each is now refused naming the argument,
 -- before anything is recorded; cdc.alter_subscription refuses the same
 -- owner and publications, the subscription unchanged.
@@ -37,6 +37,8 @@ SELECT cdc.create_subscription('sa_bad', 'host=/nonexistent dbname=x', ARRAY['p'
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.create_subscription('sa_bad', 'host=/nonexistent dbname=x', ARRAY['p'], source_epoch => -1, enabled => false);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.create_subscription('sa_bad', 'host=/nonexistent dbname=x', ARRAY['p'], source_epoch => 2147483648, enabled => false);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT count(*) AS subscriptions FROM cdc.subscription WHERE name = 'sa_bad';
 SELECT count(*) = :origins_before AS no_origin_left FROM pg_replication_origin;
 -- accepted: 63-byte publication names, each once, an existing owner
@@ -48,7 +50,9 @@ SELECT cdc.alter_subscription('sa_ok', publications => ARRAY['q', 'q']);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.alter_subscription('sa_ok', publications => ARRAY['q', repeat('r', 64)]);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-SELECT publications, owner FROM cdc.subscription WHERE name = 'sa_ok';
+SELECT cdc.alter_subscription('sa_ok', source_epoch => 2147483648);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT publications, owner, source_epoch FROM cdc.subscription WHERE name = 'sa_ok';
 SELECT cdc.alter_subscription('sa_ok', publications => ARRAY['q', 'r'], owner => current_user::regrole);
 SELECT publications, owner = current_user::regrole AS owner_is_me FROM cdc.subscription WHERE name = 'sa_ok';
 SELECT cdc.drop_subscription('sa_ok');
