@@ -63,8 +63,11 @@ ok(caught_up(source_lsn($source)), 'the copy is applied');
 # ---------------------------------------------------------------------------
 # 1. turning connections off or making a template: refused
 # ---------------------------------------------------------------------------
+# (every spelling of a boolean PostgreSQL takes: 0, 'off', 1, 'false')
 for my $sql ('ALTER DATABASE owned ALLOW_CONNECTIONS false', 'ALTER DATABASE owned WITH IS_TEMPLATE = true',
-	'ALTER DATABASE owned WITH CONNECTION LIMIT 5 ALLOW_CONNECTIONS = false')
+	'ALTER DATABASE owned WITH CONNECTION LIMIT 5 ALLOW_CONNECTIONS = false', 'ALTER DATABASE owned ALLOW_CONNECTIONS = 0',
+	q{ALTER DATABASE owned ALLOW_CONNECTIONS 'off'}, 'ALTER DATABASE owned IS_TEMPLATE 1',
+	q{ALTER DATABASE owned WITH IS_TEMPLATE 'on' CONNECTION LIMIT 7}, q{ALTER DATABASE owned ALLOW_CONNECTIONS 'false'})
 {
 	my ($rc, $out, $err) = as_dbo($sql);
 	isnt($rc, 0, "dbo: $sql is refused");
@@ -91,11 +94,16 @@ is(rows($dest, 'owned'), rows($source, 'postgres'), 'the rows equal the source')
 # ---------------------------------------------------------------------------
 # 3. other options: allowed
 # ---------------------------------------------------------------------------
+# (DEFAULT: PostgreSQL's ALLOW_CONNECTIONS DEFAULT is true and IS_TEMPLATE
+# DEFAULT false, the values that keep the database served; IS_TEMPLATE
+# DEFAULT was refused by the guard, which read a DEFAULT as true: review h3)
 for my $sql ('ALTER DATABASE owned ALLOW_CONNECTIONS true', 'ALTER DATABASE owned IS_TEMPLATE false',
-	'ALTER DATABASE owned CONNECTION LIMIT 50')
+	'ALTER DATABASE owned CONNECTION LIMIT 50', 'ALTER DATABASE owned IS_TEMPLATE DEFAULT',
+	'ALTER DATABASE owned WITH ALLOW_CONNECTIONS DEFAULT IS_TEMPLATE = DEFAULT', q{ALTER DATABASE owned IS_TEMPLATE 'off'})
 {
 	my ($rc, $out, $err) = as_dbo($sql);
 	is($rc, 0, "dbo: $sql is allowed") or diag($err);
+	is(db_flags(), 'true:false', "dbo: $sql: the database still allows connections and is no template");
 }
 
 # ---------------------------------------------------------------------------
