@@ -204,7 +204,8 @@ guard_database_command(const char *dbname, bool dropping, bool needs_createdb, b
  * owner, who need not be a superuser, could otherwise stop its
  * subscriptions and, once its workers were gone (a restart), drop it
  * unguarded with their slots left on the sources (security review h2,
- * TAP 141).  A bad value is PostgreSQL's error, raised here as there.
+ * TAP 141).  A bad value is PostgreSQL's error, raised here as there;
+ * DEFAULT is AlterDatabase's default (connections allowed, no template).
  */
 bool
 database_unserving(List *options)
@@ -212,6 +213,13 @@ database_unserving(List *options)
 	ListCell *lc;
 	foreach (lc, options) {
 		DefElem *opt = (DefElem *) lfirst(lc);
+		/*
+		 * OPTION DEFAULT (no value) is PostgreSQL's default, allow
+		 * connections and no template, where defGetBoolean reads true:
+		 * IS_TEMPLATE DEFAULT was refused (review h3, TAP 141)
+		 */
+		if (opt->arg == NULL)
+			continue;
 		if ((strcmp(opt->defname, "allow_connections") == 0 && !defGetBoolean(opt)) ||
 		    (strcmp(opt->defname, "is_template") == 0 && defGetBoolean(opt)))
 			return true;
