@@ -19,6 +19,26 @@ SELECT * FROM cdc_apply_batch(jsonb_build_array(
 SELECT cdc_apply(dbz('c', 'anl_t', '{"id": 3, "a": ["z", null], "n": null, "m": null}', '0/40', 4)::text, 'anl_t');
 -- the session's setting is what it was
 SHOW array_nulls;
+-- also after a value's input function fails inside the call (the setting is
+-- changed for the input call only): caught in a PL/pgSQL EXCEPTION block,
+-- rolled back to a savepoint, or ending the transaction (review h3)
+DO $$
+BEGIN
+  PERFORM cdc_apply(dbz('c', 'anl_t', '{"id": 9, "n": [1, "x"]}', '0/50', 5), 'anl_t');
+EXCEPTION WHEN invalid_text_representation THEN
+  RAISE NOTICE 'caught: %; array_nulls in the block: %', sqlerrm, current_setting('array_nulls');
+END $$;
+SHOW array_nulls;
+SELECT ('{a,NULL}'::text[])[2] IS NULL AS null_element_is_null; -- f: the session's off
+BEGIN;
+SAVEPOINT s;
+SELECT cdc_apply(dbz('c', 'anl_t', '{"id": 9, "n": [1, "x"]}', '0/50', 5), 'anl_t');
+ROLLBACK TO s;
+SHOW array_nulls;
+COMMIT;
+SELECT cdc_apply(dbz('c', 'anl_t', '{"id": 9, "n": [1, "x"]}', '0/50', 5), 'anl_t');
+SHOW array_nulls;
+SELECT count(*) AS id9_rows FROM anl_t WHERE id = 9;
 RESET array_nulls;
 SELECT id, a, a[2] IS NULL AS a2_null, n, m FROM anl_t ORDER BY id;
 SELECT count(*) AS string_nulls FROM anl_t, unnest(coalesce(a, '{}')) e WHERE e = 'NULL';
