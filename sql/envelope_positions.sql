@@ -31,6 +31,8 @@ SELECT * FROM cdc_apply_batch(ARRAY[dbz('c', 'evp', '{"id": 2, "v": "b"}', '0/30
 -- a negative transaction.total_order: refused (jsonb, text, batch); 0 and up still apply below
 SELECT cdc_apply(dbz('c', 'evp', '{"id": 1, "v": "a"}', '0/20', 1, total_order => -1), 'evp');
 SELECT cdc_apply(dbz('c', 'evp', '{"id": 1, "v": "a"}', '0/20', 1, total_order => -2147483648)::text, 'evp');
+-- below 32 bits too: negative, not "at most 2147483647" (review h3)
+SELECT cdc_apply(jsonb_set(dbz('c', 'evp', '{"id": 1, "v": "a"}', '0/20', 1, total_order => 1), '{transaction,total_order}', '-3000000000'), 'evp');
 SELECT * FROM cdc_apply_batch(ARRAY[dbz('c', 'evp', '{"id": 2, "v": "b"}', '0/30', 2, total_order => 1),
                                     dbz('c', 'evp', '{"id": 3, "v": "c"}', '0/40', 3, total_order => -5)],
                               'evp');
