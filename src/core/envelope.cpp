@@ -370,21 +370,21 @@ ParseEnvelope(const JsonView &view)
 			Bad(std::string("field \"transaction\" must be an object, got ") + tx.KindName());
 		ev.transaction_id = OptString(tx.Find("id"), "transaction.id");
 		ev.total_order = OptInt(tx.Find("total_order"), "transaction.total_order");
-		/* the fourth version component is stored in 32 bits (core/layout.hpp) */
-		if (ev.total_order && (*ev.total_order < std::numeric_limits<int32_t>::min() ||
-		                       *ev.total_order > std::numeric_limits<int32_t>::max()))
-			Bad("field \"transaction.total_order\" is out of range: " + std::to_string(*ev.total_order) +
-			        " (at most 2147483647)",
-			    "It is the change's position in its source transaction.");
 		/*
 		 * Debezium counts a transaction's events from 1; a negative position
 		 * would rank the change below the transaction's start (fresh-user
-		 * review; sql/envelope_positions.sql).
+		 * review; sql/envelope_positions.sql); checked first, so that a
+		 * value below 32 bits is called negative (review h3).
 		 */
 		if (ev.total_order && *ev.total_order < 0)
 			Bad("field \"transaction.total_order\" must not be negative, got " + std::to_string(*ev.total_order),
 			    "It is the change's position in its source transaction, counted from 1; omit the transaction block if "
 			    "the pipeline does not know it.");
+		/* the fourth version component is stored in 32 bits (core/layout.hpp) */
+		if (ev.total_order && *ev.total_order > std::numeric_limits<int32_t>::max())
+			Bad("field \"transaction.total_order\" is out of range: " + std::to_string(*ev.total_order) +
+			        " (at most 2147483647)",
+			    "It is the change's position in its source transaction.");
 	}
 
 	if (!schema.Absent()) {
