@@ -2341,26 +2341,7 @@ BEGIN
   IF conninfo IS NULL OR publications IS NULL OR cardinality(publications) = 0 THEN
     RAISE EXCEPTION 'conninfo and at least one publication are required' USING ERRCODE = '22023';
   END IF;
-  IF array_position(publications, NULL) IS NOT NULL OR '' = ANY (publications) THEN
-    RAISE EXCEPTION 'publication names must not be NULL or empty' USING ERRCODE = '22023';
-  END IF;
-  -- publication names as CREATE SUBSCRIPTION takes them: each once, and
-  -- no longer than a name (no publication can have a longer one: the
-  -- worker failed at the source and retried); an owner that is a role (the
-  -- worker acts as it); fresh-user review h2, sql/subscription_args.sql
-  IF cardinality(publications) <> (SELECT count(DISTINCT p) FROM unnest(publications) p) THEN
-    RAISE EXCEPTION 'publication name % used more than once',
-      (SELECT quote_literal(p) FROM unnest(publications) p GROUP BY p HAVING count(*) > 1 ORDER BY 1 LIMIT 1)
-      USING ERRCODE = '42710';
-  END IF;
-  IF EXISTS (SELECT 1 FROM unnest(publications) p WHERE octet_length(p) > 63) THEN
-    RAISE EXCEPTION 'publication name % is longer than 63 bytes',
-      (SELECT quote_literal(left(p, 40) || '...') FROM unnest(publications) p WHERE octet_length(p) > 63 LIMIT 1)
-      USING ERRCODE = '42622', HINT = 'A publication''s name is a PostgreSQL name of at most 63 bytes.';
-  END IF;
-  IF owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = owner::oid) THEN
-    RAISE EXCEPTION 'owner must be an existing role, got OID %', owner::oid USING ERRCODE = '42704';
-  END IF;
+  PERFORM cdc._check_publications_owner(publications, owner);
   IF create_slot IS NULL OR copy_data IS NULL OR enabled IS NULL OR source_epoch IS NULL THEN
     RAISE EXCEPTION '% must not be NULL', CASE WHEN create_slot IS NULL THEN 'create_slot' WHEN copy_data IS NULL THEN 'copy_data'
                                                WHEN enabled IS NULL THEN 'enabled' ELSE 'source_epoch' END
@@ -2472,26 +2453,7 @@ BEGIN
   IF publications IS NOT NULL AND cardinality(publications) = 0 THEN
     RAISE EXCEPTION 'at least one publication is required' USING ERRCODE = '22023';
   END IF;
-  IF array_position(publications, NULL) IS NOT NULL OR '' = ANY (publications) THEN
-    RAISE EXCEPTION 'publication names must not be NULL or empty' USING ERRCODE = '22023';
-  END IF;
-  -- publication names as CREATE SUBSCRIPTION takes them: each once, and
-  -- no longer than a name (no publication can have a longer one: the
-  -- worker failed at the source and retried); an owner that is a role (the
-  -- worker acts as it); fresh-user review h2, sql/subscription_args.sql
-  IF cardinality(publications) <> (SELECT count(DISTINCT p) FROM unnest(publications) p) THEN
-    RAISE EXCEPTION 'publication name % used more than once',
-      (SELECT quote_literal(p) FROM unnest(publications) p GROUP BY p HAVING count(*) > 1 ORDER BY 1 LIMIT 1)
-      USING ERRCODE = '42710';
-  END IF;
-  IF EXISTS (SELECT 1 FROM unnest(publications) p WHERE octet_length(p) > 63) THEN
-    RAISE EXCEPTION 'publication name % is longer than 63 bytes',
-      (SELECT quote_literal(left(p, 40) || '...') FROM unnest(publications) p WHERE octet_length(p) > 63 LIMIT 1)
-      USING ERRCODE = '42622', HINT = 'A publication''s name is a PostgreSQL name of at most 63 bytes.';
-  END IF;
-  IF owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = owner::oid) THEN
-    RAISE EXCEPTION 'owner must be an existing role, got OID %', owner::oid USING ERRCODE = '42704';
-  END IF;
+  PERFORM cdc._check_publications_owner(publications, owner);
   IF origin IS NOT NULL AND origin NOT IN ('none', 'any') THEN
     RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', quote_literal(origin) USING ERRCODE = '22023';
   END IF;
@@ -2628,6 +2590,36 @@ BEGIN
 END $fn$;
 COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
   'Stops the worker and drops the subscription; when the transaction commits, also its replication origin and, with drop_slot, its slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped with a NOTICE). Transactional: a ROLLBACK, a failing DO block, a rolled-back savepoint or procedure leaves the subscription, its slot and its progress, so it may run inside a transaction block (unlike DROP SUBSCRIPTION with a slot). Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name; at COMMIT 08001 source unreachable, 55006 slot in use, 57014 statement_timeout or a cancel while another process holds the slot, aborting the transaction (the subscription stays); 0A000 at PREPARE TRANSACTION with drop_slot.';
+
+CREATE FUNCTION cdc._check_publications_owner(publications text[], owner regrole) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  IF array_position(publications, NULL) IS NOT NULL OR '' = ANY (publications) THEN
+    RAISE EXCEPTION 'publication names must not be NULL or empty' USING ERRCODE = '22023';
+  END IF;
+  -- publication names as CREATE SUBSCRIPTION takes them: each once, and
+  -- no longer than a name (no publication can have a longer one: the
+  -- worker failed at the source and retried); an owner that is a role (the
+  -- worker acts as it); fresh-user review h2, sql/subscription_args.sql
+  IF cardinality(publications) <> (SELECT count(DISTINCT p) FROM unnest(publications) p) THEN
+    RAISE EXCEPTION 'publication name % used more than once',
+      (SELECT quote_literal(p) FROM unnest(publications) p GROUP BY p HAVING count(*) > 1 ORDER BY 1 LIMIT 1)
+      USING ERRCODE = '42710';
+  END IF;
+  IF EXISTS (SELECT 1 FROM unnest(publications) p WHERE octet_length(p) > 63) THEN
+    RAISE EXCEPTION 'publication name % is longer than 63 bytes',
+      (SELECT quote_literal(left(p, 40) || '...') FROM unnest(publications) p WHERE octet_length(p) > 63 LIMIT 1)
+      USING ERRCODE = '42622', HINT = 'A publication''s name is a PostgreSQL name of at most 63 bytes.';
+  END IF;
+  IF owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = owner::oid) THEN
+    RAISE EXCEPTION 'owner must be an existing role, got OID %', owner::oid USING ERRCODE = '42704';
+  END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cdc._check_publications_owner(text[], regrole) IS
+  'Internal (cdc.create_subscription, cdc.alter_subscription): checks the publication names as CREATE SUBSCRIPTION takes them and the owner. Publications NULL (alter: unchanged) and owner NULL pass. Errors: 22023 a NULL or empty name, 42710 a name given twice, 42622 a name longer than 63 bytes, 42704 an owner OID that is no role (''-'', a dropped role''s OID).';
 
 CREATE FUNCTION cdc._check_conninfo(conninfo text) RETURNS void
 LANGUAGE c STRICT IMMUTABLE
@@ -2774,6 +2766,7 @@ REVOKE ALL ON FUNCTION cdc.refresh_subscription(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc.resync_table(text, regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._publication_tables(text, text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._check_conninfo(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cdc._check_publications_owner(text[], regrole) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._reconcile_tables(integer, text[], text[], boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._stop_worker(integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cdc._stop_subscription_workers(integer, bigint) FROM PUBLIC;
