@@ -11,9 +11,14 @@
 # ("permission denied for table a"), nothing of it commits, and the retry
 # refuses the first transaction too (applied under the rights of its local
 # commit, which is after the REVOKE).  After GRANT everything is applied.
-# What a group does not check again: the role switch (membership of the
-# table's owner, SUPERUSER) decided at its first change of a table; see
-# docs/security.md, "The owner's lifecycle".
+# Part 2: the role switch (the subscription owner applies as the table's
+# owner because it is a member of it) was decided once per group and table:
+# with the membership revoked while the group was open, the group's next
+# source transaction (committed on the source after the REVOKE) was applied
+# as the table's owner (rows 10 and 11 committed).  Now the worker takes the
+# invalidations at each source transaction's BEGIN and a change of a role or
+# membership makes Authorize decide again (docs/security.md, "The owner's
+# lifecycle").
 use strict;
 use warnings;
 use FindBin;
@@ -75,6 +80,51 @@ $dest->safe_psql('postgres', 'GRANT INSERT ON public.a TO subo');
 ok(wait_caught_up($source, $dest, 'sub', $after), 'GRANT again: the worker catches up');
 same_id_n_rows($source, $dest, 'public.a', 'end');
 same_id_n_rows($source, $dest, 'public.x', 'end');
+
+# ---------------------------------------------------------------------------
+# 2. The membership that lets the subscription owner apply as the table's
+#    owner, revoked while the group is open: the role switch was decided at
+#    the group's first change of the table and is decided again
+# ---------------------------------------------------------------------------
+my $tables2 = q{
+CREATE TABLE public.c (id int PRIMARY KEY, n int);
+CREATE TABLE public.y (id int PRIMARY KEY, n int);
+};
+$source->safe_psql('postgres', $tables2 . q{
+CREATE PUBLICATION pub2 FOR TABLE public.c, public.y;
+INSERT INTO public.y VALUES (1, 0);
+});
+$dest->safe_psql('postgres', $tables2 . q{
+CREATE ROLE carol;
+CREATE ROLE cown IN ROLE carol;
+ALTER TABLE public.c OWNER TO carol;
+ALTER TABLE public.y OWNER TO carol;
+});
+create_subscription($dest, $source, 'sub2', ['pub2'], "owner => 'cown'");
+$source->safe_psql('postgres', 'INSERT INTO public.c VALUES (1, 1)');
+ok(wait_caught_up($source, $dest, 'sub2'), 'sub2 copies and streams');
+
+$locker = $dest->background_psql('postgres');
+$locker->query_safe('BEGIN');
+$locker->query_safe('SELECT id FROM public.y WHERE id = 1 FOR UPDATE');
+$source->safe_psql('postgres', 'BEGIN; INSERT INTO public.c VALUES (10, 10); UPDATE public.y SET n = n + 1 WHERE id = 1; COMMIT');
+ok($dest->poll_query_until('postgres',
+	q{SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_type = 'cdc_apply worker' AND wait_event_type = 'Lock')}),
+	'sub2: the worker waits for the locked row, its group open');
+$dest->safe_psql('postgres', 'REVOKE carol FROM cown');
+$source->safe_psql('postgres', 'INSERT INTO public.c VALUES (11, 11)');
+$after = source_lsn($source);
+$locker->query_safe('COMMIT');
+$locker->quit;
+ok(wait_status($dest, 'sub2', "state = 'error' OR greatest(applied_lsn, flushed_lsn) >= '$after'::pg_lsn"),
+	'sub2: the worker failed or caught up');
+ok(wait_status($dest, 'sub2', q{state = 'error' AND last_error LIKE '%subscription owner "cown" cannot apply changes to table public.c owned by "carol"%'}),
+	'sub2: the membership revoked in the open group stops it');
+is($dest->safe_psql('postgres', 'SELECT string_agg(id::text, \',\' ORDER BY id) FROM public.c'), '1',
+	'sub2: nothing of the group committed: neither row 10 nor row 11');
+$dest->safe_psql('postgres', 'GRANT carol TO cown');
+ok(wait_caught_up($source, $dest, 'sub2', $after), 'sub2: membership again, the worker catches up');
+same_id_n_rows($source, $dest, 'public.c', 'sub2 end');
 
 $dest->stop;
 $source->stop;

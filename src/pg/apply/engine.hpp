@@ -363,7 +363,11 @@ class ApplyEngine final : private ContextSource {
 	std::map<Oid, std::shared_ptr<Target>> targets_; // this call's targets (shared with the backend's cache, target.cpp)
 	std::map<Oid, Counters> counters_;
 	std::map<std::string, int32_t> source_ids_; // cdc.source ids used by this call (pg/state_store.hpp)
-	std::map<Oid, RunAs> access_;               // Authorize() of this call's targets
+	struct Access {
+		uint64_t role_changes = 0; // role_changes (target.cpp) when decided
+		RunAs as;
+	};
+	std::map<Oid, Access> access_;              // Authorize() of this call's targets
 	bool worker_identity_ = false;              // SetWorkerIdentity
 	Oid owner_ = InvalidOid;
 	bool run_as_owner_ = false;

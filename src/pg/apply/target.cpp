@@ -506,6 +506,17 @@ struct TargetCache {
 };
 TargetCache *target_cache = nullptr;
 
+// Changes of roles and memberships (pg_authid, pg_auth_members) delivered
+// to this backend so far: an engine's Authorize() decided before one is
+// decided again (the role a group applies a table as, security review h4,
+// TAP 156).  Plain C++ that cannot throw.
+uint64_t role_changes = 0;
+void
+RoleChanged(Datum, int, uint32) noexcept
+{
+	role_changes++;
+}
+
 // Relcache invalidation callback: plain C++ that cannot throw and calls
 // nothing of PostgreSQL.
 void
@@ -556,6 +567,8 @@ Cache()
 			c.resolved = AllocSetContextCreate(CacheMemoryContext, "cdc_apply resolved source tables", ALLOCSET_SMALL_SIZES);
 			CacheRegisterRelcacheCallback(InvalidateTargets, (Datum) 0);
 			CacheRegisterSyscacheCallback(PROCOID, InvalidateHandlerTargets, (Datum) 0);
+			CacheRegisterSyscacheCallback(AUTHOID, RoleChanged, (Datum) 0);
+			CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, RoleChanged, (Datum) 0);
 			return c;
 		});
 		auto *resolved = new ResolvedMap(16, ContextStringHash(), std::equal_to<ContextString>(),
@@ -1266,9 +1279,18 @@ ForeignOwnedPartitionPg(Oid relid, Oid applier, Oid *partition, Oid *owner)
 const RunAs &
 ApplyEngine::Authorize(const Target &t)
 {
+	/*
+	 * Decided once per engine (a group of the worker) and target, again
+	 * after a change of a role or membership reached this backend: the
+	 * worker takes the invalidations at each source transaction's BEGIN
+	 * (begin_source_xact), so a membership revoked while a group is open
+	 * stops its next source transaction, as PostgreSQL's apply worker
+	 * checks per transaction.  The table privileges themselves are checked
+	 * again by every write.  Replaced in place: callers hold references.
+	 */
 	auto known = access_.find(t.relid);
-	if (known != access_.end())
-		return known->second;
+	if (known != access_.end() && known->second.role_changes == role_changes)
+		return known->second.as;
 	RunAs as = RunAs::Caller();
 	Oid applier = PgCall([]() { return GetUserId(); });
 	if (worker_identity_) {
@@ -1329,7 +1351,10 @@ ApplyEngine::Authorize(const Target &t)
 		     {}, "cdc_apply never applies under row-level security policies. Apply as the table's owner or a role "
 		         "with BYPASSRLS, or disable row-level security on the table (or FORCE, for its owner).");
 	}
-	return access_.emplace(t.relid, as).first->second;
+	Access &slot = access_[t.relid];
+	slot.role_changes = role_changes;
+	slot.as = as;
+	return slot.as;
 }
 
 void

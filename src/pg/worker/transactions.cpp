@@ -19,6 +19,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -197,6 +198,15 @@ begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committim
 		                     W->name, xid, CDC_LSN_ARGS(final_lsn))));
 	if (!W->already_applied && !W->skipping && !W->group_open)
 		open_group();
+	else if (W->group_open)
+		/*
+		 * A role's or membership's change committed since the group began
+		 * (REVOKE owner_role FROM subscription_owner, ALTER ROLE ...
+		 * NOSUPERUSER) is seen by this source transaction, whose changes the
+		 * engine authorizes again (ApplyEngine::Authorize; TAP 156), as a
+		 * transaction of its own would see it.
+		 */
+		AcceptInvalidationMessages();
 }
 
 /* A source transaction ends (COMMIT, or STREAM COMMIT after its changes). */
