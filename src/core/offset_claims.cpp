@@ -36,7 +36,7 @@ PlanOffsetClaims(const std::vector<int64_t> &offsets, const std::vector<size_t> 
 {
 	for (std::vector<OffsetRange> &e : existing)
 		std::sort(e.begin(), e.end(), [](const OffsetRange &a, const OffsetRange &b) { return a.lo < b.lo; });
-	static const std::vector<OffsetRange> none;
+	const std::vector<OffsetRange> none; /* empty: allocates nothing; not static (no destructor at process exit) */
 	auto had = [&](size_t g) -> const std::vector<OffsetRange> & { return g < existing.size() ? existing[g] : none; };
 
 	OffsetClaimPlan plan;

@@ -39,17 +39,7 @@ is($dest->safe_psql('an', 'SHOW array_nulls'), 'off', 'new sessions of the datab
 (my $conn = $source->connstr('postgres')) =~ s/'/''/g;
 $dest->safe_psql('an', "SELECT cdc.create_subscription('an_sub', '$conn', ARRAY['p'])");
 
-sub caught_up
-{
-	my ($lsn) = @_;
-	my $ok = $dest->poll_query_until('an', qq{
-		SELECT applied_lsn >= '$lsn'::pg_lsn AND state = 'streaming' AND last_error IS NULL
-		  FROM cdc.subscription_status WHERE name = 'an_sub'});
-	diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql('an',
-		q{SELECT state, applied_lsn, retry_count, last_error FROM cdc.subscription_status WHERE name = 'an_sub'}))
-	  unless $ok;
-	return $ok;
-}
+sub caught_up { my ($lsn) = @_; return wait_caught_up($source, $dest, 'an_sub', $lsn, 'an'); }
 # null elements as '*', the string 'NULL' as NULL: output only, the same under any array_nulls
 my $rows_sql = q{SELECT string_agg(id || ':' || coalesce(array_to_string(a, ',', '*'), '-') || ':' ||
                                   coalesce(array_to_string(n, ',', '*'), '-'), ' ' ORDER BY id) FROM t};

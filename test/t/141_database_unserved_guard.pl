@@ -43,17 +43,7 @@ $dest->safe_psql('owned', q{
 (my $conn = $source->connstr('postgres')) =~ s/'/''/g;
 $dest->safe_psql('owned', "SELECT cdc.create_subscription('os', '$conn', ARRAY['p'])");
 
-sub caught_up
-{
-	my ($lsn) = @_;
-	my $ok = $dest->poll_query_until('owned', qq{
-		SELECT applied_lsn >= '$lsn'::pg_lsn AND state = 'streaming' AND last_error IS NULL
-		  FROM cdc.subscription_status WHERE name = 'os'});
-	diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql('owned',
-		q{SELECT state, applied_lsn, retry_count, last_error FROM cdc.subscription_status WHERE name = 'os'}))
-	  unless $ok;
-	return $ok;
-}
+sub caught_up { my ($lsn) = @_; return wait_caught_up($source, $dest, 'os', $lsn, 'owned'); }
 sub rows { my ($node, $db) = @_; return $node->safe_psql($db, q{SELECT count(*) || ':' || sum(n) FROM t}); }
 sub as_dbo { my ($sql) = @_; return $dest->psql('postgres', $sql, extra_params => [ '-U', 'dbo' ]); }
 sub db_flags { return $dest->safe_psql('postgres', q{SELECT datallowconn || ':' || datistemplate FROM pg_database WHERE datname = 'owned'}); }

@@ -58,16 +58,18 @@ sub source_lsn
 }
 
 # Waits until the subscription's applied_lsn reaches $lsn (default: the
-# source's current position) and the worker is streaming.
+# source's current position) and the worker is streaming; $db: the
+# destination database of the subscription (default postgres).
 sub wait_caught_up
 {
-	my ($source, $dest, $sub, $lsn) = @_;
+	my ($source, $dest, $sub, $lsn, $db) = @_;
 	$lsn //= source_lsn($source);
-	my $ok = $dest->poll_query_until('postgres', qq{
+	$db //= 'postgres';
+	my $ok = $dest->poll_query_until($db, qq{
 		SELECT greatest(applied_lsn, flushed_lsn) >= '$lsn'::pg_lsn AND state = 'streaming'
 		  FROM cdc.subscription_status WHERE name = '$sub'});
 	if (!$ok) {
-		diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql('postgres',
+		diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql($db,
 			"SELECT state, applied_lsn, flushed_lsn, received_lsn, retry_count, last_error FROM cdc.subscription_status WHERE name = '$sub'"));
 	}
 	return $ok;

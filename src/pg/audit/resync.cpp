@@ -130,10 +130,12 @@ struct TableResync {
 			dest.Unpin();
 			Params none;
 			/*
-			 * And the settings the worker pins for reading the source's text
-			 * (docs/worker.md, "The destination's settings"): with the
-			 * caller's array_nulls = off an array's NULL element was refused
-			 * in an int[] and became the string "NULL" in a text[] (TAP 145)
+			 * And array_nulls and xmloption as the worker pins them for its
+			 * whole process (apply_worker.cpp).  The engine's own input
+			 * conversion no longer needs them (InputInSettledSettingsPg sets
+			 * both per call, image.cpp); they are for the code the apply
+			 * runs, the target's triggers and handlers, which see here what
+			 * they see under the worker (TAP 145 for the values)
 			 */
 			Execute("SELECT pg_catalog.set_config('session_replication_role', 'replica', true), "
 			        "pg_catalog.set_config('array_nulls', 'on', true), pg_catalog.set_config('xmloption', 'content', true)",

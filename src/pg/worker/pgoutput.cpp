@@ -84,8 +84,13 @@ Submit(ChangeRequest &&req, size_t position)
 cdc::BufferPool &
 WorkerBufferPool()
 {
-	static cdc::BufferPool pool(2 * 1024 * 1024);
-	return pool;
+	/*
+	 * Never destroyed: a static object with a destructor would run it in
+	 * exit(), in a half-torn-down backend (STYLE.md item 17: no C++ globals
+	 * with non-trivial destructors); the process's end frees its memory.
+	 */
+	static cdc::BufferPool *pool = new cdc::BufferPool(2 * 1024 * 1024);
+	return *pool;
 }
 
 namespace {
@@ -178,13 +183,16 @@ GuardKeyOutsideIdentity(const LogicalRepRelation *rel, const ChangeRequest &req)
 {
 	if (rel->replident == REPLICA_IDENTITY_FULL)
 		return; /* the old tuple carries every column */
-	/* one vector for every update, not one allocated per change (issue 13) */
-	static std::vector<std::string> identity;
-	identity.clear();
+	/*
+	 * One vector for every update, not one allocated per change (issue 13);
+	 * never destroyed, as WorkerBufferPool's pool
+	 */
+	static std::vector<std::string> *identity = new std::vector<std::string>();
+	identity->clear();
 	for (int i = 0; i < rel->natts; i++)
 		if (bms_is_member(i, rel->attkeys))
-			identity.emplace_back(rel->attnames[i]);
-	std::optional<std::string> column = W->engine->KeyColumnOutsideIdentity(req.target, identity);
+			identity->emplace_back(rel->attnames[i]);
+	std::optional<std::string> column = W->engine->KeyColumnOutsideIdentity(req.target, *identity);
 	if (!column || !req.after)
 		return;
 	if (W->engine->QueuedChanges() > 0) {
