@@ -1,0 +1,22 @@
+--
+-- key_columns_args (fresh-user review h3): cdc.register_mapping's
+-- key_columns with a NULL element was refused as an unknown column
+-- ('column "<NULL>" does not exist', 42703); it is a bad argument value:
+-- 22004 naming key_columns.  Nothing is registered.
+-- Objects: kca.
+--
+CREATE TABLE kca (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL);
+CREATE UNIQUE INDEX kca_ab ON kca (a, b);
+\set VERBOSITY default
+SELECT target FROM cdc.register_mapping('kca', key_columns => '{NULL}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT target FROM cdc.register_mapping('kca', key_columns => '{a,NULL}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT target FROM cdc.register_mapping('kca', key_columns => '{{a},{NULL}}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT count(*) AS kca_mappings FROM cdc.mapping WHERE target = 'kca'::regclass;
+-- the same columns without the NULL are accepted
+SELECT target, key_columns FROM cdc.register_mapping('kca', key_columns => '{a,b}');
+SELECT cdc.unregister_mapping('kca');
+DROP TABLE kca;
