@@ -286,6 +286,22 @@ ParseEnvelope(const JsonView &view)
 	if (root.IsObject() && !root.Find("payload").Absent() && !root.Find("schema").Absent() && root.Find("op").Absent()) {
 		payload = root.Find("payload");
 		schema = root.FindNonNull("schema");
+		/*
+		 * The wrapper's members have one shape each: a payload that was
+		 * not an object was refused as if it were the whole event ("event
+		 * must be a JSON object, got number"), and a schema that was not
+		 * an object, or whose "fields" was not an array, was ignored and
+		 * the payload decoded without it (fresh-user review h3;
+		 * sql/envelope_wrapper_shape.sql).  A JSON null stays a tombstone's
+		 * payload and no schema.
+		 */
+		if (!payload.IsNull() && !payload.IsObject())
+			Bad(std::string("field \"payload\" must be an object, got ") + payload.KindName(),
+			    "A JsonConverter record value with schemas is {\"schema\": {...}, \"payload\": {...}}.");
+		if (!schema.Absent() && !schema.IsObject())
+			Bad(std::string("field \"schema\" must be an object, got ") + schema.KindName(),
+			    "A JsonConverter record value with schemas is {\"schema\": {...}, \"payload\": {...}}; "
+			    "send null or leave \"schema\" out for none.");
 	}
 	if (payload.IsNull()) {
 		ev.ignored = true;
@@ -392,8 +408,14 @@ ParseEnvelope(const JsonView &view)
 		Json storage;
 		const Json &sch = view.Tree(schema.n, storage);
 		const Json *fields = sch.FindNonNull("fields");
-		if (fields && fields->IsArray()) {
-			for (const Json &f : fields->Items()) {
+		if (fields && !fields->IsArray())
+			Bad(std::string("field \"schema.fields\" must be an array, got ") + fields->KindName(),
+			    "The envelope's schema lists the field schemas of before, after, source, op and the others.");
+		if (fields) {
+			for (size_t i = 0; i < fields->Items().size(); i++) {
+				const Json &f = fields->Items()[i];
+				if (!f.IsObject())
+					Bad("field \"schema.fields[" + std::to_string(i) + "]\" must be an object, got " + f.KindName());
 				const Json *name = f.FindNonNull("field");
 				if (!name || !name->IsString())
 					continue;

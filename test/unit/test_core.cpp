@@ -717,6 +717,41 @@ TEST(Envelope, OpAndTotalOrderMessagesNameWhatIsWrong)
 	          "no error");
 }
 
+// The JsonConverter wrapper's members: a payload that is not an object was
+// refused as if it were the whole event, a schema that is not an object (or
+// whose "fields" is not an array of objects) was ignored (fresh-user review
+// h3; sql/envelope_wrapper_shape.sql).
+TEST(Envelope, WrapperMembersOfTheWrongShapeAreNamed)
+{
+	auto message = [](const std::string &json) -> std::string {
+		try {
+			ParseDebeziumEnvelope(Json::Parse(json));
+		} catch (const InputError &e) {
+			return std::string(e.sqlstate()) + " " + e.what();
+		}
+		return "no error";
+	};
+	const std::string ok = R"({"op": "c", "after": {"id": 1}, "source": {"lsn": 1}})";
+	EXPECT_EQ(message(R"({"schema": {}, "payload": 5})"), "22023 field \"payload\" must be an object, got number");
+	EXPECT_EQ(message(R"({"schema": {}, "payload": [1]})"), "22023 field \"payload\" must be an object, got array");
+	EXPECT_EQ(message(R"({"schema": 5, "payload": )" + ok + "}"), "22023 field \"schema\" must be an object, got number");
+	EXPECT_EQ(message(R"({"schema": [], "payload": )" + ok + "}"), "22023 field \"schema\" must be an object, got array");
+	EXPECT_EQ(message(R"({"schema": "x", "payload": null})"), "22023 field \"schema\" must be an object, got string");
+	EXPECT_EQ(message(R"({"schema": {"fields": {}}, "payload": )" + ok + "}"),
+	          "22023 field \"schema.fields\" must be an array, got object");
+	EXPECT_EQ(message(R"({"schema": {"fields": [{"field": "op", "type": "string"}, 7]}, "payload": )" + ok + "}"),
+	          "22023 field \"schema.fields[1]\" must be an object, got number");
+	/* a null schema, a schema without fields, and an empty list are no schema */
+	EXPECT_EQ(message(R"({"schema": null, "payload": )" + ok + "}"), "no error");
+	EXPECT_EQ(message(R"({"schema": {"type": "struct"}, "payload": )" + ok + "}"), "no error");
+	EXPECT_EQ(message(R"({"schema": {"fields": null}, "payload": )" + ok + "}"), "no error");
+	EXPECT_EQ(message(R"({"schema": {"fields": []}, "payload": )" + ok + "}"), "no error");
+	EXPECT_EQ(message(R"({"schema": null, "payload": null})"), "no error");
+	/* a top level that is not an object */
+	EXPECT_EQ(message("[1]"), "22023 event must be a JSON object, got array");
+	EXPECT_EQ(message("\"x\""), "22023 event must be a JSON object, got string");
+}
+
 TEST(Envelope, BadEnvelopesAreInputErrors)
 {
 	auto state = [](const char *json) {
