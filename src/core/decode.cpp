@@ -86,8 +86,10 @@ ColumnDetail(const ColumnType &col)
 	if (col.column.empty())
 		return {};
 	std::string s = "Destination column \"" + col.column + "\"";
-	if (!col.type_name.empty())
-		s += " has type " + col.type_name;
+	/* an element's error names the column's array type, not the element's (fresh-user review h3) */
+	const std::string &type = col.column_type_name.empty() ? col.type_name : col.column_type_name;
+	if (!type.empty())
+		s += " has type " + type;
 	return s + ".";
 }
 

@@ -82,6 +82,10 @@ struct ColumnType {
 	};
 	std::string column;        // destination column name, for messages
 	std::string type_name;     // format_type() of the column, for messages
+	// An array's element type: the array column's format_type(), which the
+	// messages' detail names as the column's type (type_name is the
+	// element's); empty for a column's own type.
+	std::string column_type_name;
 	Family family = Family::Other;
 	std::shared_ptr<ColumnType> element; // for Array
 };

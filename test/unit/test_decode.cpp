@@ -40,6 +40,7 @@ ArrayCol(Family element, const std::string &type_name = "")
 {
 	ColumnType c = Col(Family::Array, type_name);
 	c.element = std::make_shared<ColumnType>(Col(element));
+	c.element->column_type_name = type_name; /* as the glue's MakeColumnType sets it */
 	return c;
 }
 
@@ -927,6 +928,24 @@ TEST(Errors, CarryColumnDetail)
 		EXPECT_NE(e.detail().find("Destination column \"amount\" has type numeric(10,2)."), std::string::npos)
 		    << e.detail();
 		EXPECT_NE(e.detail().find("\"AN6m\""), std::string::npos) << e.detail();
+	}
+}
+
+// An element's error names the element type in the message and the
+// column's array type in the detail: the detail said 'Destination column
+// "a" has type integer.' for an int[] column (fresh-user review h3;
+// sql/array_element_detail.sql).
+TEST(Errors, ElementErrorDetailNamesTheColumnsType)
+{
+	ColumnType col = Col(Family::Array, "integer[]", "a");
+	col.element = std::make_shared<ColumnType>(Col(Family::Integer, "integer", "a"));
+	col.element->column_type_name = "integer[]";
+	try {
+		DecodeValue(Json::Parse(R"([1, {"x": 1}])"), nullptr, col, {}, "after.a");
+		ADD_FAILURE() << "expected InputError";
+	} catch (const InputError &e) {
+		EXPECT_STREQ(e.what(), "field \"after.a[1]\": JSON object cannot be converted to type integer");
+		EXPECT_EQ(e.detail(), "Destination column \"a\" has type integer[].");
 	}
 }
 

@@ -402,8 +402,10 @@ MakeColumnType(const std::string &column, Oid type, int32 typmod)
 	Oid elem = InvalidOid;
 	ct.family = PgCall([&]() { return FamilyPg(type, &elem); });
 	ct.type_name = PgCall([&]() { return format_type_with_typemod(type, typmod); });
-	if (ct.family == ColumnType::Family::Array)
+	if (ct.family == ColumnType::Family::Array) {
 		ct.element = std::make_shared<ColumnType>(MakeColumnType(column, elem, -1));
+		ct.element->column_type_name = ct.type_name; /* the column's type in an element's messages */
+	}
 	return ct;
 }
 
