@@ -250,6 +250,22 @@ CALL cdc.resync('loop', audit => :resync_id);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 CALL cdc.resync('nosuch', 'dst');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- each bad argument its own error (fresh-user review h3): an unknown
+-- subscription without a target was 'target must not be NULL' (22004), and
+-- a target given as OID 0 ('-'::regclass) was taken for NULL (resync:
+-- 22004; audit: every table of the subscription)
+CALL cdc.resync('nosuch');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+CALL cdc.resync('loop', '-'::regclass);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+CALL cdc.resync('loop', 0::oid::regclass, audit => :audit_id);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+CALL cdc.audit('loop', '-'::regclass);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+CALL cdc.resync('loop', 'nosuch_table');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+CALL cdc.resync('loop', 'dst_pkey');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- a source that cannot be reached: the connection error, without the password
 UPDATE cdc.subscription SET conninfo = 'host=127.0.0.1 port=1 password=hunter2 connect_timeout=2' WHERE name = 'loop';
 CALL cdc.audit('loop');

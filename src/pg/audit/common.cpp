@@ -102,8 +102,13 @@ ParseCommonArgs(FunctionCallInfo fcinfo, int sizing)
 	if (PG_ARGISNULL(0))
 		throw cdc::InputError("22004", "subscription must not be NULL");
 	a.subscription = PgCall([&]() { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
-	if (!PG_ARGISNULL(1))
+	if (!PG_ARGISNULL(1)) {
 		a.target = PG_GETARG_OID(1);
+		/* '-'::regclass names no relation: it was taken for NULL (every table, or resync's 22004; review h3) */
+		if (!OidIsValid(a.target))
+			throw cdc::InputError("42P01", "target relation with OID 0 does not exist", {},
+			                      "Pass NULL (or leave the target out) for every table of the subscription.");
+	}
 	if (!PG_ARGISNULL(sizing))
 		a.page_rows = PG_GETARG_INT32(sizing);
 	if (a.page_rows < 1)

@@ -201,7 +201,7 @@ using namespace cdc::pg::audit;
  * NULL: the whole table), or with `audit` every finding of that audit not
  * repaired yet (of target only, when given).  Returns the run's id and the
  * number of keys written.  Errors: 22004 subscription NULL or target NULL
- * without audit, 22023 conflicting arguments / a malformed key / page_rows
+ * without audit (checked after the subscription), 42P01 target OID 0, 22023 conflicting arguments / a malformed key / page_rows
  * or leaf_rows < 1, 42704 unknown subscription or audit, 0A000 a history table or a
  * mapping ordered by a version column, and those of cdc.audit.
  */
@@ -223,9 +223,6 @@ CDC_PG_FUNCTION(cdc_resync)
 		                      "With audit, the keys are the audit's findings.");
 	if (keys_json && (from_json || to_json))
 		throw cdc::InputError("22023", "keys cannot be combined with from_key or to_key");
-	if (!audit_id && !OidIsValid(args.target))
-		throw cdc::InputError("22004", "target must not be NULL", {},
-		                      "Name the table to repair, or pass audit => <id> to repair an audit's findings.");
 	std::vector<std::string> key_list;
 	if (keys_json) {
 		cdc::Json keys = cdc::Json::Parse(*keys_json);
@@ -241,6 +238,14 @@ CDC_PG_FUNCTION(cdc_resync)
 
 	DestSession dest(fcinfo, "cdc.resync");
 	Subscription sub = ReadSubscription(args.subscription);
+	/*
+	 * After the subscription's look-up: CALL cdc.resync('nope') said
+	 * "target must not be NULL" for a subscription that does not exist
+	 * (fresh-user review h3); each bad argument gets its own error.
+	 */
+	if (!audit_id && !OidIsValid(args.target))
+		throw cdc::InputError("22004", "target must not be NULL", {},
+		                      "Name the table to repair, or pass audit => <id> to repair an audit's findings.");
 	if (!sub.slot_ready)
 		throw cdc::InputError("55000", "subscription \"" + args.subscription + "\" has not finished its initial copy");
 
