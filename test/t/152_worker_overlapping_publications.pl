@@ -116,7 +116,7 @@ UPDATE t1 SET n = -n;
 DELETE FROM t2 WHERE id = 1;
 COMMIT;
 });
-$t2_changes += 5 + 3 + 4 + 1 + 1;
+$t2_changes += 5 + 3 + 3 + 1 + 1;
 $t1_changes += 3 + 1 + 1 + 3;
 $t3_changes += 2 + 2 + 1 + 1;
 $both_caught_up->('mixed transactions');
@@ -199,6 +199,17 @@ is($dest->safe_psql('postgres', q{
 	       || '|' || count(*)
 	  FROM cdc.outbox WHERE target = 't2'::regclass AND op <> 't'}),
 	($t2_changes - 1) . '|' . ($t2_changes - 1), 'every t2 version carries the change\'s WAL position');
+# COPY's rows share their multi-insert record's LSN: 30 + 600 rows, of
+# which all but the first of each record have an ordinal above 0.
+cmp_ok($dest->safe_psql('postgres', q{
+	SELECT count(*) FROM cdc.outbox WHERE target = 't2'::regclass AND version[3] > (source->>'lsn')::bigint}), '>=', 29 + 500,
+	'the rows of a multi-insert record are told apart by their ordinal');
+# The truncate: the record's LSN, and the source relation OID of t2 as the
+# version's fourth component.
+my $t2_oid = $source->safe_psql('postgres', q{SELECT 't2'::regclass::oid});
+is($dest->safe_psql('postgres', q{
+	SELECT (version[3] = (source->>'lsn')::bigint) || '|' || version[4] FROM cdc.outbox WHERE target = 't2'::regclass AND op = 't'}),
+	"true|$t2_oid", 'the truncate\'s version: the record\'s LSN and the source relation OID');
 is($dest->safe_psql('postgres', q{
 	SELECT count(*) FROM (SELECT version[2], version[3], count(*) FROM cdc.outbox WHERE target = 't2'::regclass
 	                       GROUP BY 1, 2 HAVING count(*) > 1) d}), '0', 'no two t2 changes share a version');

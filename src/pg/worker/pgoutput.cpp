@@ -3,7 +3,8 @@
 // to transactions.cpp, STREAM messages to stream_spool.cpp, RELATION into
 // the relation map, and INSERT/UPDATE/DELETE/TRUNCATE decoded with
 // PostgreSQL's readers into ChangeRequests: images, source identity,
-// version {epoch, commit LSN, position, 0} and delivery key (stamping),
+// version {epoch, commit LSN, position, 0} with the position taken from the
+// change's WAL position, and delivery key (stamping, StampNextChange),
 // handed to the engine at once or queued (Submit).
 //
 // PostgreSQL-regime code (it may ereport): it owns no C++ objects with
@@ -145,27 +146,85 @@ SourceOf(const LogicalRepRelation *rel)
 }
 
 
-// Source identity, version {epoch, commit LSN, position, 0} and delivery key
-// of the next change of the current source transaction.
+// Source identity, version and delivery key of the next change of the
+// current source transaction (docs/worker.md, "Positions and delivery keys").
+//
+// The position of a change in its transaction is taken from the change
+// itself, not from a count of the changes this subscription received: two
+// subscriptions of one source whose publications differ (sub_a t1 and t2,
+// sub_b t2 and t3) receive different changes of one transaction, and a
+// count gave the same change of t2 another version and delivery key in each,
+// so that its second arrival was applied again (TAP 152).  What both see
+// alike is the change's WAL position: the walsender's XLogData message of a
+// change carries the LSN of the change's WAL record as its start
+// (logical.c sets write_location = change->lsn for every change callback,
+// also of a streamed in-progress transaction), kept in W->change_lsn (and in
+// the spool, stream_spool.cpp).  Changes of one transaction arrive in
+// decoding order, which is WAL order, so the LSNs never decrease.
+//
+// Several changes can share one record:
+// - a heap multi-insert (COPY) decodes into one change per row, all at the
+//   record's LSN, one after another.  They get the positions LSN, LSN + 1,
+//   LSN + 2, ...: the record takes at least 7 bytes per row
+//   (xl_multi_insert_tuple) after its 24-byte header, so LSN + (rows - 1)
+//   stays below the next record's LSN and positions never collide across
+//   records.  The ordinal is the row's place among the record's rows as
+//   decoded, the same for every subscription that receives the table;
+//   publication row filters that differ between subscriptions can leave
+//   out different rows of one record and shift it (the documented limit);
+// - a TRUNCATE of several tables is one record, sent as one message listing
+//   the tables each publication publishes (a different subset per
+//   subscription), so a place in that list would differ.  Every table of it
+//   gets the record's LSN as its position and delivery key, and its source
+//   relation OID (the same for every subscription) as the version's fourth
+//   component, which keeps the versions of one statement's tables apart.
+//
+// Version: {epoch, commit LSN, position, 0} (truncate: {epoch, commit LSN,
+// position, relation OID}); delivery key pgoutput:<source id>:<commit
+// LSN>:<position>, the position in decimal (a number of bytes: pg_lsn -
+// '0/0' plus the ordinal).  Allocation-free but for the key's string, which
+// reuses a spent key's buffer (issue 13).  relid: the source relation of a
+// truncate, InvalidOid for a row change.
 void
-StampNextChange(ChangeRequest &req, const LogicalRepRelation *rel)
+StampNextChange(ChangeRequest &req, const LogicalRepRelation *rel, Oid truncate_relid)
 {
+	const XLogRecPtr lsn = W->change_lsn;
+	if (lsn == InvalidXLogRecPtr || lsn < W->pos_lsn) {
+		char at[40];
+		snprintf(at, sizeof at, "%X/%X after %X/%X", CDC_LSN_ARGS(lsn), CDC_LSN_ARGS(W->pos_lsn));
+		throw cdc::InputError("08P01",
+		                      "cdc_apply: a change of source transaction " + std::to_string(W->xid) +
+		                          " arrived without its WAL position or before the previous change's (" + at + ")",
+		                      "The position of a change is the start of its XLogData message, which pgoutput sets to the "
+		                      "change's WAL record; the changes of a transaction arrive in WAL order.");
+	}
+	if (OidIsValid(truncate_relid)) {
+		W->pos_ordinal = 0; /* every table of the statement at the record's LSN (see above) */
+	} else if (lsn == W->pos_lsn && W->pos_row_seen) {
+		W->pos_ordinal++; /* the next row of one multi-insert record */
+	} else {
+		W->pos_ordinal = 0;
+	}
+	W->pos_lsn = lsn;
+	W->pos_row_seen = !OidIsValid(truncate_relid);
+	const int64_t position = int64_t(lsn) + W->pos_ordinal;
+
 	req.source = SourceOf(rel);
-	W->seq++;
-	req.total_order = W->seq;
-	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), W->seq, 0}};
+	W->seq++; /* the count of this subscription's changes: only error contexts name it (Submit) */
+	req.total_order = position;
+	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), position, int64_t(truncate_relid)}};
 	if (W->dk_prefix_lsn != W->final_lsn || W->dk_prefix[0] == '\0') {
 		/* once per source transaction, not per change */
 		snprintf(W->dk_prefix, sizeof(W->dk_prefix), "pgoutput:%s:%X/%X:", W->source_id, CDC_LSN_ARGS(W->final_lsn));
 		W->dk_prefix_lsn = W->final_lsn;
 	}
 	/* one allocation: the prefix and the position, no temporaries */
-	char seq[16];
-	const char *seq_end = std::to_chars(seq, seq + sizeof seq, W->seq).ptr;
+	char pos[24];
+	const char *pos_end = std::to_chars(pos, pos + sizeof pos, position).ptr;
 	const size_t prefix_len = strlen(W->dk_prefix);
 	std::string &dk = req.delivery_key.emplace(W->engine->TakeKeyBuffer()); /* a spent key's buffer, if any */
-	dk.reserve(prefix_len + size_t(seq_end - seq));
-	dk.append(W->dk_prefix, prefix_len).append(seq, size_t(seq_end - seq));
+	dk.reserve(prefix_len + size_t(pos_end - pos));
+	dk.append(W->dk_prefix, prefix_len).append(pos, size_t(pos_end - pos));
 }
 
 // An update of a source table whose replica identity does not carry every
@@ -218,7 +277,7 @@ ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldt
 		req.before = TupleImage(rel, oldtup, old_kind == 'K');
 	if (op == Op::Update)
 		GuardKeyOutsideIdentity(rel, req);
-	StampNextChange(req, rel);
+	StampNextChange(req, rel, InvalidOid);
 	Submit(std::move(req), size_t(W->seq));
 }
 
@@ -229,7 +288,7 @@ ApplyTruncate(const LogicalRepRelation *rel, bool restart_identity)
 	req.target = W->engine->ResolveSourceTable(W->name, rel->nspname, rel->relname, true);
 	req.op = Op::Truncate;
 	req.restart_identity = restart_identity;
-	StampNextChange(req, rel);
+	StampNextChange(req, rel, rel->remoteid);
 	Submit(std::move(req), size_t(W->seq));
 }
 

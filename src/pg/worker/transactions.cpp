@@ -178,6 +178,9 @@ begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committim
 	W->xid = xid;
 	W->committime = committime;
 	W->seq = 0;
+	W->pos_lsn = InvalidXLogRecPtr;
+	W->pos_ordinal = 0;
+	W->pos_row_seen = false;
 	clear_cur_table();
 	W->already_applied = already_applied;
 	W->skipping = skipping;

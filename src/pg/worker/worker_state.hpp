@@ -115,8 +115,16 @@ typedef struct WorkerState {
 	XLogRecPtr final_lsn;
 	TransactionId xid;
 	TimestampTz committime;
-	int seq;
-	XLogRecPtr change_lsn;
+	int seq;              /* changes of it this subscription applied so far: named by error contexts */
+	XLogRecPtr change_lsn; /* the WAL position of the change being read (its XLogData start; the spool keeps it) */
+	/*
+	 * The position of the last stamped change (StampNextChange): its LSN, its
+	 * ordinal among the rows of one multi-insert record at that LSN, and
+	 * whether it was a row change (not a truncate).  Reset at BEGIN.
+	 */
+	XLogRecPtr pos_lsn;
+	int64 pos_ordinal;
+	bool pos_row_seen;
 	int64 replays_discarded; /* source transactions re-sent below our progress since the last one applied */
 	/*
 	 * The table of the change being applied, for the error context (""
