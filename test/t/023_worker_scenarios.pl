@@ -81,10 +81,16 @@ sub rows_of
 
 # The version the worker gives the change at position $pos of the source
 # transaction committed at $commit_lsn: {epoch 0, commit LSN, position, 0}.
+# The worker's version of a change: {epoch 0, commit LSN, position, 0}, the
+# position being the change's WAL position (its LSN as probe_read shows it)
+# plus its ordinal among the rows of one multi-insert record
+# (docs/worker.md, "Positions and delivery keys").
 sub version_of
 {
-	my ($commit_lsn, $pos) = @_;
-	return $dest->safe_psql('postgres', "SELECT ARRAY[0, ('$commit_lsn'::pg_lsn - '0/0')::bigint, $pos, 0]::bigint[]::text");
+	my ($commit_lsn, $change_lsn, $ordinal) = @_;
+	$ordinal //= 0;
+	return $dest->safe_psql('postgres',
+		"SELECT ARRAY[0, ('$commit_lsn'::pg_lsn - '0/0')::bigint, ('$change_lsn'::pg_lsn - '0/0')::bigint + $ordinal, 0]::bigint[]::text");
 }
 
 sub applied_lsn
@@ -129,7 +135,7 @@ DELETE FROM items WHERE id = 7;
 	ok(wait_applied($dest, 'b03', $tx->[2]{end_lsn}), 'B03: progress = end LSN of the delete');
 	is(rows_of('SELECT count(*) FROM items WHERE id = 7'), '0', 'B03: no row 7');
 	is(rows_of(q{SELECT entity_key::text || ' ' || version::text FROM cdc.tombstones WHERE target = 'items'::regclass}),
-		'{"id": "7"} ' . version_of($tx->[2]{commit_lsn}, 1), 'B03: tombstone 7 at the delete\'s version (key columns only)');
+		'{"id": "7"} ' . version_of($tx->[2]{commit_lsn}, $tx->[2]{changes}[0][1]), 'B03: tombstone 7 at the delete\'s version (key columns only)');
 	is(outbox_of('items'), 'cud|3', 'B03: outbox 3');
 	is(status_row($dest, 'b03', q{state || '|' || retry_count || '|' || coalesce(last_error, '')}), 'streaming|0|',
 		'B03: no error (no NOT NULL violation from the key-only old tuple)');
@@ -208,6 +214,10 @@ DELETE FROM items WHERE id = 7;
 	ok(wait_applied($dest, 'b08', $tx->[1]{end_lsn}), 'B08: progress = end LSN of the next transaction');
 	is(rows_of('SELECT string_agg(a::text, \',\' ORDER BY a) FROM t08'), '1,2,3,4', 'B08: rows 1..4');
 	is(outbox_of('t08'), 'cccc|4', 'B08: outbox 4, exactly once each');
+	# the rows of the one record: its LSN plus their ordinal 0, 1, 2
+	is(rows_of(q{SELECT string_agg(version::text, ' ' ORDER BY id) FROM cdc.outbox WHERE target = 't08'::regclass AND (payload->>'a')::int <= 3}),
+		join(' ', map { version_of($tx->[0]{commit_lsn}, $tx->[0]{changes}[0][1], $_) } 0 .. 2),
+		'B08: the three rows at one LSN: positions LSN, LSN + 1, LSN + 2');
 	end_subscription('b08');
 	probe_drop($source, 'probe08');
 }
@@ -446,7 +456,7 @@ COMMIT;
 	ok(wait_applied($dest, 'b19', $tx->[0]{end_lsn}), 'B19: progress = its end LSN');
 	is(rows_of('SELECT id, v FROM t19 ORDER BY 1'), "21|x\n23|\n24|", 'B19: rows 21 (x), 23, 24');
 	is(rows_of(q{SELECT entity_key::text || ' ' || version::text FROM cdc.tombstones WHERE target = 't19'::regclass}),
-		'{"id": "22"} ' . version_of($tx->[0]{commit_lsn}, 6), 'B19: tombstone 22 at the delete\'s version');
+		'{"id": "22"} ' . version_of($tx->[0]{commit_lsn}, $tx->[0]{changes}[5][1]), 'B19: tombstone 22 at the delete\'s version');
 	is(outbox_of('t19'), 'ccccud|6', 'B19: outbox 6');
 	is(status_row($dest, 'b19', q{state || '|' || coalesce(last_error, '')}), 'streaming|', 'B19: no duplicate-key error');
 	end_subscription('b19');

@@ -55,12 +55,25 @@ sub check_state
 	is(outbox_summary($dest), "$changes|$changes", "$label: $changes outbox rows, one per source change");
 	# a source transaction of at least 16 changes is claimed as one offset
 	# range of its positions (docs/semantics.md, "Claims by offset range"),
-	# a smaller one as a ledger row per change
+	# a smaller one as a ledger row per change.  Positions are WAL
+	# positions (docs/worker.md, "Positions and delivery keys"), so a range
+	# covers more numbers than changes: each change (its outbox row's key
+	# pgoutput:<source>:<commit LSN>:<position>) is held by exactly one
+	# ledger row or range, and every ledger row is one change's
 	is($dest->safe_psql('postgres', q{
-		SELECT (SELECT count(*) FROM cdc.ledger WHERE target = 'wb'::regclass)
-		     + (SELECT coalesce(sum(g.hi - g.lo + 1), 0) FROM cdc.ledger_range g
-		          JOIN cdc.ledger_partition p ON p.id = g.partition_id WHERE p.target = 'wb'::regclass)}),
-		$changes, "$label: every source change claimed once, by a ledger row or in an offset range");
+		WITH o AS (
+		  SELECT o.target, 'pgoutput:' || (o.source->>'name') || ':' || ('0/0'::pg_lsn + (o.source->>'commit_lsn')::numeric)::text AS part,
+		         o.version[3] AS pos
+		    FROM cdc.outbox o WHERE o.target = 'wb'::regclass),
+		c AS (
+		  SELECT (SELECT count(*) FROM cdc.ledger l WHERE l.digest = cdc.delivery_digest(o.target, o.part || ':' || o.pos)) AS by_ledger,
+		         (SELECT count(*) FROM cdc.ledger_range g JOIN cdc.ledger_partition p ON p.id = g.partition_id
+		           WHERE p.target = o.target AND p.name = o.part AND o.pos BETWEEN g.lo AND g.hi) AS by_range
+		    FROM o)
+		SELECT count(*) FILTER (WHERE by_ledger + by_range = 1) || '|' ||
+		       (SELECT count(*) FROM cdc.ledger WHERE target = 'wb'::regclass) - coalesce(sum(by_ledger), 0)
+		  FROM c}),
+		"$changes|0", "$label: every source change claimed once, by a ledger row or in an offset range");
 	is($dest->safe_psql('postgres', q{SELECT coalesce(sum(duplicate + stale + conflict + expired), 0) FROM cdc.stats}),
 		'0', "$label: no duplicate, stale, conflict or expired outcome");
 }
@@ -239,11 +252,15 @@ my $claims = q{SELECT (SELECT count(*) FROM cdc.ledger WHERE target = 'wb'::regc
                          JOIN cdc.ledger_partition p ON p.id = g.partition_id WHERE p.target = 'wb'::regclass)};
 my $claims_before = $dest->safe_psql('postgres', $claims);
 my $sysid = $source->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
-like($claims_before, qr/pgoutput:pg:$sysid:[0-9A-F]+\/[0-9A-F]+ 1-40$/,
-	'rewind: the 40-change transaction is the last range, positions 1 to 40');
-my ($range_part) = $claims_before =~ /(pgoutput:pg:$sysid:[0-9A-F]+\/[0-9A-F]+) 1-40$/;
-is($dest->safe_psql('postgres', "SELECT cdc.delivery_processed('wb', '$range_part:' || p) FROM unnest(ARRAY[1, 40, 41]) p"),
-	"t\nt\nf", 'rewind: delivery_processed answers from the range (positions 1 and 40 processed, 41 not)');
+# The range runs from the first change's position to the 40th's: positions
+# are the changes' WAL positions (docs/worker.md, "Positions and delivery
+# keys"), 40 records apart.
+like($claims_before, qr/pgoutput:pg:$sysid:[0-9A-F]+\/[0-9A-F]+ \d+-\d+$/,
+	'rewind: the 40-change transaction is the last range, its first to its 40th change\'s position');
+my ($range_part, $range_lo, $range_hi) = $claims_before =~ /(pgoutput:pg:$sysid:[0-9A-F]+\/[0-9A-F]+) (\d+)-(\d+)$/;
+cmp_ok($range_hi - $range_lo, '>=', 39, 'rewind: the range spans 40 WAL positions');
+is($dest->safe_psql('postgres', "SELECT cdc.delivery_processed('wb', '$range_part:' || p) FROM unnest(ARRAY[$range_lo, $range_hi, $range_hi + 1]) p"),
+	"t\nt\nf", 'rewind: delivery_processed answers from the range (the first and last position processed, the next not)');
 my $rows_before = $dest->safe_psql('postgres', 'SELECT md5(string_agg(wb::text, \',\' ORDER BY id)) FROM wb');
 my $stats_before = $dest->safe_psql('postgres', q{SELECT applied || '|' || duplicate FROM cdc.stats WHERE target = 'wb'::regclass});
 disable_and_wait($source, $dest, 'bat');
