@@ -44,6 +44,19 @@ SqlStateOf(F &&f)
 	return "none";
 }
 
+// "SQLSTATE message" of the error ParseDebeziumEnvelope raises for `json`,
+// or "no error".
+std::string
+EnvelopeError(const std::string &json)
+{
+	try {
+		ParseDebeziumEnvelope(Json::Parse(json));
+	} catch (const InputError &e) {
+		return std::string(e.sqlstate()) + " " + e.what();
+	}
+	return "no error";
+}
+
 } // namespace
 
 // ---------------------------------------------------------------- JSON
@@ -700,14 +713,7 @@ TEST(Envelope, TransactionBlockAndQuotedNumbers)
 // order a 22003 about a "position in transaction").
 TEST(Envelope, OpAndTotalOrderMessagesNameWhatIsWrong)
 {
-	auto message = [](const std::string &json) -> std::string {
-		try {
-			ParseDebeziumEnvelope(Json::Parse(json));
-		} catch (const InputError &e) {
-			return std::string(e.sqlstate()) + " " + e.what();
-		}
-		return "no error";
-	};
+	auto message = EnvelopeError;
 	EXPECT_EQ(message(R"({"op": "x\"\n", "after": {"id": 1}})"), "22023 unknown op \"x\\\"\\n\"");
 	std::string long_op = message(R"({"op": ")" + std::string(500, 'q') + R"(", "after": {"id": 1}})");
 	EXPECT_LT(long_op.size(), 80u) << long_op;
@@ -723,14 +729,7 @@ TEST(Envelope, OpAndTotalOrderMessagesNameWhatIsWrong)
 // h3; sql/envelope_wrapper_shape.sql).
 TEST(Envelope, WrapperMembersOfTheWrongShapeAreNamed)
 {
-	auto message = [](const std::string &json) -> std::string {
-		try {
-			ParseDebeziumEnvelope(Json::Parse(json));
-		} catch (const InputError &e) {
-			return std::string(e.sqlstate()) + " " + e.what();
-		}
-		return "no error";
-	};
+	auto message = EnvelopeError;
 	const std::string ok = R"({"op": "c", "after": {"id": 1}, "source": {"lsn": 1}})";
 	EXPECT_EQ(message(R"({"schema": {}, "payload": 5})"), "22023 field \"payload\" must be an object, got number");
 	EXPECT_EQ(message(R"({"schema": {}, "payload": [1]})"), "22023 field \"payload\" must be an object, got array");
@@ -874,14 +873,7 @@ TEST(Envelope, IntegerFieldsTakeIntegralNumbersInBothForms)
 // column values do (decode.cpp), naming the field.
 TEST(Envelope, NulInEnvelopeTextFieldsIsRefusedNamingTheField)
 {
-	auto message = [](const std::string &json) -> std::string {
-		try {
-			ParseDebeziumEnvelope(Json::Parse(json));
-		} catch (const InputError &e) {
-			return e.sqlstate() + std::string(" ") + e.what();
-		}
-		return "none";
-	};
+	auto message = EnvelopeError;
 	for (const char *field : {"name", "db", "schema", "table", "connector", "snapshot"}) {
 		std::string json = std::string(R"({"op": "c", "after": {"id": 1}, "source": {")") + field + R"(": "a\u0000b"}})";
 		std::string m = message(json);
