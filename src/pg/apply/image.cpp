@@ -10,6 +10,7 @@
 #include "core/layout.hpp"
 #include "core/errors.hpp"
 #include "pg/apply/internal.hpp"
+#include "pg/apply/outbox.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/spi.hpp"
 
@@ -132,25 +133,26 @@ UtcTzPg()
 }
 
 /*
- * The output function's text of `v` under the settings SettledTextPg
- * prints with: DateStyle ISO, TimeZone UTC, IntervalStyle postgres,
+ * Sets, for what runs until EndSettledOutputPg(<the level it returns>),
+ * the settings SettledTextPg prints with that the session does not have:
+ * with kDependsOnStyles DateStyle ISO, IntervalStyle postgres,
  * extra_float_digits 1 (any value above 0 prints the same shortest exact
- * decimal), bytea_output hex, and with kDependsOnMonetary lc_monetary C.
- * Only the settings that differ are set, for the call only, as a
- * function's SET clause sets them (fmgr_security_definer: a GUC nest
- * level, undone after the call, or by the abort of the transaction when
- * the output function raises an error); a session with those settings
- * already pays nothing.
+ * decimal), bytea_output hex, and (`utc`) TimeZone UTC; with
+ * kDependsOnMonetary lc_monetary C.  Only the settings that differ are
+ * set, as a function's SET clause sets them (fmgr_security_definer: a GUC
+ * nest level, undone by EndSettledOutputPg, or by the abort of the
+ * (sub)transaction when what runs meanwhile raises an error); a session
+ * with those settings already pays four comparisons and gets 0.
  */
-char *
-OutputInSettledSettingsPg(FmgrInfo *out_fn, Datum v, int depends)
+int
+BeginSettledPg(int depends, bool utc)
 {
 	const char *set[6][2];
 	int n = 0;
 	if (depends & kDependsOnStyles) {
 		if (DateStyle != USE_ISO_DATES)
 			set[n][0] = "datestyle", set[n++][1] = "ISO, MDY";
-		if (session_timezone != UtcTzPg())
+		if (utc && session_timezone != UtcTzPg())
 			set[n][0] = "timezone", set[n++][1] = "UTC";
 		if (IntervalStyle != INTSTYLE_POSTGRES)
 			set[n][0] = "intervalstyle", set[n++][1] = "postgres";
@@ -162,12 +164,23 @@ OutputInSettledSettingsPg(FmgrInfo *out_fn, Datum v, int depends)
 	if ((depends & kDependsOnMonetary) && strcmp(locale_monetary, "C") != 0)
 		set[n][0] = "lc_monetary", set[n++][1] = "C";
 	if (n == 0)
-		return OutputFunctionCall(out_fn, v);
+		return 0;
 	int nest = NewGUCNestLevel();
 	for (int i = 0; i < n; i++)
 		(void) set_config_option(set[i][0], set[i][1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest;
+}
+
+/*
+ * The output function's text of `v` under the settings SettledTextPg
+ * prints with (BeginSettledPg, TimeZone UTC included), for the call only.
+ */
+char *
+OutputInSettledSettingsPg(FmgrInfo *out_fn, Datum v, int depends)
+{
+	const int nest = BeginSettledPg(depends, /* utc */ true);
 	char *out = OutputFunctionCall(out_fn, v);
-	AtEOXact_GUC(true, nest);
+	EndSettledOutputPg(nest);
 	return out;
 }
 
@@ -259,6 +272,19 @@ NormaliseNumbersPg(Oid type, Datum v)
 }
 
 } // namespace
+
+int
+BeginPayloadSettingsPg()
+{
+	return BeginSettledPg(kDependsOnStyles, /* utc */ false);
+}
+
+void
+EndSettledOutputPg(int nest)
+{
+	if (nest != 0)
+		AtEOXact_GUC(true, nest);
+}
 
 /*
  * The input function's value of `text` with the settings that change how
@@ -1070,11 +1096,10 @@ SelectRowImage(const Target &t, const Image &key_img, const RunAs &as)
 {
 	Params p;
 	std::string where = KeyPredicate(t, key_img, p);
-	uint64_t n = Execute("SELECT pg_catalog.to_jsonb(t.*)::pg_catalog.text FROM " + t.own_rows + " AS t WHERE " + where,
-	                     p, as);
+	uint64_t n = Execute("SELECT " + RowDatumSql("t", t.qualified) + " FROM " + t.own_rows + " AS t WHERE " + where, p, as);
 	if (n == 0)
 		return std::nullopt;
-	return ResultText(0, 1);
+	return ResultRowsJsonText(1, 1, as)[0]; /* under the payload settings (outbox.hpp) */
 }
 
 // Converts the images of `req` (not a truncate), derives the entity key,

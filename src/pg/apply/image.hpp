@@ -146,6 +146,20 @@ Datum InputInSettledSettingsPg(FmgrInfo *in_fn, char *text, Oid ioparam, int32 t
 // The same by the input function's OID (as OidInputFunctionCall): the
 // audit's key values (audit/tables.cpp).
 Datum InputInSettledSettingsPg(Oid in_fn, char *text, Oid ioparam, int32 typmod);
+// The settings every row image the engine makes (outbox payloads, the
+// rows a handler gets, a conflict's stored_image: to_jsonb() of a row) is
+// printed with, whatever the caller's session has: those the worker pins
+// for its whole process (apply_worker.cpp), DateStyle ISO, IntervalStyle
+// postgres, extra_float_digits 1 (or above: the same shortest exact
+// decimal), bytea_output hex; TimeZone stays the session's (a timestamptz's
+// JSON text carries its offset), as in the worker.  Sets those that differ
+// until EndSettledOutputPg(the level returned), 0 when none needed setting
+// (a session with the defaults pays four comparisons).  An error before
+// EndSettledOutputPg leaves them to the (sub)transaction's abort, which
+// undoes them.  Only around building the image: the target's statements,
+// and so its triggers, run with the caller's settings.  PostgreSQL regime.
+int BeginPayloadSettingsPg();
+void EndSettledOutputPg(int nest);
 // The key text of `value` (a key column's), as entity records name it:
 // SettledTextPg's, with numeric without trailing zeros and float -0 as 0.
 // cdc._key_text() in SQL.  PostgreSQL regime; palloc'd result.

@@ -2,6 +2,7 @@
 #include "pg/apply/modes.hpp"
 
 #include "core/errors.hpp"
+#include "pg/apply/outbox.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
@@ -170,11 +171,11 @@ AppendHistory(const ModeConfig &cfg, const std::string &qualified, const std::st
 		add(history_column::kDeliveryKey, "$" + std::to_string(p.Count()));
 	}
 	std::string sql = "INSERT INTO " + qualified + " AS h (" + cols + ") VALUES (" + vals +
-	                  ") ON CONFLICT (cdc_key, cdc_version) DO NOTHING RETURNING pg_catalog.to_jsonb(h.*)::pg_catalog.text";
+	                  ") ON CONFLICT (cdc_key, cdc_version) DO NOTHING RETURNING " + RowDatumSql("h", qualified);
 	if (Execute(sql, p, as) == 0)
 		return HistoryResult::Exists;
-	if (row)
-		*row = ResultText(0, 1);
+	if (row) /* under the payload settings, after the statement and its triggers (outbox.hpp) */
+		*row = ResultRowsJsonText(1, 1, as)[0];
 	return HistoryResult::Appended;
 }
 

@@ -11,6 +11,7 @@
 #include "core/errors.hpp"
 #include "core/layout.hpp"
 #include "pg/apply/id_cache.hpp"
+#include "pg/apply/image.hpp"
 #include "pg/apply/internal.hpp"
 #include "pg/apply/target.hpp"
 #include "pg/guc.hpp"
@@ -583,7 +584,58 @@ Datum
 RowJsonbPg(TupleTableSlot *slot)
 {
 	/* a composite Datum of the slot's row type, TOASTed values inlined (heap_copy_tuple_as_datum) */
-	return FunctionCall1(ToJsonbRecordPg(), ExecFetchSlotHeapTupleDatum(slot));
+	Datum row = ExecFetchSlotHeapTupleDatum(slot);
+	const int nest = BeginPayloadSettingsPg();
+	Datum j = FunctionCall1(ToJsonbRecordPg(), row);
+	EndSettledOutputPg(nest);
+	return j;
+}
+
+std::string
+RowDatumSql(const std::string &alias, const std::string &qualified)
+{
+	/* a whole-row reference (not "t", which a column named t would take), of the table's own row type */
+	return "(" + alias + ".*)::" + qualified;
+}
+
+std::vector<std::optional<Datum>>
+ResultRowsJsonb(uint64_t n, int col, const RunAs &as)
+{
+	std::vector<std::optional<Datum>> out(n);
+	if (n == 0)
+		return out;
+	/* as whom the target's statements run: to_jsonb may call a cast to json the type's owner created */
+	PgCallAs(as, [&]() {
+		FmgrInfo *to_jsonb = ToJsonbRecordPg();
+		const int nest = BeginPayloadSettingsPg();
+		for (uint64_t i = 0; i < n; i++) {
+			bool isnull;
+			Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col, &isnull);
+			if (!isnull)
+				out[i] = FunctionCall1(to_jsonb, d);
+		}
+		EndSettledOutputPg(nest);
+	});
+	return out;
+}
+
+std::vector<std::optional<std::string>>
+ResultRowsJsonText(uint64_t n, int col, const RunAs &as)
+{
+	std::vector<std::optional<Datum>> j = ResultRowsJsonb(n, col, as);
+	std::vector<std::optional<std::string>> out(n);
+	PgCall([&]() {
+		for (uint64_t i = 0; i < n; i++) {
+			if (!j[i])
+				continue;
+			Jsonb *jb = DatumGetJsonbP(*j[i]);
+			char *text = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+			out[i] = std::string(text);
+			pfree(text);
+			pfree(DatumGetPointer(*j[i]));
+		}
+	});
+	return out;
 }
 
 bool
@@ -633,8 +685,11 @@ PayloadFromImage(const Target &t, const Image &img, const RunAs &as)
 	/* built-in types only, their own output functions: no code of the table's owner runs */
 	if (plan.fast)
 		return PgCall([&]() {
-			return ImageJsonbFastPg(int(n), plan.order.data(), plan.names.data(), plan.name_lens.data(),
-			                        plan.kinds.data(), plan.outs.data(), img.cells.data());
+			const int nest = BeginPayloadSettingsPg();
+			Datum j = ImageJsonbFastPg(int(n), plan.order.data(), plan.names.data(), plan.name_lens.data(),
+			                           plan.kinds.data(), plan.outs.data(), img.cells.data());
+			EndSettledOutputPg(nest);
+			return j;
 		});
 	std::vector<AttrNumber> attnums(n);
 	std::vector<Oid> types(n);
@@ -649,8 +704,11 @@ PayloadFromImage(const Target &t, const Image &img, const RunAs &as)
 		nulls[i] = img.cells[i].isnull;
 	}
 	/* as whom the target's statements run: to_jsonb may call a cast to json the type's owner created */
-	return PgCallAs(as, [&]() { return ImageJsonbPg(t.relid, int(n), attnums.data(), types.data(), typmods.data(), values.data(),
-		                                                 nulls.get());
+	return PgCallAs(as, [&]() {
+		const int nest = BeginPayloadSettingsPg();
+		Datum j = ImageJsonbPg(t.relid, int(n), attnums.data(), types.data(), typmods.data(), values.data(), nulls.get());
+		EndSettledOutputPg(nest);
+		return j;
 	});
 }
 

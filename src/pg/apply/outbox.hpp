@@ -68,11 +68,31 @@ struct DeferredOutbox {
 extern DeferredOutbox *deferred_outbox;
 
 
+// Every row image below (and PayloadFromImage's) is printed under the
+// payload settings (image.hpp, BeginPayloadSettingsPg: those the worker
+// pins), set only while the jsonb is built, not while the statements that
+// write the row, and fire its triggers, run: the same change gives the same
+// payload text whatever the session's DateStyle, IntervalStyle,
+// bytea_output and extra_float_digits (found by review: bytea_output
+// escape and IntervalStyle sql_standard changed cdc_apply()'s payloads;
+// sql/outbox_payload_settings.sql).
+//
 // to_jsonb() of the row in `slot` (of a table's row type), exactly as
 // to_jsonb(t) of that row in a statement: the payload of a row found and
 // removed without SQL (table_write.hpp, FindRowsDirect).  The jsonb is
 // allocated in the current memory context.  PostgreSQL regime.
 Datum RowJsonbPg(TupleTableSlot *slot);
+// The SQL expression of the row of alias `alias` of table `qualified` as a
+// composite value, for a statement's RETURNING or select list whose
+// column ResultRowsJsonb then converts.
+std::string RowDatumSql(const std::string &alias, const std::string &qualified);
+// to_jsonb() of column `col` (1-based, a RowDatumSql) of the first `n`
+// rows of the last statement's result, converted as `as` (a cast to json
+// of the type's owner may run); nullopt for NULL.  Allocated in the current
+// memory context, so they outlive the result.
+std::vector<std::optional<Datum>> ResultRowsJsonb(uint64_t n, int col, const RunAs &as);
+// The same as JSON text (to_jsonb(...)::text).
+std::vector<std::optional<std::string>> ResultRowsJsonText(uint64_t n, int col, const RunAs &as);
 
 // May the payload of an applied upsert be built from its image
 // (PayloadFromImage) instead of being read back from the table?  When the

@@ -493,24 +493,6 @@ UpdateRecords(const std::vector<Chain *> &chains, const std::map<std::string, in
 // Which rows a WriteRows statement returns (as jsonb, for outbox payloads).
 enum class Returning { None, Deletes, All };
 
-// Reads column `col` (1-based) of every result row as a jsonb Datum copied
-// into the caller's memory context (the next statement frees SPI's result);
-// nullopt for NULL.
-std::vector<std::optional<Datum>>
-ResultJsonb(uint64_t n, int col)
-{
-	std::vector<std::optional<Datum>> out(n);
-	PgCall([&]() {
-		for (uint64_t i = 0; i < n; i++) {
-			bool isnull;
-			Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col, &isnull);
-			if (!isnull)
-				out[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
-		}
-	});
-	return out;
-}
-
 // The (bigint) ordinal in column `col` of every result row.
 std::vector<int64_t>
 ResultOrdinals(uint64_t n, int col)
@@ -627,10 +609,10 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		uint64_t n = Execute("INSERT INTO " + t.qualified + " AS t (" + cols + ")" +
 		                         (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") + " SELECT " + UnnestColumns(p) +
 		                         " ON CONFLICT (" + conflict + ") DO UPDATE SET " + set +
-		                         (back ? " RETURNING pg_catalog.to_jsonb(t.*)" : ""),
+		                         (back ? " RETURNING " + RowDatumSql("t", t.qualified) : ""),
 		                     p, as);
 		if (back) {
-			std::vector<std::optional<Datum>> j = ResultJsonb(n, 1);
+			std::vector<std::optional<Datum>> j = ResultRowsJsonb(n, 1, as);
 			for (uint64_t r = 0; r < n && r < upserts.size(); r++)
 				rows[upserts[r]] = j[r];
 		}
@@ -671,11 +653,11 @@ WriteRows(const Target &t, const std::vector<std::pair<size_t, const Chain *>> &
 		                         t.own_rows + " AS t WHERE " + where + " OFFSET 0) l) DELETE FROM " + t.own_rows +
 		                         " AS t USING d WHERE t.ctid OPERATOR(pg_catalog.=) d.c AND t.ctid OPERATOR(pg_catalog.=) "
 		                         "ANY (ARRAY(SELECT c FROM d))" +
-		                         (back ? " RETURNING d.ord, pg_catalog.to_jsonb(t.*)" : ""),
+		                         (back ? " RETURNING d.ord, " + RowDatumSql("t", t.qualified) : ""),
 		                     p, as);
 		if (back) {
 			std::vector<int64_t> ord = ResultOrdinals(n, 1);
-			std::vector<std::optional<Datum>> j = ResultJsonb(n, 2);
+			std::vector<std::optional<Datum>> j = ResultRowsJsonb(n, 2, as);
 			for (uint64_t r = 0; r < n; r++)
 				if (ord[r] >= 1 && size_t(ord[r]) <= deletes.size())
 					rows[deletes[size_t(ord[r]) - 1]] = j[r];
@@ -706,11 +688,11 @@ ReadRows(const Target &t, const std::vector<const Image *> &keys, const RunAs &a
 	 * was the row before that update).
 	 */
 	uint64_t n = Execute("SELECT x.ord, l.j FROM " + UnnestAll(p) + " WITH ORDINALITY AS x(" + names +
-	                         "ord), LATERAL (SELECT pg_catalog.to_jsonb(t.*) AS j FROM " + t.own_rows + " AS t WHERE " +
+	                         "ord), LATERAL (SELECT " + RowDatumSql("t", t.qualified) + " AS j FROM " + t.own_rows + " AS t WHERE " +
 	                         where + " OFFSET 0 FOR UPDATE) l",
 	                     p, as);
 	std::vector<int64_t> ord = ResultOrdinals(n, 1);
-	std::vector<std::optional<Datum>> j = ResultJsonb(n, 2);
+	std::vector<std::optional<Datum>> j = ResultRowsJsonb(n, 2, as);
 	for (uint64_t r = 0; r < n; r++)
 		if (ord[r] >= 1 && size_t(ord[r]) <= keys.size())
 			rows[size_t(ord[r]) - 1] = j[r];

@@ -172,40 +172,28 @@ SameIdentity(const Column &col, const std::string &so_far, int param)
 	       std::to_string(param) + ") IS TRUE";
 }
 
-// The row as MutateTarget's statement returns it: JSON text, or (as_jsonb)
-// jsonb, read back as a Datum.  "t.*", not "t": a target column named t
-// would be taken for the row (found by a fresh-user run: the payload was
-// that column's value, or XX000 when it was NULL; sql/target_features.sql).
+// The row as MutateTarget's statement returns it: a composite value
+// (RowDatumSql, "t.*", not "t": a target column named t would be taken for
+// the row; found by a fresh-user run: the payload was that column's value,
+// or XX000 when it was NULL; sql/target_features.sql), converted to JSON
+// after the statement (ResultRowsJsonb), under the payload settings and not
+// while the statement and its triggers run.
 std::string
-RowExpression(bool as_jsonb)
+RowExpression(const Target &t)
 {
-	return as_jsonb ? "pg_catalog.to_jsonb(t.*)" : "pg_catalog.to_jsonb(t.*)::pg_catalog.text";
+	return RowDatumSql("t", t.qualified);
 }
 
 // What MutateTarget's statement returns: the row (RowExpression) when
 // `returning` (else NULL), then the identity check when there is one; empty
 // when nothing is needed.
 std::string
-ReturningList(bool returning, bool as_jsonb, const std::string &same_identity)
+ReturningList(const Target &t, bool returning, const std::string &same_identity)
 {
 	if (!returning && same_identity.empty())
 		return "";
-	return (returning ? RowExpression(as_jsonb) : std::string("NULL::pg_catalog.text")) +
+	return (returning ? RowExpression(t) : std::string("NULL::pg_catalog.text")) +
 	       (same_identity.empty() ? "" : ", " + same_identity);
-}
-
-// Column 1 of the first result row, a jsonb, copied out of SPI's result
-// (which the next statement frees) into the current memory context.
-Datum
-ResultJsonbCopy()
-{
-	return PgCall([]() {
-		bool isnull;
-		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		if (isnull)
-			elog(ERROR, "cdc_apply: the row image read back is NULL");
-		return PointerGetDatum(DatumGetJsonbPCopy(d));
-	});
 }
 
 // Mutates the target table; returns the resulting row (upsert) or the removed
@@ -240,7 +228,7 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 		 * the key up again, table_write.cpp).
 		 */
 		Execute("SELECT 1 FROM " + t.own_rows + " AS t WHERE " + where + " FOR UPDATE", p, c.as);
-		sql = "DELETE FROM " + t.own_rows + " AS t WHERE " + where + (returning ? " RETURNING " + RowExpression(as_jsonb) : "");
+		sql = "DELETE FROM " + t.own_rows + " AS t WHERE " + where + (returning ? " RETURNING " + RowExpression(t) : "");
 	} else if (c.image->has_unavailable) {
 		/* The row exists (Decide checked): set only the columns the source sent. */
 		std::string set;
@@ -262,7 +250,7 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 			set += QuoteIdent(t.columns[i].name) + " = $" + std::to_string(p.Count());
 		}
 		std::string where = KeyPredicate(t, *c.key_img, p);
-		const std::string list = ReturningList(returning, as_jsonb, same_identity);
+		const std::string list = ReturningList(t, returning, same_identity);
 		if (set.empty()) { /* only the key and unchanged columns: the row stays as it is */
 			if (list.empty())
 				return std::nullopt;
@@ -306,7 +294,7 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 				conflict += ", ";
 			conflict += QuoteIdent(t.columns[size_t(t.key[i])].name);
 		}
-		const std::string list = ReturningList(returning, as_jsonb, same_identity);
+		const std::string list = ReturningList(t, returning, same_identity);
 		sql = "INSERT INTO " + t.qualified + " AS t (" + cols + ")" + (t.has_identity_always ? " OVERRIDING SYSTEM VALUE" : "") +
 		      " VALUES (" + vals + ") ON CONFLICT (" + conflict + ") DO " +
 		      (set.empty() ? std::string("NOTHING") : "UPDATE SET " + set) + (list.empty() ? "" : " RETURNING " + list);
@@ -338,10 +326,13 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 	if (!returning)
 		return std::nullopt;
 	if (as_jsonb) {
-		*jsonb = ResultJsonbCopy();
+		std::optional<Datum> j = ResultRowsJsonb(1, 1, c.as)[0];
+		if (!j)
+			throw std::runtime_error("the row image read back is NULL");
+		*jsonb = *j;
 		return std::string();
 	}
-	return ResultText(0, 1);
+	return ResultRowsJsonText(1, 1, c.as)[0];
 }
 
 void
@@ -485,11 +476,12 @@ TruncateWithHandler(const Target &t, const std::string &keep, const ChangeReques
 	del.AddText(keep);
 	uint64_t n = Execute("DELETE FROM " + t.own_rows + " AS t WHERE " + CompactKeySql(t) +
 	                         " OPERATOR(pg_catalog.<>) ALL ($1::pg_catalog.text[]) " +
-	                         "RETURNING pg_catalog.to_jsonb(t.*)::pg_catalog.text, " + key + "::pg_catalog.text",
+	                         "RETURNING " + RowDatumSql("t", t.qualified) + ", " + key + "::pg_catalog.text",
 	                     del, as);
 	std::vector<std::pair<std::string, std::string>> removed; /* (row, entity key): SPI results are overwritten by the calls */
+	std::vector<std::optional<std::string>> rows = ResultRowsJsonText(n, 1, as);
 	for (uint64_t i = 0; i < n; i++)
-		removed.emplace_back(ResultText(i, 1).value_or("null"), ResultText(i, 2).value_or("{}"));
+		removed.emplace_back(rows[i].value_or("null"), ResultText(i, 2).value_or("{}"));
 	ChangeIdentity id;
 	id.op = 't';
 	id.version = req.version;
