@@ -1970,6 +1970,7 @@ CREATE TABLE cdc.subscription (
   slot_system_id  text,
   slot_timeline   integer,
   slot_created_lsn pg_lsn,
+  count_positions_until pg_lsn CHECK (count_positions_until <> '0/0'),
   created_at   timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE cdc.subscription IS
@@ -1992,6 +1993,7 @@ COMMENT ON COLUMN cdc.subscription.refresh_pending IS 'The worker reads the publ
 COMMENT ON COLUMN cdc.subscription.slot_system_id IS 'Identity of the slot (docs/worker.md, "Continuity"): the source''s system identifier (IDENTIFY_SYSTEM) when the worker created the slot, or first used a slot it did not create.';
 COMMENT ON COLUMN cdc.subscription.slot_timeline IS 'The source''s timeline then: a promoted standby has another one, and PostgreSQL 15 copies no logical slot to it.';
 COMMENT ON COLUMN cdc.subscription.slot_created_lsn IS 'The slot''s consistent point (where its stream starts), or the position it was first used from.';
+COMMENT ON COLUMN cdc.subscription.count_positions_until IS 'Source transactions committed at or below this LSN were applied by cdc_apply 0.1.0, whose positions counted the changes a transaction sent: sent again (a replication origin moved back), they keep those versions and delivery keys and are duplicates (docs/worker.md, "Keys from before this version"). Set by ALTER EXTENSION cdc_apply UPDATE from 0.1.0 to the origin''s progress; NULL (subscriptions created on 0.2.0): every position is the change''s WAL position.';
 COMMENT ON COLUMN cdc.subscription.created_at IS 'When the subscription was created.';
 
 -- Managing subscriptions is for superusers only (as CREATE SUBSCRIPTION is in

@@ -17,7 +17,9 @@
 #      as before; replays are duplicates, the tombstone still blocks a stale
 #      resurrection, the barrier a stale insert; new events apply and write
 #      outbox rows after the old ones; source ids follow the 0.2.0 scheme;
-#      the origin progress moved to the 0.2.0 origin name; the relay still
+#      the origin progress moved to the 0.2.0 origin name and recorded as
+#      count_positions_until (refused while the 0.1.0 origin is in use:
+#      part B); the relay still
 #      marks rows published; moved to EXECUTE on cdc.outbox_claim and
 #      cdc.outbox_delete with its UPDATE revoked, it claims and deletes rows
 #      and cannot LOCK the outbox (review h3).
@@ -217,6 +219,20 @@ is(uq(q{SELECT extversion FROM pg_extension WHERE extname = 'cdc_apply'}), '0.1.
 is(uq($state_queries{outbox}), $before{outbox}, 'the outbox is untouched by the refused update');
 is(uq(q{SELECT count(*) FROM pg_replication_origin WHERE roname = 'cdc_1'}), '1', 'the 0.1.0 origin is untouched');
 uq(q{DROP VIEW public.my_outbox});
+# A worker of the 0.1.0 module still running (the server not restarted
+# after installing 0.2.0) holds its origin: the update must not read the
+# origin's progress (count_positions_until) while that worker may still
+# commit.  A session holding cdc_1 stands in for it.
+my $holder = $node->background_psql('up');
+$holder->query_safe(q{SELECT pg_replication_origin_session_setup('cdc_1')});
+($rc, $out, $err) = $node->psql('up', q{ALTER EXTENSION cdc_apply UPDATE TO '0.2.0'});
+isnt($rc, 0, 'the update is refused while the 0.1.0 origin is in use');
+like($err, qr/ERROR:  cannot update cdc_apply to 0\.2\.0: replication origin cdc_1 of subscription 1 is in use/,
+	'the refusal names the origin');
+$holder->quit;
+is(uq(q{SELECT extversion FROM pg_extension WHERE extname = 'cdc_apply'}), '0.1.0', 'still 0.1.0 after that refusal');
+is(uq(q{SELECT remote_lsn FROM pg_replication_origin_status WHERE external_id = 'cdc_1'}), '0/5A0B0C0',
+	'the 0.1.0 origin keeps its progress');
 
 # ---------------------------------------------------------------------------
 # C. the update; the catalog equals a fresh 0.2.0 installation
@@ -272,6 +288,8 @@ is(uq(q{SELECT remote_lsn FROM pg_replication_origin_status WHERE external_id = 
 	'the 0.2.0 origin has the 0.1.0 progress');
 is(uq(q{SELECT count(*) FROM pg_replication_origin WHERE roname = 'cdc_1'}), '0', 'the 0.1.0 origin is gone');
 is(uq(q{SELECT applied_lsn FROM cdc.subscription_status WHERE name = 'sub1'}), '0/5A0B0C0', 'cdc.subscription_status shows it');
+is(uq(q{SELECT count_positions_until FROM cdc.subscription WHERE name = 'sub1'}), '0/5A0B0C0',
+	'count_positions_until: the origin\'s progress (transactions up to it keep 0.1.0\'s count positions)');
 is(uq(q{SELECT owner::text || ' ' || run_as_owner || ' ' || origin || ' ' || refresh_pending FROM cdc.subscription}),
 	'postgres false any true', 'subscription: the new columns as documented');
 

@@ -142,7 +142,8 @@ load_subscription(int subid)
 	         "  (SELECT confirmed_lsn::pg_catalog.text FROM cdc.subscription_state st "
 	         "    WHERE st.subid OPERATOR(pg_catalog.=) s.subid), "
 	         "  (SELECT pg_catalog.max(g.id) FROM cdc.accepted_gaps g "
-	         "    WHERE g.subid OPERATOR(pg_catalog.=) s.subid AND g.accepted_at IS NULL) "
+	         "    WHERE g.subid OPERATOR(pg_catalog.=) s.subid AND g.accepted_at IS NULL), "
+	         "  count_positions_until::pg_catalog.text "
 	         "FROM cdc.subscription s WHERE subid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND enabled "
 	         /* a row locked by cdc.drop_subscription() reads as gone: the drop owns the slot now */
 	         "FOR SHARE SKIP LOCKED",
@@ -182,6 +183,9 @@ load_subscription(int subid)
 	W->confirmed_lsn = confirmed ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(confirmed))) : InvalidXLogRecPtr;
 	char *request = SPI_getvalue(tup, desc, 19);
 	W->gap_request = request ? pg_strtoint64(request) : 0;
+	char *count_until = SPI_getvalue(tup, desc, 20);
+	W->count_positions_until =
+	    count_until ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(count_until))) : InvalidXLogRecPtr;
 	MemoryContextSwitchTo(old);
 	SPI_finish();
 	PopActiveSnapshot();

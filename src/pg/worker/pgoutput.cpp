@@ -207,12 +207,26 @@ StampNextChange(ChangeRequest &req, const LogicalRepRelation *rel, Oid truncate_
 	}
 	W->pos_lsn = lsn;
 	W->pos_row_seen = !OidIsValid(truncate_relid);
-	const int64_t position = int64_t(lsn) + W->pos_ordinal;
+	int64_t position = int64_t(lsn) + W->pos_ordinal;
+	int64_t fourth = int64_t(truncate_relid);
+	if (W->count_positions) {
+		/*
+		 * A source transaction committed at or below count_positions_until:
+		 * applied by 0.1.0 with the count as its changes' positions, so it
+		 * keeps them when it is sent again (an origin moved back by hand):
+		 * version {epoch, commit LSN, count, 0} and key ...:<count>, for a
+		 * truncate's tables too, exactly as 0.1.0 stamped them, and its
+		 * re-sent changes are duplicates (docs/worker.md, "Keys from
+		 * before this version"; TAP 153).
+		 */
+		position = W->count_seq;
+		fourth = 0;
+	}
 
 	req.source = SourceOf(rel);
 	W->seq++; /* the count of this subscription's changes: only error contexts name it (Submit) */
 	req.total_order = position;
-	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), position, int64_t(truncate_relid)}};
+	req.version = cdc::Version{{W->epoch, int64_t(W->final_lsn), position, fourth}};
 	if (W->dk_prefix_lsn != W->final_lsn || W->dk_prefix[0] == '\0') {
 		/* once per source transaction, not per change */
 		snprintf(W->dk_prefix, sizeof(W->dk_prefix), "pgoutput:%s:%X/%X:", W->source_id, CDC_LSN_ARGS(W->final_lsn));
@@ -503,6 +517,7 @@ handle_change(char action, StringInfo s)
 		relid = logicalrep_read_insert(s, &newtup);
 		if (W->already_applied || W->skipping || W->foreign_origin)
 			return;
+		W->count_seq++; /* 0.1.0 counted every change sent (count positions) */
 		RelEntry *e = lookup_relation(relid);
 		if (relation_skipped(e))
 			return;
@@ -516,6 +531,7 @@ handle_change(char action, StringInfo s)
 		relid = logicalrep_read_update(s, &has_old, &oldtup, &newtup);
 		if (W->already_applied || W->skipping || W->foreign_origin)
 			return;
+		W->count_seq++; /* 0.1.0 counted every change sent (count positions) */
 		RelEntry *e = lookup_relation(relid);
 		if (relation_skipped(e))
 			return;
@@ -527,6 +543,7 @@ handle_change(char action, StringInfo s)
 		relid = logicalrep_read_delete(s, &oldtup);
 		if (W->already_applied || W->skipping || W->foreign_origin)
 			return;
+		W->count_seq++; /* 0.1.0 counted every change sent (count positions) */
 		RelEntry *e = lookup_relation(relid);
 		if (relation_skipped(e))
 			return;
@@ -540,6 +557,7 @@ handle_change(char action, StringInfo s)
 			return;
 		ListCell *lc;
 		foreach (lc, relids) {
+			W->count_seq++; /* each table, as 0.1.0 counted them */
 			RelEntry *e = lookup_relation(lfirst_oid(lc));
 			if (!relation_skipped(e))
 				cdc::pg::RunCpp([&]() { ApplyTruncate(e->rel, restart_seqs); });

@@ -181,6 +181,8 @@ begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committim
 	W->pos_lsn = InvalidXLogRecPtr;
 	W->pos_ordinal = 0;
 	W->pos_row_seen = false;
+	W->count_positions = W->count_positions_until != InvalidXLogRecPtr && final_lsn <= W->count_positions_until;
+	W->count_seq = 0;
 	clear_cur_table();
 	W->already_applied = already_applied;
 	W->skipping = skipping;

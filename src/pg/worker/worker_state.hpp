@@ -125,6 +125,18 @@ typedef struct WorkerState {
 	XLogRecPtr pos_lsn;
 	int64 pos_ordinal;
 	bool pos_row_seen;
+	/*
+	 * Count positions (docs/worker.md, "Keys from before this version"):
+	 * cdc.subscription.count_positions_until (InvalidXLogRecPtr: none), the
+	 * commit LSN up to which source transactions were applied by 0.1.0,
+	 * whose positions counted the changes; whether the current transaction
+	 * is one of them (set at BEGIN); and its changes counted as 0.1.0 did
+	 * (every row change and every table of a TRUNCATE the source sent,
+	 * also of a table this version does not apply).
+	 */
+	XLogRecPtr count_positions_until;
+	bool count_positions;
+	int64 count_seq;
 	int64 replays_discarded; /* source transactions re-sent below our progress since the last one applied */
 	/*
 	 * The table of the change being applied, for the error context (""
