@@ -651,7 +651,34 @@ KeyFromJson(const DestTable &t, const std::string &json, const std::string &what
 	std::vector<std::string> names;
 	for (const KeyColumn &k : t.key)
 		names.push_back(k.name);
-	return cdc::audit::KeyFromJson(cdc::Json::Parse(json), names, what);
+	Key key = cdc::audit::KeyFromJson(cdc::Json::Parse(json), names, what);
+	/*
+	 * Each value must be one of its column's type here, before the source
+	 * is asked: a key the type refuses ("abc", 1.5 or 99999999999 for an
+	 * integer) was sent to the source and came back as 'the source failed
+	 * "SELECT ...": ERROR: invalid input syntax ...', naming neither the
+	 * argument nor the column (fresh-user run h4, regress resync_key_values).
+	 * The input function's error keeps its SQLSTATE, detail and hint.
+	 */
+	for (size_t c = 0; c < t.key.size(); c++) {
+		const KeyColumn &k = t.key[c];
+		try {
+			KeyDatum(t, k, key[c]);
+		} catch (const PgError &e) {
+			ErrorData *ed = e.edata();
+			std::string type_name = PgCall([&]() { return format_type_with_typemod(k.type, k.typmod); });
+			std::string message = ed->message ? ed->message : "";
+			if (key[c].size() > cdc::kMessageValueBytes) {
+				const std::string clipped = cdc::ClippedForMessage(key[c]);
+				for (size_t at = message.find(key[c]); at != std::string::npos; at = message.find(key[c], at + clipped.size()))
+					message.replace(at, key[c].size(), clipped);
+			}
+			message = what + ": key column \"" + k.name + "\" of type " + type_name + ": " + message;
+			PgCall([&]() { ed->message = pstrdup(message.c_str()); });
+			throw;
+		}
+	}
+	return key;
 }
 
 } // namespace cdc::pg::audit
