@@ -417,7 +417,9 @@ ParseEnvelope(const JsonView &view)
 				if (!f.IsObject())
 					Bad("field \"schema.fields[" + std::to_string(i) + "]\" must be an object, got " + f.KindName());
 				const Json *name = f.FindNonNull("field");
-				if (!name || !name->IsString())
+				if (name && !name->IsString()) /* skipped before: "field": ["after"] lost the after schema (field_schema_members) */
+					Bad("field \"schema.fields[" + std::to_string(i) + "].field\" must be a string, got " + name->KindName());
+				if (!name)
 					continue;
 				if (name->Scalar() == "before")
 					ev.before_schema = FieldSchema::FromJson(f, "before");
