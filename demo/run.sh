@@ -37,7 +37,7 @@ case "$($PG_CONFIG --version)" in
 *) echo "demo/run.sh needs PostgreSQL 15; $PG_CONFIG is $($PG_CONFIG --version) (set PG_CONFIG)" >&2; exit 1 ;;
 esac
 BINDIR=$($PG_CONFIG --bindir)
-echo "building cdc_apply with $(nproc) jobs (about 2 minutes on 2 cores) ..."
+echo "building cdc_apply with $(nproc) jobs (2 to 7 minutes on 2 cores, longer on a busy machine) ..."
 make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >/dev/null
 if [ -w "$($PG_CONFIG --pkglibdir)" ]; then make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; else sudo make -s install PG_CONFIG="$PG_CONFIG" >/dev/null; fi
 
