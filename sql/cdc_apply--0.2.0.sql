@@ -164,20 +164,23 @@ ALTER TABLE cdc.source ENABLE ALWAYS TRIGGER invalidate_ids;
 ALTER TABLE cdc.source ENABLE ALWAYS TRIGGER invalidate_ids_truncate;
 
 CREATE TABLE cdc.entity_state (
+  -- What an applied change rewrites (v1, v2, chash) leads the row, what
+  -- it keeps follows: an update's WAL record holds only the bytes between
+  -- the common prefix and suffix of the old and new row (20 instead of 32).
   v1        bigint NOT NULL,
   v2        bigint NOT NULL,
+  chash     integer NOT NULL,
+  touched_s integer NOT NULL,
   target    regclass NOT NULL,
   v0        integer NOT NULL,
   v3        integer NOT NULL,
-  chash     integer NOT NULL,
-  touched_s integer NOT NULL,
   src       integer NOT NULL,
   deleted   boolean NOT NULL,
   key       text COLLATE "C" NOT NULL,  -- compared byte by byte: a lookup per change, equal texts are equal keys under any deterministic collation
   PRIMARY KEY (target, key)
 ) WITH (fillfactor = 50);  -- every applied change of an entity updates its record: room for HOT updates (docs/retention.md, "Fill factor")
 COMMENT ON TABLE cdc.entity_state IS
-  'Per-entity source version of the latest applied change; deleted = true makes the row a tombstone that blocks older inserts and updates. Columns ordered for alignment; read it through cdc.entities and cdc.tombstones.';
+  'Per-entity source version of the latest applied change; deleted = true makes the row a tombstone that blocks older inserts and updates. Columns ordered for alignment, the ones an applied change rewrites (v1, v2, chash) first, so that the update''s WAL record is short; read it through cdc.entities and cdc.tombstones.';
 COMMENT ON COLUMN cdc.entity_state.v1 IS 'Version component 2: commit LSN (or the LSN), the snapshot point, or the version column''s value.';
 COMMENT ON COLUMN cdc.entity_state.v2 IS 'Version component 3: the change''s LSN or position in the source transaction; 0 for snapshot rows; 1 for deletes ordered by a version column.';
 COMMENT ON COLUMN cdc.entity_state.target IS 'Destination table.';
@@ -249,18 +252,23 @@ CREATE TABLE cdc.outbox_source (
   source_db     text NOT NULL,
   source_schema text NOT NULL,
   source_table  text NOT NULL,
-  CONSTRAINT outbox_source_key UNIQUE (topic, source_name, source_db, source_schema, source_table)
+  -- The member names of the rows' payloads, which then hold only the values
+  -- (docs/semantics.md, "Outbox"): the names of a table's rows are the
+  -- same in every row, and were a quarter of each row.
+  payload_keys  text[] NOT NULL DEFAULT '{}',
+  CONSTRAINT outbox_source_key UNIQUE (topic, source_name, source_db, source_schema, source_table, payload_keys)
 );
 COMMENT ON TABLE cdc.outbox_source IS
-  'Dictionary of the constant part of outbox rows: topic and source identity (name, db, schema, table) as they were when the row was written, so that cdc.outbox_rows holds a 4-byte id. Ids are allocated as max + 1 under a lock, so rolled-back calls never use one up; entries are never removed.';
+  'Dictionary of the constant part of outbox rows: topic and source identity (name, db, schema, table) as they were when the row was written, and the member names of the row''s payload, so that cdc.outbox_rows holds a 4-byte id. Ids are derived from the entry''s hash (the next free one on a collision), so rolled-back calls never use one up; entries are never removed.';
 COMMENT ON COLUMN cdc.outbox_source.id IS 'Id used in cdc.outbox_rows.src.';
 COMMENT ON COLUMN cdc.outbox_source.topic IS 'The mapping''s outbox_topic, or the target''s schema.table, when the row was written.';
 COMMENT ON COLUMN cdc.outbox_source.source_name IS 'source.name (Debezium topic prefix; pg:<system identifier> on the worker path).';
 COMMENT ON COLUMN cdc.outbox_source.source_db IS 'source.db.';
 COMMENT ON COLUMN cdc.outbox_source.source_schema IS 'source.schema.';
 COMMENT ON COLUMN cdc.outbox_source.source_table IS 'source.table.';
+COMMENT ON COLUMN cdc.outbox_source.payload_keys IS 'Member names of the payload of the rows with this id, in jsonb''s order: those rows'' payload holds the values alone, a JSON array in the same order (cdc._outbox_payload joins them again). Empty: the payload is stored whole (NULL, an empty object, a row carried over from 0.1.0).';
 COMMENT ON INDEX cdc.outbox_source_pkey IS 'Looks an id up (cdc.outbox).';
-COMMENT ON INDEX cdc.outbox_source_key IS 'Finds the id of a topic and source identity (the engine, before it writes a row).';
+COMMENT ON INDEX cdc.outbox_source_key IS 'Finds the id of a topic, source identity and payload member names (the engine, before it writes a row).';
 
 CREATE TRIGGER invalidate_ids AFTER UPDATE OR DELETE ON cdc.outbox_source
   FOR EACH STATEMENT EXECUTE FUNCTION cdc._invalidate_dictionary();
@@ -274,11 +282,26 @@ COMMENT ON TRIGGER invalidate_ids_truncate ON cdc.outbox_source IS 'Empties ever
 ALTER TABLE cdc.outbox_source ENABLE ALWAYS TRIGGER invalidate_ids;
 ALTER TABLE cdc.outbox_source ENABLE ALWAYS TRIGGER invalidate_ids_truncate;
 
+-- The payload of an outbox row as cdc.outbox shows it: the values stored in
+-- cdc.outbox_rows.payload joined again with the member names of its
+-- dictionary entry (C, a few microseconds per row read).  search_path is
+-- pinned as for every function of the extension, though it reads nothing
+-- by name.
+CREATE FUNCTION cdc._outbox_payload(keys text[], payload json) RETURNS jsonb
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'cdc_outbox_payload';
+COMMENT ON FUNCTION cdc._outbox_payload(text[], json) IS
+  'Internal (the view cdc.outbox): the jsonb of a stored outbox payload. keys empty: payload is the whole JSON value, returned as jsonb. Else payload is a JSON array of as many values as keys, and the result the object of keys[i] to value i. Errors: 22P02 payload not valid JSON, or not an array of that many values.';
+
 CREATE TABLE cdc.outbox_rows (
   id           bigserial,
   created_at   timestamptz NOT NULL DEFAULT now(),
   v1           bigint NOT NULL,
   v2           bigint NOT NULL,
+  -- v3, lsn and commit_lsn are left NULL where elided says the view derives
+  -- them: a NULL takes no room in the row (docs/benchmarks.md, "The
+  -- outbox row narrowed").
   v3           bigint,
   lsn          bigint,
   commit_lsn   bigint,
@@ -288,6 +311,7 @@ CREATE TABLE cdc.outbox_rows (
   target       regclass NOT NULL,
   src          integer NOT NULL,
   v0           integer NOT NULL,
+  elided       smallint NOT NULL DEFAULT 0,
   -- No CHECK on op: only the engine writes rows (as the owner of the
   -- extension's tables), and a CHECK is planned again by every statement
   -- that inserts (ExecConstraints builds it per statement): about 5 % of a
@@ -295,8 +319,14 @@ CREATE TABLE cdc.outbox_rows (
   op           "char" NOT NULL,
   -- Takes a byte of the alignment padding before payload: the row is no wider.
   stream_ordered boolean NOT NULL DEFAULT false,
-  entity_key   jsonb,
-  payload      jsonb
+  -- json, not jsonb: the engine writes the text of the jsonb it built,
+  -- without insignificant whitespace, and the view casts it back, which
+  -- gives that jsonb again; the text form takes about a quarter less room
+  -- (no per-member offsets) and so less WAL per row.  A payload object's
+  -- member names are in the dictionary entry (outbox_source.payload_keys),
+  -- its values here.
+  entity_key   json,
+  payload      json
 );
 -- Unique on the idempotency key per target: a role writing its own target
 -- cannot take (and so drop) another target's row by sending the same source
@@ -314,23 +344,24 @@ CREATE UNIQUE INDEX outbox_rows_ikey ON cdc.outbox_rows (target, v1, v2, ikey) W
 -- where a publication FOR ALL TABLES includes it (wal_level = logical).
 ALTER TABLE cdc.outbox_rows REPLICA IDENTITY FULL;
 COMMENT ON TABLE cdc.outbox_rows IS
-  'Storage of the outbox (read it through cdc.outbox): one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction, unique on the binary idempotency key per target (by the unique index outbox_rows_ikey, or for a stream-ordered target by its stream mark). Columns ordered for alignment. REPLICA IDENTITY FULL: it has no primary key.';
+  'Storage of the outbox (read it through cdc.outbox): one row per applied non-snapshot change of a mapping with outbox = true, written in the same transaction, unique on the binary idempotency key per target (by the unique index outbox_rows_ikey, or for a stream-ordered target by its stream mark). Columns ordered for alignment; positions the view derives are left NULL (elided), entity_key and payload are JSON text. REPLICA IDENTITY FULL: it has no primary key.';
 COMMENT ON COLUMN cdc.outbox_rows.id IS 'Insertion order (cdc.outbox.id).';
 COMMENT ON COLUMN cdc.outbox_rows.created_at IS 'Transaction start time of the apply.';
 COMMENT ON COLUMN cdc.outbox_rows.v1 IS 'Version component 2 (commit LSN, LSN or version column value).';
 COMMENT ON COLUMN cdc.outbox_rows.v2 IS 'Version component 3.';
-COMMENT ON COLUMN cdc.outbox_rows.v3 IS 'Version component 4; NULL for a 3-component version (mappings ordered by a version column).';
-COMMENT ON COLUMN cdc.outbox_rows.lsn IS 'source.lsn of the change, if known.';
-COMMENT ON COLUMN cdc.outbox_rows.commit_lsn IS 'source.commit_lsn of the change, if known.';
+COMMENT ON COLUMN cdc.outbox_rows.v3 IS 'Version component 4; NULL for a 3-component version (mappings ordered by a version column), and NULL for a component 4 of 0 when elided has bit 4.';
+COMMENT ON COLUMN cdc.outbox_rows.lsn IS 'source.lsn of the change, if known; NULL also when it equals v2 and elided has bit 1.';
+COMMENT ON COLUMN cdc.outbox_rows.commit_lsn IS 'source.commit_lsn of the change, if known; NULL also when it equals v1 and elided has bit 2.';
+COMMENT ON COLUMN cdc.outbox_rows.elided IS 'Which columns are left NULL because the view derives them: bit 1 lsn (= v2), bit 2 commit_lsn (= v1), bit 4 v3 (= 0; the version has 4 components). 0: every column holds its value.';
 COMMENT ON COLUMN cdc.outbox_rows.tx_id IS 'source.txId of the change, if known.';
 COMMENT ON COLUMN cdc.outbox_rows.published_at IS 'Set by a relay once the row is published; NULL until then.';
 COMMENT ON COLUMN cdc.outbox_rows.ikey IS 'The idempotency key: the 16 bytes of md5(source name, source table, op, version, entity key) (cdc.outbox.idempotency_key is its hex form).';
 COMMENT ON COLUMN cdc.outbox_rows.target IS 'Destination table of the change.';
-COMMENT ON COLUMN cdc.outbox_rows.src IS 'cdc.outbox_source id: topic, source name, db, schema and table.';
+COMMENT ON COLUMN cdc.outbox_rows.src IS 'cdc.outbox_source id: topic, source name, db, schema and table, and the payload''s member names.';
 COMMENT ON COLUMN cdc.outbox_rows.v0 IS 'Version component 1 (the source epoch).';
 COMMENT ON COLUMN cdc.outbox_rows.op IS 'c (insert), u (update), d (delete) or t (truncate); written only by the engine, so not checked by a constraint.';
-COMMENT ON COLUMN cdc.outbox_rows.entity_key IS 'Entity key; NULL for a truncate.';
-COMMENT ON COLUMN cdc.outbox_rows.payload IS 'Destination row after the change (for d: the removed row, or the event''s before-image); NULL for t.';
+COMMENT ON COLUMN cdc.outbox_rows.entity_key IS 'Entity key as JSON text (the jsonb the engine built, without insignificant whitespace; cdc.outbox casts it back to jsonb); NULL for a truncate.';
+COMMENT ON COLUMN cdc.outbox_rows.payload IS 'Destination row after the change (for d: the removed row, or the event''s before-image) as JSON text (of the jsonb the engine built, without insignificant whitespace): where the cdc.outbox_source entry src has payload_keys, only the values, a JSON array in their order; else the whole object. cdc.outbox shows it as jsonb (cdc._outbox_payload); NULL for t.';
 COMMENT ON SEQUENCE cdc.outbox_rows_id_seq IS 'Ids of outbox rows, in insertion order.';
 COMMENT ON COLUMN cdc.outbox_rows.stream_ordered IS 'True for a row of a stream-ordered target (cdc.set_ordering): its key is unique by the target''s stream mark, so outbox_rows_ikey leaves it out.';
 COMMENT ON INDEX cdc.outbox_rows_ikey IS 'The one unique index, (target, v1, v2, idempotency key), of the rows of entity-ordered targets: a change whose key is there already for its target adds no second row (ON CONFLICT ... WHERE NOT stream_ordered DO NOTHING); per target, so that a writer of one table cannot take another table''s key (docs/security.md). The version columns lead so that inserts of a growing stream append to the index instead of landing on random pages (the key covers the version, so uniqueness is that of (target, key)). Rows of stream-ordered targets are unique by the target''s stream mark (a change at or below it writes nothing) and are not indexed.';
@@ -342,17 +373,24 @@ CREATE VIEW cdc.outbox AS
          pg_catalog.replace(o.ikey::pg_catalog.text, '-', '') AS idempotency_key,
          (SELECT s.topic FROM cdc.outbox_source s WHERE s.id OPERATOR(pg_catalog.=) o.src) AS topic,
          o.target,
-         o.entity_key,
+         o.entity_key::pg_catalog.jsonb AS entity_key,
          o.op::pg_catalog.text AS op,
-         o.payload,
+         (SELECT cdc._outbox_payload(s.payload_keys, o.payload)
+            FROM cdc.outbox_source s WHERE s.id OPERATOR(pg_catalog.=) o.src) AS payload,
          (SELECT pg_catalog.jsonb_build_object('name', s.source_name, 'db', s.source_db, 'schema', s.source_schema,
-                                               'table', s.source_table, 'lsn', o.lsn, 'commit_lsn', o.commit_lsn,
+                                               'table', s.source_table,
+                                               'lsn', CASE WHEN (o.elided OPERATOR(pg_catalog.&) 1) OPERATOR(pg_catalog.<>) 0
+                                                           THEN o.v2 ELSE o.lsn END,
+                                               'commit_lsn', CASE WHEN (o.elided OPERATOR(pg_catalog.&) 2) OPERATOR(pg_catalog.<>) 0
+                                                                  THEN o.v1 ELSE o.commit_lsn END,
                                                'txId', o.tx_id, 'version',
-                                               CASE WHEN o.v3 IS NULL THEN ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2]
-                                                    ELSE ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2, o.v3] END)
+                                               CASE WHEN o.v3 IS NULL AND (o.elided OPERATOR(pg_catalog.&) 4) OPERATOR(pg_catalog.=) 0
+                                                    THEN ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2]
+                                                    ELSE ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2, COALESCE(o.v3, 0)] END)
             FROM cdc.outbox_source s WHERE s.id OPERATOR(pg_catalog.=) o.src) AS source,
-         CASE WHEN o.v3 IS NULL THEN ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2]
-              ELSE ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2, o.v3] END AS version,
+         CASE WHEN o.v3 IS NULL AND (o.elided OPERATOR(pg_catalog.&) 4) OPERATOR(pg_catalog.=) 0
+              THEN ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2]
+              ELSE ARRAY[o.v0::pg_catalog.int8, o.v1, o.v2, COALESCE(o.v3, 0)] END AS version,
          o.created_at,
          o.published_at
     FROM cdc.outbox_rows o;

@@ -164,7 +164,7 @@ SELECT cdc_apply(format('{"source": {"connector": "postgresql", "name": "h3dl", 
 -- the rows of a stream-ordered target are claimed and deleted like any
 -- other (a worker writes them; here one row is made such a row by hand)
 UPDATE cdc.outbox_rows SET stream_ordered = true
- WHERE target = 'h3dl_theirs'::regclass AND entity_key = '{"id": "4"}';
+ WHERE target = 'h3dl_theirs'::regclass AND entity_key::jsonb = '{"id": "4"}';
 SET ROLE h3dl_relay2;
 SELECT has_table_privilege('cdc.outbox', 'SELECT') AS reads_view,
        has_table_privilege('cdc.outbox', 'UPDATE') AS updates_view,

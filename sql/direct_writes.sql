@@ -164,8 +164,8 @@ SELECT cdc_apply(dbz('c', 'dw_plain_on', '{"id": 21, "name": "t", "qty": 1, "pri
 ALTER TABLE cdc.outbox_rows ALTER COLUMN relay_note SET DEFAULT 'second';
 SELECT cdc_apply(dbz('c', 'dw_plain_on', '{"id": 22, "name": "t", "qty": 1, "price": 1, "tags": [], "at": null}',
                      '0/A020', 1002), NULL, 'dw:22');
-SELECT r.payload->>'id' AS id, r.relay_note FROM cdc.outbox_rows r
- WHERE r.target = 'dw_plain_on'::regclass AND (r.payload->>'id')::int >= 20 ORDER BY r.id;
+SELECT o.payload->>'id' AS id, r.relay_note FROM cdc.outbox_rows r JOIN cdc.outbox o USING (id)
+ WHERE r.target = 'dw_plain_on'::regclass AND (o.payload->>'id')::int >= 20 ORDER BY r.id;
 ALTER TABLE cdc.outbox_rows DROP COLUMN relay_note;
 SELECT cdc_apply(dbz('c', 'dw_plain_on', '{"id": 23, "name": "t", "qty": 1, "price": 1, "tags": [], "at": null}',
                      '0/A030', 1003), NULL, 'dw:23');

@@ -393,24 +393,39 @@ IdempotencyKey(const Target &t, const SourceInfo &src, char op, const Version &v
  * CONFLICT DO NOTHING raise 40001 (retry the transaction).
  */
 int32_t
-OutboxSourceId(const std::string &topic, const SourceInfo &src)
+OutboxSourceId(const std::string &topic, const SourceInfo &src, const std::vector<std::string> &payload_keys)
 {
+	/* NUL-separated parts (no text holds a NUL), the number of names before them: one string per entry */
 	std::string key = topic;
 	for (const std::string *part : {&src.name, &src.db, &src.schema, &src.table}) {
 		key.push_back('\0');
 		key += *part;
 	}
+	key.push_back('\0');
+	key += std::to_string(payload_keys.size());
+	for (const std::string &name : payload_keys) {
+		key.push_back('\0');
+		key += name;
+	}
 	if (std::optional<int32_t> id = CachedId(Dictionary::OutboxSource, key))
 		return *id;
+	const Datum keys = PgCall([&]() {
+		Datum *elems = (Datum *) palloc(sizeof(Datum) * (payload_keys.size() + 1));
+		for (size_t i = 0; i < payload_keys.size(); i++)
+			elems[i] = PointerGetDatum(cstring_to_text_with_len(payload_keys[i].data(), int(payload_keys[i].size())));
+		return PointerGetDatum(construct_array(elems, int(payload_keys.size()), TEXTOID, -1, false, TYPALIGN_INT));
+	});
 	Params p;
 	p.AddText(topic);
 	p.AddText(src.name);
 	p.AddText(src.db);
 	p.AddText(src.schema);
 	p.AddText(src.table);
+	p.Add(TEXTARRAYOID, keys, false);
 	const char *select = "SELECT id FROM cdc.outbox_source WHERE topic OPERATOR(pg_catalog.=) $1 "
 	                     "AND source_name OPERATOR(pg_catalog.=) $2 AND source_db OPERATOR(pg_catalog.=) $3 "
-	                     "AND source_schema OPERATOR(pg_catalog.=) $4 AND source_table OPERATOR(pg_catalog.=) $5";
+	                     "AND source_schema OPERATOR(pg_catalog.=) $4 AND source_table OPERATOR(pg_catalog.=) $5 "
+	                     "AND payload_keys OPERATOR(pg_catalog.=) $6";
 	uint64_t n = Execute(select, p, true);
 	const std::string hex = n == 0 ? Md5Hex(key) : std::string();
 	for (uint32_t collisions = 0; n == 0 && collisions < 1000; collisions++) {
@@ -421,8 +436,9 @@ OutboxSourceId(const std::string &topic, const SourceInfo &src)
 		q.AddText(src.db);
 		q.AddText(src.schema);
 		q.AddText(src.table);
-		n = Execute("INSERT INTO cdc.outbox_source (id, topic, source_name, source_db, source_schema, source_table) "
-		            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING id",
+		q.Add(TEXTARRAYOID, keys, false);
+		n = Execute("INSERT INTO cdc.outbox_source (id, topic, source_name, source_db, source_schema, source_table, "
+		            "payload_keys) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING id",
 		            q, true);
 		if (n == 0)
 			n = Execute(select, p, true); /* the same identity, created concurrently; else the id is another's */
@@ -735,6 +751,101 @@ EntityKeyJsonb(const Target &t, const Image &img)
 	return PgCall([&]() { return EntityKeyJsonbPg(int(n), names.data(), name_lens.data(), texts.data(), text_lens.data()); });
 }
 
+// The member names of a jsonb object in jsonb's order (the order of its
+// text); none for anything else, an empty object, or names that would take
+// more than kMaxPayloadKeysBytes as a text[].
+constexpr size_t kMaxPayloadKeysBytes = 320;
+static std::vector<std::string>
+PayloadKeys(Datum jsonb)
+{
+	struct Names {
+		int n;
+		const char **names;
+		int *lens;
+	};
+	const Names got = PgCall([&]() {
+		Jsonb *jb = DatumGetJsonbP(jsonb);
+		Names r{0, nullptr, nullptr};
+		if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_COUNT(jb) == 0)
+			return r;
+		r.names = (const char **) palloc(sizeof(char *) * JB_ROOT_COUNT(jb));
+		r.lens = (int *) palloc(sizeof(int) * JB_ROOT_COUNT(jb));
+		JsonbIterator *it = JsonbIteratorInit(&jb->root);
+		JsonbValue v;
+		JsonbIteratorToken tok;
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+			if (tok == WJB_KEY && r.n < int(JB_ROOT_COUNT(jb))) {
+				r.names[r.n] = v.val.string.val;
+				r.lens[r.n] = v.val.string.len;
+				r.n++;
+			}
+		return r;
+	});
+	/*
+	 * The names go into cdc.outbox_source's unique key, whose other parts
+	 * take at most 2,336 bytes (docs/sql-reference.md, "Limits"): names
+	 * whose text[] would pass kMaxPayloadKeysBytes stay in the payload, so
+	 * that an entry never passes a btree entry's 2,704 bytes.
+	 */
+	size_t bytes = 24; /* the array's header and its one dimension */
+	for (int i = 0; i < got.n; i++)
+		bytes += (4 + size_t(got.lens[i]) + 3) & ~size_t(3);
+	std::vector<std::string> keys;
+	if (bytes > kMaxPayloadKeysBytes)
+		return keys;
+	keys.reserve(size_t(got.n));
+	for (int i = 0; i < got.n; i++)
+		keys.emplace_back(got.names[i], size_t(got.lens[i]));
+	return keys;
+}
+
+// cdc._outbox_payload(keys text[], payload json): the jsonb of a stored
+// payload, the object of keys[i] to the i-th value of the JSON array
+// payload (keys empty: payload itself).  PostgreSQL regime.
+static Datum
+OutboxPayloadPg(Datum keys_datum, text *payload)
+{
+	ArrayType *keys = DatumGetArrayTypeP(keys_datum);
+	Datum *names;
+	bool *nulls;
+	int nkeys;
+	deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT, &names, &nulls, &nkeys);
+	Datum j = DirectFunctionCall1(jsonb_in, CStringGetDatum(text_to_cstring(payload)));
+	if (nkeys == 0)
+		return j;
+	Jsonb *jb = DatumGetJsonbP(j);
+	if (!JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb) || int(JB_ROOT_COUNT(jb)) != nkeys)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+		                errmsg("stored outbox payload is not a JSON array of %d values", nkeys),
+		                errhint("cdc.outbox_rows.payload holds the values of the member names of its cdc.outbox_source entry.")));
+	JsonbParseState *state = NULL;
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	JsonbIterator *it = JsonbIteratorInit(&jb->root);
+	JsonbValue v;
+	JsonbIteratorToken tok;
+	int i = 0;
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+		if (tok != WJB_ELEM)
+			continue;
+		if (nulls[i])
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("outbox payload member name %d is NULL", i + 1)));
+		JsonbValue k;
+		k.type = jbvString;
+		k.val.string.val = VARDATA_ANY(DatumGetPointer(names[i]));
+		k.val.string.len = int(VARSIZE_ANY_EXHDR(DatumGetPointer(names[i])));
+		pushJsonbValue(&state, WJB_KEY, &k);
+		pushJsonbValue(&state, WJB_VALUE, &v);
+		i++;
+	}
+	JsonbValue *res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbPGetDatum(JsonbValueToJsonb(res));
+}
+
+CDC_PG_FUNCTION(cdc_outbox_payload)
+{
+	return PgCall([&]() { return OutboxPayloadPg(PG_GETARG_DATUM(0), PG_GETARG_TEXT_PP(1)); });
+}
+
 OutboxRow
 MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
               std::optional<Datum> entity_key_jsonb, std::optional<Datum> payload, size_t position)
@@ -750,8 +861,14 @@ MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v,
 	r.target = t.relid;
 	r.ikey = IdempotencyKey(t, src, op, v, entity_key);
 	const std::string &topic = t.mapping.topic ? *t.mapping.topic : t.display;
-	if (!t.mapping.outbox_message)
-		r.src = OutboxSourceId(topic, src);
+	if (!t.mapping.outbox_message) {
+		/* a payload object's member names go to the dictionary entry, its values to the row */
+		std::vector<std::string> keys;
+		if (payload)
+			keys = PayloadKeys(*payload);
+		r.payload_values = !keys.empty();
+		r.src = OutboxSourceId(topic, src, keys);
+	}
 	r.op = op;
 	r.new_by_order = t.mapping.stream_ordered;
 	r.v0 = int32_t(v.parts[0]);
@@ -808,6 +925,124 @@ WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version 
 	return InsertOutboxRow(r);
 }
 
+// The stored form of a row's positions (cdc.outbox_rows.elided): v3, lsn
+// and commit_lsn left NULL where the view derives them, lsn from v2,
+// commit_lsn from v1, a component 4 of 0.  A NULL takes no room in the row
+// (the row has NULLs anyway: published_at), each elided value 8 bytes of
+// the row and of its WAL record (docs/benchmarks.md, "The outbox row
+// narrowed").
+struct StoredPositions {
+	std::optional<int64_t> v3, lsn, commit_lsn;
+	int16 elided = 0;
+};
+
+static StoredPositions
+StorePositions(const OutboxRow &r)
+{
+	StoredPositions s{r.v3, r.lsn, r.commit_lsn, 0};
+	if (s.lsn && *s.lsn == r.v2) {
+		s.lsn.reset();
+		s.elided |= 1;
+	}
+	if (s.commit_lsn && *s.commit_lsn == r.v1) {
+		s.commit_lsn.reset();
+		s.elided |= 2;
+	}
+	if (s.v3 && *s.v3 == 0) {
+		s.v3.reset();
+		s.elided |= 4;
+	}
+	return s;
+}
+
+// The json Datum stored for a jsonb Datum (entity_key, payload): its text
+// as jsonb_out prints it, less the blanks outside strings (jsonb_out puts
+// one after each ':' and ',' and none elsewhere), so that casting it to
+// jsonb gives the same jsonb.  About a quarter shorter than the jsonb (no
+// per-member offsets, no alignment).  In the current memory context.
+// PostgreSQL regime.
+//
+// With `values` (a non-empty object, OutboxRow::payload_values), its
+// values alone: the top-level object's braces become brackets and each
+// member's name and colon are left out ({"a":1,"b":[2]} gives [1,[2]]).
+static Datum
+CompactJsonPg(Datum jsonb, bool values = false)
+{
+	Jsonb *jb = DatumGetJsonbP(jsonb);
+	StringInfoData buf;
+	initStringInfo(&buf);
+	appendStringInfoSpaces(&buf, VARHDRSZ);
+	(void) JsonbToCString(&buf, &jb->root, int(VARSIZE(jb)));
+	int out = VARHDRSZ;
+	bool in_string = false;
+	int depth = 0;
+	bool name_next = false; /* values: a member name of the top-level object comes next */
+	bool in_name = false;   /* values: in that name (left out) */
+	bool colon_next = false; /* values: its colon comes next (left out) */
+	for (int i = VARHDRSZ; i < buf.len; i++) {
+		char c = buf.data[i];
+		if (in_string) {
+			if (c == '\\' && i + 1 < buf.len) {
+				if (!in_name) {
+					buf.data[out++] = c;
+					buf.data[out++] = buf.data[i + 1];
+				}
+				i++;
+				continue;
+			}
+			if (c == '"') {
+				in_string = false;
+				if (in_name) {
+					in_name = false;
+					colon_next = true;
+					continue;
+				}
+			}
+			if (!in_name)
+				buf.data[out++] = c;
+			continue;
+		}
+		if (c == ' ')
+			continue;
+		if (colon_next && c == ':') {
+			colon_next = false;
+			continue;
+		}
+		if (c == '"') {
+			in_string = true;
+			if (values && depth == 1 && name_next) {
+				name_next = false;
+				in_name = true;
+				continue;
+			}
+		} else if (c == '{' || c == '[') {
+			depth++;
+			if (values && depth == 1) {
+				c = '[';
+				name_next = true;
+			}
+		} else if (c == '}' || c == ']') {
+			if (values && depth == 1)
+				c = ']';
+			depth--;
+		} else if (c == ',' && values && depth == 1) {
+			name_next = true;
+		}
+		buf.data[out++] = c;
+	}
+	SET_VARSIZE(buf.data, out);
+	return PointerGetDatum(buf.data);
+}
+
+// CompactJsonPg of an optional jsonb, from C++ (nullopt stays nullopt).
+static std::optional<Datum>
+CompactJson(const std::optional<Datum> &jsonb, bool values = false)
+{
+	if (!jsonb)
+		return std::nullopt;
+	return PgCall([&]() { return CompactJsonPg(*jsonb, values); });
+}
+
 // One row into cdc.outbox_rows (ON CONFLICT DO NOTHING: an applied change
 // whose row is there already adds none); true when it was inserted.
 bool
@@ -827,6 +1062,8 @@ InsertOutboxRow(const OutboxRow &r)
 	auto int8_or_null = [](Params &p, const std::optional<int64_t> &x) {
 		p.Add(INT8OID, x ? Int64GetDatum(*x) : (Datum) 0, !x);
 	};
+	const StoredPositions pos = StorePositions(r);
+	const std::optional<Datum> entity_key = CompactJson(r.entity_key), payload = CompactJson(r.payload, r.payload_values);
 	Params p;
 	p.Add(UUIDOID, PointerGetDatum(r.ikey.data()), false);
 	p.AddOid(r.target);
@@ -835,16 +1072,17 @@ InsertOutboxRow(const OutboxRow &r)
 	p.Add(INT4OID, Int32GetDatum(r.v0), false);
 	p.AddInt8(r.v1);
 	p.AddInt8(r.v2);
-	int8_or_null(p, r.v3);
-	int8_or_null(p, r.lsn);
-	int8_or_null(p, r.commit_lsn);
+	int8_or_null(p, pos.v3);
+	int8_or_null(p, pos.lsn);
+	int8_or_null(p, pos.commit_lsn);
 	int8_or_null(p, r.tx_id);
-	p.Add(JSONBOID, r.entity_key.value_or((Datum) 0), !r.entity_key);
-	p.AddVarlena(JSONBOID, r.payload.value_or((Datum) 0), !r.payload);
+	p.Add(JSONOID, entity_key.value_or((Datum) 0), !entity_key);
+	p.AddVarlena(JSONOID, payload.value_or((Datum) 0), !payload);
 	p.Add(BOOLOID, BoolGetDatum(r.new_by_order), false);
+	p.Add(INT2OID, Int16GetDatum(pos.elided), false);
 	uint64_t n = Execute("INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, "
-	                     "entity_key, payload, stream_ordered) "
-	                     "VALUES ($1, $2::pg_catalog.regclass, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
+	                     "entity_key, payload, stream_ordered, elided) "
+	                     "VALUES ($1, $2::pg_catalog.regclass, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) "
 	                     "ON CONFLICT (target, v1, v2, ikey) WHERE NOT stream_ordered DO NOTHING",
 	                     p, true);
 	return n == 1;
@@ -856,7 +1094,7 @@ InsertOutboxRow(const OutboxRow &r)
  */
 static const char *const kOutboxColumns[] = {"ikey", "target", "src",        "op",         "v0",      "v1",
                                              "v2",   "v3",     "lsn",        "tx_id",      "commit_lsn",
-                                             "entity_key",     "payload",    "stream_ordered"};
+                                             "entity_key",     "payload",    "stream_ordered", "elided"};
 constexpr int kOutboxColumnCount = int(sizeof(kOutboxColumns) / sizeof(kOutboxColumns[0]));
 
 /*
@@ -912,6 +1150,10 @@ OutboxLayoutPg(Relation rel)
 		if (attno[c] <= 0)
 			return nullptr;
 	}
+	/* entity_key and payload are filled with json text, elided with an int2: not into columns of another type */
+	if (TupleDescAttr(desc, attno[11] - 1)->atttypid != JSONOID || TupleDescAttr(desc, attno[12] - 1)->atttypid != JSONOID ||
+	    TupleDescAttr(desc, attno[14] - 1)->atttypid != INT2OID)
+		return nullptr;
 	Oid ikey_index = get_relname_relid("outbox_rows_ikey", RelationGetNamespace(rel));
 	if (!OidIsValid(ikey_index))
 		return nullptr;
@@ -1133,13 +1375,16 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 		set(s, 4, Int32GetDatum(r.v0), false);
 		set(s, 5, Int64GetDatum(r.v1), false);
 		set(s, 6, Int64GetDatum(r.v2), false);
-		set(s, 7, r.v3 ? Int64GetDatum(*r.v3) : (Datum) 0, !r.v3);
-		set(s, 8, r.lsn ? Int64GetDatum(*r.lsn) : (Datum) 0, !r.lsn);
+		const StoredPositions pos = StorePositions(r);
+		set(s, 7, pos.v3 ? Int64GetDatum(*pos.v3) : (Datum) 0, !pos.v3);
+		set(s, 8, pos.lsn ? Int64GetDatum(*pos.lsn) : (Datum) 0, !pos.lsn);
 		set(s, 9, r.tx_id ? Int64GetDatum(*r.tx_id) : (Datum) 0, !r.tx_id);
-		set(s, 10, r.commit_lsn ? Int64GetDatum(*r.commit_lsn) : (Datum) 0, !r.commit_lsn);
-		set(s, 11, r.entity_key.value_or((Datum) 0), !r.entity_key);
-		set(s, 12, r.payload.value_or((Datum) 0), !r.payload);
+		set(s, 10, pos.commit_lsn ? Int64GetDatum(*pos.commit_lsn) : (Datum) 0, !pos.commit_lsn);
+		/* the json text of the jsonb, in the chunk's per-tuple memory (InsertRowsPg) */
+		set(s, 11, r.entity_key ? CompactJsonPg(*r.entity_key) : (Datum) 0, !r.entity_key);
+		set(s, 12, r.payload ? CompactJsonPg(*r.payload, r.payload_values) : (Datum) 0, !r.payload);
 		set(s, 13, BoolGetDatum(r.new_by_order), false);
+		set(s, 14, Int16GetDatum(pos.elided), false);
 		ExecStoreVirtualTuple(s);
 	});
 	EndExecWritePg(&w);
@@ -1231,8 +1476,8 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 	auto int8_array = []() { return ArrayParam(INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE); };
 	ArrayParam v1 = int8_array(), v2 = int8_array(), v3 = int8_array(), lsn = int8_array(), commit_lsn = int8_array(),
 	           tx_id = int8_array();
-	ArrayParam ekeys(JSONBOID, -1, false, TYPALIGN_INT), payloads(JSONBOID, -1, false, TYPALIGN_INT);
-	ArrayParam stream(BOOLOID, 1, true, TYPALIGN_CHAR);
+	ArrayParam ekeys(JSONOID, -1, false, TYPALIGN_INT), payloads(JSONOID, -1, false, TYPALIGN_INT);
+	ArrayParam stream(BOOLOID, 1, true, TYPALIGN_CHAR), elided(INT2OID, sizeof(int16), true, TYPALIGN_SHORT);
 	auto add_int8 = [](ArrayParam &a, const std::optional<int64_t> &x) {
 		a.Add(x ? Int64GetDatum(*x) : (Datum) 0, !x);
 	};
@@ -1246,13 +1491,16 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		v0.Add(Int32GetDatum(r.v0), false);
 		v1.Add(Int64GetDatum(r.v1), false);
 		v2.Add(Int64GetDatum(r.v2), false);
-		add_int8(v3, r.v3);
-		add_int8(lsn, r.lsn);
-		add_int8(commit_lsn, r.commit_lsn);
+		const StoredPositions pos = StorePositions(r);
+		add_int8(v3, pos.v3);
+		add_int8(lsn, pos.lsn);
+		add_int8(commit_lsn, pos.commit_lsn);
 		add_int8(tx_id, r.tx_id);
-		ekeys.Add(r.entity_key.value_or((Datum) 0), !r.entity_key);
-		payloads.Add(r.payload.value_or((Datum) 0), !r.payload);
+		const std::optional<Datum> ekey = CompactJson(r.entity_key), payload = CompactJson(r.payload, r.payload_values);
+		ekeys.Add(ekey.value_or((Datum) 0), !ekey);
+		payloads.Add(payload.value_or((Datum) 0), !payload);
 		stream.Add(BoolGetDatum(r.new_by_order), false);
+		elided.Add(Int16GetDatum(pos.elided), false);
 	}
 	Params p;
 	ikeys.AddTo(p, UUIDARRAYOID);
@@ -1266,16 +1514,17 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 	lsn.AddTo(p, INT8ARRAYOID);
 	commit_lsn.AddTo(p, INT8ARRAYOID);
 	tx_id.AddTo(p, INT8ARRAYOID);
-	ekeys.AddTo(p, JSONBARRAYOID);
-	payloads.AddTo(p, JSONBARRAYOID, /* by_reference */ true);
+	ekeys.AddTo(p, JSONARRAYOID);
+	payloads.AddTo(p, JSONARRAYOID, /* by_reference */ true);
 	stream.AddTo(p, BOOLARRAYOID);
+	elided.AddTo(p, INT2ARRAYOID);
 	const std::string insert =
 		"INSERT INTO cdc.outbox_rows (ikey, target, src, op, v0, v1, v2, v3, lsn, commit_lsn, tx_id, entity_key, payload, "
-		"stream_ordered) "
+		"stream_ordered, elided) "
 		"SELECT pg_catalog.unnest($1), pg_catalog.unnest($2)::pg_catalog.regclass, pg_catalog.unnest($3), "
 		"pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), "
 		"pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10), pg_catalog.unnest($11), "
-		"pg_catalog.unnest($12), pg_catalog.unnest($13), pg_catalog.unnest($14) ";
+		"pg_catalog.unnest($12), pg_catalog.unnest($13), pg_catalog.unnest($14), pg_catalog.unnest($15) ";
 	/*
 	 * ON CONFLICT: an applied change whose row is there already (a change
 	 * applied again under expired_policy 'apply' after its records were

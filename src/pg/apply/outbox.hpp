@@ -51,6 +51,10 @@ struct OutboxRow {
 	std::optional<int64_t> v3; // nullopt: a 3-component version
 	std::optional<int64_t> lsn, commit_lsn, tx_id;
 	std::optional<Datum> entity_key, payload; // jsonb; nullopt: NULL
+	// The payload is stored as its values alone (a JSON array), its member
+	// names being those of the cdc.outbox_source entry src: a non-empty
+	// object's, for a table outbox.
+	bool payload_values = false;
 	// Written for a stream-ordered target: newer than every change applied
 	// to it before (docs/semantics.md, "Stream ordering"), so no row of the
 	// target can have its key yet.
