@@ -1767,6 +1767,18 @@ BEGIN
       USING ERRCODE = '55000',
             HINT = 'Stream ordering compares source positions; register the mapping without version_column first.';
   END IF;
+  IF set_ordering.ordering = 'stream' THEN
+    DECLARE
+      subs text[] := cdc._stream_scope_conflict(target, NULL);
+    BEGIN
+      IF subs IS NOT NULL THEN
+        RAISE EXCEPTION 'table % cannot be stream-ordered: subscriptions "%" and "%" both feed it with different publications', target, subs[1], subs[2]
+          USING ERRCODE = '55000',
+                DETAIL = 'Its one stream mark per source orders the changes of several subscriptions only when they receive the same changes; otherwise a change one of them delivers late counts as a duplicate (docs/semantics.md, "Stream ordering").',
+                HINT = 'Use one subscription per stream-ordered target, or the same publications for all of them, or keep entity ordering.';
+      END IF;
+    END;
+  END IF;
   m.ordering := set_ordering.ordering;
   result := cdc._write_mapping('ordering', target, m);
   IF set_ordering.ordering = 'stream' THEN
@@ -1776,7 +1788,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.set_ordering(regclass, text) IS
-  'Switches how the changes of a mapped target are ordered (docs/semantics.md, "Stream ordering"). ''stream'': only the worker of a subscription may write the target and a per-(target, source) high-water mark (cdc.stream_mark) replaces the ledger rows and entity records; the target''s entity records are folded into the mark and removed. ''entity'': per-entity records again; the mark stays as the implicit record of every key without one (a change at or below it is a duplicate). Waits for transactions applying to the target (SHARE ROW EXCLUSIVE lock), so it is safe under load. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row. Errors: 22004 NULL target, 22023 bad ordering, 42501 not the owner (or, for a delegate, a mapping with an outbox whose outbox_topic is NULL or another owner''s), 42704 no mapping, 55000 version_column mapping or records of several sources.';
+  'Switches how the changes of a mapped target are ordered (docs/semantics.md, "Stream ordering"). ''stream'': only the worker of a subscription may write the target and a per-(target, source) high-water mark (cdc.stream_mark) replaces the ledger rows and entity records; the target''s entity records are folded into the mark and removed. ''entity'': per-entity records again; the mark stays as the implicit record of every key without one (a change at or below it is a duplicate). Waits for transactions applying to the target (SHARE ROW EXCLUSIVE lock), so it is safe under load. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row. Errors: 22004 NULL target, 22023 bad ordering, 42501 not the owner (or, for a delegate, a mapping with an outbox whose outbox_topic is NULL or another owner''s), 42704 no mapping, 55000 version_column mapping, records of several sources, or (''stream'') two subscriptions of one source feeding it with different publications.';
 
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
@@ -2312,6 +2324,46 @@ CREATE VIEW cdc.subscription_tables AS
     JOIN cdc.subscription s USING (subid);
 COMMENT ON VIEW cdc.subscription_tables IS
   'The tables of each subscription (cdc.subscription_rel): state init (to be copied) or ready, the copy''s consistent point (sync_lsn) and rows. No conninfo.';
+
+-- Stream ordering keeps one mark per (target, source): two subscriptions of
+-- one source that feed the target share it, which orders their changes only
+-- when both receive the same changes.  With different publications (one
+-- publishing only inserts, a row filter, another table set) the one that
+-- applies a later change first moves the mark past a change the other has yet
+-- to deliver, which then counts as a duplicate (fresh-user run h4; TAP 157).
+-- Such a configuration is refused: by cdc.set_ordering and by the worker
+-- before it uses the mark (docs/semantics.md, "Stream ordering").
+CREATE FUNCTION cdc._stream_scope_conflict(target regclass, source text) RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH feeders AS (
+    SELECT DISTINCT s.name, s.slot_system_id,
+           ARRAY(SELECT DISTINCT p FROM pg_catalog.unnest(s.publications) p ORDER BY p) AS pubs
+      FROM cdc.subscription s
+      JOIN cdc.subscription_rel r ON r.subid OPERATOR(pg_catalog.=) s.subid
+      JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) _stream_scope_conflict.target
+      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+     WHERE (_stream_scope_conflict.source IS NULL OR s.slot_system_id IS NULL
+            OR 'pg:' OPERATOR(pg_catalog.||) s.slot_system_id OPERATOR(pg_catalog.=) _stream_scope_conflict.source)
+       AND (EXISTS (SELECT 1 FROM cdc.mapping m
+                     WHERE m.target OPERATOR(pg_catalog.=) _stream_scope_conflict.target
+                       AND (m.source_name IS NULL OR m.source_name OPERATOR(pg_catalog.=) s.name)
+                       AND m.source_schema OPERATOR(pg_catalog.=) r.schema_name
+                       AND m.source_table OPERATOR(pg_catalog.=) r.table_name)
+            OR (r.schema_name OPERATOR(pg_catalog.=) n.nspname::text AND r.table_name OPERATOR(pg_catalog.=) c.relname::text
+                AND NOT EXISTS (SELECT 1 FROM cdc.mapping m
+                                 WHERE m.source_schema OPERATOR(pg_catalog.=) r.schema_name
+                                   AND m.source_table OPERATOR(pg_catalog.=) r.table_name
+                                   AND (m.source_name IS NULL OR m.source_name OPERATOR(pg_catalog.=) s.name)))))
+  SELECT ARRAY[a.name, b.name] FROM feeders a JOIN feeders b ON a.name OPERATOR(pg_catalog.<) b.name
+   WHERE a.pubs OPERATOR(pg_catalog.<>) b.pubs
+     AND (a.slot_system_id IS NULL OR b.slot_system_id IS NULL
+          OR a.slot_system_id OPERATOR(pg_catalog.=) b.slot_system_id)
+   ORDER BY a.name, b.name LIMIT 1
+$$;
+COMMENT ON FUNCTION cdc._stream_scope_conflict(regclass, text) IS
+  'Internal (cdc.set_ordering and the worker, docs/semantics.md "Stream ordering"): the names of two subscriptions (of source, pg:<system identifier>, or of any one source when NULL; a subscription whose slot has no system identifier yet counts as of every source) that both feed target (cdc.subscription_rel, through its mapping or the same name) with publications that differ as sets of names, or NULL when there are none. One stream mark cannot order such subscriptions. SECURITY DEFINER: reads cdc.subscription, which only superusers and the extension owner may; returns only subscription names, which cdc.subscription_tables shows to every role.';
 
 -- Control transitions (docs/worker.md, "Control state is durable"): the
 -- functions below commit synchronously whatever synchronous_commit says, so

@@ -226,8 +226,19 @@ ApplyEngine::Mark(const Target &t, const std::string &source)
 	const int32_t src = SourceId(source, source_ids_);
 	auto key = std::make_pair(t.relid, src);
 	auto it = marks_.find(key);
-	if (it == marks_.end())
+	if (it == marks_.end()) {
+		/*
+		 * Once per cached target (its metadata is read again after a change of
+		 * its mapping; a worker reads it afresh at each start, which a change
+		 * of its publications or tables causes): the subscriptions feeding it
+		 * share this mark only when they receive the same changes (TAP 157).
+		 */
+		if (!t.stream_scope_checked) {
+			CheckStreamScope(t.relid, t.qualified, source);
+			t.stream_scope_checked = true;
+		}
 		it = marks_.emplace(key, StreamMark{LockStreamMark(t.relid, src, t.qualified, source), false}).first;
+	}
 	return it->second;
 }
 

@@ -444,6 +444,30 @@ ResultVersion(uint64_t row, int first_col)
 
 } // namespace
 
+void
+CheckStreamScope(Oid target, const std::string &display, const std::string &source)
+{
+	Params p;
+	p.AddOid(target);
+	p.AddText(source);
+	Execute("SELECT cdc._stream_scope_conflict($1, $2)", p, true);
+	const std::optional<std::string> subs = ResultText(0, 1);
+	if (!subs)
+		return;
+	/* a text[] of two lower-case identifiers (cdc.subscription.name's CHECK): {a,b} */
+	std::string names = subs->substr(1, subs->size() - 2);
+	const size_t comma = names.find(',');
+	const std::string a = names.substr(0, comma), b = comma == std::string::npos ? "" : names.substr(comma + 1);
+	throw InputError("55000",
+	                 "table " + display + " is stream-ordered and fed by subscriptions \"" + a + "\" and \"" + b +
+	                     "\" of source \"" + source + "\" with different publications",
+	                 "Its one stream mark per source orders the changes of several subscriptions only when they "
+	                 "receive the same changes; otherwise a change one of them delivers late counts as a duplicate "
+	                 "(docs/semantics.md, \"Stream ordering\").",
+	                 "Use one subscription per stream-ordered target, or the same publications for all of them, or "
+	                 "entity ordering (cdc.set_ordering(target, 'entity')).");
+}
+
 Version
 LockStreamMark(Oid target, int32_t src, const std::string &display, const std::string &source)
 {

@@ -133,6 +133,11 @@ std::vector<std::vector<std::string>> LiveKeysOlderThan(Oid target, int32_t src,
 // or below `v` (a truncate barrier covers them).
 void DropEntityRecordsUpTo(Oid target, int32_t src, const Version &v);
 
+// Stream ordering: 55000 when two subscriptions of `source` feed the target
+// with different publications (cdc._stream_scope_conflict), which one mark
+// cannot order (docs/semantics.md, "Stream ordering").
+void CheckStreamScope(Oid target, const std::string &display, const std::string &source);
+
 // Stream ordering (docs/semantics.md, "Stream ordering"): locks (FOR UPDATE)
 // the high-water mark of (target, source id), creating it at version
 // {0,0,0,0} (below every change) when there is none, and returns it.  The

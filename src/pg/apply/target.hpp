@@ -127,6 +127,10 @@ struct Target {
 	// ordering (cdc.stream_mark, source id -> version), the implicit record
 	// of every key without one.  Empty for most targets.
 	std::map<int32_t, Version> stream_marks;
+	// Stream ordering: the worker found no two subscriptions feeding the
+	// target with different publications (ApplyEngine::Mark,
+	// CheckStreamScope); checked once per cached target, not per change.
+	mutable bool stream_scope_checked = false;
 	// The members of the target's partition tree whose relcache invalidation
 	// can mean a changed tree (its partitioned ancestors and its partitioned
 	// descendants: ATTACH, DETACH, CREATE TABLE ... PARTITION OF and DROP of
