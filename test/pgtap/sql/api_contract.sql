@@ -233,12 +233,13 @@ SELECT is_empty($$
     JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cdc_apply'
    WHERE p.prosecdef AND p.oid NOT IN ('cdc._drop_target_state()'::regprocedure, 'cdc._subscription_progress()'::regprocedure,
                                        'cdc._fold_into_stream_mark(regclass)'::regprocedure,
+                                       'cdc._stream_scope_conflict(regclass, text)'::regprocedure,
                                        'cdc.outbox_mark_published(bigint[])'::regprocedure,
                                        'cdc.outbox_claim(integer, text)'::regprocedure,
                                        'cdc.outbox_delete(bigint[])'::regprocedure,
                                        'cdc.prune(integer, interval)'::regprocedure,
                                        'cdc.rename_source(text, text)'::regprocedure)$$,
-  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table), the origin progress of cdc.subscription_status, the fold of a target''s records into its stream mark (only for targets already switched), the relay''s claiming, marking and deleting of outbox rows (which need no UPDATE or DELETE on cdc.outbox, with which a relay could LOCK cdc.outbox_rows) and cdc.prune and cdc.rename_source (whose grantees need no privilege on the tables they write)');
+  'no extension function is SECURITY DEFINER except the sql_drop clean-up (any table owner may drop a mapped table), the origin progress of cdc.subscription_status, the fold of a target''s records into its stream mark (only for targets already switched), the check of a stream-ordered target''s subscriptions (it reads cdc.subscription and returns only subscription names, which cdc.subscription_tables shows everyone), the relay''s claiming, marking and deleting of outbox rows (which need no UPDATE or DELETE on cdc.outbox, with which a relay could LOCK cdc.outbox_rows) and cdc.prune and cdc.rename_source (whose grantees need no privilege on the tables they write)');
 SELECT is_definer('cdc', '_subscription_progress', ARRAY[]::text[],
                   'cdc._subscription_progress reads the replication origins as the extension owner');
 SELECT function_privs_are('cdc', '_subscription_progress', ARRAY[]::text[], 'public', ARRAY['EXECUTE'],
