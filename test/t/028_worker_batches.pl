@@ -60,19 +60,7 @@ sub check_state
 	# covers more numbers than changes: each change (its outbox row's key
 	# pgoutput:<source>:<commit LSN>:<position>) is held by exactly one
 	# ledger row or range, and every ledger row is one change's
-	is($dest->safe_psql('postgres', q{
-		WITH o AS (
-		  SELECT o.target, 'pgoutput:' || (o.source->>'name') || ':' || ('0/0'::pg_lsn + (o.source->>'commit_lsn')::numeric)::text AS part,
-		         o.version[3] AS pos
-		    FROM cdc.outbox o WHERE o.target = 'wb'::regclass),
-		c AS (
-		  SELECT (SELECT count(*) FROM cdc.ledger l WHERE l.digest = cdc.delivery_digest(o.target, o.part || ':' || o.pos)) AS by_ledger,
-		         (SELECT count(*) FROM cdc.ledger_range g JOIN cdc.ledger_partition p ON p.id = g.partition_id
-		           WHERE p.target = o.target AND p.name = o.part AND o.pos BETWEEN g.lo AND g.hi) AS by_range
-		    FROM o)
-		SELECT count(*) FILTER (WHERE by_ledger + by_range = 1) || '|' ||
-		       (SELECT count(*) FROM cdc.ledger WHERE target = 'wb'::regclass) - coalesce(sum(by_ledger), 0)
-		  FROM c}),
+	is(changes_claimed_once($dest, 'wb', outbox_changes('wb')),
 		"$changes|0", "$label: every source change claimed once, by a ledger row or in an offset range");
 	is($dest->safe_psql('postgres', q{SELECT coalesce(sum(duplicate + stale + conflict + expired), 0) FROM cdc.stats}),
 		'0', "$label: no duplicate, stale, conflict or expired outcome");

@@ -10,7 +10,7 @@ use Test::More;
 use IPC::Run;
 use Exporter 'import';
 
-our @EXPORT = qw(create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
+our @EXPORT = qw(changes_claimed_once outbox_changes create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
   compare_table id_n_rows same_id_n_rows outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
   enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num
   freeze_walwriter crash_frozen wait_for_log owned_notes_subscription hold_slot release_slot);
@@ -126,6 +126,39 @@ sub outbox_summary
 	$where = $where ? "WHERE $where" : '';
 	return $dest->safe_psql($db // 'postgres',
 		"SELECT count(*) || '|' || count(DISTINCT idempotency_key) FROM cdc.outbox $where");
+}
+
+# How the worker's changes of $target are claimed (docs/semantics.md,
+# "Claims by offset range"; docs/worker.md, "Positions and delivery keys"):
+# "<changes held by exactly one ledger row or offset range>|<ledger rows of
+# no change>".  $changes_sql lists one row per applied change with columns
+# source_id ('pg:<system identifier>'), commit_lsn and pos (bigint, the
+# version's second and third components), e.g. from cdc.outbox or a history
+# table's cdc_version.  Positions are WAL positions, so an offset range
+# covers more numbers than changes and its length says nothing.
+sub changes_claimed_once
+{
+	my ($dest, $target, $changes_sql, $db) = @_;
+	return $dest->safe_psql($db // 'postgres', qq{
+		WITH o AS (
+		  SELECT 'pgoutput:' || c.source_id || ':' || ('0/0'::pg_lsn + c.commit_lsn::numeric)::text AS part, c.pos
+		    FROM ($changes_sql) c),
+		k AS (
+		  SELECT (SELECT count(*) FROM cdc.ledger l WHERE l.digest = cdc.delivery_digest('$target'::regclass, o.part || ':' || o.pos)) AS by_ledger,
+		         (SELECT count(*) FROM cdc.ledger_range g JOIN cdc.ledger_partition p ON p.id = g.partition_id
+		           WHERE p.target = '$target'::regclass AND p.name = o.part AND o.pos BETWEEN g.lo AND g.hi) AS by_range
+		    FROM o)
+		SELECT count(*) FILTER (WHERE by_ledger + by_range = 1) || '|' ||
+		       ((SELECT count(*) FROM cdc.ledger WHERE target = '$target'::regclass) - coalesce(sum(by_ledger), 0))
+		  FROM k});
+}
+
+# The changes of $target in cdc.outbox, for changes_claimed_once.
+sub outbox_changes
+{
+	my ($target) = @_;
+	return qq{SELECT source->>'name' AS source_id, (source->>'commit_lsn')::bigint AS commit_lsn, version[3] AS pos
+	            FROM cdc.outbox WHERE target = '$target'::regclass};
 }
 
 # cdc.create_subscription($name, <source conninfo>, ARRAY[$pubs], $extra args SQL).
