@@ -324,9 +324,18 @@ handle_commit(StringInfo s)
 	end_source_xact(commit);
 }
 
+/*
+ * The relation of a row change or of one table of a TRUNCATE that the
+ * walsender sent in a transaction the worker applies, counted first in
+ * W->count_seq: count positions (StampNextChange) number every change sent,
+ * as 0.1.0 did, also of a table the subscription skips (relation_skipped),
+ * so that the changes it does apply keep the keys 0.1.0 gave them (TAP 153).
+ * The one way a change handler gets its relation: none can forget the count.
+ */
 static RelEntry *
-lookup_relation(LogicalRepRelId relid)
+sent_change_relation(LogicalRepRelId relid)
 {
+	W->count_seq++;
 	bool found;
 	RelEntry *e = (RelEntry *) hash_search(W->relations, &relid, HASH_FIND, &found);
 	if (!found)
@@ -517,8 +526,7 @@ handle_change(char action, StringInfo s)
 		relid = logicalrep_read_insert(s, &newtup);
 		if (W->already_applied || W->skipping || W->foreign_origin)
 			return;
-		W->count_seq++; /* 0.1.0 counted every change sent (count positions) */
-		RelEntry *e = lookup_relation(relid);
+		RelEntry *e = sent_change_relation(relid);
 		if (relation_skipped(e))
 			return;
 		refuse_insert_without_value(e->rel, &newtup);
@@ -531,8 +539,7 @@ handle_change(char action, StringInfo s)
 		relid = logicalrep_read_update(s, &has_old, &oldtup, &newtup);
 		if (W->already_applied || W->skipping || W->foreign_origin)
 			return;
-		W->count_seq++; /* 0.1.0 counted every change sent (count positions) */
-		RelEntry *e = lookup_relation(relid);
+		RelEntry *e = sent_change_relation(relid);
 		if (relation_skipped(e))
 			return;
 		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Update, has_old ? &oldtup : NULL, kind, &newtup); });
@@ -543,8 +550,7 @@ handle_change(char action, StringInfo s)
 		relid = logicalrep_read_delete(s, &oldtup);
 		if (W->already_applied || W->skipping || W->foreign_origin)
 			return;
-		W->count_seq++; /* 0.1.0 counted every change sent (count positions) */
-		RelEntry *e = lookup_relation(relid);
+		RelEntry *e = sent_change_relation(relid);
 		if (relation_skipped(e))
 			return;
 		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Delete, &oldtup, kind, NULL); });
@@ -557,8 +563,7 @@ handle_change(char action, StringInfo s)
 			return;
 		ListCell *lc;
 		foreach (lc, relids) {
-			W->count_seq++; /* each table, as 0.1.0 counted them */
-			RelEntry *e = lookup_relation(lfirst_oid(lc));
+			RelEntry *e = sent_change_relation(lfirst_oid(lc)); /* counts each table, as 0.1.0 did */
 			if (!relation_skipped(e))
 				cdc::pg::RunCpp([&]() { ApplyTruncate(e->rel, restart_seqs); });
 		}
