@@ -18,6 +18,7 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace cdc::pg {
@@ -160,6 +161,28 @@ Datum InputInSettledSettingsPg(Oid in_fn, char *text, Oid ioparam, int32 typmod)
 // and so its triggers, run with the caller's settings.  PostgreSQL regime.
 int BeginPayloadSettingsPg();
 void EndSettledOutputPg(int nest);
+// Runs `f` (PostgreSQL regime) under the payload settings: Begin, f, End
+// when f returns; returns what f returns.  The one way to build a row
+// image under them, so that no caller leaves them set.  When f raises a
+// PostgreSQL ERROR (or throws), End is not called, as before: the
+// (sub)transaction's abort undoes the nest level, and nothing may call
+// PostgreSQL while an ERROR or exception unwinds (so no RAII guard).  Its
+// frame holds only plain values, which a longjmp may skip.
+template <typename F>
+auto
+WithPayloadSettingsPg(F &&f) -> decltype(f())
+{
+	const int nest = BeginPayloadSettingsPg();
+	if constexpr (std::is_void_v<decltype(f())>) {
+		f();
+		EndSettledOutputPg(nest);
+	} else {
+		static_assert(std::is_trivially_destructible_v<decltype(f())>, "a longjmp may skip the result");
+		const auto result = f();
+		EndSettledOutputPg(nest);
+		return result;
+	}
+}
 // The key text of `value` (a key column's), as entity records name it:
 // SettledTextPg's, with numeric without trailing zeros and float -0 as 0.
 // cdc._key_text() in SQL.  PostgreSQL regime; palloc'd result.

@@ -601,10 +601,7 @@ RowJsonbPg(TupleTableSlot *slot)
 {
 	/* a composite Datum of the slot's row type, TOASTed values inlined (heap_copy_tuple_as_datum) */
 	Datum row = ExecFetchSlotHeapTupleDatum(slot);
-	const int nest = BeginPayloadSettingsPg();
-	Datum j = FunctionCall1(ToJsonbRecordPg(), row);
-	EndSettledOutputPg(nest);
-	return j;
+	return WithPayloadSettingsPg([&]() { return FunctionCall1(ToJsonbRecordPg(), row); });
 }
 
 std::string
@@ -623,14 +620,14 @@ ResultRowsJsonb(uint64_t n, int col, const RunAs &as)
 	/* as whom the target's statements run: to_jsonb may call a cast to json the type's owner created */
 	PgCallAs(as, [&]() {
 		FmgrInfo *to_jsonb = ToJsonbRecordPg();
-		const int nest = BeginPayloadSettingsPg();
-		for (uint64_t i = 0; i < n; i++) {
-			bool isnull;
-			Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col, &isnull);
-			if (!isnull)
-				out[i] = FunctionCall1(to_jsonb, d);
-		}
-		EndSettledOutputPg(nest);
+		WithPayloadSettingsPg([&]() {
+			for (uint64_t i = 0; i < n; i++) {
+				bool isnull;
+				Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, col, &isnull);
+				if (!isnull)
+					out[i] = FunctionCall1(to_jsonb, d);
+			}
+		});
 	});
 	return out;
 }
@@ -701,11 +698,10 @@ PayloadFromImage(const Target &t, const Image &img, const RunAs &as)
 	/* built-in types only, their own output functions: no code of the table's owner runs */
 	if (plan.fast)
 		return PgCall([&]() {
-			const int nest = BeginPayloadSettingsPg();
-			Datum j = ImageJsonbFastPg(int(n), plan.order.data(), plan.names.data(), plan.name_lens.data(),
-			                           plan.kinds.data(), plan.outs.data(), img.cells.data());
-			EndSettledOutputPg(nest);
-			return j;
+			return WithPayloadSettingsPg([&]() {
+				return ImageJsonbFastPg(int(n), plan.order.data(), plan.names.data(), plan.name_lens.data(),
+				                        plan.kinds.data(), plan.outs.data(), img.cells.data());
+			});
 		});
 	std::vector<AttrNumber> attnums(n);
 	std::vector<Oid> types(n);
@@ -721,10 +717,10 @@ PayloadFromImage(const Target &t, const Image &img, const RunAs &as)
 	}
 	/* as whom the target's statements run: to_jsonb may call a cast to json the type's owner created */
 	return PgCallAs(as, [&]() {
-		const int nest = BeginPayloadSettingsPg();
-		Datum j = ImageJsonbPg(t.relid, int(n), attnums.data(), types.data(), typmods.data(), values.data(), nulls.get());
-		EndSettledOutputPg(nest);
-		return j;
+		return WithPayloadSettingsPg([&]() {
+			return ImageJsonbPg(t.relid, int(n), attnums.data(), types.data(), typmods.data(), values.data(),
+			                    nulls.get());
+		});
 	});
 }
 

@@ -73,7 +73,7 @@ extern DeferredOutbox *deferred_outbox;
 
 
 // Every row image below (and PayloadFromImage's) is printed under the
-// payload settings (image.hpp, BeginPayloadSettingsPg: those the worker
+// payload settings (image.hpp, WithPayloadSettingsPg: those the worker
 // pins), set only while the jsonb is built, not while the statements that
 // write the row, and fire its triggers, run: the same change gives the same
 // payload text whatever the session's DateStyle, IntervalStyle,
