@@ -1768,11 +1768,11 @@ BEGIN
             HINT = 'Stream ordering compares source positions; register the mapping without version_column first.';
   END IF;
   IF set_ordering.ordering = 'stream' THEN
-    DECLARE
-      subs text[] := cdc._stream_scope_conflict(target, NULL);
+    DECLARE sub_a text; sub_b text;
     BEGIN
-      IF subs IS NOT NULL THEN
-        RAISE EXCEPTION 'table % cannot be stream-ordered: subscriptions "%" and "%" both feed it with different publications', target, subs[1], subs[2]
+      SELECT c.subscription_a, c.subscription_b INTO sub_a, sub_b FROM cdc._stream_scope_conflict(target, NULL) c;
+      IF FOUND THEN
+        RAISE EXCEPTION 'table % cannot be stream-ordered: subscriptions "%" and "%" both feed it with different publications', target, sub_a, sub_b
           USING ERRCODE = '55000',
                 DETAIL = 'Its one stream mark per source orders the changes of several subscriptions only when they receive the same changes; otherwise a change one of them delivers late counts as a duplicate (docs/semantics.md, "Stream ordering").',
                 HINT = 'Use one subscription per stream-ordered target, or the same publications for all of them, or keep entity ordering.';
@@ -2333,7 +2333,8 @@ COMMENT ON VIEW cdc.subscription_tables IS
 -- to deliver, which then counts as a duplicate (fresh-user run h4; TAP 157).
 -- Such a configuration is refused: by cdc.set_ordering and by the worker
 -- before it uses the mark (docs/semantics.md, "Stream ordering").
-CREATE FUNCTION cdc._stream_scope_conflict(target regclass, source text) RETURNS text[]
+CREATE FUNCTION cdc._stream_scope_conflict(target regclass, source text)
+RETURNS TABLE (subscription_a text, subscription_b text)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -2356,14 +2357,14 @@ AS $$
                                  WHERE m.source_schema OPERATOR(pg_catalog.=) r.schema_name
                                    AND m.source_table OPERATOR(pg_catalog.=) r.table_name
                                    AND (m.source_name IS NULL OR m.source_name OPERATOR(pg_catalog.=) s.name)))))
-  SELECT ARRAY[a.name, b.name] FROM feeders a JOIN feeders b ON a.name OPERATOR(pg_catalog.<) b.name
+  SELECT a.name, b.name FROM feeders a JOIN feeders b ON a.name OPERATOR(pg_catalog.<) b.name
    WHERE a.pubs OPERATOR(pg_catalog.<>) b.pubs
      AND (a.slot_system_id IS NULL OR b.slot_system_id IS NULL
           OR a.slot_system_id OPERATOR(pg_catalog.=) b.slot_system_id)
    ORDER BY a.name, b.name LIMIT 1
 $$;
 COMMENT ON FUNCTION cdc._stream_scope_conflict(regclass, text) IS
-  'Internal (cdc.set_ordering and the worker, docs/semantics.md "Stream ordering"): the names of two subscriptions (of source, pg:<system identifier>, or of any one source when NULL; a subscription whose slot has no system identifier yet counts as of every source) that both feed target (cdc.subscription_rel, through its mapping or the same name) with publications that differ as sets of names, or NULL when there are none. One stream mark cannot order such subscriptions. SECURITY DEFINER: reads cdc.subscription, which only superusers and the extension owner may; returns only subscription names, which cdc.subscription_tables shows to every role.';
+  'Internal (cdc.set_ordering and the worker, docs/semantics.md "Stream ordering"): one row with the names of two subscriptions, subscription_a sorting before subscription_b (of source, pg:<system identifier>, or of any one source when NULL; a subscription whose slot has no system identifier yet counts as of every source), that both feed target (cdc.subscription_rel, through its mapping or the same name) with publications that differ as sets of names; no row when there are none. One stream mark cannot order such subscriptions. SECURITY DEFINER: reads cdc.subscription, which only superusers and the extension owner may; returns only subscription names, which cdc.subscription_tables shows to every role.';
 
 -- Control transitions (docs/worker.md, "Control state is durable"): the
 -- functions below commit synchronously whatever synchronous_commit says, so

@@ -450,14 +450,9 @@ CheckStreamScope(Oid target, const std::string &display, const std::string &sour
 	Params p;
 	p.AddOid(target);
 	p.AddText(source);
-	Execute("SELECT cdc._stream_scope_conflict($1, $2)", p, true);
-	const std::optional<std::string> subs = ResultText(0, 1);
-	if (!subs)
+	if (Execute("SELECT c.subscription_a, c.subscription_b FROM cdc._stream_scope_conflict($1, $2) c", p, true) == 0)
 		return;
-	/* a text[] of two lower-case identifiers (cdc.subscription.name's CHECK): {a,b} */
-	std::string names = subs->substr(1, subs->size() - 2);
-	const size_t comma = names.find(',');
-	const std::string a = names.substr(0, comma), b = comma == std::string::npos ? "" : names.substr(comma + 1);
+	const std::string a = ResultText(0, 1).value_or(""), b = ResultText(0, 2).value_or("");
 	throw InputError("55000",
 	                 "table " + display + " is stream-ordered and fed by subscriptions \"" + a + "\" and \"" + b +
 	                     "\" of source \"" + source + "\" with different publications",
