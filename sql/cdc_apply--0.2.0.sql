@@ -874,10 +874,14 @@ DECLARE
   n        bigint;
   parts    bigint[];
 BEGIN
+  -- NULL was refused as 'must be at least 1' (22023); horizon NULL is the default
+  IF max_pages IS NULL THEN
+    RAISE EXCEPTION 'max_pages must not be NULL' USING ERRCODE = '22004';
+  END IF;
   IF h < interval '0' THEN
     RAISE EXCEPTION 'the replay horizon must not be negative: %', h USING ERRCODE = '22023';
   END IF;
-  IF max_pages IS NULL OR max_pages < 1 THEN
+  IF max_pages < 1 THEN
     RAISE EXCEPTION 'max_pages must be at least 1' USING ERRCODE = '22023';
   END IF;
   -- One pruner at a time; a concurrent call returns nothing.  The mutex is
@@ -968,7 +972,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.prune(integer, interval) IS
-  'Removes ledger entries (digests and offset ranges), tombstones and published outbox rows older than the replay horizon (default cdc.replay_horizon()), scanning at most max_pages blocks of each table per call and continuing where the last call stopped (cdc.prune_state): call it repeatedly, or let the launcher call it every cdc.prune_interval. Pruned tombstones raise the prune watermark. Returns per table the blocks scanned, the rows removed and whether a pass over the table completed. A concurrent call returns no rows. SECURITY DEFINER, EXECUTE revoked from PUBLIC: a role granted EXECUTE needs no privilege on the tables it prunes (which would let it LOCK them). Errors: 22023 negative horizon or max_pages < 1.';
+  'Removes ledger entries (digests and offset ranges), tombstones and published outbox rows older than the replay horizon (default cdc.replay_horizon()), scanning at most max_pages blocks of each table per call and continuing where the last call stopped (cdc.prune_state): call it repeatedly, or let the launcher call it every cdc.prune_interval. Pruned tombstones raise the prune watermark. Returns per table the blocks scanned, the rows removed and whether a pass over the table completed. A concurrent call returns no rows. SECURITY DEFINER, EXECUTE revoked from PUBLIC: a role granted EXECUTE needs no privilege on the tables it prunes (which would let it LOCK them). Errors: 22004 max_pages NULL, 22023 negative horizon or max_pages < 1.';
 
 CREATE VIEW cdc.horizon_status AS
   SELECT h.horizon,
@@ -1165,7 +1169,7 @@ LANGUAGE C
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_write_mapping';
 COMMENT ON FUNCTION cdc._write_mapping(text, regclass, cdc.mapping) IS
-  'Internal (cdc.register_mapping, cdc.unregister_mapping, cdc.set_ordering): writes the cdc.mapping row of target as the table''s owner, after checking the calling role: action register (insert or replace with the options of m), unregister (delete), lock (read FOR UPDATE) or ordering (set m.ordering); returns the row, or NULL when there is none the caller may write. EXECUTE to PUBLIC: it requires EXECUTE on the function the action serves (register_mapping; unregister_mapping; set_ordering for lock and ordering) and, where row-level security of cdc.mapping applies to the caller, what the policy own_targets requires (the target''s owner''s privileges, no temporary table, an outbox topic of its own), so that a delegate needs no privilege on cdc.mapping (whose UPDATE or DELETE would let it LOCK the table). Errors: 22004 NULL action or target (or m for register and ordering), 22023 unknown action, 42501 no EXECUTE on that function or (register) on the handler of m, a row the policy refuses, or a system catalog or cdc table as target, 42809 not a table, a temporary table, an unlogged table or a partitioned table with an unlogged partition (register).';
+  'Internal (cdc.register_mapping, cdc.unregister_mapping, cdc.set_ordering): writes the cdc.mapping row of target as the table''s owner, after checking the calling role: action register (insert or replace with the options of m), unregister (delete), lock (read FOR UPDATE) or ordering (set m.ordering); returns the row, or NULL when there is none the caller may write. EXECUTE to PUBLIC: it requires EXECUTE on the function the action serves (register_mapping; unregister_mapping; set_ordering for lock and ordering) and, where row-level security of cdc.mapping applies to the caller, what the policy own_targets requires (the target''s owner''s privileges, no temporary table, an outbox topic of its own), so that a delegate needs no privilege on cdc.mapping (whose UPDATE or DELETE would let it LOCK the table). Errors: 22004 NULL action or target (the message names it; or m for register and ordering), 22023 unknown action, 42501 no EXECUTE on that function or (register) on the handler of m, a row the policy refuses, or a system catalog or cdc table as target, 42809 not a table, a temporary table, an unlogged table or a partitioned table with an unlogged partition (register).';
 
 CREATE FUNCTION cdc.register_mapping(
   target                  regclass,
@@ -1202,6 +1206,17 @@ DECLARE
 BEGIN
   IF target IS NULL THEN
     RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  -- the options whose default is not NULL: a NULL was refused as a bad value
+  -- (22023; unavailable_placeholder as empty), outbox as 'true or false'
+  IF outbox IS NULL OR truncate_policy IS NULL OR unavailable_placeholder IS NULL OR source_epoch IS NULL
+     OR conflict_policy IS NULL OR mode IS NULL OR expired_policy IS NULL OR outbox_via IS NULL THEN
+    RAISE EXCEPTION '% must not be NULL',
+      CASE WHEN outbox IS NULL THEN 'outbox' WHEN truncate_policy IS NULL THEN 'truncate_policy'
+           WHEN unavailable_placeholder IS NULL THEN 'unavailable_placeholder' WHEN source_epoch IS NULL THEN 'source_epoch'
+           WHEN conflict_policy IS NULL THEN 'conflict_policy' WHEN mode IS NULL THEN 'mode'
+           WHEN expired_policy IS NULL THEN 'expired_policy' ELSE 'outbox_via' END
+      USING ERRCODE = '22004';
   END IF;
   SELECT n.nspname, c.relname INTO rel_schema, rel_name
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -1253,16 +1268,16 @@ BEGIN
       USING ERRCODE = '55000',
             HINT = 'Keep the version_column it was registered with, or unregister the mapping, empty the table and remove its cdc.entity_state rows first.';
   END IF;
-  IF expired_policy IS NULL OR expired_policy NOT IN ('refuse', 'apply', 'dead_letter') THEN
+  IF expired_policy NOT IN ('refuse', 'apply', 'dead_letter') THEN
     RAISE EXCEPTION 'expired_policy must be ''refuse'', ''apply'' or ''dead_letter'', not %',
-                    coalesce(quote_literal(expired_policy), 'NULL')
+                    quote_literal(expired_policy)
       USING ERRCODE = '22023';
   END IF;
-  IF outbox_via IS NULL OR outbox_via NOT IN ('table', 'message') THEN
-    RAISE EXCEPTION 'outbox_via must be ''table'' or ''message'', not %', coalesce(quote_literal(outbox_via), 'NULL')
+  IF outbox_via NOT IN ('table', 'message') THEN
+    RAISE EXCEPTION 'outbox_via must be ''table'' or ''message'', not %', quote_literal(outbox_via)
       USING ERRCODE = '22023';
   END IF;
-  IF coalesce(outbox, false) AND outbox_via = 'message' AND current_setting('wal_level') <> 'logical' THEN
+  IF outbox AND outbox_via = 'message' AND current_setting('wal_level') <> 'logical' THEN
     RAISE EXCEPTION 'outbox_via ''message'' needs wal_level = logical on this server (it is %)', current_setting('wal_level')
       USING ERRCODE = '55000',
             HINT = 'Set wal_level = logical and restart, or use outbox_via => ''table''.';
@@ -1271,15 +1286,15 @@ BEGIN
   -- call pg_logical_emit_message(), every role could forge outbox entries
   -- (sql/outbox_message_forged.sql; the engine checks again before it writes
   -- one, docs/security.md, "The outbox as messages").
-  IF coalesce(outbox, false) AND outbox_via = 'message'
+  IF outbox AND outbox_via = 'message'
      AND (pg_catalog.has_function_privilege('public', 'pg_catalog.pg_logical_emit_message(boolean, text, text)', 'EXECUTE')
           OR pg_catalog.has_function_privilege('public', 'pg_catalog.pg_logical_emit_message(boolean, text, bytea)', 'EXECUTE')) THEN
     RAISE EXCEPTION 'outbox_via ''message'' needs pg_logical_emit_message() revoked from PUBLIC: any role could otherwise write cdc_outbox messages that a relay cannot tell from the outbox''s'
       USING ERRCODE = '55000',
             HINT = 'REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text), pg_catalog.pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC; (as a superuser), or use outbox_via => ''table''.';
   END IF;
-  IF mode IS NULL OR mode NOT IN ('state', 'history', 'handler') THEN
-    RAISE EXCEPTION 'mode must be ''state'', ''history'' or ''handler'', not %', coalesce(quote_literal(mode), 'NULL')
+  IF mode NOT IN ('state', 'history', 'handler') THEN
+    RAISE EXCEPTION 'mode must be ''state'', ''history'' or ''handler'', not %', quote_literal(mode)
       USING ERRCODE = '22023';
   END IF;
   IF mode = 'history' THEN
@@ -1413,19 +1428,19 @@ BEGIN
       USING ERRCODE = '0A000',
             HINT = 'Register the mapping without version_column (changes are then ordered by their source position), or make the column an ordinary one (ALTER TABLE ... ALTER COLUMN ... DROP EXPRESSION).';
   END IF;
-  IF truncate_policy IS NULL OR truncate_policy NOT IN ('truncate', 'ignore') THEN
-    RAISE EXCEPTION 'truncate_policy must be ''truncate'' or ''ignore'', not %', coalesce(quote_literal(truncate_policy), 'NULL')
+  IF truncate_policy NOT IN ('truncate', 'ignore') THEN
+    RAISE EXCEPTION 'truncate_policy must be ''truncate'' or ''ignore'', not %', quote_literal(truncate_policy)
       USING ERRCODE = '22023';
   END IF;
   IF temporal_unit IS NOT NULL AND temporal_unit NOT IN ('milli', 'micro', 'nano') THEN
     RAISE EXCEPTION 'temporal_unit must be ''milli'', ''micro'' or ''nano'', not %', quote_literal(temporal_unit)
       USING ERRCODE = '22023';
   END IF;
-  IF conflict_policy IS NULL OR conflict_policy NOT IN ('record', 'error') THEN
-    RAISE EXCEPTION 'conflict_policy must be ''record'' or ''error'', not %', coalesce(quote_literal(conflict_policy), 'NULL')
+  IF conflict_policy NOT IN ('record', 'error') THEN
+    RAISE EXCEPTION 'conflict_policy must be ''record'' or ''error'', not %', quote_literal(conflict_policy)
       USING ERRCODE = '22023';
   END IF;
-  IF unavailable_placeholder IS NULL OR unavailable_placeholder = '' THEN
+  IF unavailable_placeholder = '' THEN
     RAISE EXCEPTION 'unavailable_placeholder must not be empty' USING ERRCODE = '22023';
   END IF;
   -- an empty name matches no event and no topic a consumer would read (found by a fresh-user run)
@@ -1463,12 +1478,8 @@ BEGIN
     RAISE EXCEPTION 'outbox_topic is % bytes long, more than the 512 allowed', octet_length(outbox_topic)
       USING ERRCODE = '22023', HINT = 'The topic is a key of cdc.outbox_source''s index with the source identity (docs/sql-reference.md, "Limits").';
   END IF;
-  IF source_epoch IS NULL OR source_epoch < 0 OR source_epoch > 2147483647 THEN
+  IF source_epoch < 0 OR source_epoch > 2147483647 THEN
     RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647' USING ERRCODE = '22023';
-  END IF;
-  -- NULL would have meant false silently, where every other option refuses it (review h3)
-  IF outbox IS NULL THEN
-    RAISE EXCEPTION 'outbox must be true or false, not NULL' USING ERRCODE = '22023';
   END IF;
   -- A delegate (docs/security.md, "Delegating mappings"; policy own_targets):
   -- its outbox topic is recorded, so that a rename of its table cannot move
@@ -1534,7 +1545,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text, bigint, text, text, text, regprocedure, text, text) IS
-  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, a temporary table or an unlogged table or partition, 0A000 a table with rewrite rules (CREATE RULE), 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too; for a delegate, an outbox_topic, or the default schema.table, that is another owner''s topic: a delegate''s topic is recorded, not left NULL), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 42501 a handler the caller may not execute (as CREATE TRIGGER requires EXECUTE on its function), 0A000 a key column with a nondeterministic collation, or a generated key or version column, 2202E key_columns of more than one dimension, 22004 a NULL element of key_columns, 42701 a column named twice in key_columns, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target, or target and a mapped table are in one partition tree (a partition and a partitioned ancestor: one row would have two entity records). Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row.';
+  'Registers (or replaces) the mapping of a source table to target. source_schema/source_table default to the target''s own names. mode: state (default), history (target is a history table: key_columns required, cdc_key/cdc_version/cdc_op columns and a unique index on (cdc_key, cdc_version)) or handler (handler(op text, old T, new T, meta jsonb) called per applied change). expired_policy: refuse (default), dead_letter or apply, for changes the pruned records cannot prove new or old (docs/retention.md). outbox_via: table (default: cdc.outbox rows) or message (transactional logical decoding messages with prefix cdc_outbox; needs wal_level = logical). Errors: 55000 outbox_via message without wal_level = logical, or while PUBLIC may execute pg_logical_emit_message(), 42809 not a table, a temporary table or an unlogged table or partition, 0A000 a table with rewrite rules (CREATE RULE), 42501 not the owner (or a system catalog or a table of the cdc schema, for superusers too; for a delegate, an outbox_topic, or the default schema.table, that is another owner''s topic: a delegate''s topic is recorded, not left NULL), 42703 unknown column, 42P10 no primary key / no unique index on key_columns / history table shape, 42804 bad version or metadata column type, 42P13 bad handler signature, 42501 a handler the caller may not execute (as CREATE TRIGGER requires EXECUTE on its function), 0A000 a key column with a nondeterministic collation, or a generated key or version column, 2202E key_columns of more than one dimension, 22004 NULL target, a NULL element of key_columns, or NULL for an option whose default is not NULL (outbox, truncate_policy, unavailable_placeholder, source_epoch, conflict_policy, mode, expired_policy, outbox_via; the others take NULL as their default), 42701 a column named twice in key_columns, 22023 bad option value (also an empty source_name, source_table or outbox_topic, or one longer than the limit of events: source_name 1024 bytes, source_schema and source_table 255, outbox_topic 512), 23505 the source table is mapped to another target, or target and a mapped table are in one partition tree (a partition and a partitioned ancestor: one row would have two entity records). Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row.';
 
 CREATE TABLE cdc.source_renames (
   id         bigserial PRIMARY KEY,
@@ -1576,8 +1587,12 @@ DECLARE
   new_id integer;
   dup    record;
 BEGIN
-  IF old_name IS NULL OR new_name IS NULL OR new_name = '' THEN
-    RAISE EXCEPTION 'old_name and new_name must not be NULL or empty' USING ERRCODE = '22023';
+  IF old_name IS NULL OR new_name IS NULL THEN
+    RAISE EXCEPTION '% must not be NULL', CASE WHEN old_name IS NULL THEN 'old_name' ELSE 'new_name' END
+      USING ERRCODE = '22004';
+  END IF;
+  IF new_name = '' THEN
+    RAISE EXCEPTION 'new_name must not be empty' USING ERRCODE = '22023';
   END IF;
   IF octet_length(new_name) > 1024 THEN
     RAISE EXCEPTION 'new_name is % bytes long, more than the 1024 allowed', octet_length(new_name)
@@ -1647,7 +1662,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.rename_source(text, text) IS
-  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks, truncate barriers and the source_name of mappings of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers, and holds them (EXCLUSIVE lock on cdc.entity_state, cdc.source, cdc.prune_watermark, cdc.table_barrier and cdc.stream_mark) until the caller''s transaction ends. SECURITY DEFINER, EXECUTE revoked from PUBLIC: a role granted EXECUTE needs no privilege on those tables, and every mapping of old_name follows, whoever owns its table. Errors: 42704 unknown old_name, 22023 NULL, empty or equal names, a new_name longer than 1024 bytes (the limit of source.name) or a worker source (pg:...), 23505 a source table mapped under both names (its mapping of old_name would follow onto new_name: a source table maps to one target; nothing is renamed).';
+  'Declares new_name (a Debezium source.name / topic.prefix that changed) the same source as old_name: entity records, tombstones, prune watermarks, stream marks, truncate barriers and the source_name of mappings of old_name are carried over (records that events under new_name already created are merged in), so later changes of existing rows are ordered against them instead of being conflicts. Events still arriving under old_name afterwards count as another source (conflict). Recorded in cdc.source_renames. Waits for concurrent appliers, and holds them (EXCLUSIVE lock on cdc.entity_state, cdc.source, cdc.prune_watermark, cdc.table_barrier and cdc.stream_mark) until the caller''s transaction ends. SECURITY DEFINER, EXECUTE revoked from PUBLIC: a role granted EXECUTE needs no privilege on those tables, and every mapping of old_name follows, whoever owns its table. Errors: 42704 unknown old_name, 22004 a NULL name, 22023 an empty new_name or equal names, a new_name longer than 1024 bytes (the limit of source.name) or a worker source (pg:...), 23505 a source table mapped under both names (its mapping of old_name would follow onto new_name: a source table maps to one target; nothing is renamed).';
 
 -- Folds a stream-ordered target's entity records into its stream mark.
 -- Runs as the extension owner (the records and marks are its tables), but
@@ -1735,11 +1750,11 @@ DECLARE
   m      cdc.mapping;
   result cdc.mapping;
 BEGIN
-  IF target IS NULL THEN
-    RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
+  IF target IS NULL OR ordering IS NULL THEN
+    RAISE EXCEPTION '% must not be NULL', CASE WHEN target IS NULL THEN 'target' ELSE 'ordering' END USING ERRCODE = '22004';
   END IF;
-  IF ordering IS NULL OR ordering NOT IN ('entity', 'stream') THEN
-    RAISE EXCEPTION 'ordering must be ''entity'' or ''stream'', not %', coalesce(quote_literal(ordering), 'NULL')
+  IF ordering NOT IN ('entity', 'stream') THEN
+    RAISE EXCEPTION 'ordering must be ''entity'' or ''stream'', not %', quote_literal(ordering)
       USING ERRCODE = '22023';
   END IF;
   IF NOT pg_catalog.pg_has_role(current_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE') THEN
@@ -1788,14 +1803,14 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.set_ordering(regclass, text) IS
-  'Switches how the changes of a mapped target are ordered (docs/semantics.md, "Stream ordering"). ''stream'': only the worker of a subscription may write the target and a per-(target, source) high-water mark (cdc.stream_mark) replaces the ledger rows and entity records; the target''s entity records are folded into the mark and removed. ''entity'': per-entity records again; the mark stays as the implicit record of every key without one (a change at or below it is a duplicate). Waits for transactions applying to the target (SHARE ROW EXCLUSIVE lock), so it is safe under load. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row. Errors: 22004 NULL target, 22023 bad ordering, 42501 not the owner (or, for a delegate, a mapping with an outbox whose outbox_topic is NULL or another owner''s), 42704 no mapping, 55000 version_column mapping, records of several sources, or (''stream'') two subscriptions of one source feeding it with different publications.';
+  'Switches how the changes of a mapped target are ordered (docs/semantics.md, "Stream ordering"). ''stream'': only the worker of a subscription may write the target and a per-(target, source) high-water mark (cdc.stream_mark) replaces the ledger rows and entity records; the target''s entity records are folded into the mark and removed. ''entity'': per-entity records again; the mark stays as the implicit record of every key without one (a change at or below it is a duplicate). Waits for transactions applying to the target (SHARE ROW EXCLUSIVE lock), so it is safe under load. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row. Errors: 22004 NULL target or ordering, 22023 bad ordering, 42501 not the owner (or, for a delegate, a mapping with an outbox whose outbox_topic is NULL or another owner''s), 42704 no mapping, 55000 version_column mapping, records of several sources, or (''stream'') two subscriptions of one source feeding it with different publications.';
 
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT true FROM cdc._write_mapping('unregister', unregister_mapping.target, NULL) w WHERE w.target IS NOT NULL $$;
 COMMENT ON FUNCTION cdc.unregister_mapping(regclass) IS
-  'Removes the mapping of a target table. Its versions, tombstones and ledger rows are kept. Returns true when a mapping was removed, NULL otherwise (also for the mapping of a table whose owner''s privileges a delegate lacks). Deletes through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Errors: 42501 from cdc._write_mapping when the caller may not execute it.';
+  'Removes the mapping of a target table. Its versions, tombstones and ledger rows are kept. Returns true when a mapping was removed, NULL otherwise (also for the mapping of a table whose owner''s privileges a delegate lacks). Deletes through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Errors: 22004 NULL target, 42501 from cdc._write_mapping when the caller may not execute it.';
 
 -- A dropped target takes its mapping and per-entity state with it: otherwise
 -- the mapping row would name a missing table, and a later table that reused
@@ -1899,7 +1914,7 @@ DECLARE
   cols  text;
 BEGIN
   IF name IS NULL OR source IS NULL THEN
-    RAISE EXCEPTION 'name and source must not be NULL' USING ERRCODE = '22004';
+    RAISE EXCEPTION '% must not be NULL', CASE WHEN name IS NULL THEN 'name' ELSE 'source' END USING ERRCODE = '22004';
   END IF;
   parts := parse_ident(name);
   IF cardinality(parts) = 1 THEN
@@ -1925,7 +1940,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_history_table(text, regclass) IS
-  'Creates a history table for mode ''history'': the columns of source (same names and types, nullable, no defaults), then cdc_seq (identity, primary key), cdc_key, cdc_version, cdc_op, cdc_snapshot, cdc_source_ts, cdc_source, cdc_delivery_key, cdc_recorded_at and UNIQUE (cdc_key, cdc_version). name: table or schema.table (default schema: source''s). Returns the new table. Errors: 42P07 exists, 42602 bad name, 22004 NULL argument.';
+  'Creates a history table for mode ''history'': the columns of source (same names and types, nullable, no defaults), then cdc_seq (identity, primary key), cdc_key, cdc_version, cdc_op, cdc_snapshot, cdc_source_ts, cdc_source, cdc_delivery_key, cdc_recorded_at and UNIQUE (cdc_key, cdc_version). name: table or schema.table (default schema: source''s). Returns the new table. Errors: 42P07 exists, 42602 bad name, 22004 NULL name or source (the message names it).';
 
 -- ---------------------------------------------------------------------------
 -- Entry points
@@ -1975,7 +1990,7 @@ LANGUAGE c CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_apply_batch_jsonb';
 COMMENT ON FUNCTION @extschema@.cdc_apply_batch(jsonb, regclass, text[], boolean, text, bigint[]) IS
-  'Applies a JSON array of Debezium change events (each as cdc_apply() takes it; JSON null = Kafka tombstone) in one call, in the caller''s transaction, with exactly the result of applying them one by one in order: rows, tombstones, ledger, outbox, conflicts and counters. target NULL: resolved per event from cdc.mapping. delivery_keys: one per event (NULL or a NULL element: derived). source_partition and offsets (instead of delivery_keys): the events were read from one ordered source partition (Kafka: topic:generation:partition) at these strictly increasing offsets, one per event; event i''s delivery key is source_partition || '':'' || offsets[i], and the batch claims its deliveries as offset ranges per target (cdc.ledger_range) instead of one ledger row each (docs/semantics.md, "Claims by offset range"). Returns the count of each outcome and, with with_outcomes, the outcome of every event in input order. Errors: 22004 events NULL, 22023 events not an array, delivery_keys or offsets of another length, source_partition without offsets or the other way round, both with delivery_keys, an empty source_partition or one longer than 1,024 bytes, a NULL offset or offsets not strictly increasing, and every error of cdc_apply() with "event N of the batch" in the context; nothing of the batch is applied. See docs/sql-reference.md.';
+  'Applies a JSON array of Debezium change events (each as cdc_apply() takes it; JSON null = Kafka tombstone) in one call, in the caller''s transaction, with exactly the result of applying them one by one in order: rows, tombstones, ledger, outbox, conflicts and counters. target NULL: resolved per event from cdc.mapping. delivery_keys: one per event (NULL or a NULL element: derived). source_partition and offsets (instead of delivery_keys): the events were read from one ordered source partition (Kafka: topic:generation:partition) at these strictly increasing offsets, one per event; event i''s delivery key is source_partition || '':'' || offsets[i], and the batch claims its deliveries as offset ranges per target (cdc.ledger_range) instead of one ledger row each (docs/semantics.md, "Claims by offset range"). Returns the count of each outcome and, with with_outcomes, the outcome of every event in input order. Errors: 22004 events or with_outcomes NULL, 22023 events not an array, delivery_keys or offsets of another length, source_partition without offsets or the other way round, both with delivery_keys, an empty source_partition or one longer than 1,024 bytes, a NULL offset or offsets not strictly increasing, and every error of cdc_apply() with "event N of the batch" in the context; nothing of the batch is applied. See docs/sql-reference.md.';
 
 CREATE FUNCTION @extschema@.cdc_apply_batch(events jsonb[], target regclass DEFAULT NULL, delivery_keys text[] DEFAULT NULL,
                                             with_outcomes boolean DEFAULT false,
@@ -2424,8 +2439,20 @@ DECLARE
   id integer;
 BEGIN
   PERFORM cdc._require_superuser('create a subscription');
-  IF name IS NULL OR name !~ '^[a-z_][a-z0-9_]{0,40}$' THEN
-    RAISE EXCEPTION 'invalid subscription name %', coalesce(quote_literal(name), 'NULL')
+  -- the arguments whose NULL means nothing (slot_name and owner NULL: the
+  -- defaults): a NULL name was an invalid name (42602), conninfo,
+  -- publications and origin bad values (22023), run_as_owner false
+  IF name IS NULL OR conninfo IS NULL OR publications IS NULL OR create_slot IS NULL OR copy_data IS NULL
+     OR enabled IS NULL OR source_epoch IS NULL OR run_as_owner IS NULL OR origin IS NULL THEN
+    RAISE EXCEPTION '% must not be NULL',
+      CASE WHEN name IS NULL THEN 'subscription name' WHEN conninfo IS NULL THEN 'conninfo'
+           WHEN publications IS NULL THEN 'publications' WHEN create_slot IS NULL THEN 'create_slot'
+           WHEN copy_data IS NULL THEN 'copy_data' WHEN enabled IS NULL THEN 'enabled'
+           WHEN source_epoch IS NULL THEN 'source_epoch' WHEN run_as_owner IS NULL THEN 'run_as_owner' ELSE 'origin' END
+      USING ERRCODE = '22004';
+  END IF;
+  IF name !~ '^[a-z_][a-z0-9_]{0,40}$' THEN
+    RAISE EXCEPTION 'invalid subscription name %', quote_literal(name)
       USING ERRCODE = '42602', HINT = 'Use a lower-case identifier of at most 41 characters.';
   END IF;
   -- checked as PostgreSQL checks a slot name (ReplicationSlotValidateName),
@@ -2440,20 +2467,15 @@ BEGIN
     RAISE EXCEPTION 'publications must be a one-dimensional array, not % dimensions', array_ndims(publications)
       USING ERRCODE = '2202E';
   END IF;
-  IF conninfo IS NULL OR publications IS NULL OR cardinality(publications) = 0 THEN
-    RAISE EXCEPTION 'conninfo and at least one publication are required' USING ERRCODE = '22023';
+  IF cardinality(publications) = 0 THEN
+    RAISE EXCEPTION 'at least one publication is required' USING ERRCODE = '22023';
   END IF;
   PERFORM cdc._check_publications_owner(publications, owner);
-  IF create_slot IS NULL OR copy_data IS NULL OR enabled IS NULL OR source_epoch IS NULL THEN
-    RAISE EXCEPTION '% must not be NULL', CASE WHEN create_slot IS NULL THEN 'create_slot' WHEN copy_data IS NULL THEN 'copy_data'
-                                               WHEN enabled IS NULL THEN 'enabled' ELSE 'source_epoch' END
-      USING ERRCODE = '22004';
-  END IF;
   IF source_epoch < 0 OR source_epoch > 2147483647 THEN
     RAISE EXCEPTION 'source_epoch must be an integer from 0 to 2147483647, not %', source_epoch USING ERRCODE = '22023';
   END IF;
-  IF origin IS NULL OR origin NOT IN ('none', 'any') THEN
-    RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', coalesce(quote_literal(origin), 'NULL')
+  IF origin NOT IN ('none', 'any') THEN
+    RAISE EXCEPTION 'origin must be ''none'' or ''any'', not %', quote_literal(origin)
       USING ERRCODE = '22023';
   END IF;
   IF EXISTS (SELECT 1 FROM cdc.subscription s WHERE s.name OPERATOR(pg_catalog.=) create_subscription.name) THEN
@@ -2465,7 +2487,7 @@ BEGIN
   INSERT INTO cdc.subscription (name, conninfo, publications, slot_name, create_slot, copy_data, enabled, source_epoch,
                                 owner, run_as_owner, origin, refresh_pending)
   VALUES (name, conninfo, publications, coalesce(slot_name, name), create_slot, copy_data AND create_slot, enabled, source_epoch,
-          coalesce(owner, current_user::regrole), coalesce(run_as_owner, false), origin, NOT create_slot)
+          coalesce(owner, current_user::regrole), run_as_owner, origin, NOT create_slot)
   RETURNING subid INTO id;
   INSERT INTO cdc.subscription_state (subid, state) VALUES (id, CASE WHEN enabled THEN 'starting' ELSE 'disabled' END);
   -- A replication origin of this name with no subscription row is a leftover
@@ -2505,7 +2527,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_subscription(text, text, text[], name, boolean, boolean, boolean, bigint, regrole, boolean, text) IS
-  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot (with copy_data => false the slot is created with the subscription, as CREATE SUBSCRIPTION does, so that no change made before the worker starts is missed: when the calling transaction commits, connecting to the source, so that a transaction that rolls back or fails, also in a rolled-back savepoint or a DO block, leaves no slot), records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name or slot_name (a slot name as PostgreSQL requires: lower-case letters, digits and _), 2202E publications of more than one dimension, 42710 name exists (as CREATE SUBSCRIPTION), 22023 missing conninfo/publications or another origin, 42710 a publication name given twice, 42622 one longer than 63 bytes, 42704 an owner that is no role, 22004 a NULL create_slot, copy_data, enabled or source_epoch, 22023 a source_epoch outside 0 to 2147483647, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name), 22023 one that sets no parameter (empty, blank: libpq''s defaults would connect to this server); with create_slot and copy_data => false also, raised by the COMMIT, 08001 source unreachable, 42710 the slot exists on the source (no subscription stays); and 0A000 at PREPARE TRANSACTION (the launchers are woken when the transaction commits, which COMMIT PREPARED cannot do).';
+  'Creates a subscription (superusers only): the launcher (shared_preload_libraries = cdc_apply; every database, docs/worker.md) starts an apply worker that creates the slot (default: named after the subscription) when create_slot (with copy_data => false the slot is created with the subscription, as CREATE SUBSCRIPTION does, so that no change made before the worker starts is missed: when the calling transaction commits, connecting to the source, so that a transaction that rolls back or fails, also in a rolled-back savepoint or a DO block, leaves no slot), records the published tables in cdc.subscription_rel, copies them as snapshot rows when copy_data (only with create_slot; the publications'' row filters and column lists apply), then streams pgoutput. Tables map to the same schema and name, or per cdc.mapping (source_name = the subscription name). owner (default: the calling superuser) is the role the worker acts as; run_as_owner: apply everything as that role instead of as each table''s owner (docs/security.md). origin ''none'' drops source transactions that carry a replication origin (PostgreSQL 16''s origin = none), ''any'' applies them. Commits synchronously. Returns the subid. Errors: 42501 not a superuser, 42602 bad name or slot_name (a slot name as PostgreSQL requires: lower-case letters, digits and _), 2202E publications of more than one dimension, 42710 name exists (as CREATE SUBSCRIPTION), 22004 a NULL name, conninfo, publications, create_slot, copy_data, enabled, source_epoch, run_as_owner or origin (slot_name and owner NULL: the defaults), 22023 empty publications or another origin, 42710 a publication name given twice, 42622 one longer than 63 bytes, 42704 an owner that is no role, 22023 a source_epoch outside 0 to 2147483647, 22P02 a conninfo libpq cannot parse (as CREATE SUBSCRIPTION; a bare word is not taken as a database name), 22023 one that sets no parameter (empty, blank: libpq''s defaults would connect to this server); with create_slot and copy_data => false also, raised by the COMMIT, 08001 source unreachable, 42710 the slot exists on the source (no subscription stays); and 0A000 at PREPARE TRANSACTION (the launchers are woken when the transaction commits, which COMMIT PREPARED cannot do).';
 
 CREATE FUNCTION cdc.enable_subscription(name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2593,7 +2615,11 @@ DECLARE
   progress pg_lsn;
 BEGIN
   PERFORM cdc._require_superuser('skip a transaction');
-  IF reason IS NULL OR btrim(reason) = '' THEN
+  IF reason IS NULL THEN
+    RAISE EXCEPTION 'reason must not be NULL' USING ERRCODE = '22004',
+      HINT = 'A reason is required to skip a transaction: it is recorded in cdc.skipped_transactions.';
+  END IF;
+  IF btrim(reason) = '' THEN
     RAISE EXCEPTION 'a reason is required to skip a transaction' USING ERRCODE = '22023';
   END IF;
   IF commit_lsn IS NULL THEN
@@ -2625,7 +2651,7 @@ BEGIN
   PERFORM cdc._force_sync_commit();
 END $fn$;
 COMMENT ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) IS
-  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. One open request per subscription: a second call replaces the first. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, 22023 no reason or an LSN before the subscription''s progress, 22004 NULL LSN.';
+  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. One open request per subscription: a second call replaces the first. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, reason or LSN, 22023 a blank reason or an LSN before the subscription''s progress.';
 
 CREATE FUNCTION cdc.accept_gap(name text, reason text) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2634,7 +2660,11 @@ DECLARE
   req bigint;
 BEGIN
   PERFORM cdc._require_superuser('accept a gap');
-  IF reason IS NULL OR btrim(reason) = '' THEN
+  IF reason IS NULL THEN
+    RAISE EXCEPTION 'reason must not be NULL' USING ERRCODE = '22004',
+      HINT = 'A reason is required to accept a gap in the stream: it is recorded in cdc.accepted_gaps.';
+  END IF;
+  IF btrim(reason) = '' THEN
     RAISE EXCEPTION 'a reason is required to accept a gap in the stream' USING ERRCODE = '22023';
   END IF;
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = accept_gap.name FOR UPDATE;
@@ -2659,7 +2689,7 @@ BEGIN
   RETURN req;
 END $fn$;
 COMMENT ON FUNCTION cdc.accept_gap(text, text) IS
-  'Explicit way out of a stream whose continuity the worker cannot prove (state error: the slot is missing, was created again or advanced, or the source failed over; docs/worker.md, "Continuity"). The worker, on its next attempt, continues from the slot it finds (or creates a new one, without copying) and records from_lsn/to_lsn in cdc.accepted_gaps: source transactions in between may be missing here; re-copy the affected tables (cdc.resync_table) to repair them. A running worker is restarted to act on it at once; while the stream is provably continuous the request is closed without skipping anything. Returns the request id. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, 22023 no reason, 55000 initial copy not finished.';
+  'Explicit way out of a stream whose continuity the worker cannot prove (state error: the slot is missing, was created again or advanced, or the source failed over; docs/worker.md, "Continuity"). The worker, on its next attempt, continues from the slot it finds (or creates a new one, without copying) and records from_lsn/to_lsn in cdc.accepted_gaps: source transactions in between may be missing here; re-copy the affected tables (cdc.resync_table) to repair them. A running worker is restarted to act on it at once; while the stream is provably continuous the request is closed without skipping anything. Returns the request id. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name or reason, 22023 a blank reason, 55000 initial copy not finished.';
 
 CREATE FUNCTION cdc.drop_subscription(name text, drop_slot boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2668,6 +2698,10 @@ DECLARE
   origin_xmin xid;
 BEGIN
   PERFORM cdc._require_superuser('drop a subscription');
+  -- NULL was taken as false (no slot dropped)
+  IF drop_slot IS NULL THEN
+    RAISE EXCEPTION 'drop_slot must not be NULL' USING ERRCODE = '22004';
+  END IF;
   SELECT * INTO sub FROM cdc.subscription s WHERE s.name = drop_subscription.name FOR UPDATE;
   IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   -- waits (10 s at most) for the worker to exit: it must not hold the slot
@@ -2691,7 +2725,7 @@ BEGIN
                               cdc._origin_name(sub.subid), origin_xmin);
 END $fn$;
 COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
-  'Stops the worker and drops the subscription; when the transaction commits, also its replication origin and, with drop_slot, its slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped with a NOTICE). Transactional: a ROLLBACK, a failing DO block, a rolled-back savepoint or procedure leaves the subscription, its slot and its progress, so it may run inside a transaction block (unlike DROP SUBSCRIPTION with a slot). Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name; at COMMIT 08001 source unreachable, 55006 slot in use, 57014 statement_timeout or a cancel while another process holds the slot, aborting the transaction (the subscription stays); 0A000 at PREPARE TRANSACTION with drop_slot.';
+  'Stops the worker and drops the subscription; when the transaction commits, also its replication origin and, with drop_slot, its slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped with a NOTICE). Transactional: a ROLLBACK, a failing DO block, a rolled-back savepoint or procedure leaves the subscription, its slot and its progress, so it may run inside a transaction block (unlike DROP SUBSCRIPTION with a slot). Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name or drop_slot; at COMMIT 08001 source unreachable, 55006 slot in use, 57014 statement_timeout or a cancel while another process holds the slot, aborting the transaction (the subscription stays); 0A000 at PREPARE TRANSACTION with drop_slot.';
 
 CREATE FUNCTION cdc._check_publications_owner(publications text[], owner regrole) RETURNS void
 LANGUAGE plpgsql STABLE
@@ -3017,7 +3051,7 @@ LANGUAGE c IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'cdc_range_hash_sql';
 COMMENT ON FUNCTION cdc.range_hash_sql(text, text, text[], text[], text[], text[], text, boolean) IS
-  'The statement computing the range hash of table schema_name.table_name: rows and hash (the sum of the first 64 bits of md5(convert_to(ROW(columns)::text, ''UTF8'')) of every row with key_columns in (after, up_to], NULL bounds unbounded, as signed integers), restricted by row_filter, over FROM ONLY unless only_table is false (a partitioned table). It uses only md5, convert_to, substr, textcat, casts, count and sum, qualified: run it on any PostgreSQL source with DateStyle ISO, IntervalStyle postgres, extra_float_digits 3, TimeZone UTC, bytea_output hex and lc_monetary C (docs/audit.md). cdc.audit sends the same statements. Errors: 22004 a NULL name, column or key column, 22023 empty columns or key_columns, or a bound with another number of values than key_columns.';
+  'The statement computing the range hash of table schema_name.table_name: rows and hash (the sum of the first 64 bits of md5(convert_to(ROW(columns)::text, ''UTF8'')) of every row with key_columns in (after, up_to], NULL bounds unbounded, as signed integers), restricted by row_filter, over FROM ONLY unless only_table is false (a partitioned table). It uses only md5, convert_to, substr, textcat, casts, count and sum, qualified: run it on any PostgreSQL source with DateStyle ISO, IntervalStyle postgres, extra_float_digits 3, TimeZone UTC, bytea_output hex and lc_monetary C (docs/audit.md). cdc.audit sends the same statements. Errors: 22004 a NULL name, column, key column or only_table (row_filter NULL: no filter), 22023 empty columns or key_columns, or a bound with another number of values than key_columns.';
 
 CREATE FUNCTION cdc.range_hash(target regclass, after text[] DEFAULT NULL, up_to text[] DEFAULT NULL,
                                columns name[] DEFAULT NULL, key_columns name[] DEFAULT NULL)
@@ -3078,7 +3112,7 @@ CREATE PROCEDURE cdc.audit(
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'cdc_audit';
 COMMENT ON PROCEDURE cdc.audit(text, regclass, integer, integer, interval, bigint, bigint) IS
-  'Compares the destination tables of a subscription (or only target) with the source, over a connection of its own with the subscription''s conninfo: per table, a snapshot of the source at the consistent point S of a temporary slot; waits (up to wait_timeout) until the worker has applied the stream up to S; hashes pages of page_rows source rows in key order on both sides (only the published columns and rows: column lists, row filters), bisects pages that differ until a range holds at most leaf_rows rows of both sides together, whose keys and row hashes it then compares, and re-checks those keys at a newer snapshot once the destination caught up again, so that only keys that still differ and that the stream did not change since are recorded in cdc.audit_findings. Commits after every page (no long transaction on the destination); cdc.audit_max_rows_per_second caps its rate; progress in cdc.audit_status and a NOTICE every 5 s. CALL it outside a transaction block; superusers only. Returns the run id and the number of findings. Errors: 22004 NULL subscription, 22023 page_rows or leaf_rows < 1 or negative wait_timeout, 25001 in a transaction block, 42501 not a superuser, 42704 unknown subscription, 55000 initial copy not finished, subscription disabled, worker not at S within wait_timeout, or table not published, 0A000 history table, key type without built-in ordering or keys ordered differently on the two sides, 42P10 no key, 42703 a published column the destination lacks, 08001 source unreachable.';
+  'Compares the destination tables of a subscription (or only target) with the source, over a connection of its own with the subscription''s conninfo: per table, a snapshot of the source at the consistent point S of a temporary slot; waits (up to wait_timeout) until the worker has applied the stream up to S; hashes pages of page_rows source rows in key order on both sides (only the published columns and rows: column lists, row filters), bisects pages that differ until a range holds at most leaf_rows rows of both sides together, whose keys and row hashes it then compares, and re-checks those keys at a newer snapshot once the destination caught up again, so that only keys that still differ and that the stream did not change since are recorded in cdc.audit_findings. Commits after every page (no long transaction on the destination); cdc.audit_max_rows_per_second caps its rate; progress in cdc.audit_status and a NOTICE every 5 s. CALL it outside a transaction block; superusers only. Returns the run id and the number of findings. Errors: 22004 NULL subscription, page_rows, leaf_rows or wait_timeout (target NULL: every table), 22023 page_rows or leaf_rows < 1 or negative wait_timeout, 25001 in a transaction block, 42501 not a superuser, 42704 unknown subscription, 55000 initial copy not finished, subscription disabled, worker not at S within wait_timeout, or table not published, 0A000 history table, key type without built-in ordering or keys ordered differently on the two sides, 42P10 no key, 42703 a published column the destination lacks, 08001 source unreachable.';
 
 CREATE PROCEDURE cdc.resync(
   subscription  text,
@@ -3095,7 +3129,7 @@ CREATE PROCEDURE cdc.resync(
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'cdc_resync';
 COMMENT ON PROCEDURE cdc.resync(text, regclass, jsonb, jsonb, jsonb, bigint, integer, integer, interval, bigint, bigint) IS
-  'Repairs what differs between the source and a destination table of a subscription: keys (a JSON array of keys, {"column": "value"} or bare values for a one-column key), or every key in [from_key, to_key] (NULL: unbounded; the whole table when both are NULL and keys is NULL; compared in pages of page_rows source rows, bisected down to leaf_rows as by cdc.audit), or with audit every finding of that audit not repaired yet (of target only, when given). Reads the keys at one source snapshot S (a temporary slot''s consistent point), once the worker has applied the stream up to S, compares them with the destination, and applies only those that differ through the apply engine: a published row as a snapshot row (op r) versioned {epoch, S, 0, 0}, a key the snapshot does not publish as a delete at S; a newer streamed change still wins, an older re-delivery stays stale. Writes entity records, tombstones, ledger rows and counters (snapshot_rows) as the engine does; no outbox rows; handlers are called with meta.is_snapshot = true. Marks the audit''s findings with the outcome. Commits after every batch of keys; CALL it outside a transaction block; superusers only. Returns the run id and the number of keys written. Errors: 22004 NULL subscription, or NULL target without audit (after 42704 for an unknown subscription), 42P01 a target of OID 0 or of no relation, 22023 conflicting arguments, a malformed key, page_rows or leaf_rows < 1, 42704 unknown subscription or audit, 0A000 a history table or a mapping ordered by a version column, and those of cdc.audit.';
+  'Repairs what differs between the source and a destination table of a subscription: keys (a JSON array of keys, {"column": "value"} or bare values for a one-column key), or every key in [from_key, to_key] (NULL: unbounded; the whole table when both are NULL and keys is NULL; compared in pages of page_rows source rows, bisected down to leaf_rows as by cdc.audit), or with audit every finding of that audit not repaired yet (of target only, when given). Reads the keys at one source snapshot S (a temporary slot''s consistent point), once the worker has applied the stream up to S, compares them with the destination, and applies only those that differ through the apply engine: a published row as a snapshot row (op r) versioned {epoch, S, 0, 0}, a key the snapshot does not publish as a delete at S; a newer streamed change still wins, an older re-delivery stays stale. Writes entity records, tombstones, ledger rows and counters (snapshot_rows) as the engine does; no outbox rows; handlers are called with meta.is_snapshot = true. Marks the audit''s findings with the outcome. Commits after every batch of keys; CALL it outside a transaction block; superusers only. Returns the run id and the number of keys written. Errors: 22004 NULL subscription, page_rows, leaf_rows or wait_timeout, or NULL target without audit (after 42704 for an unknown subscription), 42P01 a target of OID 0 or of no relation, 22023 conflicting arguments, a malformed key, page_rows or leaf_rows < 1, 42704 unknown subscription or audit, 0A000 a history table or a mapping ordered by a version column, and those of cdc.audit.';
 
 REVOKE ALL ON cdc.audit_runs, cdc.audit_findings FROM PUBLIC;
 GRANT SELECT ON cdc.audit_status TO PUBLIC;

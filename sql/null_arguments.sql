@@ -1,20 +1,23 @@
 --
 -- null_arguments (helper h2): a NULL argument of the cdc.* SQL API where
 -- NULL has no documented meaning.  Some were taken silently as the default
--- (cdc.audit's and cdc.resync's page_rows, leaf_rows and wait_timeout,
--- cdc_apply_batch's with_outcomes, create_subscription's run_as_owner,
--- drop_subscription's drop_slot, range_hash_sql's only_table), others were
--- refused with an unrelated SQLSTATE or message (cdc.prune's max_pages:
--- 22023 "must be at least 1"; register_mapping's unavailable_placeholder:
--- 22023 "must not be empty"; source_epoch: 22023 "an integer from 0 to
--- 2147483647"; the other options of register_mapping, set_ordering's
--- ordering, create_subscription's origin: 22023; its name: 42602 "invalid
--- subscription name"; rename_source: 22023; two arguments named together
--- by unregister_mapping, create_history_table).  Each is refused with
--- 22004 naming the argument, before anything is done.  The arguments whose
--- NULL means something (the default, every table, unbounded, ...) are
--- accepted as before; a few are called here.
--- Objects: table na_t, subscription na_sub.
+-- (cdc.audit's and cdc.resync's page_rows, leaf_rows and wait_timeout: the
+-- call went on to 42704 for the unknown subscription; cdc_apply_batch's
+-- with_outcomes; create_subscription's run_as_owner; drop_subscription's
+-- drop_slot, which dropped the subscription; range_hash_sql's only_table),
+-- others were refused with an unrelated SQLSTATE or message (cdc.prune's
+-- max_pages: 22023 "must be at least 1"; register_mapping's
+-- unavailable_placeholder: 22023 "must not be empty"; source_epoch: 22023
+-- "an integer from 0 to 2147483647"; its other options, set_ordering's
+-- ordering, create_subscription's origin, conninfo and publications,
+-- rename_source's names, skip_transaction's and accept_gap's reason:
+-- 22023; create_subscription's name: 42602 "invalid subscription name";
+-- unregister_mapping and create_history_table named two arguments at
+-- once).  Each is now refused with 22004 "<argument> must not be NULL",
+-- before anything is done.  The arguments whose NULL means something (the
+-- default, every table, unbounded, keep the value) are accepted as before;
+-- a few are called here.
+-- Objects: table na_t, subscriptions na_sub, na_bad.
 --
 \set SHOW_CONTEXT never
 \set VERBOSITY default
@@ -67,6 +70,9 @@ SELECT cdc.create_history_table('na_h', NULL);
 SELECT cdc.rename_source(NULL, 'na_new');
 \echo SQLSTATE :SQLSTATE
 SELECT cdc.rename_source('na_old', NULL);
+\echo SQLSTATE :SQLSTATE
+-- an empty new_name stays a bad value
+SELECT cdc.rename_source('na_old', '');
 \echo SQLSTATE :SQLSTATE
 
 -- cdc_apply_batch: with_outcomes, in each form (events NULL is named first)

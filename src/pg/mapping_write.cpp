@@ -181,7 +181,9 @@ CDC_PG_FUNCTION(cdc_write_mapping)
 {
 	return PgCall([&]() -> Datum {
 		if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("action and target must not be NULL")));
+			/* the one that is NULL: cdc.unregister_mapping(NULL) said "action and target" */
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			                errmsg("%s must not be NULL", PG_ARGISNULL(0) ? "action" : "target")));
 		char *action_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 		const ActionInfo *info = nullptr;
 		for (const ActionInfo &a : kActions)

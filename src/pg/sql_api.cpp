@@ -508,7 +508,7 @@ ApplyBatch(FunctionCallInfo fcinfo, std::vector<EventInput> &&events, BatchMemor
 			delivery_keys.emplace_back(std::string(k));
 		}
 	}
-	bool with_outcomes = PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3);
+	bool with_outcomes = PG_NARGS() > 3 && PG_GETARG_BOOL(3); /* not NULL: RequireBatchArgs */
 
 	/* claims by offset range: source_partition and offsets (docs/semantics.md, "Claims by offset range") */
 	const bool has_partition = PG_NARGS() > 4 && !PG_ARGISNULL(4);
@@ -598,11 +598,15 @@ ApplyBatch(FunctionCallInfo fcinfo, std::vector<EventInput> &&events, BatchMemor
 	});
 }
 
+// The batch's arguments whose NULL means nothing, before the events are
+// read: events, and with_outcomes (taken as false before).
 void
-RequireEvents(FunctionCallInfo fcinfo)
+RequireBatchArgs(FunctionCallInfo fcinfo)
 {
 	if (PG_ARGISNULL(0))
 		throw cdc::InputError("22004", "events must not be NULL", "", "Pass a JSON array of change events (it may be empty).");
+	if (PG_NARGS() > 3 && PG_ARGISNULL(3))
+		throw cdc::InputError("22004", "with_outcomes must not be NULL");
 }
 
 } // namespace
@@ -622,7 +626,7 @@ RequireEvents(FunctionCallInfo fcinfo)
  * delivery key is source_partition:offsets[i] and the deliveries are claimed
  * as offset ranges (cdc.ledger_range) instead of one ledger row each
  * (docs/semantics.md, "Claims by offset range").  Errors: 22004 events
- * NULL, 22023 not an array, delivery_keys or offsets of another length,
+ * or with_outcomes NULL, 22023 not an array, delivery_keys or offsets of another length,
  * source_partition without offsets (or the reverse), with delivery_keys,
  * empty or longer than 1,024 bytes, a NULL or negative offset, offsets not strictly increasing; and every error of
  * cdc_apply() with "event N of the batch" in the context; nothing of the
@@ -630,7 +634,7 @@ RequireEvents(FunctionCallInfo fcinfo)
  */
 CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
 {
-	RequireEvents(fcinfo);
+	RequireBatchArgs(fcinfo);
 	BatchMemory memory;
 	/* detoasted once, for the size check and the conversion */
 	Datum events = PgCall([&]() { return PointerGetDatum(PG_DETOAST_DATUM(PG_GETARG_DATUM(0))); });
@@ -680,7 +684,7 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_jsonb, cdc::pg::kCallApplyBatch)
  */
 CDC_PG_ENTRY_POINT(cdc_apply_batch_array, cdc::pg::kCallApplyBatch)
 {
-	RequireEvents(fcinfo);
+	RequireBatchArgs(fcinfo);
 	BatchMemory memory;
 	ArrayElements a = ArrayArg(fcinfo, 0, JSONBOID, "events");
 	for (int i = 0; i < a.count; i++)
@@ -717,7 +721,7 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_array, cdc::pg::kCallApplyBatch)
  */
 CDC_PG_ENTRY_POINT(cdc_apply_batch_text, cdc::pg::kCallApplyBatch)
 {
-	RequireEvents(fcinfo);
+	RequireBatchArgs(fcinfo);
 	BatchMemory memory;
 	text *raw = PgCall([&]() { return PG_GETARG_TEXT_PP(0); });
 	std::string_view events(VARDATA_ANY(raw), VARSIZE_ANY_EXHDR(raw));

@@ -164,7 +164,7 @@ using namespace cdc::pg::audit;
  * Compares the destination tables of a subscription (or only `target`)
  * with the source, records every key that differs in cdc.audit_findings
  * and returns the run's id and the number of findings.  Errors: 22004
- * subscription NULL, 22023 page_rows or leaf_rows < 1 or a negative wait_timeout, 25001
+ * subscription, page_rows, leaf_rows or wait_timeout NULL, 22023 page_rows or leaf_rows < 1 or a negative wait_timeout, 25001
  * inside a transaction block, 42501 not a superuser, 42704 unknown
  * subscription, 55000 initial copy not finished / subscription disabled /
  * the worker did not reach the source's snapshot in wait_timeout / table
@@ -220,8 +220,8 @@ CDC_PG_FUNCTION(cdc_audit)
  * The statement that computes the range hash (rows, hash) of the key range
  * (after, up_to] of table schema_name.table_name: the text the audit sends
  * to the source and runs on the destination (docs/audit.md, "The row
- * hash"), with the bounds as literals.  Errors: 22004 a NULL name, column
- * or key column, 22023 no columns, no key columns, or a bound with another
+ * hash"), with the bounds as literals.  Errors: 22004 a NULL name, column,
+ * key column or only_table, 22023 no columns, no key columns, or a bound with another
  * number of values than key_columns.
  */
 CDC_PG_FUNCTION(cdc_range_hash_sql)
@@ -265,7 +265,10 @@ CDC_PG_FUNCTION(cdc_range_hash_sql)
 	}
 	if (PG_NARGS() > 6 && !PG_ARGISNULL(6))
 		t.filter = cdc::pg::PgCall([&]() { return text_to_cstring(PG_GETARG_TEXT_PP(6)); });
-	t.only = PG_NARGS() <= 7 || PG_ARGISNULL(7) || PG_GETARG_BOOL(7);
+	/* NULL was taken as true (the default) */
+	if (PG_NARGS() > 7 && PG_ARGISNULL(7))
+		throw cdc::InputError("22004", "only_table must not be NULL");
+	t.only = PG_NARGS() <= 7 || PG_GETARG_BOOL(7);
 	std::string sql = cdc::audit::RangeHashSql(t, r, false);
 	return cdc::pg::PgCall([&]() { return PointerGetDatum(cstring_to_text_with_len(sql.data(), int(sql.size()))); });
 }

@@ -109,16 +109,18 @@ ParseCommonArgs(FunctionCallInfo fcinfo, int sizing)
 			throw cdc::InputError("42P01", "target relation with OID 0 does not exist", {},
 			                      "Pass NULL (or leave the target out) for every table of the subscription.");
 	}
-	if (!PG_ARGISNULL(sizing))
-		a.page_rows = PG_GETARG_INT32(sizing);
+	/* NULL was taken as the default (docs/sql-reference.md gives none for it) */
+	for (int i = 0; i < 3; i++)
+		if (PG_ARGISNULL(sizing + i))
+			throw cdc::InputError("22004", std::string(i == 0 ? "page_rows" : i == 1 ? "leaf_rows" : "wait_timeout") +
+			                                   " must not be NULL");
+	a.page_rows = PG_GETARG_INT32(sizing);
 	if (a.page_rows < 1)
 		throw cdc::InputError("22023", "page_rows must be at least 1, not " + std::to_string(a.page_rows));
-	if (!PG_ARGISNULL(sizing + 1))
-		a.leaf_rows = PG_GETARG_INT32(sizing + 1);
+	a.leaf_rows = PG_GETARG_INT32(sizing + 1);
 	if (a.leaf_rows < 1)
 		throw cdc::InputError("22023", "leaf_rows must be at least 1, not " + std::to_string(a.leaf_rows));
-	if (!PG_ARGISNULL(sizing + 2))
-		a.timeout_ms = IntervalMillis(PG_GETARG_DATUM(sizing + 2));
+	a.timeout_ms = IntervalMillis(PG_GETARG_DATUM(sizing + 2));
 	if (a.timeout_ms < 0)
 		throw cdc::InputError("22023", "wait_timeout must not be negative");
 	return a;

@@ -38,14 +38,15 @@ int64_t IntervalMillis(Datum d);
 // The arguments cdc.audit and cdc.resync share: the subscription (argument
 // 0), the target (argument 1, InvalidOid when NULL), and page_rows,
 // leaf_rows and wait_timeout at arguments sizing, sizing + 1, sizing + 2
-// (NULL: 10000, 16384, 5 min).  Errors: 22004 a NULL subscription, 22023
-// page_rows or leaf_rows < 1 or a negative wait_timeout.
+// (the SQL defaults 10000, 16384 and 5 min when left out).  Errors: 22004 a
+// NULL subscription, page_rows, leaf_rows or wait_timeout, 22023 page_rows
+// or leaf_rows < 1 or a negative wait_timeout.
 struct CommonArgs {
 	std::string subscription;
 	Oid target = InvalidOid;
-	int64_t page_rows = 10000;
-	int64_t leaf_rows = 16384;
-	int64_t timeout_ms = 300000;
+	int64_t page_rows = 0;
+	int64_t leaf_rows = 0;
+	int64_t timeout_ms = 0;
 };
 CommonArgs ParseCommonArgs(FunctionCallInfo fcinfo, int sizing);
 

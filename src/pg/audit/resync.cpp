@@ -200,8 +200,8 @@ using namespace cdc::pg::audit;
  * bare value), or every key in [from_key, to_key] (NULL: unbounded; both
  * NULL: the whole table), or with `audit` every finding of that audit not
  * repaired yet (of target only, when given).  Returns the run's id and the
- * number of keys written.  Errors: 22004 subscription NULL or target NULL
- * without audit (checked after the subscription), 42P01 target OID 0, 22023 conflicting arguments / a malformed key / page_rows
+ * number of keys written.  Errors: 22004 subscription, page_rows,
+ * leaf_rows or wait_timeout NULL, or target NULL without audit (checked after the subscription), 42P01 target OID 0, 22023 conflicting arguments / a malformed key / page_rows
  * or leaf_rows < 1, 42704 unknown subscription or audit, 0A000 a history table or a
  * mapping ordered by a version column, and those of cdc.audit.
  */
