@@ -1006,6 +1006,80 @@ CDC_PG_FUNCTION(cdc_rekey_pairs)
 	return (Datum) 0;
 }
 
+namespace {
+
+/*
+ * cdc._upgrade_history_keys: the update from 0.1.0 re-prints the cdc_key of
+ * history tables (sql/cdc_apply--0.1.0--0.2.0.sql.in, step 4).  That UPDATE
+ * fires the table's triggers and evaluates its index expressions, CHECK and
+ * domain constraints and generated columns: run by the superuser updating
+ * the extension, a history table owner's trigger made its owner a superuser
+ * (security review h4, TAP 160).  It runs as the table's owner in a
+ * security-restricted operation with a GUC nest level, as the worker
+ * applies and cdc._rekey_pairs reads, seeing every row of the table.
+ */
+int64
+UpgradeHistoryKeysPg(Oid relid, const char *expr)
+{
+	if (!superuser())
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+		                errmsg("only a superuser may re-key history tables (ALTER EXTENSION cdc_apply UPDATE)")));
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
+	Form_pg_class rel = (Form_pg_class) GETSTRUCT(tup);
+	const Oid owner = rel->relowner;
+	char *qualified = quote_qualified_identifier(get_namespace_name(rel->relnamespace), NameStr(rel->relname));
+	ReleaseSysCache(tup);
+
+	StringInfoData sql;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "UPDATE %s SET cdc_key = %s WHERE cdc_key OPERATOR(pg_catalog.<>) %s", qualified, expr, expr);
+
+	cdc::pg::RunAs as = cdc::pg::RunAs::Role(owner, /* restricted */ true);
+	as.all_rows = true;
+	cdc::pg::UserSwitch sw;
+	cdc::pg::BeginUserSwitch(as, &sw);
+	int64 updated = 0;
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "cdc_apply: SPI_connect failed");
+		if (SPI_execute(sql.data, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "cdc_apply: re-keying history table %s failed", qualified);
+		updated = int64(SPI_processed);
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		cdc::pg::RestoreUser(&sw);
+	}
+	PG_END_TRY();
+	/* whatever the owner's code set (even without LOCAL) is undone */
+	cdc::pg::EndGucNest(&sw);
+	return updated;
+}
+
+} // namespace
+
+/*
+ * cdc._upgrade_history_keys(target regclass, expr text) RETURNS bigint
+ * Exists only inside ALTER EXTENSION cdc_apply UPDATE from 0.1.0 (created
+ * and dropped by the update script, EXECUTE revoked from PUBLIC, superusers
+ * only): UPDATE target SET cdc_key = expr WHERE cdc_key <> expr as the
+ * table's owner in a security-restricted operation; returns the rows
+ * updated.
+ */
+CDC_PG_FUNCTION(cdc_upgrade_history_keys)
+{
+	const Oid relid = PG_GETARG_OID(0);
+	std::string expr;
+	cdc::pg::PgCall([&]() { expr = text_to_cstring(PG_GETARG_TEXT_PP(1)); });
+	int64 n = 0;
+	cdc::pg::PgCall([&]() { n = UpgradeHistoryKeysPg(relid, expr.c_str()); });
+	return Int64GetDatum(n);
+}
+
 /*
  * cdc._create_source_slot(subid integer) RETURNS void
  * Used by cdc.create_subscription(..., copy_data => false): the
