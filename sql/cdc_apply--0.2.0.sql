@@ -113,8 +113,11 @@ CREATE POLICY own_targets ON cdc.mapping FOR ALL TO PUBLIC
   USING (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE'))
   WITH CHECK (pg_catalog.pg_has_role((SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target
                                         AND c.relpersistence OPERATOR(pg_catalog.<>) 't'), 'USAGE')
-              AND (NOT outbox OR (outbox_topic IS NOT NULL AND NOT cdc._outbox_topic_taken(outbox_topic, target))));
-COMMENT ON POLICY own_targets ON cdc.mapping IS 'A role granted write access to cdc.mapping writes only the mappings of tables whose owner''s privileges it has, and a mapping with an outbox only with a topic of its own: named (not NULL, which would follow renames of its table) and not another owner''s (cdc._outbox_topic_taken).';
+              AND (NOT outbox OR (outbox_topic IS NOT NULL AND NOT cdc._outbox_topic_taken(outbox_topic, target)))
+              -- a handler the writer may execute, as cdc.register_mapping requires of every role:
+              -- a 0.1.0-style grantee attached a superuser's function (security review h4)
+              AND (handler IS NULL OR pg_catalog.has_function_privilege(handler::pg_catalog.oid, 'EXECUTE')));
+COMMENT ON POLICY own_targets ON cdc.mapping IS 'A role granted write access to cdc.mapping writes only the mappings of tables whose owner''s privileges it has, a mapping with an outbox only with a topic of its own: named (not NULL, which would follow renames of its table) and not another owner''s (cdc._outbox_topic_taken), and a mapping with a handler only with a function it may execute (as cdc.register_mapping).';
 
 -- ---------------------------------------------------------------------------
 -- Dedup ledger, entity versions and tombstones, truncate barriers
