@@ -1,10 +1,11 @@
 --
 -- mapping_grant_handler (security review h4): a role that writes cdc.mapping
--- directly -- the 0.1.0 way of delegating mappings, INSERT and UPDATE on
--- the table under the row-level security policy own_targets, which
--- ALTER EXTENSION ... UPDATE carries over and which keeps working
--- (docs/security.md, "Delegating mappings") -- may make a mapping call only
--- a handler it may execute, as cdc.register_mapping requires of every role
+-- directly -- granted INSERT and UPDATE on the table, the earlier way of
+-- delegating mappings, limited by the row-level security policy
+-- own_targets and still working; ALTER EXTENSION ... UPDATE carries such
+-- grants over from 0.1.0 (docs/security.md, "Delegating mappings") --
+-- may make a mapping call only a handler it may execute, as
+-- cdc.register_mapping requires of every role
 -- (sql/handler_execute.sql).  The policy did not check it: such a role
 -- attached a superuser's SECURITY DEFINER function, revoked from PUBLIC,
 -- as the handler of its own table, and a superuser's cdc_apply() to that
@@ -17,7 +18,7 @@ CREATE ROLE h4mg_del;
 CREATE SCHEMA h4mg_del AUTHORIZATION h4mg_del;
 CREATE SCHEMA h4mg_adm;
 GRANT USAGE ON SCHEMA h4mg_adm TO h4mg_del;
--- the 0.1.0 delegation
+-- the earlier delegation
 GRANT INSERT, UPDATE ON cdc.mapping TO h4mg_del;
 CREATE TABLE h4mg_calls (who text, op text);
 -- the superuser's function: SECURITY DEFINER, not for PUBLIC
