@@ -1760,6 +1760,10 @@ BEGIN
     RAISE EXCEPTION 'ordering must be ''entity'' or ''stream'', not %', quote_literal(ordering)
       USING ERRCODE = '22023';
   END IF;
+  -- OID 0 ('-') or a dropped table's OID: the LOCK below was a syntax error (review h3)
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target) THEN
+    RAISE EXCEPTION 'target relation with OID % does not exist', target::pg_catalog.oid USING ERRCODE = '42P01';
+  END IF;
   IF NOT pg_catalog.pg_has_role(current_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target), 'USAGE') THEN
     RAISE EXCEPTION 'must be owner of table % to change its ordering', target USING ERRCODE = '42501';
   END IF;
@@ -1806,7 +1810,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.set_ordering(regclass, text) IS
-  'Switches how the changes of a mapped target are ordered (docs/semantics.md, "Stream ordering"). ''stream'': only the worker of a subscription may write the target and a per-(target, source) high-water mark (cdc.stream_mark) replaces the ledger rows and entity records; the target''s entity records are folded into the mark and removed. ''entity'': per-entity records again; the mark stays as the implicit record of every key without one (a change at or below it is a duplicate). Waits for transactions applying to the target (SHARE ROW EXCLUSIVE lock), so it is safe under load. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row. Errors: 22004 NULL target or ordering, 22023 bad ordering, 42501 not the owner (or, for a delegate, a mapping with an outbox whose outbox_topic is NULL or another owner''s), 42704 no mapping, 55000 version_column mapping, records of several sources, or (''stream'') two subscriptions of one source feeding it with different publications.';
+  'Switches how the changes of a mapped target are ordered (docs/semantics.md, "Stream ordering"). ''stream'': only the worker of a subscription may write the target and a per-(target, source) high-water mark (cdc.stream_mark) replaces the ledger rows and entity records; the target''s entity records are folded into the mark and removed. ''entity'': per-entity records again; the mark stays as the implicit record of every key without one (a change at or below it is a duplicate). Waits for transactions applying to the target (SHARE ROW EXCLUSIVE lock), so it is safe under load. Writes cdc.mapping through cdc._write_mapping (as the table''s owner, after checking the caller as the policy own_targets does): EXECUTE on this function is all a delegate needs. Returns the cdc.mapping row. Errors: 22004 NULL target or ordering, 22023 bad ordering, 42P01 target names no relation (OID 0, a dropped table), 42501 not the owner (or, for a delegate, a mapping with an outbox whose outbox_topic is NULL or another owner''s), 42704 no mapping, 55000 version_column mapping, records of several sources, or (''stream'') two subscriptions of one source feeding it with different publications.';
 
 CREATE FUNCTION cdc.unregister_mapping(target regclass) RETURNS boolean
 LANGUAGE sql
@@ -1919,6 +1923,15 @@ BEGIN
   IF name IS NULL OR source IS NULL THEN
     RAISE EXCEPTION '% must not be NULL', CASE WHEN name IS NULL THEN 'name' ELSE 'source' END USING ERRCODE = '22004';
   END IF;
+  -- OID 0 ('-') or a dropped table's OID gave no schema and no columns: the
+  -- CREATE TABLE below was a syntax error (review h3)
+  IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = source) THEN
+    RAISE EXCEPTION 'source relation with OID % does not exist', source::oid USING ERRCODE = '42P01';
+  END IF;
+  IF (SELECT c.relkind FROM pg_class c WHERE c.oid = source) NOT IN ('r', 'p', 'v', 'm', 'f') THEN
+    RAISE EXCEPTION 'source % is not a table, view, materialized view or foreign table', source USING ERRCODE = '42809',
+      DETAIL = 'A history table records the rows of a table: its columns are the source''s.';
+  END IF;
   parts := parse_ident(name);
   IF cardinality(parts) = 1 THEN
     parts := ARRAY[(SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -1943,7 +1956,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.create_history_table(text, regclass) IS
-  'Creates a history table for mode ''history'': the columns of source (same names and types, nullable, no defaults), then cdc_seq (identity, primary key), cdc_key, cdc_version, cdc_op, cdc_snapshot, cdc_source_ts, cdc_source, cdc_delivery_key, cdc_recorded_at and UNIQUE (cdc_key, cdc_version). name: table or schema.table (default schema: source''s). Returns the new table. Errors: 42P07 exists, 42602 bad name, 22004 NULL name or source (the message names it).';
+  'Creates a history table for mode ''history'': the columns of source (same names and types, nullable, no defaults), then cdc_seq (identity, primary key), cdc_key, cdc_version, cdc_op, cdc_snapshot, cdc_source_ts, cdc_source, cdc_delivery_key, cdc_recorded_at and UNIQUE (cdc_key, cdc_version). name: table or schema.table (default schema: source''s). Returns the new table. Errors: 42P07 exists, 42602 bad name, 22004 NULL name or source (the message names it), 42P01 source names no relation (OID 0, a dropped table), 42809 source is not a table, view, materialized view or foreign table (an index, a sequence, a composite type).';
 
 -- ---------------------------------------------------------------------------
 -- Entry points
