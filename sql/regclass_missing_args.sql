@@ -5,7 +5,9 @@
 -- its text and failed with 42601 'syntax error at or near "-"' (LOCK TABLE -
 -- IN SHARE ROW EXCLUSIVE MODE; CREATE TABLE  (cdc_seq ...), the table name
 -- lost), naming neither the argument nor the relation.  Now 42P01 naming the
--- argument and the OID, as cdc_apply(), cdc.audit and cdc.resync do; a
+-- argument and the OID, as cdc_apply(), cdc.audit and cdc.resync do (and as
+-- cdc.register_mapping and cdc.range_hash now do, which said 'target - is
+-- not a table', 42809, and '4294967295 is not a table'); a
 -- create_history_table source that has no columns of a row (an index, a
 -- sequence) is 42809.  Nothing is created or changed; the transaction goes on
 -- after a caught error.
@@ -23,6 +25,20 @@ SELECT cdc.set_ordering(0, 'stream');
 SELECT cdc.set_ordering('-', 'entity');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.set_ordering(4294967295, 'stream');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- cdc.register_mapping and cdc.range_hash said 'target - is not a table' (42809)
+SELECT cdc.register_mapping(0);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.register_mapping(4294967295);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc.range_hash(0);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc.range_hash(4294967295);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- a relation that is not a table: 42809 as before
+SELECT cdc.register_mapping('rma_seq');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc.range_hash('rma_seq');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT cdc.create_history_table('rma_history', 0);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
@@ -47,6 +63,12 @@ BEGIN
 EXCEPTION WHEN undefined_table THEN
   RAISE NOTICE 'create_history_table of a dropped table: %', SQLSTATE;
 END $$ LANGUAGE plpgsql;
+DO $$
+BEGIN
+  PERFORM cdc.register_mapping(current_setting('rma.gone')::oid::regclass);
+EXCEPTION WHEN undefined_table THEN
+  RAISE NOTICE 'register_mapping of a dropped table: %', SQLSTATE;
+END $$ LANGUAGE plpgsql;
 RESET rma.gone;
 -- in a transaction that goes on: nothing created or changed
 BEGIN;
@@ -55,8 +77,11 @@ SELECT cdc.set_ordering(0, 'stream');
 ROLLBACK TO s;
 SELECT cdc.create_history_table('rma_history', 0);
 ROLLBACK TO s;
+SELECT cdc.register_mapping(0);
+ROLLBACK TO s;
 SELECT to_regclass('rma_history') AS history_table;
 SELECT target, ordering FROM cdc.mapping WHERE target = 'rma'::regclass;
+SELECT count(*) AS mappings FROM cdc.mapping;
 -- the same functions on existing tables work as before
 SELECT target, ordering FROM cdc.set_ordering('rma', 'stream');
 SELECT target, ordering FROM cdc.set_ordering('rma', 'entity');
