@@ -1224,13 +1224,28 @@ BEGIN
   SELECT n.nspname, c.relname INTO rel_schema, rel_name
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
    WHERE c.oid = target AND c.relkind IN ('r', 'p');
-  IF NOT FOUND AND NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = target) THEN RAISE EXCEPTION 'target relation with OID % does not exist', target::oid USING ERRCODE = '42P01'; ELSIF NOT FOUND THEN  -- (one line: the line numbers of the errors below stay) OID 0 or a dropped table's was 'target - is not a table' (review h3)
+  -- OID 0 or a dropped table's OID: 42P01, as cdc_apply() and cdc.audit say it (it was 'target - is not a table', review h3)
+  IF NOT FOUND AND NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = target) THEN
+    RAISE EXCEPTION 'target relation with OID % does not exist', target::oid USING ERRCODE = '42P01';
+  ELSIF NOT FOUND THEN
     RAISE EXCEPTION 'target % is not a table', target USING ERRCODE = '42809';
   END IF;
   IF (SELECT relpersistence FROM pg_class WHERE oid = target) = 't' THEN
     RAISE EXCEPTION 'target % is a temporary table', target USING ERRCODE = '42809',
       DETAIL = 'A mapping, its ledger and entity records outlive the session; the table does not.';
-  END IF; IF (SELECT relpersistence FROM pg_class WHERE oid = target) = 'u' OR EXISTS (SELECT FROM pg_partition_tree(target) t JOIN pg_class c ON c.oid = t.relid WHERE c.relpersistence = 'u') THEN RAISE EXCEPTION 'target % is or has an unlogged table', target USING ERRCODE = '42809', DETAIL = 'A crash empties an unlogged table, while the ledger entries and entity records of its rows stay: their redeliveries would be duplicates and the rows would never come back.', HINT = 'ALTER TABLE ... SET LOGGED, or map a permanent table.'; END IF; IF EXISTS (SELECT FROM pg_rewrite WHERE ev_class = target) THEN RAISE EXCEPTION 'target % has rewrite rules', target USING ERRCODE = '0A000', DETAIL = 'cdc_apply writes a target''s rows both through the executor, which fires no rules (as PostgreSQL''s logical replication apply does not), and through SQL statements, which do: its rows would not be what the outcomes say.', HINT = 'Drop the table''s rules (DROP RULE ... ON ' || target::text || '; \d lists them), or do their work in a trigger (ENABLE ALWAYS to fire under the worker too).'; END IF;  -- (one line: the line numbers of the errors below stay) a crash empties an unlogged table or partition and keeps its ledger: the engine refuses it too (review h4)
+  END IF;
+  -- a crash empties an unlogged table or partition and keeps its ledger: the engine refuses it too (review h4)
+  IF (SELECT relpersistence FROM pg_class WHERE oid = target) = 'u'
+     OR EXISTS (SELECT FROM pg_partition_tree(target) t JOIN pg_class c ON c.oid = t.relid WHERE c.relpersistence = 'u') THEN
+    RAISE EXCEPTION 'target % is or has an unlogged table', target USING ERRCODE = '42809',
+      DETAIL = 'A crash empties an unlogged table, while the ledger entries and entity records of its rows stay: their redeliveries would be duplicates and the rows would never come back.',
+      HINT = 'ALTER TABLE ... SET LOGGED, or map a permanent table.';
+  END IF;
+  IF EXISTS (SELECT FROM pg_rewrite WHERE ev_class = target) THEN
+    RAISE EXCEPTION 'target % has rewrite rules', target USING ERRCODE = '0A000',
+      DETAIL = 'cdc_apply writes a target''s rows both through the executor, which fires no rules (as PostgreSQL''s logical replication apply does not), and through SQL statements, which do: its rows would not be what the outcomes say.',
+      HINT = 'Drop the table''s rules (DROP RULE ... ON ' || target::text || '; \d lists them), or do their work in a trigger (ENABLE ALWAYS to fire under the worker too).';
+  END IF;
   -- as the engine refuses such targets when it applies (docs/security.md, "Targets"), superusers too
   IF rel_schema IN ('pg_catalog', 'cdc') OR rel_schema LIKE 'pg\_toast%' THEN
     RAISE EXCEPTION 'table % cannot be a target: it is a system catalog or a table of cdc_apply itself', target
