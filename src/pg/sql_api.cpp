@@ -895,6 +895,24 @@ CDC_PG_FUNCTION(cdc_key_ambiguity)
 namespace {
 
 /*
+ * The owner of relation `relid` and its schema-qualified, quoted name
+ * (palloc'd), for the statements run as that owner below.  42P01 when no
+ * relation has that OID.  PostgreSQL regime.
+ */
+char *
+RelationOwnerAndNamePg(Oid relid, Oid *owner)
+{
+	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
+	Form_pg_class rel = (Form_pg_class) GETSTRUCT(tup);
+	*owner = rel->relowner;
+	char *qualified = quote_qualified_identifier(get_namespace_name(rel->relnamespace), NameStr(rel->relname));
+	ReleaseSysCache(tup);
+	return qualified;
+}
+
+/*
  * cdc._rekey_pairs: reads target as its owner, in a security-restricted
  * operation with a GUC nest level (as the worker applies and cdc.resync
  * reads, docs/security.md "The worker's identity").  Planning the read
@@ -907,13 +925,8 @@ void
 RekeyPairsPg(FunctionCallInfo fcinfo, const char *key_texts)
 {
 	const Oid relid = PG_GETARG_OID(0);
-	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
-	Form_pg_class rel = (Form_pg_class) GETSTRUCT(tup);
-	const Oid owner = rel->relowner;
-	char *qualified = quote_qualified_identifier(get_namespace_name(rel->relnamespace), NameStr(rel->relname));
-	ReleaseSysCache(tup);
+	Oid owner;
+	char *qualified = RelationOwnerAndNamePg(relid, &owner);
 
 	StringInfoData sql;
 	initStringInfo(&sql);
@@ -1024,13 +1037,8 @@ UpgradeHistoryKeysPg(Oid relid, const char *expr)
 	if (!superuser())
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 		                errmsg("only a superuser may re-key history tables (ALTER EXTENSION cdc_apply UPDATE)")));
-	HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE), errmsg("relation with OID %u does not exist", relid)));
-	Form_pg_class rel = (Form_pg_class) GETSTRUCT(tup);
-	const Oid owner = rel->relowner;
-	char *qualified = quote_qualified_identifier(get_namespace_name(rel->relnamespace), NameStr(rel->relname));
-	ReleaseSysCache(tup);
+	Oid owner;
+	char *qualified = RelationOwnerAndNamePg(relid, &owner);
 
 	StringInfoData sql;
 	initStringInfo(&sql);
