@@ -109,7 +109,8 @@ DELETE FROM demo_orders WHERE id = (:oid * 7) % 1000 + 1;
 END;
 PGB
 chmod 644 "$WORK/workload.sql"
-echo "running 1,000 pgbench transactions on the source while the worker starts and copies ..."
+echo "running 1,000 pgbench transactions on the source while the worker starts; its copy takes a snapshot"
+echo "before, among or after them, and whatever commits after the snapshot is streamed ..."
 run "$BINDIR/pgbench" -n -c 2 -t 500 -f "$WORK/workload.sql" -h "$WORK" -p "$SRC_PORT" -U postgres postgres 2>&1 | grep -E "^number of transactions actually processed" || true
 # the second half only once the initial copy is done, so that it is streamed
 for i in $(seq 1 120); do
@@ -187,7 +188,8 @@ done
 cat <<'SQL'
 SELECT step, fixture, outcome FROM run ORDER BY step;
 \echo 'The update example carries the create example''s source.lsn (24023128) with other content:'
-\echo 'equal version, different payload -> conflict, recorded in cdc.conflicts with both images:'
+\echo 'equal version, different payload -> conflict, recorded in cdc.conflicts with both images (a version'
+\echo 'is {source epoch, commit LSN or LSN, LSN, order in the transaction}, docs/semantics.md "What orders changes"):'
 SELECT reason, stored_image->>'first_name' AS stored_first_name, event_image->>'first_name' AS event_first_name FROM cdc.conflicts;
 \echo 'table customers after the delete (no row):'
 SELECT * FROM customers ORDER BY id;
