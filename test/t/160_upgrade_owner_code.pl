@@ -19,6 +19,11 @@
 #     update: that table keeps its 0.1.0 keys, with a WARNING naming it and
 #     the error's SQLSTATE.
 #  3. The helper the update uses exists only during the update.
+#  4. A mapping copied from 0.1.0 whose handler its table's owner may not
+#     execute (0.1.0's register_mapping took any handler: a superuser's
+#     SECURITY DEFINER function, revoked from PUBLIC, on mallory's table) is
+#     named by a WARNING of the update; 0.2.0 refuses to write such a
+#     mapping but keeps the copied one.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -82,7 +87,14 @@ CREATE FUNCTION m.refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$
 BEGIN RAISE EXCEPTION 'mallory refuses' USING ERRCODE = 'P0042'; END \$\$;
 CREATE TRIGGER refuse BEFORE UPDATE ON m.noisy FOR EACH ROW EXECUTE FUNCTION m.refuse();
 INSERT INTO m.noisy (id, v, cdc_key, cdc_version, cdc_op) VALUES (2.50, 'y', '{"id": "2.50"}', '{1,2,3,4}', 'c');
+CREATE TABLE m.handled (id integer PRIMARY KEY, v text);
 RESET ROLE;
+-- part 4: a superuser's function mallory may not execute, as the handler of her table
+CREATE FUNCTION public.secret(op text, old jsonb, new jsonb, meta jsonb) RETURNS void
+  LANGUAGE sql SECURITY DEFINER AS 'SELECT NULL::void';
+REVOKE EXECUTE ON FUNCTION public.secret(text, jsonb, jsonb, jsonb) FROM PUBLIC;
+SELECT cdc.register_mapping('m.handled', 'public', 'h', mode => 'handler',
+                            handler => 'public.secret(text, jsonb, jsonb, jsonb)', source_name => 'srv');
 });
 is(uq(q{SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'}), 'f', 'mallory is an ordinary role before the update');
 
@@ -98,6 +110,7 @@ is( uq(q{SELECT string_agg(what || ' ' || ran_as || ' ' || outcome, ', ' ORDER B
 	'check mallory 42501, trigger mallory 42501',
 	"mallory's trigger and CHECK constraint ran as mallory, and ALTER ROLE was refused (42501)");
 is(uq(q{SELECT cdc_key::text FROM m.hist}), '{"id": "1.5"}', "mallory's history row was re-keyed the 0.2.0 way");
+unlike($err, qr/handlers their table's owner may not execute/, 'no WARNING about handlers where every handler may be executed');
 
 # ---------------------------------------------------------------------------
 # 2. an error of the owner's code does not stop the update
@@ -110,6 +123,24 @@ like(
 	$err,
 	qr/WARNING:  cdc_apply 0.2.0: history table m.noisy keeps its 0.1.0 cdc_key values: re-keying it as its owner failed: mallory refuses \(SQLSTATE P0042\)/,
 	'a WARNING names that table and the error');
+
+# ---------------------------------------------------------------------------
+# 4. the copied mapping whose handler its owner may not execute is named
+# ---------------------------------------------------------------------------
+like(
+	$err,
+	qr/WARNING:  mappings copied from 0.1.0 call handlers their table's owner may not execute: m.handled \(handler secret\(text,jsonb,jsonb,jsonb\), owner mallory\)/,
+	'a WARNING names the mapping, its handler and its owner');
+is(uq2(q{SELECT handler::text FROM cdc.mapping WHERE target = 'm.handled'::regclass}), 'secret(text,jsonb,jsonb,jsonb)',
+	'the copied mapping is kept');
+# mallory, a 0.2.0 delegate, may not register it so again
+uq2(q{GRANT EXECUTE ON FUNCTION cdc.register_mapping(regclass, text, text, name[], name, boolean, text, text, text, text,
+        bigint, text, text, text, regprocedure, text, text) TO mallory});
+my ($rc4, $out4, $err4) = $node->psql('up2', q{\set VERBOSITY verbose
+SET ROLE mallory;
+SELECT cdc.register_mapping('m.handled', 'public', 'h', mode => 'handler',
+                            handler => 'public.secret(text, jsonb, jsonb, jsonb)', source_name => 'srv')});
+like($err4, qr/ERROR:  42501:/, '0.2.0 refuses mallory that handler (42501)') or diag($err4);
 
 # ---------------------------------------------------------------------------
 # 3. the helper is gone
