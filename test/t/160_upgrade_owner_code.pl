@@ -129,7 +129,7 @@ like(
 # ---------------------------------------------------------------------------
 like(
 	$err,
-	qr/WARNING:  mappings copied from 0.1.0 call handlers their table's owner may not execute: m.handled \(handler secret\(text,jsonb,jsonb,jsonb\), owner mallory\)/,
+	qr/WARNING:  mappings copied from 0.1.0 call handlers their table's owner may not execute: m.handled \(handler public\.secret\(text,jsonb,jsonb,jsonb\), owner mallory\)/,
 	'a WARNING names the mapping, its handler and its owner');
 is(uq2(q{SELECT handler::text FROM cdc.mapping WHERE target = 'm.handled'::regclass}), 'secret(text,jsonb,jsonb,jsonb)',
 	'the copied mapping is kept');
