@@ -416,18 +416,27 @@ COMMENT ON COLUMN cdc.outbox.published_at IS 'Set by a relay once the row is pub
 -- base tables (checked against the view's owner), stalling every writer of
 -- outbox rows.  It changes nothing but published_at of the given rows.
 CREATE FUNCTION cdc.outbox_mark_published(ids bigint[]) RETURNS bigint
-LANGUAGE sql
+LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-AS $$
-  WITH marked AS (
-    UPDATE cdc.outbox_rows o SET published_at = now()
-     WHERE o.id = ANY (ids) AND o.published_at IS NULL
-    RETURNING 1)
-  SELECT count(*) FROM marked
-$$;
+AS $fn$
+DECLARE
+  n bigint;
+BEGIN
+  -- as key_columns and publications (fresh-user review h3: a 2-D array was
+  -- taken, its elements used; regress input_polish)
+  IF array_ndims(ids) > 1 THEN
+    RAISE EXCEPTION 'ids must be a one-dimensional array, not % dimensions', array_ndims(ids)
+      USING ERRCODE = '2202E';
+  END IF;
+  UPDATE cdc.outbox_rows o SET published_at = now()
+   WHERE o.id = ANY (ids) AND o.published_at IS NULL;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$fn$;
 COMMENT ON FUNCTION cdc.outbox_mark_published(bigint[]) IS
-  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC), and reads the rows with cdc.outbox_claim() (EXECUTE) or SELECT on cdc.outbox; no UPDATE on cdc.outbox, which would let it LOCK the view and its base tables.';
+  'For an outbox relay: sets published_at on the given cdc.outbox rows that are not published yet and returns how many it marked (rows already published are left alone, so a relay that retries after a crash gets 0 for them). SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC), and reads the rows with cdc.outbox_claim() (EXECUTE) or SELECT on cdc.outbox; no UPDATE on cdc.outbox, which would let it LOCK the view and its base tables. Errors: 42501 without EXECUTE, 2202E ids of more than one dimension.';
 
 -- The relay's claim and delete (review h3): locking rows FOR UPDATE SKIP
 -- LOCKED through the view needed UPDATE on it, and deleting through it
@@ -483,6 +492,11 @@ BEGIN
   IF ids IS NULL THEN
     RETURN 0;
   END IF;
+  -- as key_columns and publications (fresh-user review h3; regress input_polish)
+  IF array_ndims(ids) > 1 THEN
+    RAISE EXCEPTION 'ids must be a one-dimensional array, not % dimensions', array_ndims(ids)
+      USING ERRCODE = '2202E';
+  END IF;
   -- Rows not marked published only: outbox_unpublished_idx finds them by id
   -- (there is no other index on id), and a marked row is cdc.prune()'s.
   DELETE FROM cdc.outbox_rows o WHERE o.id = ANY (ids) AND o.published_at IS NULL;
@@ -491,7 +505,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc.outbox_delete(bigint[]) IS
-  'For an outbox relay that removes what it published instead of marking it: deletes the given cdc.outbox rows that are not marked published and returns how many it deleted. Calling it says the rows are published, as cdc.outbox_mark_published() does. Rows already marked published are left alone (cdc.prune() removes them after the replay horizon: only unpublished rows are indexed by id), as are ids of no row (a relay that retries after a crash gets 0 for rows it deleted). A row another transaction has locked (claimed) is waited for. Dedup never depends on outbox rows, so a deleted row never comes back. SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC), no DELETE on cdc.outbox (which would let it LOCK the view and its base tables). A NULL ids (array_agg over an empty claim) deletes nothing (0), as cdc.outbox_mark_published does. Errors: 42501 without EXECUTE.';
+  'For an outbox relay that removes what it published instead of marking it: deletes the given cdc.outbox rows that are not marked published and returns how many it deleted. Calling it says the rows are published, as cdc.outbox_mark_published() does. Rows already marked published are left alone (cdc.prune() removes them after the replay horizon: only unpublished rows are indexed by id), as are ids of no row (a relay that retries after a crash gets 0 for rows it deleted). A row another transaction has locked (claimed) is waited for. Dedup never depends on outbox rows, so a deleted row never comes back. SECURITY DEFINER: the relay role needs EXECUTE on it (revoked from PUBLIC), no DELETE on cdc.outbox (which would let it LOCK the view and its base tables). A NULL ids (array_agg over an empty claim) deletes nothing (0), as cdc.outbox_mark_published does. Errors: 42501 without EXECUTE, 2202E ids of more than one dimension.';
 
 CREATE TABLE cdc.conflicts (
   id             bigserial PRIMARY KEY,

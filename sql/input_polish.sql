@@ -1,0 +1,17 @@
+--
+-- input_polish (fresh-user review h3): small input errors.
+--
+-- 1. cdc.outbox_delete and cdc.outbox_mark_published took an ids array of
+-- two dimensions ('{{1,2},{3,4}}') and used its elements, where every other
+-- array argument of the API (key_columns, publications) is refused with
+-- 2202E naming the argument.  Now 2202E naming ids; nothing is changed.
+-- NULL and an empty array still give 0.
+--
+\set VERBOSITY default
+SELECT cdc.outbox_delete('{{1,2},{3,4}}'::bigint[]);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc.outbox_mark_published('{{1,2},{3,4}}'::bigint[]);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT cdc.outbox_delete(NULL) AS deleted_null, cdc.outbox_delete('{}') AS deleted_empty,
+       cdc.outbox_mark_published(NULL) AS marked_null, cdc.outbox_mark_published('{}') AS marked_empty;
