@@ -15,3 +15,25 @@ SELECT cdc.outbox_mark_published('{{1,2},{3,4}}'::bigint[]);
 \set VERBOSITY terse
 SELECT cdc.outbox_delete(NULL) AS deleted_null, cdc.outbox_delete('{}') AS deleted_empty,
        cdc.outbox_mark_published(NULL) AS marked_null, cdc.outbox_mark_published('{}') AS marked_empty;
+--
+-- 2. An event whose source.table is "" was refused as if the field were
+-- missing ('field "source.table" is missing and no target was given').  Now
+-- the message says the field is empty (22023, as before); absent and null
+-- still say missing.  source.schema "" is an event with no source.schema,
+-- as before.
+-- Objects: ipt.
+--
+CREATE TABLE ipt (id int PRIMARY KEY, n int);
+SELECT target FROM cdc.register_mapping('ipt');
+\set VERBOSITY default
+SELECT cdc_apply('{"op": "c", "source": {"schema": "public", "table": "", "lsn": 16}, "after": {"id": 1}}'::jsonb);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply('{"op": "c", "source": {"schema": "public", "table": "", "lsn": 16}, "after": {"id": 1}}'::text);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply('{"op": "c", "source": {"schema": "public", "lsn": 16}, "after": {"id": 1}}'::jsonb);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply('{"op": "c", "source": {"schema": "public", "table": null, "lsn": 16}, "after": {"id": 1}}'::jsonb);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+-- with a target given, an empty source.table is not needed
+SELECT cdc_apply('{"op": "c", "source": {"schema": "public", "table": "", "lsn": 16}, "after": {"id": 1}}'::jsonb, 'ipt') AS applied;

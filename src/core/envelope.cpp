@@ -358,6 +358,11 @@ ParseEnvelope(const JsonView &view)
 		ev.source.db = OptName(src.Find("db"), "source.db", kMaxSourceIdentifierBytes);
 		ev.source.schema = OptName(src.Find("schema"), "source.schema", kMaxSourceIdentifierBytes);
 		ev.source.table = OptName(src.Find("table"), "source.table", kMaxSourceIdentifierBytes);
+		/* "" is told apart from absent for the message of an event without a target (regress input_polish) */
+		if (ev.source.table.empty()) {
+			const Val table = src.Find("table");
+			ev.source.table_empty = !table.Absent() && table.IsString();
+		}
 		ev.source.snapshot = OptSnapshot(src.Find("snapshot"));
 		ev.source.lsn = OptLsn(src.Find("lsn"), "source.lsn");
 		ev.source.commit_lsn = OptLsn(src.Find("commit_lsn"), "source.commit_lsn");

@@ -27,6 +27,7 @@ struct SourceInfo {
 	std::string db;
 	std::string schema;
 	std::string table;
+	bool table_empty = false;          // source.table was "" (table is "" when absent or null too)
 	std::optional<int64_t> lsn;        // source.lsn: LSN of the change record
 	std::optional<int64_t> commit_lsn; // source.commit_lsn (a cdc_apply extension, see docs): commit LSN of its transaction
 	std::optional<int64_t> tx_id;      // source.txId

@@ -658,6 +658,25 @@ TEST(Envelope, CreateWithSchemaUnwrapsPayloadAndSchema)
 	EXPECT_FALSE(ev.IsSnapshot()) << "op c with source.snapshot=true is still a change, not a snapshot read";
 }
 
+// source.table "" is told apart from absent and null, so that an event
+// without a target is refused as having an empty field, not a missing one
+// (fresh-user review h3; regress input_polish).
+TEST(Envelope, EmptySourceTableToldFromAbsent)
+{
+	auto parse = [](const char *source) {
+		return ParseDebeziumEnvelope(Json::Parse(std::string(R"({"op": "c", "after": {"id": 1}, "source": )") + source + "}"));
+	};
+	ChangeEvent empty = parse(R"({"schema": "", "table": "", "db": ""})");
+	EXPECT_EQ(empty.source.table, "");
+	EXPECT_TRUE(empty.source.table_empty);
+	EXPECT_EQ(empty.source.schema, "") << "an empty schema or db reads as absent, as before";
+	EXPECT_FALSE(parse(R"({"schema": "s"})").source.table_empty);
+	EXPECT_FALSE(parse(R"({"table": null})").source.table_empty);
+	ChangeEvent named = parse(R"({"table": "t"})");
+	EXPECT_EQ(named.source.table, "t");
+	EXPECT_FALSE(named.source.table_empty);
+}
+
 TEST(Envelope, PayloadOnlyEqualsWithSchema)
 {
 	ChangeEvent a = ParseFixture("pg-create-with-schema.json");

@@ -86,7 +86,7 @@ ApplyEngine::ApplyDebezium(EventInput event, Oid target_arg, const std::optional
 			return Outcome::Ignored;
 		}
 		Oid target =
-			OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+			OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source);
 		if (ev.op == Op::Truncate)
 			LockForTruncate(target);
 		req = DebeziumRequest(ev, target, delivery_key_arg);
@@ -288,7 +288,7 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<EventInput> events, Oid target_arg,
 			counters_[target_arg].ignored++;
 			continue;
 		}
-		Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source.name, ev.source.schema, ev.source.table);
+		Oid target = OidIsValid(target_arg) ? target_arg : ResolveTarget(ev.source);
 		parsed.push_back(Parsed{i, std::move(ev), target});
 	}
 	/* Truncated targets are locked before anything else (LockForTruncate). */

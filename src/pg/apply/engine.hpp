@@ -341,7 +341,7 @@ class ApplyEngine final : private ContextSource {
 	const RunAs &Authorize(const Target &t);
 	// A mapping with source_name accepts only that source's changes (42501).
 	void CheckSource(const Target &t, const ChangeRequest &req) const;
-	Oid ResolveTarget(const std::string &source_name, const std::string &schema, const std::string &table);
+	Oid ResolveTarget(const cdc::SourceInfo &source);
 	Oid ResolveUncached(const std::string &source_name, const std::string &schema, const std::string &table,
 	                    bool same_name_fallback);
 	// The error context of what follows (SetErrorContext): the event label,

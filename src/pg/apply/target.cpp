@@ -959,12 +959,15 @@ ApplyEngine::CheckPartitionTree(const Target &t) const
 }
 
 Oid
-ApplyEngine::ResolveTarget(const std::string &source_name, const std::string &schema, const std::string &table)
+ApplyEngine::ResolveTarget(const cdc::SourceInfo &source)
 {
-	if (table.empty())
-		Fail("22023", "field \"source.table\" is missing and no target was given",
+	/* "" said "missing" too (fresh-user review h3, regress input_polish) */
+	if (source.table.empty())
+		Fail("22023",
+		     std::string("field \"source.table\" is ") + (source.table_empty ? "empty" : "missing") +
+		         " and no target was given",
 		     {}, "Pass the target table as the second argument of cdc_apply().");
-	return ResolveSourceTable(source_name, schema, table, false);
+	return ResolveSourceTable(source.name, source.schema, source.table, false);
 }
 
 Oid
