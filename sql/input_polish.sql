@@ -37,3 +37,21 @@ SELECT cdc_apply('{"op": "c", "source": {"schema": "public", "table": null, "lsn
 \set VERBOSITY terse
 -- with a target given, an empty source.table is not needed
 SELECT cdc_apply('{"op": "c", "source": {"schema": "public", "table": "", "lsn": 16}, "after": {"id": 1}}'::jsonb, 'ipt') AS applied;
+--
+-- 3. A Debezium temporal schema (io.debezium.time.Timestamp, Date, ...) on
+-- an integer column: the value was decoded to a timestamp's text, and the
+-- error quoted that text ('invalid input syntax for type integer:
+-- "2021-01-01 00:00:00"'), not the number the event sent.  Now the error
+-- quotes the JSON number and names the field and the column.
+--
+\set VERBOSITY default
+SELECT cdc_apply('{"schema": {"type": "struct", "fields": [{"field": "after", "type": "struct", "fields": [{"field": "id", "type": "int32"},
+                   {"field": "n", "type": "int64", "name": "io.debezium.time.Timestamp"}]}]},
+                   "payload": {"op": "c", "source": {"lsn": 32}, "after": {"id": 2, "n": 1609459200000}}}'::jsonb, 'ipt', 'ip-3');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply('{"schema": {"type": "struct", "fields": [{"field": "after", "type": "struct", "fields": [{"field": "id", "type": "int32"},
+                   {"field": "n", "type": "int32", "name": "io.debezium.time.Date"}]}]},
+                   "payload": {"op": "c", "source": {"lsn": 32}, "after": {"id": 2, "n": 18628}}}'::text, 'ipt', 'ip-3');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT id, n FROM ipt ORDER BY id;

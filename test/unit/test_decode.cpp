@@ -995,6 +995,23 @@ TEST(StrictIsoTimestamp, OtherTextsLeftToTheInputFunction)
 	EXPECT_FALSE(ParseStrictIsoTimestamp(with_nul).has_value());
 }
 
+// A date/time semantic type on a column whose type takes no date/time text
+// (an integer, say) is refused quoting the value the event sent, not the
+// text decoded from it; text and date/time columns still take the text
+// (fresh-user review h3; regress input_polish).
+TEST(SchemaTemporal, NonTemporalColumnQuotesTheValueSent)
+{
+	FieldSchema ts = Schema(R"({"type": "int64", "name": "io.debezium.time.Timestamp"})");
+	FieldSchema date = Schema(R"({"type": "int32", "name": "io.debezium.time.Date"})");
+	const ColumnType integer = Col(Family::Integer, "integer", "n");
+	ExpectDecodeError("1609459200000", &ts, integer, sqlstate::kInvalidTextRepresentation,
+	                  {"io.debezium.time.Timestamp value 1609459200000 is a timestamp", "type integer"}, "date/time");
+	ExpectDecodeError("18628", &date, Col(Family::Numeric, "numeric"), sqlstate::kInvalidTextRepresentation,
+	                  {"io.debezium.time.Date value 18628 is a date", "type numeric"});
+	EXPECT_EQ(Text("1609459200000", &ts, Col(Family::Text, "text")), "2021-01-01 00:00:00.000000");
+	EXPECT_EQ(Text("18628", &date, Col(Family::Date, "date")), "2021-01-01");
+}
+
 } // namespace
 } // namespace cdc
 
