@@ -55,3 +55,31 @@ SELECT cdc_apply('{"schema": {"type": "struct", "fields": [{"field": "after", "t
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 \set VERBOSITY terse
 SELECT id, n FROM ipt ORDER BY id;
+--
+-- 4. cdc.create_history_table leaves out source columns named cdc_*
+-- (documented); an event carrying one was refused with 42703 and the hint
+-- 'Add the column to the target table', which a history table's column of
+-- that name would collide with.  Now the hint of a history table's cdc_*
+-- field says that history tables leave those columns out; other fields and
+-- other tables keep the hint.
+-- Objects: iph, iph_log.
+--
+CREATE TABLE iph (id int PRIMARY KEY, cdc_note text, v text);
+SELECT cdc.create_history_table('iph_log', 'iph');
+SELECT target, mode FROM cdc.register_mapping('iph_log', source_table => 'iph', key_columns => '{id}', mode => 'history');
+\set VERBOSITY default
+SELECT cdc_apply(dbz('c', 'iph', '{"id": 1, "cdc_note": "x", "v": "a"}', '0/40'));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(dbz('c', 'iph', '{"id": 1, "cdc_note": "x", "v": "a"}', '0/40')::text);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc_apply_batch(ARRAY[dbz('c', 'iph', '{"id": 1, "cdc_note": "x", "v": "a"}', '0/40')]);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- another field of the history table, and a cdc_* field of a state table: the hint as before
+SELECT cdc_apply(dbz('c', 'iph', '{"id": 1, "w": "x"}', '0/40'));
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(dbz('c', 'ipt', '{"id": 3, "cdc_note": "x"}', '0/40'), 'ipt');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT count(*) AS history_rows FROM iph_log;
+SELECT cdc_apply(dbz('c', 'iph', '{"id": 1, "v": "a"}', '0/40')) AS applied;
+DROP TABLE iph_log, iph, ipt;
