@@ -83,3 +83,25 @@ SELECT cdc_apply(dbz('c', 'ipt', '{"id": 3, "cdc_note": "x"}', '0/40'), 'ipt');
 SELECT count(*) AS history_rows FROM iph_log;
 SELECT cdc_apply(dbz('c', 'iph', '{"id": 1, "v": "a"}', '0/40')) AS applied;
 DROP TABLE iph_log, iph, ipt;
+--
+-- 5. cdc.range_hash with a bound its key column's type refuses ('{abc}' for
+-- an integer key) failed inside the statement it builds: 22P02 with a LINE
+-- pointer into that statement, naming neither the argument nor the column.
+-- Now the argument, the value's place and the key column with its type are
+-- named, and the input function's SQLSTATE is kept.
+-- Objects: iprh.
+--
+CREATE TABLE iprh (id int, at date, v text, PRIMARY KEY (id, at));
+INSERT INTO iprh VALUES (1, '2024-01-01', 'a'), (2, '2024-01-02', 'b');
+\set VERBOSITY default
+SELECT * FROM cdc.range_hash('iprh', after => '{abc,2024-01-01}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc.range_hash('iprh', up_to => '{2,not-a-date}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc.range_hash('iprh', up_to => '{99999999999,2024-01-01}');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+-- bounds of the right types: as before
+SELECT rows FROM cdc.range_hash('iprh', after => '{1,2024-01-01}');
+SELECT rows FROM cdc.range_hash('iprh', up_to => '{1,2024-01-01}');
+DROP TABLE iprh;
