@@ -935,9 +935,10 @@ Decoder::WithSchema(const Json &v, const FieldSchema &s, const ColumnType &col, 
 	 * A date/time value for a column whose type takes no date/time text (an
 	 * integer, say): its input function quoted the text decoded here
 	 * ("2021-01-01 00:00:00.000000"), not the value the event sent
-	 * (fresh-user review h3, regress input_polish).
+	 * (fresh-user review h3, regress input_polish).  The column's family
+	 * first: a date/time column, the usual one, costs no name comparison.
 	 */
-	if (const char *kind = TemporalSchemaKind(name); kind && TakesNoTemporalText(col))
+	if (const char *kind = TakesNoTemporalText(col) ? TemporalSchemaKind(name) : nullptr)
 		Fail(sqlstate::kInvalidTextRepresentation, path,
 		     name + " value " + Excerpt(v) + " is a " + kind + ", which " + TypeDesc(col) + " cannot hold",
 		     "Map the field to a column of a date/time type (or text).", ColumnDetail(col));
