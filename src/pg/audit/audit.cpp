@@ -226,10 +226,7 @@ CDC_PG_FUNCTION(cdc_audit)
  */
 CDC_PG_FUNCTION(cdc_range_hash_sql)
 {
-	for (int i = 0; i < 4; i++)
-		if (PG_ARGISNULL(i))
-			throw cdc::InputError("22004", std::string(i == 0 ? "schema_name" : i == 1 ? "table_name" : i == 2 ? "columns" : "key_columns") +
-			                                   " must not be NULL");
+	RequireArgsNotNull(fcinfo, 0, {"schema_name", "table_name", "columns", "key_columns"});
 	std::string schema = cdc::pg::PgCall([&]() { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
 	std::string table = cdc::pg::PgCall([&]() { return text_to_cstring(PG_GETARG_TEXT_PP(1)); });
 	auto texts = [&](int n, const char *what) {

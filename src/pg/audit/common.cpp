@@ -110,10 +110,7 @@ ParseCommonArgs(FunctionCallInfo fcinfo, int sizing)
 			                      "Pass NULL (or leave the target out) for every table of the subscription.");
 	}
 	/* NULL was taken as the default (docs/sql-reference.md gives none for it) */
-	for (int i = 0; i < 3; i++)
-		if (PG_ARGISNULL(sizing + i))
-			throw cdc::InputError("22004", std::string(i == 0 ? "page_rows" : i == 1 ? "leaf_rows" : "wait_timeout") +
-			                                   " must not be NULL");
+	RequireArgsNotNull(fcinfo, sizing, {"page_rows", "leaf_rows", "wait_timeout"});
 	a.page_rows = PG_GETARG_INT32(sizing);
 	if (a.page_rows < 1)
 		throw cdc::InputError("22023", "page_rows must be at least 1, not " + std::to_string(a.page_rows));
@@ -124,6 +121,17 @@ ParseCommonArgs(FunctionCallInfo fcinfo, int sizing)
 	if (a.timeout_ms < 0)
 		throw cdc::InputError("22023", "wait_timeout must not be negative");
 	return a;
+}
+
+void
+RequireArgsNotNull(FunctionCallInfo fcinfo, int first, std::initializer_list<const char *> names)
+{
+	int n = first;
+	for (const char *name : names) {
+		if (PG_ARGISNULL(n))
+			throw cdc::InputError("22004", std::string(name) + " must not be NULL");
+		n++;
+	}
 }
 
 std::vector<std::optional<std::string>>

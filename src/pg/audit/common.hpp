@@ -10,6 +10,7 @@
 #include "pg/audit/session.hpp"
 #include "pg/audit/source.hpp"
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,10 @@ struct CommonArgs {
 	int64_t timeout_ms = 0;
 };
 CommonArgs ParseCommonArgs(FunctionCallInfo fcinfo, int sizing);
+
+// 22004 '<name> must not be NULL' for the first of the arguments at
+// positions first, first + 1, ... (named `names`) that is NULL.
+void RequireArgsNotNull(FunctionCallInfo fcinfo, int first, std::initializer_list<const char *> names);
 
 // A text[] argument (empty when NULL or absent).
 std::vector<std::optional<std::string>> TextArrayArg(FunctionCallInfo fcinfo, int n);
