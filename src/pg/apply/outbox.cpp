@@ -47,6 +47,7 @@ extern "C" {
 #include "utils/numeric.h"
 #include "utils/fmgroids.h"
 #include "utils/json.h"
+#include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -223,6 +224,69 @@ PayloadString(JsonbValue &jb, const char *s, size_t len)
 }
 
 /*
+ * The jsonb value of one non-null cell of kind `kind` (PayloadKind), as
+ * to_jsonb() makes it: what ImageJsonbFastPg puts in the object and
+ * StoredPayloadPg prints.  A jbvString points into the value (kPayloadText:
+ * not NUL-terminated) or into a palloc'd output text.  PostgreSQL regime.
+ */
+void
+PayloadValuePg(JsonbValue &v, int8_t kind, FmgrInfo *out, Datum d)
+{
+	switch (kind) {
+	case kPayloadBool:
+		v.type = jbvBool;
+		v.val.boolean = DatumGetBool(d);
+		break;
+	case kPayloadInt2:
+	case kPayloadInt4:
+	case kPayloadInt8:
+		v.type = jbvNumeric;
+		v.val.numeric = int64_to_numeric(kind == kPayloadInt2   ? int64(DatumGetInt16(d))
+		                                 : kind == kPayloadInt4 ? int64(DatumGetInt32(d))
+		                                                        : DatumGetInt64(d));
+		break;
+	case kPayloadNumeric:
+		if (numeric_is_nan(DatumGetNumeric(d)) || numeric_is_inf(DatumGetNumeric(d))) {
+			char *s = OutputFunctionCall(out, d);
+			PayloadString(v, s, strlen(s));
+		} else {
+			v.type = jbvNumeric;
+			v.val.numeric = DatumGetNumeric(d);
+		}
+		break;
+	case kPayloadFloat: {
+		char *s = OutputFunctionCall(out, d);
+		if (strchr(s, 'N') != NULL || strchr(s, 'n') != NULL) {
+			PayloadString(v, s, strlen(s));
+		} else {
+			v.type = jbvNumeric;
+			v.val.numeric = DatumGetNumeric(
+				DirectFunctionCall3(numeric_in, CStringGetDatum(s), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+		}
+		break;
+	}
+	case kPayloadDate:
+	case kPayloadTimestamp:
+	case kPayloadTimestampTz: {
+		Oid t = kind == kPayloadDate ? DATEOID : kind == kPayloadTimestamp ? TIMESTAMPOID : TIMESTAMPTZOID;
+		char *s = JsonEncodeDateTime(NULL, d, t, NULL);
+		PayloadString(v, s, strlen(s));
+		break;
+	}
+	case kPayloadText: {
+		text *t = DatumGetTextPP(d);
+		PayloadString(v, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+		break;
+	}
+	default: {
+		char *s = OutputFunctionCall(out, d);
+		PayloadString(v, s, strlen(s));
+		break;
+	}
+	}
+}
+
+/*
  * The jsonb object of the columns, built as a jbvObject whose pairs are
  * already in jsonb key order (`order`, worked out once per target) and
  * converted by JsonbValueToJsonb: pushJsonbValue would grow the pair array
@@ -245,65 +309,11 @@ ImageJsonbFastPg(int n, const int *order, const char *const *names, const int *n
 		pair->key.val.string.val = const_cast<char *>(names[j]);
 		pair->key.val.string.len = name_lens[j];
 		pair->order = uint32(j);
-		JsonbValue &v = pair->value;
 		const Cell &cell = cells[order[j]];
-		Datum d = cell.value;
-		if (cell.isnull) {
-			v.type = jbvNull;
-			continue;
-		}
-		switch (kinds[j]) {
-		case kPayloadBool:
-			v.type = jbvBool;
-			v.val.boolean = DatumGetBool(d);
-			break;
-		case kPayloadInt2:
-		case kPayloadInt4:
-		case kPayloadInt8:
-			v.type = jbvNumeric;
-			v.val.numeric = int64_to_numeric(kinds[j] == kPayloadInt2   ? int64(DatumGetInt16(d))
-			                                 : kinds[j] == kPayloadInt4 ? int64(DatumGetInt32(d))
-			                                                            : DatumGetInt64(d));
-			break;
-		case kPayloadNumeric:
-			if (numeric_is_nan(DatumGetNumeric(d)) || numeric_is_inf(DatumGetNumeric(d))) {
-				char *s = OutputFunctionCall(outs[j], d);
-				PayloadString(v, s, strlen(s));
-			} else {
-				v.type = jbvNumeric;
-				v.val.numeric = DatumGetNumeric(d);
-			}
-			break;
-		case kPayloadFloat: {
-			char *s = OutputFunctionCall(outs[j], d);
-			if (strchr(s, 'N') != NULL || strchr(s, 'n') != NULL) {
-				PayloadString(v, s, strlen(s));
-			} else {
-				v.type = jbvNumeric;
-				v.val.numeric = DatumGetNumeric(
-					DirectFunctionCall3(numeric_in, CStringGetDatum(s), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
-			}
-			break;
-		}
-		case kPayloadDate:
-		case kPayloadTimestamp:
-		case kPayloadTimestampTz: {
-			Oid t = kinds[j] == kPayloadDate ? DATEOID : kinds[j] == kPayloadTimestamp ? TIMESTAMPOID : TIMESTAMPTZOID;
-			char *s = JsonEncodeDateTime(NULL, d, t, NULL);
-			PayloadString(v, s, strlen(s));
-			break;
-		}
-		case kPayloadText: {
-			text *t = DatumGetTextPP(d);
-			PayloadString(v, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-			break;
-		}
-		default: {
-			char *s = OutputFunctionCall(outs[j], d);
-			PayloadString(v, s, strlen(s));
-			break;
-		}
-		}
+		if (cell.isnull)
+			pair->value.type = jbvNull;
+		else
+			PayloadValuePg(pair->value, kinds[j], outs[j], cell.value);
 	}
 	Jsonb *res = JsonbValueToJsonb(&obj);
 	pfree(obj.val.object.pairs);
@@ -660,41 +670,68 @@ PayloadFromImageAllowed(const Target &t)
 	return true;
 }
 
+// kMaxPayloadKeysBytes: see PayloadKeys.
+constexpr size_t kMaxPayloadKeysBytes = 320;
+// The bytes of member names as a text[] in a cdc.outbox_source entry.
+static size_t
+PayloadKeysBytes(int n, const int *lens)
+{
+	size_t bytes = 24; /* the array's header and its one dimension */
+	for (int i = 0; i < n; i++)
+		bytes += (4 + size_t(lens[i]) + 3) & ~size_t(3);
+	return bytes;
+}
+
+// The payload plan of `t`, worked out on first use (target.hpp).
+static const Target::PayloadPlan &
+PlanOf(const Target &t)
+{
+	const size_t n = t.columns.size();
+	Target::PayloadPlan &plan = t.payload_plan;
+	if (plan.built_for == &t)
+		return plan;
+	/* the fast path's kinds and the jsonb key order, worked out once per cached target */
+	plan.order.resize(n);
+	for (size_t i = 0; i < n; i++)
+		plan.order[i] = int(i);
+	/* jsonb's key order (lengthCompareJsonbStringValue): shorter first, then bytewise */
+	std::sort(plan.order.begin(), plan.order.end(), [&](int a, int b) {
+		const std::string &x = t.columns[size_t(a)].name, &y = t.columns[size_t(b)].name;
+		if (x.size() != y.size())
+			return x.size() < y.size();
+		return std::memcmp(x.data(), y.data(), x.size()) < 0;
+	});
+	plan.kinds.resize(n);
+	plan.names.resize(n);
+	plan.name_lens.resize(n);
+	plan.outs.resize(n);
+	plan.fast = true;
+	for (size_t j = 0; j < n; j++) {
+		const Column &c = t.columns[size_t(plan.order[j])];
+		if (c.json_kind < 0)
+			c.json_kind = PgCall([&]() { return PayloadKindPg(c.type); });
+		plan.kinds[j] = c.json_kind;
+		plan.names[j] = c.name.c_str();
+		plan.name_lens[j] = int(c.name.size());
+		plan.outs[j] = c.out_fn;
+		plan.fast = plan.fast && c.json_kind != kPayloadFallback;
+	}
+	/* what PayloadKeys gives for the object: its names, unless empty or too long for the entry */
+	plan.storable = plan.fast && n > 0 && PayloadKeysBytes(int(n), plan.name_lens.data()) <= kMaxPayloadKeysBytes;
+	plan.stored_keys.clear();
+	if (plan.storable)
+		for (size_t j = 0; j < n; j++)
+			plan.stored_keys.emplace_back(plan.names[j], size_t(plan.name_lens[j]));
+	plan.built_for = &t;
+	return plan;
+}
+
 Datum
 PayloadFromImage(const Target &t, const Image &img, const RunAs &as)
 {
 	img.RequireComplete();
 	const size_t n = t.columns.size();
-	Target::PayloadPlan &plan = t.payload_plan;
-	if (plan.built_for != &t) {
-		/* the fast path's kinds and the jsonb key order, worked out once per cached target */
-		plan.order.resize(n);
-		for (size_t i = 0; i < n; i++)
-			plan.order[i] = int(i);
-		/* jsonb's key order (lengthCompareJsonbStringValue): shorter first, then bytewise */
-		std::sort(plan.order.begin(), plan.order.end(), [&](int a, int b) {
-			const std::string &x = t.columns[size_t(a)].name, &y = t.columns[size_t(b)].name;
-			if (x.size() != y.size())
-				return x.size() < y.size();
-			return std::memcmp(x.data(), y.data(), x.size()) < 0;
-		});
-		plan.kinds.resize(n);
-		plan.names.resize(n);
-		plan.name_lens.resize(n);
-		plan.outs.resize(n);
-		plan.fast = true;
-		for (size_t j = 0; j < n; j++) {
-			const Column &c = t.columns[size_t(plan.order[j])];
-			if (c.json_kind < 0)
-				c.json_kind = PgCall([&]() { return PayloadKindPg(c.type); });
-			plan.kinds[j] = c.json_kind;
-			plan.names[j] = c.name.c_str();
-			plan.name_lens[j] = int(c.name.size());
-			plan.outs[j] = c.out_fn;
-			plan.fast = plan.fast && c.json_kind != kPayloadFallback;
-		}
-		plan.built_for = &t;
-	}
+	const Target::PayloadPlan &plan = PlanOf(t);
 	/* built-in types only, their own output functions: no code of the table's owner runs */
 	if (plan.fast)
 		return PgCall([&]() {
@@ -750,7 +787,6 @@ EntityKeyJsonb(const Target &t, const Image &img)
 // The member names of a jsonb object in jsonb's order (the order of its
 // text); none for anything else, an empty object, or names that would take
 // more than kMaxPayloadKeysBytes as a text[].
-constexpr size_t kMaxPayloadKeysBytes = 320;
 static std::vector<std::string>
 PayloadKeys(Datum jsonb)
 {
@@ -783,11 +819,8 @@ PayloadKeys(Datum jsonb)
 	 * whose text[] would pass kMaxPayloadKeysBytes stay in the payload, so
 	 * that an entry never passes a btree entry's 2,704 bytes.
 	 */
-	size_t bytes = 24; /* the array's header and its one dimension */
-	for (int i = 0; i < got.n; i++)
-		bytes += (4 + size_t(got.lens[i]) + 3) & ~size_t(3);
 	std::vector<std::string> keys;
-	if (bytes > kMaxPayloadKeysBytes)
+	if (PayloadKeysBytes(got.n, got.lens) > kMaxPayloadKeysBytes)
 		return keys;
 	keys.reserve(size_t(got.n));
 	for (int i = 0; i < got.n; i++)
@@ -844,7 +877,8 @@ CDC_PG_FUNCTION(cdc_outbox_payload)
 
 OutboxRow
 MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
-              std::optional<Datum> entity_key_jsonb, std::optional<Datum> payload, size_t position)
+              std::optional<Datum> entity_key_jsonb, std::optional<Datum> payload, size_t position,
+              bool payload_stored)
 {
 	if (v.parts.size() != 3 && v.parts.size() != 4)
 		throw InputError(sqlstate::kFeatureNotSupported,
@@ -857,7 +891,14 @@ MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v,
 	r.target = t.relid;
 	r.ikey = IdempotencyKey(t, src, op, v, entity_key);
 	const std::string &topic = t.mapping.topic ? *t.mapping.topic : t.display;
-	if (!t.mapping.outbox_message) {
+	if (payload_stored) {
+		/* StoredPayloadFromImage: the values, their names those of the plan */
+		if (!payload || t.mapping.outbox_message || t.payload_plan.built_for != &t || !t.payload_plan.storable)
+			throw std::logic_error("MakeOutboxRow: a stored payload without its target's stored keys");
+		r.payload_values = true;
+		r.payload_stored = true;
+		r.src = OutboxSourceId(topic, src, t.payload_plan.stored_keys);
+	} else if (!t.mapping.outbox_message) {
 		/* a payload object's member names go to the dictionary entry, its values to the row */
 		std::vector<std::string> keys;
 		if (payload)
@@ -969,18 +1010,48 @@ StorePositions(const OutboxRow &r)
 // for every chunk.
 static StringInfo compact_json_buf = nullptr; /* in TopMemoryContext; plain data */
 
-static Datum
-CompactJsonPg(Datum jsonb, bool values = false)
+
+/* compact_json_buf, emptied but for room for a varlena header. */
+static StringInfo
+CompactBufPg()
 {
-	Jsonb *jb = DatumGetJsonbP(jsonb);
 	if (compact_json_buf == nullptr) {
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 		compact_json_buf = makeStringInfo();
 		MemoryContextSwitchTo(old);
 	}
-	StringInfoData &buf = *compact_json_buf;
-	resetStringInfo(&buf);
-	appendStringInfoSpaces(&buf, VARHDRSZ);
+	resetStringInfo(compact_json_buf);
+	appendStringInfoSpaces(compact_json_buf, VARHDRSZ);
+	return compact_json_buf;
+}
+
+/* Frees compact_json_buf if an event-sized payload grew it: not kept. */
+static void
+ReleaseLargeCompactBufPg()
+{
+	if (compact_json_buf != nullptr && compact_json_buf->maxlen > 1024 * 1024) {
+		pfree(compact_json_buf->data);
+		pfree(compact_json_buf);
+		compact_json_buf = nullptr;
+	}
+}
+
+/* The first `len` bytes of compact_json_buf as a varlena in the current memory context. */
+static Datum
+TakeCompactBufPg(int len)
+{
+	char *result = (char *) palloc(size_t(len));
+	memcpy(result, compact_json_buf->data, size_t(len));
+	SET_VARSIZE(result, len);
+	ReleaseLargeCompactBufPg();
+	return PointerGetDatum(result);
+}
+
+static Datum
+CompactJsonPg(Datum jsonb, bool values = false)
+{
+	Jsonb *jb = DatumGetJsonbP(jsonb);
+	StringInfoData &buf = *CompactBufPg();
 	(void) JsonbToCString(&buf, &jb->root, int(VARSIZE(jb)));
 	int out = VARHDRSZ;
 	bool in_string = false;
@@ -1039,16 +1110,115 @@ CompactJsonPg(Datum jsonb, bool values = false)
 		}
 		buf.data[out++] = c;
 	}
-	char *result = (char *) palloc(size_t(out));
-	memcpy(result, buf.data, size_t(out));
-	SET_VARSIZE(result, out);
-	if (buf.maxlen > 1024 * 1024) {
-		/* an event-sized payload: not kept */
-		pfree(buf.data);
-		pfree(compact_json_buf);
-		compact_json_buf = nullptr;
+	return TakeCompactBufPg(out);
+}
+
+/*
+ * Appends scalar `v` as JsonbToCString prints it (jsonb.c,
+ * jsonb_put_escaped_value: escape_json of a string, numeric_out of a
+ * number).  A string that PayloadValuePg did not NUL-terminate
+ * (`terminated` false) is copied first, as JsonbToCString copies every
+ * one.  PostgreSQL regime.
+ */
+static void
+AppendJsonbScalarPg(StringInfo out, const JsonbValue &v, bool terminated)
+{
+	switch (v.type) {
+	case jbvNull:
+		appendBinaryStringInfo(out, "null", 4);
+		break;
+	case jbvBool:
+		if (v.val.boolean)
+			appendBinaryStringInfo(out, "true", 4);
+		else
+			appendBinaryStringInfo(out, "false", 5);
+		break;
+	case jbvNumeric:
+		appendStringInfoString(out, DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))));
+		break;
+	case jbvString:
+		if (terminated) {
+			escape_json(out, v.val.string.val);
+		} else {
+			char *copy = pnstrdup(v.val.string.val, size_t(v.val.string.len));
+			escape_json(out, copy);
+			pfree(copy);
+		}
+		break;
+	default:
+		elog(ERROR, "unexpected jsonb value type %d in an outbox payload", int(v.type));
 	}
-	return PointerGetDatum(result);
+}
+
+/*
+ * A payload above this many bytes of text is left to the jsonb path, which
+ * checks jsonb's own limits (JENTRY_OFFLENMASK, 256 MB, for the object's
+ * contents) and raises their errors; below it the jsonb is well within
+ * them (each value's binary form is at most its text plus a header and
+ * alignment, over at most 1,600 columns).
+ */
+constexpr int kMaxStoredPayloadBytes = 128 * 1024 * 1024;
+
+/*
+ * StoredPayloadFromImage's text: "[" the values in key order "]", each as
+ * JsonbToCString prints the value ImageJsonbFastPg would put in the
+ * object, which is what CompactJsonPg(that jsonb, true) leaves of
+ * JsonbToCString's text of the object (its blanks are outside strings; a
+ * scalar has none).  (Datum) 0 when it passes kMaxStoredPayloadBytes.
+ * PostgreSQL regime.
+ */
+static Datum
+StoredPayloadPg(int n, const int *order, const int8_t *kinds, FmgrInfo *const *outs, const Cell *cells)
+{
+	StringInfo buf = CompactBufPg();
+	appendStringInfoChar(buf, '[');
+	for (int j = 0; j < n; j++) {
+		if (j > 0)
+			appendStringInfoChar(buf, ',');
+		const Cell &cell = cells[order[j]];
+		const int8_t kind = kinds[j];
+		if (!cell.isnull && (kind == kPayloadInt2 || kind == kPayloadInt4 || kind == kPayloadInt8)) {
+			/* numeric_out of the integer's numeric (dscale 0) is its decimal digits: printed without the numeric */
+			char digits[MAXINT8LEN + 1];
+			const int64 x = kind == kPayloadInt2   ? int64(DatumGetInt16(cell.value))
+			                : kind == kPayloadInt4 ? int64(DatumGetInt32(cell.value))
+			                                       : DatumGetInt64(cell.value);
+			appendBinaryStringInfo(buf, digits, pg_lltoa(x, digits));
+			continue;
+		}
+		JsonbValue v;
+		if (cell.isnull)
+			v.type = jbvNull;
+		else
+			PayloadValuePg(v, kind, outs[j], cell.value);
+		AppendJsonbScalarPg(buf, v, kind != kPayloadText);
+		if (buf->len > kMaxStoredPayloadBytes) {
+			ReleaseLargeCompactBufPg();
+			return (Datum) 0;
+		}
+	}
+	appendStringInfoChar(buf, ']');
+	return TakeCompactBufPg(buf->len);
+}
+
+std::optional<Datum>
+StoredPayloadFromImage(const Target &t, const Image &img)
+{
+	if (t.mapping.outbox_message)
+		return std::nullopt;
+	img.RequireComplete();
+	const Target::PayloadPlan &plan = PlanOf(t);
+	if (!plan.storable)
+		return std::nullopt;
+	const Datum d = PgCall([&]() {
+		return WithPayloadSettingsPg([&]() {
+			return StoredPayloadPg(int(plan.order.size()), plan.order.data(), plan.kinds.data(), plan.outs.data(),
+			                       img.cells.data());
+		});
+	});
+	if (d == (Datum) 0)
+		return std::nullopt;
+	return d;
 }
 
 // CompactJsonPg of an optional jsonb, from C++ (nullopt stays nullopt).
@@ -1058,6 +1228,22 @@ CompactJson(const std::optional<Datum> &jsonb, bool values = false)
 	if (!jsonb)
 		return std::nullopt;
 	return PgCall([&]() { return CompactJsonPg(*jsonb, values); });
+}
+
+// The payload of `r` as cdc.outbox_rows stores it.  PostgreSQL regime.
+static Datum
+StoredPayloadOfPg(const OutboxRow &r)
+{
+	return r.payload_stored ? *r.payload : CompactJsonPg(*r.payload, r.payload_values);
+}
+
+// The same from C++ (nullopt: no payload).
+static std::optional<Datum>
+StoredPayloadOf(const OutboxRow &r)
+{
+	if (!r.payload)
+		return std::nullopt;
+	return PgCall([&]() { return StoredPayloadOfPg(r); });
 }
 
 // One row into cdc.outbox_rows (ON CONFLICT DO NOTHING: an applied change
@@ -1080,7 +1266,7 @@ InsertOutboxRow(const OutboxRow &r)
 		p.Add(INT8OID, x ? Int64GetDatum(*x) : (Datum) 0, !x);
 	};
 	const StoredPositions pos = StorePositions(r);
-	const std::optional<Datum> entity_key = CompactJson(r.entity_key), payload = CompactJson(r.payload, r.payload_values);
+	const std::optional<Datum> entity_key = CompactJson(r.entity_key), payload = StoredPayloadOf(r);
 	Params p;
 	p.Add(UUIDOID, PointerGetDatum(r.ikey.data()), false);
 	p.AddOid(r.target);
@@ -1399,7 +1585,7 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 		set(s, 10, pos.commit_lsn ? Int64GetDatum(*pos.commit_lsn) : (Datum) 0, !pos.commit_lsn);
 		/* the json text of the jsonb, in the chunk's per-tuple memory (InsertRowsPg) */
 		set(s, 11, r.entity_key ? CompactJsonPg(*r.entity_key) : (Datum) 0, !r.entity_key);
-		set(s, 12, r.payload ? CompactJsonPg(*r.payload, r.payload_values) : (Datum) 0, !r.payload);
+		set(s, 12, r.payload ? StoredPayloadOfPg(r) : (Datum) 0, !r.payload);
 		set(s, 13, BoolGetDatum(r.new_by_order), false);
 		set(s, 14, Int16GetDatum(pos.elided), false);
 		ExecStoreVirtualTuple(s);
@@ -1513,7 +1699,7 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		add_int8(lsn, pos.lsn);
 		add_int8(commit_lsn, pos.commit_lsn);
 		add_int8(tx_id, r.tx_id);
-		const std::optional<Datum> ekey = CompactJson(r.entity_key), payload = CompactJson(r.payload, r.payload_values);
+		const std::optional<Datum> ekey = CompactJson(r.entity_key), payload = StoredPayloadOf(r);
 		ekeys.Add(ekey.value_or((Datum) 0), !ekey);
 		payloads.Add(payload.value_or((Datum) 0), !payload);
 		stream.Add(BoolGetDatum(r.new_by_order), false);

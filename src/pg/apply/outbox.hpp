@@ -55,6 +55,9 @@ struct OutboxRow {
 	// names being those of the cdc.outbox_source entry src: a non-empty
 	// object's, for a table outbox.
 	bool payload_values = false;
+	// `payload` is already that stored form (json text), made from the
+	// image by StoredPayloadFromImage, not a jsonb.
+	bool payload_stored = false;
 	// Written for a stream-ordered target: newer than every change applied
 	// to it before (docs/semantics.md, "Stream ordering"), so no row of the
 	// target can have its key yet.
@@ -109,6 +112,18 @@ bool PayloadFromImageAllowed(const Target &t);
 // Datums, i.e. PostgreSQL's own conversion, equal to to_jsonb(t) of the
 // written row.
 Datum PayloadFromImage(const Target &t, const Image &img, const RunAs &as);
+// The same payload already in the form a table outbox stores it
+// (cdc.outbox_rows.payload: the values as a JSON array, in jsonb key
+// order, their member names in the cdc.outbox_source entry), printed
+// straight from the image's Datums instead of building the jsonb and then
+// printing it: byte for byte what MakeOutboxRow and the insert make of
+// PayloadFromImage's jsonb.  nullopt where that form is not made here (an
+// outbox as logical decoding messages, a column without a built-in
+// rendering, no columns, names too long for the entry, a payload text over
+// 128 MB): the caller then uses PayloadFromImage.  Errors as
+// PayloadFromImage (54000 for a string jsonb cannot hold).  The Datum is
+// allocated in the current memory context.
+std::optional<Datum> StoredPayloadFromImage(const Target &t, const Image &img);
 // A JSON text as a jsonb Datum (jsonb_in: 22P02 for bad JSON).
 Datum JsonbFromText(const std::string &json);
 // The entity key of `img` as jsonb ({"id": "7"}), equal to
@@ -117,10 +132,12 @@ Datum EntityKeyJsonb(const Target &t, const Image &img);
 
 // The outbox row of an applied change.  entity_key: JSON text ("" for a
 // truncate); entity_key_jsonb: the same as jsonb when the caller has it
-// (else parsed from the text); payload: jsonb or nullopt (a truncate).
+// (else parsed from the text); payload: jsonb or nullopt (a truncate), or
+// with `payload_stored` the result of StoredPayloadFromImage for `t`
+// (std::logic_error for one without it).
 OutboxRow MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v,
                         const std::string &entity_key, std::optional<Datum> entity_key_jsonb,
-                        std::optional<Datum> payload, size_t position);
+                        std::optional<Datum> payload, size_t position, bool payload_stored = false);
 // Writes (or, inside a segment, queues) the outbox row of an applied change
 // whose payload was read back as JSON text; true when a row was inserted.
 bool WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,

@@ -744,9 +744,16 @@ WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, c
 			before_batch[c] = removed[i];
 	}
 
+	/* an image's payload, in the form the outbox stores it where it can be made so (`stored`) */
+	auto image_payload = [&](const Image &img, bool &stored) -> Datum {
+		std::optional<Datum> d = StoredPayloadFromImage(t, img);
+		stored = d.has_value();
+		return stored ? *d : PayloadFromImage(t, img, as);
+	};
 	for (const Chain *c : list) {
 		/* The entity's row as one by one would leave it: absent, a row read as jsonb, or an applied image. */
 		std::optional<Datum> row_json;
+		bool row_stored = false; /* row_json is a stored payload (StoredPayloadFromImage), not jsonb */
 		const Image *row_image = nullptr;
 		if (prep[c->applied.front()].is_delete)
 			row_json = before_batch[c];
@@ -754,28 +761,34 @@ WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, c
 			const ChangeRequest &req = reqs[k];
 			const PreparedChange &pc = prep[k];
 			std::optional<Datum> payload;
+			bool stored = false;
 			if (pc.is_delete) {
-				if (row_image)
-					payload = PayloadFromImage(t, *row_image, as);
-				else if (row_json)
+				if (row_image) {
+					payload = image_payload(*row_image, stored);
+				} else if (row_json) {
 					payload = row_json;
-				else
+					stored = row_stored;
+				} else {
 					payload = JsonbFromText(pc.Main().raw->Json()); /* the destination never had the row */
+				}
 				row_image = nullptr;
 				row_json.reset();
+				row_stored = false;
 			} else {
 				row_image = &*pc.after;
 				row_json.reset();
+				row_stored = false;
 				if (req.op != Op::Read) {
-					row_json = PayloadFromImage(t, *row_image, as); /* reused if a delete follows */
+					row_json = image_payload(*row_image, row_stored); /* reused if a delete follows */
 					row_image = nullptr;
 					payload = row_json;
+					stored = row_stored;
 				}
 			}
 			if (req.IsSnapshot())
 				continue; /* snapshot rows set state only */
 			queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], pc.version, pc.entity_key,
-			                                   EntityKeyJsonb(t, pc.Main()), payload, k));
+			                                   EntityKeyJsonb(t, pc.Main()), payload, k, stored));
 		}
 	}
 }

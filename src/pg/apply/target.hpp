@@ -160,6 +160,12 @@ struct Target {
 		std::vector<const char *> names;   // per position of `order` (the columns' names)
 		std::vector<int> name_lens;
 		std::vector<FmgrInfo *> outs;
+		// Whether a table outbox may store the payload straight from the
+		// image (outbox.cpp, StoredPayloadFromImage): `fast`, at least one
+		// column, and names that fit a cdc.outbox_source entry; then
+		// `stored_keys` are those names, in key order.
+		bool storable = false;
+		std::vector<std::string> stored_keys;
 	};
 	mutable PayloadPlan payload_plan;
 };
