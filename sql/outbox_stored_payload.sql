@@ -31,9 +31,12 @@ CREATE TABLE osp_long_one (id int PRIMARY KEY,
   column_with_a_long_name_number_03_abcdefghijklmnopqrstuvwxyz text, column_with_a_long_name_number_04_abcdefghijklmnopqrstuvwxyz text,
   column_with_a_long_name_number_05_abcdefghijklmnopqrstuvwxyz text, column_with_a_long_name_number_06_abcdefghijklmnopqrstuvwxyz int);
 CREATE TABLE osp_long_bat (LIKE osp_long_one INCLUDING ALL);
+-- a composite key (names of several lengths, a value to escape): the entity key is printed from the image too
+CREATE TABLE osp_key_one (zz text, a int, "Ké""y" text, v text, PRIMARY KEY (zz, a, "Ké""y"));
+CREATE TABLE osp_key_bat (LIKE osp_key_one INCLUDING ALL);
 SELECT count(*) AS mapped FROM (
   SELECT cdc.register_mapping(tbl, outbox => true)
-  FROM unnest('{osp_one,osp_bat,osp_arr_one,osp_arr_bat,osp_long_one,osp_long_bat}'::regclass[]) AS tbl) m;
+  FROM unnest('{osp_one,osp_bat,osp_arr_one,osp_arr_bat,osp_long_one,osp_long_bat,osp_key_one,osp_key_bat}'::regclass[]) AS tbl) m;
 
 -- the changes, in order: (op, lsn, after-image); "table" is filled in per target
 CREATE TABLE osp_changes (seq int PRIMARY KEY, family text, op text, id int, lsn bigint, after jsonb);
@@ -73,7 +76,10 @@ INSERT INTO osp_changes VALUES
  (13, 'arr', 'd', 2, 203, NULL),
  (14, 'long', 'c', 1, 300, '{"id": 1, "column_with_a_long_name_number_01_abcdefghijklmnopqrstuvwxyz": "a", "column_with_a_long_name_number_06_abcdefghijklmnopqrstuvwxyz": 6}'),
  (15, 'long', 'u', 1, 301, '{"id": 1, "column_with_a_long_name_number_02_abcdefghijklmnopqrstuvwxyz": "b\"", "column_with_a_long_name_number_06_abcdefghijklmnopqrstuvwxyz": -6}'),
- (16, 'long', 'd', 1, 302, NULL);
+ (16, 'long', 'd', 1, 302, NULL),
+ (17, 'key', 'c', 1, 400, '{"zz": "q\"uote\\ \u00e9", "a": -1, "Ké\"y": "k1", "v": "one"}'),
+ (18, 'key', 'c', 2, 401, '{"zz": "", "a": 2, "Ké\"y": "\n", "v": "two"}'),
+ (19, 'key', 'u', 2, 402, '{"zz": "", "a": 2, "Ké\"y": "\n", "v": "two again"}');
 
 CREATE FUNCTION osp_table(family text, path text) RETURNS text LANGUAGE sql AS $$
   SELECT 'osp_' || CASE family WHEN 'all' THEN '' ELSE family || '_' END || path $$;
@@ -104,12 +110,13 @@ END $$;
 SELECT * FROM osp_outcomes ORDER BY family, path;
 
 -- the stored payloads, in insertion order per target: equal text on both paths
-CREATE FUNCTION osp_stored(tbl text) RETURNS TABLE (n bigint, op "char", payload text) LANGUAGE sql AS $$
-  SELECT row_number() OVER (ORDER BY r.id), r.op, r.payload::text
+CREATE FUNCTION osp_stored(tbl text) RETURNS TABLE (n bigint, op "char", payload text, entity_key text) LANGUAGE sql AS $$
+  SELECT row_number() OVER (ORDER BY r.id), r.op, r.payload::text, r.entity_key::text
   FROM cdc.outbox_rows r WHERE r.target = tbl::regclass ORDER BY r.id $$;
 SELECT fam, count(*) AS rows, bool_and(one.op = bat.op) AS same_ops,
-       bool_and(one.payload IS NOT DISTINCT FROM bat.payload) AS same_stored_text
-FROM unnest('{all,arr,long}'::text[]) AS fam,
+       bool_and(one.payload IS NOT DISTINCT FROM bat.payload) AS same_stored_text,
+       bool_and(one.entity_key IS NOT DISTINCT FROM bat.entity_key) AS same_stored_key
+FROM unnest('{all,arr,key,long}'::text[]) AS fam,
      LATERAL osp_stored(osp_table(fam, 'one')) one JOIN LATERAL osp_stored(osp_table(fam, 'bat')) bat USING (n)
 GROUP BY fam ORDER BY fam;
 -- what the batch stored, in full (the values array; the names are the dictionary entry's)
@@ -118,6 +125,7 @@ SELECT s.payload_keys FROM cdc.outbox_source s
 WHERE s.id = (SELECT r.src FROM cdc.outbox_rows r WHERE r.target = 'osp_bat'::regclass LIMIT 1);
 SELECT n, op, payload FROM osp_stored('osp_arr_bat');
 SELECT n, op, left(payload, 80) AS payload FROM osp_stored('osp_long_bat');
+SELECT n, op, entity_key, payload FROM osp_stored('osp_key_bat');
 
 -- against PostgreSQL's own to_jsonb() of each row left in the tables: the last
 -- stored payload of the key is its values printed in jsonb's key order, under

@@ -878,8 +878,11 @@ CDC_PG_FUNCTION(cdc_outbox_payload)
 OutboxRow
 MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
               std::optional<Datum> entity_key_jsonb, std::optional<Datum> payload, size_t position,
-              bool payload_stored)
+              StoredForms stored)
 {
+	const bool payload_stored = stored.payload;
+	if (stored.entity_key && (!entity_key_jsonb || t.mapping.outbox_message))
+		throw std::logic_error("MakeOutboxRow: a stored entity key without a table outbox");
 	if (v.parts.size() != 3 && v.parts.size() != 4)
 		throw InputError(sqlstate::kFeatureNotSupported,
 		                 "a version must have 3 or 4 components, not " + std::to_string(v.parts.size()));
@@ -916,6 +919,7 @@ MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v,
 	r.lsn = src.lsn;
 	r.commit_lsn = src.commit_lsn;
 	r.tx_id = src.tx_id;
+	r.entity_key_stored = stored.entity_key;
 	if (entity_key_jsonb)
 		r.entity_key = entity_key_jsonb;
 	else if (!entity_key.empty())
@@ -1221,13 +1225,60 @@ StoredPayloadFromImage(const Target &t, const Image &img)
 	return d;
 }
 
-// CompactJsonPg of an optional jsonb, from C++ (nullopt stays nullopt).
-static std::optional<Datum>
-CompactJson(const std::optional<Datum> &jsonb, bool values = false)
+/*
+ * The text CompactJsonPg(EntityKeyJsonbPg(...)) gives: {"name":"text",...},
+ * the pairs given in jsonb key order, every name and text through
+ * escape_json, as JsonbToCString prints them.  (Datum) 0 when it passes
+ * kMaxStoredPayloadBytes.  PostgreSQL regime.
+ */
+static Datum
+StoredEntityKeyPg(int n, const char *const *names, const char *const *texts)
 {
-	if (!jsonb)
-		return std::nullopt;
-	return PgCall([&]() { return CompactJsonPg(*jsonb, values); });
+	StringInfo buf = CompactBufPg();
+	appendStringInfoChar(buf, '{');
+	for (int j = 0; j < n; j++) {
+		if (j > 0)
+			appendStringInfoChar(buf, ',');
+		escape_json(buf, names[j]);
+		appendStringInfoChar(buf, ':');
+		escape_json(buf, texts[j]);
+		if (buf->len > kMaxStoredPayloadBytes) {
+			ReleaseLargeCompactBufPg();
+			return (Datum) 0;
+		}
+	}
+	appendStringInfoChar(buf, '}');
+	return TakeCompactBufPg(buf->len);
+}
+
+OutboxValue
+OutboxEntityKey(const Target &t, const Image &img)
+{
+	if (!t.mapping.outbox_message && !t.key.empty()) {
+		/* the key columns in jsonb key order (shorter names first, then bytewise; the names are unique) */
+		std::vector<int> order(t.key.begin(), t.key.end());
+		std::sort(order.begin(), order.end(), [&](int a, int b) {
+			const std::string &x = t.columns[size_t(a)].name, &y = t.columns[size_t(b)].name;
+			if (x.size() != y.size())
+				return x.size() < y.size();
+			return std::memcmp(x.data(), y.data(), x.size()) < 0;
+		});
+		const size_t n = order.size();
+		std::vector<const char *> names(n), texts(n);
+		bool complete = true;
+		for (size_t i = 0; i < n; i++) {
+			const Cell &c = img.cells[size_t(order[i])];
+			complete = complete && c.present && !c.unavailable && !c.isnull;
+			names[i] = t.columns[size_t(order[i])].name.c_str();
+			texts[i] = c.text.c_str();
+		}
+		if (complete) {
+			const Datum d = PgCall([&]() { return StoredEntityKeyPg(int(n), names.data(), texts.data()); });
+			if (d != (Datum) 0)
+				return {d, true};
+		}
+	}
+	return {EntityKeyJsonb(t, img), false};
 }
 
 // The payload of `r` as cdc.outbox_rows stores it.  PostgreSQL regime.
@@ -1244,6 +1295,22 @@ StoredPayloadOf(const OutboxRow &r)
 	if (!r.payload)
 		return std::nullopt;
 	return PgCall([&]() { return StoredPayloadOfPg(r); });
+}
+
+// The entity key of `r` as cdc.outbox_rows stores it.  PostgreSQL regime.
+static Datum
+StoredEntityKeyOfPg(const OutboxRow &r)
+{
+	return r.entity_key_stored ? *r.entity_key : CompactJsonPg(*r.entity_key);
+}
+
+// The same from C++ (nullopt: no entity key).
+static std::optional<Datum>
+StoredEntityKeyOf(const OutboxRow &r)
+{
+	if (!r.entity_key)
+		return std::nullopt;
+	return PgCall([&]() { return StoredEntityKeyOfPg(r); });
 }
 
 // One row into cdc.outbox_rows (ON CONFLICT DO NOTHING: an applied change
@@ -1266,7 +1333,7 @@ InsertOutboxRow(const OutboxRow &r)
 		p.Add(INT8OID, x ? Int64GetDatum(*x) : (Datum) 0, !x);
 	};
 	const StoredPositions pos = StorePositions(r);
-	const std::optional<Datum> entity_key = CompactJson(r.entity_key), payload = StoredPayloadOf(r);
+	const std::optional<Datum> entity_key = StoredEntityKeyOf(r), payload = StoredPayloadOf(r);
 	Params p;
 	p.Add(UUIDOID, PointerGetDatum(r.ikey.data()), false);
 	p.AddOid(r.target);
@@ -1584,7 +1651,7 @@ InsertOutboxRowsDirectPg(const OutboxRow *const *rows, size_t n, bool skip_taken
 		set(s, 9, r.tx_id ? Int64GetDatum(*r.tx_id) : (Datum) 0, !r.tx_id);
 		set(s, 10, pos.commit_lsn ? Int64GetDatum(*pos.commit_lsn) : (Datum) 0, !pos.commit_lsn);
 		/* the json text of the jsonb, in the chunk's per-tuple memory (InsertRowsPg) */
-		set(s, 11, r.entity_key ? CompactJsonPg(*r.entity_key) : (Datum) 0, !r.entity_key);
+		set(s, 11, r.entity_key ? StoredEntityKeyOfPg(r) : (Datum) 0, !r.entity_key);
 		set(s, 12, r.payload ? StoredPayloadOfPg(r) : (Datum) 0, !r.payload);
 		set(s, 13, BoolGetDatum(r.new_by_order), false);
 		set(s, 14, Int16GetDatum(pos.elided), false);
@@ -1699,7 +1766,7 @@ FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters)
 		add_int8(lsn, pos.lsn);
 		add_int8(commit_lsn, pos.commit_lsn);
 		add_int8(tx_id, r.tx_id);
-		const std::optional<Datum> ekey = CompactJson(r.entity_key), payload = StoredPayloadOf(r);
+		const std::optional<Datum> ekey = StoredEntityKeyOf(r), payload = StoredPayloadOf(r);
 		ekeys.Add(ekey.value_or((Datum) 0), !ekey);
 		payloads.Add(payload.value_or((Datum) 0), !payload);
 		stream.Add(BoolGetDatum(r.new_by_order), false);

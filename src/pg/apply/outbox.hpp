@@ -58,6 +58,9 @@ struct OutboxRow {
 	// `payload` is already that stored form (json text), made from the
 	// image by StoredPayloadFromImage, not a jsonb.
 	bool payload_stored = false;
+	// `entity_key` is already its stored form (json text), made by
+	// OutboxEntityKey, not a jsonb.
+	bool entity_key_stored = false;
 	// Written for a stream-ordered target: newer than every change applied
 	// to it before (docs/semantics.md, "Stream ordering"), so no row of the
 	// target can have its key yet.
@@ -124,20 +127,39 @@ Datum PayloadFromImage(const Target &t, const Image &img, const RunAs &as);
 // PayloadFromImage (54000 for a string jsonb cannot hold).  The Datum is
 // allocated in the current memory context.
 std::optional<Datum> StoredPayloadFromImage(const Target &t, const Image &img);
+// The entity key of `img` for MakeOutboxRow: for a table outbox, in the
+// form cdc.outbox_rows.entity_key stores it (compact JSON text, byte for
+// byte what the insert makes of EntityKeyJsonb's jsonb), printed without
+// the jsonb (`stored` true); otherwise, and for a key column without a
+// value, EntityKeyJsonb (whose errors apply).  In the current memory
+// context.
+struct OutboxValue {
+	Datum value;
+	bool stored;
+};
+OutboxValue OutboxEntityKey(const Target &t, const Image &img);
 // A JSON text as a jsonb Datum (jsonb_in: 22P02 for bad JSON).
 Datum JsonbFromText(const std::string &json);
 // The entity key of `img` as jsonb ({"id": "7"}), equal to
 // EntityKey(t, img, ...)::jsonb, built without a parse.
 Datum EntityKeyJsonb(const Target &t, const Image &img);
 
+// Which values given to MakeOutboxRow are already in the form a table
+// outbox stores them (StoredPayloadFromImage, OutboxEntityKey) rather
+// than jsonb.
+struct StoredForms {
+	bool entity_key = false;
+	bool payload = false;
+};
 // The outbox row of an applied change.  entity_key: JSON text ("" for a
 // truncate); entity_key_jsonb: the same as jsonb when the caller has it
-// (else parsed from the text); payload: jsonb or nullopt (a truncate), or
-// with `payload_stored` the result of StoredPayloadFromImage for `t`
-// (std::logic_error for one without it).
+// (else parsed from the text), or its stored form (`stored.entity_key`);
+// payload: jsonb or nullopt (a truncate), or with `stored.payload` the
+// result of StoredPayloadFromImage for `t`.  std::logic_error for a
+// stored form the target's outbox does not take.
 OutboxRow MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const Version &v,
                         const std::string &entity_key, std::optional<Datum> entity_key_jsonb,
-                        std::optional<Datum> payload, size_t position, bool payload_stored = false);
+                        std::optional<Datum> payload, size_t position, StoredForms stored = {});
 // Writes (or, inside a segment, queues) the outbox row of an applied change
 // whose payload was read back as JSON text; true when a row was inserted.
 bool WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,

@@ -787,8 +787,9 @@ WriteMergedWithOutbox(const Target &t, const std::vector<const Chain *> &list, c
 			}
 			if (req.IsSnapshot())
 				continue; /* snapshot rows set state only */
-			queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], pc.version, pc.entity_key,
-			                                   EntityKeyJsonb(t, pc.Main()), payload, k, stored));
+			const OutboxValue ekey = OutboxEntityKey(t, pc.Main());
+			queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], pc.version, pc.entity_key, ekey.value,
+			                                   payload, k, StoredForms{ekey.stored, stored}));
 		}
 	}
 }
@@ -1194,8 +1195,9 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 				std::optional<Datum> row = rows[i];
 				if (prep[k].is_delete && !row)
 					row = JsonbFromText(prep[k].Main().raw->Json()); /* the destination never had the row: publish the before-image */
+				const OutboxValue ekey = OutboxEntityKey(t, prep[k].Main());
 				queue.rows.push_back(MakeOutboxRow(t, req.source, OpName(req.op)[0], prep[k].version,
-				                                   prep[k].entity_key, EntityKeyJsonb(t, prep[k].Main()), row, k));
+				                                   prep[k].entity_key, ekey.value, row, k, StoredForms{ekey.stored, false}));
 			}
 		}
 	}
