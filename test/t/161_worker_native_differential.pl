@@ -49,6 +49,9 @@
 #           the publication never published.  The random workload meets
 #           it with every seed; a fixed case (keys above 100, before the
 #           random rounds) shows it alone
+#   t_or    two publications with row filters on a non-key column
+#           (combined with OR by both subscribers), REPLICA IDENTITY FULL
+#   s2.t_sch published by FOR TABLES IN SCHEMA s2
 #   p_root  a list-partitioned table published with
 #           publish_via_partition_root = true, rows moved between partitions
 #   q_root  a range-partitioned table published without it (its leaves
@@ -110,6 +113,10 @@ ALTER TABLE t_filt ALTER body SET STORAGE EXTERNAL;
 ALTER TABLE t_filt REPLICA IDENTITY FULL;
 CREATE TABLE t_ins (id int PRIMARY KEY, v text, n int);
 CREATE TABLE t_upd (id int PRIMARY KEY, v text, n int);
+CREATE TABLE t_or (id int PRIMARY KEY, n int NOT NULL, v text);
+ALTER TABLE t_or REPLICA IDENTITY FULL;
+CREATE SCHEMA s2;
+CREATE TABLE s2.t_sch (id int PRIMARY KEY, v text, n int);
 CREATE TABLE p_root (grp int NOT NULL, id int NOT NULL, v text, body text, PRIMARY KEY (grp, id)) PARTITION BY LIST (grp);
 CREATE TABLE p_1 PARTITION OF p_root FOR VALUES IN (1);
 CREATE TABLE p_2 PARTITION OF p_root FOR VALUES IN (2);
@@ -130,16 +137,19 @@ CREATE TABLE q_hi PARTITION OF q_root FOR VALUES FROM (50) TO (MAXVALUE);
 my $src_cols = q{CREATE TABLE t_cols (id int PRIMARY KEY, a text, b text, c int);};
 my $dst_cols = q{CREATE TABLE t_cols (id int PRIMARY KEY, a text, b text DEFAULT 'dest', c int);};
 my @tables = ([ t_def => 'id' ], [ t_types => 'id' ], [ t_full => 'id' ], [ t_idx => 'k1, k2' ], [ t_comp => 'a, b' ], [ t_filt => 'id' ],
-	[ t_cols => 'id' ], [ t_ins => 'id' ], [ t_upd => 'id' ], [ p_root => 'grp, id' ], [ q_root => 'id' ]);
+	[ t_cols => 'id' ], [ t_ins => 'id' ], [ t_upd => 'id' ], [ t_or => 'id' ], [ 's2.t_sch' => 'id' ], [ p_root => 'grp, id' ], [ q_root => 'id' ]);
 # published whole (every row, column and operation): the native database
 # must equal the source there (a check of the harness itself)
-my %whole = map { $_ => 1 } qw(t_def t_types t_full t_idx t_comp p_root q_root);
-my @pubs = qw(pub_main pub_ins pub_upd pub_root pub_leaf);
+my %whole = map { $_ => 1 } qw(t_def t_types t_full t_idx t_comp s2.t_sch p_root q_root);
+my @pubs = qw(pub_main pub_ins pub_upd pub_or_low pub_or_high pub_sch pub_root pub_leaf);
 my $publications = q{
 CREATE PUBLICATION pub_main FOR TABLE t_def, t_types, t_full, t_idx, t_comp, t_filt WHERE (n % 3 <> 0),
   t_cols (id, a, c) WHERE (id % 4 <> 0);
 CREATE PUBLICATION pub_ins FOR TABLE t_ins WITH (publish = 'insert, update');
 CREATE PUBLICATION pub_upd FOR TABLE t_upd WITH (publish = 'update, delete');
+CREATE PUBLICATION pub_or_low FOR TABLE t_or WHERE (n < 10);
+CREATE PUBLICATION pub_or_high FOR TABLE t_or WHERE (n > 20);
+CREATE PUBLICATION pub_sch FOR TABLES IN SCHEMA s2;
 CREATE PUBLICATION pub_root FOR TABLE p_root WITH (publish_via_partition_root = true);
 CREATE PUBLICATION pub_leaf FOR TABLE q_root;
 };
@@ -198,6 +208,8 @@ sub statement
 		cols_upsert => 3, cols_update => 2, cols_hidden => 1, cols_rekey => 2, cols_delete => 1,
 		ins_insert => 3, ins_update => 2, ins_rekey => 1, ins_delete => 1, ins_truncate => 0.1,
 		upd_upsert => 3, upd_update => 2, upd_rekey => 1, upd_delete => 1,
+		or_upsert => 2, or_move => 3, or_rekey => 1, or_delete => 1,
+		sch_upsert => 2, sch_update => 1, sch_delete => 1, sch_truncate => 0.1,
 		p_upsert => 3, p_small => 2, p_move => 2, p_rekey => 1, p_delete => 1, p_truncate => 0.1,
 		q_upsert => 3, q_update => 2, q_move => 2, q_delete => 1, q_truncate => 0.1, q_truncate_leaf => 0.1 });
 	my $id = $r->range(1, 60);
@@ -323,6 +335,22 @@ sub statement
 		  if $kind eq 'upd_rekey';
 		return "DELETE FROM t_upd WHERE id = $id;";
 	}
+	if ($kind =~ /^or_/) {
+		my $n = $r->range(0, 30);
+		return "INSERT INTO t_or VALUES ($id, $n, $v) ON CONFLICT (id) DO UPDATE SET n = EXCLUDED.n, v = EXCLUDED.v;"
+		  if $kind eq 'or_upsert';
+		return "UPDATE t_or SET n = $n WHERE id = $id;" if $kind eq 'or_move';    # in, out of or between the filters
+		return "UPDATE t_or SET id = $to WHERE id = $id AND NOT EXISTS (SELECT 1 FROM t_or x WHERE x.id = $to);"
+		  if $kind eq 'or_rekey';
+		return "DELETE FROM t_or WHERE id = $id;";
+	}
+	if ($kind =~ /^sch_/) {
+		return "INSERT INTO s2.t_sch VALUES ($id, $v, 0) ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = t_sch.n + 1;"
+		  if $kind eq 'sch_upsert';
+		return "UPDATE s2.t_sch SET v = $v, n = n + 1 WHERE id = $id;" if $kind eq 'sch_update';
+		return 'TRUNCATE s2.t_sch;' if $kind eq 'sch_truncate';
+		return "DELETE FROM s2.t_sch WHERE id = $id;";
+	}
 	if ($kind =~ /^p_/) {
 		my ($g, $pid) = ($r->range(1, 4), $r->range(1, 20));
 		my $ng = $r->range(1, 4);
@@ -429,7 +457,14 @@ sub run_seed
 	my $source = new_source("source_$seed");
 	$source->append_conf('postgresql.conf', "logical_decoding_work_mem = 64kB\nmax_wal_senders = 20\nmax_replication_slots = 20\n");
 	$source->restart;
-	my $dest = new_dest("dest_$seed", "cdc.streaming = $streaming\nmax_logical_replication_workers = 6\n");
+	# how the worker groups source transactions and hands changes to the
+	# batch engine (1: change by change)
+	my $srng = $rng->fork('settings');
+	my $group = $srng->pick(1, 3, 1000);
+	my $batch = $srng->pick(1, 7, 1000);
+	diag("seed $seed: cdc.group_max_transactions = $group, cdc.apply_batch_changes = $batch");
+	my $dest = new_dest("dest_$seed", "cdc.streaming = $streaming\nmax_logical_replication_workers = 6\n"
+		  . "cdc.group_max_transactions = $group\ncdc.apply_batch_changes = $batch\n");
 
 	# the rows before the subscriptions: copied by both
 	my $seed_rows = q{
@@ -440,6 +475,8 @@ INSERT INTO t_comp SELECT g, b, g, 'seed', repeat(md5(g::text), 200) FROM genera
 INSERT INTO t_filt SELECT g, g, 'eu', 'seed', repeat(md5(g::text), 200) FROM generate_series(1, 40) g;
 INSERT INTO t_cols SELECT g, 'seed', 'src', g FROM generate_series(1, 40) g;
 INSERT INTO t_upd SELECT g, 'seed', 0 FROM generate_series(1, 30) g;
+INSERT INTO t_or SELECT g, g % 31, 'seed' FROM generate_series(1, 40) g;
+INSERT INTO s2.t_sch SELECT g, 'seed', 0 FROM generate_series(1, 20) g;
 INSERT INTO p_root SELECT g % 4 + 1, g, 'seed', repeat(md5(g::text), 200) FROM generate_series(1, 20) g;
 INSERT INTO q_root SELECT g, 'seed', 0 FROM generate_series(1, 100, 3) g;
 };
