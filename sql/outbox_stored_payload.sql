@@ -1,42 +1,49 @@
 --
--- outbox_stored_payload: the set-based path (cdc_apply_batch(), and the
--- worker, through the same segment code) stores a table outbox's payload
--- printed straight from the applied image (outbox.cpp,
--- StoredPayloadFromImage), without building the jsonb and printing it
--- again.  The text stored in cdc.outbox_rows.payload must be byte for byte
--- what the jsonb path stores: cdc_apply() (one change per call) still
--- builds the jsonb, so the same changes go through both into twin tables,
--- and each stored payload is also checked against PostgreSQL's own
--- to_jsonb() of the final row, printed value by value in jsonb's key
--- order.  Every kind of built-in column the payload is printed for, with
--- edge values: NaN and infinities (numeric, float), -0, exponents, NULLs,
--- strings with quotes, backslashes, control characters and non-ASCII text,
--- infinite dates and timestamps.  Chains of one key inside the batch
--- (update then delete) reuse the payload the update stored.  Targets whose
--- payload is not printed that way (a column without a built-in rendering,
--- member names too long for the dictionary) must store the same too.
--- Tables of this suite are called osp_*.
+-- outbox_stored_payload: a table outbox's payload and entity key are
+-- stored printed straight from the applied image (outbox.cpp,
+-- StoredPayloadFromImage and OutboxEntityKey), without building the jsonb
+-- and printing it again, by cdc_apply() and on the set-based path
+-- (cdc_apply_batch(), and the worker through the same segment code).  The
+-- text stored in cdc.outbox_rows must be byte for byte what the jsonb path
+-- stores: with cdc.direct_writes off the engine takes that path (the
+-- reference, as for its other direct writes), so the same changes go
+-- through the reference (cdc_apply() with the setting off), cdc_apply()
+-- and cdc_apply_batch() into triplet tables, and each stored payload is
+-- also checked against PostgreSQL's own to_jsonb() of the final row,
+-- printed value by value in jsonb's key order.  Every kind of built-in
+-- column the payload is printed for, with edge values: NaN and infinities
+-- (numeric, float), -0, exponents, NULLs, strings with quotes,
+-- backslashes, control characters and non-ASCII text, infinite dates and
+-- timestamps.  Chains of one key inside the batch (update then delete)
+-- reuse the payload the update stored; a composite key's names sort by
+-- length.  Targets whose payload is not printed that way (a column without
+-- a built-in rendering, member names too long for the dictionary) must
+-- store the same too.  Tables of this suite are called osp_*.
 --
 SET TimeZone = 'UTC';
 CREATE TABLE osp_one (id int PRIMARY KEY, b bool, s2 int2, i4 int, i8 int8, n numeric, f4 float4, f8 float8,
                       d date, ts timestamp, tz timestamptz, t text, vc varchar(40), c char(3), u uuid, by bytea,
                       iv interval, ip inet, "Wéird ""name""" text);
 CREATE TABLE osp_bat (LIKE osp_one INCLUDING ALL);
+CREATE TABLE osp_ref (LIKE osp_one INCLUDING ALL);
 -- a column without a built-in rendering (an array goes through to_jsonb)
 CREATE TABLE osp_arr_one (id int PRIMARY KEY, a int[], t text);
 CREATE TABLE osp_arr_bat (LIKE osp_arr_one INCLUDING ALL);
+CREATE TABLE osp_arr_ref (LIKE osp_arr_one INCLUDING ALL);
 -- member names that take more than 320 bytes as a text[]: the payload keeps them
 CREATE TABLE osp_long_one (id int PRIMARY KEY,
   column_with_a_long_name_number_01_abcdefghijklmnopqrstuvwxyz text, column_with_a_long_name_number_02_abcdefghijklmnopqrstuvwxyz text,
   column_with_a_long_name_number_03_abcdefghijklmnopqrstuvwxyz text, column_with_a_long_name_number_04_abcdefghijklmnopqrstuvwxyz text,
   column_with_a_long_name_number_05_abcdefghijklmnopqrstuvwxyz text, column_with_a_long_name_number_06_abcdefghijklmnopqrstuvwxyz int);
 CREATE TABLE osp_long_bat (LIKE osp_long_one INCLUDING ALL);
+CREATE TABLE osp_long_ref (LIKE osp_long_one INCLUDING ALL);
 -- a composite key (names of several lengths, a value to escape): the entity key is printed from the image too
 CREATE TABLE osp_key_one (zz text, a int, "Ké""y" text, v text, PRIMARY KEY (zz, a, "Ké""y"));
 CREATE TABLE osp_key_bat (LIKE osp_key_one INCLUDING ALL);
+CREATE TABLE osp_key_ref (LIKE osp_key_one INCLUDING ALL);
 SELECT count(*) AS mapped FROM (
   SELECT cdc.register_mapping(tbl, outbox => true)
-  FROM unnest('{osp_one,osp_bat,osp_arr_one,osp_arr_bat,osp_long_one,osp_long_bat,osp_key_one,osp_key_bat}'::regclass[]) AS tbl) m;
+  FROM unnest('{osp_one,osp_bat,osp_ref,osp_arr_one,osp_arr_bat,osp_arr_ref,osp_long_one,osp_long_bat,osp_long_ref,osp_key_one,osp_key_bat,osp_key_ref}'::regclass[]) AS tbl) m;
 
 -- the changes, in order: (op, lsn, after-image); "table" is filled in per target
 CREATE TABLE osp_changes (seq int PRIMARY KEY, family text, op text, id int, lsn bigint, after jsonb);
@@ -89,17 +96,21 @@ CREATE FUNCTION osp_event(c osp_changes, tbl text) RETURNS jsonb LANGUAGE sql AS
                             'before', CASE WHEN c.op = 'd' THEN jsonb_build_object('id', c.id) END,
                             'source', jsonb_build_object('name', 'osp', 'schema', 'public', 'table', tbl, 'lsn', c.lsn)) $$;
 
--- one change per call into osp_*one (in order); the same changes of each family in one batch into osp_*bat
+-- one change per call into osp_*ref with cdc.direct_writes off and into osp_*one (in order); the same
+-- changes of each family in one batch into osp_*bat
 CREATE TABLE osp_outcomes (path text, family text, outcomes text);
 DO $$
-DECLARE c osp_changes; fam text; res text;
+DECLARE c osp_changes; fam text; res text; path text;
 BEGIN
   FOR fam IN SELECT DISTINCT family FROM osp_changes ORDER BY 1 LOOP
-    res := '';
-    FOR c IN SELECT * FROM osp_changes WHERE family = fam ORDER BY seq LOOP
-      res := res || cdc_apply(osp_event(c, osp_table(fam, 'one'))) || ' ';
+    FOREACH path IN ARRAY '{ref,one}'::text[] LOOP
+      PERFORM set_config('cdc.direct_writes', (path = 'one')::text, true);
+      res := '';
+      FOR c IN SELECT * FROM osp_changes WHERE family = fam ORDER BY seq LOOP
+        res := res || cdc_apply(osp_event(c, osp_table(fam, path))) || ' ';
+      END LOOP;
+      INSERT INTO osp_outcomes VALUES (path, fam, res);
     END LOOP;
-    INSERT INTO osp_outcomes VALUES ('one', fam, res);
     INSERT INTO osp_outcomes
     SELECT 'bat', fam, string_agg(o, ' ' ORDER BY n) || ' '
     FROM cdc_apply_batch((SELECT jsonb_agg(osp_event(c2, osp_table(fam, 'bat')) ORDER BY c2.seq)
@@ -109,16 +120,17 @@ BEGIN
 END $$;
 SELECT * FROM osp_outcomes ORDER BY family, path;
 
--- the stored payloads, in insertion order per target: equal text on both paths
+SHOW cdc.direct_writes;
+-- the stored payloads and entity keys, in insertion order per target: equal text on the three paths
 CREATE FUNCTION osp_stored(tbl text) RETURNS TABLE (n bigint, op "char", payload text, entity_key text) LANGUAGE sql AS $$
   SELECT row_number() OVER (ORDER BY r.id), r.op, r.payload::text, r.entity_key::text
   FROM cdc.outbox_rows r WHERE r.target = tbl::regclass ORDER BY r.id $$;
-SELECT fam, count(*) AS rows, bool_and(one.op = bat.op) AS same_ops,
-       bool_and(one.payload IS NOT DISTINCT FROM bat.payload) AS same_stored_text,
-       bool_and(one.entity_key IS NOT DISTINCT FROM bat.entity_key) AS same_stored_key
-FROM unnest('{all,arr,key,long}'::text[]) AS fam,
-     LATERAL osp_stored(osp_table(fam, 'one')) one JOIN LATERAL osp_stored(osp_table(fam, 'bat')) bat USING (n)
-GROUP BY fam ORDER BY fam;
+SELECT fam, path, count(*) AS rows, bool_and(ref.op = x.op) AS same_ops,
+       bool_and(ref.payload IS NOT DISTINCT FROM x.payload) AS same_stored_text,
+       bool_and(ref.entity_key IS NOT DISTINCT FROM x.entity_key) AS same_stored_key
+FROM unnest('{all,arr,key,long}'::text[]) AS fam, unnest('{one,bat}'::text[]) AS path,
+     LATERAL osp_stored(osp_table(fam, 'ref')) ref JOIN LATERAL osp_stored(osp_table(fam, path)) x USING (n)
+GROUP BY fam, path ORDER BY fam, path;
 -- what the batch stored, in full (the values array; the names are the dictionary entry's)
 SELECT n, op, payload FROM osp_stored('osp_bat');
 SELECT s.payload_keys FROM cdc.outbox_source s
@@ -143,6 +155,13 @@ FROM (
          (SELECT '[' || string_agg(e.value::text, ',' ORDER BY e.ord) || ']'
           FROM jsonb_each(to_jsonb(x)) WITH ORDINALITY AS e(key, value, ord)) AS expected
   FROM osp_bat x
+  UNION ALL
+  SELECT 'osp_one', (SELECT r.payload::text FROM cdc.outbox_rows r
+                     WHERE r.target = 'osp_one'::regclass AND r.entity_key::jsonb = jsonb_build_object('id', x.id::text)
+                     ORDER BY r.id DESC LIMIT 1),
+         (SELECT '[' || string_agg(e.value::text, ',' ORDER BY e.ord) || ']'
+          FROM jsonb_each(to_jsonb(x)) WITH ORDINALITY AS e(key, value, ord))
+  FROM osp_one x
   UNION ALL
   SELECT 'osp_arr_bat', (SELECT r.payload::text FROM cdc.outbox_rows r
                          WHERE r.target = 'osp_arr_bat'::regclass AND r.entity_key::jsonb = jsonb_build_object('id', x.id::text)

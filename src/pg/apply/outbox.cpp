@@ -951,10 +951,13 @@ bool InsertOutboxRow(const OutboxRow &r);
 
 bool
 WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
-                 std::optional<Datum> jpayload)
+                 std::optional<Datum> jpayload, bool payload_stored, const Image *key_img)
 {
 	size_t position = deferred_outbox != nullptr ? deferred_outbox->position : 0;
-	OutboxRow r = MakeOutboxRow(t, src, op, v, entity_key, std::nullopt, jpayload, position);
+	/* without the stored form, the entity key's text parsed (MakeOutboxRow), as before */
+	std::optional<Datum> ekey = key_img != nullptr ? StoredEntityKey(t, *key_img) : std::nullopt;
+	OutboxRow r = MakeOutboxRow(t, src, op, v, entity_key, ekey, jpayload, position,
+	                            StoredForms{ekey.has_value(), payload_stored});
 	if (deferred_outbox != nullptr) {
 		deferred_outbox->rows.push_back(std::move(r));
 		return false;
@@ -1208,7 +1211,8 @@ StoredPayloadPg(int n, const int *order, const int8_t *kinds, FmgrInfo *const *o
 std::optional<Datum>
 StoredPayloadFromImage(const Target &t, const Image &img)
 {
-	if (t.mapping.outbox_message)
+	/* cdc.direct_writes off: the reference path, the jsonb printed at the insert (regress outbox_stored_payload) */
+	if (t.mapping.outbox_message || !cdc_direct_writes)
 		return std::nullopt;
 	img.RequireComplete();
 	const Target::PayloadPlan &plan = PlanOf(t);
@@ -1251,10 +1255,10 @@ StoredEntityKeyPg(int n, const char *const *names, const char *const *texts)
 	return TakeCompactBufPg(buf->len);
 }
 
-OutboxValue
-OutboxEntityKey(const Target &t, const Image &img)
+std::optional<Datum>
+StoredEntityKey(const Target &t, const Image &img)
 {
-	if (!t.mapping.outbox_message && !t.key.empty()) {
+	if (!t.mapping.outbox_message && cdc_direct_writes && !t.key.empty()) {
 		/* the key columns in jsonb key order (shorter names first, then bytewise; the names are unique) */
 		std::vector<int> order(t.key.begin(), t.key.end());
 		std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -1275,9 +1279,17 @@ OutboxEntityKey(const Target &t, const Image &img)
 		if (complete) {
 			const Datum d = PgCall([&]() { return StoredEntityKeyPg(int(n), names.data(), texts.data()); });
 			if (d != (Datum) 0)
-				return {d, true};
+				return d;
 		}
 	}
+	return std::nullopt;
+}
+
+OutboxValue
+OutboxEntityKey(const Target &t, const Image &img)
+{
+	if (std::optional<Datum> d = StoredEntityKey(t, img))
+		return {*d, true};
 	return {EntityKeyJsonb(t, img), false};
 }
 

@@ -123,21 +123,24 @@ Datum PayloadFromImage(const Target &t, const Image &img, const RunAs &as);
 // PayloadFromImage's jsonb.  nullopt where that form is not made here (an
 // outbox as logical decoding messages, a column without a built-in
 // rendering, no columns, names too long for the entry, a payload text over
-// 128 MB): the caller then uses PayloadFromImage.  Errors as
+// 128 MB), and with cdc.direct_writes off (the reference path, as for the
+// engine's other direct writes): the caller then uses PayloadFromImage.  Errors as
 // PayloadFromImage (54000 for a string jsonb cannot hold).  The Datum is
 // allocated in the current memory context.
 std::optional<Datum> StoredPayloadFromImage(const Target &t, const Image &img);
 // The entity key of `img` for MakeOutboxRow: for a table outbox, in the
 // form cdc.outbox_rows.entity_key stores it (compact JSON text, byte for
 // byte what the insert makes of EntityKeyJsonb's jsonb), printed without
-// the jsonb (`stored` true); otherwise, and for a key column without a
-// value, EntityKeyJsonb (whose errors apply).  In the current memory
+// the jsonb (`stored` true); otherwise (as for the payload, and for a key
+// column without a value), EntityKeyJsonb (whose errors apply).  In the current memory
 // context.
 struct OutboxValue {
 	Datum value;
 	bool stored;
 };
 OutboxValue OutboxEntityKey(const Target &t, const Image &img);
+// The stored form alone: nullopt where OutboxEntityKey would give the jsonb.
+std::optional<Datum> StoredEntityKey(const Target &t, const Image &img);
 // A JSON text as a jsonb Datum (jsonb_in: 22P02 for bad JSON).
 Datum JsonbFromText(const std::string &json);
 // The entity key of `img` as jsonb ({"id": "7"}), equal to
@@ -165,9 +168,13 @@ OutboxRow MakeOutboxRow(const Target &t, const SourceInfo &src, char op, const V
 bool WriteOutbox(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
                  const std::optional<std::string> &payload);
 // The same for a payload that is already jsonb (the row's to_jsonb read
-// back as a Datum: no text in between).
+// back as a Datum: no text in between), or with `payload_stored` the
+// result of StoredPayloadFromImage.  `key_img`: the image whose key
+// columns make `entity_key`, to print its stored form from
+// (StoredEntityKey); without it, or where that form is not made, the text
+// is parsed.
 bool WriteOutboxJsonb(const Target &t, const SourceInfo &src, char op, const Version &v, const std::string &entity_key,
-                      std::optional<Datum> payload);
+                      std::optional<Datum> payload, bool payload_stored = false, const Image *key_img = nullptr);
 // Inserts the queued rows in input order (one statement; ON CONFLICT (ikey,
 // target) DO NOTHING) and counts the inserted ones per target.
 void FlushOutbox(DeferredOutbox &q, std::map<Oid, Counters> &counters);

@@ -567,8 +567,16 @@ ApplyDecided(EntityChange &c, Counters &cnt)
 	}
 	if (!direct)
 		row = MutateTarget(c, !payload_from_image && (handler || outbox_row || partial_stream), handler ? nullptr : &jrow);
-	if (payload_from_image)
-		jrow = PayloadFromImage(t, *c.image, c.as);
+	/* a table outbox's stored form where it can be printed from the image (outbox.hpp), else the jsonb */
+	bool payload_stored = false;
+	if (payload_from_image) {
+		if (std::optional<Datum> stored = StoredPayloadFromImage(t, *c.image)) {
+			jrow = stored;
+			payload_stored = true;
+		} else {
+			jrow = PayloadFromImage(t, *c.image, c.as);
+		}
+	}
 	if (!c.is_delete && !handler)
 		TrimFreedMemory(ReleaseValues(t, *c.image)); /* written (and in the payload): an event-sized value is not held on */
 	if (partial_stream && !row) {
@@ -587,7 +595,8 @@ ApplyDecided(EntityChange &c, Counters &cnt)
 	cnt.applied++;
 	if (c.is_snapshot)
 		cnt.snapshot_rows++;
-	else if (t.mapping.outbox && (jrow ? WriteOutboxJsonb(t, *c.source_info, c.op, c.version, c.entity_key, jrow)
+	else if (t.mapping.outbox && (jrow ? WriteOutboxJsonb(t, *c.source_info, c.op, c.version, c.entity_key, jrow,
+	                                                      payload_stored, c.key_img)
 	                                   : WriteOutbox(t, *c.source_info, c.op, c.version, c.entity_key, row)))
 		cnt.outbox_rows++;
 	return Outcome::Applied;
