@@ -146,30 +146,19 @@ SET IntervalStyle = postgres;
 SET DateStyle = ISO;
 SET bytea_output = hex;
 SET extra_float_digits = 1;
-SELECT tbl, count(*) AS live_rows,
-       bool_and(stored = expected) AS stored_is_to_jsonb_values
-FROM (
-  SELECT 'osp_bat' AS tbl, (SELECT r.payload::text FROM cdc.outbox_rows r
-                            WHERE r.target = 'osp_bat'::regclass AND r.entity_key::jsonb = jsonb_build_object('id', x.id::text)
-                            ORDER BY r.id DESC LIMIT 1) AS stored,
-         (SELECT '[' || string_agg(e.value::text, ',' ORDER BY e.ord) || ']'
-          FROM jsonb_each(to_jsonb(x)) WITH ORDINALITY AS e(key, value, ord)) AS expected
-  FROM osp_bat x
-  UNION ALL
-  SELECT 'osp_one', (SELECT r.payload::text FROM cdc.outbox_rows r
-                     WHERE r.target = 'osp_one'::regclass AND r.entity_key::jsonb = jsonb_build_object('id', x.id::text)
-                     ORDER BY r.id DESC LIMIT 1),
-         (SELECT '[' || string_agg(e.value::text, ',' ORDER BY e.ord) || ']'
-          FROM jsonb_each(to_jsonb(x)) WITH ORDINALITY AS e(key, value, ord))
-  FROM osp_one x
-  UNION ALL
-  SELECT 'osp_arr_bat', (SELECT r.payload::text FROM cdc.outbox_rows r
-                         WHERE r.target = 'osp_arr_bat'::regclass AND r.entity_key::jsonb = jsonb_build_object('id', x.id::text)
-                         ORDER BY r.id DESC LIMIT 1),
-         (SELECT '[' || string_agg(e.value::text, ',' ORDER BY e.ord) || ']'
-          FROM jsonb_each(to_jsonb(x)) WITH ORDINALITY AS e(key, value, ord))
-  FROM osp_arr_bat x) s
-GROUP BY tbl ORDER BY tbl;
+CREATE FUNCTION osp_oracle(tbl regclass) RETURNS TABLE (live_rows bigint, stored_is_to_jsonb_values boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN QUERY EXECUTE format($q$
+    SELECT count(*), bool_and(stored = expected)
+    FROM (SELECT (SELECT r.payload::text FROM cdc.outbox_rows r
+                  WHERE r.target = %1$L::regclass AND r.entity_key::jsonb = jsonb_build_object('id', x.id::text)
+                  ORDER BY r.id DESC LIMIT 1) AS stored,
+                 (SELECT '[' || string_agg(e.value::text, ',' ORDER BY e.ord) || ']'
+                  FROM jsonb_each(to_jsonb(x)) WITH ORDINALITY AS e(key, value, ord)) AS expected
+          FROM %1$s x) s $q$, tbl);
+END $$;
+SELECT tbl, o.* FROM unnest('{osp_arr_bat,osp_bat,osp_one}'::regclass[]) AS tbl, LATERAL osp_oracle(tbl) o;
 -- and the view shows the row: payload = to_jsonb(row) for every live row
 SELECT count(*) AS live_rows, bool_and(o.payload = to_jsonb(x)) AS view_payload_is_the_row
 FROM osp_bat x, LATERAL (SELECT v.payload FROM cdc.outbox v WHERE v.target = 'osp_bat'::regclass

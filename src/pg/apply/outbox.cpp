@@ -682,6 +682,20 @@ PayloadKeysBytes(int n, const int *lens)
 	return bytes;
 }
 
+// Sorts column indexes of `t` in the order jsonb keeps an object's keys
+// (lengthCompareJsonbStringValue: shorter names first, then bytewise); the
+// names are unique, so the order is total.
+static void
+SortByJsonbKeyOrder(const Target &t, std::vector<int> &cols)
+{
+	std::sort(cols.begin(), cols.end(), [&](int a, int b) {
+		const std::string &x = t.columns[size_t(a)].name, &y = t.columns[size_t(b)].name;
+		if (x.size() != y.size())
+			return x.size() < y.size();
+		return std::memcmp(x.data(), y.data(), x.size()) < 0;
+	});
+}
+
 // The payload plan of `t`, worked out on first use (target.hpp).
 static const Target::PayloadPlan &
 PlanOf(const Target &t)
@@ -694,13 +708,7 @@ PlanOf(const Target &t)
 	plan.order.resize(n);
 	for (size_t i = 0; i < n; i++)
 		plan.order[i] = int(i);
-	/* jsonb's key order (lengthCompareJsonbStringValue): shorter first, then bytewise */
-	std::sort(plan.order.begin(), plan.order.end(), [&](int a, int b) {
-		const std::string &x = t.columns[size_t(a)].name, &y = t.columns[size_t(b)].name;
-		if (x.size() != y.size())
-			return x.size() < y.size();
-		return std::memcmp(x.data(), y.data(), x.size()) < 0;
-	});
+	SortByJsonbKeyOrder(t, plan.order);
 	plan.kinds.resize(n);
 	plan.names.resize(n);
 	plan.name_lens.resize(n);
@@ -1261,12 +1269,7 @@ StoredEntityKey(const Target &t, const Image &img)
 	if (!t.mapping.outbox_message && cdc_direct_writes && !t.key.empty()) {
 		/* the key columns in jsonb key order (shorter names first, then bytewise; the names are unique) */
 		std::vector<int> order(t.key.begin(), t.key.end());
-		std::sort(order.begin(), order.end(), [&](int a, int b) {
-			const std::string &x = t.columns[size_t(a)].name, &y = t.columns[size_t(b)].name;
-			if (x.size() != y.size())
-				return x.size() < y.size();
-			return std::memcmp(x.data(), y.data(), x.size()) < 0;
-		});
+		SortByJsonbKeyOrder(t, order);
 		const size_t n = order.size();
 		std::vector<const char *> names(n), texts(n);
 		bool complete = true;
