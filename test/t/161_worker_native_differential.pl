@@ -536,6 +536,11 @@ INSERT INTO r_root SELECT g, 'seed', 'src', 0 FROM generate_series(1, 40) g;
 	# reconciled by the stream, by either subscriber
 	$dest->wait_for_subscription_sync($source, 'nat', 'native');
 	ok(wait_caught_up($source, $dest, 'fz'), "seed $seed: the cdc_apply subscription copied the tables");
+	# until the defect of t_upd is fixed, the worker names the table whose
+	# publications publish updates but not inserts, and no other
+	my @warned = slurp_file($dest->logfile) =~ /publish updates but not inserts of table (\S+)/g;
+	my %warned = map { $_ => 1 } @warned;
+	is(join(',', sort keys %warned), 'public.t_upd', "seed $seed: the worker warned of the table whose inserts are not published");
 
 	# the fixed case of t_upd (publish = 'update, delete'): rows inserted
 	# after the copy (the inserts are not published), then an update, a

@@ -469,6 +469,38 @@ oid_array(const Oid *items, int n)
  * OID is recorded (docs/worker.md, "The subscription's tables"; a copy
  * records it again).  Clears refresh_pending.
  */
+/*
+ * A WARNING for each table whose publications publish its updates but not
+ * its inserts (pgoutput ORs the publish options of the table's
+ * publications).  Such a table's update of a row whose insert was never
+ * sent finds no row here: PostgreSQL's subscriber skips it, the worker
+ * applies it as an upsert and inserts the row (docs/worker.md, "Limits of
+ * this version"; TAP 161).  Until that is fixed the operator is told at
+ * each refresh of the subscription's tables.  Read on the worker's
+ * connection before it streams.
+ */
+static void
+warn_updates_without_inserts(void)
+{
+	PGresult *res = conn_exec(W->conn,
+	                          psprintf("SELECT t.schemaname::pg_catalog.text, t.tablename::pg_catalog.text "
+	                                   "FROM pg_catalog.pg_publication_tables t "
+	                                   "JOIN pg_catalog.pg_publication p ON p.pubname OPERATOR(pg_catalog.=) t.pubname "
+	                                   "WHERE t.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[]) "
+	                                   "GROUP BY 1, 2 HAVING pg_catalog.bool_or(p.pubupdate) AND NOT pg_catalog.bool_or(p.pubinsert) "
+	                                   "ORDER BY 1, 2",
+	                                   W->publications_sql),
+	                          PGRES_TUPLES_OK);
+	for (int i = 0; i < PQntuples(res); i++)
+		ereport(WARNING,
+		        (errmsg("cdc_apply subscription \"%s\": its publications publish updates but not inserts of table %s", W->name,
+		                quote_qualified_identifier(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1))),
+		         errdetail("An update of a row whose insert was not published is applied as an upsert and inserts the row; "
+		                   "PostgreSQL's own subscriber skips it."),
+		         errhint("Publish the table's inserts too, or do not publish its updates (docs/worker.md, \"Limits of this version\").")));
+	PQclear(res);
+}
+
 static void
 refresh_tables(bool copy_data, bool from_scratch, bool at_slot_start)
 {
@@ -502,6 +534,7 @@ refresh_tables(bool copy_data, bool from_scratch, bool at_slot_start)
 	CommitTransactionCommand();
 	W->refresh_pending = false;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": its publications publish %d tables", W->name, n)));
+	warn_updates_without_inserts();
 }
 
 /* The subscription's tables that wait for a copy, as (schema, table) arrays; returns their number. */
