@@ -14,14 +14,16 @@
 -- Per round, every value is created, then updated to another value, every
 -- third row deleted (the reference prints the removed row with to_jsonb,
 -- the batch reuses the payload its update stored), plus chains of one
--- key inside the batch (create, update, delete; create, delete) and a
--- delete of a row that was never there (the before-image is published).
+-- key inside the batch (create, update, delete; create, delete; a
+-- snapshot row, then its delete) and a delete of a row that was never
+-- there (the before-image is published).
 -- Rounds 2-5 repeat the crafted values under session settings other than
 -- the ones payloads are printed with (DateStyle, IntervalStyle,
 -- extra_float_digits, bytea_output) and fixed non-UTC time zones; round 5
 -- runs the reference under round 1's settings and the two others under
 -- round 2's pinned-away settings (same TimeZone: payloads print
--- timestamptz in the session's zone, by design).  The report is one row
+-- timestamptz in the session's zone, by design); round 6 gives the two
+-- paths under test the events as text (the intake's other reader).  The report is one row
 -- per type: stored texts equal to the reference's on both paths, and the
 -- list of differing rows (expected: none).  Tables are called ospf_*.
 --
@@ -206,12 +208,15 @@ BEGIN
     SELECT v.tag, 3, v.i, 'd', NULL, jsonb_build_object('r', rnd, 'id', v.i)
     FROM ospf_vals v WHERE (rnd = 1 OR v.i < 1000) AND v.i % 3 = 0
     UNION ALL
-    -- chains of one key: create, update, delete (id -1); create, delete (id -2); update, delete of a new row (id -3)
+    -- chains of one key: create, update, delete (id -1); create, delete (id -2); update, delete of a new row (id -3);
+    -- a snapshot row, then its delete (id -5: the batch prints the snapshot's image); snapshot, update, delete (id -6)
     SELECT v.tag, 4, 100000 + s.k * 10000 + v.i, s.op,
            CASE WHEN s.op <> 'd' THEN jsonb_build_object('r', rnd, 'id', s.id, 'v', v.v) END,
            CASE WHEN s.op = 'd' THEN jsonb_build_object('r', rnd, 'id', s.id) END
-    FROM ospf_vals v, (VALUES (1, -1, 'c'), (2, -1, 'u'), (3, -1, 'd'), (4, -2, 'c'), (5, -2, 'd'), (6, -3, 'u'), (7, -3, 'd')) s(k, id, op)
-    WHERE v.i = CASE s.k WHEN 1 THEN 1 WHEN 2 THEN 2 WHEN 3 THEN 2 WHEN 4 THEN 3 WHEN 5 THEN 3 ELSE 4 END
+    FROM ospf_vals v, (VALUES (1, -1, 'c', 1), (2, -1, 'u', 2), (3, -1, 'd', 2), (4, -2, 'c', 3), (5, -2, 'd', 3), (6, -3, 'u', 4),
+                              (7, -3, 'd', 4), (8, -5, 'r', 4), (9, -5, 'd', 4), (10, -6, 'r', 1), (11, -6, 'u', 2), (12, -6, 'd', 2))
+                      s(k, id, op, vi)
+    WHERE v.i = s.vi
     UNION ALL
     -- the delete of a row the target never had: the before-image is what is published
     SELECT v.tag, 5, v.i, 'd', NULL, jsonb_build_object('r', rnd, 'id', -4 - v.i, 'v', v.v)
@@ -252,14 +257,15 @@ BEGIN
                           ORDER BY x.i DESC LIMIT 1 OFFSET g.j) AS t2,
                          chr(g.j) || '"\' || chr(127) AS t3) k) e;
 END $$;
-SELECT ospf_round_events(r) FROM generate_series(1, 5) r;
+SELECT ospf_round_events(r) FROM generate_series(1, 6) r;
 SELECT r, count(*) AS events, count(DISTINCT base) AS targets FROM ospf_events GROUP BY r ORDER BY r;
 
--- the session settings of a round and path: round 5 changes only the pinned ones on the two paths under test
+-- the session settings of a round and path: round 5 changes only the pinned ones on the two paths under test;
+-- round 6 has round 1's, and the two paths under test take the events' text (cdc_apply(text), cdc_apply_batch(text))
 CREATE FUNCTION ospf_settings(rnd int, path text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE s text[];
 BEGIN
-  s := CASE WHEN rnd = 1 OR (rnd = 5 AND path = 'ref') THEN '{UTC,"ISO, MDY",postgres,1,hex}'::text[]
+  s := CASE WHEN rnd IN (1, 6) OR (rnd = 5 AND path = 'ref') THEN '{UTC,"ISO, MDY",postgres,1,hex}'::text[]
             WHEN rnd = 2 THEN '{Asia/Kathmandu,"SQL, DMY",sql_standard,0,escape}'
             WHEN rnd = 3 THEN '{America/St_Johns,"Postgres, YMD",iso_8601,3,escape}'
             WHEN rnd = 4 THEN '{Pacific/Chatham,"German, DMY",postgres_verbose,-15,hex}'
@@ -278,22 +284,31 @@ CREATE FUNCTION ospf_event(e ospf_events, path text) RETURNS jsonb LANGUAGE sql 
 DO $$
 DECLARE rnd int; b text; p text; e ospf_events; res text;
 BEGIN
-  FOR rnd IN 1..5 LOOP
+  FOR rnd IN 1..6 LOOP
     FOR b IN SELECT DISTINCT base FROM ospf_events ORDER BY 1 LOOP
       FOREACH p IN ARRAY '{ref,one}'::text[] LOOP
         PERFORM ospf_settings(rnd, p);
         res := '';
         FOR e IN SELECT * FROM ospf_events WHERE base = b AND r = rnd ORDER BY seq LOOP
-          res := res || left(cdc_apply(ospf_event(e, p)), 1);
+          res := res || left(CASE WHEN rnd = 6 AND p = 'one' THEN cdc_apply(ospf_event(e, p)::text)
+                                  ELSE cdc_apply(ospf_event(e, p)) END, 1);
         END LOOP;
         INSERT INTO ospf_outcomes VALUES (b, rnd, p, res);
       END LOOP;
       PERFORM ospf_settings(rnd, 'bat');
-      INSERT INTO ospf_outcomes
-      SELECT b, rnd, 'bat', string_agg(left(o, 1), '' ORDER BY n)
-      FROM cdc_apply_batch((SELECT jsonb_agg(ospf_event(e2, 'bat') ORDER BY e2.seq)
-                            FROM ospf_events e2 WHERE e2.base = b AND e2.r = rnd), with_outcomes => true) x,
-           unnest(x.outcomes) WITH ORDINALITY AS u(o, n);
+      IF rnd < 6 THEN
+        INSERT INTO ospf_outcomes
+        SELECT b, rnd, 'bat', string_agg(left(o, 1), '' ORDER BY n)
+        FROM cdc_apply_batch((SELECT jsonb_agg(ospf_event(e2, 'bat') ORDER BY e2.seq)
+                              FROM ospf_events e2 WHERE e2.base = b AND e2.r = rnd), with_outcomes => true) x,
+             unnest(x.outcomes) WITH ORDINALITY AS u(o, n);
+      ELSE
+        INSERT INTO ospf_outcomes
+        SELECT b, rnd, 'bat', string_agg(left(o, 1), '' ORDER BY n)
+        FROM cdc_apply_batch((SELECT jsonb_agg(ospf_event(e2, 'bat') ORDER BY e2.seq)::text
+                              FROM ospf_events e2 WHERE e2.base = b AND e2.r = rnd), with_outcomes => true) x,
+             unnest(x.outcomes) WITH ORDINALITY AS u(o, n);
+      END IF;
     END LOOP;
   END LOOP;
 END $$;
