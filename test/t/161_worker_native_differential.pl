@@ -44,14 +44,13 @@
 #           stops on a unique violation otherwise)
 #   t_upd   publish = 'update, delete': rows inserted after the copy never
 #           reach a destination, and their updates and deletes find no row
-#           there.  FAILS (an open defect, docs/worker.md "Limits of this
-#           version"): PostgreSQL's subscriber skips such an update ("did
-#           not find row to be updated"), the worker applies it as an
-#           upsert (docs/semantics.md rule 8) and inserts the row, or for
-#           a key change inserts the new key: the destination holds rows
-#           the publication never published.  The random workload meets
-#           it with every seed; a fixed case (keys above 100, before the
-#           random rounds) shows it alone
+#           there: PostgreSQL's subscriber skips such an update ("did
+#           not find row to be updated"), and so does the worker for such
+#           tables (docs/worker.md, "The publications' scope").  Before,
+#           the worker applied it as an upsert (docs/semantics.md rule 8)
+#           and inserted the row, or for a key change the new key, with
+#           every seed; a fixed case (keys above 100, before the random
+#           rounds) shows it alone
 #   t_or    two publications with row filters on a non-key column
 #           (combined with OR by both subscribers), REPLICA IDENTITY FULL
 #   s2.t_sch published by FOR TABLES IN SCHEMA s2
@@ -536,11 +535,6 @@ INSERT INTO r_root SELECT g, 'seed', 'src', 0 FROM generate_series(1, 40) g;
 	# reconciled by the stream, by either subscriber
 	$dest->wait_for_subscription_sync($source, 'nat', 'native');
 	ok(wait_caught_up($source, $dest, 'fz'), "seed $seed: the cdc_apply subscription copied the tables");
-	# until the defect of t_upd is fixed, the worker names the table whose
-	# publications publish updates but not inserts, and no other
-	my @warned = slurp_file($dest->logfile) =~ /publish updates but not inserts of table (\S+)/g;
-	my %warned = map { $_ => 1 } @warned;
-	is(join(',', sort keys %warned), 'public.t_upd', "seed $seed: the worker warned of the table whose inserts are not published");
 
 	# the fixed case of t_upd (publish = 'update, delete'): rows inserted
 	# after the copy (the inserts are not published), then an update, a
@@ -601,25 +595,16 @@ DELETE FROM t_upd WHERE id = 103;
 	ok(wait_caught_up($source, $dest, 'fz', $lsn), "seed $seed: the cdc_apply subscription caught up to $lsn");
 	my $fixed = q{SELECT x::text FROM t_upd x WHERE id > 100 ORDER BY id};
 	is($dest->safe_psql('native', $fixed), '', "seed $seed: t_upd fixed case: native skipped the update and the key change of rows it does not have");
-	# The open defect of t_upd (docs/worker.md, "Limits of this version":
-	# an update of a row whose insert was not published is applied as an
-	# upsert).  Its assertions run and print their result, marked TODO so
-	# that the known failure does not hide a new one in the other tables;
-	# when the defect is fixed they pass ("unexpectedly succeeded") and the
-	# TODO goes.
-	my $todo_upd = 'open defect: publish without insert (docs/worker.md, "Limits of this version")';
-	TODO: {
-		local $TODO = $todo_upd;
-		is($dest->safe_psql('postgres', $fixed), $dest->safe_psql('native', $fixed),
-			"seed $seed: t_upd fixed case: cdc_apply, like native, does not insert rows whose insert was not published");
-	}
+	# t_upd (publish = 'update, delete'): an update of a row whose insert
+	# was not published applies only where the destination has the row
+	# (docs/worker.md, "Updates of a table whose inserts are not
+	# published"); before, the worker applied it as an upsert
+	is($dest->safe_psql('postgres', $fixed), $dest->safe_psql('native', $fixed),
+		"seed $seed: t_upd fixed case: cdc_apply, like native, does not insert rows whose insert was not published");
 	for my $t (@tables) {
 		my ($table, $key, $src_cols) = @$t;
 		my $native = rows_of($dest, 'native', $table, $key);
-		TODO: {
-			local $TODO = $table eq 't_upd' ? $todo_upd : undef;
-			same_rows(rows_of($dest, 'postgres', $table, $key), $native, "seed $seed: $table: cdc_apply equals native", 'cdc', 'native');
-		}
+		same_rows(rows_of($dest, 'postgres', $table, $key), $native, "seed $seed: $table: cdc_apply equals native", 'cdc', 'native');
 		same_rows(rows_of($dest, 'native', $table, $key, $src_cols), rows_of($source, 'postgres', $table, $key, $src_cols),
 			"seed $seed: $table: native equals the source (harness check)",
 			'native', 'source')

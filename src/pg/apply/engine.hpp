@@ -160,6 +160,13 @@ class ApplyEngine final : private ContextSource {
 	// logical replication target relation").  The caller applies what it
 	// has queued first.  Errors of the key's conversion as for ApplyChange.
 	void RequireRowAtKey(Oid relid, const RawImage &after, const std::string &column);
+	// Whether the target `relid` has a row at the key of `img` (`which`:
+	// "before" or "after", for error messages), read as the target's
+	// statements run.  For the worker's updates of a table whose inserts
+	// are not published (docs/worker.md, "Updates of a table whose inserts
+	// are not published"); the caller applies what it has queued first.
+	// Errors of the key's conversion as for ApplyChange.
+	bool HasRowAtKey(Oid relid, const RawImage &img, const char *which);
 
 	// The name of another subscription of this database (not
 	// `subscription`) of the source cluster `system_id` (or of one not

@@ -755,6 +755,15 @@ ApplyEngine::RequireRowAtKey(Oid relid, const RawImage &after, const std::string
 	     "then let the worker retry, or repair the row and skip the transaction (cdc.skip_transaction).");
 }
 
+bool
+ApplyEngine::HasRowAtKey(Oid relid, const RawImage &img, const char *which)
+{
+	const Target &t = LoadTarget(relid);
+	const RunAs &as = Authorize(t);
+	Image key = ConvertImage(t, img, which, as, true);
+	return SelectRowImage(t, key, as).has_value();
+}
+
 std::optional<std::string>
 ApplyEngine::OtherSubscriptionWriting(Oid relid, const std::string &subscription, const std::string &system_id)
 {

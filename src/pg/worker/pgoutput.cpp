@@ -241,6 +241,19 @@ StampNextChange(ChangeRequest &req, const LogicalRepRelation *rel, Oid truncate_
 	dk.append(W->dk_prefix, prefix_len).append(pos, size_t(pos_end - pos));
 }
 
+// Applies the changes queued so far, before a change is checked against
+// the destination's rows.
+void
+ApplyQueuedBeforeCheck()
+{
+	if (W->engine->QueuedChanges() == 0)
+		return;
+	clear_cur_table(); /* the queue spans tables: the engine's context names the change's table */
+	LogQueue("inside source transaction " + std::to_string(W->xid) + ", before an update to check");
+	W->engine->ApplyQueued();
+	W->queue_spans = false;
+}
+
 // An update of a source table whose replica identity does not carry every
 // key column of the destination (REPLICA IDENTITY USING INDEX on other
 // columns, or a destination keyed otherwise): the old key is never sent, so
@@ -268,19 +281,49 @@ GuardKeyOutsideIdentity(const LogicalRepRelation *rel, const ChangeRequest &req)
 	std::optional<std::string> column = W->engine->KeyColumnOutsideIdentity(req.target, *identity);
 	if (!column || !req.after)
 		return;
-	if (W->engine->QueuedChanges() > 0) {
-		clear_cur_table(); /* the queue spans tables: the engine's context names the change's table */
-		LogQueue("inside source transaction " + std::to_string(W->xid) + ", before an update to check");
-		W->engine->ApplyQueued();
-		W->queue_spans = false;
-	}
+	ApplyQueuedBeforeCheck();
 	W->engine->RequireRowAtKey(req.target, *req.after, *column);
+}
+
+// An update of a table whose publications publish no inserts of it
+// (RelEntry::updates_need_row): applied only where the destination has the
+// row it changes, as PostgreSQL's subscriber applies an update
+// (apply_handle_update skips one that finds no row, with a DEBUG1
+// message).  A row inserted on the source after the copy never reached
+// the destination, and the update, applied as an upsert, would insert it,
+// or a key change would insert the new key (TAP 161).  The row is looked
+// up at the old key where the old tuple carries the destination's key (a
+// key change, REPLICA IDENTITY FULL), else at the new image's, after the
+// queued changes are applied.  False: the update is not applied.
+bool
+UpdateFindsRow(const LogicalRepRelation *rel, const ChangeRequest &req)
+{
+	bool at_old_key = false;
+	if (req.before) {
+		at_old_key = rel->replident == REPLICA_IDENTITY_FULL;
+		if (!at_old_key) {
+			std::vector<std::string> identity;
+			for (int i = 0; i < rel->natts; i++)
+				if (bms_is_member(i, rel->attkeys))
+					identity.emplace_back(rel->attnames[i]);
+			at_old_key = !W->engine->KeyColumnOutsideIdentity(req.target, identity).has_value();
+		}
+	}
+	if (!at_old_key && !req.after)
+		return true;
+	ApplyQueuedBeforeCheck();
+	if (W->engine->HasRowAtKey(req.target, at_old_key ? *req.before : *req.after, at_old_key ? "before" : "after"))
+		return true;
+	ereport(DEBUG1, (errmsg("cdc_apply subscription \"%s\": update of %s.%s at %X/%X not applied: its publications publish "
+	                        "no inserts of the table and the destination has no row for it",
+	                        W->name, rel->nspname, rel->relname, CDC_LSN_ARGS(W->final_lsn))));
+	return false;
 }
 
 // Applies one decoded pgoutput change through the engine.
 void
 ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldtup, char old_kind,
-           const LogicalRepTupleData *newtup)
+           const LogicalRepTupleData *newtup, bool updates_need_row = false)
 {
 	ChangeRequest req;
 	req.target = W->engine->ResolveSourceTable(W->name, rel->nspname, rel->relname, true);
@@ -289,6 +332,10 @@ ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldt
 		req.after = TupleImage(rel, newtup, false);
 	if (oldtup)
 		req.before = TupleImage(rel, oldtup, old_kind == 'K');
+	if (op == Op::Update && updates_need_row && !UpdateFindsRow(rel, req)) {
+		StampNextChange(req, rel, InvalidOid); /* its position taken, as for an applied change */
+		return;
+	}
 	if (op == Op::Update)
 		GuardKeyOutsideIdentity(rel, req);
 	StampNextChange(req, rel, InvalidOid);
@@ -452,6 +499,7 @@ handle_relation(StringInfo s)
 	e->table_state = t ? t->state : TABLE_UNKNOWN;
 	e->sync_lsn = t ? t->sync_lsn : InvalidXLogRecPtr;
 	e->source_relid = t ? t->source_relid : InvalidOid;
+	e->updates_need_row = t ? t->updates_need_row : false;
 	MemoryContextSwitchTo(old);
 }
 
@@ -542,7 +590,7 @@ handle_change(char action, StringInfo s)
 		RelEntry *e = sent_change_relation(relid);
 		if (relation_skipped(e))
 			return;
-		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Update, has_old ? &oldtup : NULL, kind, &newtup); });
+		cdc::pg::RunCpp([&]() { ApplyTuple(e->rel, Op::Update, has_old ? &oldtup : NULL, kind, &newtup, e->updates_need_row); });
 		break;
 	}
 	case 'D': {

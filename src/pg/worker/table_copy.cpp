@@ -469,38 +469,6 @@ oid_array(const Oid *items, int n)
  * OID is recorded (docs/worker.md, "The subscription's tables"; a copy
  * records it again).  Clears refresh_pending.
  */
-/*
- * A WARNING for each table whose publications publish its updates but not
- * its inserts (pgoutput ORs the publish options of the table's
- * publications).  Such a table's update of a row whose insert was never
- * sent finds no row here: PostgreSQL's subscriber skips it, the worker
- * applies it as an upsert and inserts the row (docs/worker.md, "Limits of
- * this version"; TAP 161).  Until that is fixed the operator is told at
- * each refresh of the subscription's tables.  Read on the worker's
- * connection before it streams.
- */
-static void
-warn_updates_without_inserts(void)
-{
-	PGresult *res = conn_exec(W->conn,
-	                          psprintf("SELECT t.schemaname::pg_catalog.text, t.tablename::pg_catalog.text "
-	                                   "FROM pg_catalog.pg_publication_tables t "
-	                                   "JOIN pg_catalog.pg_publication p ON p.pubname OPERATOR(pg_catalog.=) t.pubname "
-	                                   "WHERE t.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[]) "
-	                                   "GROUP BY 1, 2 HAVING pg_catalog.bool_or(p.pubupdate) AND NOT pg_catalog.bool_or(p.pubinsert) "
-	                                   "ORDER BY 1, 2",
-	                                   W->publications_sql),
-	                          PGRES_TUPLES_OK);
-	for (int i = 0; i < PQntuples(res); i++)
-		ereport(WARNING,
-		        (errmsg("cdc_apply subscription \"%s\": its publications publish updates but not inserts of table %s", W->name,
-		                quote_qualified_identifier(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1))),
-		         errdetail("An update of a row whose insert was not published is applied as an upsert and inserts the row; "
-		                   "PostgreSQL's own subscriber skips it."),
-		         errhint("Publish the table's inserts too, or do not publish its updates (docs/worker.md, \"Limits of this version\").")));
-	PQclear(res);
-}
-
 static void
 refresh_tables(bool copy_data, bool from_scratch, bool at_slot_start)
 {
@@ -534,7 +502,6 @@ refresh_tables(bool copy_data, bool from_scratch, bool at_slot_start)
 	CommitTransactionCommand();
 	W->refresh_pending = false;
 	ereport(LOG, (errmsg("cdc_apply subscription \"%s\": its publications publish %d tables", W->name, n)));
-	warn_updates_without_inserts();
 }
 
 /* The subscription's tables that wait for a copy, as (schema, table) arrays; returns their number. */
@@ -826,6 +793,36 @@ table_key(char *key, const char *schema, const char *table)
 	snprintf(key, sizeof(((TableState *) 0)->key), "%s.%s", quote_identifier(schema), quote_identifier(table));
 }
 
+/*
+ * Marks the subscription's tables whose publications publish no inserts of
+ * them (pgoutput ORs the publish options of a table's publications; the
+ * names are those pgoutput sends: the root with
+ * publish_via_partition_root).  A row inserted on the source after the
+ * copy never reaches the destination, and PostgreSQL's subscriber skips
+ * its later updates, which find no row; the worker, which applies an
+ * update as an upsert, would insert it (found by TAP 161).  Read on the
+ * worker's connection at each start, before it streams: a publication
+ * altered while the worker streams counts from the next start.
+ */
+static void
+mark_tables_without_inserts(void)
+{
+	PGresult *res = conn_exec(W->conn,
+	                          psprintf("SELECT t.schemaname::pg_catalog.text, t.tablename::pg_catalog.text "
+	                                   "FROM pg_catalog.pg_publication_tables t "
+	                                   "JOIN pg_catalog.pg_publication p ON p.pubname OPERATOR(pg_catalog.=) t.pubname "
+	                                   "WHERE t.pubname OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::pg_catalog.name[]) "
+	                                   "GROUP BY 1, 2 HAVING NOT pg_catalog.bool_or(p.pubinsert)",
+	                                   W->publications_sql),
+	                          PGRES_TUPLES_OK);
+	for (int i = 0; i < PQntuples(res); i++) {
+		TableState *t = find_table_state(PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+		if (t != NULL)
+			t->updates_need_row = true;
+	}
+	PQclear(res);
+}
+
 void
 load_table_states(void)
 {
@@ -858,11 +855,13 @@ load_table_states(void)
 		t->sync_lsn = lsn ? DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(lsn))) : InvalidXLogRecPtr;
 		char *relid = SPI_getvalue(tup, desc, 5);
 		t->source_relid = relid ? (Oid) strtoul(relid, NULL, 10) : InvalidOid;
+		t->updates_need_row = false;
 	}
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	W->relids_learnt = false;
+	mark_tables_without_inserts();
 }
 
 /*

@@ -42,6 +42,7 @@ typedef struct RelEntry {
 	XLogRecPtr sync_lsn;      /* TABLE_READY: changes committed before it are in its copy */
 	Oid source_relid;         /* TABLE_READY: the source relation it was copied from (InvalidOid: not recorded) */
 	bool warned;              /* the warning about its unapplied changes was logged */
+	bool updates_need_row;    /* TableState::updates_need_row, read at its RELATION message */
 } RelEntry;
 
 typedef struct FlushPosition {
@@ -307,6 +308,12 @@ typedef struct TableState {
 	XLogRecPtr sync_lsn;
 	Oid source_relid; /* the source's OID of the table when it was copied (or learnt); InvalidOid: not recorded */
 	bool learnt;      /* source_relid learnt from the stream, not saved yet */
+	/*
+	 * Its publications publish no inserts of it (read from the source at
+	 * each start, load_table_states): an update applies only where the
+	 * destination has the row, as PostgreSQL's subscriber applies it.
+	 */
+	bool updates_need_row;
 	char schema[NAMEDATALEN];
 	char table[NAMEDATALEN];
 } TableState;
