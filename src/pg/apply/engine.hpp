@@ -163,8 +163,8 @@ class ApplyEngine final : private ContextSource {
 	// Whether the target `relid` has a row at the key of `img` (`which`:
 	// "before" or "after", for error messages), read as the target's
 	// statements run.  For the worker's updates of a table whose inserts
-	// are not published (docs/worker.md, "Updates of a table whose inserts
-	// are not published"); the caller applies what it has queued first.
+	// are not published (docs/worker.md, "The publications' scope", the
+	// operations); the caller applies what it has queued first.
 	// Errors of the key's conversion as for ApplyChange.
 	bool HasRowAtKey(Oid relid, const RawImage &img, const char *which);
 

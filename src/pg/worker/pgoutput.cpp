@@ -314,9 +314,11 @@ UpdateFindsRow(const LogicalRepRelation *rel, const ChangeRequest &req)
 	ApplyQueuedBeforeCheck();
 	if (W->engine->HasRowAtKey(req.target, at_old_key ? *req.before : *req.after, at_old_key ? "before" : "after"))
 		return true;
-	ereport(DEBUG1, (errmsg("cdc_apply subscription \"%s\": update of %s.%s at %X/%X not applied: its publications publish "
-	                        "no inserts of the table and the destination has no row for it",
-	                        W->name, rel->nspname, rel->relname, CDC_LSN_ARGS(W->final_lsn))));
+	cdc::pg::PgCall([&]() {
+		ereport(DEBUG1, (errmsg("cdc_apply subscription \"%s\": update of %s.%s at %X/%X not applied: its publications "
+		                        "publish no inserts of the table and the destination has no row for it",
+		                        W->name, rel->nspname, rel->relname, CDC_LSN_ARGS(W->final_lsn))));
+	});
 	return false;
 }
 
