@@ -254,6 +254,17 @@ ApplyQueuedBeforeCheck()
 	W->queue_spans = false;
 }
 
+// The names of `rel`'s replica identity columns, as its RELATION message
+// flags them, into `out` (cleared first).
+void
+ReplicaIdentityColumns(const LogicalRepRelation *rel, std::vector<std::string> &out)
+{
+	out.clear();
+	for (int i = 0; i < rel->natts; i++)
+		if (bms_is_member(i, rel->attkeys))
+			out.emplace_back(rel->attnames[i]);
+}
+
 // An update of a source table whose replica identity does not carry every
 // key column of the destination (REPLICA IDENTITY USING INDEX on other
 // columns, or a destination keyed otherwise): the old key is never sent, so
@@ -274,10 +285,7 @@ GuardKeyOutsideIdentity(const LogicalRepRelation *rel, const ChangeRequest &req)
 	 * never destroyed, as WorkerBufferPool's pool
 	 */
 	static std::vector<std::string> *identity = new std::vector<std::string>();
-	identity->clear();
-	for (int i = 0; i < rel->natts; i++)
-		if (bms_is_member(i, rel->attkeys))
-			identity->emplace_back(rel->attnames[i]);
+	ReplicaIdentityColumns(rel, *identity);
 	std::optional<std::string> column = W->engine->KeyColumnOutsideIdentity(req.target, *identity);
 	if (!column || !req.after)
 		return;
@@ -303,9 +311,7 @@ UpdateFindsRow(const LogicalRepRelation *rel, const ChangeRequest &req)
 		at_old_key = rel->replident == REPLICA_IDENTITY_FULL;
 		if (!at_old_key) {
 			std::vector<std::string> identity;
-			for (int i = 0; i < rel->natts; i++)
-				if (bms_is_member(i, rel->attkeys))
-					identity.emplace_back(rel->attnames[i]);
+			ReplicaIdentityColumns(rel, identity);
 			at_old_key = !W->engine->KeyColumnOutsideIdentity(req.target, identity).has_value();
 		}
 	}
