@@ -730,6 +730,8 @@ PlanOf(const Target &t)
 	if (plan.storable)
 		for (size_t j = 0; j < n; j++)
 			plan.stored_keys.emplace_back(plan.names[j], size_t(plan.name_lens[j]));
+	plan.key_order.assign(t.key.begin(), t.key.end());
+	SortByJsonbKeyOrder(t, plan.key_order);
 	plan.built_for = &t;
 	return plan;
 }
@@ -1175,6 +1177,21 @@ AppendJsonbScalarPg(StringInfo out, const JsonbValue &v, bool terminated)
 constexpr int kMaxStoredPayloadBytes = 128 * 1024 * 1024;
 
 /*
+ * Whether the stored text being printed in `buf` (compact_json_buf) has
+ * passed kMaxStoredPayloadBytes: then the buffer is released and the
+ * caller falls back to the jsonb path, whose own size errors apply.
+ * PostgreSQL regime.
+ */
+static bool
+StoredTextTooLargePg(StringInfo buf)
+{
+	if (buf->len <= kMaxStoredPayloadBytes)
+		return false;
+	ReleaseLargeCompactBufPg();
+	return true;
+}
+
+/*
  * StoredPayloadFromImage's text: "[" the values in key order "]", each as
  * JsonbToCString prints the value ImageJsonbFastPg would put in the
  * object, which is what CompactJsonPg(that jsonb, true) leaves of
@@ -1207,10 +1224,8 @@ StoredPayloadPg(int n, const int *order, const int8_t *kinds, FmgrInfo *const *o
 		else
 			PayloadValuePg(v, kind, outs[j], cell.value);
 		AppendJsonbScalarPg(buf, v, kind != kPayloadText);
-		if (buf->len > kMaxStoredPayloadBytes) {
-			ReleaseLargeCompactBufPg();
+		if (StoredTextTooLargePg(buf))
 			return (Datum) 0;
-		}
 	}
 	appendStringInfoChar(buf, ']');
 	return TakeCompactBufPg(buf->len);
@@ -1254,10 +1269,8 @@ StoredEntityKeyPg(int n, const char *const *names, const char *const *texts)
 		escape_json(buf, names[j]);
 		appendStringInfoChar(buf, ':');
 		escape_json(buf, texts[j]);
-		if (buf->len > kMaxStoredPayloadBytes) {
-			ReleaseLargeCompactBufPg();
+		if (StoredTextTooLargePg(buf))
 			return (Datum) 0;
-		}
 	}
 	appendStringInfoChar(buf, '}');
 	return TakeCompactBufPg(buf->len);
@@ -1267,9 +1280,8 @@ std::optional<Datum>
 StoredEntityKey(const Target &t, const Image &img)
 {
 	if (!t.mapping.outbox_message && cdc_direct_writes && !t.key.empty()) {
-		/* the key columns in jsonb key order (shorter names first, then bytewise; the names are unique) */
-		std::vector<int> order(t.key.begin(), t.key.end());
-		SortByJsonbKeyOrder(t, order);
+		/* the key columns in jsonb key order, worked out once per cached target (PlanOf) */
+		const std::vector<int> &order = PlanOf(t).key_order;
 		const size_t n = order.size();
 		std::vector<const char *> names(n), texts(n);
 		bool complete = true;

@@ -166,6 +166,9 @@ struct Target {
 		// `stored_keys` are those names, in key order.
 		bool storable = false;
 		std::vector<std::string> stored_keys;
+		// The key columns (indexes into columns) in jsonb key order: the
+		// order StoredEntityKey prints the outbox's entity key in.
+		std::vector<int> key_order;
 	};
 	mutable PayloadPlan payload_plan;
 };
