@@ -23,7 +23,7 @@ SELECT pg_stat_force_next_flush();
 \if :dw
 SELECT * FROM ifr_writes(:'tbl');
 \endif
-\echo R4 op c for keys with live records (1 and 7): looked up and updated (direct writes: two look-ups)
+\echo R4 op c for keys with live records (1 and 7): found and updated (direct writes: at the location this session last saw their rows, no index look-up: cdc.row_location_cache)
 SELECT applied, duplicate, stale FROM cdc_apply_batch(jsonb_build_array(ifr_ev('c',1,'c1',300), ifr_ev('c',7,'c7',300)), :'tbl'::regclass);
 SELECT pg_stat_force_next_flush();
 \if :dw

@@ -62,6 +62,7 @@ int cdc_audit_max_rows_per_second = 0; /* cdc.audit_max_rows_per_second: 0 = no 
  * ------------------------------------------------------------------------ */
 
 bool cdc_direct_writes = true; /* cdc.direct_writes: the engine's rows through the executor where it is the same */
+int cdc_row_location_cache = 2048; /* cdc.row_location_cache, kB: where each key's row was last seen, per backend */
 
 namespace {
 
@@ -77,6 +78,13 @@ DefineEngineSettings()
 	                         "and differential tests); under REPEATABLE READ or SERIALIZABLE the claim and the entity "
 	                         "records always use the statements.",
 	                         &cdc_direct_writes, true, PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomIntVariable("cdc.row_location_cache",
+	                        "Memory a backend uses to remember where the apply engine last found each key's row (0: none).",
+	                        "A look-up of a key's row (a target row, an entity record) first fetches the heap tuple at the "
+	                        "remembered location and takes it only if it is visible, not being written, and has the key; "
+	                        "otherwise, and without the memory, it descends the key's index. 16 bytes per remembered key "
+	                        "(docs/internals.md, \"Rows found where they were last seen\").",
+	                        &cdc_row_location_cache, 2048, 0, 1024 * 1024, PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
 }
 
 void

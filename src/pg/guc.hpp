@@ -52,6 +52,7 @@ extern int cdc_plan_cache_size;
 
 /* the apply engine (docs/internals.md, "Writes without SQL") */
 extern bool cdc_direct_writes;
+extern int cdc_row_location_cache; /* kB; 0 = off (table_write.cpp, RowLocationsPg) */
 
 /* the replay horizon (docs/retention.md) */
 extern int cdc_replay_horizon;

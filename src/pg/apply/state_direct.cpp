@@ -352,10 +352,16 @@ InsertEntityRecordsDirectPg(Oid target, int n, const EntityKeyRef *keys, const E
 	 * Keys that had no record when they were looked up (locked): another
 	 * record of one is rare (a concurrent first writer), so no pre-check.
 	 */
-	InsertRowsPg(&w, n, pkey, /* precheck */ false, inserted, [&](TupleTableSlot *slot, int i) {
-		FillEntityRow(slot, attno, target, PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len)),
-		              &rows[i]);
-	});
+	/* where each record went in, for its next look-up (FindRowPg) */
+	RowLocationKeys remember;
+	BeginRowLocationKeysPg(rel, OpenedIndexPg(&w, pkey), &remember);
+	InsertRowsPg(
+	    &w, n, pkey, /* precheck */ false, inserted,
+	    [&](TupleTableSlot *slot, int i) {
+		    FillEntityRow(slot, attno, target, PointerGetDatum(cstring_to_text_with_len(keys[i].data, keys[i].len)),
+		                  &rows[i]);
+	    },
+	    &remember);
 	EndExecWritePg(&w);
 	table_close(rel, NoLock);
 	return 1;

@@ -9,7 +9,10 @@
 #include "pg/apply/target.hpp"
 #include "pg/guc.hpp"
 
+#include "core/location_cache.hpp"
+
 #include <memory>
+#include <new>
 
 extern "C" {
 #include "access/genam.h"
@@ -19,13 +22,17 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_index.h"
+#include "common/hashfn.h"
 #include "executor/executor.h"
 #include "executor/nodeModifyTable.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -162,10 +169,10 @@ PrepareRowForWritePg(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot, C
  * EvalPlanQual would follow the row; the caller looks the key up again).
  */
 bool
-UpdateFoundRowPg(ResultRelInfo *rri, EState *estate, TupleTableSlot *found, TupleTableSlot *slot)
+UpdateFoundRowPg(ResultRelInfo *rri, EState *estate, TupleTableSlot *found, TupleTableSlot *slot, bool *moved)
 {
 	PrepareRowForWritePg(rri, estate, slot, CMD_UPDATE);
-	return UpdateRowAtPg(rri, estate, &found->tts_tid, slot);
+	return UpdateRowAtPg(rri, estate, &found->tts_tid, slot, moved);
 }
 
 /* The DELETE of the row `found`, as ExecSimpleRelationDelete makes it without triggers; false as above. */
@@ -353,12 +360,25 @@ UpsertRowsDirectPg(Oid relid, const AttrNumber *key, int nkey, const AttrNumber 
 				     RelationGetRelationName(rel), nrows);
 			}
 		}
+		/*
+		 * Where the row is now, for the key's next look-up: an inserted row,
+		 * or a new version with index entries of its own (after a HOT
+		 * update the key's index entry, and what is remembered, still point
+		 * to the chain's root).
+		 */
+		bool moved = false;
 		if (!inserted)
 			for (;;) {
-				if (FindRowPg(&tw.finder, newslot, localslot) ? UpdateFoundRowPg(rri, estate, localslot, newslot)
-				                                               : InsertMissingRowPg(&tw.w, tw.index, newslot))
+				if (FindRowPg(&tw.finder, newslot, localslot)) {
+					if (UpdateFoundRowPg(rri, estate, localslot, newslot, &moved))
+						break;
+				} else if (InsertMissingRowPg(&tw.w, tw.index, newslot)) {
+					inserted = true;
 					break;
+				}
 			}
+		if (inserted || moved)
+			NoteRowLocationPg(&tw.finder.loc, newslot);
 		ResetPerTupleExprContext(estate);
 	}
 	EndTargetWritePg(&tw);
@@ -409,8 +429,12 @@ FindRowsDirectPg(Oid relid, const AttrNumber *key, const Oid *key_types, const i
 				jsonb[r] = RowJsonbPg(localslot);
 				MemoryContextSwitchTo(old);
 			}
-			if (!found[r] || !remove || DeleteFoundRowPg(tw.w.rri, estate, localslot))
+			if (!found[r] || !remove)
 				break;
+			if (DeleteFoundRowPg(tw.w.rri, estate, localslot)) {
+				ForgetRowLocationPg(&tw.finder);
+				break;
+			}
 			if (jsonb != NULL) {
 				pfree(DatumGetPointer(jsonb[r]));
 				jsonb[r] = (Datum) 0;
@@ -423,6 +447,164 @@ FindRowsDirectPg(Oid relid, const AttrNumber *key, const Oid *key_types, const i
 }
 
 } // namespace
+
+/*
+ * The backend's row location cache (core/location_cache.hpp): its storage
+ * in TopMemoryContext, allocated on first use and again when
+ * cdc.row_location_cache changes.  Plain pointers (trivial destructors).
+ */
+static cdc::LocationCache *row_locations = nullptr;
+static int row_locations_kb = -1; /* the setting the cache was sized for */
+
+/* The cache as cdc.row_location_cache sizes it now; NULL when it is 0 or its memory is not there. */
+static cdc::LocationCache *
+RowLocationsPg()
+{
+	if (row_locations_kb != cdc_row_location_cache) {
+		if (row_locations != nullptr)
+			pfree(row_locations);
+		row_locations = nullptr;
+		row_locations_kb = cdc_row_location_cache;
+		const size_t capacity = cdc::LocationCache::CapacityFor(size_t(cdc_row_location_cache) * 1024);
+		if (capacity > 0) {
+			/* without the memory the engine finds rows through the index, as with the setting 0 */
+			void *mem = MemoryContextAllocExtended(TopMemoryContext,
+			                                       sizeof(cdc::LocationCache) + capacity * sizeof(cdc::LocationCache::Entry),
+			                                       MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM | MCXT_ALLOC_ZERO);
+			if (mem != NULL) {
+				auto *entries = reinterpret_cast<cdc::LocationCache::Entry *>(static_cast<char *>(mem) +
+				                                                               sizeof(cdc::LocationCache));
+				row_locations = new (mem) cdc::LocationCache(entries, capacity);
+			}
+		}
+	}
+	return row_locations;
+}
+
+/*
+ * May rows found through `index` be remembered by location?  Only where a
+ * visible tuple whose key equals the one looked for is the one row the
+ * index scan would find: a unique index checked at once (a deferrable one
+ * may hold two rows of a key until commit), on columns (no expression),
+ * without a predicate (a row outside it is not in the index), of a heap
+ * table (TIDs as heapam makes them).
+ */
+static bool
+RowLocationsUsablePg(Relation rel, Relation index)
+{
+	Form_pg_index ix = index->rd_index;
+	if (!ix->indisunique || !ix->indimmediate || rel->rd_rel->relkind != RELKIND_RELATION ||
+	    rel->rd_rel->relam != HEAP_TABLE_AM_OID)
+		return false;
+	if (!heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL) ||
+	    !heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
+		return false;
+	for (int j = 0; j < IndexRelationGetNumberOfKeyAttributes(index); j++)
+		if (ix->indkey.values[j] <= 0)
+			return false;
+	return true;
+}
+
+/*
+ * The tag of the key values of `s` (by k's heap attribute numbers): a hash
+ * of the relation (k->seed) and each value's bytes; false for a key the
+ * cache does not serve (a NULL, or a compressed or out-of-line value,
+ * whose bytes are not the value's).
+ */
+static bool
+KeyTagPg(const RowLocationKeys *k, TupleTableSlot *s, uint64 *tag)
+{
+	TupleDesc desc = s->tts_tupleDescriptor;
+	uint64 h = k->seed;
+	for (int j = 0; j < k->nkeys; j++) {
+		const AttrNumber a = k->heap_attno[j];
+		if (s->tts_isnull[a - 1])
+			return false;
+		const Datum d = s->tts_values[a - 1];
+		Form_pg_attribute att = TupleDescAttr(desc, a - 1);
+		if (att->attbyval) {
+			h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(&d), sizeof(Datum), h);
+		} else if (att->attlen == -1) {
+			struct varlena *v = reinterpret_cast<struct varlena *>(DatumGetPointer(d));
+			if (VARATT_IS_EXTERNAL(v) || VARATT_IS_COMPRESSED(v))
+				return false;
+			h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(v)), int(VARSIZE_ANY_EXHDR(v)), h);
+		} else if (att->attlen == -2) {
+			const char *c = DatumGetCString(d);
+			h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(c), int(strlen(c)), h);
+		} else {
+			h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(DatumGetPointer(d)), att->attlen, h);
+		}
+		h = hash_combine64(h, uint64(j + 1));
+	}
+	*tag = h;
+	return true;
+}
+
+void
+BeginRowLocationKeysPg(Relation rel, Relation index, RowLocationKeys *k)
+{
+	k->on = index != NULL && RowLocationsPg() != nullptr && RowLocationsUsablePg(rel, index);
+	if (!k->on)
+		return;
+	k->nkeys = IndexRelationGetNumberOfKeyAttributes(index);
+	for (int j = 0; j < k->nkeys; j++)
+		k->heap_attno[j] = index->rd_index->indkey.values[j];
+	/* the relation's file, not its OID: a rewrite (TRUNCATE, VACUUM FULL, CLUSTER) starts over */
+	const RelFileNode &node = rel->rd_node;
+	uint32 parts[4] = {node.spcNode, node.dbNode, node.relNode, RelationGetRelid(index)};
+	k->seed = hash_bytes_extended(reinterpret_cast<const unsigned char *>(parts), int(sizeof(parts)), 0);
+}
+
+void
+NoteRowLocationPg(const RowLocationKeys *k, TupleTableSlot *row)
+{
+	cdc::LocationCache *cache = k->on ? RowLocationsPg() : nullptr;
+	uint64 tag;
+	if (cache == nullptr || !ItemPointerIsValid(&row->tts_tid) || !KeyTagPg(k, row, &tag))
+		return;
+	cache->Put(tag, cdc::RowLocation{ItemPointerGetBlockNumber(&row->tts_tid), ItemPointerGetOffsetNumber(&row->tts_tid)});
+}
+
+/*
+ * The row at the remembered location `tid` into `out`, when it is the row
+ * of the key of `search`: the tuple visible to the finder's snapshot at
+ * the chain rooted there, committed and written by no other transaction
+ * (one that is: the index scan waits for it), whose key columns equal
+ * those of `search` under the index's equality operators and collations.
+ */
+static bool
+FetchRememberedRowPg(RowFinder *f, ItemPointer tid, TupleTableSlot *search, TupleTableSlot *out)
+{
+	if (ItemPointerGetBlockNumber(tid) >= f->nblocks)
+		return false;
+	bool call_again = false, all_dead = false;
+	if (!table_index_fetch_tuple(f->fetch, tid, f->snapshot, out, &call_again, &all_dead))
+		return false;
+	if (f->wait && (TransactionIdIsValid(f->dirty.xmin) || TransactionIdIsValid(f->dirty.xmax))) {
+		ExecClearTuple(out);
+		return false;
+	}
+	for (int j = 0; j < f->nkeys; j++) {
+		const AttrNumber a = f->heap_attno[j];
+		bool isnull;
+		const Datum v = slot_getattr(out, a, &isnull);
+		if (isnull || !DatumGetBool(FunctionCall2Coll(&f->skey[j].sk_func, f->skey[j].sk_collation, v,
+		                                                search->tts_values[a - 1]))) {
+			ExecClearTuple(out);
+			return false;
+		}
+	}
+	return true;
+}
+
+void
+ForgetRowLocationPg(RowFinder *f)
+{
+	cdc::LocationCache *cache = f->fetch != NULL && f->tag_ok ? RowLocationsPg() : nullptr;
+	if (cache != nullptr)
+		cache->Forget(f->tag);
+}
 
 void
 BeginRowFinderPg(RowFinder *f, Relation rel, Oid indexoid, Snapshot snapshot)
@@ -444,12 +626,23 @@ BeginRowFinderPg(RowFinder *f, Relation rel, Oid indexoid, Snapshot snapshot)
 	InitDirtySnapshot(f->dirty);
 	f->wait = snapshot == NULL;
 	f->cxt = CurrentMemoryContext;
-	f->scan = index_beginscan(rel, f->index, f->wait ? &f->dirty : snapshot, f->nkeys, 0);
+	f->snapshot = f->wait ? &f->dirty : snapshot;
+	f->scan = index_beginscan(rel, f->index, f->snapshot, f->nkeys, 0);
+	f->tag_ok = false;
+	f->fetch = NULL;
+	BeginRowLocationKeysPg(rel, f->index, &f->loc);
+	if (f->loc.on) {
+		/* a lower bound of the size while the finder runs: truncating the heap needs an exclusive lock */
+		f->nblocks = RelationGetNumberOfBlocks(rel);
+		f->fetch = table_index_fetch_begin(rel);
+	}
 }
 
 void
 EndRowFinderPg(RowFinder *f)
 {
+	if (f->fetch != NULL)
+		table_index_fetch_end(f->fetch);
 	index_endscan(f->scan);
 	index_close(f->index, NoLock);
 }
@@ -472,6 +665,18 @@ FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
 	 * as long as the caller's per-row context.
 	 */
 	MemoryContext caller = MemoryContextSwitchTo(f->cxt);
+	cdc::LocationCache *cache = f->fetch != NULL ? RowLocationsPg() : nullptr;
+	f->tag_ok = cache != nullptr && KeyTagPg(&f->loc, search, &f->tag);
+	cdc::RowLocation loc;
+	if (f->tag_ok && cache->Get(f->tag, &loc)) {
+		ItemPointerData tid;
+		ItemPointerSet(&tid, loc.block, loc.offset);
+		if (FetchRememberedRowPg(f, &tid, search, out)) {
+			ExecMaterializeSlot(out);
+			MemoryContextSwitchTo(caller);
+			return true;
+		}
+	}
 	bool found;
 	for (;;) {
 		index_rescan(f->scan, f->skey, f->nkeys, NULL, 0);
@@ -486,6 +691,10 @@ FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
 			break;
 		XactLockTableWait(xwait, NULL, NULL, XLTW_None);
 	}
+	/* the index entry's TID is the root of the row's HOT chain, where the next look-up starts */
+	if (found && f->tag_ok)
+		cache->Put(f->tag, cdc::RowLocation{ItemPointerGetBlockNumber(&f->scan->xs_heaptid),
+		                                    ItemPointerGetOffsetNumber(&f->scan->xs_heaptid)});
 	MemoryContextSwitchTo(caller);
 	return found;
 }
@@ -510,7 +719,7 @@ RowWrittenPg(TM_Result r)
 }
 
 bool
-UpdateRowAtPg(ResultRelInfo *rri, EState *estate, ItemPointer tid, TupleTableSlot *slot)
+UpdateRowAtPg(ResultRelInfo *rri, EState *estate, ItemPointer tid, TupleTableSlot *slot, bool *moved)
 {
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
@@ -520,6 +729,8 @@ UpdateRowAtPg(ResultRelInfo *rri, EState *estate, ItemPointer tid, TupleTableSlo
 		return false;
 	if (rri->ri_NumIndices > 0 && update_indexes)
 		list_free(ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL));
+	if (moved != nullptr)
+		*moved = update_indexes;
 	return true;
 }
 

@@ -78,7 +78,32 @@ void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculativ
 // RelationFindReplTupleByIndex the row found is never locked: its update
 // by TID (UpdateRowAtPg, RowWrittenPg) reports a row another transaction
 // changed since (docs/internals.md, "Target rows without a row lock",
-// "Entity records without a row lock").  Plain data; PostgreSQL regime.
+// "Entity records without a row lock").
+//
+// Each look-up first tries where the key's row was last seen (the backend's
+// row location cache, core/location_cache.hpp, sized by
+// cdc.row_location_cache): the heap tuple there is taken only when it is
+// visible to the finder's snapshot, no other transaction is writing it, and
+// its key equals the key looked for under the index's equality operators;
+// else the index is scanned as above (docs/internals.md, "Rows found where
+// they were last seen").  Plain data; PostgreSQL regime.
+// The key columns and relation that tag a key in the row location cache
+// (table_write.cpp, KeyTagPg): `on` when the cache is in use and may serve
+// the index (RowLocationsUsablePg).  Plain data; PostgreSQL regime.
+struct RowLocationKeys {
+	bool on;
+	uint64 seed; /* the relation's file and the index: every tag's start */
+	int nkeys;
+	AttrNumber heap_attno[INDEX_MAX_KEYS];
+};
+// Fills `k` for rows of `rel` found by `index` (NULL: k->on false).
+void BeginRowLocationKeysPg(Relation rel, Relation index, RowLocationKeys *k);
+// Remembers where the row in `row` now is (its key values in tts_values,
+// its tts_tid the root of its HOT chain: just inserted, or updated with
+// new index entries), for the next FindRowPg of its key; nothing when
+// k->on is false.
+void NoteRowLocationPg(const RowLocationKeys *k, TupleTableSlot *row);
+
 struct RowFinder {
 	MemoryContext cxt; /* the scan's: what the index AM keeps between look-ups lives there */
 	Relation index;
@@ -88,6 +113,13 @@ struct RowFinder {
 	int nkeys;
 	ScanKeyData skey[INDEX_MAX_KEYS];
 	AttrNumber heap_attno[INDEX_MAX_KEYS];
+	/* the row location cache (fetch NULL when loc.on is false) */
+	RowLocationKeys loc;
+	IndexFetchTableData *fetch;
+	Snapshot snapshot;   /* the snapshot of fetches: &dirty when `wait` */
+	BlockNumber nblocks; /* the heap's size when the finder began: a location beyond is not fetched */
+	uint64 tag;          /* the last look-up's key (tag_ok: one could be made) */
+	bool tag_ok;
 };
 // Opens `indexoid` of `rel` and starts the scan in the current memory
 // context; `snapshot` as above (kept by the caller until EndRowFinderPg).
@@ -95,7 +127,10 @@ void BeginRowFinderPg(RowFinder *f, Relation rel, Oid indexoid, Snapshot snapsho
 void EndRowFinderPg(RowFinder *f);
 // The row holding the key values of `search` (by heap attribute number;
 // a NULL key value matches no row) into `out`; false when there is none.
+// A row found through the index is remembered at its index entry's TID.
 bool FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out);
+// Forgets the location of the last FindRowPg's key (its row was deleted).
+void ForgetRowLocationPg(RowFinder *f);
 
 // For the result of table_tuple_update or table_tuple_delete called with
 // `wait`: true when the row was written; false when another transaction
@@ -110,7 +145,10 @@ bool RowWrittenPg(TM_Result r);
 // entries where it was not HOT (ExecInsertIndexTuples); RowWrittenPg's
 // result (false: nothing written).  Constraints, generated columns and
 // triggers are the caller's.  PostgreSQL regime.
-bool UpdateRowAtPg(ResultRelInfo *rri, EState *estate, ItemPointer tid, TupleTableSlot *slot);
+// `moved` (when given): set to whether the new version got index entries
+// of its own (not a HOT update), so that slot->tts_tid is where the key's
+// index entry now points.
+bool UpdateRowAtPg(ResultRelInfo *rri, EState *estate, ItemPointer tid, TupleTableSlot *slot, bool *moved = nullptr);
 void EndExecWritePg(ExecWrite *w);
 
 // The index `index` among those BeginExecWritePg opened for w's relation,
@@ -161,7 +199,8 @@ int InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid a
 // else as COPY inserts them (table_multi_insert and every index entry; a
 // duplicate key raises 23505).  NOT NULL and CHECK constraints are checked
 // per row (ExecConstraints).  inserted[i] (when given) says whether row i
-// went in; returns the number inserted.  The rows' values live in the
+// went in; returns the number inserted.  With an arbiter and `remember`,
+// where each row went in is noted in the row location cache.  The rows' values live in the
 // per-tuple memory of w's EState, reset per chunk.  The slots share an
 // unpinned copy of the row type: a slot made on the relation's own
 // descriptor pins it in the resource owner, whose forgetting is linear in
@@ -170,7 +209,8 @@ int InsertSkippingTakenKeysPg(ExecWrite *w, TupleTableSlot **slots, int n, Oid a
 constexpr int kInsertChunk = 1000;
 template <typename Fill>
 int64
-InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, Fill fill)
+InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, Fill fill,
+             const RowLocationKeys *remember = nullptr)
 {
 	Relation rel = w->rri->ri_RelationDesc;
 	const int chunk = int(n < kInsertChunk ? n : kInsertChunk);
@@ -193,7 +233,11 @@ InsertRowsPg(ExecWrite *w, int64 n, Oid arbiter, bool precheck, char *inserted, 
 				ExecConstraints(w->rri, slots[j], w->estate); /* NOT NULL, as the statement checks */
 		}
 		if (OidIsValid(arbiter)) {
-			count += InsertSkippingTakenKeysPg(w, slots, m, arbiter, precheck, scratch != nullptr ? scratch : inserted + from);
+			char *went_in = scratch != nullptr ? scratch : inserted + from;
+			count += InsertSkippingTakenKeysPg(w, slots, m, arbiter, precheck, went_in);
+			for (int j = 0; remember != nullptr && remember->on && j < m; j++)
+				if (went_in[j])
+					NoteRowLocationPg(remember, slots[j]);
 		} else {
 			table_multi_insert(rel, slots, m, w->estate->es_output_cid, 0, NULL);
 			for (int j = 0; j < m; j++)
