@@ -493,14 +493,70 @@ relation_skipped(RelEntry *e)
 	return true;
 }
 
+/*
+ * A copy of `r` (as logicalrep_read_rel lays it out) in `cxt`, and the
+ * freeing of such a copy.
+ */
+static LogicalRepRelation *
+copy_relation(const LogicalRepRelation *r, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	LogicalRepRelation *c = (LogicalRepRelation *) palloc(sizeof(LogicalRepRelation));
+	*c = *r;
+	c->nspname = pstrdup(r->nspname);
+	c->relname = pstrdup(r->relname);
+	c->attnames = (char **) palloc(sizeof(char *) * Max(r->natts, 1));
+	c->atttyps = (Oid *) palloc(sizeof(Oid) * Max(r->natts, 1));
+	for (int i = 0; i < r->natts; i++) {
+		c->attnames[i] = pstrdup(r->attnames[i]);
+		c->atttyps[i] = r->atttyps[i];
+	}
+	c->attkeys = bms_copy(r->attkeys);
+	MemoryContextSwitchTo(old);
+	return c;
+}
+
+static void
+free_relation(LogicalRepRelation *r)
+{
+	for (int i = 0; i < r->natts; i++)
+		pfree(r->attnames[i]);
+	pfree(r->attnames);
+	pfree(r->atttyps);
+	bms_free(r->attkeys);
+	pfree(r->nspname);
+	pfree(r->relname);
+	pfree(r);
+}
+
+/*
+ * A RELATION message.  It is read in the message's own (short-lived)
+ * context, so that a malformed one leaves nothing behind, then copied into
+ * CdcWorkerContext in place of the relation's previous copy, which is
+ * freed: the walsender sends a table's RELATION message again after every
+ * invalidation of the table on the source (an ALTER TABLE, a GRANT, an
+ * ANALYZE), and a source superuser can send as many as it likes.  Each
+ * previous copy used to stay in CdcWorkerContext for the worker's life, so
+ * the worker grew by every message's size without bound (security review
+ * h2, test/t/162_worker_relation_message_memory.pl: 16 MB for 300 messages
+ * of a 400-column table).  Nothing keeps a relation's pointers across
+ * messages but W->cur_rel (the error context's current change), which
+ * follows the new copy.  The entries themselves are one per source
+ * relation OID the source names.
+ */
 void
 handle_relation(StringInfo s)
 {
+	LogicalRepRelation *rel = copy_relation(logicalrep_read_rel(s), CdcWorkerContext);
 	MemoryContext old = MemoryContextSwitchTo(CdcWorkerContext);
-	LogicalRepRelation *rel = logicalrep_read_rel(s);
 	bool found;
 	RelEntry *e = (RelEntry *) hash_search(W->relations, &rel->remoteid, HASH_ENTER, &found);
-	e->rel = rel; /* the previous copy stays in CdcWorkerContext: relation messages are rare */
+	if (found && e->rel != NULL) {
+		if (W->cur_rel == e->rel)
+			W->cur_rel = rel;
+		free_relation(e->rel);
+	}
+	e->rel = rel;
 	if (!found)
 		e->warned = false;
 	TableState *t = find_table_state(rel->nspname, rel->relname);
