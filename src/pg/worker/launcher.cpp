@@ -61,6 +61,7 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -423,7 +424,25 @@ void
 cdc_pin_bgworker_session(void)
 {
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
-	/* back to the session user, the bootstrap superuser (a database's session_authorization is not applied) */
+	/*
+	 * The session user: the bootstrap superuser the session connected as.
+	 * A database's session_authorization is applied to a background worker
+	 * that connects without a role (InitializeSessionUserIdStandalone
+	 * records no setting of it, as a client's InitializeSessionUserId does
+	 * with PGC_S_OVERRIDE), and made the owner, who need not be a superuser,
+	 * the session user: the launcher failed at once reading cdc.subscription
+	 * and was started again, without end (security review h2,
+	 * test/t/163_worker_database_session_authorization.pl).  Its check hook
+	 * reads the catalog: in a transaction.
+	 */
+	const bool own_xact = !IsTransactionState();
+	if (own_xact)
+		StartTransactionCommand();
+	SetConfigOption("session_authorization", GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false), PGC_SUSET,
+	                PGC_S_OVERRIDE);
+	if (own_xact)
+		CommitTransactionCommand();
+	/* and no other role on top of it */
 	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
 }
 

@@ -91,7 +91,10 @@ void check_conninfo_pg(text *conninfo_text);
 // Pins what a database setting (ALTER DATABASE ... SET, which the
 // database's owner may run without being a superuser) must not change in the
 // launcher's and the workers' own sessions: default_transaction_read_only
-// off, and the bootstrap superuser they connected as (role none).  With
+// off, and the bootstrap superuser they connected as (session_authorization
+// and role none; a database's session_authorization made its owner the
+// session user, and the launcher failed reading cdc.subscription at once,
+// again and again: security review h2, TAP 163).  With
 // default_transaction_read_only = on every worker failed at its first
 // statement and again writing its error record, and was restarted at once
 // without backoff; with role set to the owner the launcher failed reading
