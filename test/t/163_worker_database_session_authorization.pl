@@ -11,9 +11,11 @@
 # ("permission denied for table subscription") and was started again, about
 # two processes a second, nothing of the database's subscriptions was
 # applied, its scheduled prune never ran, and cdc.subscription_status kept
-# its last state with no error.  Expected: after a restart under the
-# setting, the launcher and the worker run as the bootstrap superuser they
-# connect as, and apply.
+# its last state with no error; and since nothing served the database, the
+# owner could then make it unserved (ALLOW_CONNECTIONS false) and drop it,
+# past the guard of TAP 141.  Expected: after a restart under the setting,
+# the launcher and the worker run as the bootstrap superuser they connect
+# as, and apply, and the guard refuses ALLOW_CONNECTIONS false.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -84,6 +86,17 @@ is($dest->safe_psql('sa', $as_su . q{
 unlike(slurp_file($dest->logfile, $offset), qr/permission denied for table subscription/,
 	'no background worker of sa failed reading cdc.subscription');
 is($dest->safe_psql('sa', $as_su . q{SELECT count(*) FROM cdc.subscription_errors}), '0', 'no error was recorded');
+
+# The database is served, so its guard holds (TAP 141): its owner may not
+# make it unserved while it has subscriptions.  Before, nothing served it
+# under the setting, and the owner's ALLOW_CONNECTIONS false (then DROP
+# DATABASE after the next restart) went through, leaving the slot on the
+# source.
+my ($rc, $out, $err) = $dest->psql('postgres', 'SET ROLE dbowner; ALTER DATABASE sa ALLOW_CONNECTIONS false');
+isnt($rc, 0, 'the owner may not set ALLOW_CONNECTIONS false');
+like($err, qr/database "sa" has cdc_apply subscriptions/, 'refused: the database has subscriptions');
+is($dest->safe_psql('postgres', q{SELECT datallowconn FROM pg_database WHERE datname = 'sa'}), 't',
+	'the database still allows connections');
 
 $dest->safe_psql('postgres', q{SET ROLE dbowner; ALTER DATABASE sa RESET session_authorization});
 $dest->safe_psql('sa', q{SELECT cdc.drop_subscription('sa_sub', drop_slot => true)});
