@@ -951,10 +951,21 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 
 	/* An update whose before-image carries another key: delete the old key first. */
 	if (req.op == Op::Update && before && !SameKey(t, *before, *after)) {
+		/*
+		 * The columns the row takes from its old key: those the source sent
+		 * as unavailable (unchanged TOAST), and in state mode those the event
+		 * does not carry (a destination-only column, one outside the
+		 * publication's column list) except generated ones, which the
+		 * destination computes.  An update keeps their values, so the moved
+		 * row keeps them too, as PostgreSQL's own apply keeps them when it
+		 * updates the row's key in place (TAP 162, t_seq and t_keep).
+		 */
 		std::vector<int> unsent;
-		for (size_t i = 0; i < t.columns.size(); i++)
-			if (after->cells[i].present && after->cells[i].unavailable)
+		for (size_t i = 0; i < t.columns.size(); i++) {
+			const Cell &cell = after->cells[i];
+			if (cell.present ? cell.unavailable : t.modes.mode == Mode::State && !t.columns[i].generated)
 				unsent.push_back(int(i));
+		}
 		std::optional<std::vector<std::optional<std::string>>> captured;
 		EntityChange old;
 		old.t = &t;
@@ -985,8 +996,8 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		Outcome implied_outcome = ApplyEntity(old, implied);
 		cnt.outbox_rows += implied.outbox_rows;
 		/*
-		 * The row moved: columns the source did not send keep the values they
-		 * had under the old key (SPEC §4.4).  Only when the implied delete
+		 * The row moved: columns the source did not send, or the event does
+		 * not carry, keep the values they had under the old key (SPEC §4.4).  Only when the implied delete
 		 * applied and removed a row; otherwise the unsent columns stay
 		 * unavailable and the decision below treats them as usual.
 		 */
@@ -997,7 +1008,9 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 				size_t i = size_t(unsent[j]);
 				Cell &cell = moved.cells[i];
 				const Column &col = t.columns[i];
+				cell.present = true;
 				cell.unavailable = false;
+				cell.pending = false;
 				const std::optional<std::string> &text = (*captured)[j];
 				if (!text) {
 					cell.isnull = true;
