@@ -32,7 +32,10 @@
 #   t_comp  composite primary key (int, text), either part changed; at
 #           the destination its columns in another order, c bigint
 #   (and a dropped column in the source's t_def and the destination's
-#   t_idx, a destination-only column with a default in t_full)
+#   t_idx, a destination-only column with a default in t_full, whose value
+#   is set at the destination after the copy, as that of t_cols.b and
+#   r_root.b, which are not published: kept by updates and key changes,
+#   TAP 162)
 #   t_filt  a row filter on a non-key column (REPLICA IDENTITY FULL, as
 #           PostgreSQL 15 requires for updates of such a table, and so a
 #           TOASTed text entering the filter arrives whole: docs/worker.md,
@@ -61,6 +64,10 @@
 #   q_root  a range-partitioned table published without it (its leaves
 #           are published), rows moved between partitions, truncated
 #           whole and one leaf alone
+#   t_2pc   written only by two-phase transactions (PREPARE TRANSACTION,
+#           then other transactions, then COMMIT PREPARED or ROLLBACK
+#           PREPARED; some large), while the destination restarts
+# (and TRUNCATE t_types RESTART IDENTITY, pg_logical_emit_message)
 # in single-statement and multi-statement transactions, aborted ones,
 # ROLLBACK TO SAVEPOINT, and large transactions beyond
 # logical_decoding_work_mem (64kB: spilled, or streamed when the seed turns
@@ -117,6 +124,8 @@ ALTER TABLE t_filt ALTER body SET STORAGE EXTERNAL;
 ALTER TABLE t_filt REPLICA IDENTITY FULL;
 CREATE TABLE t_ins (id int PRIMARY KEY, v text, n int);
 CREATE TABLE t_upd (id int PRIMARY KEY, v text, n int);
+CREATE TABLE t_2pc (id int PRIMARY KEY, v text, n int, body text);
+ALTER TABLE t_2pc ALTER body SET STORAGE EXTERNAL;
 CREATE TABLE t_or (id int PRIMARY KEY, n int NOT NULL, v text);
 ALTER TABLE t_or REPLICA IDENTITY FULL;
 CREATE SCHEMA s2;
@@ -158,14 +167,14 @@ ALTER TABLE t_idx DROP COLUMN gone;
 $dst_cols .= q{ALTER TABLE r_root ALTER b SET DEFAULT 'dest';};
 (my $dst_ddl = $ddl) =~ s/CREATE TABLE t_comp \(a int, b text, c int, v text, body text, PRIMARY KEY \(a, b\)\);/CREATE TABLE t_comp (body text, v text, c bigint, b text, a int, PRIMARY KEY (a, b));/
   or die 't_comp not found in the DDL';
-my @tables = ([ t_def => 'id' ], [ t_types => 'id' ], [ t_full => 'id', 'id, v, body, num, ts' ], [ t_idx => 'k1, k2' ], [ t_comp => 'a, b', 'a, b, c, v, body' ], [ t_filt => 'id' ],
+my @tables = ([ t_def => 'id' ], [ t_types => 'id' ], [ t_2pc => 'id' ], [ t_full => 'id', 'id, v, body, num, ts' ], [ t_idx => 'k1, k2' ], [ t_comp => 'a, b', 'a, b, c, v, body' ], [ t_filt => 'id' ],
 	[ t_cols => 'id' ], [ t_ins => 'id' ], [ t_upd => 'id' ], [ t_or => 'id' ], [ 's2.t_sch' => 'id' ], [ p_root => 'grp, id' ], [ r_root => 'id' ], [ q_root => 'id' ]);
 # published whole (every row, column and operation): the native database
 # must equal the source there (a check of the harness itself)
-my %whole = map { $_ => 1 } qw(t_def t_types t_full t_idx t_comp s2.t_sch p_root q_root);
+my %whole = map { $_ => 1 } qw(t_def t_types t_2pc t_full t_idx t_comp s2.t_sch p_root q_root);
 my @pubs = qw(pub_main pub_ins pub_upd pub_or_low pub_or_high pub_sch pub_root pub_leaf);
 my $publications = q{
-CREATE PUBLICATION pub_main FOR TABLE t_def, t_types, t_full, t_idx, t_comp, t_filt WHERE (n % 3 <> 0),
+CREATE PUBLICATION pub_main FOR TABLE t_def, t_types, t_2pc, t_full, t_idx, t_comp, t_filt WHERE (n % 3 <> 0),
   t_cols (id, a, c) WHERE (id % 4 <> 0);
 CREATE PUBLICATION pub_ins FOR TABLE t_ins WITH (publish = 'insert, update');
 CREATE PUBLICATION pub_upd FOR TABLE t_upd WITH (publish = 'update, delete');
@@ -222,7 +231,7 @@ sub statement
 {
 	my $kind = $r->weighted({
 		def_upsert => 5, def_small => 5, def_nulls => 1, def_body => 1, def_rekey => 2, def_delete => 2,
-		types_upsert => 4, types_update => 2, types_rekey => 1, types_delete => 1,
+		types_upsert => 4, types_update => 2, types_rekey => 1, types_delete => 1, types_truncate => 0.1, message => 0.5,
 		full_upsert => 3, full_small => 3, full_delete => 1, full_rekey => 1, full_truncate => 0.15, truncate_two => 0.1,
 		idx_upsert => 3, idx_update => 2, idx_rekey => 2, idx_delete => 1,
 		comp_upsert => 3, comp_small => 2, comp_rekey => 2, comp_delete => 1,
@@ -238,6 +247,9 @@ sub statement
 	my $id = $r->range(1, 60);
 	my $to = $r->range(1, 60);
 	my $v = text_value();
+	# a logical decoding message (not a change: both subscribers ignore it)
+	return 'SELECT pg_logical_emit_message(' . $r->pick('true', 'false') . ", 'cdc161', " . lit("message $id") . ');'
+	  if $kind eq 'message';
 	if ($kind =~ /^def_/) {
 		if ($kind eq 'def_upsert') {
 			my @vals = def_values();
@@ -280,6 +292,8 @@ sub statement
 		return "UPDATE t_types SET e = 'ok', d = coalesce(d, 0) + 1, iv = iv * 2 WHERE id = $id;" if $kind eq 'types_update';
 		return "UPDATE t_types SET id = $to WHERE id = $id AND NOT EXISTS (SELECT 1 FROM t_types x WHERE x.id = $to);"
 		  if $kind eq 'types_rekey';
+		# the destination's own sequence of t_types.idn restarts too
+		return 'TRUNCATE t_types RESTART IDENTITY;' if $kind eq 'types_truncate';
 		return "DELETE FROM t_types WHERE id = $id;";
 	}
 	if ($kind =~ /^full_/ || $kind eq 'truncate_two') {
@@ -411,18 +425,50 @@ sub statement
 	return "DELETE FROM q_root WHERE id = $qid;";
 }
 
+# A statement of t_2pc, which only prepared transactions write (a prepared
+# transaction keeps its row locks until COMMIT PREPARED: the statements
+# run between the two never wait for it).
+sub twopc_statement
+{
+	my $id = $r->range(1, 30);
+	my $v = text_value();
+	my $kind = $r->weighted({ upsert => 4, update => 2, rekey => 1, delete => 1 });
+	return "INSERT INTO t_2pc VALUES ($id, $v, 0, " . big_value() . ') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = t_2pc.n + 1;'
+	  if $kind eq 'upsert';
+	return "UPDATE t_2pc SET v = $v, n = n + 1 WHERE id = $id;" if $kind eq 'update';
+	my $to = $r->range(1, 30);
+	return "UPDATE t_2pc SET id = $to WHERE id = $id AND NOT EXISTS (SELECT 1 FROM t_2pc x WHERE x.id = $to);" if $kind eq 'rekey';
+	return "DELETE FROM t_2pc WHERE id = $id;";
+}
+
+my $gid = 0;    # the prepared transactions' names
+
 sub round_sql
 {
 	my ($round) = @_;
 	my $sql = '';
 	for (1 .. $xacts) {
-		my $shape = $r->weighted({ single => 50, block => 30, rollback => 6, savepoint => 8, bulk => 2 });
+		my $shape = $r->weighted({ single => 50, block => 30, rollback => 6, savepoint => 8, bulk => 2, prepared => 4 });
 		if ($shape eq 'single') {
 			$sql .= statement() . "\n";
 		} elsif ($shape eq 'block') {
 			$sql .= "BEGIN;\n" . join("\n", map { statement() } 1 .. $r->range(2, 6)) . "\nCOMMIT;\n";
 		} elsif ($shape eq 'rollback') {
 			$sql .= "BEGIN;\n" . join("\n", map { statement() } 1 .. $r->range(1, 4)) . "\nROLLBACK;\n";
+		} elsif ($shape eq 'prepared') {
+			# two-phase: neither subscriber asks for two-phase decoding, so
+			# the source sends the transaction at its COMMIT PREPARED (after
+			# the transactions committed in between) and nothing for a
+			# ROLLBACK PREPARED; sometimes large (spilled or streamed)
+			$gid++;
+			my $x = $r->int(1000000);
+			$sql .= "BEGIN;\n" . join("\n", map { twopc_statement() } 1 .. $r->range(1, 4)) . "\n"
+			  . ($r->chance(0.2)
+				? "INSERT INTO t_2pc SELECT g, 'bulk $x', g, CASE WHEN g % 50 = 0 THEN repeat(md5(g::text), 100) END "
+				  . "FROM generate_series(100, 1600) g ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, n = t_2pc.n + 1;\n"
+				: '')
+			  . "PREPARE TRANSACTION 'g$gid';\n" . join('', map { statement() . "\n" } 1 .. $r->range(0, 3))
+			  . ($r->chance(0.25) ? "ROLLBACK PREPARED 'g$gid';\n" : "COMMIT PREPARED 'g$gid';\n");
 		} elsif ($shape eq 'savepoint') {
 			$sql .= "BEGIN;\n" . statement() . "\nSAVEPOINT s;\n" . statement() . "\n" . statement()
 			  . "\nROLLBACK TO SAVEPOINT s;\n" . statement() . "\nCOMMIT;\n";
@@ -490,7 +536,8 @@ sub run_seed
 		  . "$rounds rounds x $xacts source transactions, streaming $streaming");
 
 	my $source = new_source("source_$seed");
-	$source->append_conf('postgresql.conf', "logical_decoding_work_mem = 64kB\nmax_wal_senders = 20\nmax_replication_slots = 20\n");
+	$source->append_conf('postgresql.conf', "logical_decoding_work_mem = 64kB\nmax_wal_senders = 20\nmax_replication_slots = 20\n"
+		  . "max_prepared_transactions = 5\n");
 	$source->restart;
 	# how the worker groups source transactions and hands changes to the
 	# batch engine (1: change by change)
@@ -535,6 +582,12 @@ INSERT INTO r_root SELECT g, 'seed', 'src', 0 FROM generate_series(1, 40) g;
 	# reconciled by the stream, by either subscriber
 	$dest->wait_for_subscription_sync($source, 'nat', 'native');
 	ok(wait_caught_up($source, $dest, 'fz'), "seed $seed: the cdc_apply subscription copied the tables");
+	# values of destination-only columns and of columns the publications do
+	# not send, set at the destination: an update keeps them, one that
+	# changes the key too (the row moves with them), an insert gets the
+	# default (docs/worker.md, "Destination table features")
+	$dest->safe_psql($_, q{UPDATE t_full SET extra = 'local ' || id; UPDATE t_cols SET b = 'local ' || id; UPDATE r_root SET b = 'local ' || id;})
+	  for 'native', 'postgres';
 
 	# the fixed case of t_upd (publish = 'update, delete'): rows inserted
 	# after the copy (the inserts are not published), then an update, a
