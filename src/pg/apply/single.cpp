@@ -196,13 +196,35 @@ ReturningList(const Target &t, bool returning, const std::string &same_identity)
 	       (same_identity.empty() ? "" : ", " + same_identity);
 }
 
+// Should an update be written as an UPDATE of the columns it carries before
+// the upsert?  In state mode, when its image lacks a column the destination
+// does not compute (a destination-only column, one outside the column list):
+// an INSERT … ON CONFLICT DO UPDATE evaluates that column's default even
+// when the row exists, and a nextval() default (serial, identity) advanced
+// its sequence on every update, where PostgreSQL's own apply updates the row
+// and evaluates nothing (TAP 162, t_seq).  Only a key without a row is
+// written by the upsert then.
+bool
+UpdateBeforeUpsert(const EntityChange &c)
+{
+	const Target &t = *c.t;
+	if (c.is_delete || c.op != 'u' || c.image->has_unavailable || t.modes.mode != Mode::State)
+		return false;
+	for (size_t i = 0; i < t.columns.size(); i++)
+		if (!t.columns[i].generated && !c.image->cells[i].present)
+			return true;
+	return false;
+}
+
 // Mutates the target table; returns the resulting row (upsert) or the removed
 // row (delete) as JSON text, if any, when `returning` (outbox payloads and
 // handlers need it; a row as large as the event is not made otherwise).
 // With `jsonb` (and `returning`), the row is stored there as jsonb instead,
-// and the text returned is empty: an outbox payload needs no text.
+// and the text returned is empty: an outbox payload needs no text.  With
+// `found`, an image with unavailable values (an UPDATE of the columns sent)
+// also says whether the key had a row.
 std::optional<std::string>
-MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb = nullptr)
+MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb = nullptr, bool *found = nullptr)
 {
 	const bool as_jsonb = returning && jsonb != nullptr;
 	const Target &t = *c.t;
@@ -252,9 +274,9 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 		std::string where = KeyPredicate(t, *c.key_img, p);
 		const std::string list = ReturningList(t, returning, same_identity);
 		if (set.empty()) { /* only the key and unchanged columns: the row stays as it is */
-			if (list.empty())
+			if (list.empty() && !found)
 				return std::nullopt;
-			sql = "SELECT " + list + " FROM " + t.own_rows + " AS t WHERE " + where;
+			sql = "SELECT " + (list.empty() ? std::string("NULL::pg_catalog.text") : list) + " FROM " + t.own_rows + " AS t WHERE " + where;
 		} else {
 			sql = "UPDATE " + t.own_rows + " AS t SET " + set + " WHERE " + where + (list.empty() ? "" : " RETURNING " + list);
 		}
@@ -301,6 +323,8 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 		nothing_to_set = set.empty();
 	}
 	uint64_t n = Execute(sql, p, c.as);
+	if (found)
+		*found = n > 0;
 	if (n == 0 && nothing_to_set && returning) { /* DO NOTHING: the row is there and has nothing the change could set */
 		std::optional<std::string> row = SelectRowImage(t, *c.key_img, c.as);
 		if (as_jsonb && row) {
@@ -565,8 +589,20 @@ ApplyDecided(EntityChange &c, Counters &cnt)
 		direct = !handler && !partial_stream && (!outbox_row || payload_from_image) && DirectUpsertAllowed(c) &&
 		         UpsertRowsDirect(t, {c.image}, c.as);
 	}
-	if (!direct)
-		row = MutateTarget(c, !payload_from_image && (handler || outbox_row || partial_stream), handler ? nullptr : &jrow);
+	if (!direct) {
+		const bool want_row = !payload_from_image && (handler || outbox_row || partial_stream);
+		bool found = false;
+		if (UpdateBeforeUpsert(c)) {
+			/* the same change as an UPDATE of the columns it carries (the path of unavailable values) */
+			Image update = *c.image;
+			update.has_unavailable = true;
+			EntityChange as_update = c;
+			as_update.image = &update;
+			row = MutateTarget(as_update, want_row, handler ? nullptr : &jrow, &found);
+		}
+		if (!found)
+			row = MutateTarget(c, want_row, handler ? nullptr : &jrow);
+	}
 	/* a table outbox's stored form where it can be printed from the image (outbox.hpp), else the jsonb */
 	bool payload_stored = false;
 	if (payload_from_image) {
