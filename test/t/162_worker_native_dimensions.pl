@@ -27,7 +27,8 @@
 #           text -> an enum and a domain; destination-only columns with a
 #           constant default and GENERATED ALWAYS AS (…) STORED
 #   t_keep  destination-only columns (a text with a default, a bigserial,
-#           a generated one) and one outside the column list, set at the
+#           a generated one, a GENERATED ALWAYS identity) and one outside
+#           the column list, set at the
 #           destination, then the source changes the rows' keys: the row
 #           moves with their values, as PostgreSQL's own apply updates the
 #           key in place (docs/worker.md, "Destination table features").
@@ -73,7 +74,7 @@ CREATE TABLE t_wide (id int PRIMARY KEY, i4 int, vc varchar(10), vs text, num nu
 };
 my $dst_ddl = $ddl . $dst_only . q{
 CREATE TABLE t_keep (id int PRIMARY KEY, v text, body text, hidden text DEFAULT 'default', note text DEFAULT 'default',
-                     ds bigserial, g text GENERATED ALWAYS AS (v || '/' || note) STORED);
+                     ds bigserial, g text GENERATED ALWAYS AS (v || '/' || note) STORED, ida int GENERATED ALWAYS AS IDENTITY);
 ALTER TABLE t_keep ALTER body SET STORAGE EXTERNAL;
 CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
 CREATE DOMAIN posint AS int CHECK (VALUE > 0);
