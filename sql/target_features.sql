@@ -161,3 +161,30 @@ SELECT cdc_apply(dbz('c', 'tf_alias_src', '{"id": 1, "h": null, "t": null}', '0/
 SELECT id, h, t, cdc_op FROM tf_alias_log ORDER BY cdc_version;
 SELECT op, payload - 'cdc_recorded_at' AS payload FROM cdc.outbox WHERE target = 'tf_alias_log'::regclass ORDER BY id;
 DROP TABLE tf_alias, tf_alias_log, tf_alias_src;
+
+-- ===========================================================================
+-- Columns an event does not carry (a destination-only column: the worker's
+-- column lists and destination-only columns), found against PostgreSQL's
+-- own apply (TAP 162): a key change moves the row with their values (the
+-- new key's insert used to give them their defaults again), and an update
+-- of an existing row does not evaluate their defaults (the upsert used to
+-- advance a serial's sequence on every update).  One by one and in a
+-- batch; a generated column computed from a moved value, a GENERATED
+-- ALWAYS identity moved with the row.
+-- ===========================================================================
+CREATE TABLE tf_keep (id int PRIMARY KEY, v text, note text DEFAULT 'default', ds bigserial,
+                      ida int GENERATED ALWAYS AS IDENTITY, g text GENERATED ALWAYS AS (v || '/' || note) STORED);
+SELECT target FROM cdc.register_mapping('tf_keep');
+SELECT cdc_apply(dbz('c', 'tf_keep', '{"id": 1, "v": "a"}', '0/1800', 100), 'tf_keep') AS c1,
+       cdc_apply(dbz('c', 'tf_keep', '{"id": 2, "v": "b"}', '0/1810', 101), 'tf_keep') AS c2;
+UPDATE tf_keep SET note = 'local ' || id;
+SELECT cdc_apply(dbz('u', 'tf_keep', '{"id": 11, "v": "a moved"}', '0/1820', 102, before => '{"id": 1}'), 'tf_keep') AS key_change,
+       cdc_apply(dbz('u', 'tf_keep', '{"id": 2, "v": "b updated"}', '0/1830', 103), 'tf_keep') AS update_,
+       cdc_apply(dbz('c', 'tf_keep', '{"id": 3, "v": "c"}', '0/1840', 104), 'tf_keep') AS c3;
+SELECT * FROM tf_keep ORDER BY id;
+SELECT applied FROM cdc_apply_batch(ARRAY[
+  dbz('u', 'tf_keep', '{"id": 12, "v": "b moved in a batch"}', '0/1850', 105, before => '{"id": 2}'),
+  dbz('u', 'tf_keep', '{"id": 3, "v": "c updated in a batch"}', '0/1860', 106),
+  dbz('c', 'tf_keep', '{"id": 4, "v": "d"}', '0/1870', 107)], 'tf_keep');
+SELECT * FROM tf_keep ORDER BY id;
+DROP TABLE tf_keep;
