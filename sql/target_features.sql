@@ -165,7 +165,7 @@ DROP TABLE tf_alias, tf_alias_log, tf_alias_src;
 -- ===========================================================================
 -- Columns an event does not carry (a destination-only column: the worker's
 -- column lists and destination-only columns), found against PostgreSQL's
--- own apply (TAP 162): a key change moves the row with their values (the
+-- own apply (TAP 164): a key change moves the row with their values (the
 -- new key's insert used to give them their defaults again), and an update
 -- of an existing row does not evaluate their defaults (the upsert used to
 -- advance a serial's sequence on every update).  One by one and in a

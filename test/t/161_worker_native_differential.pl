@@ -35,7 +35,7 @@
 #   t_idx, a destination-only column with a default in t_full, whose value
 #   is set at the destination after the copy, as that of t_cols.b and
 #   r_root.b, which are not published: kept by updates and key changes,
-#   TAP 162)
+#   TAP 164)
 #   t_filt  a row filter on a non-key column (REPLICA IDENTITY FULL, as
 #           PostgreSQL 15 requires for updates of such a table, and so a
 #           TOASTed text entering the filter arrives whole: docs/worker.md,

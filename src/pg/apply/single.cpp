@@ -202,7 +202,7 @@ ReturningList(const Target &t, bool returning, const std::string &same_identity)
 // an INSERT … ON CONFLICT DO UPDATE evaluates that column's default even
 // when the row exists, and a nextval() default (serial, identity) advanced
 // its sequence on every update, where PostgreSQL's own apply updates the row
-// and evaluates nothing (TAP 162, t_seq).  Only a key without a row is
+// and evaluates nothing (TAP 164, t_seq).  Only a key without a row is
 // written by the upsert then.
 bool
 UpdateBeforeUpsert(const EntityChange &c)
@@ -994,7 +994,7 @@ ApplyEngine::ApplyChange(const ChangeRequest &req)
 		 * publication's column list) except generated ones, which the
 		 * destination computes.  An update keeps their values, so the moved
 		 * row keeps them too, as PostgreSQL's own apply keeps them when it
-		 * updates the row's key in place (TAP 162, t_seq and t_keep).
+		 * updates the row's key in place (TAP 164, t_seq and t_keep).
 		 */
 		std::vector<int> unsent;
 		for (size_t i = 0; i < t.columns.size(); i++) {
