@@ -26,20 +26,8 @@ use CdcWorkerTest;
 my $source = new_source('source');
 my $dest = new_dest('dest');
 
-$source->safe_psql('postgres', q{
-	CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL);
-	INSERT INTO t SELECT g, g FROM generate_series(1, 10) g;
-	CREATE PUBLICATION p FOR TABLE t});
-
 # The database belongs to an ordinary role.
-$dest->safe_psql('postgres', q{
-	CREATE ROLE dbowner LOGIN;
-	CREATE DATABASE ro OWNER dbowner});
-$dest->safe_psql('ro', q{
-	CREATE EXTENSION cdc_apply;
-	CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL)});
-(my $conn = $source->connstr('postgres')) =~ s/'/''/g;
-$dest->safe_psql('ro', "SELECT cdc.create_subscription('ro_sub', '$conn', ARRAY['p'])");
+owned_database_subscription($source, $dest, 'dbowner', 'ro', 'ro_sub');
 
 # Every read below runs in the database 'ro', in sessions that take its
 # settings, back to the authenticated superuser (the settings below may

@@ -30,18 +30,7 @@ use CdcWorkerTest;
 my $source = new_source('source');
 my $dest = new_dest('dest');
 
-$source->safe_psql('postgres', q{
-	CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL);
-	INSERT INTO t SELECT g, g FROM generate_series(1, 10) g;
-	CREATE PUBLICATION p FOR TABLE t});
-$dest->safe_psql('postgres', q{
-	CREATE ROLE dbo LOGIN;
-	CREATE DATABASE owned OWNER dbo});
-$dest->safe_psql('owned', q{
-	CREATE EXTENSION cdc_apply;
-	CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL)});
-(my $conn = $source->connstr('postgres')) =~ s/'/''/g;
-$dest->safe_psql('owned', "SELECT cdc.create_subscription('os', '$conn', ARRAY['p'])");
+owned_database_subscription($source, $dest, 'dbo', 'owned', 'os');
 
 sub caught_up { my ($lsn) = @_; return wait_caught_up($source, $dest, 'os', $lsn, 'owned'); }
 sub rows { my ($node, $db) = @_; return $node->safe_psql($db, q{SELECT count(*) || ':' || sum(n) FROM t}); }

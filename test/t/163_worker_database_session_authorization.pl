@@ -28,20 +28,8 @@ use CdcWorkerTest;
 my $source = new_source('source');
 my $dest = new_dest('dest');
 
-$source->safe_psql('postgres', q{
-	CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL);
-	INSERT INTO t SELECT g, g FROM generate_series(1, 10) g;
-	CREATE PUBLICATION p FOR TABLE t});
-
 # The database belongs to an ordinary role.
-$dest->safe_psql('postgres', q{
-	CREATE ROLE dbowner LOGIN;
-	CREATE DATABASE sa OWNER dbowner});
-$dest->safe_psql('sa', q{
-	CREATE EXTENSION cdc_apply;
-	CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL)});
-(my $conn = $source->connstr('postgres')) =~ s/'/''/g;
-$dest->safe_psql('sa', "SELECT cdc.create_subscription('sa_sub', '$conn', ARRAY['p'])");
+owned_database_subscription($source, $dest, 'dbowner', 'sa', 'sa_sub');
 
 # reads of the database 'sa' by the authenticated superuser, whatever its settings make the session
 my $as_su = 'SET SESSION AUTHORIZATION DEFAULT; SET ROLE NONE; ';

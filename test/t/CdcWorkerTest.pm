@@ -13,7 +13,7 @@ use Exporter 'import';
 our @EXPORT = qw(changes_claimed_once outbox_changes create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
   compare_table id_n_rows same_id_n_rows outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
   enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num
-  freeze_walwriter crash_frozen wait_for_log owned_notes_subscription hold_slot release_slot);
+  freeze_walwriter crash_frozen wait_for_log owned_notes_subscription owned_database_subscription hold_slot release_slot);
 
 sub new_source
 {
@@ -169,6 +169,25 @@ sub create_subscription
 	my $arr = join(', ', map { "'$_'" } @$pubs);
 	$extra = $extra ? ", $extra" : '';
 	return $dest->safe_psql($db // 'postgres', "SELECT cdc.create_subscription('$name', '$conn', ARRAY[$arr]$extra)");
+}
+
+# A database owned by an ordinary role (113, 141, 163): on the source,
+# public.t (id, n) with rows 1-10 published by p; on the destination, role
+# $owner owning database $db, with cdc_apply, an empty public.t and the
+# superuser's subscription $sub of p.
+sub owned_database_subscription
+{
+	my ($source, $dest, $owner, $db, $sub) = @_;
+	$source->safe_psql('postgres', q{
+		CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL);
+		INSERT INTO t SELECT g, g FROM generate_series(1, 10) g;
+		CREATE PUBLICATION p FOR TABLE t});
+	$dest->safe_psql('postgres', "CREATE ROLE $owner LOGIN; CREATE DATABASE $db OWNER $owner");
+	$dest->safe_psql($db, q{
+		CREATE EXTENSION cdc_apply;
+		CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL)});
+	(my $conn = $source->connstr('postgres')) =~ s/'/''/g;
+	$dest->safe_psql($db, "SELECT cdc.create_subscription('$sub', '$conn', ARRAY['p'])");
 }
 
 # The resync attack fixture (070, 071): clusters named "$prefix"_source and
