@@ -691,8 +691,14 @@ FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
 			break;
 		XactLockTableWait(xwait, NULL, NULL, XLTW_None);
 	}
-	/* the index entry's TID is the root of the row's HOT chain, where the next look-up starts */
-	if (found && f->tag_ok)
+	/*
+	 * The index entry's TID is the root of the row's HOT chain, where the
+	 * next look-up starts.  The cache is fetched again: the scan ran the
+	 * index's operators, user code that may have changed the setting and
+	 * applied changes itself, which reallocates the cache.
+	 */
+	cache = found && f->tag_ok ? RowLocationsPg() : nullptr;
+	if (cache != nullptr)
 		cache->Put(f->tag, cdc::RowLocation{ItemPointerGetBlockNumber(&f->scan->xs_heaptid),
 		                                    ItemPointerGetOffsetNumber(&f->scan->xs_heaptid)});
 	MemoryContextSwitchTo(caller);
