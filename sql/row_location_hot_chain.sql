@@ -10,6 +10,7 @@
 -- such a key is looked up through the index at every change, in every
 -- later batch, until an update that is not HOT: after a worker restart,
 -- or when the cache pushed the key out, the cache never serves it again.
+-- The same holds for entity records (cdc.entity_state, FindEntityRecordsDirectPg).
 -- Results stay right (the fallback), so only the look-ups differ: the
 -- expected counts are those of a key whose row was never updated HOT
 -- (one look-up, then none).
@@ -47,7 +48,30 @@ SELECT * FROM rlh_apply('rlh_fresh', 'e', 30);
 SELECT * FROM rlh_apply('rlh_hot', 'c', 10);
 SELECT * FROM rlh_apply('rlh_hot', 'd', 20);
 SELECT * FROM rlh_apply('rlh_hot', 'e', 30);
+-- A new backend (an apply worker restarted): every row and entity record
+-- above was updated HOT by the engine.  Expected: one look-up of each
+-- key's row and record, then none.
+CREATE FUNCTION rlh_apply2(tbl regclass, v text, lsn bigint, OUT applied bigint, OUT key_look_ups bigint, OUT record_look_ups bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+  pkey regclass := (SELECT indexrelid FROM pg_index WHERE indrelid = tbl AND indisprimary);
+  epkey regclass := (SELECT indexrelid FROM pg_index WHERE indrelid = 'cdc.entity_state'::regclass AND indisprimary);
+  before bigint := pg_stat_get_xact_numscans(pkey);
+  ebefore bigint := pg_stat_get_xact_numscans(epkey);
+BEGIN
+  SELECT r.applied INTO applied
+    FROM cdc_apply_batch((SELECT jsonb_agg(rlh_ev(tbl::text, 'u', g, v, lsn)) FROM generate_series(1, 3) g), tbl) r;
+  key_look_ups := pg_stat_get_xact_numscans(pkey) - before;
+  record_look_ups := pg_stat_get_xact_numscans(epkey) - ebefore;
+END $$;
+\c
+SELECT * FROM rlh_apply2('rlh_fresh', 'f', 40);
+SELECT * FROM rlh_apply2('rlh_fresh', 'g', 50);
+SELECT * FROM rlh_apply2('rlh_fresh', 'h', 60);
+SELECT * FROM rlh_apply2('rlh_hot', 'f', 40);
+SELECT * FROM rlh_apply2('rlh_hot', 'g', 50);
+SELECT * FROM rlh_apply2('rlh_hot', 'h', 60);
 SELECT (SELECT array_agg((id, v) ORDER BY id) FROM rlh_hot) = (SELECT array_agg((id, v) ORDER BY id) FROM rlh_fresh) AS rows_equal;
 SELECT cdc.unregister_mapping(t) FROM unnest(ARRAY['rlh_hot', 'rlh_fresh']::regclass[]) t;
 DROP TABLE rlh_hot, rlh_fresh;
-DROP FUNCTION rlh_ev, rlh_apply;
+DROP FUNCTION rlh_ev, rlh_apply, rlh_apply2;
