@@ -3,17 +3,18 @@
 -- HOT before this backend first looked it up.  The descent of the key's
 -- index follows the HOT chain from its root to the visible version, and
 -- index_fetch_heap leaves that version's TID (a heap-only tuple) in
--- xs_heaptid, which FindRowPg remembers as if it were the chain's root
--- (docs/internals.md, "Rows found where they were last seen": "the TID
--- of the row's HOT chain root").  The next fetch at a heap-only tuple
+-- xs_heaptid.  FindRowPg remembered that TID as if it were the chain's
+-- root (docs/internals.md, "Rows found where they were last seen": "the
+-- TID of the row's HOT chain root"), and a fetch at a heap-only tuple
 -- finds nothing (heap_hot_search_buffer does not start a chain there), so
--- such a key is looked up through the index at every change, in every
--- later batch, until an update that is not HOT: after a worker restart,
--- or when the cache pushed the key out, the cache never serves it again.
--- The same holds for entity records (cdc.entity_state, FindEntityRecordsDirectPg).
--- Results stay right (the fallback), so only the look-ups differ: the
--- expected counts are those of a key whose row was never updated HOT
--- (one look-up, then none).
+-- such a key was looked up through the index at every change, in every
+-- later batch, until an update that was not HOT: after a worker restart,
+-- or once the cache had pushed the key out, the cache never served it
+-- again; the same for entity records (cdc.entity_state).  FindRowPg now
+-- keeps the index entry's TID (index_getnext_tid before index_fetch_heap).
+-- Results were right either way (the fallback), so only the look-ups
+-- differ: the expected counts are those of a key whose row was never
+-- updated HOT (one look-up, then none).
 --
 CREATE FUNCTION rlh_ev(tbl text, op text, id int, v text, lsn bigint) RETURNS jsonb LANGUAGE sql AS $$
   SELECT jsonb_build_object('op', op, 'source', jsonb_build_object('name', 'rlh', 'schema', 'public', 'table', tbl, 'lsn', lsn, 'txId', lsn),

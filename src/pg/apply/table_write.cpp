@@ -678,9 +678,30 @@ FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
 		}
 	}
 	bool found;
+	ItemPointerData root;
+	ItemPointerSetInvalid(&root);
 	for (;;) {
 		index_rescan(f->scan, f->skey, f->nkeys, NULL, 0);
-		found = index_getnext_slot(f->scan, ForwardScanDirection, out);
+		/*
+		 * index_getnext_slot, with the index entry's TID kept: the HOT
+		 * chain's root, which is what is remembered.  The fetch overwrites
+		 * xs_heaptid with the visible version's TID, a heap-only tuple after
+		 * a HOT update, from which no later fetch could start (review h3,
+		 * regress row_location_hot_chain).
+		 */
+		found = false;
+		for (;;) {
+			if (!f->scan->xs_heap_continue) {
+				ItemPointer tid = index_getnext_tid(f->scan, ForwardScanDirection);
+				if (tid == NULL)
+					break;
+				root = *tid;
+			}
+			if (index_fetch_heap(f->scan, out)) {
+				found = true;
+				break;
+			}
+		}
 		if (!found)
 			break;
 		ExecMaterializeSlot(out);
@@ -697,10 +718,9 @@ FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
 	 * index's operators, user code that may have changed the setting and
 	 * applied changes itself, which reallocates the cache.
 	 */
-	cache = found && f->tag_ok ? RowLocationsPg() : nullptr;
+	cache = found && f->tag_ok && ItemPointerIsValid(&root) ? RowLocationsPg() : nullptr;
 	if (cache != nullptr)
-		cache->Put(f->tag, cdc::RowLocation{ItemPointerGetBlockNumber(&f->scan->xs_heaptid),
-		                                    ItemPointerGetOffsetNumber(&f->scan->xs_heaptid)});
+		cache->Put(f->tag, cdc::RowLocation{ItemPointerGetBlockNumber(&root), ItemPointerGetOffsetNumber(&root)});
 	MemoryContextSwitchTo(caller);
 	return found;
 }
