@@ -544,12 +544,15 @@ KeyTagPg(const RowLocationKeys *k, TupleTableSlot *s, uint64 *tag)
 void
 BeginRowLocationKeysPg(Relation rel, Relation index, RowLocationKeys *k)
 {
+	k->nkeys = 0;
 	k->on = index != NULL && RowLocationsPg() != nullptr && RowLocationsUsablePg(rel, index);
-	if (!k->on)
+	if (index == NULL)
 		return;
 	k->nkeys = IndexRelationGetNumberOfKeyAttributes(index);
 	for (int j = 0; j < k->nkeys; j++)
 		k->heap_attno[j] = index->rd_index->indkey.values[j];
+	if (!k->on)
+		return;
 	/* the relation's file, not its OID: a rewrite (TRUNCATE, VACUUM FULL, CLUSTER) starts over */
 	const RelFileNode &node = rel->rd_node;
 	uint32 parts[4] = {node.spcNode, node.dbNode, node.relNode, RelationGetRelid(index)};
@@ -585,8 +588,8 @@ FetchRememberedRowPg(RowFinder *f, ItemPointer tid, TupleTableSlot *search, Tupl
 		ExecClearTuple(out);
 		return false;
 	}
-	for (int j = 0; j < f->nkeys; j++) {
-		const AttrNumber a = f->heap_attno[j];
+	for (int j = 0; j < f->loc.nkeys; j++) {
+		const AttrNumber a = f->loc.heap_attno[j];
 		bool isnull;
 		const Datum v = slot_getattr(out, a, &isnull);
 		if (isnull || !DatumGetBool(FunctionCall2Coll(&f->skey[j].sk_func, f->skey[j].sk_collation, v,
@@ -610,8 +613,9 @@ void
 BeginRowFinderPg(RowFinder *f, Relation rel, Oid indexoid, Snapshot snapshot)
 {
 	f->index = index_open(indexoid, RowExclusiveLock);
-	f->nkeys = IndexRelationGetNumberOfKeyAttributes(f->index);
-	for (int j = 0; j < f->nkeys; j++) {
+	/* the key columns (f->loc.nkeys, f->loc.heap_attno), and whether the row location cache serves the index */
+	BeginRowLocationKeysPg(rel, f->index, &f->loc);
+	for (int j = 0; j < f->loc.nkeys; j++) {
 		/* the equality of the key column's operator class, compared in the index's collation */
 		Oid opfamily = f->index->rd_opfamily[j];
 		Oid optype = f->index->rd_opcintype[j];
@@ -621,16 +625,14 @@ BeginRowFinderPg(RowFinder *f, Relation rel, Oid indexoid, Snapshot snapshot)
 			     RelationGetRelationName(f->index));
 		ScanKeyInit(&f->skey[j], AttrNumber(j + 1), BTEqualStrategyNumber, get_opcode(eq), (Datum) 0);
 		f->skey[j].sk_collation = f->index->rd_indcollation[j];
-		f->heap_attno[j] = f->index->rd_index->indkey.values[j];
 	}
 	InitDirtySnapshot(f->dirty);
 	f->wait = snapshot == NULL;
 	f->cxt = CurrentMemoryContext;
 	f->snapshot = f->wait ? &f->dirty : snapshot;
-	f->scan = index_beginscan(rel, f->index, f->snapshot, f->nkeys, 0);
+	f->scan = index_beginscan(rel, f->index, f->snapshot, f->loc.nkeys, 0);
 	f->tag_ok = false;
 	f->fetch = NULL;
-	BeginRowLocationKeysPg(rel, f->index, &f->loc);
 	if (f->loc.on) {
 		/* a lower bound of the size while the finder runs: truncating the heap needs an exclusive lock */
 		f->nblocks = RelationGetNumberOfBlocks(rel);
@@ -650,8 +652,8 @@ EndRowFinderPg(RowFinder *f)
 bool
 FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
 {
-	for (int j = 0; j < f->nkeys; j++) {
-		AttrNumber a = f->heap_attno[j];
+	for (int j = 0; j < f->loc.nkeys; j++) {
+		AttrNumber a = f->loc.heap_attno[j];
 		f->skey[j].sk_argument = search->tts_values[a - 1];
 		/* a NULL key matches no row, as RelationFindReplTupleByIndex's key */
 		if (search->tts_isnull[a - 1])
@@ -681,7 +683,7 @@ FindRowPg(RowFinder *f, TupleTableSlot *search, TupleTableSlot *out)
 	ItemPointerData root;
 	ItemPointerSetInvalid(&root);
 	for (;;) {
-		index_rescan(f->scan, f->skey, f->nkeys, NULL, 0);
+		index_rescan(f->scan, f->skey, f->loc.nkeys, NULL, 0);
 		/*
 		 * index_getnext_slot, with the index entry's TID kept: the HOT
 		 * chain's root, which is what is remembered.  The fetch overwrites

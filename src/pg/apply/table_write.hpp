@@ -87,16 +87,18 @@ void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculativ
 // its key equals the key looked for under the index's equality operators;
 // else the index is scanned as above (docs/internals.md, "Rows found where
 // they were last seen").  Plain data; PostgreSQL regime.
-// The key columns and relation that tag a key in the row location cache
-// (table_write.cpp, KeyTagPg): `on` when the cache is in use and may serve
-// the index (RowLocationsUsablePg).  Plain data; PostgreSQL regime.
+// The key columns of an index (their heap attribute numbers) and what tags
+// a key in the row location cache (table_write.cpp, KeyTagPg): `on` when
+// the cache is in use and may serve the index (RowLocationsUsablePg), and
+// only then `seed`.  Plain data; PostgreSQL regime.
 struct RowLocationKeys {
 	bool on;
 	uint64 seed; /* the relation's file and the index: every tag's start */
 	int nkeys;
 	AttrNumber heap_attno[INDEX_MAX_KEYS];
 };
-// Fills `k` for rows of `rel` found by `index` (NULL: k->on false).
+// Fills `k` for rows of `rel` found by `index` (NULL: no key columns,
+// k->on false).
 void BeginRowLocationKeysPg(Relation rel, Relation index, RowLocationKeys *k);
 // Remembers where the row in `row` now is (its key values in tts_values,
 // its tts_tid the root of its HOT chain: just inserted, or updated with
@@ -110,10 +112,8 @@ struct RowFinder {
 	IndexScanDesc scan;
 	SnapshotData dirty;
 	bool wait; /* the dirty snapshot, writers waited for */
-	int nkeys;
-	ScanKeyData skey[INDEX_MAX_KEYS];
-	AttrNumber heap_attno[INDEX_MAX_KEYS];
-	/* the row location cache (fetch NULL when loc.on is false) */
+	ScanKeyData skey[INDEX_MAX_KEYS]; /* one per key column of `loc` */
+	/* the key columns, and the row location cache's use (fetch NULL when loc.on is false) */
 	RowLocationKeys loc;
 	IndexFetchTableData *fetch;
 	Snapshot snapshot;   /* the snapshot of fetches: &dirty when `wait` */
