@@ -34,18 +34,8 @@ owned_database_subscription($source, $dest, 'dbowner', 'ro', 'ro_sub');
 # make a session another role; poll_query_until, whose psql is not quiet,
 # reads only the public cdc.subscription_status).
 my $as_su = 'SET SESSION AUTHORIZATION DEFAULT; SET ROLE NONE; ';
-sub ro_caught_up
-{
-	my ($lsn) = @_;
-	my $ok = $dest->poll_query_until('ro', qq{
-		SELECT applied_lsn >= '$lsn'::pg_lsn AND state = 'streaming' AND last_error IS NULL
-		  FROM cdc.subscription_status WHERE name = 'ro_sub'});
-	diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql('ro', $as_su .
-		q{SELECT state, applied_lsn, retry_count, last_error FROM cdc.subscription_status WHERE name = 'ro_sub'}))
-	  unless $ok;
-	return $ok;
-}
-sub ro_rows { return $dest->safe_psql('ro', $as_su . q{SELECT count(*) || ':' || sum(n) FROM t}); }
+sub ro_caught_up { return owned_database_caught_up($dest, 'ro', 'ro_sub', $_[0]); }
+sub ro_rows { return owned_database_rows($dest, 'ro'); }
 sub src_rows { return $source->safe_psql('postgres', q{SELECT count(*) || ':' || sum(n) FROM t}); }
 
 ok(ro_caught_up(source_lsn($source)), 'the copy is applied');

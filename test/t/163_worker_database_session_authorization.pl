@@ -33,18 +33,8 @@ owned_database_subscription($source, $dest, 'dbowner', 'sa', 'sa_sub');
 
 # reads of the database 'sa' by the authenticated superuser, whatever its settings make the session
 my $as_su = 'SET SESSION AUTHORIZATION DEFAULT; SET ROLE NONE; ';
-sub sa_caught_up
-{
-	my ($lsn) = @_;
-	my $ok = $dest->poll_query_until('sa', qq{
-		SELECT applied_lsn >= '$lsn'::pg_lsn AND state = 'streaming' AND last_error IS NULL
-		  FROM cdc.subscription_status WHERE name = 'sa_sub'});
-	diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql('sa', $as_su .
-		q{SELECT state, applied_lsn, retry_count, last_error FROM cdc.subscription_status WHERE name = 'sa_sub'}))
-	  unless $ok;
-	return $ok;
-}
-sub sa_rows { return $dest->safe_psql('sa', $as_su . q{SELECT count(*) || ':' || sum(n) FROM t}); }
+sub sa_caught_up { return owned_database_caught_up($dest, 'sa', 'sa_sub', $_[0]); }
+sub sa_rows { return owned_database_rows($dest, 'sa'); }
 sub src_rows { return $source->safe_psql('postgres', q{SELECT count(*) || ':' || sum(n) FROM t}); }
 
 ok(sa_caught_up(source_lsn($source)), 'the copy is applied');

@@ -13,7 +13,7 @@ use Exporter 'import';
 our @EXPORT = qw(changes_claimed_once outbox_changes create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
   compare_table id_n_rows same_id_n_rows outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
   enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num
-  freeze_walwriter crash_frozen wait_for_log owned_notes_subscription owned_database_subscription hold_slot release_slot);
+  freeze_walwriter crash_frozen wait_for_log owned_notes_subscription owned_database_subscription owned_database_caught_up owned_database_rows hold_slot release_slot);
 
 sub new_source
 {
@@ -188,6 +188,28 @@ sub owned_database_subscription
 		CREATE TABLE t (id int PRIMARY KEY, n int NOT NULL)});
 	(my $conn = $source->connstr('postgres')) =~ s/'/''/g;
 	$dest->safe_psql($db, "SELECT cdc.create_subscription('$sub', '$conn', ARRAY['p'])");
+}
+
+# Reads of such a database by the authenticated superuser, whatever its
+# settings make the session (113, 163): waits until subscription $sub has
+# applied $lsn, streams and has no error (its status row as a diag
+# otherwise); and public.t's rows as count:sum(n).
+my $as_superuser = 'SET SESSION AUTHORIZATION DEFAULT; SET ROLE NONE; ';
+sub owned_database_caught_up
+{
+	my ($dest, $db, $sub, $lsn) = @_;
+	my $ok = $dest->poll_query_until($db, qq{
+		SELECT applied_lsn >= '$lsn'::pg_lsn AND state = 'streaming' AND last_error IS NULL
+		  FROM cdc.subscription_status WHERE name = '$sub'});
+	diag('not caught up to ' . $lsn . ': ' . $dest->safe_psql($db, $as_superuser .
+		qq{SELECT state, applied_lsn, retry_count, last_error FROM cdc.subscription_status WHERE name = '$sub'}))
+	  unless $ok;
+	return $ok;
+}
+sub owned_database_rows
+{
+	my ($dest, $db) = @_;
+	return $dest->safe_psql($db, $as_superuser . q{SELECT count(*) || ':' || sum(n) FROM t});
 }
 
 # The resync attack fixture (070, 071): clusters named "$prefix"_source and
