@@ -1947,7 +1947,7 @@ AS $fn$
 DECLARE
   parts text[];
   qname text;
-  cols  text;
+  cols  text; why text;  -- one line: the CONTEXT line numbers of the errors below stay
 BEGIN
   IF name IS NULL OR source IS NULL THEN
     RAISE EXCEPTION '% must not be NULL', CASE WHEN name IS NULL THEN 'name' ELSE 'source' END USING ERRCODE = '22004';
@@ -1961,7 +1961,16 @@ BEGIN
     RAISE EXCEPTION 'source % is not a table, view, materialized view or foreign table', source USING ERRCODE = '42809',
       DETAIL = 'A history table records the rows of a table: its columns are the source''s.';
   END IF;
-  parts := parse_ident(name);
+  -- parse_ident's own error was 22023 'string is not a valid identifier';
+  -- a bad name is 42602 as documented (review h4)
+  BEGIN
+    parts := parse_ident(name);
+  EXCEPTION WHEN invalid_parameter_value THEN
+    GET STACKED DIAGNOSTICS why = PG_EXCEPTION_DETAIL;
+    RAISE EXCEPTION 'history table name % is not a valid name', quote_literal(name) USING ERRCODE = '42602',
+      DETAIL = SQLERRM || CASE WHEN why <> '' THEN '. ' || why ELSE '' END,
+      HINT = 'Give table or schema.table; quote a name with upper case, spaces or dots: ''"My Table"''.';
+  END;
   IF cardinality(parts) = 1 THEN
     parts := ARRAY[(SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                      WHERE c.oid = source)] || parts;
@@ -2671,6 +2680,11 @@ BEGIN
     RAISE EXCEPTION 'commit_lsn must not be NULL' USING ERRCODE = '22004',
       HINT = 'Pass the commit LSN of the failing source transaction: cdc.subscription_status.last_error_lsn.';
   END IF;
+  -- no transaction commits at the invalid LSN: such a request stayed pending for ever (review h4)
+  IF commit_lsn OPERATOR(pg_catalog.=) '0/0'::pg_lsn THEN
+    RAISE EXCEPTION 'commit_lsn 0/0 is not the commit LSN of a transaction' USING ERRCODE = '22023',
+      HINT = 'Pass the commit LSN of the failing source transaction: cdc.subscription_status.last_error_lsn.';
+  END IF;
   UPDATE cdc.subscription s SET skip_lsn = commit_lsn WHERE s.name = skip_transaction.name RETURNING subid INTO id;
   IF NOT FOUND THEN PERFORM cdc._no_such_subscription(name); END IF;
   -- a transaction whose commit LSN is before the progress is applied (or
@@ -2696,7 +2710,7 @@ BEGIN
   PERFORM cdc._force_sync_commit();
 END $fn$;
 COMMENT ON FUNCTION cdc.skip_transaction(text, pg_lsn, text) IS
-  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. One open request per subscription: a second call replaces the first. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, reason or LSN, 22023 a blank reason or an LSN before the subscription''s progress.';
+  'Asks the worker to skip the source transaction with this commit LSN (as shown in cdc.subscription_status.last_error_lsn), recorded in cdc.skipped_transactions. The only way a change is ever skipped. One open request per subscription: a second call replaces the first. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name, reason or LSN, 22023 a blank reason, an LSN before the subscription''s progress, or 0/0.';
 
 CREATE FUNCTION cdc.accept_gap(name text, reason text) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
@@ -2894,6 +2908,12 @@ BEGIN
   IF target IS NULL THEN
     RAISE EXCEPTION 'target must not be NULL' USING ERRCODE = '22004';
   END IF;
+  -- OID 0 ('-') or a dropped table's OID: the relkind below is NULL and let it
+  -- through to 55000 'table <NULL>.<NULL> is not published' (review h4)
+  IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = resync_table.target) THEN
+    RAISE EXCEPTION 'target relation with OID % does not exist', target::oid USING ERRCODE = '42P01',
+      HINT = 'Pass the destination table to copy again.';
+  END IF;
   IF (SELECT c.relkind FROM pg_class c WHERE c.oid = resync_table.target) NOT IN ('r', 'p') THEN
     RAISE EXCEPTION '"%" is not a table', target::text USING ERRCODE = '42809',
       HINT = 'cdc.resync_table copies into a table or a partitioned table.';
@@ -2921,7 +2941,7 @@ BEGIN
   PERFORM cdc._stop_worker(sub.subid);
 END $fn$;
 COMMENT ON FUNCTION cdc.resync_table(text, regclass) IS
-  'Copies one table of a subscription again (for example a destination table dropped and created again), without copying the others: the worker restarts, copies the source table feeding target (per cdc.mapping, else the same schema and name) at the snapshot of a temporary slot, and the stream joins it there (its changes committed before the copy''s point are skipped). Rows the destination has and the source no longer has are not removed: truncate the target first if it may hold such rows. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name or target, 42809 target not a table or partitioned table, 55000 the source table is not published by the subscription''s publications, 08001 source unreachable.';
+  'Copies one table of a subscription again (for example a destination table dropped and created again), without copying the others: the worker restarts, copies the source table feeding target (per cdc.mapping, else the same schema and name) at the snapshot of a temporary slot, and the stream joins it there (its changes committed before the copy''s point are skipped). Rows the destination has and the source no longer has are not removed: truncate the target first if it may hold such rows. Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name or target, 42P01 target names no relation (OID 0, a dropped table), 42809 target not a table or partitioned table, 55000 the source table is not published by the subscription''s publications, 08001 source unreachable.';
 
 -- The engine writes its bookkeeping as the extension owner; nobody else
 -- writes these tables directly.  Reading state is open to everyone.
