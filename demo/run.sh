@@ -155,12 +155,12 @@ echo
 echo "== 5. What the worker counted (cdc.stats of its four tables)"
 echo "applied = the rows of the initial copy (snapshot_rows) + the changes streamed after it; a streamed change of"
 echo "demo_orders also wrote one outbox row (the copy writes none); nothing was delivered twice here, so no"
-echo "duplicate or stale outcome. demo_orders: orders inserted before the worker's copy took its snapshot,"
-echo "if any, are in the copy too (snapshot rows above the 500 of step 2), and each pgbench transaction"
-echo "upserts one order and deletes another, so it streams about 1.5 changes per transaction where the other"
-echo "tables stream one:"
+echo "duplicate or stale outcome. demo_orders: the pgbench transactions committed before the worker's copy"
+echo "took its snapshot, if any, are in the copy too (their inserts and deletes move snapshot_rows above or"
+echo "below the 500 of step 2), and each pgbench transaction upserts one order and deletes another, so it"
+echo "streams about 1.5 changes per transaction where the other tables stream one:"
 "${PSQL[@]}" -d destination -c "SELECT target, applied, snapshot_rows, applied - snapshot_rows AS streamed, outbox_rows, duplicate, stale
-  FROM cdc.stats WHERE target::text IN ('pgbench_accounts', 'pgbench_branches', 'pgbench_tellers', 'demo_orders') ORDER BY 1::text"
+  FROM cdc.stats WHERE target::text IN ('pgbench_accounts', 'pgbench_branches', 'pgbench_tellers', 'demo_orders') ORDER BY target::text"
 
 # Fixture files are read by the client and passed as literals.
 FX="$ROOT/test/fixtures/debezium"
