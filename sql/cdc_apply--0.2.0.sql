@@ -2262,7 +2262,7 @@ CREATE TABLE cdc.skipped_transactions (
   requested_by name NOT NULL DEFAULT current_user,
   skipped_at timestamptz
 );
-COMMENT ON TABLE cdc.skipped_transactions IS 'Source transactions skipped by an explicit operator action (cdc.skip_transaction); skipped_at is set when the worker actually skipped it.';
+COMMENT ON TABLE cdc.skipped_transactions IS 'Source transactions skipped by an explicit operator action (cdc.skip_transaction); skipped_at is set when the worker actually skipped it. cdc.drop_subscription removes the subscription''s open request (skipped_at NULL) and keeps the performed skips.';
 COMMENT ON COLUMN cdc.skipped_transactions.id IS 'Request order.';
 COMMENT ON COLUMN cdc.skipped_transactions.subid IS 'The subscription.';
 COMMENT ON COLUMN cdc.skipped_transactions.name IS 'Subscription name at the time.';
@@ -2768,6 +2768,10 @@ BEGIN
   -- locked row as gone
   PERFORM cdc._stop_worker(sub.subid, 10000);
   DELETE FROM cdc.subscription s WHERE s.subid = sub.subid;
+  -- its open skip request can never be carried out: it goes with the
+  -- subscription (it stayed pending for ever; review h4, skip_after_drop);
+  -- the skips performed stay, as the record of what was skipped
+  DELETE FROM cdc.skipped_transactions t WHERE t.subid OPERATOR(pg_catalog.=) sub.subid AND t.skipped_at IS NULL;
   PERFORM cdc._force_sync_commit();
   -- Neither the slot on the source nor the replication origin's progress
   -- (pg_replication_origin_drop clears it in shared memory at once) can
@@ -2784,7 +2788,7 @@ BEGIN
                               cdc._origin_name(sub.subid), origin_xmin);
 END $fn$;
 COMMENT ON FUNCTION cdc.drop_subscription(text, boolean) IS
-  'Stops the worker and drops the subscription; when the transaction commits, also its replication origin and, with drop_slot, its slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped with a NOTICE). Transactional: a ROLLBACK, a failing DO block, a rolled-back savepoint or procedure leaves the subscription, its slot and its progress, so it may run inside a transaction block (unlike DROP SUBSCRIPTION with a slot). Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name or drop_slot; at COMMIT 08001 source unreachable, 55006 slot in use, 57014 statement_timeout or a cancel while another process holds the slot, aborting the transaction (the subscription stays); 0A000 at PREPARE TRANSACTION with drop_slot.';
+  'Stops the worker and drops the subscription with its open skip request (the skips performed stay in cdc.skipped_transactions); when the transaction commits, also its replication origin and, with drop_slot, its slot on the source, in every state of the subscription (also before its initial copy finished; a slot that does not exist is skipped with a NOTICE). Transactional: a ROLLBACK, a failing DO block, a rolled-back savepoint or procedure leaves the subscription, its slot and its progress, so it may run inside a transaction block (unlike DROP SUBSCRIPTION with a slot). Superusers only; commits synchronously. Errors: 42501 not a superuser, 42704 unknown subscription, 22004 NULL name or drop_slot; at COMMIT 08001 source unreachable, 55006 slot in use, 57014 statement_timeout or a cancel while another process holds the slot, aborting the transaction (the subscription stays); 0A000 at PREPARE TRANSACTION with drop_slot.';
 
 CREATE FUNCTION cdc._check_publications_owner(publications text[], owner regrole) RETURNS void
 LANGUAGE plpgsql STABLE

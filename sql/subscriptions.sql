@@ -173,8 +173,9 @@ SELECT cdc.skip_transaction('shop', '0/1A2B3C4', ' ');
 SELECT cdc.skip_transaction('nosuch', '0/1', 'x');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 
--- drop: the row, its state, its tables and its replication origin go; the
--- skip record stays.
+-- drop: the row, its state, its tables, its replication origin and its
+-- open skip request (never performed) go; performed skips would stay
+-- (skip_after_drop).
 SELECT count(*) AS tables_before_drop
   FROM cdc._reconcile_tables((SELECT subid FROM cdc.subscription WHERE name = 'shop'), ARRAY['public'], ARRAY['kept'], true);
 SELECT cdc.drop_subscription('shop');
