@@ -242,7 +242,8 @@ EscapedNonAscii(const std::string &s)
 // Feeds nlohmann's SAX events to a JsonBuilder.
 class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
   public:
-	JsonBuilder builder{0, true}; /* a repeated key: the last value, as jsonb */
+	explicit TreeBuilder(std::size_t outer_depth = 0) : builder(outer_depth, true) {}
+	JsonBuilder builder; /* a repeated key: the last value, as jsonb */
 	bool overflow = false;        /* stopped at a number beyond double's range */
 	/* the second pass (Json::Parse): lexemes of numbers blanked out of the text, by ordinal */
 	const std::vector<std::pair<std::size_t, std::string>> *restore = nullptr;
@@ -286,8 +287,26 @@ class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
 			lexeme = (*restore)[next_restore_++].second;
 		ordinal_++;
 		/* as jsonb holds it (CanonicalNumber); an integer nlohmann read as such is printed by std::to_string already */
-		builder.Number(CanonicalNumber(std::move(lexeme)));
+		std::string canonical;
+		try {
+			canonical = CanonicalNumber(std::move(lexeme));
+		} catch (const InputError &e) {
+			throw WithField(e); /* the error path only: no cost to a number that fits */
+		}
+		builder.Number(std::move(canonical));
 		return true;
+	}
+	// CanonicalNumber's error naming the field the number is the value of
+	// ("JSON number 1e400000 in field \"after.x\" overflows numeric
+	// format"); as it is for a number that is the whole document.
+	InputError WithField(const InputError &e) const
+	{
+		std::string message = e.what();
+		const std::string path = builder.CurrentPath();
+		const std::size_t at = message.rfind(" overflows ");
+		if (!path.empty() && at != std::string::npos)
+			message.insert(at, " in field " + QuotedField(path));
+		return InputError(e.sqlstate(), std::move(message), e.detail(), e.hint());
 	}
 };
 
@@ -494,7 +513,7 @@ CanonicalNumber(std::string written)
 }
 
 Json
-Json::Parse(std::string_view text)
+Json::Parse(std::string_view text, std::size_t outer_depth)
 {
 	/*
 	 * A byte order mark is no JSON whitespace: PostgreSQL's json and jsonb
@@ -504,7 +523,7 @@ Json::Parse(std::string_view text)
 	if (text.substr(0, 3) == "\xEF\xBB\xBF")
 		throw JsonSyntaxError("invalid JSON at byte 1: a byte order mark (U+FEFF) is not JSON whitespace");
 	{
-		TreeBuilder builder;
+		TreeBuilder builder(outer_depth);
 		if (SaxParse(text, builder))
 			return builder.builder.Take();
 		if (!builder.overflow)
@@ -519,7 +538,7 @@ Json::Parse(std::string_view text)
 	 */
 	std::string blanked(text);
 	const auto restore = BlankFractionalNumbers(blanked);
-	TreeBuilder builder;
+	TreeBuilder builder(outer_depth);
 	builder.restore = &restore;
 	if (!SaxParse(blanked, builder)) {
 		if (builder.overflow)
@@ -760,6 +779,64 @@ Json::KindName() const
 	case Kind::Object: return "object";
 	}
 	return "?";
+}
+
+std::vector<JsonElementRange>
+TopLevelElementRanges(std::string_view text)
+{
+	auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+	std::vector<JsonElementRange> out;
+	std::size_t i = 0, n = text.size();
+	while (i < n && space(text[i]))
+		i++;
+	if (i == n || text[i] != '[')
+		return out;
+	std::size_t depth = 0;     /* containers open inside the current element */
+	std::size_t start = n;     /* first byte of the current element; n: none yet */
+	std::size_t last = 0;      /* last byte of the current element */
+	bool complete = false;     /* the current element's value has ended (a separator must follow) */
+	bool in_string = false, escaped = false;
+	for (i++; i < n; i++) {
+		const char c = text[i];
+		if (in_string) {
+			ScanStringByte(c, in_string, escaped);
+			last = i;
+			if (!in_string && depth == 0)
+				complete = true;
+			continue;
+		}
+		if (space(c)) {
+			if (start != n && depth == 0)
+				complete = true; /* the end of a scalar, or space after a value */
+			continue;
+		}
+		if (depth == 0 && (c == ',' || c == ']')) {
+			if (start != n)
+				out.push_back({start, last + 1});
+			start = n;
+			complete = false;
+			if (c == ']')
+				return out;
+			continue;
+		}
+		if (depth == 0 && (complete || (start != n && (c == '"' || c == '[' || c == '{'))))
+			break; /* a value follows a value: the array's own syntax is broken here */
+		if (start == n)
+			start = i;
+		last = i;
+		if (c == '"') {
+			in_string = true;
+		} else if (c == '[' || c == '{') {
+			depth++;
+		} else if ((c == ']' || c == '}') && depth > 0) {
+			if (--depth == 0)
+				complete = true;
+		}
+	}
+	/* cut short: an element still open, or one ended and not followed by a comma or ']' */
+	if (start != n)
+		out.push_back({start, last + 1});
+	return out;
 }
 
 std::optional<JsonElementSpan>

@@ -62,7 +62,10 @@ class Json {
 	// conversion is not used), as jsonb keeps it as numeric.  An object
 	// with a repeated key keeps the last value of that key, at the place
 	// of its last occurrence, as jsonb does (docs/sql-reference.md).
-	static Json Parse(std::string_view text);
+	// A number beyond numeric's range is InputError 22003 naming its field
+	// (CanonicalNumber).  outer_depth: containers around the text (1 for an
+	// element of a batch array parsed on its own), counted in kMaxDepth.
+	static Json Parse(std::string_view text, std::size_t outer_depth = 0);
 
 	Kind kind() const { return kind_; }
 	bool IsNull() const { return kind_ == Kind::Null; }
@@ -301,5 +304,20 @@ struct JsonElementSpan {
 // it lets the event-size limit (cdc.max_event_size, docs/security.md) refuse
 // an oversize event of a batch before its tree is built.
 std::optional<JsonElementSpan> OversizeTopLevelElement(std::string_view text, std::size_t max_bytes);
+
+// The byte range [begin, end) of an element of a top-level JSON array.
+struct JsonElementRange {
+	std::size_t begin = 0;
+	std::size_t end = 0;
+};
+
+// The elements of the top-level JSON array in `text`, in order, as far as
+// the array's own syntax goes: up to a value that follows another without
+// a comma (that element ends with its value; the rest belongs to no
+// element), and an element cut short by the end of the text as far as it
+// goes.  Empty when the text is no array.  No validation, like
+// OversizeTopLevelElement.  For the error path of the batch's text form:
+// which event an error of Json::Parse is in (pg/sql_api.cpp).
+std::vector<JsonElementRange> TopLevelElementRanges(std::string_view text);
 
 } // namespace cdc

@@ -217,16 +217,17 @@ ToServerEncoding(const std::string &utf8)
 // SQL_ASCII has no conversion, and jsonb's input there takes any byte above
 // 0x7F in a string as it is and refuses a \u escape above U+007F (0A000):
 // so do we (ParseSqlAsciiTextForm).
-Json ParseSqlAsciiTextForm(std::string_view text);
+// outer_depth: as for Json::Parse (an element of a batch parsed on its own).
+Json ParseSqlAsciiTextForm(std::string_view text, size_t outer_depth);
 
 Json
-ParseTextForm(std::string_view text)
+ParseTextForm(std::string_view text, size_t outer_depth = 0)
 {
 	const int encoding = PgCall([]() { return GetDatabaseEncoding(); });
 	if (encoding == PG_UTF8)
-		return Json::Parse(text);
+		return Json::Parse(text, outer_depth);
 	if (encoding == PG_SQL_ASCII)
-		return ParseSqlAsciiTextForm(text);
+		return ParseSqlAsciiTextForm(text, outer_depth);
 	const auto ascii = [](std::string_view t) {
 		for (unsigned char c : t)
 			if (c >= 0x80)
@@ -247,7 +248,7 @@ ParseTextForm(std::string_view text)
 		}
 		input = converted;
 	}
-	Json j = Json::Parse(input);
+	Json j = Json::Parse(input, outer_depth);
 	j.RewriteStrings([&](const std::string &t) { return ascii(t) ? t : ToServerEncoding(t); });
 	return j;
 }
@@ -261,7 +262,7 @@ ParseTextForm(std::string_view text)
 // carried through the UTF-8 parser as the code point of the same value
 // (U+0080..U+00FF) and turned back into that byte in every string and key.
 Json
-ParseSqlAsciiTextForm(std::string_view text)
+ParseSqlAsciiTextForm(std::string_view text, size_t outer_depth)
 {
 	bool high = false;
 	for (size_t i = 0; i < text.size(); i++) {
@@ -286,7 +287,7 @@ ParseSqlAsciiTextForm(std::string_view text)
 		i++; /* the escaped character: "\\\\" is one escape */
 	}
 	if (!high)
-		return Json::Parse(text);
+		return Json::Parse(text, outer_depth);
 	std::string widened;
 	widened.reserve(text.size() + text.size() / 4);
 	for (unsigned char c : text) {
@@ -297,7 +298,7 @@ ParseSqlAsciiTextForm(std::string_view text)
 			widened.push_back(char(0x80 | (c & 0x3F)));
 		}
 	}
-	Json j = Json::Parse(widened);
+	Json j = Json::Parse(widened, outer_depth);
 	j.RewriteStrings([](const std::string &t) {
 		std::string out;
 		out.reserve(t.size());
@@ -715,9 +716,60 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_array, cdc::pg::kCallApplyBatch)
 	return ApplyBatch(fcinfo, std::move(events), memory);
 }
 
+// The CONTEXT line "cdc_apply event N of the batch" while it lives (the
+// error path of the batch's text form, below); formatted into the call's
+// own buffer when it goes (ReleaseErrorContextSource), so the ERROR raised
+// after the stack has unwound still has it.
+class BatchEventContext final : public cdc::pg::ContextSource {
+  public:
+	explicit BatchEventContext(size_t position) : position_(position) { cdc::pg::SetErrorContextSource(this); }
+	BatchEventContext(const BatchEventContext &) = delete;
+	BatchEventContext &operator=(const BatchEventContext &) = delete;
+	~BatchEventContext() { cdc::pg::ReleaseErrorContextSource(this); }
+	size_t FormatContext(char *buf, size_t size) const noexcept override
+	{
+		const int n = snprintf(buf, size, "cdc_apply event %zu of the batch", position_);
+		return n < 0 ? 0 : std::min(size_t(n), size - 1);
+	}
+
+  private:
+	size_t position_;
+};
+
+/*
+ * The error path of ParseTextForm(events) for the batch's text form, which
+ * parses the whole array at once (no per-element work when it succeeds):
+ * finds the event the error is in and throws with its CONTEXT line, as
+ * every other error of an event has it (docs/sql-reference.md).  Each
+ * element is parsed on its own, in order, under "event N of the batch";
+ * the first that fails is the one: a syntax error is thrown as the whole
+ * text's parser reported it (its byte offset counts the whole text), any
+ * other error (a number beyond numeric's range naming its field within the
+ * event, nesting too deep, a character the database encoding cannot hold)
+ * as the element's parse raised it.  When no element fails, the error is
+ * in the array's own syntax (a missing comma or bracket between events,
+ * text after the array) or the text is no array: `original` as it was.
+ */
+[[noreturn]] void
+RethrowNamingTheEvent(std::string_view events, const std::exception_ptr &original)
+{
+	const std::vector<cdc::JsonElementRange> ranges = cdc::TopLevelElementRanges(events);
+	for (size_t i = 0; i < ranges.size(); i++) {
+		BatchEventContext context(i + 1);
+		try {
+			(void) ParseTextForm(events.substr(ranges[i].begin, ranges[i].end - ranges[i].begin), 1);
+		} catch (const cdc::JsonSyntaxError &) {
+			std::rethrow_exception(original);
+		}
+	}
+	cdc::pg::SetErrorContext(nullptr); /* a released element's line would stay */
+	std::rethrow_exception(original);
+}
+
 /*
  * cdc_apply_batch(events text, ...): the same for a JSON array as text.
- * Malformed JSON: SQLSTATE 22P02 with the byte offset.
+ * Malformed JSON: SQLSTATE 22P02 with the byte offset.  An error inside
+ * an event's JSON names the event in its CONTEXT (RethrowNamingTheEvent).
  */
 CDC_PG_ENTRY_POINT(cdc_apply_batch_text, cdc::pg::kCallApplyBatch)
 {
@@ -727,7 +779,15 @@ CDC_PG_ENTRY_POINT(cdc_apply_batch_text, cdc::pg::kCallApplyBatch)
 	std::string_view events(VARDATA_ANY(raw), VARSIZE_ANY_EXHDR(raw));
 	if (auto big = cdc::OversizeTopLevelElement(events, size_t(cdc_max_event_size) * 1024))
 		CheckEventSize(big->bytes, "event " + std::to_string(big->index + 1) + " of the batch");
-	Json arr = ParseTextForm(events);
+	Json arr;
+	std::exception_ptr failed;
+	try {
+		arr = ParseTextForm(events);
+	} catch (...) {
+		failed = std::current_exception();
+	}
+	if (failed)
+		RethrowNamingTheEvent(events, failed);
 	FreeDetoasted(raw, PG_GETARG_DATUM(0));
 	if (!arr.IsArray())
 		throw cdc::InputError("22023", std::string("events must be a JSON array of change events, not ") + arr.KindName());

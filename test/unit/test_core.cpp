@@ -102,6 +102,58 @@ TEST(Json, NumbersAreSpelledAsJsonbPrintsThem)
 	EXPECT_EQ(SqlStateOf([] { Json::Parse(R"({"after": {"x": 1e131072}})"); }), "22003");
 }
 
+// A number beyond numeric's range names the field it is the value of
+// (review h4, sql/batch_text_json_errors.sql); a whole-document number has none.
+TEST(Json, NumberOverflowNamesTheField)
+{
+	auto message = [](std::string_view text, std::size_t outer_depth = 0) {
+		try {
+			Json::Parse(text, outer_depth);
+		} catch (const InputError &e) {
+			EXPECT_STREQ(e.sqlstate(), "22003");
+			return std::string(e.what());
+		}
+		return std::string("no error");
+	};
+	EXPECT_EQ(message(R"({"after": {"x": 1e131072}})"), "JSON number 1e131072 in field \"after.x\" overflows numeric format");
+	EXPECT_EQ(message(R"({"a": [1, {"b\"c": [2, 0.1e-16383]}]})"),
+	          "JSON number 0.1e-16383 in field \"a[1].b\\\"c[1]\" overflows numeric format");
+	EXPECT_EQ(message("1e131072"), "JSON number 1e131072 overflows numeric format");
+	/* a large integer (the second pass of the parse) too */
+	EXPECT_EQ(message("{\"n\": 1" + std::string(131072, '0') + "}").substr(0, 60).find("in field \"n\""),
+	          std::string::npos) << "the lexeme is cut at 40 bytes, the field follows";
+	EXPECT_NE(message("{\"n\": 1" + std::string(131072, '0') + "}").find("... in field \"n\" overflows"), std::string::npos);
+	/* outer_depth counts containers around the text, as the batch's elements need */
+	EXPECT_NO_THROW(Json::Parse(std::string(999, '[') + std::string(999, ']'), 1));
+	EXPECT_EQ(SqlStateOf([] { Json::Parse(std::string(1000, '[') + std::string(1000, ']'), 1); }), "54001");
+}
+
+// The elements of a batch array as the error path of the text form finds
+// them (pg/sql_api.cpp, RethrowNamingTheEvent).
+TEST(Json, TopLevelElementRanges)
+{
+	auto pieces = [](std::string_view text) {
+		std::vector<std::string> out;
+		for (const JsonElementRange &r : TopLevelElementRanges(text))
+			out.emplace_back(text.substr(r.begin, r.end - r.begin));
+		return out;
+	};
+	using V = std::vector<std::string>;
+	EXPECT_EQ(pieces(R"( [ null , {"a": [1, "],"]}, "x\"]", 12 ,true] )"), (V{"null", R"({"a": [1, "],"]})", R"("x\"]")", "12", "true"}));
+	EXPECT_EQ(pieces("[]"), V{});
+	EXPECT_EQ(pieces(R"({"a": 1})"), V{});
+	EXPECT_EQ(pieces("null"), V{});
+	/* a value after a value: the first ends with its value, the rest is no element */
+	EXPECT_EQ(pieces(R"([null {"op": "c"}, 2])"), V{"null"});
+	EXPECT_EQ(pieces(R"([{"a": 1}{"b": 2}])"), V{R"({"a": 1})"});
+	EXPECT_EQ(pieces(R"([1, nul"x"])"), (V{"1", "nul"}));
+	/* cut short: the open element as far as it goes */
+	EXPECT_EQ(pieces(R"([null, {"op": "c", "after": {"id")"), (V{"null", R"({"op": "c", "after": {"id")"}));
+	EXPECT_EQ(pieces("[null, null"), (V{"null", "null"}));
+	/* malformed inside an element: still that element */
+	EXPECT_EQ(pieces(R"([null, {"op": "c",, "x": 1}])"), (V{"null", R"({"op": "c",, "x": 1})"}));
+}
+
 TEST(Json, SyntaxErrorsNameTheOffset)
 {
 	try {
