@@ -559,7 +559,7 @@ COMMENT ON COLUMN cdc.counters.applied IS 'Events applied.';
 COMMENT ON COLUMN cdc.counters.duplicate IS 'Events that were duplicates (ledger claim or equal version and content).';
 COMMENT ON COLUMN cdc.counters.stale IS 'Events older than the stored version or the truncate barrier.';
 COMMENT ON COLUMN cdc.counters.conflict IS 'Events recorded in cdc.conflicts.';
-COMMENT ON COLUMN cdc.counters.ignored IS 'Non-change records and truncates ignored by policy.';
+COMMENT ON COLUMN cdc.counters.ignored IS 'Non-change records, truncates ignored by policy, and the worker''s updates of a table whose publications publish no inserts of it that find no row at the destination (not applied, as by PostgreSQL''s own subscriber).';
 COMMENT ON COLUMN cdc.counters.blocked_resurrections IS 'Stale inserts/updates blocked by a newer tombstone.';
 COMMENT ON COLUMN cdc.counters.outbox_rows IS 'Outbox rows written.';
 COMMENT ON COLUMN cdc.counters.snapshot_rows IS 'Snapshot rows (op r) applied.';

@@ -167,6 +167,11 @@ class ApplyEngine final : private ContextSource {
 	// operations); the caller applies what it has queued first.
 	// Errors of the key's conversion as for ApplyChange.
 	bool HasRowAtKey(Oid relid, const RawImage &img, const char *which);
+	// Counts one change of target `relid` as `ignored` in this engine's
+	// counters (written at Finish, with the transaction): the worker's
+	// update that HasRowAtKey found no row for, which it does not apply
+	// (docs/semantics.md, "Outcomes").  No error.
+	void CountIgnored(Oid relid) { counters_[relid].ignored++; }
 
 	// The name of another subscription of this database (not
 	// `subscription`) of the source cluster `system_id` (or of one not

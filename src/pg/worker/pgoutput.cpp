@@ -302,7 +302,9 @@ GuardKeyOutsideIdentity(const LogicalRepRelation *rel, const ChangeRequest &req)
 // or a key change would insert the new key (TAP 161).  The row is looked
 // up at the old key where the old tuple carries the destination's key (a
 // key change, REPLICA IDENTITY FULL), else at the new image's, after the
-// queued changes are applied.  False: the update is not applied.
+// queued changes are applied.  False: the update is not applied, and is
+// counted as `ignored` for the target (cdc.stats), so that every change the
+// worker receives for a target counts once in one outcome.
 bool
 UpdateFindsRow(const LogicalRepRelation *rel, const ChangeRequest &req)
 {
@@ -325,6 +327,7 @@ UpdateFindsRow(const LogicalRepRelation *rel, const ChangeRequest &req)
 		                        "publish no inserts of the table and the destination has no row for it",
 		                        W->name, rel->nspname, rel->relname, CDC_LSN_ARGS(W->final_lsn))));
 	});
+	W->engine->CountIgnored(req.target);
 	return false;
 }
 
