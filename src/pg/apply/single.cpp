@@ -203,13 +203,19 @@ ReturningList(const Target &t, bool returning, const std::string &same_identity)
 // when the row exists, and a nextval() default (serial, identity) advanced
 // its sequence on every update, where PostgreSQL's own apply updates the row
 // and evaluates nothing (TAP 164, t_seq).  Only a key without a row is
-// written by the upsert then.
+// written by the upsert then.  Also when the target has triggers that the
+// upsert fires and an UPDATE does not (BEFORE INSERT row triggers, INSERT
+// statement triggers): PostgreSQL's own apply fires only UPDATE triggers
+// for an update, and a BEFORE INSERT trigger that changed NEW changed the
+// values the upsert's DO UPDATE wrote (TAP 166).
 bool
 UpdateBeforeUpsert(const EntityChange &c)
 {
 	const Target &t = *c.t;
 	if (c.is_delete || c.op != 'u' || c.image->has_unavailable || t.modes.mode != Mode::State)
 		return false;
+	if (t.insert_triggers)
+		return true;
 	for (size_t i = 0; i < t.columns.size(); i++)
 		if (!t.columns[i].generated && !c.image->cells[i].present)
 			return true;

@@ -372,6 +372,23 @@ IndependentRowsPg(Oid relid, const AttrNumber *key, int nkey)
 }
 
 /*
+ * Has the table triggers that an INSERT ... ON CONFLICT DO UPDATE fires
+ * when it finds the row, and an UPDATE does not: BEFORE INSERT row
+ * triggers and INSERT statement triggers, whatever their enabled state
+ * (the session's session_replication_role decides which fire).
+ */
+bool
+InsertTriggersPg(Oid relid)
+{
+	Relation rel = table_open(relid, NoLock);
+	const TriggerDesc *td = rel->trigdesc;
+	bool found = td != NULL && (td->trig_insert_before_row || td->trig_insert_before_statement ||
+	                            td->trig_insert_after_statement || td->trig_insert_instead_row);
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
  * The default equality operator of a type as schema-qualified SQL
  * ("OPERATOR(pg_catalog.=)"), so key predicates work for types whose
  * operators live outside pg_catalog (citext, ...) although the entry points
@@ -821,6 +838,7 @@ ApplyEngine::LoadTarget(Oid relid)
 				}
 			});
 		t->independent_rows = PgCall([&]() { return IndependentRowsPg(relid, key_attrs.data(), int(key_attrs.size())); });
+		t->insert_triggers = PgCall([&]() { return InsertTriggersPg(relid); });
 	}
 	for (size_t c = 0; c < t->columns.size(); c++) {
 		if (!t->columns[c].identity_always)
