@@ -228,9 +228,12 @@ UpdateBeforeUpsert(const EntityChange &c)
 // With `jsonb` (and `returning`), the row is stored there as jsonb instead,
 // and the text returned is empty: an outbox payload needs no text.  With
 // `found`, an image with unavailable values (an UPDATE of the columns sent)
-// also says whether the key had a row.
+// also says whether the key had a row.  `columns_sent`: write the image
+// that way although it has no unavailable values (UpdateBeforeUpsert), as
+// an UPDATE of the columns it carries, instead of the upsert.
 std::optional<std::string>
-MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb = nullptr, bool *found = nullptr)
+MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb = nullptr, bool *found = nullptr,
+             bool columns_sent = false)
 {
 	const bool as_jsonb = returning && jsonb != nullptr;
 	const Target &t = *c.t;
@@ -257,8 +260,8 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 		 */
 		Execute("SELECT 1 FROM " + t.own_rows + " AS t WHERE " + where + " FOR UPDATE", p, c.as);
 		sql = "DELETE FROM " + t.own_rows + " AS t WHERE " + where + (returning ? " RETURNING " + RowExpression(t) : "");
-	} else if (c.image->has_unavailable) {
-		/* The row exists (Decide checked): set only the columns the source sent. */
+	} else if (c.image->has_unavailable || columns_sent) {
+		/* The row exists (Decide checked; or `found` says): set only the columns the source sent. */
 		std::string set;
 		for (size_t i = 0; i < t.columns.size(); i++) {
 			const Cell &cell = c.image->cells[i];
@@ -600,11 +603,7 @@ ApplyDecided(EntityChange &c, Counters &cnt)
 		bool found = false;
 		if (UpdateBeforeUpsert(c)) {
 			/* the same change as an UPDATE of the columns it carries (the path of unavailable values) */
-			Image update = *c.image;
-			update.has_unavailable = true;
-			EntityChange as_update = c;
-			as_update.image = &update;
-			row = MutateTarget(as_update, want_row, handler ? nullptr : &jrow, &found);
+			row = MutateTarget(c, want_row, handler ? nullptr : &jrow, &found, true);
 		}
 		if (!found)
 			row = MutateTarget(c, want_row, handler ? nullptr : &jrow);
