@@ -25,6 +25,7 @@
 #include "pg/apply/image.hpp"
 #include "pg/apply/outbox.hpp"
 #include "pg/apply/state_store.hpp"
+#include "pg/apply/table_write.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -64,6 +65,8 @@ NoteApplyProgressPg(void)
 
 ApplyEngine::ApplyEngine()
 {
+	/* not from user code run inside one of the engine's speculative insertions (table_write.hpp) */
+	PgCall([]() { RefuseApplyDuringSpeculativeInsertionPg(); });
 	deferred_outbox = nullptr; /* a failed batch of an earlier call may have left it set */
 	Connect();
 }

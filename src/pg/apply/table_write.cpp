@@ -187,6 +187,20 @@ DeleteFoundRowPg(ResultRelInfo *rri, EState *estate, TupleTableSlot *found)
 }
 
 /*
+ * The target whose row InsertMissingRowPg is inserting by speculative
+ * insertion, InvalidOid outside one.  Between the speculative heap tuple
+ * and its confirmation the index entries run the target's user code; an
+ * apply started from there (cdc_apply() in an index expression's
+ * function) found the speculative row through its dirty snapshot and
+ * updated it, and the confirmation then overwrote that row's t_ctid: a
+ * HOT chain that points to itself, on which index scans loop for ever
+ * and VACUUM crashes; or it took and released the backend's one
+ * speculative-insertion lock under ours (security review h2, regress
+ * speculative_reentry).  The engine refuses to start meanwhile.
+ */
+static Oid speculative_insertion_rel = InvalidOid;
+
+/*
  * The INSERT of a row whose key FindRowPg found no row for, as
  * ExecSimpleRelationInsert makes it on a table without triggers (stored
  * generated columns computed, constraints and the partition constraint
@@ -215,13 +229,30 @@ InsertMissingRowPg(ExecWrite *w, Oid key_index, TupleTableSlot *slot)
 	List *arbiter = list_make1_oid(key_index);
 	const TransactionId xid = GetCurrentTransactionId();
 	uint32 token = SpeculativeInsertionLockAcquire(xid);
-	table_tuple_insert_speculative(rel, slot, estate->es_output_cid, 0, NULL, token);
-	bool conflict = false;
-	list_free(ExecInsertIndexTuples(w->rri, slot, estate, false, true, &conflict, arbiter));
-	table_tuple_complete_speculative(rel, slot, token, !conflict);
+	/*
+	 * The index entries run user code (expressions, predicates, operator
+	 * classes), which must not start an apply while the row is speculative
+	 * (ApplyDuringSpeculativeInsertionRefusedPg): cleared however this ends.
+	 */
+	const Oid outer = speculative_insertion_rel;
+	speculative_insertion_rel = RelationGetRelid(rel);
+	volatile bool conflicted = false;
+	PG_TRY();
+	{
+		table_tuple_insert_speculative(rel, slot, estate->es_output_cid, 0, NULL, token);
+		bool conflict = false;
+		list_free(ExecInsertIndexTuples(w->rri, slot, estate, false, true, &conflict, arbiter));
+		table_tuple_complete_speculative(rel, slot, token, !conflict);
+		conflicted = conflict;
+	}
+	PG_FINALLY();
+	{
+		speculative_insertion_rel = outer;
+	}
+	PG_END_TRY();
 	SpeculativeInsertionLockRelease(xid);
 	list_free(arbiter);
-	return !conflict;
+	return !conflicted;
 }
 
 /*
@@ -447,6 +478,21 @@ FindRowsDirectPg(Oid relid, const AttrNumber *key, const Oid *key_types, const i
 }
 
 } // namespace
+
+void
+RefuseApplyDuringSpeculativeInsertionPg()
+{
+	if (!OidIsValid(speculative_insertion_rel))
+		return;
+	const char *name = get_rel_name(speculative_insertion_rel);
+	ereport(ERROR,
+	        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+	         errmsg("cdc_apply cannot apply changes while it is inserting a row of table \"%s\"",
+	                name != NULL ? name : "?"),
+	         errdetail("The call comes from code that inserting the row runs: an index expression or predicate, or an "
+	                   "operator class of that table's indexes."),
+	         errhint("Apply the change from a trigger, or after the statement.")));
+}
 
 /*
  * The backend's row location cache (core/location_cache.hpp): its storage

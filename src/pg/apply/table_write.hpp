@@ -67,6 +67,14 @@ struct ExecWrite {
 };
 void BeginExecWritePg(Relation rel, AclMode perms, ExecWrite *w, bool speculative = false);
 
+// Raises 0A000 while one of the engine's speculative insertions of a new key
+// is in progress in this backend (its index entries run the target's user
+// code, which may call cdc_apply()): an apply started there could update
+// the speculative row before it is confirmed, which corrupts its HOT chain
+// (security review h2, regress speculative_reentry).  ApplyEngine's
+// constructor calls it.  PostgreSQL regime.
+void RefuseApplyDuringSpeculativeInsertionPg();
+
 // Finds rows of a table by a unique index with the index's own equality
 // operators and collations, one scan (its keys built once) serving every
 // look-up of a write.  With `snapshot` NULL, as the apply worker finds a
