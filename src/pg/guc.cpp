@@ -84,7 +84,7 @@ DefineEngineSettings()
 	                        "remembered location and takes it only if it is visible, not being written, and has the key; "
 	                        "otherwise, and without the memory, it descends the key's index. 16 bytes per remembered key "
 	                        "(docs/internals.md, \"Rows found where they were last seen\").",
-	                        &cdc_row_location_cache, 2048, 0, 1024 * 1024, PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
+	                        &cdc_row_location_cache, 2048, 0, 1024 * 1024, PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
 }
 
 void
