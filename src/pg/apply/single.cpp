@@ -222,6 +222,24 @@ UpdateBeforeUpsert(const EntityChange &c)
 	return false;
 }
 
+// Does the key of update `c` have a row?  Locks it (FOR UPDATE, as a
+// delete's row is locked first, MutateTarget) when it has, so that it is
+// still there for the UPDATE that UpdateBeforeUpsert writes.  The UPDATE's
+// own count cannot tell: a BEFORE UPDATE trigger that returns NULL leaves
+// it 0 for a row that exists, and the upsert run then fired that trigger a
+// second time, fired the BEFORE INSERT ones and evaluated the defaults of
+// the columns the event lacks (regress update_suppressed).  A key without
+// a row (none, or one the caller's row security hides) is the upsert's,
+// whose conflict check also catches a row inserted meanwhile.
+bool
+LockKeyRow(const EntityChange &c)
+{
+	const Target &t = *c.t;
+	Params p;
+	std::string where = KeyPredicate(t, *c.key_img, p);
+	return Execute("SELECT 1 FROM " + t.own_rows + " AS t WHERE " + where + " FOR UPDATE", p, c.as) > 0;
+}
+
 // Mutates the target table; returns the resulting row (upsert) or the removed
 // row (delete) as JSON text, if any, when `returning` (outbox payloads and
 // handlers need it; a row as large as the event is not made otherwise).
@@ -261,7 +279,7 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 		Execute("SELECT 1 FROM " + t.own_rows + " AS t WHERE " + where + " FOR UPDATE", p, c.as);
 		sql = "DELETE FROM " + t.own_rows + " AS t WHERE " + where + (returning ? " RETURNING " + RowExpression(t) : "");
 	} else if (c.image->has_unavailable || columns_sent) {
-		/* The row exists (Decide checked; or `found` says): set only the columns the source sent. */
+		/* The row exists (Decide checked; or LockKeyRow found it): set only the columns the source sent. */
 		std::string set;
 		for (size_t i = 0; i < t.columns.size(); i++) {
 			const Cell &cell = c.image->cells[i];
@@ -601,9 +619,9 @@ ApplyDecided(EntityChange &c, Counters &cnt)
 	if (!direct) {
 		const bool want_row = !payload_from_image && (handler || outbox_row || partial_stream);
 		bool found = false;
-		if (UpdateBeforeUpsert(c)) {
+		if (UpdateBeforeUpsert(c) && (found = LockKeyRow(c))) {
 			/* the same change as an UPDATE of the columns it carries (the path of unavailable values) */
-			row = MutateTarget(c, want_row, handler ? nullptr : &jrow, &found, true);
+			row = MutateTarget(c, want_row, handler ? nullptr : &jrow, nullptr, true);
 		}
 		if (!found)
 			row = MutateTarget(c, want_row, handler ? nullptr : &jrow);
