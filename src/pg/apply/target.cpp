@@ -375,15 +375,20 @@ IndependentRowsPg(Oid relid, const AttrNumber *key, int nkey)
  * Has the table triggers that an INSERT ... ON CONFLICT DO UPDATE fires
  * when it finds the row, and an UPDATE does not: BEFORE INSERT row
  * triggers and INSERT statement triggers, whatever their enabled state
- * (the session's session_replication_role decides which fire).
+ * (the session's session_replication_role decides which fire).  A
+ * partitioned table counts as having them: its partitions' own row
+ * triggers, which the upsert routed to the partition fires, are not in its
+ * descriptor, and a trigger created on a partition later does not reach
+ * the cached target (regress update_suppressed).
  */
 bool
 InsertTriggersPg(Oid relid)
 {
 	Relation rel = table_open(relid, NoLock);
 	const TriggerDesc *td = rel->trigdesc;
-	bool found = td != NULL && (td->trig_insert_before_row || td->trig_insert_before_statement ||
-	                            td->trig_insert_after_statement || td->trig_insert_instead_row);
+	bool found = rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ||
+	             (td != NULL && (td->trig_insert_before_row || td->trig_insert_before_statement ||
+	                             td->trig_insert_after_statement || td->trig_insert_instead_row));
 	table_close(rel, NoLock);
 	return found;
 }
