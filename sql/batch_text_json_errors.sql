@@ -43,6 +43,18 @@ SELECT * FROM cdc_apply_batch('[null, null'::text);
 -- not an array: no event either
 SELECT * FROM cdc_apply_batch('{"v": 1e1000000}'::text);
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- an empty element (a comma with no event before it) is the array's own
+-- syntax error (22P02 at its byte, no event), also when an event after it
+-- has a number beyond numeric's range; before, the scan of the elements
+-- skipped it, and that number's error (22003) was raised naming the event
+-- one before its place (review h3)
+SELECT * FROM cdc_apply_batch('[, {"v": 1e1000000}]'::text);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc_apply_batch('[null, , {"v": 1e1000000}]'::text);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- a number before a trailing comma is the first error either way: its event
+SELECT * FROM cdc_apply_batch('[null, {"v": 1e1000000},]'::text);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- a good batch still applies
 SELECT events, applied, ignored FROM cdc_apply_batch('[null, {"op": "c", "after": {"id": 1, "v": 1e2}, "source": {"schema": "public", "table": "btje", "lsn": 100}}]'::text);
 

@@ -152,6 +152,11 @@ TEST(Json, TopLevelElementRanges)
 	EXPECT_EQ(pieces("[null, null"), (V{"null", "null"}));
 	/* malformed inside an element: still that element */
 	EXPECT_EQ(pieces(R"([null, {"op": "c",, "x": 1}])"), (V{"null", R"({"op": "c",, "x": 1})"}));
+	/* an empty element (a comma after '[' or after a comma, one before ']'): the array's syntax, the rest no element */
+	EXPECT_EQ(pieces("[, 1]"), V{});
+	EXPECT_EQ(pieces("[1, , 2]"), V{"1"});
+	EXPECT_EQ(pieces("[1,]"), V{"1"});
+	EXPECT_EQ(pieces("[ ]"), V{});
 }
 
 TEST(Json, SyntaxErrorsNameTheOffset)
