@@ -811,8 +811,12 @@ TopLevelElementRanges(std::string_view text)
 			continue;
 		}
 		if (depth == 0 && (c == ',' || c == ']')) {
-			if (start != n)
-				out.push_back({start, last + 1});
+			if (start == n) {
+				if (c == ']' && out.empty())
+					return out; /* [ ] */
+				break; /* an empty element ("[,", ", ,", ",]"): the array's own syntax is broken here */
+			}
+			out.push_back({start, last + 1});
 			start = n;
 			complete = false;
 			if (c == ']')

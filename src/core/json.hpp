@@ -314,8 +314,9 @@ struct JsonElementRange {
 // The elements of the top-level JSON array in `text`, in order, as far as
 // the array's own syntax goes: up to a value that follows another without
 // a comma (that element ends with its value; the rest belongs to no
-// element), and an element cut short by the end of the text as far as it
-// goes.  Empty when the text is no array.  No validation, like
+// element) or up to an empty element (a comma after "[" or after a comma,
+// or before "]": none from there on), and an element cut short by the end
+// of the text as far as it goes.  Empty when the text is no array.  No validation, like
 // OversizeTopLevelElement.  For the error path of the batch's text form:
 // which event an error of Json::Parse is in (pg/sql_api.cpp).
 std::vector<JsonElementRange> TopLevelElementRanges(std::string_view text);
