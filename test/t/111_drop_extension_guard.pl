@@ -46,5 +46,35 @@ dq('CREATE EXTENSION cdc_apply');
 dq('DROP EXTENSION cdc_apply');
 is(dq(q{SELECT count(*) FROM pg_extension WHERE extname = 'cdc_apply'}), '0', 'dropped without subscriptions');
 
+# A cdc.prune() running when the drop comes (the launcher runs one right
+# after CREATE EXTENSION): the drop waits for it before it locks any of the
+# extension's tables, instead of taking some in ACCESS EXCLUSIVE mode and
+# waiting for one the prune holds while the prune waits for one of its own
+# (a CI run failed here with "deadlock detected").  The prune's transaction
+# reads every table of the extension after the drop has started.
+dq('CREATE EXTENSION cdc_apply');
+my $pruner = $dest->background_psql('postgres');
+$pruner->query_safe('BEGIN');
+$pruner->query_safe('SELECT count(*) FROM cdc.prune()');
+my $dropper = $dest->background_psql('postgres', on_error_stop => 0);
+$dropper->query_until(qr/dropping/, "\\echo dropping\nDROP EXTENSION cdc_apply;\n");
+ok($dest->poll_query_until('postgres',
+	q{SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'DROP EXTENSION cdc_apply%' AND wait_event_type = 'Lock'}),
+	'the drop waits for the running prune');
+$pruner->query_safe(q{DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT c.oid::regclass AS t FROM pg_class c WHERE c.relnamespace = 'cdc'::regnamespace AND c.relkind = 'r' ORDER BY c.oid LOOP
+    EXECUTE format('SELECT count(*) FROM %s', r.t);
+  END LOOP;
+END $$});
+pass('the prune reads every table of the extension while the drop waits');
+$pruner->query_safe('COMMIT');
+$pruner->quit;
+ok($dest->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_extension WHERE extname = 'cdc_apply'}),
+	'the drop goes ahead once the prune has committed');
+$dropper->quit;
+unlike(slurp_file($dest->logfile), qr/deadlock detected/, 'no deadlock');
+
 $dest->stop;
 done_testing();
