@@ -284,6 +284,36 @@ refuse_while_subscriptions(void)
 }
 
 /*
+ * Before DROP EXTENSION cdc_apply (or DROP OWNED of its owner) goes ahead,
+ * waits for a cdc.prune() that is running in this database, and keeps new
+ * ones from starting until the drop's transaction ends: it takes the row
+ * lock that cdc.prune() takes first as its one-pruner-at-a-time mutex
+ * (cdc.prune_state's entity_state row, FOR UPDATE; a prune that finds it
+ * taken returns at once).  The drop locks the extension's tables one after
+ * the other in ACCESS EXCLUSIVE mode, and the prune locks them in another
+ * order: the launcher's scheduled prune, started right after a CREATE
+ * EXTENSION, held one the drop wanted and waited for one the drop held,
+ * and the drop failed with "deadlock detected" (TAP 111 in a CI run).
+ * Holding the mutex first, the drop takes nothing a prune could be
+ * waiting for.  PostgreSQL regime.
+ */
+static void
+wait_for_running_prune(void)
+{
+	const Oid nsp = get_namespace_oid("cdc", true);
+	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("prune_state", nsp)))
+		return;
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "cdc_apply: SPI_connect failed");
+	if (SPI_execute("SELECT 1 FROM cdc.prune_state WHERE relation OPERATOR(pg_catalog.=) 'entity_state' FOR UPDATE",
+	                false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "cdc_apply: could not lock cdc.prune_state");
+	SPI_finish();
+	PopActiveSnapshot();
+}
+
+/*
  * The role that owns cdc_apply in this database, if the current user has
  * its privileges (so that PostgreSQL lets it drop the extension: a
  * superuser, the owner, or a member of the owner that inherits); otherwise
@@ -324,6 +354,7 @@ guard_extension_drop(DropStmt *d)
 	if (!ours || !OidIsValid(droppable_extension_owner()))
 		return;
 	refuse_while_subscriptions();
+	wait_for_running_prune();
 }
 
 /*
@@ -342,8 +373,10 @@ guard_owned_drop(DropOwnedStmt *d)
 	ListCell *lc;
 	foreach (lc, d->roles)
 		ours = ours || get_rolespec_oid((RoleSpec *) lfirst(lc), true) == owner;
-	if (ours)
+	if (ours) {
 		refuse_while_subscriptions();
+		wait_for_running_prune();
+	}
 }
 
 void
