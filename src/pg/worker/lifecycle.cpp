@@ -241,35 +241,65 @@ database_option(List *options, const char *name)
 }
 
 /*
- * DROP EXTENSION cdc_apply while the database has subscriptions: refused,
- * as DROP DATABASE is (guard_database_command).  The drop took their rows
- * and left behind what lives outside the database's tables: each
- * subscription's replication slot on its source (holding WAL there for
- * ever) and its replication origin here (review h4, regress
- * subscriptions).  Subscriptions dropped earlier in the same transaction
- * (cdc.drop_subscription drops slot and origin at its commit) are gone
- * from the table this reads, so that order goes ahead.  Only the command
- * of a role with the privileges of the extension's owner is looked at
- * (droppable_extension_owner): nobody else may drop the extension, and
- * PostgreSQL's own refusal then comes first.  PostgreSQL regime.
+ * Before DROP EXTENSION cdc_apply (or DROP OWNED of its owner) goes ahead,
+ * in one SPI session:
+ *
+ * - Refused while the database has subscriptions, as DROP DATABASE is
+ *   (guard_database_command).  The drop took their rows and left behind
+ *   what lives outside the database's tables: each subscription's
+ *   replication slot on its source (holding WAL there for ever) and its
+ *   replication origin here (review h4, regress subscriptions).
+ *   Subscriptions dropped earlier in the same transaction
+ *   (cdc.drop_subscription drops slot and origin at its commit) are gone
+ *   from the table this reads, so that order goes ahead (2BP01, as
+ *   PostgreSQL's own refusals of a drop).
+ * - Waits for a cdc.prune() that is running in this database, and keeps
+ *   new ones from starting until the drop's transaction ends: it takes the
+ *   row lock that cdc.prune() takes first as its one-pruner-at-a-time
+ *   mutex (cdc.prune_state's entity_state row, FOR UPDATE; a prune that
+ *   finds it taken returns at once).  The drop locks the extension's
+ *   tables one after the other in ACCESS EXCLUSIVE mode, and the prune
+ *   locks them in another order: the launcher's scheduled prune, started
+ *   right after a CREATE EXTENSION, held one the drop wanted and waited for
+ *   one the drop held, and the drop failed with "deadlock detected" (TAP
+ *   111 in a CI run).  Holding the mutex first, the drop takes nothing a
+ *   prune could be waiting for.
+ *
+ * Only the command of a role with the privileges of the extension's owner
+ * is looked at (droppable_extension_owner): nobody else may drop the
+ * extension, and PostgreSQL's own refusal then comes first.  PostgreSQL
+ * regime.
  */
 static void
-refuse_while_subscriptions(void)
+prepare_extension_drop(void)
 {
 	const Oid nsp = get_namespace_oid("cdc", true);
-	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("subscription", nsp)))
+	if (!OidIsValid(nsp))
+		return;
+	const bool subscriptions = OidIsValid(get_relname_relid("subscription", nsp));
+	const bool prune_state = OidIsValid(get_relname_relid("prune_state", nsp));
+	if (!subscriptions && !prune_state)
 		return;
 	MemoryContext caller = CurrentMemoryContext;
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "cdc_apply: SPI_connect failed");
-	if (SPI_execute("SELECT pg_catalog.count(*)::pg_catalog.int4, pg_catalog.string_agg(pg_catalog.quote_ident(name), ', ' "
-	                "ORDER BY name) FROM cdc.subscription",
-	                true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "cdc_apply: could not read cdc.subscription");
-	bool isnull = false;
-	const int n = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	char *names = n > 0 ? MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2)) : NULL;
+	int n = 0;
+	char *names = NULL;
+	if (subscriptions) {
+		if (SPI_execute("SELECT pg_catalog.count(*)::pg_catalog.int4, "
+		                "pg_catalog.string_agg(pg_catalog.quote_ident(name), ', ' ORDER BY name) FROM cdc.subscription",
+		                true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "cdc_apply: could not read cdc.subscription");
+		bool isnull = false;
+		n = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		if (n > 0)
+			names = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2));
+	}
+	if (n == 0 && prune_state &&
+	    SPI_execute("SELECT 1 FROM cdc.prune_state WHERE relation OPERATOR(pg_catalog.=) 'entity_state' FOR UPDATE",
+	                false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "cdc_apply: could not lock cdc.prune_state");
 	SPI_finish();
 	PopActiveSnapshot();
 	if (n > 0)
@@ -281,36 +311,6 @@ refuse_while_subscriptions(void)
 		                                 "replication origins behind.",
 		                                 n, names),
 		                errhint("Drop them first: cdc.drop_subscription(name, drop_slot => true).")));
-}
-
-/*
- * Before DROP EXTENSION cdc_apply (or DROP OWNED of its owner) goes ahead,
- * waits for a cdc.prune() that is running in this database, and keeps new
- * ones from starting until the drop's transaction ends: it takes the row
- * lock that cdc.prune() takes first as its one-pruner-at-a-time mutex
- * (cdc.prune_state's entity_state row, FOR UPDATE; a prune that finds it
- * taken returns at once).  The drop locks the extension's tables one after
- * the other in ACCESS EXCLUSIVE mode, and the prune locks them in another
- * order: the launcher's scheduled prune, started right after a CREATE
- * EXTENSION, held one the drop wanted and waited for one the drop held,
- * and the drop failed with "deadlock detected" (TAP 111 in a CI run).
- * Holding the mutex first, the drop takes nothing a prune could be
- * waiting for.  PostgreSQL regime.
- */
-static void
-wait_for_running_prune(void)
-{
-	const Oid nsp = get_namespace_oid("cdc", true);
-	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("prune_state", nsp)))
-		return;
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "cdc_apply: SPI_connect failed");
-	if (SPI_execute("SELECT 1 FROM cdc.prune_state WHERE relation OPERATOR(pg_catalog.=) 'entity_state' FOR UPDATE",
-	                false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "cdc_apply: could not lock cdc.prune_state");
-	SPI_finish();
-	PopActiveSnapshot();
 }
 
 /*
@@ -353,8 +353,7 @@ guard_extension_drop(DropStmt *d)
 		ours = ours || strcmp(strVal(lfirst(lc)), "cdc_apply") == 0;
 	if (!ours || !OidIsValid(droppable_extension_owner()))
 		return;
-	refuse_while_subscriptions();
-	wait_for_running_prune();
+	prepare_extension_drop();
 }
 
 /*
@@ -373,10 +372,8 @@ guard_owned_drop(DropOwnedStmt *d)
 	ListCell *lc;
 	foreach (lc, d->roles)
 		ours = ours || get_rolespec_oid((RoleSpec *) lfirst(lc), true) == owner;
-	if (ours) {
-		refuse_while_subscriptions();
-		wait_for_running_prune();
-	}
+	if (ours)
+		prepare_extension_drop();
 }
 
 void
