@@ -214,7 +214,7 @@ UpdateBeforeUpsert(const EntityChange &c)
 	const Target &t = *c.t;
 	if (c.is_delete || c.op != 'u' || c.image->has_unavailable || t.modes.mode != Mode::State)
 		return false;
-	if (t.insert_triggers)
+	if (t.upsert_fires_insert_triggers)
 		return true;
 	for (size_t i = 0; i < t.columns.size(); i++)
 		if (!t.columns[i].generated && !c.image->cells[i].present)
@@ -222,15 +222,25 @@ UpdateBeforeUpsert(const EntityChange &c)
 	return false;
 }
 
-// Does the key of update `c` have a row?  Locks it (FOR UPDATE, as a
-// delete's row is locked first, MutateTarget) when it has, so that it is
-// still there for the UPDATE that UpdateBeforeUpsert writes.  The UPDATE's
-// own count cannot tell: a BEFORE UPDATE trigger that returns NULL leaves
-// it 0 for a row that exists, and the upsert run then fired that trigger a
-// second time, fired the BEFORE INSERT ones and evaluated the defaults of
-// the columns the event lacks (regress update_suppressed).  A key without
-// a row (none, or one the caller's row security hides) is the upsert's,
-// whose conflict check also catches a row inserted meanwhile.
+// Does the key of change `c` have a row?  Locks it (FOR UPDATE) when it
+// has, waiting for a transaction that writes it.  Two callers:
+// - A delete (MutateTarget) locks first, by a statement of its own, as the
+//   batch's delete statement does (segment.cpp, WriteRows), so that the
+//   DELETE, with the next statement's snapshot, finds the key's row as that
+//   transaction left it.  A DELETE alone, in READ COMMITTED, follows only
+//   the row version it saw: when the other transaction deleted the row and
+//   inserted the key again, it removed nothing, and the new row stayed
+//   under the delete's tombstone (found by review on the statement path,
+//   cdc.direct_writes off; the direct path looks the key up again,
+//   table_write.cpp).
+// - An update that UpdateBeforeUpsert writes as an UPDATE: the row is still
+//   there for it.  The UPDATE's own count cannot tell: a BEFORE UPDATE
+//   trigger that returns NULL leaves it 0 for a row that exists, and the
+//   upsert run then fired that trigger a second time, fired the BEFORE
+//   INSERT ones and evaluated the defaults of the columns the event lacks
+//   (regress update_suppressed).  A key without a row (none, or one the
+//   caller's row security hides) is the upsert's, whose conflict check also
+//   catches a row inserted meanwhile.
 bool
 LockKeyRow(const EntityChange &c)
 {
@@ -263,20 +273,8 @@ MutateTarget(const EntityChange &c, bool returning, std::optional<Datum> *jsonb 
 	std::string same_identity;
 	bool nothing_to_set = false;
 	if (c.is_delete) {
+		LockKeyRow(c);
 		std::string where = KeyPredicate(t, *c.key_img, p);
-		/*
-		 * The row is locked first, by a statement of its own, as the
-		 * batch's delete statement does (segment.cpp, WriteRows): it waits
-		 * for a transaction writing the row, so that the DELETE, with the
-		 * next statement's snapshot, finds the key's row as that
-		 * transaction left it.  A DELETE alone, in READ COMMITTED, follows
-		 * only the row version it saw: when the other transaction deleted
-		 * the row and inserted the key again, it removed nothing, and the
-		 * new row stayed under the delete's tombstone (found by review on
-		 * the statement path, cdc.direct_writes off; the direct path looks
-		 * the key up again, table_write.cpp).
-		 */
-		Execute("SELECT 1 FROM " + t.own_rows + " AS t WHERE " + where + " FOR UPDATE", p, c.as);
 		sql = "DELETE FROM " + t.own_rows + " AS t WHERE " + where + (returning ? " RETURNING " + RowExpression(t) : "");
 	} else if (c.image->has_unavailable || columns_sent) {
 		/* The row exists (Decide checked; or LockKeyRow found it): set only the columns the source sent. */
