@@ -232,7 +232,7 @@ InsertMissingRowPg(ExecWrite *w, Oid key_index, TupleTableSlot *slot)
 	/*
 	 * The index entries run user code (expressions, predicates, operator
 	 * classes), which must not start an apply while the row is speculative
-	 * (ApplyDuringSpeculativeInsertionRefusedPg): cleared however this ends.
+	 * (RefuseApplyDuringSpeculativeInsertionPg): cleared however this ends.
 	 */
 	const Oid outer = speculative_insertion_rel;
 	speculative_insertion_rel = RelationGetRelid(rel);

@@ -372,8 +372,8 @@ IndependentRowsPg(Oid relid, const AttrNumber *key, int nkey)
 }
 
 /*
- * Has the table triggers that an INSERT ... ON CONFLICT DO UPDATE fires
- * when it finds the row, and an UPDATE does not: BEFORE INSERT row
+ * May an INSERT ... ON CONFLICT DO UPDATE of the table fire triggers
+ * when it finds the row that an UPDATE does not fire: BEFORE INSERT row
  * triggers and INSERT statement triggers, whatever their enabled state
  * (the session's session_replication_role decides which fire).  A
  * partitioned table counts as having them: its partitions' own row
@@ -382,7 +382,7 @@ IndependentRowsPg(Oid relid, const AttrNumber *key, int nkey)
  * the cached target (regress update_suppressed).
  */
 bool
-InsertTriggersPg(Oid relid)
+UpsertFiresInsertTriggersPg(Oid relid)
 {
 	Relation rel = table_open(relid, NoLock);
 	const TriggerDesc *td = rel->trigdesc;
@@ -843,7 +843,7 @@ ApplyEngine::LoadTarget(Oid relid)
 				}
 			});
 		t->independent_rows = PgCall([&]() { return IndependentRowsPg(relid, key_attrs.data(), int(key_attrs.size())); });
-		t->insert_triggers = PgCall([&]() { return InsertTriggersPg(relid); });
+		t->upsert_fires_insert_triggers = PgCall([&]() { return UpsertFiresInsertTriggersPg(relid); });
 	}
 	for (size_t c = 0; c < t->columns.size(); c++) {
 		if (!t->columns[c].identity_always)

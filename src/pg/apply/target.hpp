@@ -118,7 +118,7 @@ struct Target {
 	std::vector<int> key; // indexes into columns
 	int version_col = -1;
 	bool independent_rows = false; // nothing relates one row to another (IndependentRowsPg)
-	bool insert_triggers = false;  // BEFORE INSERT row or INSERT statement triggers, or partitioned (InsertTriggersPg)
+	bool upsert_fires_insert_triggers = false;  // BEFORE INSERT row or INSERT statement triggers, or partitioned (UpsertFiresInsertTriggersPg)
 	bool has_identity_always = false;        // some column is GENERATED ALWAYS AS IDENTITY
 	bool has_nonkey_identity_always = false; // and one of them is not a key column
 	Mapping mapping;
