@@ -749,6 +749,11 @@ class BatchEventContext final : public cdc::pg::ContextSource {
  * as the element's parse raised it.  When no element fails, the error is
  * in the array's own syntax (a missing comma or bracket between events,
  * text after the array) or the text is no array: `original` as it was.
+ * Going on after `original` without a subtransaction is safe: the only
+ * PostgreSQL errors ParseTextForm can raise come from the encoding
+ * conversions (pg_server_to_any, ToServerEncoding), which hold no lock,
+ * buffer or memory context when they raise; everything else it raises is
+ * C++ (Json::Parse).
  */
 [[noreturn]] void
 RethrowNamingTheEvent(std::string_view events, const std::exception_ptr &original)
