@@ -189,7 +189,7 @@ COMMENT ON COLUMN cdc.entity_state.v2 IS 'Version component 3: the change''s LSN
 COMMENT ON COLUMN cdc.entity_state.target IS 'Destination table.';
 COMMENT ON COLUMN cdc.entity_state.v0 IS 'Version component 1: the source epoch.';
 COMMENT ON COLUMN cdc.entity_state.v3 IS 'Version component 4: order within the source transaction (transaction.total_order), else 0; absent (0) for versions from a column.';
-COMMENT ON COLUMN cdc.entity_state.chash IS 'First 32 bits of the md5 of the applied image (0 for a delete): tells an equal-version duplicate from a conflict.';
+COMMENT ON COLUMN cdc.entity_state.chash IS 'CRC-32C of the applied image''s column names and value texts (0 for a delete; 32 bits of an md5 in records written by release 0.1.0): tells an equal-version duplicate from a conflict.';
 COMMENT ON COLUMN cdc.entity_state.touched_s IS 'When the record was last written, in whole seconds since 2000-01-01 00:00 UTC; a tombstone older than the replay horizon is removed by cdc.prune().';
 COMMENT ON COLUMN cdc.entity_state.src IS 'cdc.source id of the source that produced the version.';
 COMMENT ON COLUMN cdc.entity_state.deleted IS 'True: the latest applied change was a delete (tombstone).';

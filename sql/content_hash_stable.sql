@@ -3,11 +3,13 @@
 -- record's chash, which tells an equal-version redelivery from a
 -- conflict) is stored, so its value must not change with the way it is
 -- computed: a redelivery after an upgrade would otherwise be a conflict.
--- The values below were computed before Md5Stream gathered small pieces in
--- a 1 KiB buffer (src/pg/spi.cpp): images whose hashed text is shorter
--- than the buffer, just around its size, and far beyond it (one piece
--- larger than the buffer goes to the digest uncopied), and non-ASCII
--- text, quotes and numbers that print through their output function.
+-- The values below pin the hash's definition (a CRC-32C over the column
+-- names and value texts, each after its length: ContentHash in
+-- src/pg/apply/image.cpp, since 2026-12-05; it was 32 bits of an md5
+-- before, and 0.2.0 had not been released): images from empty to
+-- 150,000 bytes (around 1 KiB, where the md5 used to switch from a
+-- buffer to a streamed digest), and non-ASCII text, quotes and numbers
+-- that print through their output function.
 --
 CREATE TABLE chs (id int PRIMARY KEY, a text, b text, c numeric);
 SELECT target FROM cdc.register_mapping('chs');

@@ -46,6 +46,8 @@ extern "C" {
 #include "pgtime.h"
 #include "utils/datetime.h"
 #include "utils/xml.h"
+#include "port/pg_bswap.h"
+#include "port/pg_crc32c.h"
 }
 
 namespace cdc::pg {
@@ -684,7 +686,7 @@ ConvertCell(const Target &t, int idx, const DecodedValue &dv, const char *which,
 		if ((t.mapping.outbox || t.mapping.outbox_message || t.modes.mode == cdc::Mode::Handler) &&
 		    col.ctype.family == ColumnType::Family::Json && PgCall([&]() { return getBaseType(col.type); }) == JSONOID)
 			PgCall([&]() { pfree(DatumGetPointer(DirectFunctionCall1(jsonb_in, CStringGetDatum(dv.text.c_str())))); });
-		/* the canonical text of key columns (entity keys); the others' only for ImageHash, not kept */
+		/* the canonical text of key columns (entity keys); the others' only for ContentHash, not kept */
 		if (std::find(t.key.begin(), t.key.end(), idx) != t.key.end()) {
 			char *out = PgCall([&]() { return KeyTextPg(col.ctype.family, col.type, col.out_fn, cell.value); });
 			cell.text = out;
@@ -835,15 +837,74 @@ OutputIsBytes(const Column &col, Datum value)
 	return !VARATT_IS_EXTENDED(DatumGetPointer(value));
 }
 
-// Canonical hash of an image: column names and texts in column order, each
-// streamed into md5 (the text hashed is never built; a text value is read
-// in place, other non-key values printed one at a time).  See image.hpp
-// for the two styles.
+// The content hash (cdc.entity_state.chash): CRC-32C (PostgreSQL's
+// pg_crc32c, the checksum of its WAL records, computed by the CPU's
+// instruction where it has one) over the present columns in column order,
+// each as its name's length (4 bytes, big-endian) and bytes, then 0 for
+// null or 1, the value text's length and bytes.  The lengths make the
+// concatenation unambiguous without escaping anything.  The value texts:
+// a key column's as entity records name it (KeyTextPg), a text value's
+// bytes in place, any other value as SettledTextPg prints it, so the hash
+// is the same whatever the session's settings (a replay from a session
+// with another TimeZone was a conflict).  CRC-32C is a checksum, not a
+// digest: an equal-version change crafted to collide with a record is
+// taken for a duplicate, which is what its sender could get by not
+// sending it; the 32 bits of md5 it replaced gave no more (a collision of
+// 32 bits is found by trying).  Unlike PostgreSQL's hash_bytes, its value
+// does not depend on the byte order, so records stay valid after a dump
+// and restore on another machine.  The decimal text of the signed value,
+// as records are read back (state_store.cpp).
 std::string
-ImageHash(const Target &t, const Image &img, HashStyle style)
+ContentHash(const Target &t, const Image &img)
 {
 	img.RequireComplete();
-	const bool release = style == HashStyle::Release010;
+	pg_crc32c crc;
+	INIT_CRC32C(crc);
+	/* COMP_CRC32C never raises: no guard */
+	auto put = [&crc](const void *p, size_t n) { COMP_CRC32C(crc, p, n); };
+	auto put_length = [&put](size_t n) {
+		const uint32 be = pg_hton32(uint32(n));
+		put(&be, sizeof(be));
+	};
+	auto put_text = [&](std::string_view v) {
+		put_length(v.size());
+		put(v.data(), v.size());
+	};
+	const unsigned char null_marker = 0, value_marker = 1;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Cell &c = img.cells[i];
+		if (!c.present || c.unavailable)
+			continue;
+		const Column &col = t.columns[i];
+		put_text(col.name);
+		if (c.isnull) {
+			put(&null_marker, 1);
+			continue;
+		}
+		put(&value_marker, 1);
+		if (std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end()) {
+			put_text(c.text);
+		} else if (OutputIsBytes(col, c.value)) {
+			put_text(std::string_view(VARDATA_ANY(DatumGetPointer(c.value)), VARSIZE_ANY_EXHDR(DatumGetPointer(c.value))));
+		} else {
+			char *out = PgCall([&]() { return SettledTextPg(col.ctype.family, col.type, col.out_fn, c.value); });
+			put_text(out);
+			PgCall([&]() { pfree(out); });
+		}
+	}
+	FIN_CRC32C(crc);
+	return std::to_string(int32_t(crc));
+}
+
+// The content hash of release 0.1.0's records: column names and texts in
+// column order, every value through its output function in the session's
+// settings, as JSON strings, streamed into md5 (the text hashed is never
+// built; a text value is read in place); its first 32 bits
+// (Int32FromMd5Hex).  Only for AdoptReleaseHash.
+static std::string
+ReleaseContentHash(const Target &t, const Image &img)
+{
+	img.RequireComplete();
 	Md5Stream md5;
 	auto put = [&md5](std::string_view piece) { md5.Update(piece); };
 	for (size_t i = 0; i < t.columns.size(); i++) {
@@ -855,22 +916,17 @@ ImageHash(const Target &t, const Image &img, HashStyle style)
 		put(c.isnull ? "=null;" : "=");
 		if (c.isnull)
 			continue;
-		if (!release && std::find(t.key.begin(), t.key.end(), int(i)) != t.key.end()) {
-			StreamJsonString(c.text, put);
-		} else if (OutputIsBytes(col, c.value)) {
+		if (OutputIsBytes(col, c.value)) {
 			const char *p = VARDATA_ANY(DatumGetPointer(c.value));
 			StreamJsonString(std::string_view(p, VARSIZE_ANY_EXHDR(DatumGetPointer(c.value))), put);
 		} else {
-			char *out = PgCall([&]() {
-				return release ? OutputFunctionCall(col.out_fn, c.value)
-				               : SettledTextPg(col.ctype.family, col.type, col.out_fn, c.value);
-			});
+			char *out = PgCall([&]() { return OutputFunctionCall(col.out_fn, c.value); });
 			StreamJsonString(out, put);
 			PgCall([&]() { pfree(out); });
 		}
 		put(";");
 	}
-	return md5.Hex();
+	return std::to_string(Int32FromMd5Hex(md5.Hex()));
 }
 
 namespace {
@@ -878,7 +934,7 @@ namespace {
 // Whether every float value of `img` prints, in the session's settings, a
 // text that reads back as the same value.  With extra_float_digits below 1
 // the output function rounds (0.10000000000000002 prints "0.1"), so two
-// different values can have one Release010 text.  PostgreSQL regime.
+// different values can have one release text.  PostgreSQL regime.
 bool
 FloatTextsExactPg(const Target &t, const Image &img)
 {
@@ -913,7 +969,7 @@ AdoptReleaseHash(const Target &t, const Image &img, const std::string &content_h
 	/* a rounded float text would make another value's hash equal the record's: a conflict hidden as a duplicate */
 	if (!PgCall([&]() { return FloatTextsExactPg(t, img); }))
 		return content_hash;
-	std::string release = ContentHash32(ImageHash(t, img, HashStyle::Release010));
+	std::string release = ReleaseContentHash(t, img);
 	return release == stored_hash ? release : content_hash;
 }
 
@@ -1016,13 +1072,6 @@ CompactKeySql(const Target &t)
 	for (int idx : t.key)
 		columns.push_back(t.columns[size_t(idx)].name);
 	return CompactKeySql(columns);
-}
-
-// Content hash of an image as stored in cdc.entity_state.chash ("0" for deletes).
-std::string
-ContentHash32(const std::string &md5_hex)
-{
-	return std::to_string(Int32FromMd5Hex(md5_hex));
 }
 
 bool

@@ -94,27 +94,20 @@ size_t ReleaseValues(const Target &t, Image &img);
 // attempt) come on top of it (docs/benchmarks.md, "Memory per event").
 constexpr size_t kTrimBytes = 1024 * 1024;
 void TrimFreedMemory(size_t bytes);
-// How ImageHash prints values.
-enum class HashStyle {
-	// Keys as entity records name them (KeyTextPg), other values as
-	// SettledTextPg prints them: the same hash whatever the session's
-	// settings (a replay from a session with another TimeZone was a conflict).
-	Settled,
-	// Every value through its output function, in the session's settings:
-	// the hash of release 0.1.0's records (AdoptReleaseHash).
-	Release010,
-};
-// Canonical hash (md5 hex) of an image: column names and value texts.
-std::string ImageHash(const Target &t, const Image &img, HashStyle style = HashStyle::Settled);
-// The content hash (ContentHash32) to decide an equal-version change of
-// `img` with: `content_hash` (its Settled hash), or the image's
-// Release010 hash where that one equals `stored_hash` (a record written by
+// The content hash of an image, as stored in cdc.entity_state.chash (the
+// decimal text of a signed 32-bit CRC-32C; "0" stands for deletes, which
+// are not hashed): see image.cpp for what it covers.  Errors of the
+// values' output functions (SettledTextPg) as PgError.
+std::string ContentHash(const Target &t, const Image &img);
+// The content hash (ContentHash) to decide an equal-version change of
+// `img` with: `content_hash` (its ContentHash), or the image's
+// release hash where that one equals `stored_hash` (a record written by
 // release 0.1.0, whose hashes were of the session's output texts: replayed
 // from a session with the same settings, it stays a duplicate).  Only
 // called for equal versions whose hashes differ, so the second hash costs
 // nothing on the common path.  Not adopted when a float value of `img`
 // prints, in the session's settings, a text that does not read back as the
-// same value (extra_float_digits below 1): its Release010 hash would equal
+// same value (extra_float_digits below 1): its release hash would equal
 // a record of another value (a content difference taken for a duplicate).
 std::string AdoptReleaseHash(const Target &t, const Image &img, const std::string &content_hash,
                              const std::string &stored_hash);
@@ -187,8 +180,6 @@ WithPayloadSettingsPg(F &&f) -> decltype(f())
 // SettledTextPg's, with numeric without trailing zeros and float -0 as 0.
 // cdc._key_text() in SQL.  PostgreSQL regime; palloc'd result.
 char *KeyTextPg(ColumnType::Family family, Oid type, FmgrInfo *out_fn, Datum value);
-// An image's content hash as cdc.entity_state.chash stores it.
-std::string ContentHash32(const std::string &md5_hex);
 // Do two images carry the same key?  (false when a key column the
 // before-image `a` carries differs, whatever the others; true when none does)
 bool SameKey(const Target &t, const Image &a, const Image &b);

@@ -950,7 +950,7 @@ ApplyEngine::ApplySegment(const std::vector<ChangeRequest> &reqs, const std::vec
 		sim[k].source = t.version_col >= 0 ? std::string() : reqs[begin + k].source.name;
 		/* the content hash decides nothing for a delivery the ledger had (Simulate): not computed */
 		sim[k].content_hash = prep[k].is_delete ? std::string("0")
-		                      : sim[k].claimed  ? ContentHash32(ImageHash(t, prep[k].Main()))
+		                      : sim[k].claimed  ? ContentHash(t, prep[k].Main())
 		                                        : std::string();
 		sim[k].version = prep[k].version;
 		sim[k].is_delete = prep[k].is_delete;

@@ -89,7 +89,7 @@ Complete(EntityChange &c)
 		if (img)
 			CompleteImage(*c.t, *img, c.as);
 	if (c.hash_of) {
-		c.content_hash = ContentHash32(ImageHash(*c.t, *c.hash_of));
+		c.content_hash = ContentHash(*c.t, *c.hash_of);
 		c.hash_of = nullptr;
 	}
 }

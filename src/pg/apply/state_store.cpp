@@ -232,7 +232,7 @@ EntityRecordFromResult(uint64_t row, int first, size_t arity)
 	r.version = FromStoredVersion(s, arity);
 	r.deleted = ResultBool(row, first + 4);
 	if (std::optional<int64_t> h = ResultInt(row, first + 5))
-		r.content_hash = std::to_string(*h); /* as ContentHash32 writes it */
+		r.content_hash = std::to_string(*h); /* as ContentHash writes it */
 	return r;
 }
 
