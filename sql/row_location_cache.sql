@@ -30,23 +30,31 @@ END $$;
 -- test's table holds a snapshot while it runs, and once kept key 2's dead
 -- row (the line pointer that case 4 needs reused stayed taken, "0 rows").
 -- Waits until every other backend's snapshot is newer than the last delete
--- of rlc_case (rlc.delete_xid), so the VACUUM that follows removes it.  A
--- backend in a VACUUM's vacuum phase (pg_stat_progress_vacuum) does not
--- count: PostgreSQL leaves its xmin out of the horizon of other VACUUMs
--- (PROC_IN_VACUUM, procarray.c), and on a loaded machine an autovacuum of
--- cdc.ledger held one for the whole 60 s this used to wait.
+-- of rlc_case (rlc.delete_xid), so the VACUUM that follows removes it.
+-- pg_stat_activity is read once per transaction and kept until it ends
+-- (the backend status snapshot), and the whole CALL is one transaction:
+-- each turn discards it (pg_stat_clear_snapshot), or a backend seen at the
+-- first look stayed there for the whole wait (an autovacuum worker gone
+-- long before: two quick runs on a loaded machine failed so).  A backend
+-- in a VACUUM's vacuum phase (pg_stat_progress_vacuum) does not count:
+-- PostgreSQL leaves its xmin out of other VACUUMs' horizon (PROC_IN_VACUUM,
+-- procarray.c); nor does one of another database.
 CREATE PROCEDURE rlc_wait_horizon() LANGUAGE plpgsql AS $$
 DECLARE
   x xid := current_setting('rlc.delete_xid')::xid;
   t0 timestamptz := clock_timestamp();
 BEGIN
-  WHILE EXISTS (SELECT 1 FROM pg_stat_activity a
+  LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity a
                  WHERE a.pid <> pg_backend_pid() AND a.backend_xmin IS NOT NULL AND age(a.backend_xmin) >= age(x)
-                   AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_vacuum v WHERE v.pid = a.pid)) LOOP
-    IF clock_timestamp() - t0 > interval '180 s' THEN
-      RAISE EXCEPTION 'a backend holds a snapshot older than the delete for 180 s: %',
+                   AND a.datname = current_database()
+                   AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_vacuum v WHERE v.pid = a.pid));
+    IF clock_timestamp() - t0 > interval '60 s' THEN
+      RAISE EXCEPTION 'a backend holds a snapshot older than the delete for 60 s: %',
         (SELECT string_agg(backend_type || ' ' || coalesce(query, ''), '; ') FROM pg_stat_activity a
           WHERE a.pid <> pg_backend_pid() AND a.backend_xmin IS NOT NULL AND age(a.backend_xmin) >= age(x)
+            AND a.datname = current_database()
             AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_vacuum v WHERE v.pid = a.pid));
     END IF;
     PERFORM pg_sleep(0.05);
