@@ -722,6 +722,38 @@ ClippedForMessage(std::string_view s, std::size_t max_bytes)
 	return std::string(s.substr(0, cut)) + "...";
 }
 
+bool
+HasControlChars(std::string_view s) noexcept
+{
+	for (const char ch : s) {
+		const auto c = static_cast<unsigned char>(ch);
+		if (c < 0x20 || c == 0x7f)
+			return true;
+	}
+	return false;
+}
+
+std::string
+ForContextLine(std::string_view s, std::size_t max_bytes)
+{
+	const std::string clipped = ClippedForMessage(s, max_bytes);
+	if (!HasControlChars(clipped))
+		return clipped;
+	std::string out;
+	out.reserve(clipped.size() + 16);
+	char buf[8];
+	for (const char ch : clipped) {
+		const auto c = static_cast<unsigned char>(ch);
+		if (c == 0x7f)
+			out += "\\u007f";
+		else if (c < 0x20)
+			out += JsonEscapeChar(c, buf);
+		else
+			out += ch;
+	}
+	return out;
+}
+
 void
 SetMessageClip(const MessageClip &clip)
 {

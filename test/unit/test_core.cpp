@@ -450,6 +450,24 @@ TEST(Json, MessageHelpersQuoteNamesAndClipValues)
 	EXPECT_EQ(ClippedForMessage(accented), std::string(39, 'a') + "...");
 }
 
+// A delivery key on a CONTEXT line stays on that line: control characters
+// as JSON escapes, cut at kContextKeyBytes; other bytes kept (regress
+// new_user_s31).
+TEST(Json, ForContextLineEscapesControlCharacters)
+{
+	EXPECT_EQ(ForContextLine("orders:0:3:1187"), "orders:0:3:1187");
+	EXPECT_EQ(ForContextLine("dbz:s::public.t:c:16:::{\"id\": \"1\"}"), "dbz:s::public.t:c:16:::{\"id\": \"1\"}");
+	EXPECT_EQ(ForContextLine("k\"\nERROR:  forged \x1b[31m"), R"(k"\nERROR:  forged \u001b[31m)");
+	EXPECT_EQ(ForContextLine(std::string("a\tb\r\x7f\0c", 7)), R"(a\tb\r\u007f\u0000c)");
+	EXPECT_FALSE(HasControlChars("k\\n \xC3\xA9"));
+	EXPECT_TRUE(HasControlChars(std::string("\0", 1)));
+	const std::string long_key = std::string(300, 'k');
+	EXPECT_EQ(ForContextLine(long_key), std::string(kContextKeyBytes, 'k') + "...");
+	// cut first, then escaped: a newline beyond the cut is not shown
+	EXPECT_EQ(ForContextLine(std::string(kContextKeyBytes, 'k') + "\n"), std::string(kContextKeyBytes, 'k') + "...");
+	EXPECT_EQ(ForContextLine("\n" + long_key), "\\n" + std::string(kContextKeyBytes - 1, 'k') + "...");
+}
+
 // A clip rule installed by the PostgreSQL glue (the database's encoding)
 // replaces the UTF-8 one, and removing it restores it.
 TEST(Json, MessageClipRuleCanBeReplaced)

@@ -147,11 +147,12 @@ ApplyEngine::SetContext(const Target *t, std::string_view delivery_key)
 	 * A derived delivery key holds the entity key, which may be kilobytes
 	 * long (a long text key): clipped, so that the context line stays
 	 * readable (found by a fresh-user run: a 5,210-byte line for a
-	 * 5,120-byte key).
+	 * 5,120-byte key).  Its control characters are written as JSON
+	 * escapes: a key holding a newline split the line and printed one of
+	 * its own choosing (fresh-user review h4, regress new_user_s31).
 	 */
-	constexpr size_t kContextKeyBytes = 200;
-	if (delivery_key.size() > kContextKeyBytes)
-		context_key_ = ClippedForMessage(delivery_key, kContextKeyBytes);
+	if (delivery_key.size() > kContextKeyBytes || HasControlChars(delivery_key))
+		context_key_ = ForContextLine(delivery_key, kContextKeyBytes);
 	else
 		context_key_.assign(delivery_key.data(), delivery_key.size());
 	SetErrorContextSource(this);

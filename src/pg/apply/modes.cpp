@@ -206,7 +206,7 @@ CallHandler(const ModeConfig &cfg, const std::string &target_display, const std:
 		ErrorData *ed = e.edata();
 		std::string line = "cdc_apply handler " + cfg.handler_name + " for op " + std::string(1, id.op) + " of key " +
 		                   id.entity_key + " of table " + target_qualified + " at version " +
-		                   id.version.ToArrayLiteral() + ", delivery key \"" + id.delivery_key + "\"";
+		                   id.version.ToArrayLiteral() + ", delivery key \"" + ForContextLine(id.delivery_key) + "\"";
 		PgCall([&]() {
 			ed->context = ed->context ? psprintf("%s\n%s", ed->context, line.c_str()) : pstrdup(line.c_str());
 		});
