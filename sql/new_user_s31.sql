@@ -60,3 +60,22 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 \set VERBOSITY default
 SELECT (SELECT count(*) FROM nus_h) AS rows, (SELECT count(*) FROM cdc.ledger WHERE target = 'nus_h'::regclass) AS ledger;
+--
+-- The same for a value an input function refuses: PostgreSQL's message
+-- quotes the value as it came, and a value with a newline printed a line of
+-- its own after it.  The message (cdc_apply's prefix naming the field and
+-- column, then the input function's) now shows the value's control
+-- characters as JSON escapes, as the decoder's own messages do (a bad
+-- base64 value, an integer field given a string).
+CREATE TABLE nus_v (id int PRIMARY KEY, n int, b boolean, a int[], ts timestamp);
+SELECT cdc_apply(dbz('c', 'nus_v', jsonb_build_object('id', 1, 'n', E'7\nERROR:  forged'), '0/10', 1), 'nus_v');
+SELECT cdc_apply(dbz('c', 'nus_v', jsonb_build_object('id', 1, 'b', E'yes\r\nno'), '0/10', 1)::text, 'nus_v');
+SELECT cdc_apply(dbz('c', 'nus_v', jsonb_build_object('id', 1, 'a', jsonb_build_array(1, E'2\nERROR:  forged')), '0/10', 1), 'nus_v');
+SELECT * FROM cdc_apply_batch(jsonb_build_array(dbz('c', 'nus_v', '{"id": 1, "n": 1}', '0/10', 1),
+                                                dbz('c', 'nus_v', jsonb_build_object('id', 2, 'ts', E'2024-01-01\t\x1b[2J'), '0/20', 2)), 'nus_v');
+-- a key column: refused before anything is claimed, the same message
+SELECT cdc_apply(dbz('c', 'nus_v', jsonb_build_object('id', E'1\nERROR:  forged'), '0/10', 1), 'nus_v');
+-- a long value: cut at 40 bytes as before, then escaped
+SELECT cdc_apply(dbz('c', 'nus_v', jsonb_build_object('id', 1, 'n', E'\n' || repeat('9', 60)), '0/10', 1), 'nus_v');
+SELECT (SELECT count(*) FROM nus_v) AS rows, (SELECT count(*) FROM cdc.ledger WHERE target = 'nus_v'::regclass) AS ledger,
+       (SELECT count(*) FROM cdc.entity_state WHERE target = 'nus_v'::regclass) AS entities;
