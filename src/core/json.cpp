@@ -736,13 +736,18 @@ HasControlChars(std::string_view s) noexcept
 std::string
 ForContextLine(std::string_view s, std::size_t max_bytes)
 {
-	const std::string clipped = ClippedForMessage(s, max_bytes);
-	if (!HasControlChars(clipped))
-		return clipped;
+	return EscapedControls(ClippedForMessage(s, max_bytes));
+}
+
+std::string
+EscapedControls(std::string_view s)
+{
+	if (!HasControlChars(s))
+		return std::string(s);
 	std::string out;
-	out.reserve(clipped.size() + 16);
+	out.reserve(s.size() + 16);
 	char buf[8];
-	for (const char ch : clipped) {
+	for (const char ch : s) {
 		const auto c = static_cast<unsigned char>(ch);
 		if (c == 0x7f)
 			out += "\\u007f";

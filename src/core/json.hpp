@@ -245,6 +245,9 @@ std::string ClippedForMessage(std::string_view s, std::size_t max_bytes = kMessa
 // entity key, which may be kilobytes long.
 constexpr std::size_t kContextKeyBytes = 200;
 std::string ForContextLine(std::string_view s, std::size_t max_bytes = kContextKeyBytes);
+// `s` with those control characters written as JSON escapes, uncut: an
+// input function's message quoting an event's value (pg/apply/image.cpp).
+std::string EscapedControls(std::string_view s);
 // Whether `s` holds a byte ForContextLine escapes.
 bool HasControlChars(std::string_view s) noexcept;
 

@@ -466,6 +466,11 @@ TEST(Json, ForContextLineEscapesControlCharacters)
 	// cut first, then escaped: a newline beyond the cut is not shown
 	EXPECT_EQ(ForContextLine(std::string(kContextKeyBytes, 'k') + "\n"), std::string(kContextKeyBytes, 'k') + "...");
 	EXPECT_EQ(ForContextLine("\n" + long_key), "\\n" + std::string(kContextKeyBytes - 1, 'k') + "...");
+	// EscapedControls: the same escapes, never cut
+	EXPECT_EQ(EscapedControls("invalid input syntax for type integer: \"7\nERROR:  x\""),
+	          R"(invalid input syntax for type integer: "7\nERROR:  x")");
+	EXPECT_EQ(EscapedControls(long_key + "\t"), long_key + "\\t");
+	EXPECT_EQ(EscapedControls("plain \"quoted\" \\ text"), "plain \"quoted\" \\ text");
 }
 
 // A clip rule installed by the PostgreSQL glue (the database's encoding)

@@ -723,7 +723,13 @@ ConvertCell(const Target &t, int idx, const DecodedValue &dv, const char *which,
 				open = message.find('"', next);
 			}
 		}
-		message = prefix + message;
+		/*
+		 * ... and quotes it as it came: a value holding a newline printed a
+		 * line of the event's choosing after this one.  Its control
+		 * characters as JSON escapes, as the decoder's own messages write
+		 * them (fresh-user review h4, regress new_user_s31).
+		 */
+		message = prefix + cdc::EscapedControls(message);
 		PgCall([&]() { ed->message = pstrdup(message.c_str()); });
 		throw;
 	}
