@@ -79,3 +79,17 @@ SELECT cdc_apply(dbz('c', 'nus_v', jsonb_build_object('id', E'1\nERROR:  forged'
 SELECT cdc_apply(dbz('c', 'nus_v', jsonb_build_object('id', 1, 'n', E'\n' || repeat('9', 60)), '0/10', 1), 'nus_v');
 SELECT (SELECT count(*) FROM nus_v) AS rows, (SELECT count(*) FROM cdc.ledger WHERE target = 'nus_v'::regclass) AS ledger,
        (SELECT count(*) FROM cdc.entity_state WHERE target = 'nus_v'::regclass) AS entities;
+--
+-- A JsonConverter wrapper with a top-level "op": null.  JSON null counts as
+-- absent for the envelope's fields ("op" among them: an event whose op is
+-- null is "field "op" is missing"), but the wrapper was told by "op" being
+-- absent, so {"schema", "payload", "op": null} was read as a bare payload
+-- and refused with 'field "op" is missing' while its payload had one.  Now
+-- it is a wrapper, as without the member, in both forms and the batch; a
+-- top-level "op" that is not null still makes the object the payload.
+CREATE TABLE nus_w (id int PRIMARY KEY, v text);
+SELECT cdc_apply(jsonb_build_object('schema', NULL, 'op', NULL, 'payload', dbz('c', 'nus_w', '{"id": 1, "v": "a"}', '0/10', 1)), 'nus_w');
+SELECT cdc_apply(jsonb_build_object('schema', NULL, 'op', NULL, 'payload', dbz('c', 'nus_w', '{"id": 2, "v": "b"}', '0/20', 2))::text, 'nus_w');
+SELECT events, applied FROM cdc_apply_batch(jsonb_build_array(jsonb_build_object('schema', NULL, 'op', NULL, 'payload', dbz('c', 'nus_w', '{"id": 3, "v": "c"}', '0/30', 3))), 'nus_w');
+SELECT cdc_apply(jsonb_build_object('schema', NULL, 'op', 'c', 'payload', dbz('c', 'nus_w', '{"id": 4, "v": "d"}', '0/40', 4)), 'nus_w');
+SELECT * FROM nus_w ORDER BY id;
