@@ -282,8 +282,11 @@ ParseEnvelope(const JsonView &view)
 	Val payload = root;
 	Val schema{&view, nullptr};
 
-	// JsonConverter with schemas.enable=true wraps the value.
-	if (root.IsObject() && !root.Find("payload").Absent() && !root.Find("schema").Absent() && root.Find("op").Absent()) {
+	// JsonConverter with schemas.enable=true wraps the value.  A top-level
+	// "op": null counts as no op, as a null op of a payload is "missing"
+	// (fresh-user review h4, regress new_user_s31).
+	if (root.IsObject() && !root.Find("payload").Absent() && !root.Find("schema").Absent() &&
+	    root.FindNonNull("op").Absent()) {
 		payload = root.Find("payload");
 		schema = root.FindNonNull("schema");
 		/*

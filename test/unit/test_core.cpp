@@ -845,6 +845,10 @@ TEST(Envelope, WrapperMembersOfTheWrongShapeAreNamed)
 	EXPECT_EQ(message(R"({"schema": {"fields": null}, "payload": )" + ok + "}"), "no error");
 	EXPECT_EQ(message(R"({"schema": {"fields": []}, "payload": )" + ok + "}"), "no error");
 	EXPECT_EQ(message(R"({"schema": null, "payload": null})"), "no error");
+	/* a top-level "op": null is no op: still the wrapper (regress new_user_s31); a non-null op makes it the payload */
+	EXPECT_EQ(message(R"({"schema": null, "op": null, "payload": )" + ok + "}"), "no error");
+	EXPECT_EQ(message(R"({"schema": null, "op": "c", "payload": )" + ok + "}"),
+	          "22023 field \"after\" is missing: op \"c\" needs the after-image");
 	/* a top level that is not an object */
 	EXPECT_EQ(message("[1]"), "22023 event must be a JSON object, got array");
 	EXPECT_EQ(message("\"x\""), "22023 event must be a JSON object, got string");
