@@ -235,15 +235,15 @@ std::string QuotedField(std::string_view path);
 constexpr std::size_t kMessageValueBytes = 40;
 std::string ClippedForMessage(std::string_view s, std::size_t max_bytes = kMessageValueBytes);
 
+// The bytes of a delivery key a CONTEXT line shows: a derived key holds the
+// entity key, which may be kilobytes long.
+constexpr std::size_t kContextKeyBytes = 200;
 // A caller-given text for a CONTEXT line (a delivery key): cut as
 // ClippedForMessage cuts it at max_bytes, and its control characters (bytes
 // below 0x20, and 0x7f) written as JSON escapes (\n, \u001b), so that the
 // text stays on its line: a key holding a newline printed a second line of
 // its own choosing ("ERROR:  ..."; regress new_user_s31).  Other bytes, the
 // double quote and the backslash among them, are kept as they are.
-// The bytes of a delivery key a CONTEXT line shows: a derived key holds the
-// entity key, which may be kilobytes long.
-constexpr std::size_t kContextKeyBytes = 200;
 std::string ForContextLine(std::string_view s, std::size_t max_bytes = kContextKeyBytes);
 // `s` with those control characters written as JSON escapes, uncut: an
 // input function's message quoting an event's value (pg/apply/image.cpp).
