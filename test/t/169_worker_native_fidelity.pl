@@ -16,7 +16,10 @@
 #            that move within one statement").  Native's destination key
 #            is DEFERRABLE as the source's; the worker refuses one (it
 #            decides conflicts on an immediate unique index), so its
-#            table has a plain primary key.
+#            table has a plain primary key.  The shift again inside a
+#            transaction large enough to be streamed (source
+#            logical_decoding_work_mem = 64kB, cdc.streaming = on, native
+#            streaming = on).
 #   t_nokey  the source has no key at all (REPLICA IDENTITY FULL): all six
 #            keys reversed by one statement.
 #   t_def    an INITIALLY DEFERRED source key: a row moved onto another's
@@ -40,7 +43,10 @@ use lib $FindBin::Bin;
 use CdcWorkerTest;
 
 my $source = new_source('source');
-my $dest = new_dest('dest');
+# large transactions are streamed to both subscribers
+$source->append_conf('postgresql.conf', "logical_decoding_work_mem = 64kB\n");
+$source->reload;
+my $dest = new_dest('dest', "cdc.streaming = on\n");
 
 my $src_ddl = q{
 CREATE TABLE t_swap (id int PRIMARY KEY DEFERRABLE INITIALLY IMMEDIATE, v text, body text);
@@ -51,6 +57,7 @@ ALTER TABLE t_nokey REPLICA IDENTITY FULL;
 CREATE TABLE t_def (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text);
 ALTER TABLE t_def REPLICA IDENTITY FULL;
 CREATE TABLE t_trunc (id int PRIMARY KEY, v text);
+CREATE TABLE t_big (id int PRIMARY KEY, pad text);
 CREATE TABLE t_drop (id int PRIMARY KEY, v text, gone text, n int);
 CREATE TABLE t_val (id int PRIMARY KEY, b bytea, ba bytea[], tz timetz, ts timestamptz, r tstzrange, m money, i interval, c text[]);
 };
@@ -60,6 +67,7 @@ CREATE TABLE t_swap (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text, b
 CREATE TABLE t_nokey (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text);
 CREATE TABLE t_def (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text);
 CREATE TABLE t_trunc (id int PRIMARY KEY, v text);
+CREATE TABLE t_big (id int PRIMARY KEY, pad text);
 CREATE TABLE t_drop (id int PRIMARY KEY, v text, gone text, n int);
 CREATE TABLE t_val (id int PRIMARY KEY, b bytea, ba bytea[], tz timetz, ts timestamptz, r tstzrange, m money, i interval, c text[]);
 };
@@ -73,7 +81,7 @@ INSERT INTO t_trunc SELECT g, 'v' || g FROM generate_series(1, 3) g;
 INSERT INTO t_drop SELECT g, 'v' || g, 'gone' || g, g FROM generate_series(1, 4) g;
 ALTER DATABASE postgres SET bytea_output = 'escape';
 ALTER DATABASE postgres SET timezone = 'Asia/Kathmandu';
-CREATE PUBLICATION pub FOR TABLE t_swap, t_nokey, t_def, t_drop, t_val;
+CREATE PUBLICATION pub FOR TABLE t_swap, t_nokey, t_def, t_drop, t_val, t_big;
 CREATE PUBLICATION pub_tr FOR TABLE t_trunc WITH (publish = 'truncate');
 });
 # in a new session: the database's settings
@@ -87,7 +95,7 @@ $dest->safe_psql('postgres', 'CREATE DATABASE native');
 $dest->safe_psql('native', $dst_ddl);
 $dest->safe_psql('postgres', $cdc_ddl . q{SELECT cdc.register_mapping('t_swap', outbox => true);});
 (my $conn = $source->connstr('postgres')) =~ s/'/''/g;
-$dest->safe_psql('native', "CREATE SUBSCRIPTION nat CONNECTION '$conn' PUBLICATION pub, pub_tr");
+$dest->safe_psql('native', "CREATE SUBSCRIPTION nat CONNECTION '$conn' PUBLICATION pub, pub_tr WITH (streaming = on)");
 create_subscription($dest, $source, 'fz', [ 'pub', 'pub_tr' ]);
 $dest->wait_for_subscription_sync($source, 'nat', 'native');
 ok(wait_caught_up($source, $dest, 'fz'), 'the cdc_apply subscription copied the tables');
@@ -109,6 +117,8 @@ my @steps = (
 	q{UPDATE t_swap SET id = id + 1 WHERE id >= 4},
 	q{UPDATE t_swap SET id = id + 10, v = v || ' moved' WHERE id IN (1, 2)},
 	q{UPDATE t_nokey SET id = 7 - id},
+	# the same in a transaction large enough to be streamed
+	q{BEGIN; INSERT INTO t_big SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g; UPDATE t_swap SET id = id + 1 WHERE id >= 5; COMMIT},
 	q{BEGIN; UPDATE t_def SET id = 2 WHERE id = 1; DELETE FROM t_def WHERE v = 'v2'; COMMIT},
 	q{UPDATE t_def SET v = v || '!' WHERE id = 3},
 	# publish = 'truncate' only
@@ -127,15 +137,17 @@ my @steps = (
 $source->safe_psql('postgres', $_) for @steps;
 $source->wait_for_catchup('nat');
 ok(wait_caught_up($source, $dest, 'fz'), 'the cdc_apply subscription caught up');
+ok($source->poll_query_until('postgres', q{SELECT count(*) = 2 FROM pg_stat_replication_slots WHERE slot_name IN ('nat', 'fz') AND stream_txns > 0}),
+	'both slots streamed the large transaction');
 is($dest->safe_psql('postgres', q{SELECT state || ' ' || coalesce(last_error, '') FROM cdc.subscription_status WHERE name = 'fz'}),
 	'streaming ', 'no error');
 
 my %expected = (
-	t_swap => "3|v3|3\n5|v4|4\n6|v5|5\n7|v6|6\n11|v2 moved|2\n12|v1 moved|1",
+	t_swap => "3|v3|3\n6|v4|4\n7|v5|5\n8|v6|6\n12|v2 moved|2\n13|v1 moved|1",
 	t_nokey => "1|v6\n2|v5\n3|v4\n4|v3\n5|v2\n6|v1",
 	t_def => "2|v1\n3|v3!",
 );
-for my $t (qw(t_swap t_nokey t_def t_trunc t_drop t_val)) {
+for my $t (qw(t_swap t_nokey t_def t_trunc t_drop t_val t_big)) {
 	my $q = $t eq 't_swap'
 	  ? q{SELECT id, v, (SELECT g FROM generate_series(1, 6) g WHERE body = repeat(md5(g::text), 200)) FROM t_swap ORDER BY id}
 	  : "SELECT * FROM $t ORDER BY 1";
@@ -156,14 +168,14 @@ is($dest->safe_psql('postgres', 'SELECT * FROM t_drop ORDER BY 1'), "1|u1|gone1|
 # new key's row only, the row at its old key stays), each change claimed
 # once, and the last row of every key says what the destination holds
 my $changes = $source->safe_psql('postgres', 'SELECT count(*) FROM swap_log');
-is($changes, 7, 't_swap: seven source changes');
+is($changes, 12, 't_swap: twelve source changes');
 is($dest->safe_psql('postgres', q{SELECT count(DISTINCT version) || '|' || count(*) || '|' || count(DISTINCT idempotency_key) FROM cdc.outbox WHERE target = 't_swap'::regclass}),
-	'7|11|11', 't_swap: outbox rows of seven changes: four key changes (two rows each), three moves of a displaced row (one), all distinct');
+	'12|19|19', 't_swap: outbox rows of twelve changes: seven key changes (two rows each), five moves of a displaced row (one), all distinct');
 is($dest->safe_psql('postgres', q{
 	SELECT string_agg(k || ':' || op, ',' ORDER BY k::int) FROM (
 	  SELECT DISTINCT ON (entity_key->>'id') entity_key->>'id' AS k, op FROM cdc.outbox
 	   WHERE target = 't_swap'::regclass ORDER BY entity_key->>'id', id DESC) l}),
-	'1:d,2:d,4:d,5:u,6:u,7:u,11:u,12:u', "t_swap: every key's last outbox row agrees with the rows");
+	'1:d,2:d,4:d,5:d,6:u,7:u,8:u,11:d,12:u,13:u', "t_swap: every key's last outbox row agrees with the rows");
 is(changes_claimed_once($dest, 't_swap', 'SELECT DISTINCT * FROM (' . outbox_changes('t_swap') . ') o'), "$changes|6",
 	't_swap: every change claimed once (and the six rows of the copy)');
 is($dest->safe_psql('postgres', q{SELECT applied - snapshot_rows FROM cdc.stats WHERE target = 't_swap'::regclass}), $changes,

@@ -167,6 +167,13 @@ class ApplyEngine final : private ContextSource {
 	// operations); the caller applies what it has queued first.
 	// Errors of the key's conversion as for ApplyChange.
 	bool HasRowAtKey(Oid relid, const RawImage &img, const char *which);
+	// The destination key of `img` (`which`: "before" or "after") as the
+	// entity record's compact key text, for the worker's rows displaced
+	// within one source transaction (docs/worker.md, "Keys that move
+	// within one statement"); nullopt for a target that is not in state
+	// mode (history and handler mappings keep no rows by key).  Errors of
+	// the key's conversion as for ApplyChange.
+	std::optional<std::string> StateKeyText(Oid relid, const RawImage &img, const char *which);
 	// Counts one change of target `relid` as `ignored` in this engine's
 	// counters (written at Finish, with the transaction): the worker's
 	// update that HasRowAtKey found no row for, which it does not apply

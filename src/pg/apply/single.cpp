@@ -822,6 +822,17 @@ ApplyEngine::HasRowAtKey(Oid relid, const RawImage &img, const char *which)
 }
 
 std::optional<std::string>
+ApplyEngine::StateKeyText(Oid relid, const RawImage &img, const char *which)
+{
+	const Target &t = LoadTarget(relid);
+	if (t.modes.mode != Mode::State)
+		return std::nullopt;
+	const RunAs &as = Authorize(t);
+	Image key = ConvertImage(t, img, which, as, true);
+	return CompactKey(t, key);
+}
+
+std::optional<std::string>
 ApplyEngine::OtherSubscriptionWriting(Oid relid, const std::string &subscription, const std::string &system_id)
 {
 	Params p;

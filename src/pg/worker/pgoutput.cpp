@@ -18,6 +18,9 @@
 
 #include <charconv>
 #include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 extern "C" {
 #include "utils/builtins.h"
@@ -331,6 +334,107 @@ UpdateFindsRow(const LogicalRepRelation *rel, const ChangeRequest &req)
 	return false;
 }
 
+// Keys that move within one statement (docs/worker.md, "Keys that move
+// within one statement"; TAP 169).  A source table with REPLICA IDENTITY
+// FULL can hold two rows of one destination key for a moment: under a
+// DEFERRABLE key (or none) `UPDATE t SET id = id + 1` and a swap of two
+// keys move each row onto the key of a row that moves away later in the
+// same statement.  pgoutput sends the updates in the order the rows were
+// changed: (4 -> 5) while 5 still has its row, then (5 -> 6).  The
+// destination holds one row per key, so the first change writes over the
+// row at 5, and the second, applied as the delete of 5 and the insert of
+// 6, removed the row the first had moved there: the rows moved by one
+// statement were lost, silently, where PostgreSQL's subscriber (matching
+// the old tuple's row) moves each.  The worker therefore counts, per source
+// transaction, the rows a key change finds at its new key (after applying
+// what it has queued): they are still on the source, and the next change
+// of the transaction whose old key is such a key moves or deletes that
+// row, not the one written there: its key change becomes the upsert of its
+// new key (its unchanged TOAST values taken from the old tuple, which FULL
+// carries whole), its delete is not applied (counted `ignored`).
+struct DisplacedRows {
+	uint64 serial = 0;                          /* W->xact_serial of the transaction they belong to */
+	std::unordered_map<std::string, int> count; /* "<target oid>:<compact key>" -> rows displaced there */
+};
+
+DisplacedRows &
+Displaced()
+{
+	/* never destroyed, as WorkerBufferPool's pool */
+	static DisplacedRows *d = new DisplacedRows();
+	if (d->serial != W->xact_serial) {
+		d->count.clear();
+		d->serial = W->xact_serial;
+	}
+	return *d;
+}
+
+// The after-image of a change that moves a displaced row: its unchanged
+// (TOASTed) columns read from the old tuple.
+RawImage
+MergedAfterImage(const LogicalRepRelation *rel, const LogicalRepTupleData *oldtup, const LogicalRepTupleData *newtup)
+{
+	LogicalRepTupleData merged = *newtup;
+	std::vector<StringInfoData> values(newtup->colvalues, newtup->colvalues + newtup->ncols);
+	std::vector<char> status(newtup->colstatus, newtup->colstatus + newtup->ncols);
+	for (int i = 0; i < newtup->ncols && i < oldtup->ncols; i++) {
+		if (status[size_t(i)] != LOGICALREP_COLUMN_UNCHANGED)
+			continue;
+		status[size_t(i)] = oldtup->colstatus[i];
+		values[size_t(i)] = oldtup->colvalues[i];
+	}
+	merged.colvalues = values.data();
+	merged.colstatus = status.data();
+	return TupleImage(rel, &merged, false);
+}
+
+// False: the change is not applied (a delete of a displaced row).
+bool
+FollowDisplacedRows(const LogicalRepRelation *rel, ChangeRequest &req, const LogicalRepTupleData *oldtup,
+                    const LogicalRepTupleData *newtup)
+{
+	std::optional<std::string> old_key = W->engine->StateKeyText(req.target, *req.before, "before");
+	if (!old_key)
+		return true;
+	std::optional<std::string> new_key;
+	if (req.op == Op::Update) {
+		new_key = W->engine->StateKeyText(req.target, *req.after, "after");
+		if (new_key == old_key)
+			return true;
+	}
+	DisplacedRows &d = Displaced();
+	const std::string prefix = std::to_string(req.target) + ":";
+	bool from_displaced = false;
+	if (!d.count.empty()) {
+		auto it = d.count.find(prefix + *old_key);
+		if (it != d.count.end()) {
+			from_displaced = true;
+			if (--it->second == 0)
+				d.count.erase(it);
+		}
+	}
+	if (req.op == Op::Delete) {
+		if (!from_displaced)
+			return true;
+		cdc::pg::PgCall([&]() {
+			ereport(DEBUG1, (errmsg("cdc_apply subscription \"%s\": delete of %s.%s at %X/%X not applied: it deletes the row "
+			                        "an earlier change of the transaction moved another row onto",
+			                        W->name, rel->nspname, rel->relname, CDC_LSN_ARGS(W->final_lsn))));
+		});
+		W->engine->CountIgnored(req.target);
+		return false;
+	}
+	ApplyQueuedBeforeCheck();
+	if (W->engine->HasRowAtKey(req.target, *req.after, "after"))
+		d.count[prefix + *new_key]++;
+	if (from_displaced) {
+		if (oldtup && newtup)
+			req.after = MergedAfterImage(rel, oldtup, newtup);
+		req.before.reset();
+	}
+	return true;
+}
+
 // Applies one decoded pgoutput change through the engine.
 void
 ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldtup, char old_kind,
@@ -344,6 +448,11 @@ ApplyTuple(const LogicalRepRelation *rel, Op op, const LogicalRepTupleData *oldt
 	if (oldtup)
 		req.before = TupleImage(rel, oldtup, old_kind == 'K');
 	if (op == Op::Update && updates_need_row && !UpdateFindsRow(rel, req)) {
+		StampNextChange(req, rel, InvalidOid); /* its position taken, as for an applied change */
+		return;
+	}
+	if (rel->replident == REPLICA_IDENTITY_FULL && req.before && (op == Op::Delete || (op == Op::Update && req.after)) &&
+	    !FollowDisplacedRows(rel, req, oldtup, newtup)) {
 		StampNextChange(req, rel, InvalidOid); /* its position taken, as for an applied change */
 		return;
 	}

@@ -176,6 +176,7 @@ begin_source_xact(XLogRecPtr final_lsn, TransactionId xid, TimestampTz committim
 	W->in_xact = true;
 	W->final_lsn = final_lsn;
 	W->xid = xid;
+	W->xact_serial++;
 	W->committime = committime;
 	W->seq = 0;
 	W->pos_lsn = InvalidXLogRecPtr;

@@ -138,6 +138,7 @@ typedef struct WorkerState {
 	XLogRecPtr count_positions_until;
 	bool count_positions;
 	int64 count_seq;
+	uint64 xact_serial;         /* counts begin_source_xact: the rows displaced in a transaction (pgoutput.cpp) are its own */
 	int64 replays_discarded; /* source transactions re-sent below our progress since the last one applied */
 	/*
 	 * The table of the change being applied, for the error context (""
