@@ -20,6 +20,11 @@
 #            transaction large enough to be streamed (source
 #            logical_decoding_work_mem = 64kB, cdc.streaming = on, native
 #            streaming = on).
+#   t_same   the shift over rows alike but for their key.
+#   t_div    the cdc database's table has a row (50) the source never had;
+#            one source transaction moves a row onto 50, then on to 60:
+#            the row at 50 was no displaced source row, and goes (native
+#            has no row 50 and moves its row twice).
 #   t_nokey  the source has no key at all (REPLICA IDENTITY FULL): all six
 #            keys reversed by one statement.
 #   t_def    an INITIALLY DEFERRED source key: a row moved onto another's
@@ -54,6 +59,10 @@ ALTER TABLE t_swap ALTER body SET STORAGE EXTERNAL;
 ALTER TABLE t_swap REPLICA IDENTITY FULL;
 CREATE TABLE t_nokey (id int NOT NULL, v text);
 ALTER TABLE t_nokey REPLICA IDENTITY FULL;
+CREATE TABLE t_same (id int PRIMARY KEY DEFERRABLE, v text);
+ALTER TABLE t_same REPLICA IDENTITY FULL;
+CREATE TABLE t_div (id int PRIMARY KEY, v text);
+ALTER TABLE t_div REPLICA IDENTITY FULL;
 CREATE TABLE t_def (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text);
 ALTER TABLE t_def REPLICA IDENTITY FULL;
 CREATE TABLE t_trunc (id int PRIMARY KEY, v text);
@@ -65,6 +74,8 @@ CREATE TABLE t_val (id int PRIMARY KEY, b bytea, ba bytea[], tz timetz, ts times
 my $dst_ddl = q{
 CREATE TABLE t_swap (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text, body text);
 CREATE TABLE t_nokey (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text);
+CREATE TABLE t_same (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text);
+CREATE TABLE t_div (id int PRIMARY KEY, v text);
 CREATE TABLE t_def (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text);
 CREATE TABLE t_trunc (id int PRIMARY KEY, v text);
 CREATE TABLE t_big (id int PRIMARY KEY, pad text);
@@ -76,12 +87,14 @@ CREATE TABLE t_val (id int PRIMARY KEY, b bytea, ba bytea[], tz timetz, ts times
 $source->safe_psql('postgres', $src_ddl . q{
 INSERT INTO t_swap SELECT g, 'v' || g, repeat(md5(g::text), 200) FROM generate_series(1, 6) g;
 INSERT INTO t_nokey SELECT g, 'v' || g FROM generate_series(1, 6) g;
+INSERT INTO t_same SELECT g, 'same' FROM generate_series(1, 4) g;
+INSERT INTO t_div SELECT g, 'v' || g FROM generate_series(1, 2) g;
 INSERT INTO t_def SELECT g, 'v' || g FROM generate_series(1, 3) g;
 INSERT INTO t_trunc SELECT g, 'v' || g FROM generate_series(1, 3) g;
 INSERT INTO t_drop SELECT g, 'v' || g, 'gone' || g, g FROM generate_series(1, 4) g;
 ALTER DATABASE postgres SET bytea_output = 'escape';
 ALTER DATABASE postgres SET timezone = 'Asia/Kathmandu';
-CREATE PUBLICATION pub FOR TABLE t_swap, t_nokey, t_def, t_drop, t_val, t_big;
+CREATE PUBLICATION pub FOR TABLE t_swap, t_nokey, t_same, t_div, t_def, t_drop, t_val, t_big;
 CREATE PUBLICATION pub_tr FOR TABLE t_trunc WITH (publish = 'truncate');
 });
 # in a new session: the database's settings
@@ -99,6 +112,7 @@ $dest->safe_psql('native', "CREATE SUBSCRIPTION nat CONNECTION '$conn' PUBLICATI
 create_subscription($dest, $source, 'fz', [ 'pub', 'pub_tr' ]);
 $dest->wait_for_subscription_sync($source, 'nat', 'native');
 ok(wait_caught_up($source, $dest, 'fz'), 'the cdc_apply subscription copied the tables');
+$dest->safe_psql('postgres', q{INSERT INTO t_div VALUES (50, 'local')});
 
 # a source trigger logs t_swap's changes: the reference for the outbox
 $source->safe_psql('postgres', q{
@@ -117,6 +131,8 @@ my @steps = (
 	q{UPDATE t_swap SET id = id + 1 WHERE id >= 4},
 	q{UPDATE t_swap SET id = id + 10, v = v || ' moved' WHERE id IN (1, 2)},
 	q{UPDATE t_nokey SET id = 7 - id},
+	q{UPDATE t_same SET id = id + 1},
+	q{BEGIN; UPDATE t_div SET id = 50 WHERE id = 1; UPDATE t_div SET id = 60 WHERE id = 50; COMMIT},
 	# the same in a transaction large enough to be streamed
 	q{BEGIN; INSERT INTO t_big SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g; UPDATE t_swap SET id = id + 1 WHERE id >= 5; COMMIT},
 	q{BEGIN; UPDATE t_def SET id = 2 WHERE id = 1; DELETE FROM t_def WHERE v = 'v2'; COMMIT},
@@ -145,9 +161,11 @@ is($dest->safe_psql('postgres', q{SELECT state || ' ' || coalesce(last_error, ''
 my %expected = (
 	t_swap => "3|v3|3\n6|v4|4\n7|v5|5\n8|v6|6\n12|v2 moved|2\n13|v1 moved|1",
 	t_nokey => "1|v6\n2|v5\n3|v4\n4|v3\n5|v2\n6|v1",
+	t_same => "2|same\n3|same\n4|same\n5|same",
+	t_div => "2|v2\n60|v1",
 	t_def => "2|v1\n3|v3!",
 );
-for my $t (qw(t_swap t_nokey t_def t_trunc t_drop t_val t_big)) {
+for my $t (qw(t_swap t_nokey t_same t_div t_def t_trunc t_drop t_val t_big)) {
 	my $q = $t eq 't_swap'
 	  ? q{SELECT id, v, (SELECT g FROM generate_series(1, 6) g WHERE body = repeat(md5(g::text), 200)) FROM t_swap ORDER BY id}
 	  : "SELECT * FROM $t ORDER BY 1";
