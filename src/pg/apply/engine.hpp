@@ -174,6 +174,15 @@ class ApplyEngine final : private ContextSource {
 	// mode (history and handler mappings keep no rows by key).  Errors of
 	// the key's conversion as for ApplyChange.
 	std::optional<std::string> StateKeyText(Oid relid, const RawImage &img, const char *which);
+	// Digests for the worker's displaced rows: the md5 of the output texts
+	// (as an array's text) of the target's columns `img` carries, except
+	// generated ones, in column order.  ImageDigest: of `img`'s own values,
+	// read by the columns' input functions (nullopt when one is
+	// unavailable); RowDigestAtKey: of the row the target has at `img`'s key
+	// (nullopt: no row; the caller applies what it has queued first).
+	// Errors of the image's conversion as for ApplyChange.
+	std::optional<std::string> ImageDigest(Oid relid, const RawImage &img, const char *which);
+	std::optional<std::string> RowDigestAtKey(Oid relid, const RawImage &img, const char *which);
 	// Counts one change of target `relid` as `ignored` in this engine's
 	// counters (written at Finish, with the transaction): the worker's
 	// update that HasRowAtKey found no row for, which it does not apply

@@ -833,6 +833,58 @@ ApplyEngine::StateKeyText(Oid relid, const RawImage &img, const char *which)
 }
 
 std::optional<std::string>
+ApplyEngine::ImageDigest(Oid relid, const RawImage &raw, const char *which)
+{
+	const Target &t = LoadTarget(relid);
+	const RunAs &as = Authorize(t);
+	Image img = ConvertImage(t, raw, which, as, false);
+	Params p;
+	std::string texts;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Column &col = t.columns[i];
+		const Cell &cell = img.cells[i];
+		if (!cell.present || col.generated)
+			continue;
+		if (cell.unavailable)
+			return std::nullopt;
+		if (!texts.empty())
+			texts += ", ";
+		if (cell.isnull) {
+			texts += "NULL::pg_catalog.text";
+			continue;
+		}
+		p.Add(col.type, cell.value, false);
+		texts += "$" + std::to_string(p.Count()) + "::pg_catalog.text";
+	}
+	Execute("SELECT pg_catalog.md5(ARRAY[" + texts + "]::pg_catalog.text[]::pg_catalog.text)", p, as);
+	return ResultText(0, 1);
+}
+
+std::optional<std::string>
+ApplyEngine::RowDigestAtKey(Oid relid, const RawImage &raw, const char *which)
+{
+	const Target &t = LoadTarget(relid);
+	const RunAs &as = Authorize(t);
+	Image img = ConvertImage(t, raw, which, as, true);
+	Params p;
+	std::string where = KeyPredicate(t, img, p);
+	std::string texts;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Column &col = t.columns[i];
+		if (!img.cells[i].present || col.generated)
+			continue;
+		if (!texts.empty())
+			texts += ", ";
+		texts += "t." + QuoteIdent(col.name) + "::pg_catalog.text";
+	}
+	if (Execute("SELECT pg_catalog.md5(ARRAY[" + texts + "]::pg_catalog.text[]::pg_catalog.text) FROM " + t.own_rows +
+	                " AS t WHERE " + where,
+	            p, as) == 0)
+		return std::nullopt;
+	return ResultText(0, 1);
+}
+
+std::optional<std::string>
 ApplyEngine::OtherSubscriptionWriting(Oid relid, const std::string &subscription, const std::string &system_id)
 {
 	Params p;

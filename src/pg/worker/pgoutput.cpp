@@ -345,16 +345,21 @@ UpdateFindsRow(const LogicalRepRelation *rel, const ChangeRequest &req)
 // row at 5, and the second, applied as the delete of 5 and the insert of
 // 6, removed the row the first had moved there: the rows moved by one
 // statement were lost, silently, where PostgreSQL's subscriber (matching
-// the old tuple's row) moves each.  The worker therefore counts, per source
-// transaction, the rows a key change finds at its new key (after applying
-// what it has queued): they are still on the source, and the next change
-// of the transaction whose old key is such a key moves or deletes that
-// row, not the one written there: its key change becomes the upsert of its
-// new key (its unchanged TOAST values taken from the old tuple, which FULL
-// carries whole), its delete is not applied (counted `ignored`).
+// the old tuple's row) moves each.  The worker therefore keeps, per source
+// transaction, the digests of the rows a key change finds at its new key
+// (after applying what it has queued): they are still on the source, and
+// a later change of the transaction whose old tuple (FULL: every column)
+// has such a digest at that key moves or deletes that row, not the one
+// written there: its key change becomes the upsert of its new key (its
+// unchanged TOAST values taken from the old tuple, which FULL carries
+// whole), its delete is not applied (counted `ignored`).  An old tuple
+// that is not a displaced row's (the row moved there changes again, or
+// the destination had a row at its key the source never had) is applied
+// as usual.
 struct DisplacedRows {
 	uint64 serial = 0;                          /* W->xact_serial of the transaction they belong to */
-	std::unordered_map<std::string, int> count; /* "<target oid>:<compact key>" -> rows displaced there */
+	/* "<target oid>:<compact key>" -> the digests (ImageDigest) of the rows displaced there */
+	std::unordered_map<std::string, std::vector<std::string>> rows;
 };
 
 DisplacedRows &
@@ -363,7 +368,7 @@ Displaced()
 	/* never destroyed, as WorkerBufferPool's pool */
 	static DisplacedRows *d = new DisplacedRows();
 	if (d->serial != W->xact_serial) {
-		d->count.clear();
+		d->rows.clear();
 		d->serial = W->xact_serial;
 	}
 	return *d;
@@ -405,12 +410,25 @@ FollowDisplacedRows(const LogicalRepRelation *rel, ChangeRequest &req, const Log
 	DisplacedRows &d = Displaced();
 	const std::string prefix = std::to_string(req.target) + ":";
 	bool from_displaced = false;
-	if (!d.count.empty()) {
-		auto it = d.count.find(prefix + *old_key);
-		if (it != d.count.end()) {
-			from_displaced = true;
-			if (--it->second == 0)
-				d.count.erase(it);
+	if (!d.rows.empty()) {
+		auto it = d.rows.find(prefix + *old_key);
+		/*
+		 * Only when the old tuple is a displaced row's: else the row moved
+		 * there changes again (also when the destination had a row at its
+		 * key that the source never had), and a displaced row stays.  Rows
+		 * alike but for their key are one whichever moves.
+		 */
+		if (it != d.rows.end()) {
+			std::optional<std::string> digest = W->engine->ImageDigest(req.target, *req.before, "before");
+			for (size_t i = 0; digest && i < it->second.size(); i++) {
+				if (it->second[i] != *digest)
+					continue;
+				from_displaced = true;
+				it->second.erase(it->second.begin() + long(i));
+				if (it->second.empty())
+					d.rows.erase(it);
+				break;
+			}
 		}
 	}
 	if (req.op == Op::Delete) {
@@ -425,8 +443,8 @@ FollowDisplacedRows(const LogicalRepRelation *rel, ChangeRequest &req, const Log
 		return false;
 	}
 	ApplyQueuedBeforeCheck();
-	if (W->engine->HasRowAtKey(req.target, *req.after, "after"))
-		d.count[prefix + *new_key]++;
+	if (std::optional<std::string> displaced = W->engine->RowDigestAtKey(req.target, *req.after, "after"))
+		d.rows[prefix + *new_key].push_back(std::move(*displaced));
 	if (from_displaced) {
 		if (oldtup && newtup)
 			req.after = MergedAfterImage(rel, oldtup, newtup);
