@@ -832,6 +832,41 @@ ApplyEngine::StateKeyText(Oid relid, const RawImage &img, const char *which)
 	return CompactKey(t, key);
 }
 
+namespace {
+
+// The expression ImageDigest and RowDigestAtKey both compute: the md5 of
+// the output texts, as one text[]'s text, of the columns `img` carries,
+// except generated ones, in column order.  With `p`, the values are
+// `img`'s own, passed as parameters; without, the stored row's (`t.`
+// columns of the statement's FROM).  nullopt: `img` has an unavailable
+// value (with `p` only).
+std::optional<std::string>
+DigestExpression(const Target &t, const Image &img, Params *p)
+{
+	std::string texts;
+	for (size_t i = 0; i < t.columns.size(); i++) {
+		const Column &col = t.columns[i];
+		const Cell &cell = img.cells[i];
+		if (!cell.present || col.generated)
+			continue;
+		if (p && cell.unavailable)
+			return std::nullopt;
+		if (!texts.empty())
+			texts += ", ";
+		if (!p) {
+			texts += "t." + QuoteIdent(col.name) + "::pg_catalog.text";
+		} else if (cell.isnull) {
+			texts += "NULL::pg_catalog.text";
+		} else {
+			p->Add(col.type, cell.value, false);
+			texts += "$" + std::to_string(p->Count()) + "::pg_catalog.text";
+		}
+	}
+	return "pg_catalog.md5(ARRAY[" + texts + "]::pg_catalog.text[]::pg_catalog.text)";
+}
+
+} // namespace
+
 std::optional<std::string>
 ApplyEngine::ImageDigest(Oid relid, const RawImage &raw, const char *which)
 {
@@ -839,24 +874,10 @@ ApplyEngine::ImageDigest(Oid relid, const RawImage &raw, const char *which)
 	const RunAs &as = Authorize(t);
 	Image img = ConvertImage(t, raw, which, as, false);
 	Params p;
-	std::string texts;
-	for (size_t i = 0; i < t.columns.size(); i++) {
-		const Column &col = t.columns[i];
-		const Cell &cell = img.cells[i];
-		if (!cell.present || col.generated)
-			continue;
-		if (cell.unavailable)
-			return std::nullopt;
-		if (!texts.empty())
-			texts += ", ";
-		if (cell.isnull) {
-			texts += "NULL::pg_catalog.text";
-			continue;
-		}
-		p.Add(col.type, cell.value, false);
-		texts += "$" + std::to_string(p.Count()) + "::pg_catalog.text";
-	}
-	Execute("SELECT pg_catalog.md5(ARRAY[" + texts + "]::pg_catalog.text[]::pg_catalog.text)", p, as);
+	std::optional<std::string> digest = DigestExpression(t, img, &p);
+	if (!digest)
+		return std::nullopt;
+	Execute("SELECT " + *digest, p, as);
 	return ResultText(0, 1);
 }
 
@@ -868,18 +889,8 @@ ApplyEngine::RowDigestAtKey(Oid relid, const RawImage &raw, const char *which)
 	Image img = ConvertImage(t, raw, which, as, true);
 	Params p;
 	std::string where = KeyPredicate(t, img, p);
-	std::string texts;
-	for (size_t i = 0; i < t.columns.size(); i++) {
-		const Column &col = t.columns[i];
-		if (!img.cells[i].present || col.generated)
-			continue;
-		if (!texts.empty())
-			texts += ", ";
-		texts += "t." + QuoteIdent(col.name) + "::pg_catalog.text";
-	}
-	if (Execute("SELECT pg_catalog.md5(ARRAY[" + texts + "]::pg_catalog.text[]::pg_catalog.text) FROM " + t.own_rows +
-	                " AS t WHERE " + where,
-	            p, as) == 0)
+	if (Execute("SELECT " + *DigestExpression(t, img, nullptr) + " FROM " + t.own_rows + " AS t WHERE " + where, p, as) ==
+	    0)
 		return std::nullopt;
 	return ResultText(0, 1);
 }
