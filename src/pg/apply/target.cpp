@@ -381,7 +381,7 @@ IndependentRowsPg(Oid relid, const AttrNumber *key, int nkey)
  * descriptor, and a trigger created on a partition later does not reach
  * the cached target (regress update_suppressed).
  */
-bool
+static bool
 UpsertFiresInsertTriggersPg(Oid relid)
 {
 	Relation rel = table_open(relid, NoLock);
