@@ -174,6 +174,14 @@ class ApplyEngine final : private ContextSource {
 	// mode (history and handler mappings keep no rows by key).  Errors of
 	// the key's conversion as for ApplyChange.
 	std::optional<std::string> StateKeyText(Oid relid, const RawImage &img, const char *which);
+	// Whether `a` and `b` (images of one source table) carry byte-equal
+	// texts for every key column of state-mode target `relid`: then their
+	// keys are equal without converting them (StateKeyText), as most of
+	// the worker's updates of a REPLICA IDENTITY FULL table find.  False
+	// when a key text differs, is missing or unavailable, and for other
+	// modes: the caller compares StateKeyText's keys (equal values may be
+	// spelled differently).  No error.
+	bool SameKeyTexts(Oid relid, const RawImage &a, const RawImage &b);
 	// Digests for the worker's displaced rows: the md5 of the output texts
 	// (as an array's text) of the target's columns `img` carries, except
 	// generated ones, in column order.  ImageDigest: of `img`'s own values,

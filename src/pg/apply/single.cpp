@@ -832,6 +832,33 @@ ApplyEngine::StateKeyText(Oid relid, const RawImage &img, const char *which)
 	return CompactKey(t, key);
 }
 
+bool
+ApplyEngine::SameKeyTexts(Oid relid, const RawImage &a, const RawImage &b)
+{
+	const Target &t = LoadTarget(relid);
+	if (t.modes.mode != Mode::State)
+		return false;
+	size_t equal = 0;
+	for (size_t i = 0; i < a.values.size(); i++) {
+		const auto &[name, va] = a.values[i];
+		const int ci = t.ColumnOf(name, i);
+		if (ci < 0 || std::find(t.key.begin(), t.key.end(), ci) == t.key.end())
+			continue;
+		/* both images come from one relation message: the same column is usually at the same place */
+		const cdc::DecodedValue *vb = nullptr;
+		if (i < b.values.size() && b.values[i].first == name)
+			vb = &b.values[i].second;
+		for (size_t j = 0; vb == nullptr && j < b.values.size(); j++)
+			if (b.values[j].first == name)
+				vb = &b.values[j].second;
+		if (vb == nullptr || va.kind != cdc::DecodedValue::Kind::Text || vb->kind != cdc::DecodedValue::Kind::Text ||
+		    va.text != vb->text)
+			return false;
+		equal++;
+	}
+	return equal == t.key.size();
+}
+
 namespace {
 
 // The expression ImageDigest and RowDigestAtKey both compute: the md5 of

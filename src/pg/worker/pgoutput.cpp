@@ -296,6 +296,21 @@ GuardKeyOutsideIdentity(const LogicalRepRelation *rel, const ChangeRequest &req)
 	W->engine->RequireRowAtKey(req.target, *req.after, *column);
 }
 
+// A change the worker receives and does not apply (UpdateFindsRow,
+// FollowDisplacedRows): a DEBUG1 message saying why, as PostgreSQL's
+// subscriber logs the update it skips, and the change counted `ignored`
+// for its target (cdc.stats), so that every change received counts once
+// in one outcome.  `what`: "update" or "delete".
+void
+SkipChange(const LogicalRepRelation *rel, const ChangeRequest &req, const char *what, const char *why)
+{
+	cdc::pg::PgCall([&]() {
+		ereport(DEBUG1, (errmsg("cdc_apply subscription \"%s\": %s of %s.%s at %X/%X not applied: %s", W->name, what,
+		                        rel->nspname, rel->relname, CDC_LSN_ARGS(W->final_lsn), why)));
+	});
+	W->engine->CountIgnored(req.target);
+}
+
 // An update of a table whose publications publish no inserts of it
 // (RelEntry::updates_need_row): applied only where the destination has the
 // row it changes, as PostgreSQL's subscriber applies an update
@@ -325,12 +340,7 @@ UpdateFindsRow(const LogicalRepRelation *rel, const ChangeRequest &req)
 	ApplyQueuedBeforeCheck();
 	if (W->engine->HasRowAtKey(req.target, at_old_key ? *req.before : *req.after, at_old_key ? "before" : "after"))
 		return true;
-	cdc::pg::PgCall([&]() {
-		ereport(DEBUG1, (errmsg("cdc_apply subscription \"%s\": update of %s.%s at %X/%X not applied: its publications "
-		                        "publish no inserts of the table and the destination has no row for it",
-		                        W->name, rel->nspname, rel->relname, CDC_LSN_ARGS(W->final_lsn))));
-	});
-	W->engine->CountIgnored(req.target);
+	SkipChange(rel, req, "update", "its publications publish no inserts of the table and the destination has no row for it");
 	return false;
 }
 
@@ -398,6 +408,10 @@ bool
 FollowDisplacedRows(const LogicalRepRelation *rel, ChangeRequest &req, const LogicalRepTupleData *oldtup,
                     const LogicalRepTupleData *newtup)
 {
+	DisplacedRows &d = Displaced();
+	/* the common cases without converting keys: a delete when no row is displaced, an update that keeps its key's texts */
+	if (req.op == Op::Delete ? d.rows.empty() : W->engine->SameKeyTexts(req.target, *req.before, *req.after))
+		return true;
 	std::optional<std::string> old_key = W->engine->StateKeyText(req.target, *req.before, "before");
 	if (!old_key)
 		return true;
@@ -407,7 +421,6 @@ FollowDisplacedRows(const LogicalRepRelation *rel, ChangeRequest &req, const Log
 		if (new_key == old_key)
 			return true;
 	}
-	DisplacedRows &d = Displaced();
 	const std::string prefix = std::to_string(req.target) + ":";
 	bool from_displaced = false;
 	if (!d.rows.empty()) {
@@ -434,12 +447,7 @@ FollowDisplacedRows(const LogicalRepRelation *rel, ChangeRequest &req, const Log
 	if (req.op == Op::Delete) {
 		if (!from_displaced)
 			return true;
-		cdc::pg::PgCall([&]() {
-			ereport(DEBUG1, (errmsg("cdc_apply subscription \"%s\": delete of %s.%s at %X/%X not applied: it deletes the row "
-			                        "an earlier change of the transaction moved another row onto",
-			                        W->name, rel->nspname, rel->relname, CDC_LSN_ARGS(W->final_lsn))));
-		});
-		W->engine->CountIgnored(req.target);
+		SkipChange(rel, req, "delete", "it deletes the row an earlier change of the transaction moved another row onto");
 		return false;
 	}
 	ApplyQueuedBeforeCheck();
