@@ -30,6 +30,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -622,9 +623,68 @@ NoteRowLocationPg(const RowLocationKeys *k, TupleTableSlot *row)
  * (one that is: the index scan waits for it), whose key columns equal
  * those of `search` under the index's equality operators and collations.
  */
+/*
+ * The number of blocks of `rel`'s heap as this backend may take it for a
+ * remembered location in `block`: a size measured earlier in this
+ * subtransaction when it covers `block`, else measured now (an lseek, which
+ * was the largest single cost of the row location cache in a call of
+ * cdc_apply(): docs/benchmarks.md, thirty-second round).
+ *
+ * A size measured earlier is a lower bound as long as this backend holds a
+ * lock on the relation: blocks are only added, except by VACUUM's
+ * truncation, which needs ACCESS EXCLUSIVE (lazy_truncate_heap), and by
+ * TRUNCATE of a relation this transaction created or gave a new file, which
+ * truncates that file in place (heap_truncate_one_rel).  So a size is kept
+ * (a) per subtransaction: the caller opened the relation with a lock taken
+ * in this subtransaction or an enclosing one, which stays until it ends,
+ * while a lock taken in a subtransaction that was rolled back is gone, and
+ * a VACUUM may since have truncated the heap (isolation spec
+ * row_location_truncate); (b) per file (rd_node); (c) never for a relation
+ * created or given a new file in this transaction.
+ */
+static BlockNumber
+HeapBlocksForPg(Relation rel, BlockNumber block)
+{
+	/* plain data, a few relations per call: a write opens the target and the bookkeeping tables */
+	struct KnownSize {
+		Oid relid;
+		RelFileNode node;
+		LocalTransactionId lxid;
+		SubTransactionId subid;
+		BlockNumber nblocks;
+	};
+	static KnownSize known[8];
+	static int next;
+	const bool keep = rel->rd_createSubid == InvalidSubTransactionId &&
+	                  rel->rd_firstRelfilenodeSubid == InvalidSubTransactionId;
+	const LocalTransactionId lxid = MyProc->lxid;
+	const SubTransactionId subid = GetCurrentSubTransactionId();
+	KnownSize *k = NULL;
+	for (KnownSize &e : known)
+		if (e.relid == RelationGetRelid(rel) && RelFileNodeEquals(e.node, rel->rd_node) && e.lxid == lxid &&
+		    e.subid == subid) {
+			k = &e;
+			break;
+		}
+	if (keep && k != NULL && block < k->nblocks)
+		return k->nblocks;
+	const BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
+	if (keep) {
+		if (k == NULL) {
+			k = &known[next];
+			next = (next + 1) % int(lengthof(known));
+		}
+		*k = KnownSize{RelationGetRelid(rel), rel->rd_node, lxid, subid, nblocks};
+	}
+	return nblocks;
+}
+
 static bool
 FetchRememberedRowPg(RowFinder *f, ItemPointer tid, TupleTableSlot *search, TupleTableSlot *out)
 {
+	/* a location past the end of the heap (truncated by VACUUM since) is not fetched: reading it would fail */
+	if (ItemPointerGetBlockNumber(tid) >= f->nblocks)
+		f->nblocks = HeapBlocksForPg(f->scan->heapRelation, ItemPointerGetBlockNumber(tid));
 	if (ItemPointerGetBlockNumber(tid) >= f->nblocks)
 		return false;
 	bool call_again = false, all_dead = false;
@@ -679,11 +739,9 @@ BeginRowFinderPg(RowFinder *f, Relation rel, Oid indexoid, Snapshot snapshot)
 	f->scan = index_beginscan(rel, f->index, f->snapshot, f->loc.nkeys, 0);
 	f->tag_ok = false;
 	f->fetch = NULL;
-	if (f->loc.on) {
-		/* a lower bound of the size while the finder runs: truncating the heap needs an exclusive lock */
-		f->nblocks = RelationGetNumberOfBlocks(rel);
+	f->nblocks = 0; /* measured when a remembered location needs it (HeapBlocksForPg) */
+	if (f->loc.on)
 		f->fetch = table_index_fetch_begin(rel);
-	}
 }
 
 void

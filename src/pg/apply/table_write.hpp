@@ -125,7 +125,7 @@ struct RowFinder {
 	RowLocationKeys loc;
 	IndexFetchTableData *fetch;
 	Snapshot snapshot;   /* the snapshot of fetches: &dirty when `wait` */
-	BlockNumber nblocks; /* the heap's size when the finder began: a location beyond is not fetched */
+	BlockNumber nblocks; /* a lower bound of the heap's size (HeapBlocksForPg): a location beyond is not fetched */
 	uint64 tag;          /* the last look-up's key (tag_ok: one could be made) */
 	bool tag_ok;
 };
