@@ -22,7 +22,9 @@
 #           row lives in compared)
 #   t_uq    a unique constraint besides the key: values swapped through a
 #           temporary one in one transaction and across transactions,
-#           rotated, freed by a delete and by an update and taken again
+#           rotated, freed by a delete and by an update and taken again;
+#           t_uqd the same constraint DEFERRABLE INITIALLY DEFERRED on both
+#           sides: two values swapped by one statement and by two
 #   t_sub   a relation message sent in a subtransaction that is rolled back
 #           inside a streamed transaction (the table altered just before)
 #   t_ddl   ADD COLUMN with a default, ALTER TYPE and DROP COLUMN inside a
@@ -113,6 +115,7 @@ ALTER TABLE pl_m ATTACH PARTITION pl_m3 FOR VALUES IN (3);
 CREATE TABLE pl_m4 PARTITION OF pl_m FOR VALUES IN (4);
 CREATE TABLE t_big (id int PRIMARY KEY, pad text);
 CREATE TABLE t_il (id int PRIMARY KEY, v text, who text);
+CREATE TABLE t_uqd (id int PRIMARY KEY, code text NOT NULL UNIQUE DEFERRABLE INITIALLY DEFERRED, v text);
 CREATE TABLE t_bs (k text PRIMARY KEY, v text, j jsonb, a text[], b bytea);
 CREATE TABLE t_uq (id int PRIMARY KEY, code text NOT NULL UNIQUE, v text);
 CREATE TABLE t_nest (id int PRIMARY KEY, v text);
@@ -135,7 +138,7 @@ CREATE TABLE t_sub (id int PRIMARY KEY, v text, z int);
 };
 my @k_tables = ('k_num', 'k_numf', 'k_flt', 'k_fltf', 'k_iv', 'k_ivf', ($icu ? ('k_ci', 'k_cif') : ()));
 my $pub = q{
-CREATE PUBLICATION pub FOR TABLE } . join(', ', @k_tables) . q{, t_ri, pl, t_big, t_sub, t_vals, t_ddl, t_uq, t_nest, t_gen, t_set, t_il;
+CREATE PUBLICATION pub FOR TABLE } . join(', ', @k_tables) . q{, t_ri, pl, t_big, t_sub, t_vals, t_ddl, t_uq, t_nest, t_gen, t_set, t_il, t_uqd;
 CREATE PUBLICATION pub_cl FOR TABLE t_cl;
 CREATE PUBLICATION pub_bs FOR TABLE t_bs WHERE (k <> 'skip\me' AND k NOT LIKE 'x%');
 CREATE PUBLICATION pub_ops FOR TABLE t_ops;
@@ -154,6 +157,7 @@ INSERT INTO pr SELECT g % 4 + 1, g, 'seed', CASE WHEN g % 3 = 0 THEN repeat(md5(
 INSERT INTO pl SELECT g % 4 + 1, g, 'seed' FROM generate_series(1, 16) g;
 INSERT INTO t_sub VALUES (1, 'seed');
 INSERT INTO t_uq SELECT g, 'c' || g, 'seed' FROM generate_series(1, 6) g;
+INSERT INTO t_uqd SELECT g, 'c' || g, 'seed' FROM generate_series(1, 6) g;
 INSERT INTO t_nest SELECT g, 'seed' FROM generate_series(1, 5) g;
 INSERT INTO t_cl SELECT g, 'a' || g, 'b' || g, g FROM generate_series(1, 6) g;
 INSERT INTO t_ops SELECT g, 'seed' FROM generate_series(1, 6) g;
@@ -258,6 +262,9 @@ push @steps, (
 	q{BEGIN; DELETE FROM t_uq WHERE id = 5; INSERT INTO t_uq VALUES (50, 'c5', 'took c5'); UPDATE t_uq SET code = 'c6b' WHERE id = 6;
 	  INSERT INTO t_uq VALUES (60, 'c6', 'took c6'); COMMIT},
 	q{BEGIN; UPDATE t_uq SET code = 'r' || id WHERE id IN (1, 2, 3, 4); UPDATE t_uq SET code = 'c' || (id % 4 + 1) WHERE id IN (1, 2, 3, 4); COMMIT},
+	q{UPDATE t_uqd SET code = CASE id WHEN 1 THEN 'c2' WHEN 2 THEN 'c1' END WHERE id IN (1, 2)},
+	q{BEGIN; UPDATE t_uqd SET code = 'c4' WHERE id = 3; UPDATE t_uqd SET code = 'c3', v = 'swapped' WHERE id = 4; COMMIT},
+	q{BEGIN; UPDATE t_uqd SET code = 'c' || (id % 3 + 5) WHERE id IN (5, 6); INSERT INTO t_uqd VALUES (7, 'c6', 'new'); DELETE FROM t_uqd WHERE code = 'c7'; COMMIT},
 	q{BEGIN; DELETE FROM t_ri WHERE id = 1; INSERT INTO t_ri VALUES (1, 'new1', 'reinserted'); COMMIT},
 	# nested savepoints in a streamed transaction
 	q{BEGIN; } . $big->(40001) . q{; SAVEPOINT a; INSERT INTO t_nest VALUES (10, 'a'); SAVEPOINT b; INSERT INTO t_nest VALUES (11, 'b');
@@ -347,7 +354,7 @@ is($dest->safe_psql('postgres', q{SELECT state || ' ' || coalesce(last_error, ''
 
 my @tables = ((map { [ $_ => 'k' ] } @k_tables), [ t_ri => 'id' ], [ pr => 'grp, id', 1 ], [ pl => 'grp, id', 1 ], [ t_sub => 'id' ],
 	[ t_vals => 'id' ], [ t_ddl => 'id' ], [ t_big => 'id' ],
-	[ t_uq => 'id' ], [ t_nest => 'id' ], [ t_gen => 'id' ], [ t_cl => 'id' ], [ t_ops => 'id' ], [ t_set => 'id' ], [ t_bs => 'k' ], [ t_il => 'id' ]);
+	[ t_uq => 'id' ], [ t_nest => 'id' ], [ t_gen => 'id' ], [ t_cl => 'id' ], [ t_ops => 'id' ], [ t_set => 'id' ], [ t_bs => 'k' ], [ t_il => 'id' ], [ t_uqd => 'id' ]);
 my %partial = map { $_ => 1 } qw(t_ddl t_gen t_cl t_ops t_bs);
 for my $t (@tables) {
 	my ($table, $key, $part) = @$t;
