@@ -20,6 +20,11 @@
 #           (pr, TOASTed values left unchanged) and by their leaves (pl):
 #           rows moved between partitions and levels (the partition each
 #           row lives in compared)
+#   t_tm    keys that move within one statement (TAP 169) of a table whose
+#           destination columns are narrower than the source's
+#           (numeric -> numeric(10,2), timestamp -> timestamp(0)): a
+#           displaced row is recognised by its values as the destination
+#           stores them
 #   t_uq    a unique constraint besides the key: values swapped through a
 #           temporary one in one transaction and across transactions,
 #           rotated, freed by a delete and by an update and taken again;
@@ -128,6 +133,9 @@ CREATE TABLE t_vals (id int PRIMARY KEY, n numeric, na numeric[], f4 real, f4a r
 };
 my $src_ddl = $ddl . $ci . q{
 CREATE TABLE t_gen (id int PRIMARY KEY, a int, g int GENERATED ALWAYS AS (a * 10) STORED);
+CREATE TABLE t_tm (id int PRIMARY KEY DEFERRABLE, n numeric, ts timestamp, body text);
+ALTER TABLE t_tm ALTER body SET STORAGE EXTERNAL;
+ALTER TABLE t_tm REPLICA IDENTITY FULL;
 CREATE TABLE t_ddl (id int PRIMARY KEY, v text, n int, w text);
 CREATE TABLE t_sub (id int PRIMARY KEY, v text);
 };
@@ -138,7 +146,7 @@ CREATE TABLE t_sub (id int PRIMARY KEY, v text, z int);
 };
 my @k_tables = ('k_num', 'k_numf', 'k_flt', 'k_fltf', 'k_iv', 'k_ivf', ($icu ? ('k_ci', 'k_cif') : ()));
 my $pub = q{
-CREATE PUBLICATION pub FOR TABLE } . join(', ', @k_tables) . q{, t_ri, pl, t_big, t_sub, t_vals, t_ddl, t_uq, t_nest, t_gen, t_set, t_il, t_uqd;
+CREATE PUBLICATION pub FOR TABLE } . join(', ', @k_tables) . q{, t_ri, pl, t_big, t_sub, t_vals, t_ddl, t_uq, t_nest, t_gen, t_set, t_il, t_uqd, t_tm;
 CREATE PUBLICATION pub_cl FOR TABLE t_cl;
 CREATE PUBLICATION pub_bs FOR TABLE t_bs WHERE (k <> 'skip\me' AND k NOT LIKE 'x%');
 CREATE PUBLICATION pub_ops FOR TABLE t_ops;
@@ -158,6 +166,7 @@ INSERT INTO pl SELECT g % 4 + 1, g, 'seed' FROM generate_series(1, 16) g;
 INSERT INTO t_sub VALUES (1, 'seed');
 INSERT INTO t_uq SELECT g, 'c' || g, 'seed' FROM generate_series(1, 6) g;
 INSERT INTO t_uqd SELECT g, 'c' || g, 'seed' FROM generate_series(1, 6) g;
+INSERT INTO t_tm SELECT g, g + 0.234, timestamp '2024-01-01 10:00:00.4' + g * interval '1 day', repeat(md5(g::text), 200) FROM generate_series(1, 5) g;
 INSERT INTO t_nest SELECT g, 'seed' FROM generate_series(1, 5) g;
 INSERT INTO t_cl SELECT g, 'a' || g, 'b' || g, g FROM generate_series(1, 6) g;
 INSERT INTO t_ops SELECT g, 'seed' FROM generate_series(1, 6) g;
@@ -172,8 +181,12 @@ $source->safe_psql('postgres', q{INSERT INTO t_bs VALUES ('a\b', 'v\1', '{"s": "
 $source->safe_psql('postgres', q{ALTER DATABASE postgres SET standard_conforming_strings = off; ALTER DATABASE postgres SET escape_string_warning = off});
 $dest->safe_psql('postgres', 'CREATE DATABASE native');
 $dest->safe_psql($_, "ALTER DATABASE $_ SET standard_conforming_strings = off; ALTER DATABASE $_ SET transform_null_equals = on") for 'postgres', 'native';
-$dest->safe_psql('native', $dst_ddl);
-$dest->safe_psql('postgres', $dst_ddl . q{SELECT cdc.register_mapping('t_ri', key_columns => '{code}');});
+# a key that moves within one statement: native's key DEFERRABLE as the
+# source's, the worker's plain (TAP 169); narrower types than the source's
+my $tm = q{CREATE TABLE t_tm (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, n numeric(10,2), ts timestamp(0), body text);};
+$dest->safe_psql('native', $dst_ddl . $tm);
+(my $tm_cdc = $tm) =~ s/ DEFERRABLE INITIALLY DEFERRED//;
+$dest->safe_psql('postgres', $dst_ddl . $tm_cdc . q{SELECT cdc.register_mapping('t_ri', key_columns => '{code}');});
 (my $conn = $source->connstr('postgres')) =~ s/'/''/g;
 $dest->safe_psql('native', "CREATE SUBSCRIPTION nat CONNECTION '$conn' PUBLICATION pub, pub_root, pub_cl, pub_ops, pub_bs WITH (streaming = on)");
 create_subscription($dest, $source, 'fz', [ 'pub', 'pub_root', 'pub_cl', 'pub_ops', 'pub_bs' ]);
@@ -262,6 +275,8 @@ push @steps, (
 	q{BEGIN; DELETE FROM t_uq WHERE id = 5; INSERT INTO t_uq VALUES (50, 'c5', 'took c5'); UPDATE t_uq SET code = 'c6b' WHERE id = 6;
 	  INSERT INTO t_uq VALUES (60, 'c6', 'took c6'); COMMIT},
 	q{BEGIN; UPDATE t_uq SET code = 'r' || id WHERE id IN (1, 2, 3, 4); UPDATE t_uq SET code = 'c' || (id % 4 + 1) WHERE id IN (1, 2, 3, 4); COMMIT},
+	q{UPDATE t_tm SET id = CASE id WHEN 1 THEN 2 WHEN 2 THEN 1 END WHERE id IN (1, 2)},
+	q{UPDATE t_tm SET id = id + 1 WHERE id >= 3},
 	q{UPDATE t_uqd SET code = CASE id WHEN 1 THEN 'c2' WHEN 2 THEN 'c1' END WHERE id IN (1, 2)},
 	q{BEGIN; UPDATE t_uqd SET code = 'c4' WHERE id = 3; UPDATE t_uqd SET code = 'c3', v = 'swapped' WHERE id = 4; COMMIT},
 	q{BEGIN; UPDATE t_uqd SET code = 'c' || (id % 3 + 5) WHERE id IN (5, 6); INSERT INTO t_uqd VALUES (7, 'c6', 'new'); DELETE FROM t_uqd WHERE code = 'c7'; COMMIT},
@@ -354,13 +369,16 @@ is($dest->safe_psql('postgres', q{SELECT state || ' ' || coalesce(last_error, ''
 
 my @tables = ((map { [ $_ => 'k' ] } @k_tables), [ t_ri => 'id' ], [ pr => 'grp, id', 1 ], [ pl => 'grp, id', 1 ], [ t_sub => 'id' ],
 	[ t_vals => 'id' ], [ t_ddl => 'id' ], [ t_big => 'id' ],
-	[ t_uq => 'id' ], [ t_nest => 'id' ], [ t_gen => 'id' ], [ t_cl => 'id' ], [ t_ops => 'id' ], [ t_set => 'id' ], [ t_bs => 'k' ], [ t_il => 'id' ], [ t_uqd => 'id' ]);
-my %partial = map { $_ => 1 } qw(t_ddl t_gen t_cl t_ops t_bs);
+	[ t_uq => 'id' ], [ t_nest => 'id' ], [ t_gen => 'id' ], [ t_cl => 'id' ], [ t_ops => 'id' ], [ t_set => 'id' ], [ t_bs => 'k' ], [ t_il => 'id' ], [ t_uqd => 'id' ], [ t_tm => 'id' ]);
+my %partial = map { $_ => 1 } qw(t_ddl t_gen t_cl t_ops t_bs t_tm);
 for my $t (@tables) {
 	my ($table, $key, $part) = @$t;
-	my $q = "SET extra_float_digits = 3; SET TimeZone = UTC; SET DateStyle = ISO; SET IntervalStyle = postgres; SET bytea_output = hex;\n"
+	my $q = $table eq 't_tm' ? "SELECT id || '|' || n || '|' || ts || '|' || md5(body) FROM t_tm ORDER BY id" : "SET extra_float_digits = 3; SET TimeZone = UTC; SET DateStyle = ISO; SET IntervalStyle = postgres; SET bytea_output = hex;\n"
 	  . 'SELECT ' . ($part ? q{tableoid::regclass || '|' || } : '') . "x::text FROM $table x ORDER BY $key";
 	my ($s, $n, $c) = ($source->safe_psql('postgres', $q), $dest->safe_psql('native', $q), $dest->safe_psql('postgres', $q));
+	is($source->safe_psql('postgres', q{SELECT string_agg(id || '|' || n || '|' || (body = repeat(md5((n - 0.234)::int::text), 200)), ',' ORDER BY id) FROM t_tm}),
+		'1|2.234|true,2|1.234|true,4|3.234|true,5|4.234|true,6|5.234|true', 't_tm: the source swapped 1 and 2 and shifted 3-5')
+	  if $table eq 't_tm';
 	if ($table eq 't_set') {
 		# native reads the array's NULL element as the string "NULL" with
 		# the destination's array_nulls = off; the worker pins array_nulls
