@@ -24,7 +24,9 @@
 #           destination columns are narrower than the source's
 #           (numeric -> numeric(10,2), timestamp -> timestamp(0)): a
 #           displaced row is recognised by its values as the destination
-#           stores them
+#           stores them; pf the same in a partitioned table published
+#           through its root (REPLICA IDENTITY FULL on the root and the
+#           leaves), rows also moved to the other partition
 #   t_uq    a unique constraint besides the key: values swapped through a
 #           temporary one in one transaction and across transactions,
 #           rotated, freed by a delete and by an update and taken again;
@@ -136,6 +138,12 @@ CREATE TABLE t_gen (id int PRIMARY KEY, a int, g int GENERATED ALWAYS AS (a * 10
 CREATE TABLE t_tm (id int PRIMARY KEY DEFERRABLE, n numeric, ts timestamp, body text);
 ALTER TABLE t_tm ALTER body SET STORAGE EXTERNAL;
 ALTER TABLE t_tm REPLICA IDENTITY FULL;
+CREATE TABLE pf (id int, grp int, v text, PRIMARY KEY (id, grp) DEFERRABLE) PARTITION BY LIST (grp);
+CREATE TABLE pf_1 PARTITION OF pf FOR VALUES IN (1);
+CREATE TABLE pf_2 PARTITION OF pf FOR VALUES IN (2);
+ALTER TABLE pf REPLICA IDENTITY FULL;
+ALTER TABLE pf_1 REPLICA IDENTITY FULL;
+ALTER TABLE pf_2 REPLICA IDENTITY FULL;
 CREATE TABLE t_ddl (id int PRIMARY KEY, v text, n int, w text);
 CREATE TABLE t_sub (id int PRIMARY KEY, v text);
 };
@@ -150,7 +158,7 @@ CREATE PUBLICATION pub FOR TABLE } . join(', ', @k_tables) . q{, t_ri, pl, t_big
 CREATE PUBLICATION pub_cl FOR TABLE t_cl;
 CREATE PUBLICATION pub_bs FOR TABLE t_bs WHERE (k <> 'skip\me' AND k NOT LIKE 'x%');
 CREATE PUBLICATION pub_ops FOR TABLE t_ops;
-CREATE PUBLICATION pub_root FOR TABLE pr WITH (publish_via_partition_root = true);
+CREATE PUBLICATION pub_root FOR TABLE pr, pf WITH (publish_via_partition_root = true);
 };
 
 $source->safe_psql('postgres', $src_ddl . q{
@@ -166,6 +174,7 @@ INSERT INTO pl SELECT g % 4 + 1, g, 'seed' FROM generate_series(1, 16) g;
 INSERT INTO t_sub VALUES (1, 'seed');
 INSERT INTO t_uq SELECT g, 'c' || g, 'seed' FROM generate_series(1, 6) g;
 INSERT INTO t_uqd SELECT g, 'c' || g, 'seed' FROM generate_series(1, 6) g;
+INSERT INTO pf SELECT g, 1, 'v' || g FROM generate_series(1, 5) g;
 INSERT INTO t_tm SELECT g, g + 0.234, timestamp '2024-01-01 10:00:00.4' + g * interval '1 day', repeat(md5(g::text), 200) FROM generate_series(1, 5) g;
 INSERT INTO t_nest SELECT g, 'seed' FROM generate_series(1, 5) g;
 INSERT INTO t_cl SELECT g, 'a' || g, 'b' || g, g FROM generate_series(1, 6) g;
@@ -183,9 +192,12 @@ $dest->safe_psql('postgres', 'CREATE DATABASE native');
 $dest->safe_psql($_, "ALTER DATABASE $_ SET standard_conforming_strings = off; ALTER DATABASE $_ SET transform_null_equals = on") for 'postgres', 'native';
 # a key that moves within one statement: native's key DEFERRABLE as the
 # source's, the worker's plain (TAP 169); narrower types than the source's
-my $tm = q{CREATE TABLE t_tm (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, n numeric(10,2), ts timestamp(0), body text);};
+my $tm = q{CREATE TABLE t_tm (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, n numeric(10,2), ts timestamp(0), body text);
+CREATE TABLE pf (id int, grp int, v text, PRIMARY KEY (id, grp) DEFERRABLE INITIALLY DEFERRED) PARTITION BY LIST (grp);
+CREATE TABLE pf_1 PARTITION OF pf FOR VALUES IN (1);
+CREATE TABLE pf_2 PARTITION OF pf FOR VALUES IN (2);};
 $dest->safe_psql('native', $dst_ddl . $tm);
-(my $tm_cdc = $tm) =~ s/ DEFERRABLE INITIALLY DEFERRED//;
+(my $tm_cdc = $tm) =~ s/ DEFERRABLE INITIALLY DEFERRED//g;
 $dest->safe_psql('postgres', $dst_ddl . $tm_cdc . q{SELECT cdc.register_mapping('t_ri', key_columns => '{code}');});
 (my $conn = $source->connstr('postgres')) =~ s/'/''/g;
 $dest->safe_psql('native', "CREATE SUBSCRIPTION nat CONNECTION '$conn' PUBLICATION pub, pub_root, pub_cl, pub_ops, pub_bs WITH (streaming = on)");
@@ -277,6 +289,9 @@ push @steps, (
 	q{BEGIN; UPDATE t_uq SET code = 'r' || id WHERE id IN (1, 2, 3, 4); UPDATE t_uq SET code = 'c' || (id % 4 + 1) WHERE id IN (1, 2, 3, 4); COMMIT},
 	q{UPDATE t_tm SET id = CASE id WHEN 1 THEN 2 WHEN 2 THEN 1 END WHERE id IN (1, 2)},
 	q{UPDATE t_tm SET id = id + 1 WHERE id >= 3},
+	q{UPDATE pf SET id = CASE id WHEN 1 THEN 2 WHEN 2 THEN 1 END WHERE id IN (1, 2)},
+	q{UPDATE pf SET id = id + 1 WHERE id >= 3},
+	q{UPDATE pf SET grp = 2, id = id + 10 WHERE id IN (4, 5)},
 	q{UPDATE t_uqd SET code = CASE id WHEN 1 THEN 'c2' WHEN 2 THEN 'c1' END WHERE id IN (1, 2)},
 	q{BEGIN; UPDATE t_uqd SET code = 'c4' WHERE id = 3; UPDATE t_uqd SET code = 'c3', v = 'swapped' WHERE id = 4; COMMIT},
 	q{BEGIN; UPDATE t_uqd SET code = 'c' || (id % 3 + 5) WHERE id IN (5, 6); INSERT INTO t_uqd VALUES (7, 'c6', 'new'); DELETE FROM t_uqd WHERE code = 'c7'; COMMIT},
@@ -369,7 +384,7 @@ is($dest->safe_psql('postgres', q{SELECT state || ' ' || coalesce(last_error, ''
 
 my @tables = ((map { [ $_ => 'k' ] } @k_tables), [ t_ri => 'id' ], [ pr => 'grp, id', 1 ], [ pl => 'grp, id', 1 ], [ t_sub => 'id' ],
 	[ t_vals => 'id' ], [ t_ddl => 'id' ], [ t_big => 'id' ],
-	[ t_uq => 'id' ], [ t_nest => 'id' ], [ t_gen => 'id' ], [ t_cl => 'id' ], [ t_ops => 'id' ], [ t_set => 'id' ], [ t_bs => 'k' ], [ t_il => 'id' ], [ t_uqd => 'id' ], [ t_tm => 'id' ]);
+	[ t_uq => 'id' ], [ t_nest => 'id' ], [ t_gen => 'id' ], [ t_cl => 'id' ], [ t_ops => 'id' ], [ t_set => 'id' ], [ t_bs => 'k' ], [ t_il => 'id' ], [ t_uqd => 'id' ], [ t_tm => 'id' ], [ pf => 'id, grp', 1 ]);
 my %partial = map { $_ => 1 } qw(t_ddl t_gen t_cl t_ops t_bs t_tm);
 for my $t (@tables) {
 	my ($table, $key, $part) = @$t;
