@@ -415,4 +415,185 @@ is($dest->safe_psql('postgres', q{
 	'c:2,d:1,u:3,d:2,c:4', 'the outbox names the key column "i d" (a key change: the old key\'s delete, the new key\'s row)');
 is($dest->safe_psql('postgres', q{SELECT count(*) FROM cdc.subscription_errors}), '0', 'no worker error');
 
+# ===========================================================================
+# 5. The worker's session search_path, changed by code it runs unswitched
+# ===========================================================================
+# A subscription owned by subo, an ordinary role, of which mallory is a
+# member: her table's code runs as subo, without a security-restricted
+# operation or a GUC nest level (she could act as subo anyway), so her
+# trigger's set_config('search_path', 'mallory_p, pg_catalog', false) stays
+# in the worker's session after it.  Every statement the worker runs
+# afterwards (the bookkeeping as the extension owner, the status, outbox and
+# counters writes, a truncate, the copy of a table added by a refresh, an
+# error and its record) then resolves names with her schema first, where
+# she planted the overloads of sql/security.sql (functions, aggregates,
+# operators, types that win resolution).  Expected: none of them runs, and
+# she stays an ordinary role: the worker's statements name everything with
+# its schema, as the SQL path's do.
+$dest->safe_psql('postgres', q{
+	CREATE ROLE subo;
+	GRANT subo TO mallory;
+	GRANT CREATE ON SCHEMA public TO subo;
+	CREATE SCHEMA mallory_p AUTHORIZATION mallory;
+	CREATE TABLE public.ran (id bigserial, what text, ran_as name, restricted boolean, backend text);
+	CREATE FUNCTION public.record_run(what text) RETURNS void
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+	BEGIN
+	  INSERT INTO public.ran (what, ran_as, restricted, backend)
+	  VALUES (what, pg_catalog.current_setting('sec.caller'), pg_catalog.current_setting('sec.restricted')::boolean,
+	          (SELECT a.backend_type FROM pg_catalog.pg_stat_activity a WHERE a.pid = pg_catalog.pg_backend_pid()));
+	END $$;
+	CREATE TABLE public.pm (id int PRIMARY KEY, v text);
+	ALTER TABLE public.pm OWNER TO mallory;
+	CREATE TABLE public.pn (id int PRIMARY KEY, v text);
+	ALTER TABLE public.pn OWNER TO subo;
+	CREATE TABLE public.pq (id int PRIMARY KEY, v text);
+	ALTER TABLE public.pq OWNER TO subo;
+	SELECT cdc.register_mapping('public.pn', outbox => true);
+	-- the search_path the rest runs under, as a trigger of subo's on pn reads it
+	CREATE TABLE public.seen_path (path text);
+	GRANT INSERT ON public.seen_path TO subo;
+	SET ROLE mallory;
+	CREATE FUNCTION mallory_p.leave_path() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+	  PERFORM pg_catalog.set_config('search_path', 'mallory_p, pg_catalog', false);
+	  RETURN NEW;
+	END $$;
+	CREATE TRIGGER leave_path BEFORE INSERT OR UPDATE ON public.pm FOR EACH ROW EXECUTE FUNCTION mallory_p.leave_path();
+	-- subo applies her table (she is a member of subo): it needs the privileges
+	GRANT SELECT, INSERT, UPDATE, DELETE ON public.pm TO subo;
+	ALTER TABLE public.pm ENABLE ALWAYS TRIGGER leave_path;
+	RESET ROLE;
+	SET ROLE subo;
+	CREATE FUNCTION public.note_path() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+	  INSERT INTO public.seen_path VALUES (pg_catalog.current_setting('search_path'));
+	  RETURN NEW;
+	END $$;
+	CREATE TRIGGER note_path BEFORE INSERT ON public.pn FOR EACH ROW EXECUTE FUNCTION public.note_path();
+	ALTER TABLE public.pn ENABLE ALWAYS TRIGGER note_path;
+	RESET ROLE});
+$dest->safe_psql('postgres', q{
+SET search_path = pg_catalog, pg_temp;
+SET ROLE mallory;
+CREATE FUNCTION mallory_p.sec_body(what text) RETURNS text LANGUAGE sql IMMUTABLE SET search_path = pg_catalog AS $b$
+  SELECT pg_catalog.format($f$
+    PERFORM pg_catalog.set_config('sec.caller', current_user, true);
+    PERFORM pg_catalog.set_config('sec.restricted', 'false', true);
+    PERFORM public.record_run(%L);
+    BEGIN
+      EXECUTE 'ALTER ROLE mallory SUPERUSER';
+    EXCEPTION WHEN OTHERS THEN NULL;
+    END;$f$, what)
+$b$;
+DO $plant$
+DECLARE
+  s text;
+  f record;
+  n int := 0;
+BEGIN
+  FOREACH s IN ARRAY ARRAY['mallory_p'] LOOP
+    FOR f IN SELECT * FROM (VALUES
+        ('to_jsonb', 'public.pn', 'jsonb', 'pg_catalog.to_jsonb($1)'),
+        ('to_jsonb', 'public.pm', 'jsonb', 'pg_catalog.to_jsonb($1)'),
+        ('to_jsonb', 'text', 'jsonb', 'pg_catalog.to_jsonb($1)'),
+        ('jsonb_populate_record', 'public.pn, jsonb', 'public.pn', 'pg_catalog.jsonb_populate_record($1, $2)'),
+        ('format', 'text, integer', 'text', 'pg_catalog.format($1, $2)'),
+        ('format', 'text, text', 'text', 'pg_catalog.format($1, $2)'),
+        ('unnest', 'integer[]', 'SETOF integer', NULL),
+        ('unnest', 'text[]', 'SETOF text', NULL),
+        ('unnest', 'bigint[]', 'SETOF bigint', NULL),
+        ('unnest', 'oid[]', 'SETOF oid', NULL),
+        ('unnest', 'smallint[]', 'SETOF smallint', NULL),
+        ('unnest', 'boolean[]', 'SETOF boolean', NULL),
+        ('jsonb_build_object', 'text, text', 'jsonb', 'pg_catalog.jsonb_build_object($1, $2)'),
+        ('chr', 'integer', 'text', 'pg_catalog.chr($1)'),
+        ('array_to_string', 'name[], text', 'text', 'pg_catalog.array_to_string($1, $2)'),
+        ('quote_ident', 'text', 'text', 'pg_catalog.quote_ident($1)'),
+        ('quote_literal', 'text', 'text', 'pg_catalog.quote_literal($1)'),
+        ('to_regclass', 'text', 'regclass', 'pg_catalog.to_regclass($1)'),
+        ('to_regprocedure', 'text', 'regprocedure', 'pg_catalog.to_regprocedure($1)'),
+        ('now', '', 'timestamptz', 'pg_catalog.now()'),
+        ('md5', 'text', 'text', 'pg_catalog.md5($1)'),
+        ('substr', 'text, integer, integer', 'text', 'pg_catalog.substr($1, $2, $3)'),
+        ('lower', 'text', 'text', 'pg_catalog.lower($1)'),
+        ('pg_relation_size', 'regclass', 'bigint', 'pg_catalog.pg_relation_size($1)'),
+        ('current_setting', 'text', 'text', 'pg_catalog.current_setting($1)'),
+        ('greatest', 'integer, integer', 'integer', 'GREATEST($1, $2)'),
+        ('cardinality', 'text[]', 'integer', 'pg_catalog.cardinality($1)')
+      ) v(name, args, result, body) LOOP
+      EXECUTE pg_catalog.format('CREATE FUNCTION %I.%I(%s) RETURNS %s LANGUAGE plpgsql AS $f$ BEGIN %s %s END $f$',
+                     s, f.name, f.args, f.result, mallory_p.sec_body(s || '.' || f.name || '(' || f.args || ')'),
+                     CASE WHEN f.body IS NULL THEN 'RETURN QUERY SELECT pg_catalog.unnest($1);'
+                          ELSE 'RETURN ' || f.body || ';' END);
+      n := n + 1;
+    END LOOP;
+    EXECUTE pg_catalog.format('CREATE FUNCTION %I.sec_agg_text(text[], text) RETURNS text[] LANGUAGE plpgsql AS $f$ BEGIN %s RETURN pg_catalog.array_append($1, $2); END $f$',
+                   s, mallory_p.sec_body(s || '.array_agg(text)'));
+    EXECUTE pg_catalog.format('CREATE AGGREGATE %I.array_agg(text) (SFUNC = %I.sec_agg_text, STYPE = text[])', s, s);
+    EXECUTE pg_catalog.format('CREATE FUNCTION %I.sec_agg_cat(text, text, text) RETURNS text LANGUAGE plpgsql AS $f$ BEGIN %s RETURN $1 OPERATOR(pg_catalog.||) $2; END $f$',
+                   s, mallory_p.sec_body(s || '.string_agg(text, text)'));
+    EXECUTE pg_catalog.format('CREATE AGGREGATE %I.string_agg(text, text) (SFUNC = %I.sec_agg_cat, STYPE = text)', s, s);
+    FOR f IN SELECT * FROM (VALUES
+        ('=', 'integer', 'integer'), ('=', 'text', 'text'), ('=', 'bigint', 'bigint'), ('=', 'smallint', 'smallint'),
+        ('=', 'oid', 'oid'), ('=', 'regclass', 'oid'), ('=', 'oid', 'regclass'), ('=', 'regclass', 'regclass'),
+        ('=', 'tid', 'tid'), ('=', 'jsonb', 'jsonb'), ('=', 'bigint[]', 'bigint[]'), ('=', 'name', 'name'),
+        ('=', 'name', 'text'), ('=', 'text', 'name'), ('=', 'pg_lsn', 'pg_lsn'),
+        ('<>', 'text', 'text'), ('<>', 'integer', 'integer'),
+        ('<', 'bigint[]', 'bigint[]'), ('<', 'integer', 'integer'), ('<', 'bigint', 'bigint'),
+        ('>', 'integer', 'integer'), ('>', 'bigint', 'bigint'),
+        ('<=', 'integer', 'integer'), ('<=', 'bigint', 'bigint'), ('>=', 'integer', 'integer'),
+        ('||', 'text', 'text'), ('||', 'text', 'integer'), ('~', 'text', 'text'), ('->>', 'jsonb', 'text'),
+        ('-', 'pg_lsn', 'pg_lsn')
+      ) v(op, l, r) LOOP
+      EXECUTE pg_catalog.format('CREATE FUNCTION %I.sec_op_%s(%s, %s) RETURNS %s LANGUAGE plpgsql AS $f$ BEGIN %s RETURN $1 OPERATOR(pg_catalog.%s) $2; END $f$',
+                     s, n, f.l, f.r,
+                     CASE f.op WHEN '||' THEN 'text' WHEN '->>' THEN 'text' WHEN '-' THEN 'numeric' ELSE 'boolean' END,
+                     mallory_p.sec_body(s || '.' || f.op || '(' || f.l || ', ' || f.r || ')'), f.op);
+      EXECUTE pg_catalog.format('CREATE OPERATOR %I.%s (LEFTARG = %s, RIGHTARG = %s, FUNCTION = %I.sec_op_%s)', s, f.op, f.l, f.r, s, n);
+      n := n + 1;
+    END LOOP;
+    EXECUTE pg_catalog.format('CREATE TYPE %I.jsonb AS (planted int)', s);
+    EXECUTE pg_catalog.format('CREATE TYPE %I.text AS (planted int)', s);
+  END LOOP;
+END
+$plant$;
+});
+$source->safe_psql('postgres', q{
+	CREATE TABLE public.pm (id int PRIMARY KEY, v text);
+	CREATE TABLE public.pn (id int PRIMARY KEY, v text);
+	CREATE TABLE public.pq (id int PRIMARY KEY, v text);
+	INSERT INTO public.pq VALUES (1, 'copied later');
+	CREATE PUBLICATION p_p FOR TABLE public.pm, public.pn});
+create_subscription($dest, $source, 'sub_p', ['p_p'], "owner => 'subo'");
+ok(wait_caught_up($source, $dest, 'sub_p'), 'sub_p (owned by subo) streams');
+# her change first, then in the same and in later source transactions the others
+$source->safe_psql('postgres', q{
+	BEGIN; INSERT INTO public.pm VALUES (1, 'path'); INSERT INTO public.pn VALUES (1, 'a'); COMMIT;
+	INSERT INTO public.pn VALUES (2, 'b');
+	UPDATE public.pn SET v = 'c' WHERE id = 1;
+	DELETE FROM public.pn WHERE id = 2;
+	TRUNCATE public.pn;
+	INSERT INTO public.pn VALUES (3, 'd');
+	ALTER PUBLICATION p_p ADD TABLE public.pq});
+ok(wait_caught_up($source, $dest, 'sub_p'), 'sub_p applied the changes');
+is($dest->safe_psql('postgres', q{SELECT string_agg(DISTINCT path, ' | ') FROM public.seen_path}), 'mallory_p, pg_catalog',
+	'her search_path stayed in the worker\'s session (what the rest ran under)');
+# a table added to the publication: copied by the worker under that path
+$dest->safe_psql('postgres', q{SELECT cdc.refresh_subscription('sub_p')});
+ok($dest->poll_query_until('postgres', q{SELECT count(*) = 1 FROM public.pq}), 'the added table is copied');
+# an error and its record, then the retry
+$dest->safe_psql('postgres', q{ALTER TABLE public.pn ADD CONSTRAINT no_e CHECK (v <> 'e')});
+$source->safe_psql('postgres', q{INSERT INTO public.pm VALUES (2, 'path again'); INSERT INTO public.pn VALUES (4, 'e')});
+ok(wait_status($dest, 'sub_p', q{state = 'error'}), 'sub_p stops at the change its table refuses');
+$dest->safe_psql('postgres', q{ALTER TABLE public.pn DROP CONSTRAINT no_e});
+ok(wait_caught_up($source, $dest, 'sub_p'), 'and goes on once the table accepts it');
+is($dest->safe_psql('postgres', q{SELECT count(*) FROM public.ran WHERE what LIKE 'mallory_p.%'}), '0',
+	'none of her planted objects ran in the worker');
+is($dest->safe_psql('postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'}), 'f', 'mallory is no superuser');
+compare_table($source, $dest, 'SELECT * FROM public.pn ORDER BY id', 'pn equals the source');
+is($dest->safe_psql('postgres', q{SELECT string_agg(op, '' ORDER BY id) FROM cdc.outbox WHERE target = 'public.pn'::regclass}),
+	'ccudtcc', 'pn\'s outbox rows');
+$dest->safe_psql('postgres', q{SELECT cdc.drop_subscription('sub_p', drop_slot => true)});
+
 done_testing();
