@@ -1862,12 +1862,34 @@ DECLARE
   dropped oid[];
   affected integer[];
   sub integer;
+  handler_fn text;
+  handler_of text;
 BEGIN
+  -- DROP EXTENSION drops cdc's own tables too: nothing to clean up then
+  IF to_regclass('cdc.mapping') IS NULL THEN
+    RETURN;
+  END IF;
   SELECT array_agg(d.objid) INTO dropped
     FROM pg_event_trigger_dropped_objects() d
    WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.object_type IN ('table', 'partitioned table');
-  -- DROP EXTENSION drops cdc's own tables too: nothing to clean up then
-  IF dropped IS NULL OR to_regclass('cdc.mapping') IS NULL THEN
+  -- A mapping's handler is a regprocedure, which records no dependency: a
+  -- dropped handler left its mapping naming a dropped OID, which prints as
+  -- a bare number, and pg_dump dumps it so: a restore read it back as
+  -- whatever function has that OID in the new cluster, and the engine
+  -- called that one for every change of the table (security review h2,
+  -- sql/handler_drop_guard.sql).  Refused as a dependency would be, unless
+  -- the mapping goes in the same statement (its table is dropped too).
+  SELECT d.object_identity, m.target::text INTO handler_fn, handler_of
+    FROM pg_event_trigger_dropped_objects() d
+    JOIN cdc.mapping m ON m.handler::oid = d.objid
+   WHERE d.classid = 'pg_proc'::regclass AND NOT (m.target::oid = ANY (coalesce(dropped, '{}')))
+   ORDER BY m.target::oid LIMIT 1;
+  IF handler_of IS NOT NULL THEN
+    RAISE EXCEPTION 'cannot drop function %: it is the handler of the mapping of table %', handler_fn, handler_of
+      USING ERRCODE = '2BP01',
+      HINT = 'Register the mapping with another handler (cdc.register_mapping), or unregister it (cdc.unregister_mapping), first.';
+  END IF;
+  IF dropped IS NULL THEN
     RETURN;
   END IF;
   -- A published table whose destination table is dropped leaves its
@@ -1908,7 +1930,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cdc._drop_target_state() IS
-  'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks, stream marks and counters of dropped tables, and their rows in cdc.subscription_rel (restarting those subscriptions'' workers). Ledger and outbox rows are kept.';
+  'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks, stream marks and counters of dropped tables, and their rows in cdc.subscription_rel (restarting those subscriptions'' workers). Ledger and outbox rows are kept. Refuses (2BP01) the drop of a function that is the handler of a mapping whose table stays.';
 CREATE EVENT TRIGGER cdc_drop_target_state ON sql_drop
   EXECUTE FUNCTION cdc._drop_target_state();
 -- ALWAYS: an event trigger enabled for ORIGIN does not fire with
@@ -1918,7 +1940,7 @@ CREATE EVENT TRIGGER cdc_drop_target_state ON sql_drop
 -- later table given the same OID (review h2, sql/dangling_target_state.sql)
 ALTER EVENT TRIGGER cdc_drop_target_state ENABLE ALWAYS;
 COMMENT ON EVENT TRIGGER cdc_drop_target_state IS
-  'Calls cdc._drop_target_state() after DROP TABLE (and DROP SCHEMA ... CASCADE, DROP OWNED) so that no state outlives its target.';
+  'Calls cdc._drop_target_state() after DROP TABLE (and DROP SCHEMA ... CASCADE, DROP OWNED) so that no state outlives its target, and no mapping its handler.';
 
 -- DROP EXTENSION cdc_apply while the database has subscriptions is refused
 -- by the module's ProcessUtility hook, which exists only when cdc_apply is

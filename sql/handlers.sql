@@ -226,8 +226,15 @@ SELECT cdc_apply(dbz('d', 'hd_items', NULL, '0/6200', 602, before => '{"id": 1}'
 SELECT op, old, new FROM hd_item_log;
 SELECT jsonb_pretty(meta) FROM hd_item_log WHERE op = 'c';
 SELECT meta->>'delivery_key' AS delivery_key, meta->'source'->>'lsn' AS lsn FROM hd_item_log WHERE op = 'u';
--- the handler disappears: the next change fails with 42883 naming the mapping
+-- a mapped handler cannot be dropped (2BP01, sql/handler_drop_guard.sql)
 DROP FUNCTION hd_items_handler(text, jsonb, jsonb, jsonb);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+-- the handler disappears (what the event trigger disabled lets through, as
+-- in a mapping from before that rule): the next change fails with 42883
+-- naming the mapping
+ALTER EVENT TRIGGER cdc_drop_target_state DISABLE;
+DROP FUNCTION hd_items_handler(text, jsonb, jsonb, jsonb);
+ALTER EVENT TRIGGER cdc_drop_target_state ENABLE ALWAYS;
 SELECT cdc_apply(dbz('c', 'hd_items', '{"id": 2, "v": "x"}', '0/6300', 603));
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 
