@@ -1927,10 +1927,19 @@ BEGIN
   DELETE FROM cdc.prune_watermark WHERE target::oid = ANY (dropped);
   DELETE FROM cdc.counters WHERE target::oid = ANY (dropped);
   DELETE FROM cdc.stream_mark WHERE target::oid = ANY (dropped);
+  -- Offset-range claims serve only their table (one made again has another
+  -- OID); kept, they named a dropped OID, which pg_dump dumps as a bare
+  -- number that a restore binds to another relation, whose batches of the
+  -- same partition then came out duplicate (security review h2,
+  -- sql/ledger_drop_target.sql).  The table is dropped, so no batch of it
+  -- holds these rows.
+  DELETE FROM cdc.ledger_range g USING cdc.ledger_partition p
+   WHERE g.partition_id = p.id AND p.target::oid = ANY (dropped);
+  DELETE FROM cdc.ledger_partition WHERE target::oid = ANY (dropped);
 END
 $fn$;
 COMMENT ON FUNCTION cdc._drop_target_state() IS
-  'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks, stream marks and counters of dropped tables, and their rows in cdc.subscription_rel (restarting those subscriptions'' workers). Ledger and outbox rows are kept. Refuses (2BP01) the drop of a function that is the handler of a mapping whose table stays.';
+  'Event trigger function (sql_drop): removes the mapping, entity records and tombstones, truncate barrier, prune watermarks, stream marks, offset-range claims (cdc.ledger_partition, cdc.ledger_range) and counters of dropped tables, and their rows in cdc.subscription_rel (restarting those subscriptions'' workers). Ledger digests and outbox rows are kept. Refuses (2BP01) the drop of a function that is the handler of a mapping whose table stays.';
 CREATE EVENT TRIGGER cdc_drop_target_state ON sql_drop
   EXECUTE FUNCTION cdc._drop_target_state();
 -- ALWAYS: an event trigger enabled for ORIGIN does not fire with
