@@ -587,18 +587,40 @@ DeriveDebeziumVersion(const ChangeEvent &ev, int64_t epoch)
 	return Version{{epoch, commit, lsn, ev.total_order.value_or(0)}};
 }
 
+namespace {
+
+// One source name of a derived delivery key, followed in the key by
+// `separator`: as it is, or, when it holds the separator or a double quote,
+// as a JSON string.  Unquoted, name "a:b" with db "c" and name "a" with db
+// "b:c" (or schema "x.y" with table "z" and schema "x" with table "y.z")
+// made one key, and the second source's change was taken for a redelivery
+// of the first's (sql/new_user_s32.sql).  A name read unquoted never starts
+// with a double quote, so every key reads back one way; names without
+// those characters give the key they always gave, and a ledger written
+// before keeps matching.
+void
+AppendKeyName(std::string &k, const std::string &name, char separator)
+{
+	if (name.find(separator) == std::string::npos && name.find('"') == std::string::npos)
+		k += name;
+	else
+		AppendJsonString(k, name);
+}
+
+} // namespace
+
 std::string
 DeriveDeliveryKey(const SourceInfo &source, Op op, const std::optional<int64_t> &total_order,
                   const std::string &entity_key)
 {
 	std::string k = "dbz:";
-	k += source.name;
+	AppendKeyName(k, source.name, ':');
 	k += ':';
-	k += source.db;
+	AppendKeyName(k, source.db, ':');
 	k += ':';
-	k += source.schema;
+	AppendKeyName(k, source.schema, '.');
 	k += '.';
-	k += source.table;
+	AppendKeyName(k, source.table, ':');
 	k += ':';
 	k += OpName(op);
 	k += ':';

@@ -204,6 +204,9 @@ Version DeriveDebeziumVersion(const ChangeEvent &ev, int64_t epoch);
 // first question): the source identity of the change.  `entity_key` is the
 // canonical key text computed by the engine ("" for truncates).
 //   dbz:<source.name>:<db>:<schema>.<table>:<op>:<lsn>:<txId>:<total_order>:<entity_key>
+// A name holding the separator that follows it (':', for the schema '.')
+// or a double quote is written as a JSON string, so two source identities
+// never derive one key.
 std::string DeriveDeliveryKey(const ChangeEvent &ev, const std::string &entity_key);
 // The same from the parts (used by every input path).
 std::string DeriveDeliveryKey(const SourceInfo &source, Op op, const std::optional<int64_t> &total_order,

@@ -1377,6 +1377,24 @@ TEST(Envelope, DeliveryKeyIsTheSourceIdentity)
 	EXPECT_NE(DeriveDeliveryKey(ev, "k"), DeriveDeliveryKey(del, "k"));
 }
 
+// Names holding their separator (or a double quote) are quoted, so two
+// source identities never derive one key (sql/new_user_s32.sql).
+TEST(Envelope, DeliveryKeyQuotesNamesWithSeparators)
+{
+	SourceInfo a, b;
+	a.name = "a:b"; a.db = "c"; a.schema = "public"; a.table = "t"; a.lsn = 100;
+	b.name = "a"; b.db = "b:c"; b.schema = "public"; b.table = "t"; b.lsn = 100;
+	EXPECT_NE(DeriveDeliveryKey(a, Op::Create, std::nullopt, "k"), DeriveDeliveryKey(b, Op::Create, std::nullopt, "k"));
+	EXPECT_EQ(DeriveDeliveryKey(a, Op::Create, std::nullopt, "k"), "dbz:\"a:b\":c:public.t:c:100:::k");
+	SourceInfo c = b, d = b;
+	c.db = "d"; c.schema = "x.y"; c.table = "z";
+	d.db = "d"; d.schema = "x"; d.table = "y.z";
+	EXPECT_NE(DeriveDeliveryKey(c, Op::Create, std::nullopt, "k"), DeriveDeliveryKey(d, Op::Create, std::nullopt, "k"));
+	EXPECT_EQ(DeriveDeliveryKey(d, Op::Create, std::nullopt, "k"), "dbz:a:d:x.y.z:c:100:::k");
+	c.schema = "\"q\"";
+	EXPECT_EQ(DeriveDeliveryKey(c, Op::Create, std::nullopt, "k"), "dbz:a:d:\"\\\"q\\\"\".z:c:100:::k");
+}
+
 // ------------------------------------------------------------ decision
 
 namespace {
