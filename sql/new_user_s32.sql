@@ -49,3 +49,66 @@ SELECT cdc.delivery_processed('nus2', 'dbz:"a:b":c:public.nus2:c:100:1::{"id": "
 CREATE TABLE nus2_plain (id int PRIMARY KEY);
 SELECT cdc_apply('{"op":"c","after":{"id":1},"source":{"name":"srv.prod","db":"shop","schema":"public","table":"nus2_plain","lsn":100,"txId":7}}', 'nus2_plain');
 SELECT cdc.delivery_processed('nus2_plain', 'dbz:srv.prod:shop:public.nus2_plain:c:100:7::{"id": "1"}') AS unchanged_key;
+--
+-- A record that is not a change (a Kafka tombstone, transaction metadata, a
+-- logical decoding message) given an explicit target was counted as
+-- `ignored` in cdc.stats under that target without any of the target's
+-- checks: a role without privileges on a table bumped its counters (and
+-- created its cdc.stats row), and a system catalog, a table of cdc_apply,
+-- a sequence, a view, a temporary table (whose counters outlive it) or a
+-- relation that does not exist got a counters row.  Now the target is
+-- checked as for a change (42501, 42809, 42P01), nothing counted; without
+-- a target such records still count under target 0, and a permitted
+-- target still counts them.
+--
+CREATE TABLE nus2_t (id int PRIMARY KEY);
+CREATE SEQUENCE nus2_seq;
+CREATE VIEW nus2_view AS SELECT 1 AS id;
+CREATE TEMPORARY TABLE nus2_temp (id int PRIMARY KEY);
+CREATE TABLE nus2_gone (id int PRIMARY KEY);
+SELECT 'nus2_gone'::regclass::oid AS nus2_gone_oid \gset
+DROP TABLE nus2_gone;
+\set VERBOSITY terse
+SELECT cdc_apply(NULL::jsonb, 'pg_class');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(NULL::text, 'cdc.ledger');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply(NULL::jsonb, 'nus2_seq');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply('{"status":"BEGIN","id":"571:53195829","event_count":null,"data_collections":null}', 'nus2_view');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc_apply_batch('[null]'::jsonb, 'nus2_temp');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY sqlstate
+SELECT cdc_apply(NULL::jsonb, :nus2_gone_oid::oid::regclass);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+CREATE ROLE nus2_role;
+GRANT SELECT ON nus2_t TO nus2_role;
+SET ROLE nus2_role;
+SELECT cdc_apply(NULL::jsonb, 'nus2_t');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT cdc_apply('{"op":"m","source":{"lsn":1},"message":{"prefix":"p","content":"AA=="}}', 'nus2_t');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc_apply_batch('[null, null]'::jsonb, 'nus2_t');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc_apply_batch(ARRAY[NULL, 'null']::jsonb[], 'nus2_t');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+SELECT * FROM cdc_apply_batch('[null]'::text, 'nus2_t');
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
+RESET ROLE;
+\set VERBOSITY default
+SELECT s.target::oid::regclass AS target, s.ignored FROM cdc.stats s
+ WHERE s.target::oid IN ('pg_class'::regclass, 'cdc.ledger'::regclass, 'nus2_seq'::regclass, 'nus2_view'::regclass,
+                         'nus2_temp'::regclass, 'nus2_t'::regclass, :nus2_gone_oid)
+ ORDER BY 1::text;
+-- permitted: counted under the target as before; without a target under target 0
+GRANT INSERT, UPDATE, DELETE ON nus2_t TO nus2_role;
+SET ROLE nus2_role;
+SELECT cdc_apply(NULL::jsonb, 'nus2_t');
+SELECT ignored FROM cdc_apply_batch('[null, null]'::jsonb, 'nus2_t');
+SELECT cdc_apply(NULL::jsonb);
+RESET ROLE;
+SELECT s.target::oid::regclass AS target, s.ignored FROM cdc.stats s WHERE s.target = 'nus2_t'::regclass;
+DROP TABLE nus2_t;
+DROP ROLE nus2_role;
