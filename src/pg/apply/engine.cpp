@@ -85,6 +85,7 @@ ApplyEngine::ApplyDebezium(EventInput event, Oid target_arg, const std::optional
 	{
 		ChangeEvent ev = event.view ? ParseDebeziumEnvelope(*event.view) : ParseDebeziumEnvelope(std::move(event.tree));
 		if (ev.ignored) {
+			CheckIgnoredTarget(target_arg);
 			counters_[target_arg].ignored++;
 			return Outcome::Ignored;
 		}
@@ -95,6 +96,24 @@ ApplyEngine::ApplyDebezium(EventInput event, Oid target_arg, const std::optional
 		req = DebeziumRequest(ev, target, delivery_key_arg);
 	} /* the envelope's images go: the request holds what was decoded from them */
 	return ApplyChange(req);
+}
+
+/*
+ * A record that is not a change (a Kafka tombstone, transaction metadata, a
+ * message) is counted as ignored under the target the caller named: that
+ * target is checked as for a change (LoadTarget: a relation that exists, a
+ * permanent logged table, not a catalog or a table of cdc_apply, the
+ * caller's privileges and row-level security, not stream-ordered).  It was
+ * not: a role without privileges on a table bumped its counters, and a
+ * catalog, a sequence, a view or a temporary table (whose counters outlive
+ * it) got a cdc.stats row (sql/new_user_s32.sql).  Without a target such
+ * records count under target 0, as before.
+ */
+void
+ApplyEngine::CheckIgnoredTarget(Oid target_arg)
+{
+	if (OidIsValid(target_arg))
+		(void) LoadTarget(target_arg);
 }
 
 ChangeRequest
@@ -289,6 +308,7 @@ ApplyEngine::ApplyDebeziumBatch(std::vector<EventInput> events, Oid target_arg,
 		SetContextKey(nullptr, dk_of(i));
 		ChangeEvent ev = events[i].view ? ParseDebeziumEnvelope(*events[i].view) : ParseDebeziumEnvelope(std::move(events[i].tree));
 		if (ev.ignored) {
+			CheckIgnoredTarget(target_arg);
 			counters_[target_arg].ignored++;
 			continue;
 		}

@@ -342,6 +342,8 @@ class ApplyEngine final : private ContextSource {
 	};
 	std::optional<LastResolved> last_resolved_;
 	ChangeRequest DebeziumRequest(ChangeEvent &ev, Oid target, const std::optional<std::string> &delivery_key);
+	// The target named for a record that is not a change: checked as for a change (engine.cpp).
+	void CheckIgnoredTarget(Oid target_arg);
 	// The dedup claim of the change ApplyChange is applying: true when the
 	// claim is new.  The batch's claim when it made one (pending_claim_),
 	// else a claim in cdc.ledger (pg/state_store.hpp, ClaimDelivery).
