@@ -112,3 +112,18 @@ RESET ROLE;
 SELECT s.target::oid::regclass AS target, s.ignored FROM cdc.stats s WHERE s.target = 'nus2_t'::regclass;
 DROP TABLE nus2_t;
 DROP ROLE nus2_role;
+--
+-- cdc.delivery_processed() given a target that names no relation (OID 0,
+-- a dropped table's OID) answered false, as if the delivery were merely
+-- not processed; every other function of the API refuses such a target
+-- with 42P01.
+--
+CREATE TABLE nus2_gone2 (id int PRIMARY KEY);
+SELECT 'nus2_gone2'::regclass::oid AS nus2_gone2_oid \gset
+DROP TABLE nus2_gone2;
+\set VERBOSITY terse
+SELECT cdc.delivery_processed('-'::regclass, 'k');
+\set VERBOSITY sqlstate
+SELECT cdc.delivery_processed(:nus2_gone2_oid::oid::regclass, 'k');
+\set VERBOSITY default
+SELECT cdc.delivery_processed('nus2', 'own-key') AS still_answers;
