@@ -678,6 +678,13 @@ BEGIN
       USING ERRCODE = '42501',
             HINT = 'cdc.delivery_processed() needs SELECT on the target, without row-level security applying to the caller.';
   END IF;
+  -- a target that names no relation (OID 0, a dropped table's OID) is 42P01
+  -- (has_table_privilege() is NULL for it, so the check above lets it pass),
+  -- as everywhere in the API; it answered false (sql/new_user_s32.sql)
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) target::pg_catalog.oid) THEN
+    RAISE EXCEPTION 'target relation with OID % does not exist', target::pg_catalog.oid
+      USING ERRCODE = '42P01';
+  END IF;
   RETURN EXISTS (SELECT 1 FROM cdc.ledger l WHERE l.digest OPERATOR(pg_catalog.=) cdc.delivery_digest(delivery_processed.target, delivery_processed.delivery_key))
       -- <partition>:<offset> of a partition claimed by offset range: the
       -- range of the partition ending at or after the offset starts at or
