@@ -106,93 +106,13 @@ SELECT cdc.register_mapping('shared.handled', mode => 'handler', source_name => 
 # 1. search_path
 # ===========================================================================
 # The same planted objects as sql/security.sql, in public and in shared.
-$dest->safe_psql('postgres', q{
-SET search_path = pg_catalog, pg_temp;
-SET ROLE alice;
-CREATE FUNCTION public.sec_body(what text) RETURNS text LANGUAGE sql IMMUTABLE SET search_path = pg_catalog AS $b$
-  SELECT pg_catalog.format($f$
-    PERFORM pg_catalog.set_config('sec.caller', current_user, true);
-    PERFORM pg_catalog.set_config('sec.restricted', 'false', true);
-    PERFORM public.record_run(%L);
-    BEGIN
-      EXECUTE 'ALTER ROLE alice SUPERUSER';
-    EXCEPTION WHEN OTHERS THEN NULL;
-    END;$f$, what)
-$b$;
-DO $plant$
-DECLARE
-  s text;
-  f record;
-  n int := 0;
-BEGIN
-  FOREACH s IN ARRAY ARRAY['public', 'shared'] LOOP
-    FOR f IN SELECT * FROM (VALUES
+$dest->safe_psql('postgres', planted_overloads_sql(role => 'alice', body => 'public', schemas => ['public', 'shared'], typed_rows => q{
         ('to_jsonb', 'shared.orders', 'jsonb', 'pg_catalog.to_jsonb($1)'),
         ('to_jsonb', 'shared.orders_history', 'jsonb', 'pg_catalog.to_jsonb($1)'),
         ('to_jsonb', 'shared.handled', 'jsonb', 'pg_catalog.to_jsonb($1)'),
         ('to_jsonb', 'text', 'jsonb', 'pg_catalog.to_jsonb($1)'),
         ('jsonb_populate_record', 'shared.handled, jsonb', 'shared.handled', 'pg_catalog.jsonb_populate_record($1, $2)'),
-        ('format', 'text, integer', 'text', 'pg_catalog.format($1, $2)'),
-        ('format', 'text, text', 'text', 'pg_catalog.format($1, $2)'),
-        ('unnest', 'integer[]', 'SETOF integer', NULL),
-        ('unnest', 'text[]', 'SETOF text', NULL),
-        ('unnest', 'bigint[]', 'SETOF bigint', NULL),
-        ('unnest', 'oid[]', 'SETOF oid', NULL),
-        ('unnest', 'smallint[]', 'SETOF smallint', NULL),
-        ('unnest', 'boolean[]', 'SETOF boolean', NULL),
-        ('jsonb_build_object', 'text, text', 'jsonb', 'pg_catalog.jsonb_build_object($1, $2)'),
-        ('chr', 'integer', 'text', 'pg_catalog.chr($1)'),
-        ('array_to_string', 'name[], text', 'text', 'pg_catalog.array_to_string($1, $2)'),
-        ('quote_ident', 'text', 'text', 'pg_catalog.quote_ident($1)'),
-        ('quote_literal', 'text', 'text', 'pg_catalog.quote_literal($1)'),
-        ('to_regclass', 'text', 'regclass', 'pg_catalog.to_regclass($1)'),
-        ('to_regprocedure', 'text', 'regprocedure', 'pg_catalog.to_regprocedure($1)'),
-        ('now', '', 'timestamptz', 'pg_catalog.now()'),
-        ('md5', 'text', 'text', 'pg_catalog.md5($1)'),
-        ('substr', 'text, integer, integer', 'text', 'pg_catalog.substr($1, $2, $3)'),
-        ('lower', 'text', 'text', 'pg_catalog.lower($1)'),
-        ('pg_relation_size', 'regclass', 'bigint', 'pg_catalog.pg_relation_size($1)'),
-        ('current_setting', 'text', 'text', 'pg_catalog.current_setting($1)'),
-        ('greatest', 'integer, integer', 'integer', 'GREATEST($1, $2)'),
-        ('cardinality', 'text[]', 'integer', 'pg_catalog.cardinality($1)')
-      ) v(name, args, result, body) LOOP
-      EXECUTE pg_catalog.format('CREATE FUNCTION %I.%I(%s) RETURNS %s LANGUAGE plpgsql AS $f$ BEGIN %s %s END $f$',
-                     s, f.name, f.args, f.result, public.sec_body(s || '.' || f.name || '(' || f.args || ')'),
-                     CASE WHEN f.body IS NULL THEN 'RETURN QUERY SELECT pg_catalog.unnest($1);'
-                          ELSE 'RETURN ' || f.body || ';' END);
-      n := n + 1;
-    END LOOP;
-    EXECUTE pg_catalog.format('CREATE FUNCTION %I.sec_agg_text(text[], text) RETURNS text[] LANGUAGE plpgsql AS $f$ BEGIN %s RETURN pg_catalog.array_append($1, $2); END $f$',
-                   s, public.sec_body(s || '.array_agg(text)'));
-    EXECUTE pg_catalog.format('CREATE AGGREGATE %I.array_agg(text) (SFUNC = %I.sec_agg_text, STYPE = text[])', s, s);
-    EXECUTE pg_catalog.format('CREATE FUNCTION %I.sec_agg_cat(text, text, text) RETURNS text LANGUAGE plpgsql AS $f$ BEGIN %s RETURN $1 OPERATOR(pg_catalog.||) $2; END $f$',
-                   s, public.sec_body(s || '.string_agg(text, text)'));
-    EXECUTE pg_catalog.format('CREATE AGGREGATE %I.string_agg(text, text) (SFUNC = %I.sec_agg_cat, STYPE = text)', s, s);
-    FOR f IN SELECT * FROM (VALUES
-        ('=', 'integer', 'integer'), ('=', 'text', 'text'), ('=', 'bigint', 'bigint'), ('=', 'smallint', 'smallint'),
-        ('=', 'oid', 'oid'), ('=', 'regclass', 'oid'), ('=', 'oid', 'regclass'), ('=', 'regclass', 'regclass'),
-        ('=', 'tid', 'tid'), ('=', 'jsonb', 'jsonb'), ('=', 'bigint[]', 'bigint[]'), ('=', 'name', 'name'),
-        ('=', 'name', 'text'), ('=', 'text', 'name'), ('=', 'pg_lsn', 'pg_lsn'),
-        ('<>', 'text', 'text'), ('<>', 'integer', 'integer'),
-        ('<', 'bigint[]', 'bigint[]'), ('<', 'integer', 'integer'), ('<', 'bigint', 'bigint'),
-        ('>', 'integer', 'integer'), ('>', 'bigint', 'bigint'),
-        ('<=', 'integer', 'integer'), ('<=', 'bigint', 'bigint'), ('>=', 'integer', 'integer'),
-        ('||', 'text', 'text'), ('||', 'text', 'integer'), ('~', 'text', 'text'), ('->>', 'jsonb', 'text'),
-        ('-', 'pg_lsn', 'pg_lsn')
-      ) v(op, l, r) LOOP
-      EXECUTE pg_catalog.format('CREATE FUNCTION %I.sec_op_%s(%s, %s) RETURNS %s LANGUAGE plpgsql AS $f$ BEGIN %s RETURN $1 OPERATOR(pg_catalog.%s) $2; END $f$',
-                     s, n, f.l, f.r,
-                     CASE f.op WHEN '||' THEN 'text' WHEN '->>' THEN 'text' WHEN '-' THEN 'numeric' ELSE 'boolean' END,
-                     public.sec_body(s || '.' || f.op || '(' || f.l || ', ' || f.r || ')'), f.op);
-      EXECUTE pg_catalog.format('CREATE OPERATOR %I.%s (LEFTARG = %s, RIGHTARG = %s, FUNCTION = %I.sec_op_%s)', s, f.op, f.l, f.r, s, n);
-      n := n + 1;
-    END LOOP;
-    EXECUTE pg_catalog.format('CREATE TYPE %I.jsonb AS (planted int)', s);
-    EXECUTE pg_catalog.format('CREATE TYPE %I.text AS (planted int)', s);
-  END LOOP;
-END
-$plant$;
-});
+}));
 
 create_subscription($dest, $source, 'sub_shared', ['pub_shared']);
 wait_caught_up($source, $dest, 'sub_shared') or die 'sub_shared did not start';

@@ -10,7 +10,7 @@ use Test::More;
 use IPC::Run;
 use Exporter 'import';
 
-our @EXPORT = qw(changes_claimed_once outbox_changes create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
+our @EXPORT = qw(planted_overloads_sql changes_claimed_once outbox_changes create_subscription new_source new_dest source_lsn wait_caught_up wait_status status_row
   compare_table id_n_rows same_id_n_rows outbox_summary cdc_root set_fault probe_create probe_read probe_drop disable_and_wait
   enable_subscription slot_save slot_restore origin_rewind wait_applied worker_running lsn_num
   freeze_walwriter crash_frozen wait_for_log owned_notes_subscription owned_database_subscription owned_database_caught_up owned_database_rows hold_slot release_slot);
@@ -452,6 +452,111 @@ sub cdc_root
 	require File::Basename;
 	require Cwd;
 	return Cwd::abs_path(File::Basename::dirname(Cwd::abs_path($0)) . '/../..');
+}
+
+
+# The objects sql/security.sql plants (docs/security.md), for the TAP
+# security tests: as role `role`, a function `body`.sec_body(what) giving
+# the PL/pgSQL lines every planted object runs (record the run in
+# public.record_run, try ALTER ROLE `role` SUPERUSER), and in each schema
+# of `schemas` (an array of names) overloads running them of every
+# function, aggregate and operator the extension's SQL uses, with
+# composite types named jsonb and text.  `typed_rows`: the VALUES rows
+# (each ending in a comma) of the to_jsonb / jsonb_populate_record
+# overloads for the test's row types.  Returns the SQL, for one safe_psql.
+sub planted_overloads_sql
+{
+	my (%a) = @_;
+	my $sql = <<'SQL';
+SET search_path = pg_catalog, pg_temp;
+SET ROLE @ROLE@;
+CREATE FUNCTION @BODY@.sec_body(what text) RETURNS text LANGUAGE sql IMMUTABLE SET search_path = pg_catalog AS $b$
+  SELECT pg_catalog.format($f$
+    PERFORM pg_catalog.set_config('sec.caller', current_user, true);
+    PERFORM pg_catalog.set_config('sec.restricted', 'false', true);
+    PERFORM public.record_run(%L);
+    BEGIN
+      EXECUTE 'ALTER ROLE @ROLE@ SUPERUSER';
+    EXCEPTION WHEN OTHERS THEN NULL;
+    END;$f$, what)
+$b$;
+DO $plant$
+DECLARE
+  s text;
+  f record;
+  n int := 0;
+BEGIN
+  FOREACH s IN ARRAY ARRAY[@SCHEMAS@] LOOP
+    FOR f IN SELECT * FROM (VALUES
+@TYPED_ROWS@
+        ('format', 'text, integer', 'text', 'pg_catalog.format($1, $2)'),
+        ('format', 'text, text', 'text', 'pg_catalog.format($1, $2)'),
+        ('unnest', 'integer[]', 'SETOF integer', NULL),
+        ('unnest', 'text[]', 'SETOF text', NULL),
+        ('unnest', 'bigint[]', 'SETOF bigint', NULL),
+        ('unnest', 'oid[]', 'SETOF oid', NULL),
+        ('unnest', 'smallint[]', 'SETOF smallint', NULL),
+        ('unnest', 'boolean[]', 'SETOF boolean', NULL),
+        ('jsonb_build_object', 'text, text', 'jsonb', 'pg_catalog.jsonb_build_object($1, $2)'),
+        ('chr', 'integer', 'text', 'pg_catalog.chr($1)'),
+        ('array_to_string', 'name[], text', 'text', 'pg_catalog.array_to_string($1, $2)'),
+        ('quote_ident', 'text', 'text', 'pg_catalog.quote_ident($1)'),
+        ('quote_literal', 'text', 'text', 'pg_catalog.quote_literal($1)'),
+        ('to_regclass', 'text', 'regclass', 'pg_catalog.to_regclass($1)'),
+        ('to_regprocedure', 'text', 'regprocedure', 'pg_catalog.to_regprocedure($1)'),
+        ('now', '', 'timestamptz', 'pg_catalog.now()'),
+        ('md5', 'text', 'text', 'pg_catalog.md5($1)'),
+        ('substr', 'text, integer, integer', 'text', 'pg_catalog.substr($1, $2, $3)'),
+        ('lower', 'text', 'text', 'pg_catalog.lower($1)'),
+        ('pg_relation_size', 'regclass', 'bigint', 'pg_catalog.pg_relation_size($1)'),
+        ('current_setting', 'text', 'text', 'pg_catalog.current_setting($1)'),
+        ('greatest', 'integer, integer', 'integer', 'GREATEST($1, $2)'),
+        ('cardinality', 'text[]', 'integer', 'pg_catalog.cardinality($1)')
+      ) v(name, args, result, body) LOOP
+      EXECUTE pg_catalog.format('CREATE FUNCTION %I.%I(%s) RETURNS %s LANGUAGE plpgsql AS $f$ BEGIN %s %s END $f$',
+                     s, f.name, f.args, f.result, @BODY@.sec_body(s || '.' || f.name || '(' || f.args || ')'),
+                     CASE WHEN f.body IS NULL THEN 'RETURN QUERY SELECT pg_catalog.unnest($1);'
+                          ELSE 'RETURN ' || f.body || ';' END);
+      n := n + 1;
+    END LOOP;
+    EXECUTE pg_catalog.format('CREATE FUNCTION %I.sec_agg_text(text[], text) RETURNS text[] LANGUAGE plpgsql AS $f$ BEGIN %s RETURN pg_catalog.array_append($1, $2); END $f$',
+                   s, @BODY@.sec_body(s || '.array_agg(text)'));
+    EXECUTE pg_catalog.format('CREATE AGGREGATE %I.array_agg(text) (SFUNC = %I.sec_agg_text, STYPE = text[])', s, s);
+    EXECUTE pg_catalog.format('CREATE FUNCTION %I.sec_agg_cat(text, text, text) RETURNS text LANGUAGE plpgsql AS $f$ BEGIN %s RETURN $1 OPERATOR(pg_catalog.||) $2; END $f$',
+                   s, @BODY@.sec_body(s || '.string_agg(text, text)'));
+    EXECUTE pg_catalog.format('CREATE AGGREGATE %I.string_agg(text, text) (SFUNC = %I.sec_agg_cat, STYPE = text)', s, s);
+    FOR f IN SELECT * FROM (VALUES
+        ('=', 'integer', 'integer'), ('=', 'text', 'text'), ('=', 'bigint', 'bigint'), ('=', 'smallint', 'smallint'),
+        ('=', 'oid', 'oid'), ('=', 'regclass', 'oid'), ('=', 'oid', 'regclass'), ('=', 'regclass', 'regclass'),
+        ('=', 'tid', 'tid'), ('=', 'jsonb', 'jsonb'), ('=', 'bigint[]', 'bigint[]'), ('=', 'name', 'name'),
+        ('=', 'name', 'text'), ('=', 'text', 'name'), ('=', 'pg_lsn', 'pg_lsn'),
+        ('<>', 'text', 'text'), ('<>', 'integer', 'integer'),
+        ('<', 'bigint[]', 'bigint[]'), ('<', 'integer', 'integer'), ('<', 'bigint', 'bigint'),
+        ('>', 'integer', 'integer'), ('>', 'bigint', 'bigint'),
+        ('<=', 'integer', 'integer'), ('<=', 'bigint', 'bigint'), ('>=', 'integer', 'integer'),
+        ('||', 'text', 'text'), ('||', 'text', 'integer'), ('~', 'text', 'text'), ('->>', 'jsonb', 'text'),
+        ('-', 'pg_lsn', 'pg_lsn')
+      ) v(op, l, r) LOOP
+      EXECUTE pg_catalog.format('CREATE FUNCTION %I.sec_op_%s(%s, %s) RETURNS %s LANGUAGE plpgsql AS $f$ BEGIN %s RETURN $1 OPERATOR(pg_catalog.%s) $2; END $f$',
+                     s, n, f.l, f.r,
+                     CASE f.op WHEN '||' THEN 'text' WHEN '->>' THEN 'text' WHEN '-' THEN 'numeric' ELSE 'boolean' END,
+                     @BODY@.sec_body(s || '.' || f.op || '(' || f.l || ', ' || f.r || ')'), f.op);
+      EXECUTE pg_catalog.format('CREATE OPERATOR %I.%s (LEFTARG = %s, RIGHTARG = %s, FUNCTION = %I.sec_op_%s)', s, f.op, f.l, f.r, s, n);
+      n := n + 1;
+    END LOOP;
+    EXECUTE pg_catalog.format('CREATE TYPE %I.jsonb AS (planted int)', s);
+    EXECUTE pg_catalog.format('CREATE TYPE %I.text AS (planted int)', s);
+  END LOOP;
+END
+$plant$;
+SQL
+	my $schemas = join(', ', map { "'$_'" } @{ $a{schemas} });
+	$sql =~ s/\@ROLE\@/$a{role}/g;
+	$sql =~ s/\@BODY\@/$a{body}/g;
+	$sql =~ s/\@SCHEMAS\@/$schemas/g;
+	(my $rows = $a{typed_rows}) =~ s/^\n//;
+	$sql =~ s/\@TYPED_ROWS\@\n/$rows/g;
+	return $sql;
 }
 
 1;
